@@ -1,0 +1,3 @@
+"""rmqrun: a process-pool consumer runner for Apache RocketMQ."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,273 @@
+"""One remoting connection over asyncio streams, used by clients and servers alike.
+
+A single reader task decodes frames. Responses are matched to pending
+requests by opaque (not by order: a long-poll pull may be answered long after
+later requests). Requests from the peer (a broker's
+NOTIFY_CONSUMER_IDS_CHANGED, or any request when this is a server-side
+connection) run as their own tasks, so a slow handler never stalls the
+reader, and their return value is sent back as the response.
+
+When the connection closes for any reason, every pending request fails with
+one :class:`ConnectionClosedError` that chains the cause. A malformed frame
+closes only this connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import struct
+from typing import Awaitable, Callable
+
+from loguru import logger
+
+from rmqrun.remoting import frame as codec
+from rmqrun.remoting.codes import FLAG_ONEWAY, ResponseCode, request_name
+from rmqrun.remoting.errors import (
+    ConnectionClosedError,
+    ProtocolError,
+    RemotingError,
+    RequestTimeoutError,
+)
+from rmqrun.remoting.frame import DEFAULT_MAX_FRAME_SIZE, RemotingCommand, SerializeType
+
+RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+
+_LEN = struct.Struct(">i")
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+DEFAULT_CONNECT_TIMEOUT = 3.0
+
+
+class Connection:
+    """A framed, multiplexed remoting connection.
+
+    ``handler`` answers requests that the peer sends; ``None`` answers every
+    such request with REQUEST_CODE_NOT_SUPPORTED (never leaves it hanging).
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
+                 name: str = "", handler: RequestHandler | None = None,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 serialize_type: SerializeType = SerializeType.JSON,
+                 on_close: Callable[["Connection"], None] | None = None) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.name = name or _peer_name(writer)
+        self.handler = handler
+        self.max_frame_size = max_frame_size
+        self.serialize_type = serialize_type
+        self._on_close = on_close
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._opaque = itertools.count(1)
+        self._closed: ConnectionClosedError | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._read_task: asyncio.Task[None] | None = None
+        self.attributes: dict[str, object] = {}  # owner's per-connection state (e.g. client id)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @classmethod
+    async def open(cls, address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, **kwargs: object) -> "Connection":
+        host, _, port = address.rpartition(":")
+        host = host.strip("[]")
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+        except (OSError, asyncio.TimeoutError, ValueError) as exc:
+            raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}") from exc
+        conn = cls(reader, writer, name=address, **kwargs)  # type: ignore[arg-type]
+        conn.start()
+        return conn
+
+    def start(self) -> None:
+        if self._read_task is None:
+            self._read_task = asyncio.get_running_loop().create_task(self._read_loop(), name=f"remoting-read {self.name}")
+
+    @property
+    def closed(self) -> bool:
+        return self._closed is not None
+
+    def close(self, cause: BaseException | None = None) -> None:
+        """Close now; pending requests fail with one ConnectionClosedError chaining ``cause``."""
+        if self._closed is not None:
+            return
+        err = ConnectionClosedError(f"connection {self.name} closed" + (f": {cause}" if cause else ""))
+        err.__cause__ = cause
+        self._closed = err
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+                # A caller that already gave up (timeout) never retrieves it.
+                fut.exception()
+        try:
+            self._writer.close()
+        except Exception:  # pragma: no cover - transport already gone
+            pass
+        if self._read_task is not None and self._read_task is not asyncio.current_task():
+            self._read_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    async def wait_closed(self) -> None:
+        if self._read_task is not None:
+            try:
+                await self._read_task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+    # ----------------------------------------------------------------- requests
+
+    async def request(self, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """Send ``cmd`` and wait for the response with the same opaque."""
+        if self._closed is not None:
+            raise self._closed
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.flag &= ~FLAG_ONEWAY
+        if cmd.serialize_type != self.serialize_type and cmd.serialize_type == SerializeType.JSON:
+            cmd.serialize_type = self.serialize_type
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._pending[cmd.opaque] = fut
+        try:
+            await self._write(codec.encode(cmd))
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except asyncio.TimeoutError:
+            raise RequestTimeoutError(
+                f"{request_name(cmd.code)} to {self.name} got no answer in {timeout:.3g}s") from None
+        finally:
+            self._pending.pop(cmd.opaque, None)
+
+    async def oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that gets no response."""
+        if self._closed is not None:
+            raise self._closed
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.flag |= FLAG_ONEWAY
+        if cmd.serialize_type == SerializeType.JSON:
+            cmd.serialize_type = self.serialize_type
+        await self._write(codec.encode(cmd))
+
+    async def send_response(self, resp: RemotingCommand) -> None:
+        if self._closed is not None:
+            return
+        await self._write(codec.encode(resp))
+
+    async def _write(self, data: bytes) -> None:
+        try:
+            self._writer.write(data)
+            if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+                await self._writer.drain()
+        except (ConnectionError, RuntimeError, OSError) as exc:
+            self.close(exc)
+            raise self._closed from exc  # type: ignore[misc]
+
+    # ----------------------------------------------------------------- reading
+
+    async def _read_loop(self) -> None:
+        cause: BaseException | None = None
+        try:
+            while True:
+                head = await self._reader.readexactly(4)
+                (length,) = _LEN.unpack(head)
+                codec.check_length(length, self.max_frame_size)
+                cmd = codec.decode(await self._reader.readexactly(length))
+                if cmd.is_response:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+                    # else: the caller timed out long ago; nothing to do.
+                else:
+                    task = asyncio.get_running_loop().create_task(self._serve(cmd))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+        except asyncio.IncompleteReadError as exc:
+            cause = exc if exc.partial else None
+        except ProtocolError as exc:
+            logger.warning("closing {}: {}", self.name, exc)
+            cause = exc
+        except (ConnectionError, OSError) as exc:
+            cause = exc
+        except asyncio.CancelledError:
+            cause = None
+        finally:
+            self.close(cause)
+
+    async def _serve(self, cmd: RemotingCommand) -> None:
+        try:
+            if self.handler is None:
+                resp: RemotingCommand | None = cmd.response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
+            else:
+                resp = await self.handler(self, cmd)
+        except asyncio.CancelledError:
+            raise
+        except RemotingError as exc:
+            resp = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        except Exception as exc:  # a bug in a handler must not kill the connection
+            logger.opt(exception=exc).error("handler for {} on {} failed", cmd.describe(), self.name)
+            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if resp is not None and not cmd.is_oneway:
+            resp.opaque = cmd.opaque
+            await self.send_response(resp)
+
+
+def _peer_name(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
+class ConnectionPool:
+    """One connection per address, opened on first use and reopened after a drop."""
+
+    def __init__(self, *, handler: RequestHandler | None = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                 serialize_type: SerializeType = SerializeType.JSON,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.handler = handler
+        self.connect_timeout = connect_timeout
+        self.serialize_type = serialize_type
+        self.max_frame_size = max_frame_size
+        self._conns: dict[str, Connection] = {}
+        self._opening: dict[str, asyncio.Future[Connection]] = {}
+
+    async def get(self, address: str) -> Connection:
+        conn = self._conns.get(address)
+        if conn is not None and not conn.closed:
+            return conn
+        pending = self._opening.get(address)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[Connection] = asyncio.get_running_loop().create_future()
+        self._opening[address] = fut
+        try:
+            conn = await Connection.open(address, timeout=self.connect_timeout, handler=self.handler,
+                                         serialize_type=self.serialize_type, max_frame_size=self.max_frame_size)
+            self._conns[address] = conn
+            fut.set_result(conn)
+            return conn
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        finally:
+            del self._opening[address]
+
+    async def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        conn = await self.get(address)
+        return await conn.request(cmd, timeout)
+
+    async def oneway(self, address: str, cmd: RemotingCommand) -> None:
+        conn = await self.get(address)
+        await conn.oneway(cmd)
+
+    def connections(self) -> dict[str, Connection]:
+        return {a: c for a, c in self._conns.items() if not c.closed}
+
+    async def close(self) -> None:
+        conns, self._conns = self._conns, {}
+        for conn in conns.values():
+            conn.close()
+        for conn in conns.values():
+            await conn.wait_closed()

@@ -1,0 +1,128 @@
+"""Errors of the wire layer, classified by what the caller should do.
+
+* :class:`ProtocolError` – bytes that are not a valid frame or message; the
+  connection that produced them is closed, nothing else is affected.
+* :class:`ConnectionClosedError`, :class:`RequestTimeoutError` – transport
+  failures; every pending request of a closed connection fails with the same
+  ``ConnectionClosedError`` that chains the cause.
+* :class:`BrokerError` – the peer answered with a non-success response code.
+  :func:`error_for_code` maps a code to a subclass whose ``retriable`` and
+  ``refresh_route`` flags say whether trying again, or refreshing the route
+  first, can help. Unknown codes map to :class:`BrokerError` itself and keep
+  their number and remark.
+"""
+
+from __future__ import annotations
+
+from rmqrun.errors import RmqrunError
+from rmqrun.remoting.codes import ResponseCode, response_name
+
+
+class RemotingError(RmqrunError):
+    """Root of everything the wire layer raises."""
+
+    retriable = False
+    refresh_route = False
+
+
+class ProtocolError(RemotingError):
+    """Malformed bytes: a bad frame, header or message body."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A length prefix outside 0..max_frame_size."""
+
+
+class ConnectionClosedError(RemotingError):
+    """The connection closed (or could not be opened) before the answer came."""
+
+    retriable = True
+
+
+class RequestTimeoutError(RemotingError):
+    """No answer within the request's timeout. The connection stays open."""
+
+    retriable = True
+
+
+class BrokerError(RemotingError):
+    """A non-success response code, with the peer's remark."""
+
+    def __init__(self, code: int, remark: str | None = None, request_code: int | None = None) -> None:
+        self.code = code
+        self.remark = remark or ""
+        self.request_code = request_code
+        super().__init__(f"{response_name(code)} ({code}): {self.remark}" if self.remark else f"{response_name(code)} ({code})")
+
+
+class SystemBusyError(BrokerError):
+    retriable = True
+
+
+class ServiceNotAvailableError(BrokerError):
+    retriable = True
+    refresh_route = True
+
+
+class FlowControlError(BrokerError):
+    retriable = True
+
+
+class FlushTimeoutError(BrokerError):
+    """The message was stored but not flushed/replicated in time; retrying may duplicate it."""
+
+    retriable = True
+
+
+class TopicNotExistError(BrokerError):
+    refresh_route = True
+
+
+class NoPermissionError(BrokerError):
+    refresh_route = True
+
+
+class SubscriptionError(BrokerError):
+    """Group or subscription unknown to the broker or stale: a heartbeat then retry helps."""
+
+    retriable = True
+
+
+class QueryNotFoundError(BrokerError):
+    """QUERY_NOT_FOUND: e.g. no stored offset for a group."""
+
+
+class MessageIllegalError(BrokerError):
+    pass
+
+
+class RequestNotSupportedError(BrokerError):
+    pass
+
+
+_CODE_CLASSES: dict[int, type[BrokerError]] = {
+    ResponseCode.SYSTEM_BUSY: SystemBusyError,
+    ResponseCode.SERVICE_NOT_AVAILABLE: ServiceNotAvailableError,
+    ResponseCode.SLAVE_NOT_AVAILABLE: ServiceNotAvailableError,
+    ResponseCode.NOT_LEADER_FOR_QUEUE: ServiceNotAvailableError,
+    ResponseCode.GO_AWAY: ServiceNotAvailableError,
+    ResponseCode.FLOW_CONTROL: FlowControlError,
+    ResponseCode.POLLING_FULL: FlowControlError,
+    ResponseCode.FLUSH_DISK_TIMEOUT: FlushTimeoutError,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: FlushTimeoutError,
+    ResponseCode.TOPIC_NOT_EXIST: TopicNotExistError,
+    ResponseCode.NO_PERMISSION: NoPermissionError,
+    ResponseCode.SUBSCRIPTION_NOT_EXIST: SubscriptionError,
+    ResponseCode.SUBSCRIPTION_NOT_LATEST: SubscriptionError,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: SubscriptionError,
+    ResponseCode.SUBSCRIPTION_PARSE_FAILED: BrokerError,
+    ResponseCode.QUERY_NOT_FOUND: QueryNotFoundError,
+    ResponseCode.MESSAGE_ILLEGAL: MessageIllegalError,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: RequestNotSupportedError,
+}
+
+
+def error_for_code(code: int, remark: str | None = None, request_code: int | None = None) -> BrokerError:
+    """The exception for a response code; unknown codes keep their number."""
+    cls = _CODE_CLASSES.get(code, BrokerError)
+    return cls(code, remark, request_code)
