@@ -1,0 +1,437 @@
+"""ProcessQueue: the in-flight messages of one message queue and the offset to commit.
+
+Messages of a queue are handed to workers in parallel and finish in any order,
+but a consumer may only commit an offset below which *everything* is done. Java's
+rule (``ProcessQueue.removeMessage``), copied here: after removing finished
+messages, commit the smallest offset still cached, or ``queue_offset_max + 1``
+when nothing is left. The offset store applies it increase-only, so a stale or
+reordered result can never move the committed offset backwards. Orderly queues
+use the take / commit / rollback half instead (``takeMessages`` & co).
+
+No I/O and no clock of its own: every time-dependent method takes ``now_ms``
+(defaulting to the wall clock), so tests and the supervisor's loop decide time.
+
+Data structure
+--------------
+Offsets are put in increasing order (a pull returns a contiguous, ascending
+batch) but finish in arbitrary order, and each removal needs the new minimum.
+The cache is a dict ``offset -> QueuedMessage`` (O(1) insert, lookup, removal of
+any offset) plus a deque of offsets in ascending order whose entries are deleted
+*lazily*: a removed offset stays in the deque until it reaches either end, where
+``first_key`` / ``last_key`` pop it. Every offset is pushed and popped once, so
+insert, remove, min and max are amortised O(1): cheaper than a balanced tree or
+a heap (O(log n)), with no third-party dependency. The deque's stale entries are
+bounded by the offset span of the cache, which flow control bounds already
+(``consumeConcurrentlyMaxSpan``), and the deque is reset whenever the cache
+empties. An out-of-order insert (an orderly rollback puts offsets back at the
+front: O(1) ``appendleft``; anything else) falls back to a bisect insert, O(n).
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rmqrun.consumer.defaults import (
+    CLEAN_EXPIRED_MAX_PER_PASS,
+    PULL_MAX_IDLE_TIME_MS,
+    REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+    UNLOCK_DELAY_TIME_MS,
+)
+from rmqrun.model import Message, MessageQueue
+
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+
+
+def _now(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else now_ms
+
+
+@dataclass(slots=True)
+class QueuedMessage:
+    """One cached message: its queue offset, body size and whatever the caller attached.
+
+    ``consume_start_ms`` is 0 until :meth:`ProcessQueue.mark_consume_started`
+    (Java stamps the CONSUME_START_TIME property when a consume request runs);
+    :meth:`ProcessQueue.clean_expired` only considers stamped messages.
+    """
+
+    offset: int
+    size: int
+    payload: Any = None
+    consume_start_ms: int = 0
+
+
+class _OffsetIndex:
+    """Offset-keyed map with amortised O(1) min / max (see the module docstring)."""
+
+    __slots__ = ("entries", "_order")
+
+    def __init__(self) -> None:
+        self.entries: dict[int, QueuedMessage] = {}
+        # Ascending (non-strictly: a removed offset put again may appear twice);
+        # holds every live offset plus removed ones not yet purged from the ends.
+        self._order: deque[int] = deque()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def add(self, entry: QueuedMessage) -> bool:
+        offset = entry.offset
+        if offset in self.entries:
+            return False
+        self.entries[offset] = entry
+        order = self._order
+        if not order or offset >= order[-1]:
+            order.append(offset)
+        elif offset <= order[0]:
+            order.appendleft(offset)
+        else:
+            order.insert(bisect.bisect_left(order, offset), offset)
+        return True
+
+    def remove(self, offset: int) -> QueuedMessage | None:
+        entry = self.entries.pop(offset, None)
+        if entry is not None and not self.entries:
+            self._order.clear()
+        return entry
+
+    def first_key(self) -> int | None:
+        entries = self.entries
+        if not entries:
+            return None
+        order = self._order
+        while order[0] not in entries:
+            order.popleft()
+        return order[0]
+
+    def last_key(self) -> int | None:
+        entries = self.entries
+        if not entries:
+            return None
+        order = self._order
+        while order[-1] not in entries:
+            order.pop()
+        return order[-1]
+
+    def pop_first(self) -> QueuedMessage | None:
+        key = self.first_key()
+        if key is None:
+            return None
+        self._order.popleft()
+        return self.remove(key)
+
+    def head(self, limit: int) -> list[QueuedMessage]:
+        """Up to ``limit`` live entries in ascending offset order."""
+        out: list[QueuedMessage] = []
+        last = None
+        for offset in self._order:
+            if len(out) >= limit:
+                break
+            entry = self.entries.get(offset)
+            if entry is not None and offset != last:
+                out.append(entry)
+                last = offset
+        return out
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self._order.clear()
+
+
+class ProcessQueue:
+    """Per-queue cache of pulled messages not yet finished, mirroring Java's ProcessQueue.
+
+    Counters follow Java: ``msg_count`` is every cached message including those
+    an orderly consumer has taken but not committed; ``msg_size`` sums body
+    sizes only (for ``pullThresholdSizeForQueue``). Unlike Java, both are exact
+    by construction (Java's atomics can drift on odd call sequences).
+    """
+
+    __slots__ = (
+        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "msg_acc_cnt",
+        "dropped", "locked", "consuming", "try_unlock_times", "last_pull_timestamp",
+        "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
+    )
+
+    def __init__(
+        self,
+        mq: MessageQueue | None = None,
+        *,
+        now_ms: int | None = None,
+        lock_max_live_ms: int = REBALANCE_LOCK_MAX_LIVE_TIME_MS,
+        pull_max_idle_ms: int = PULL_MAX_IDLE_TIME_MS,
+    ) -> None:
+        now = _now(now_ms)
+        self.mq = mq
+        self._tree = _OffsetIndex()
+        # Orderly only: taken by take_messages, awaiting commit() or rollback().
+        self._consuming_msgs: dict[int, QueuedMessage] = {}
+        self.msg_size = 0
+        self.queue_offset_max = 0
+        self.msg_acc_cnt = 0
+        """Messages still on the broker behind this batch (MAX_OFFSET - last offset)."""
+        self.dropped = False
+        self.locked = False
+        self.consuming = False
+        """Java's ``consuming`` flag: a consume request is scheduled for this queue."""
+        self.try_unlock_times = 0
+        self.last_pull_timestamp = now
+        self.last_consume_timestamp = now
+        self.last_lock_timestamp = now
+        self.lock_max_live_ms = lock_max_live_ms
+        self.pull_max_idle_ms = pull_max_idle_ms
+
+    # --- filling -------------------------------------------------------------------
+    def put(self, entries: Iterable[QueuedMessage], max_offset: int | None = None) -> bool:
+        """Cache a pulled batch; True when the caller should schedule consumption.
+
+        Like Java's ``putMessage`` the answer is True only on the transition to
+        "a consume request is needed" (the :attr:`consuming` flag), which is what
+        an orderly consumer keys on; a concurrent consumer dispatches every batch
+        and may ignore it. ``max_offset`` is the broker's max offset of the queue
+        from the pull response; it sets :attr:`msg_acc_cnt`. An offset already
+        cached is ignored.
+        """
+        tree = self._tree
+        taken = self._consuming_msgs
+        size = self.msg_size
+        top = self.queue_offset_max
+        last: QueuedMessage | None = None
+        for entry in entries:
+            last = entry
+            if taken and entry.offset in taken:
+                continue
+            if tree.add(entry):
+                size += entry.size
+                if entry.offset > top:
+                    top = entry.offset
+        self.msg_size = size
+        # Java assigns the last new offset; the max is the same for an ascending
+        # batch and cannot go backwards on a strange one.
+        self.queue_offset_max = top
+        dispatch = False
+        if len(tree) and not self.consuming:
+            self.consuming = True
+            dispatch = True
+        if last is not None and max_offset is not None:
+            backlog = max_offset - last.offset
+            if backlog > 0:
+                self.msg_acc_cnt = backlog
+        return dispatch
+
+    def put_messages(self, msgs: Sequence[Message]) -> bool:
+        """:meth:`put` for decoded messages; the payload is the message itself.
+
+        The backlog comes from the last message's MAX_OFFSET property, which the
+        pull path stamps on every message (Java's processPullResult).
+        """
+        max_offset: int | None = None
+        if msgs:
+            prop = msgs[-1].properties.get(PROPERTY_MAX_OFFSET)
+            if prop is not None:
+                max_offset = int(prop)
+        return self.put((QueuedMessage(m.queue_offset, len(m.body), m) for m in msgs), max_offset)
+
+    # --- concurrent consumption ------------------------------------------------------
+    def remove_messages(self, offsets: Iterable[int], now_ms: int | None = None) -> int:
+        """Forget finished messages and return the offset to commit (Java ``removeMessage``).
+
+        The result is the smallest offset still cached, or ``queue_offset_max + 1``
+        when the cache is now empty, or -1 when the cache was already empty before
+        the call (nothing to say; the caller must not commit). Offsets not cached
+        are ignored. Apply the result with ``increase_only=True``.
+        """
+        self.last_consume_timestamp = _now(now_ms)
+        tree = self._tree
+        if not len(tree):
+            return -1
+        size = self.msg_size
+        for offset in offsets:
+            entry = tree.remove(offset)
+            if entry is not None:
+                size -= entry.size
+        self.msg_size = size
+        first = tree.first_key()
+        return self.queue_offset_max + 1 if first is None else first
+
+    def mark_consume_started(self, offsets: Iterable[int], now_ms: int | None = None) -> None:
+        """Stamp dispatch time on cached messages, for :meth:`clean_expired`."""
+        now = _now(now_ms)
+        entries = self._tree.entries
+        for offset in offsets:
+            entry = entries.get(offset)
+            if entry is not None:
+                entry.consume_start_ms = now
+
+    def clean_expired(self, consume_timeout_ms: int, now_ms: int | None = None) -> list[QueuedMessage]:
+        """Head messages stuck in a consumer longer than ``consume_timeout_ms``.
+
+        Java's ``cleanExpiredMsg`` walks at most 16 messages from the head and
+        stops at the first one not expired (or never started). It sends each
+        back to the broker with delay level 3, then removes it; here the caller
+        does both (send back, then :meth:`remove_messages`), so a failed send
+        leaves the message cached. Orderly consumers must not call this (Java
+        skips orderly queues).
+        """
+        now = _now(now_ms)
+        expired: list[QueuedMessage] = []
+        for entry in self._tree.head(CLEAN_EXPIRED_MAX_PER_PASS):
+            if entry.consume_start_ms and now - entry.consume_start_ms > consume_timeout_ms:
+                expired.append(entry)
+            else:
+                break
+        return expired
+
+    # --- orderly consumption ------------------------------------------------------------
+    def take_messages(self, batch_size: int, now_ms: int | None = None) -> list[QueuedMessage]:
+        """Move up to ``batch_size`` head messages to the consuming set, in offset order.
+
+        An empty result clears :attr:`consuming`, so the next :meth:`put` asks
+        for a new consume request (Java ``takeMessages``).
+        """
+        self.last_consume_timestamp = _now(now_ms)
+        tree = self._tree
+        taken = self._consuming_msgs
+        result: list[QueuedMessage] = []
+        for _ in range(batch_size):
+            entry = tree.pop_first()
+            if entry is None:
+                break
+            taken[entry.offset] = entry
+            result.append(entry)
+        if not result:
+            self.consuming = False
+        return result
+
+    def commit(self) -> int:
+        """Finish everything taken; return the next offset to consume, or -1 if nothing was taken.
+
+        That is the highest taken offset + 1 (Java ``commit``); store it with
+        ``increase_only=False``.
+        """
+        taken = self._consuming_msgs
+        if not taken:
+            return -1
+        last = max(taken)
+        self.msg_size -= sum(entry.size for entry in taken.values())
+        taken.clear()
+        return last + 1
+
+    def rollback(self) -> None:
+        """Put every taken message back at the head of the queue."""
+        taken = self._consuming_msgs
+        tree = self._tree
+        for offset in sorted(taken, reverse=True):
+            tree.add(taken[offset])
+        taken.clear()
+
+    def make_messages_to_consume_again(self, offsets: Iterable[int]) -> None:
+        """Put these taken messages back so the next take returns them first.
+
+        Java's orderly service always passes the whole taken batch (a suspend
+        result). Offsets that are not currently taken are ignored, where Java
+        would re-cache them without counting them.
+        """
+        taken = self._consuming_msgs
+        tree = self._tree
+        for offset in sorted(offsets, reverse=True):
+            entry = taken.pop(offset, None)
+            if entry is not None:
+                tree.add(entry)
+
+    def has_consuming(self) -> bool:
+        """Whether messages are taken and not yet committed or rolled back."""
+        return bool(self._consuming_msgs)
+
+    # --- inspection -------------------------------------------------------------------
+    @property
+    def msg_count(self) -> int:
+        return len(self._tree) + len(self._consuming_msgs)
+
+    def has_temp_messages(self) -> bool:
+        """Java ``hasTempMessage``: messages cached and not taken."""
+        return len(self._tree) > 0
+
+    def max_span(self) -> int:
+        """``last offset - first offset`` of the cache; 0 when empty (flow control)."""
+        first = self._tree.first_key()
+        if first is None:
+            return 0
+        last = self._tree.last_key()
+        assert last is not None
+        return last - first
+
+    def first_offset(self) -> int | None:
+        return self._tree.first_key()
+
+    def last_offset(self) -> int | None:
+        return self._tree.last_key()
+
+    def get(self, offset: int) -> QueuedMessage | None:
+        return self._tree.entries.get(offset)
+
+    def __contains__(self, offset: object) -> bool:
+        return offset in self._tree.entries
+
+    def __len__(self) -> int:
+        return self.msg_count
+
+    def clear(self) -> None:
+        """Drop every cached message and reset the counters (Java ``clear``)."""
+        self._tree.clear()
+        self._consuming_msgs.clear()
+        self.msg_size = 0
+        self.queue_offset_max = 0
+
+    # --- locks and liveness -------------------------------------------------------------
+    def is_lock_expired(self, now_ms: int | None = None) -> bool:
+        """Orderly: the broker lock was last renewed more than 30 s ago; stop consuming."""
+        return _now(now_ms) - self.last_lock_timestamp > self.lock_max_live_ms
+
+    def is_pull_expired(self, now_ms: int | None = None) -> bool:
+        """Not pulled for 120 s: the rebalance drops and recreates such a queue."""
+        return _now(now_ms) - self.last_pull_timestamp > self.pull_max_idle_ms
+
+    def inc_try_unlock_times(self) -> None:
+        self.try_unlock_times += 1
+
+    def unlock_delay_ms(self) -> int:
+        """Orderly queue removed at rebalance: how long to wait before unlocking it.
+
+        RebalancePushImpl.unlockDelay waits 20 s while messages are still cached,
+        so that whoever gets the queue next does not overlap with our tail.
+        """
+        return UNLOCK_DELAY_TIME_MS if self.has_temp_messages() else 0
+
+    def info(self, commit_offset: int = 0) -> dict[str, Any]:
+        """ProcessQueueInfo as fastjson writes it (GET_CONSUMER_RUNNING_INFO's mqTable)."""
+        first = self._tree.first_key()
+        taken = self._consuming_msgs
+        return {
+            "cachedMsgCount": len(self._tree),
+            "cachedMsgMaxOffset": self._tree.last_key() if first is not None else 0,
+            "cachedMsgMinOffset": first if first is not None else 0,
+            "cachedMsgSizeInMiB": self.msg_size // (1024 * 1024),
+            "commitOffset": commit_offset,
+            "droped": self.dropped,
+            "lastConsumeTimestamp": self.last_consume_timestamp,
+            "lastLockTimestamp": self.last_lock_timestamp,
+            "lastPullTimestamp": self.last_pull_timestamp,
+            "locked": self.locked,
+            "transactionMsgCount": len(taken),
+            "transactionMsgMaxOffset": max(taken) if taken else 0,
+            "transactionMsgMinOffset": min(taken) if taken else 0,
+            "tryUnlockTimes": self.try_unlock_times,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessQueue({self.mq}, cached={len(self._tree)}, taken={len(self._consuming_msgs)}, "
+            f"span={self.max_span()}, max={self.queue_offset_max}, dropped={self.dropped}, "
+            f"locked={self.locked})"
+        )
