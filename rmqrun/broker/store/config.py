@@ -1,0 +1,74 @@
+"""The knobs of the message store, in one dataclass with its own validation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .errors import StoreError
+
+MIB = 1024 * 1024
+
+#: RocketMQ's default ``messageDelayLevel`` (store/.../MessageStoreConfig.java); used only to
+#: recompute the tags code (= delivery time) of SCHEDULE_TOPIC_XXXX records when a consume
+#: queue has to be rebuilt from the commit log.
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+class FlushMode(str, Enum):
+    """When commit-log bytes are fsync'ed.
+
+    SYNC: ``put_sync`` waits for a (group-committed) fsync, like RocketMQ SYNC_FLUSH.
+    ASYNC: a background thread fsyncs every ``flush_interval_ms``; ``put_sync`` does not
+    wait, like RocketMQ ASYNC_FLUSH (a crash may lose the last interval of writes).
+    """
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """Store settings. Defaults follow RocketMQ where it has one (see each comment)."""
+
+    #: Size of one commit-log segment file. RocketMQ 4.9.8 uses 1 GiB; 256 MiB suits an
+    #: embedded broker. Changing it for an existing data directory is refused on open.
+    segment_size: int = 256 * MIB
+    #: Entries per consume-queue segment file (RocketMQ: 300,000 entries of 20 bytes).
+    consume_queue_entries_per_file: int = 300_000
+    #: Largest accepted record, header included (RocketMQ maxMessageSize: 4 MiB).
+    max_message_size: int = 4 * MIB
+    flush_mode: FlushMode = FlushMode.ASYNC
+    #: Period of the background commit-log fsync (RocketMQ flushIntervalCommitLog: 500 ms).
+    flush_interval_ms: int = 500
+    #: Period of consume-queue fsync + checkpoint (RocketMQ flushIntervalConsumeQueue: 1 s).
+    checkpoint_interval_ms: int = 1000
+    #: Period of the JSON stores' flush (consumer offsets, topics, subscription groups).
+    config_flush_interval_ms: int = 5000
+    #: If true the store writes the current time into STORETIMESTAMP at append (under the
+    #: append lock, so store times never go backwards in the log). Tests turn it off to
+    #: control timestamps.
+    stamp_store_timestamp: bool = True
+    #: Structural check of every consume queue on open (offsets increasing, in bounds).
+    #: Costs one sequential read of 20 bytes per stored message.
+    verify_consume_queues: bool = True
+    #: Ignore the checkpoint and re-validate the whole commit log on open.
+    recover_full_scan: bool = False
+    message_delay_levels: str = DEFAULT_DELAY_LEVELS
+
+    def __post_init__(self) -> None:
+        if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
+            object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
+        if self.max_message_size < 128:
+            raise StoreError(f"max_message_size={self.max_message_size} is too small (min 128)")
+        # A record must fit in a segment with room left for the 8-byte end-of-segment marker.
+        if self.segment_size < self.max_message_size + 8:
+            raise StoreError(
+                f"segment_size={self.segment_size} must be >= max_message_size + 8 "
+                f"({self.max_message_size + 8})"
+            )
+        if self.consume_queue_entries_per_file < 1:
+            raise StoreError("consume_queue_entries_per_file must be >= 1")
+        for name in ("flush_interval_ms", "checkpoint_interval_ms", "config_flush_interval_ms"):
+            if getattr(self, name) <= 0:
+                raise StoreError(f"{name} must be > 0, got {getattr(self, name)}")

@@ -1,0 +1,108 @@
+"""One consume queue: a dense array of 20-byte entries for one (topic, queue id).
+
+Entry N (at byte 20*N) is ``(commitLogOffset int64, size int32, tagsCode int64)`` of
+the queue's N-th message, exactly RocketMQ's ConsumeQueue unit. The array lives in
+segment files of ``entries_per_file`` entries (RocketMQ: 300,000 = 6,000,000 bytes),
+under ``consumequeue/<topic>/<queueId>/``. Segments rather than one file per queue
+because the segment machinery already exists for the commit log and because
+retention (not implemented yet) will then be "unlink the head files and raise the
+min offset", exactly as in RocketMQ. Queues are flushed lazily: recovery can always
+rebuild them from the commit log.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .segmented_file import SegmentedFile
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = ENTRY.size  # 20
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    commit_log_offset: int
+    size: int
+    tags_code: int
+
+
+def pack_entry(commit_log_offset: int, size: int, tags_code: int) -> bytes:
+    return ENTRY.pack(commit_log_offset, size, tags_code)
+
+
+def iter_entries(data: bytes) -> Iterator[tuple[int, int, int]]:
+    usable = len(data) - len(data) % ENTRY_SIZE
+    return ENTRY.iter_unpack(memoryview(data)[:usable])
+
+
+class ConsumeQueue:
+    def __init__(self, root: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file = SegmentedFile(root / topic / str(queue_id), entries_per_file * ENTRY_SIZE)
+        #: Number of entries = the next offset to be written (RocketMQ's max offset).
+        self.max_offset = 0
+        #: Set on append, cleared when the checkpoint service picks the queue up for fsync.
+        self.dirty = False
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.topic, self.queue_id)
+
+    @property
+    def min_offset(self) -> int:
+        return self.file.start // ENTRY_SIZE
+
+    def load(self) -> list[Path]:
+        unusable = self.file.load()
+        self.max_offset = self.file.end_of_files() // ENTRY_SIZE
+        return unusable
+
+    def append(self, entries: bytes | bytearray, count: int) -> None:
+        """Append ``count`` packed entries (may span a segment boundary)."""
+        pos = self.max_offset * ENTRY_SIZE
+        view = memoryview(entries)
+        seg_size = self.file.segment_size
+        while view:
+            room = seg_size - pos % seg_size
+            chunk = view[:room]
+            self.file.write(pos, [chunk])
+            pos += len(chunk)
+            view = view[len(chunk):]
+        self.max_offset += count
+        self.dirty = True
+
+    def read_entries(self, offset: int, count: int) -> bytes:
+        """Up to ``count`` packed entries from ``offset``, never past one segment's end."""
+        count = min(count, self.max_offset - offset)
+        if count <= 0 or offset < self.min_offset:
+            return b""
+        return self.file.read(offset * ENTRY_SIZE, count * ENTRY_SIZE)
+
+    def entry(self, offset: int) -> QueueEntry | None:
+        data = self.read_entries(offset, 1)
+        if len(data) < ENTRY_SIZE:
+            return None
+        return QueueEntry(*ENTRY.unpack(data))
+
+    def truncate(self, count: int) -> None:
+        self.file.truncate(count * ENTRY_SIZE)
+        self.max_offset = count
+
+    def sync(self) -> None:
+        self.file.sync(self.max_offset * ENTRY_SIZE)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def destroy(self) -> None:
+        self.file.destroy()
+        self.max_offset = 0
+        try:
+            self.file.directory.parent.rmdir()  # the topic directory, if now empty
+        except OSError:
+            pass

@@ -1,0 +1,39 @@
+"""Exceptions raised by the message store.
+
+They are split by what the caller should do: a bad record is the caller's bug
+(reject the request), a too-large message is the producer's problem (answer
+MESSAGE_ILLEGAL), and an I/O failure fences the store (answer SYSTEM_ERROR and
+stop accepting writes), because after a failed fsync nobody knows what reached
+the disk.
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base class of every error the store raises on purpose."""
+
+
+class RecordFormatError(StoreError, ValueError):
+    """A record handed to the store (or found on disk) is not a valid stored-message record."""
+
+
+class MessageTooLargeError(StoreError, ValueError):
+    """A record is larger than ``StoreConfig.max_message_size``."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"message record of {size} bytes exceeds max_message_size={limit}")
+        self.size = size
+        self.limit = limit
+
+
+class StoreClosedError(StoreError):
+    """The store is not open (never opened, or already closed)."""
+
+
+class StoreLockedError(StoreError):
+    """Another process already has this data directory open."""
+
+
+class StoreIOError(StoreError, OSError):
+    """A write or fsync failed; the store refuses further writes until reopened."""

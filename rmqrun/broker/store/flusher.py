@@ -1,0 +1,155 @@
+"""Commit-log fsync in a dedicated thread, with group commit.
+
+A waiter asks "make everything below offset X durable". The thread snapshots the
+write position, fsyncs up to it, then wakes *every* waiter whose X is covered, so
+one fsync serves all appends written before it started, however many there were
+(group commit). The asyncio loop never blocks on the disk: it awaits a future that
+the thread resolves through ``call_soon_threadsafe``.
+
+Without waiters the thread still fsyncs every ``interval`` (ASYNC flush mode, and
+plain ``put`` calls in SYNC mode). If an fsync fails the flusher is *fenced*: every
+pending and future waiter gets :class:`StoreIOError`, because after a failed fsync
+the kernel may have dropped the dirty pages and retrying would report false success.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Callable
+
+from .errors import StoreIOError
+from .segmented_file import SegmentedFile
+
+log = logging.getLogger(__name__)
+
+Waiter = Callable[[BaseException | None], None]
+
+
+class CommitLogFlusher:
+    def __init__(self, file: SegmentedFile, write_pos: Callable[[], int], interval_s: float) -> None:
+        self._file = file
+        self._write_pos = write_pos
+        self._interval = interval_s
+        self._cond = threading.Condition()
+        self._waiters: list[tuple[int, Waiter]] = []
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        #: Counters for tests and the benchmark: fsync rounds and waiters served.
+        self.fsync_count = 0
+        self.waiters_served = 0
+
+    @property
+    def flushed_pos(self) -> int:
+        return self._file.synced_pos
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="store-commitlog-flush", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Flush what is written, wake everyone, and end the thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    # -- requests ------------------------------------------------------------------
+    def request(self, offset: int, waiter: Waiter) -> None:
+        with self._cond:
+            if self.error is not None:
+                waiter(StoreIOError(f"commit log flush failed earlier: {self.error}"))
+                return
+            if offset <= self._file.synced_pos:
+                waiter(None)
+                return
+            if self._stopping or self._thread is None:
+                waiter(StoreIOError("commit log flusher is not running"))
+                return
+            self._waiters.append((offset, waiter))
+            self._cond.notify_all()
+
+    async def wait_for(self, offset: int) -> None:
+        """Await durability of every commit-log byte below ``offset`` (group-committed)."""
+        if offset <= self._file.synced_pos and self.error is None:
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+
+        def resolve(exc: BaseException | None) -> None:
+            if fut.done():
+                return
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+        def waiter(exc: BaseException | None) -> None:
+            try:
+                loop.call_soon_threadsafe(resolve, exc)
+            except RuntimeError:  # loop closed meanwhile: nobody is waiting any more
+                pass
+
+        self.request(offset, waiter)
+        await fut
+
+    def wait_blocking(self, offset: int, timeout: float | None = None) -> None:
+        """Thread version of :meth:`wait_for` (checkpoint thread, close, non-async callers)."""
+        done = threading.Event()
+        box: list[BaseException | None] = [None]
+
+        def waiter(exc: BaseException | None) -> None:
+            box[0] = exc
+            done.set()
+
+        self.request(offset, waiter)
+        if not done.wait(timeout):
+            raise TimeoutError(f"commit log not flushed to {offset} within {timeout}s")
+        if box[0] is not None:
+            raise box[0]
+
+    # -- the thread ------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._waiters and not self._stopping:
+                    self._cond.wait(self._interval)
+                stopping = self._stopping
+            target = self._write_pos()
+            if self.error is None and target > self._file.synced_pos:
+                try:
+                    self._file.sync(target)
+                    self.fsync_count += 1
+                except OSError as exc:
+                    log.error("commit log fsync failed; refusing further writes: %s", exc)
+                    self.error = exc
+            elif self.error is None:
+                self._file.sync(self._file.synced_pos)  # new directories only
+            self._wake()
+            if stopping:
+                self._fail_all(StoreIOError("store closed before the flush completed"))
+                return
+
+    def _wake(self) -> None:
+        with self._cond:
+            if self.error is not None:
+                ready, self._waiters = self._waiters, []
+                exc: BaseException | None = StoreIOError(f"commit log flush failed: {self.error}")
+            else:
+                synced = self._file.synced_pos
+                ready = [w for w in self._waiters if w[0] <= synced]
+                self._waiters = [w for w in self._waiters if w[0] > synced]
+                exc = None
+        self.waiters_served += len(ready)
+        for _, waiter in ready:
+            waiter(exc)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        with self._cond:
+            rest, self._waiters = self._waiters, []
+        for _, waiter in rest:
+            waiter(exc)

@@ -1,0 +1,225 @@
+"""A byte space split into fixed-size segment files named by their start offset.
+
+Both the commit log and each consume queue are such a space. Files are named by the
+20-digit zero-padded offset of their first byte, as in RocketMQ, so the name alone
+says where a file belongs and old files can later be dropped from the head.
+
+I/O is ``pwrite``/``pread`` on file descriptors rather than mmap: reads then return
+plain ``bytes`` that nothing else references, files can be truncated while readers
+hold data, and memory use is bounded by what callers ask for. Files are not
+preallocated: a segment's file is exactly as long as what was written to it.
+
+Threading: appends come from one writer at a time (the owner holds its lock),
+``sync`` runs in one background thread at a time, reads may come from anywhere.
+Segments are only removed by ``truncate``/``destroy``, which run while no other
+thread uses the file (recovery, close).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+_NAME = re.compile(r"^\d{20}$")
+_IOV_MAX = 1024
+Buffer = bytes | bytearray | memoryview
+
+
+def segment_name(start: int) -> str:
+    return f"{start:020d}"
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class Segment:
+    start: int
+    path: Path
+    fd: int | None = field(default=None, repr=False)
+
+
+class SegmentedFile:
+    """Fixed-size segments under one directory; positions are global byte offsets."""
+
+    def __init__(self, directory: Path, segment_size: int) -> None:
+        self.directory = Path(directory)
+        self.segment_size = segment_size
+        self.segments: list[Segment] = []
+        #: Every byte before this offset has been fsync'ed.
+        self.synced_pos = 0
+        self._fd_lock = threading.Lock()
+        self._dirs_to_sync: set[Path] = set()
+
+    # -- loading -------------------------------------------------------------------
+    def load(self) -> list[Path]:
+        """Find existing segments; returns files that are unusable (misaligned or after a gap).
+
+        The caller decides what to do with those (recovery deletes them: a log is only
+        valid up to its first hole).
+        """
+        self.segments = []
+        if not self.directory.is_dir():
+            return []
+        starts = sorted(int(p.name) for p in self.directory.iterdir() if _NAME.match(p.name))
+        unusable: list[Path] = []
+        for start in starts:
+            path = self.directory / segment_name(start)
+            expected = self.segments[-1].start + self.segment_size if self.segments else None
+            if start % self.segment_size or (expected is not None and start != expected) or unusable:
+                unusable.append(path)
+                continue
+            self.segments.append(Segment(start, path))
+        # Unknown: bytes written before a crash may still sit dirty in the page cache,
+        # so the first sync after loading covers every segment.
+        self.synced_pos = self.start
+        return unusable
+
+    def end_of_files(self) -> int:
+        """Offset just past the last byte present in the files (0 when there are none)."""
+        if not self.segments:
+            return 0
+        last = self.segments[-1]
+        return last.start + os.stat(last.path).st_size
+
+    @property
+    def start(self) -> int:
+        return self.segments[0].start if self.segments else 0
+
+    def file_size(self, seg: Segment) -> int:
+        return os.fstat(self._fd(seg)).st_size if seg.fd is not None else os.stat(seg.path).st_size
+
+    # -- locating --------------------------------------------------------------------
+    def segment_start(self, pos: int) -> int:
+        return pos - pos % self.segment_size
+
+    def find(self, pos: int) -> Segment | None:
+        if not self.segments:
+            return None
+        idx = (pos - self.segments[0].start) // self.segment_size
+        if 0 <= idx < len(self.segments):
+            return self.segments[idx]
+        return None
+
+    def _fd(self, seg: Segment) -> int:
+        fd = seg.fd
+        if fd is None:
+            with self._fd_lock:
+                if seg.fd is None:
+                    seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                fd = seg.fd
+        return fd
+
+    def _create(self, start: int) -> Segment:
+        if self.segments and start != self.segments[-1].start + self.segment_size:
+            raise ValueError(f"segment {start} would leave a gap after {self.segments[-1].start}")
+        if not self.directory.is_dir():
+            missing = [self.directory]
+            while not missing[-1].parent.exists():
+                missing.append(missing[-1].parent)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._dirs_to_sync.update(p.parent for p in missing)
+        seg = Segment(start, self.directory / segment_name(start))
+        self._fd(seg)
+        self.segments.append(seg)
+        self._dirs_to_sync.add(self.directory)
+        return seg
+
+    # -- I/O -------------------------------------------------------------------------
+    def write(self, pos: int, buffers: Sequence[Buffer]) -> None:
+        """Write ``buffers`` back to back at ``pos``; they must not cross a segment end."""
+        start = self.segment_start(pos)
+        seg = self.find(pos)
+        if seg is None:
+            seg = self._create(start)
+        total = sum(len(b) for b in buffers)
+        if pos - start + total > self.segment_size:
+            raise ValueError(f"write of {total} bytes at {pos} crosses the segment end")
+        fd = self._fd(seg)
+        if pos < self.synced_pos:
+            self.synced_pos = pos  # an overwrite (recovery): make the next sync cover it
+        file_pos = pos - start
+        views = [memoryview(b).cast("B") for b in buffers if len(b)]
+        while views:
+            chunk = views[:_IOV_MAX]
+            n = os.pwritev(fd, chunk, file_pos) if len(chunk) > 1 else os.pwrite(fd, chunk[0], file_pos)
+            file_pos += n
+            # Drop what was written; keep the unwritten tail of a partially written buffer.
+            while n and views:
+                if n >= len(views[0]):
+                    n -= len(views[0])
+                    views.pop(0)
+                else:
+                    views[0] = views[0][n:]
+                    n = 0
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Up to ``size`` bytes at ``pos`` from one segment (shorter at the end of data)."""
+        seg = self.find(pos)
+        if seg is None or size <= 0:
+            return b""
+        size = min(size, seg.start + self.segment_size - pos)
+        return os.pread(self._fd(seg), size, pos - seg.start)
+
+    def sync(self, up_to: int) -> None:
+        """fsync every segment holding bytes in ``[synced_pos, up_to)`` (and new directories)."""
+        if self._dirs_to_sync:
+            dirs, self._dirs_to_sync = self._dirs_to_sync, set()
+            for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
+                fsync_dir(d)
+        if up_to <= self.synced_pos:
+            return
+        pos = self.segment_start(self.synced_pos)
+        while pos < up_to:
+            seg = self.find(pos)
+            if seg is not None:
+                os.fdatasync(self._fd(seg))
+            pos += self.segment_size
+        self.synced_pos = up_to
+
+    def truncate(self, pos: int) -> None:
+        """Drop every byte at or after ``pos``: later segments are deleted, one is shortened."""
+        changed = False
+        while self.segments and self.segments[-1].start >= pos:
+            seg = self.segments.pop()
+            self._close_fd(seg)
+            seg.path.unlink(missing_ok=True)
+            changed = True
+        seg = self.find(pos)
+        if seg is not None and self.file_size(seg) > pos - seg.start:
+            fd = self._fd(seg)
+            os.ftruncate(fd, pos - seg.start)
+            os.fsync(fd)
+        if changed and self.directory.is_dir():
+            fsync_dir(self.directory)
+        self.synced_pos = min(self.synced_pos, pos)
+
+    def _close_fd(self, seg: Segment) -> None:
+        with self._fd_lock:
+            if seg.fd is not None:
+                os.close(seg.fd)
+                seg.fd = None
+
+    def release_fds(self) -> None:
+        """Close every open descriptor (they reopen on demand); only when no thread uses them."""
+        for seg in self.segments:
+            self._close_fd(seg)
+
+    close = release_fds
+
+    def destroy(self) -> None:
+        """Delete all segment files and the directory (if it ends up empty)."""
+        self.truncate(self.start if self.segments else 0)
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass

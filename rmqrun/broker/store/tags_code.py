@@ -1,0 +1,56 @@
+"""The consume-queue "tags code" of a record, recomputed when a queue is rebuilt.
+
+Normally the caller of ``put`` supplies the tags code. When a consume queue has to
+be rebuilt from the commit log the store must recompute it, with the rule RocketMQ's
+``CommitLog.checkMessageAndReturnSize`` uses: the Java ``String.hashCode`` of the
+TAGS property, except for SCHEDULE_TOPIC_XXXX whose entries carry the delivery time
+(store time + the delay of the DELAY level) so the schedule service can scan them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_DELAY = "DELAY"
+
+#: (topic, properties, store timestamp ms) -> tags code
+TagsCodeFn = Callable[[str, Mapping[str, str], int], int]
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def java_string_hash(text: str) -> int:
+    """Java ``String.hashCode``: 31-polynomial over UTF-16 code units, as a signed int32."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h >= 0x8000_0000 else h
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 10s 30s 1m ..."`` -> delays in ms; level N is element N-1."""
+    delays = []
+    for token in spec.split():
+        delays.append(int(token[:-1]) * _UNITS_MS[token[-1]])
+    return delays
+
+
+def make_tags_code_fn(delay_levels_spec: str) -> TagsCodeFn:
+    delays = parse_delay_levels(delay_levels_spec)
+
+    def tags_code(topic: str, properties: Mapping[str, str], store_timestamp: int) -> int:
+        if topic == SCHEDULE_TOPIC and properties.get(PROPERTY_DELAY):
+            try:
+                level = int(properties[PROPERTY_DELAY])
+            except ValueError:
+                level = 0
+            level = min(level, len(delays))
+            if level > 0:
+                return store_timestamp + delays[level - 1]
+        tags = properties.get(PROPERTY_TAGS)
+        return java_string_hash(tags) if tags else 0
+
+    return tags_code
