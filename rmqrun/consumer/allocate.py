@@ -102,7 +102,13 @@ class AllocateAveragely(AllocateStrategy):
 
     name = "AVG"
 
-    def allocate(self, consumer_group, current_cid, mq_all, cid_all):
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str,
+        mq_all: Sequence[MessageQueue],
+        cid_all: Sequence[str],
+    ) -> list[MessageQueue]:
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
@@ -116,7 +122,13 @@ class AllocateAveragelyByCircle(AllocateStrategy):
 
     name = "AVG_BY_CIRCLE"
 
-    def allocate(self, consumer_group, current_cid, mq_all, cid_all):
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str,
+        mq_all: Sequence[MessageQueue],
+        cid_all: Sequence[str],
+    ) -> list[MessageQueue]:
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
@@ -185,7 +197,13 @@ class AllocateConsistentHash(AllocateStrategy):
             raise ValueError(f"illegal virtual_nodes: {virtual_nodes}")
         self.virtual_nodes = virtual_nodes
 
-    def allocate(self, consumer_group, current_cid, mq_all, cid_all):
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str,
+        mq_all: Sequence[MessageQueue],
+        cid_all: Sequence[str],
+    ) -> list[MessageQueue]:
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
@@ -209,7 +227,13 @@ class AllocateByConfig(AllocateStrategy):
     def __init__(self, queues: Iterable[MessageQueue] = ()) -> None:
         self.queues = list(queues)
 
-    def allocate(self, consumer_group, current_cid, mq_all, cid_all):
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str,
+        mq_all: Sequence[MessageQueue],
+        cid_all: Sequence[str],
+    ) -> list[MessageQueue]:
         return list(self.queues)
 
     def __repr__(self) -> str:
@@ -229,7 +253,13 @@ class AllocateByMachineRoom(AllocateStrategy):
     def __init__(self, idcs: Iterable[str] = ()) -> None:
         self.idcs = frozenset(idcs)
 
-    def allocate(self, consumer_group, current_cid, mq_all, cid_all):
+    def allocate(
+        self,
+        consumer_group: str,
+        current_cid: str,
+        mq_all: Sequence[MessageQueue],
+        cid_all: Sequence[str],
+    ) -> list[MessageQueue]:
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
