@@ -1,0 +1,100 @@
+"""The name-server client: topic routes, with failover across name servers.
+
+Name servers are independent and each holds every route, so any one of them
+can answer. Like the Java client, one address is preferred until it fails;
+a connection failure moves on to the next address within the same call, and
+any failure makes the next call start elsewhere. A request timeout is not
+retried inside the call: the call's whole budget (``mqClientApiTimeout``,
+3 s) is spent by then.
+
+Requests announce version 409 (4.9.8), so a 4.9.4+ name server answers in
+strict JSON; the parser still reads the bare-integer-key form of older ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Sequence
+
+from loguru import logger
+
+from rmqrun.client.errors import NameServerUnavailableError
+from rmqrun.client.headers import GetRouteInfoRequestHeader
+from rmqrun.client.route import TopicRouteData
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.connection import ConnectionPool
+from rmqrun.remoting.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, error_for_code
+from rmqrun.remoting.frame import RemotingCommand
+
+DEFAULT_TIMEOUT = 3.0  # ClientConfig.mqClientApiTimeout
+
+
+def parse_addresses(addresses: str | Sequence[str]) -> list[str]:
+    """``"a:9876;b:9876"`` (Java's namesrvAddr form) or a list, to a clean list."""
+    items = addresses.split(";") if isinstance(addresses, str) else list(addresses)
+    out = [a.strip() for a in items if a and a.strip()]
+    if not out:
+        raise ValueError(f"no name server address in {addresses!r}")
+    for addr in out:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"name server address {addr!r} is not host:port")
+    return out
+
+
+class NameServerClient:
+    def __init__(self, addresses: str | Sequence[str], pool: ConnectionPool, *,
+                 timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.addresses = parse_addresses(addresses)
+        self.pool = pool
+        self.timeout = timeout
+        # Java starts at a random index so clients spread over the name servers.
+        self._index = random.randrange(len(self.addresses))
+
+    @property
+    def preferred(self) -> str:
+        return self.addresses[self._index % len(self.addresses)]
+
+    def _skip(self, address: str) -> None:
+        if self.preferred == address:
+            self._index = (self._index + 1) % len(self.addresses)
+
+    async def request(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Send ``cmd`` to a name server, failing over on connection errors."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (self.timeout if timeout is None else timeout)
+        last: BaseException | None = None
+        for _ in range(len(self.addresses)):
+            address = self.preferred
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                conn = await asyncio.wait_for(self.pool.get(address), remaining)
+            except (ConnectionClosedError, asyncio.TimeoutError) as exc:
+                logger.warning("name server {} unreachable: {}", address, exc)
+                last = exc
+                self._skip(address)
+                continue
+            try:
+                return await conn.request(cmd, max(deadline - loop.time(), 0.001))
+            except ConnectionClosedError as exc:
+                logger.warning("name server {} dropped the connection: {}", address, exc)
+                last = exc
+                self._skip(address)
+            except RequestTimeoutError:
+                self._skip(address)
+                raise
+        raise NameServerUnavailableError(
+            f"no name server answered among {';'.join(self.addresses)}") from last
+
+    async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:
+        """The topic's route; raises TopicNotExistError (code 17) when the name server has none."""
+        cmd = RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext())
+        resp = await self.request(cmd, timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise error_for_code(resp.code, resp.remark, RequestCode.GET_ROUTEINFO_BY_TOPIC)
+        if not resp.body:
+            raise ProtocolError(f"name server answered the route of {topic!r} with an empty body")
+        return TopicRouteData.from_json(resp.body, topic)
