@@ -203,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     cons.add_argument("--linger", type=float, default=0.0,
                       help="seconds to keep consuming after --expect is reached (default 0)")
     cons.add_argument("--threads", type=int, help="consume thread count")
-    cons.add_argument("--batch-max", type=int, help="consumeMessageBatchMaxSize")
+    cons.add_argument("--batch-max", type=int,
+                      help="consumeMessageBatchMaxSize; no effect in this build: the listener always gets a "
+                           "whole pull result, and one RECONSUME_LATER sends all of it back, unseen ones too")
     cons.add_argument("--work-ms", type=float, default=0.0, help="sleep this long in each callback")
     cons.add_argument("--read-prop", action="append", default=[], metavar="NAME",
                       help="extra property name to report (repeatable)")
@@ -448,7 +450,10 @@ def describe(dll: Any, handle: int, extra_props: list[str]) -> dict[str, Any]:
 
 @dataclass
 class ConsumeState:
-    """What the callbacks decide and count; guarded by `lock` (callbacks run on C++ threads)."""
+    """What the callbacks decide and count; guarded by `lock` (callbacks run on C++ threads).
+
+    Messages are told apart by UNIQ_KEY; `fail_first` fails each listed idx once per message.
+    """
 
     fail_first: set[str]
     fail_always: set[str]
@@ -464,12 +469,14 @@ class ConsumeState:
         """Decide one delivery; returns (status, delivery number, distinct successes so far)."""
         props = info["properties"]
         idx = props.get("idx")
-        identity = f"idx:{idx}" if idx is not None else f"id:{props.get('UNIQ_KEY') or info['msg_id']}"
+        # UNIQ_KEY is the producer-made id that survives a trip through the retry topic;
+        # idx is only a label (two producer runs both have an idx 0).
+        identity = props.get("UNIQ_KEY") or info["msg_id"]
         with self.lock:
             self.deliveries += 1
             if idx is not None and (idx in self.fail_always or (idx in self.fail_first
-                                                                 and idx not in self.failed_once)):
-                self.failed_once.add(idx)
+                                                                 and identity not in self.failed_once)):
+                self.failed_once.add(identity)
                 status = RECONSUME_LATER
             else:
                 status = CONSUME_SUCCESS
