@@ -1,0 +1,30 @@
+"""``python -m rmqrun.broker``: the embedded broker as a process (used by BrokerProcess and scripts).
+
+The ``rmqrun broker`` CLI command calls the same :func:`rmqrun.broker.app.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rmqrun.broker.app import run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rmqrun.broker", description=__doc__)
+    parser.add_argument("--data-dir", required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--namesrv-port", type=int, default=9876)
+    parser.add_argument("--broker-port", type=int, default=10911)
+    parser.add_argument("--settings-json", default="{}", help="BrokerConfig overrides as a JSON object")
+    args = parser.parse_args(argv)
+    settings = json.loads(args.settings_json)
+    if not isinstance(settings, dict):
+        parser.error("--settings-json must be a JSON object")
+    return run(args.data_dir, args.host, args.namesrv_port, args.broker_port, **settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Run the embedded name server and broker: in this process, in a thread, or as a child process.
+
+Three ways, one object model:
+
+* ``async with EmbeddedBroker(data_dir) as eb:`` (or ``await eb.start()`` /
+  ``await eb.stop()``) runs both servers on the running asyncio loop;
+* ``with EmbeddedBroker(data_dir) as eb:`` runs them on a private loop in a
+  daemon thread, for synchronous code (tests, the supervisor's main job);
+* ``with BrokerProcess(data_dir) as bp:`` runs ``python -m rmqrun.broker`` as
+  a child process, which is what crash tests need (``bp.kill()`` is a real
+  SIGKILL). The child prints one ``RMQRUN_BROKER_READY`` line once both
+  servers listen; the parent waits for it, so there is no polling and no race.
+
+Ports default to 0 (the OS picks free ones) everywhere except :func:`run`,
+the CLI's entry point, which defaults to RocketMQ's 9876 / 10911. The chosen
+addresses are :attr:`namesrv_address` and :attr:`broker_address`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from rmqrun.broker.broker import Broker
+from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.namesrv import BrokerEntry, NameServer
+
+READY_MARKER = "RMQRUN_BROKER_READY"
+
+_CONFIG_FIELDS = {f.name for f in fields(BrokerConfig)}
+
+
+def make_config(data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", namesrv_port: int = 0,
+                broker_port: int = 0, **settings: Any) -> BrokerConfig:
+    """A :class:`BrokerConfig`; unknown setting names are refused with the valid ones listed."""
+    unknown = sorted(set(settings) - _CONFIG_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown broker setting(s) {unknown}; valid: {sorted(_CONFIG_FIELDS - {'data_dir'})}")
+    settings.setdefault("namesrv_host", host)
+    return BrokerConfig(data_dir=Path(data_dir), host=host, port=broker_port, namesrv_port=namesrv_port, **settings)
+
+
+class EmbeddedBroker:
+    """A name server and a broker sharing one data directory and one event loop."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1",
+                 namesrv_port: int = 0, broker_port: int = 0, config: BrokerConfig | None = None,
+                 **settings: Any) -> None:
+        if config is None:
+            if data_dir is None:
+                raise ValueError("EmbeddedBroker needs a data_dir (or a config)")
+            config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
+                                 **settings)
+        self.config = config
+        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port)
+        self.broker = Broker(config)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+
+    @property
+    def namesrv_address(self) -> str:
+        return f"{self.config.store_host if self.config.namesrv_host in ('0.0.0.0', '::', '') else self.config.namesrv_host}:{self.namesrv.server.port}"
+
+    @property
+    def broker_address(self) -> str:
+        return self.broker.address
+
+    # ------------------------------------------------------------------ on the running loop
+
+    async def start(self) -> None:
+        await self.broker.start()
+        assert self.broker.topics is not None
+        self.namesrv.attach(BrokerEntry(self.config.cluster_name, self.config.broker_name, self.broker.address,
+                                        self.broker.topics))
+        try:
+            await self.namesrv.start()
+        except BaseException:
+            await self.broker.stop()
+            raise
+
+    async def stop(self) -> None:
+        await self.namesrv.stop()
+        await self.broker.stop()
+
+    async def __aenter__(self) -> "EmbeddedBroker":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ on a private thread
+
+    def start_in_thread(self, timeout: float = 60.0) -> "EmbeddedBroker":
+        """Start on a private event loop in a daemon thread; returns once both servers listen."""
+        if self._thread is not None:
+            raise RuntimeError("already running in a thread")
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def main() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._thread_main(started, failure))
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=main, name="rmqrun-embedded-broker", daemon=True)
+        self._thread.start()
+        if not started.wait(timeout):
+            raise TimeoutError(f"embedded broker did not start within {timeout}s")
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    async def _thread_main(self, started: threading.Event, failure: list[BaseException]) -> None:
+        self._stop_event = asyncio.Event()
+        try:
+            await self.start()
+        except BaseException as exc:
+            failure.append(exc)
+            started.set()
+            return
+        started.set()
+        await self._stop_event.wait()
+        await self.stop()
+
+    def stop_in_thread(self, timeout: float = 60.0) -> None:
+        if self._thread is None or self._loop is None or self._stop_event is None:
+            return
+        self._loop.call_soon_threadsafe(self._stop_event.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"embedded broker did not stop within {timeout}s")
+        self._thread = None
+
+    def __enter__(self) -> "EmbeddedBroker":
+        return self.start_in_thread()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_in_thread()
+
+
+# --------------------------------------------------------------------------- child process
+
+class BrokerProcess:
+    """``python -m rmqrun.broker`` as a child process, started on free ports by default."""
+
+    def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", namesrv_port: int = 0,
+                 broker_port: int = 0, python: str | None = None, log_path: str | os.PathLike[str] | None = None,
+                 **settings: Any) -> None:
+        make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)  # validate
+        self.data_dir = Path(data_dir)
+        self.argv = [python or sys.executable, "-m", "rmqrun.broker", "--data-dir", str(self.data_dir),
+                     "--host", host, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+                     "--settings-json", json.dumps(settings)]
+        self.log_path = Path(log_path) if log_path else self.data_dir.with_name(self.data_dir.name + ".broker.log")
+        self.proc: subprocess.Popen[str] | None = None
+        self.namesrv_address = ""
+        self.broker_address = ""
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 60.0) -> "BrokerProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "a", encoding="utf-8")
+        try:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         start_new_session=True)
+        finally:
+            log.close()
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        ready = threading.Event()
+        lines: list[str] = []
+
+        def read() -> None:
+            assert self.proc is not None and self.proc.stdout is not None
+            for line in self.proc.stdout:
+                lines.append(line)
+                if line.startswith(READY_MARKER):
+                    ready.set()
+            ready.set()  # EOF: the child died
+
+        threading.Thread(target=read, name="broker-process-stdout", daemon=True).start()
+        ready.wait(max(0.0, deadline - time.monotonic()))
+        marker = next((ln for ln in lines if ln.startswith(READY_MARKER)), None)
+        if marker is None:
+            self.kill()
+            tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
+            raise RuntimeError(f"broker process did not become ready within {timeout}s; log tail:\n{tail}")
+        info = dict(part.split("=", 1) for part in marker.split()[1:])
+        self.namesrv_address, self.broker_address = info["namesrv"], info["broker"]
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (a clean shutdown that flushes everything), then wait; SIGKILL if it hangs."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: the crash the durability tests need."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "BrokerProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# --------------------------------------------------------------------------- CLI entry point
+
+def run(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", namesrv_port: int = 9876,
+        broker_port: int = 10911, **settings: Any) -> int:
+    """Serve until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
+
+    Prints ``RMQRUN_BROKER_READY namesrv=<addr> broker=<addr> pid=<pid>`` on
+    stdout once both servers listen (what :class:`BrokerProcess` waits for).
+    """
+    config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: BrokerConfig) -> int:
+    eb = EmbeddedBroker(config=config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await eb.start()
+    print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}", flush=True)
+    logger.info("name server on {}, broker on {}; SIGINT or SIGTERM stops", eb.namesrv_address, eb.broker_address)
+    await stop.wait()
+    logger.info("stopping")
+    await eb.stop()
+    return 0

@@ -1,0 +1,180 @@
+"""The embedded broker: one store, the broker's tables and services, one remoting server.
+
+:class:`Broker` wires the parts the way ``BrokerController`` does and owns
+their lifecycle. Everything runs on one asyncio loop: processors, long polls,
+the schedule service and the expiry scan share state without locks; only the
+store's flusher and checkpoint threads run apart (and talk back through
+futures).
+
+:meth:`Broker.put_message` is the single door to the commit log, so the rules
+every write obeys live in one place: a delay level diverts the message to the
+schedule topic, SYNC flush waits for the fsync (RocketMQ's
+``syncFlushTimeout``, 5 s, then FLUSH_DISK_TIMEOUT), and held pulls on the
+queue are woken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Sequence
+
+import psutil
+from loguru import logger
+
+from rmqrun.broker.config import BrokerConfig, FlushMode
+from rmqrun.broker.groups import ConsumerManager
+from rmqrun.broker.locks import RebalanceLockManager
+from rmqrun.broker.longpoll import HeldPull, PullHoldService
+from rmqrun.broker.messages import InnerMessage, delay_level_of
+from rmqrun.broker.schedule import ScheduleService
+from rmqrun.broker.store import MessageStore, PutResult, StoreConfig
+from rmqrun.broker.store.config import FlushMode as StoreFlushMode
+from rmqrun.broker.subscription_groups import SubscriptionGroupTable
+from rmqrun.broker.topics import TopicTable
+from rmqrun.remoting.connection import Connection
+from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
+from rmqrun.remoting.server import RemotingServer
+
+#: MessageStoreConfig.syncFlushTimeout.
+SYNC_FLUSH_TIMEOUT_S = 5.0
+
+
+class FlushTimeout(Exception):
+    """Stored, but not fsync'ed within the timeout (answered FLUSH_DISK_TIMEOUT)."""
+
+    def __init__(self, results: list[PutResult]) -> None:
+        super().__init__("flush timed out")
+        self.results = results
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Where one put landed, with the message as finally stored (topic may be the schedule topic)."""
+
+    result: PutResult
+    topic: str
+    queue_id: int
+    offset_msg_id: str
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.store = MessageStore(config.data_dir, StoreConfig(
+            segment_size=config.segment_size,
+            max_message_size=config.max_message_size,
+            flush_mode=StoreFlushMode(config.flush_mode.value),
+            message_delay_levels=config.message_delay_levels,
+        ))
+        self.server = RemotingServer(config.host, config.port, name="broker")
+        self.consumers = ConsumerManager(
+            channel_expired_ms=config.channel_expired_ms, notify=config.notify_consumer_ids_changed,
+            notify_enabled_for=self._notify_enabled_for)
+        self.locks = RebalanceLockManager(config.lock_max_live_ms)
+        self.hold = PullHoldService(self._replay_held_pull)
+        self.delays_ms = config.delay_levels_ms
+        self.topics: TopicTable | None = None
+        self.groups: SubscriptionGroupTable | None = None
+        self.schedule: ScheduleService | None = None
+        #: Bytes of commit log that count as "in memory" (accessMessageInMemoryMaxRatio of RAM).
+        self.memory_window = psutil.virtual_memory().total * config.access_message_in_memory_max_ratio // 100
+        self._housekeeping: asyncio.Task[None] | None = None
+        self._started = False
+        from rmqrun.broker.processors.registry import register_all  # processors import this module
+        self.processors = register_all(self)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def address(self) -> str:
+        """What clients connect to and what every stored message names as its store host."""
+        return f"{self.config.store_host}:{self.server.port}"
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.store.open)
+        for problem in self.store.config_problems:
+            logger.warning("store config file problem: {}", problem)
+        self.topics = TopicTable(self.config, self.store.topic_configs)
+        self.groups = SubscriptionGroupTable(self.config, self.store.subscription_groups)
+        adopted = self.topics.adopt_orphan_queues(self.store.queues())
+        if adopted:
+            logger.warning("topics with stored messages but no config were re-created: {}", adopted)
+        self.store.topic_configs.flush()
+        await self.server.start()
+        self.server.on_disconnect.append(self._connection_closed)
+        self.schedule = ScheduleService(self.store, self.delays_ms, self.put_message,
+                                        persist_interval_s=self.config.persist_interval_ms / 1000)
+        self.schedule.start()
+        self._housekeeping = asyncio.get_running_loop().create_task(self._scan_channels(), name="broker-housekeeping")
+        self._started = True
+        logger.info("broker {} ({}) serving on {} with data in {}", self.config.broker_name,
+                    self.config.cluster_name, self.address, self.config.data_dir)
+
+    async def stop(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
+            try:
+                await self._housekeeping
+            except asyncio.CancelledError:
+                pass
+        self.hold.clear()
+        await self.server.stop()
+        if self.schedule is not None:
+            await self.schedule.stop()
+        await self.consumers.close()
+        await asyncio.to_thread(self.store.close)
+        logger.info("broker {} stopped", self.config.broker_name)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        self.hold.connection_closed(conn)
+        self.consumers.connection_closed(conn)
+
+    def _notify_enabled_for(self, group: str) -> bool:
+        sgc = self.groups.get(group) if self.groups is not None else None
+        return sgc is None or sgc.notify_consumer_ids_changed_enable
+
+    async def _scan_channels(self) -> None:
+        interval = self.config.channel_scan_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.consumers.scan_expired()
+            except Exception as exc:  # pragma: no cover - a bug here must not stop the scans
+                logger.opt(exception=exc).error("channel expiry scan failed")
+
+    # ------------------------------------------------------------------ writes
+
+    async def put_message(self, msg: InnerMessage) -> Stored:
+        """Store one message (diverting delayed ones to the schedule topic)."""
+        if delay_level_of(msg.properties) > 0 and msg.properties.get(PROPERTY_TRANSACTION_PREPARED) != "true":
+            msg.divert_to_schedule(len(self.delays_ms), self.delays_ms)
+        return (await self.put_messages([msg]))[0]
+
+    async def put_messages(self, msgs: Sequence[InnerMessage]) -> list[Stored]:
+        """Store messages of one queue back to back (a batch), then wake that queue's held pulls."""
+        topic, queue_id = msgs[0].topic, msgs[0].queue_id
+        records = [m.to_record() for m in msgs]
+        codes = [m.tags_code for m in msgs]
+        results = self.store.put_many(topic, queue_id, records, codes)
+        for result, code in zip(results, codes):
+            self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
+        if self.config.flush_mode is FlushMode.SYNC:
+            try:
+                await asyncio.wait_for(self.store.flush_to(results[-1].end_offset), SYNC_FLUSH_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                raise FlushTimeout(results) from None
+        return [Stored(r, topic, queue_id, offset_msg_id(m.store_host, r.commit_log_offset))
+                for r, m in zip(results, msgs)]
+
+    # ------------------------------------------------------------------ long polling
+
+    def _replay_held_pull(self, held: HeldPull) -> None:
+        self.processors.pull.replay(held)
+
+    def in_disk(self, commit_log_offset: int) -> bool:
+        """``checkInDiskByCommitOffset``: further behind the log's end than memory would hold."""
+        return self.store.commit_log_max_offset - commit_log_offset > self.memory_window

@@ -1,0 +1,131 @@
+"""Settings of the embedded name server and broker, in one validated dataclass.
+
+Defaults are RocketMQ 4.9.8's (``BrokerConfig``, ``MessageStoreConfig``,
+``NamesrvConfig``) wherever the real broker has one, because the point of the
+embedded broker is to answer exactly like a real one; each field says where
+it differs and why. Addresses are loopback by default: the embedded broker is
+for tests, demos and single-host jobs, and nothing should be exposed unless
+asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from pathlib import Path
+
+from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS
+
+MIB = 1024 * 1024
+
+_DELAY_TOKEN = re.compile(r"^(\d+)([smhd])$")
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class FlushMode(str, Enum):
+    """SYNC: SEND_OK only after the commit log is fsync'ed (group commit). ASYNC: after the write."""
+
+    SYNC = "sync"
+    ASYNC = "async"
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 10s ..."`` to milliseconds per level (level N is item N-1); rejects junk loudly."""
+    out: list[int] = []
+    for token in spec.split():
+        m = _DELAY_TOKEN.match(token)
+        if not m:
+            raise ValueError(f"delay level {token!r} in {spec!r} is not <number><s|m|h|d>")
+        out.append(int(m.group(1)) * _UNITS_MS[m.group(2)])
+    if not out:
+        raise ValueError("message_delay_levels must name at least one level")
+    return out
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    data_dir: Path
+    host: str = "127.0.0.1"
+    #: 0 picks a free port (reported by :attr:`EmbeddedBroker.broker_address`).
+    port: int = 10911
+    namesrv_host: str = "127.0.0.1"
+    namesrv_port: int = 9876
+    #: The IP clients are told to connect to and the store host written into every
+    #: message (and so into every offset message id). Defaults to ``host``, or
+    #: 127.0.0.1 when ``host`` is a wildcard.
+    advertise_host: str | None = None
+
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    #: SYNC is *not* RocketMQ's default (ASYNC_FLUSH), but the embedded broker runs
+    #: tests that kill it with -9 and must not lose an acknowledged message.
+    flush_mode: FlushMode = FlushMode.SYNC
+    segment_size: int = 256 * MIB
+    max_message_size: int = 4 * MIB
+
+    auto_create_topic: bool = True
+    #: Queues of TBW102, the template of auto-created topics (BrokerConfig.defaultTopicQueueNums).
+    default_topic_queue_nums: int = 8
+    #: ``None``: an auto-created topic gets min(the producer's defaultTopicQueueNums, TBW102's),
+    #: which is 4 with every stock client, like a real broker. A number forces that many.
+    auto_create_queue_nums: int | None = None
+    auto_create_subscription_group: bool = True
+
+    message_delay_levels: str = DEFAULT_DELAY_LEVELS
+    #: Retries a group gets when the client does not say (SubscriptionGroupConfig.retryMaxTimes).
+    retry_max_times: int = 16
+
+    long_polling: bool = True
+    short_polling_ms: int = 1000
+    max_transfer_count_in_memory: int = 32
+    max_transfer_bytes_in_memory: int = 256 * 1024
+    max_transfer_count_on_disk: int = 8
+    max_transfer_bytes_on_disk: int = 64 * 1024
+    #: A message further than this share of physical memory behind the commit-log end is
+    #: "on disk" (accessMessageInMemoryMaxRatio); it shrinks pull batches, as in RocketMQ.
+    access_message_in_memory_max_ratio: int = 40
+
+    channel_expired_ms: int = 120_000
+    channel_scan_interval_ms: int = 10_000
+    lock_max_live_ms: int = 60_000
+    notify_consumer_ids_changed: bool = True
+    #: Period of persisting consumer offsets and the delay offset table (RocketMQ: 5 s / 10 s).
+    persist_interval_ms: int = 5000
+
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "data_dir", Path(self.data_dir))
+        if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
+            object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
+        parse_delay_levels(self.message_delay_levels)
+        for name in ("port", "namesrv_port"):
+            value = getattr(self, name)
+            if not 0 <= value <= 65535:
+                raise ValueError(f"{name}={value} is not a TCP port")
+        if self.default_topic_queue_nums < 1:
+            raise ValueError(f"default_topic_queue_nums={self.default_topic_queue_nums} must be >= 1")
+        if self.auto_create_queue_nums is not None and self.auto_create_queue_nums < 1:
+            raise ValueError(f"auto_create_queue_nums={self.auto_create_queue_nums} must be >= 1")
+        for name in ("channel_expired_ms", "channel_scan_interval_ms", "lock_max_live_ms",
+                     "persist_interval_ms", "short_polling_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_levels)
+
+    @property
+    def store_host(self) -> str:
+        host = self.advertise_host or self.host
+        if host in ("0.0.0.0", "", "::"):
+            host = "127.0.0.1"
+        return host
+
+    def with_ports(self, port: int, namesrv_port: int) -> "BrokerConfig":
+        return replace(self, port=port, namesrv_port=namesrv_port)

@@ -1,0 +1,155 @@
+"""Java ``HashMap`` iteration order, so stored properties come out byte-identical.
+
+The real broker keeps message properties in a ``java.util.HashMap`` and writes
+them back (``messageProperties2String``) in that map's iteration order: the
+CLUSTER property it adds, the WAIT it drops and the REAL_TOPIC/REAL_QID it adds
+for delayed messages all land in hash-bucket order, not at the end. A consumer
+does not care, but a byte-level comparison with the captured pull bodies does,
+and so does anyone diffing our commit log against a real one.
+
+:class:`JavaPropertyMap` is a small model of that map: a Python dict (which
+keeps insertion order, and moves a key to the end when it is deleted and put
+again, exactly like a HashMap bucket's linked list) plus the table capacity,
+which only ever grows. Iteration sorts by bucket index, stably. Two HashMap
+behaviours are modelled: doubling past the 0.75 load factor, and a bin of nine
+entries resizing a table smaller than 64 instead of becoming a tree. The order
+inside a treeified bin (nine colliding keys in a table of 64 or more) is not.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from rmqrun.remoting.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
+
+_DEFAULT_CAPACITY = 16
+_MIN_TREEIFY_CAPACITY = 64
+_TREEIFY_THRESHOLD = 8
+
+
+def spread_hash(h: int) -> int:
+    """``HashMap.hash``: the 32-bit hash code xor its upper half."""
+    h &= 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def table_size_for(n: int) -> int:
+    """``HashMap.tableSizeFor``: the smallest power of two >= n (1 for n <= 1)."""
+    size = 1
+    while size < n:
+        size <<= 1
+    return size
+
+
+class JavaPropertyMap:
+    """A ``HashMap<String, String>`` of message properties, in Java's iteration order."""
+
+    __slots__ = ("_items", "_capacity", "_hashes")
+
+    def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
+        self._items: dict[str, str] = {}
+        self._hashes: dict[str, int] = {}
+        self._capacity = 0  # lazily allocated, like the Java table
+        for key, value in items:
+            self.put(key, value)
+
+    @classmethod
+    def parse(cls, text: str | None) -> "JavaPropertyMap":
+        """``MessageDecoder.string2messageProperties``: pairs with an empty name or an
+        empty value are skipped, a trailing separator is fine, later duplicates win."""
+        out = cls()
+        if not text:
+            return out
+        for item in text.split(PROPERTY_SEPARATOR):
+            if len(item) < 3:
+                continue
+            name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+            if sep and name and value:
+                out.put(name, value)
+        return out
+
+    # ------------------------------------------------------------------ map operations
+
+    def _bucket(self, key: str) -> int:
+        return self._hashes[key] & (self._capacity - 1)
+
+    def put(self, key: str, value: str) -> None:
+        if key in self._items:
+            self._items[key] = value  # a replaced value keeps its place
+            return
+        if self._capacity == 0:
+            self._capacity = _DEFAULT_CAPACITY
+        h = spread_hash(java_string_hash(key))
+        self._hashes[key] = h
+        self._items[key] = value
+        if self._capacity < _MIN_TREEIFY_CAPACITY:
+            index = h & (self._capacity - 1)
+            if sum(1 for k in self._items if self._bucket(k) == index) > _TREEIFY_THRESHOLD:
+                self._capacity *= 2  # treeifyBin on a small table resizes instead
+        if len(self._items) > self._capacity * 3 // 4:
+            self._capacity *= 2
+
+    def remove(self, key: str) -> str | None:
+        self._hashes.pop(key, None)
+        return self._items.pop(key, None)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self._items.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def keys(self) -> list[str]:
+        if not self._items:
+            return []
+        return sorted(self._items, key=self._bucket)  # sorted() is stable: bucket, then insertion
+
+    def items(self) -> Iterator[tuple[str, str]]:
+        for key in self.keys():
+            yield key, self._items[key]
+
+    def to_dict(self) -> dict[str, str]:
+        return dict(self.items())
+
+    def copy(self) -> "JavaPropertyMap":
+        out = JavaPropertyMap()
+        out._items = dict(self._items)
+        out._hashes = dict(self._hashes)
+        out._capacity = self._capacity
+        return out
+
+    def to_string(self) -> str:
+        """``messageProperties2String``: ``name\\x01value`` joined by ``\\x02``, no trailing separator."""
+        return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in self.items())
+
+    def __repr__(self) -> str:
+        return f"JavaPropertyMap({self.to_dict()!r})"
+
+
+def hash_set_order(items: Iterable[object], hash_of, initial_capacity: int | None = None) -> list[object]:
+    """Iteration order of a ``HashSet`` filled with ``items`` in order.
+
+    ``initial_capacity`` mirrors ``new HashSet<>(n)`` (the table starts at
+    ``tableSizeFor(n)``); ``None`` is the default constructor (16).
+    """
+    distinct = list(dict.fromkeys(items))
+    capacity = _DEFAULT_CAPACITY if initial_capacity is None else table_size_for(initial_capacity)
+    while len(distinct) > capacity * 3 // 4:
+        capacity *= 2
+    spread = {item: spread_hash(hash_of(item)) for item in distinct}
+    return sorted(distinct, key=lambda item: spread[item] & (capacity - 1))
+
+
+def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
+    """``MessageQueue.hashCode()`` (brokerName, queueId, topic with the 31 multiplier), as int32."""
+    result = 1
+    result = (31 * result + java_string_hash(broker_name)) & 0xFFFFFFFF
+    result = (31 * result + queue_id) & 0xFFFFFFFF
+    result = (31 * result + java_string_hash(topic)) & 0xFFFFFFFF
+    return result - 0x100000000 if result & 0x80000000 else result

@@ -1,0 +1,127 @@
+"""The embedded name server: topic routes for the brokers of this process.
+
+In RocketMQ the broker pushes its topic table to the name server
+(REGISTER_BROKER every 30 s and on every new topic) and the name server
+answers route queries from that copy. Here both live in one process, so the
+name server reads each attached broker's :class:`TopicTable` directly: a topic
+has a route the moment it exists, with no registration lag to race.
+
+Answers follow ``DefaultRequestProcessor`` (4.9.8): GET_ROUTEINFO_BY_TOPIC
+sends strict JSON when the request's version is >= 401 (V4_9_4) or it asks
+with ``acceptStandardJsonOnly``, and fastjson's bare integer keys
+(``"brokerAddrs":{0:"…"}``) otherwise, which older clients such as the C++
+one expect; an unknown topic gets TOPIC_NOT_EXIST with the real remark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from rmqrun.broker.topics import TopicTable
+from rmqrun.remoting import fastjson
+from rmqrun.remoting.codes import RequestCode, ResponseCode, VERSION_V4_9_4
+from rmqrun.remoting.connection import Connection
+from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.remoting.server import RemotingServer
+
+FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+MASTER_ID = 0
+
+
+@dataclass(slots=True)
+class BrokerEntry:
+    """One broker as the name server knows it."""
+
+    cluster: str
+    broker_name: str
+    address: str
+    topics: TopicTable
+    broker_id: int = MASTER_ID
+
+    def broker_data(self, *, int_keys: bool) -> dict[str, Any]:
+        addrs: dict[Any, str] = {self.broker_id if int_keys else str(self.broker_id): self.address}
+        return {"brokerAddrs": addrs, "brokerName": self.broker_name, "cluster": self.cluster}
+
+
+class NameServer:
+    def __init__(self, host: str = "127.0.0.1", port: int = 9876) -> None:
+        self.server = RemotingServer(host, port, name="namesrv")
+        self.brokers: list[BrokerEntry] = []
+        self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
+        self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._get_cluster_info)
+        self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._get_topic_list)
+        self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def attach(self, entry: BrokerEntry) -> None:
+        self.brokers = [b for b in self.brokers if b.broker_name != entry.broker_name] + [entry]
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+    # ------------------------------------------------------------------ routes
+
+    def route(self, topic: str, *, standard_json: bool = True) -> bytes | None:
+        """The TopicRouteData body for ``topic``, or None if no broker has it."""
+        queue_datas = []
+        broker_datas = []
+        for entry in self.brokers:
+            tc = entry.topics.get(topic)
+            if tc is None:
+                continue
+            queue_datas.append({
+                "brokerName": entry.broker_name,
+                "perm": tc.perm,
+                "readQueueNums": tc.read_queue_nums,
+                "topicSysFlag": tc.topic_sys_flag,
+                "writeQueueNums": tc.write_queue_nums,
+            })
+            broker_datas.append(entry.broker_data(int_keys=not standard_json))
+        if not queue_datas:
+            return None
+        body = {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
+        return fastjson.dumps(body, unquoted_int_keys=not standard_json)
+
+    async def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        topic = cmd.ext_fields.get("topic")
+        if not topic:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null")
+        accept_standard = cmd.ext_fields.get("acceptStandardJsonOnly", "").lower() == "true"
+        standard = cmd.version >= VERSION_V4_9_4 or accept_standard
+        body = self.route(topic, standard_json=standard)
+        if body is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"No topic route info in name server for the topic: {topic}{FAQ_SUFFIX}")
+        return cmd.response(ResponseCode.SUCCESS, body=body)
+
+    async def _get_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        broker_table: dict[str, Any] = {}
+        clusters: dict[str, list[str]] = {}
+        for entry in self.brokers:
+            broker_table[entry.broker_name] = entry.broker_data(int_keys=True)
+            names = clusters.setdefault(entry.cluster, [])
+            if entry.broker_name not in names:
+                names.append(entry.broker_name)
+        body = {"brokerAddrTable": broker_table, "clusterAddrTable": clusters}
+        # ClusterInfo is always written by plain fastjson: bare integer keys.
+        return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps(body, unquoted_int_keys=True))
+
+    async def _get_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        names: list[str] = []
+        for entry in self.brokers:
+            names.extend(t for t in entry.topics.names() if t not in names)
+        return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"topicList": names}))
+
+    async def _delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        # The route disappears with the broker's topic (DELETE_TOPIC_IN_BROKER); nothing is kept here.
+        logger.info("DELETE_TOPIC_IN_NAMESRV {} acknowledged", cmd.ext_fields.get("topic"))
+        return cmd.response(ResponseCode.SUCCESS)

@@ -1,0 +1,160 @@
+"""PULL_MESSAGE: the hot path, mirroring 4.9.8 ``PullMessageProcessor``.
+
+Checks in the real broker's order (group config, topic, queue id, then the
+subscription: from the request when the subscription bit is set, as the C++
+client and the pull consumers send it, otherwise the one the group's
+heartbeat registered, which must be at least as new as the request's
+``subVersion``), then reads at most 32 messages (the broker's
+``maxTransferCountOnMessageInMemory``) filtered by tags code, and maps the
+store's status to the answer exactly like the real broker: FOUND → SUCCESS
+with the stored records as the body; nothing new → PULL_NOT_FOUND (held for a
+long poll when the suspend bit is set); out of range → PULL_OFFSET_MOVED;
+everything filtered out → PULL_RETRY_IMMEDIATELY. The remark is the store
+status and ``nextBeginOffset`` tells the client where to continue.
+
+The commit offset piggybacked on a pull (commit bit) is stored before the
+answer, like the real broker, and only on the first pass (not when a held
+pull is replayed). A replayed pull is answered with a JSON header even if the
+request was binary: RocketMQ writes those answers with its default
+serializer, and clients must cope.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from loguru import logger
+
+from rmqrun.broker.broker import Broker
+from rmqrun.broker.longpoll import HeldPull
+from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
+from rmqrun.broker.store import GetMessageStatus as S
+from rmqrun.broker.topics import is_readable
+from rmqrun.client.headers import (
+    PULL_FLAG_COMMIT_OFFSET,
+    PULL_FLAG_SUBSCRIPTION,
+    PULL_FLAG_SUSPEND,
+    PullMessageRequestHeader,
+)
+from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting.connection import Connection
+from rmqrun.remoting.frame import RemotingCommand, SerializeType
+
+_NOT_FOUND = {S.OFFSET_FOUND_NULL, S.OFFSET_OVERFLOW_ONE}
+_MOVED = {S.OFFSET_OVERFLOW_BADLY, S.OFFSET_TOO_SMALL}
+_RETRY = {S.NO_MATCHED_MESSAGE, S.MESSAGE_WAS_REMOVING}
+
+
+class PullProcessor:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+        return self.process(conn, cmd, allow_suspend=True)
+
+    def replay(self, held: HeldPull) -> None:
+        """Answer a held pull now (a message arrived or its time is up)."""
+        if held.conn.closed:
+            return
+        try:
+            resp = self.process(held.conn, held.request, allow_suspend=False)
+        except Exception as exc:  # pragma: no cover - a bug must still answer the client
+            logger.opt(exception=exc).error("replaying a held pull failed")
+            resp = held.request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if resp is None:
+            return
+        resp.serialize_type = SerializeType.JSON
+        resp.opaque = held.request.opaque
+        task = asyncio.get_running_loop().create_task(held.conn.send_response(resp))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def process(self, conn: Connection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+        try:
+            header = parse_header(cmd, PullMessageRequestHeader)
+        except BadRequest as bad:
+            return bad.response
+        broker = self.broker
+        assert broker.groups is not None and broker.topics is not None
+        group = header.consumer_group
+        sgc = broker.groups.find(group)
+        if sgc is None:
+            return answer(cmd, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                          f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
+        if not sgc.consume_enable:
+            return answer(cmd, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        flags = header.sys_flag
+        suspend = bool(flags & PULL_FLAG_SUSPEND)
+        topic = header.topic
+        tc = broker.topics.get(topic)
+        if tc is None:
+            return answer(cmd, ResponseCode.TOPIC_NOT_EXIST,
+                          f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}")
+        if not is_readable(tc.perm):
+            return answer(cmd, ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        queue_id = header.queue_id
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR,
+                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                          f"[{tc.read_queue_nums}] consumer:[{conn.name}]")
+
+        if flags & PULL_FLAG_SUBSCRIPTION:
+            try:
+                sub = SubscriptionData.build(topic, header.subscription, header.expression_type or "TAG")
+            except ValueError:
+                return answer(cmd, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
+        else:
+            info = broker.consumers.group(group)
+            if info is None:
+                return answer(cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                              f"the consumer's group info not exist{FAQ_SUFFIX}")
+            if not sgc.consume_broadcast_enable and info.message_model.value == "BROADCASTING":
+                return answer(cmd, ResponseCode.NO_PERMISSION,
+                              f"the consumer group[{group}] can not consume by broadcast way")
+            found = info.subscriptions.get(topic)
+            if found is None:
+                return answer(cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                              f"the consumer's subscription not exist{FAQ_SUFFIX}")
+            if found.sub_version < header.sub_version:
+                return answer(cmd, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+            sub = found
+        if not sub.is_tag_type:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR,
+                          f"The broker does not support consumer to filter message by {sub.expression_type}")
+
+        cfg = broker.config
+        accept = None if sub.is_sub_all or sub.class_filter_mode else sub.matches_tags_code
+        max_msgs = min(header.max_msg_nums, cfg.max_transfer_count_in_memory)
+        result = broker.store.get(topic, queue_id, header.queue_offset, max(1, max_msgs),
+                                  cfg.max_transfer_bytes_in_memory, accept)
+        status = result.status
+        fields = {
+            "suggestWhichBrokerId": 0,
+            "nextBeginOffset": result.next_begin_offset,
+            "minOffset": result.min_offset,
+            "maxOffset": result.max_offset,
+        }
+        response: RemotingCommand | None
+        if status is S.FOUND:
+            response = answer(cmd, ResponseCode.SUCCESS, status.value, header=fields, body=b"".join(result.records))
+        elif status in _NOT_FOUND or (status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE)
+                                      and header.queue_offset == 0):
+            if allow_suspend and suspend:
+                timeout = header.suspend_timeout_millis if cfg.long_polling else cfg.short_polling_ms
+                broker.hold.suspend(HeldPull(conn, cmd, topic, queue_id, header.queue_offset, sub), timeout)
+                response = None
+            else:
+                response = answer(cmd, ResponseCode.PULL_NOT_FOUND, status.value, header=fields)
+        elif status in _MOVED or status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE):
+            logger.info("PULL_OFFSET_MOVED: group={} topic={} queue={} requested={} next={}", group, topic,
+                        queue_id, header.queue_offset, result.next_begin_offset)
+            response = answer(cmd, ResponseCode.PULL_OFFSET_MOVED, status.value, header=fields)
+        else:
+            assert status in _RETRY, status
+            response = answer(cmd, ResponseCode.PULL_RETRY_IMMEDIATELY, status.value, header=fields)
+
+        if allow_suspend and flags & PULL_FLAG_COMMIT_OFFSET:
+            broker.store.consumer_offsets.commit(group, topic, queue_id, header.commit_offset)
+        return response

@@ -1,0 +1,68 @@
+"""Which processor serves which request code.
+
+Anything not listed here is answered REQUEST_CODE_NOT_SUPPORTED by the
+remoting server (never left unanswered).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rmqrun.remoting.codes import RequestCode as R
+
+if TYPE_CHECKING:
+    from rmqrun.broker.broker import Broker
+    from rmqrun.broker.processors.admin import AdminProcessor
+    from rmqrun.broker.processors.clients import ClientProcessor
+    from rmqrun.broker.processors.offsets import OffsetProcessor
+    from rmqrun.broker.processors.pull import PullProcessor
+    from rmqrun.broker.processors.send import SendProcessor
+
+
+@dataclass(frozen=True, slots=True)
+class Processors:
+    send: "SendProcessor"
+    pull: "PullProcessor"
+    offsets: "OffsetProcessor"
+    clients: "ClientProcessor"
+    admin: "AdminProcessor"
+
+
+def register_all(broker: "Broker") -> Processors:
+    from rmqrun.broker.processors.admin import AdminProcessor
+    from rmqrun.broker.processors.clients import ClientProcessor
+    from rmqrun.broker.processors.offsets import OffsetProcessor
+    from rmqrun.broker.processors.pull import PullProcessor
+    from rmqrun.broker.processors.send import SendProcessor
+
+    p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
+                   ClientProcessor(broker), AdminProcessor(broker))
+    table = {
+        R.SEND_MESSAGE: p.send.send,
+        R.SEND_MESSAGE_V2: p.send.send,
+        R.SEND_BATCH_MESSAGE: p.send.send,
+        R.CONSUMER_SEND_MSG_BACK: p.send.send_back,
+        R.PULL_MESSAGE: p.pull.pull,
+        R.QUERY_CONSUMER_OFFSET: p.offsets.query_consumer_offset,
+        R.UPDATE_CONSUMER_OFFSET: p.offsets.update_consumer_offset,
+        R.GET_MAX_OFFSET: p.offsets.get_max_offset,
+        R.GET_MIN_OFFSET: p.offsets.get_min_offset,
+        R.SEARCH_OFFSET_BY_TIMESTAMP: p.offsets.search_offset_by_timestamp,
+        R.GET_EARLIEST_MSG_STORETIME: p.offsets.get_earliest_msg_storetime,
+        R.HEART_BEAT: p.clients.heartbeat,
+        R.UNREGISTER_CLIENT: p.clients.unregister_client,
+        R.GET_CONSUMER_LIST_BY_GROUP: p.clients.get_consumer_list,
+        R.CHECK_CLIENT_CONFIG: p.clients.check_client_config,
+        R.LOCK_BATCH_MQ: p.clients.lock_batch,
+        R.UNLOCK_BATCH_MQ: p.clients.unlock_batch,
+        R.UPDATE_AND_CREATE_TOPIC: p.admin.update_and_create_topic,
+        R.GET_ALL_TOPIC_CONFIG: p.admin.get_all_topic_config,
+        R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.admin.update_and_create_subscription_group,
+        R.DELETE_SUBSCRIPTIONGROUP: p.admin.delete_subscription_group,
+        R.VIEW_MESSAGE_BY_ID: p.admin.view_message_by_id,
+        R.QUERY_TOPIC_CONSUME_BY_WHO: p.admin.query_topic_consume_by_who,
+    }
+    for code, fn in table.items():
+        broker.server.register(code, fn)
+    return p
