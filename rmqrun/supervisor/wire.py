@@ -1,0 +1,458 @@
+"""The pipe protocol between the supervisor and its workers.
+
+Each worker has one Unix socket pair to the supervisor. Both directions carry
+frames: ``uint32 length`` (of what follows) + ``uint8 kind`` + payload, all
+big-endian. Every frame kind is a dataclass here with its own encoder and
+decoder, so nothing on the pipe is a tagged tuple or a pickle.
+
+Supervisor -> worker::
+
+    BOOT     first frame: the worker id, its settings (JSON) and the supervisor's sys.path
+    RUN      batch id, mode, auto-commit flag, broker name, raw stored-message records
+    STOP     finish every batch received before this frame, call worker_exit, exit 0
+
+Worker -> supervisor::
+
+    READY        the handler is loaded and worker_init ran; carries the pid
+    BOOT_FAILED  the handler or a hook could not be loaded (the exit code follows)
+    STARTED      the worker is starting this batch (billiard's lesson: acknowledge
+                 on start, so the supervisor knows which batch a dead worker held)
+    DONE         per-message statuses, delay levels and queue offsets of a batch
+    RETIRING     a recycling limit was reached; please start my replacement and STOP me
+
+Batches travel as raw records (commit-log layout, the bytes a pull returns) so
+the supervisor never builds or pickles ``Message`` objects; the worker decodes
+them. Each record starts with its own total size, so concatenated records
+delimit themselves.
+
+The exit-code table of a worker process lives here too (:class:`ExitCode`),
+because it is part of the same contract.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import signal
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence, Union
+
+from rmqrun.remoting.message import QUEUE_OFFSET_POS
+
+RecordData = Union[bytes, bytearray, memoryview]
+
+
+class ConsumeMode(enum.Enum):
+    """How the messages of a batch are consumed (Java's listener kinds)."""
+
+    CONCURRENT = "concurrent"
+    ORDERLY = "orderly"
+
+
+class Status(enum.IntEnum):
+    """The outcome of one message of a batch (the value is its byte on the pipe).
+
+    ================  ==========================================================
+    SUCCESS           concurrent CONSUME_SUCCESS; orderly SUCCESS (with automatic
+                      commit: commit it; with manual commit: consumed, not committed)
+    RECONSUME_LATER   concurrent: send back with ``delay_level``
+    SUSPEND           orderly: put back and suspend the queue for the batch's
+                      ``suspend_ms`` (-1 = consumer default), then deliver it again
+    COMMIT            orderly, manual commit: commit everything consumed so far
+    ROLLBACK          orderly, manual commit: put back everything since the last
+                      commit and suspend
+    NOT_RUN           the handler never finished this message (an earlier failure
+                      stopped an orderly batch, a soft time limit or shutdown
+                      interrupted the batch): redeliver it, without counting a retry
+    ================  ==========================================================
+    """
+
+    SUCCESS = 0
+    RECONSUME_LATER = 1
+    SUSPEND = 2
+    COMMIT = 3
+    ROLLBACK = 4
+    NOT_RUN = 5
+
+
+_STATUS_BY_BYTE = tuple(Status)
+
+
+class ExitCode(enum.IntEnum):
+    """Exit codes of a worker process, and what the pool does about each.
+
+    =====  ==================  ===================================================
+    code   name                pool reaction
+    =====  ==================  ===================================================
+    0      OK                  expected after STOP (graceful stop, recycle, reload,
+                               remove_worker) or SIGTERM; otherwise a death
+    1      UNCAUGHT            an exception escaped the worker loop (a bug, or a
+                               handler raising SystemExit/BaseException): death
+    3      BOOT_ERROR          the handler or a hook could not be imported: not
+                               retried; start()/reload() raise, later on_fatal
+    4      INIT_ERROR          worker_init raised: start()/reload() raise; later it
+                               counts as a death (it may be transient)
+    5      LOST_SUPERVISOR     the pipe closed or carried garbage: death
+    < 0    -signal             killed by a signal (SIGKILL from the hard time limit
+                               or the OOM killer, SIGSEGV, ...): death
+    =====  ==================  ===================================================
+
+    A death is replaced at once and counted against the restart-frequency limit
+    (except kills the pool ordered itself, such as the hard time limit).
+    """
+
+    OK = 0
+    UNCAUGHT = 1
+    BOOT_ERROR = 3
+    INIT_ERROR = 4
+    LOST_SUPERVISOR = 5
+
+
+def describe_exit(code: int | None) -> str:
+    """Human wording of a worker exit code, for logs and error messages."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    try:
+        return f"exit code {code} ({ExitCode(code).name})"
+    except ValueError:
+        return f"exit code {code}"
+
+
+# --------------------------------------------------------------------------- batches
+
+def _walk_records(blob: RecordData) -> list[int]:
+    """Start positions of the records in ``blob``; raises ValueError if sizes do not add up."""
+    starts = []
+    pos = 0
+    n = len(blob)
+    unpack = _INT.unpack_from
+    while pos < n:
+        if n - pos < 28:
+            raise ValueError(f"record at {pos} is truncated ({n - pos} bytes left)")
+        (size,) = unpack(blob, pos)
+        if size < 28 or pos + size > n:
+            raise ValueError(f"record at {pos} claims {size} bytes, {n - pos} available")
+        starts.append(pos)
+        pos += size
+    return starts
+
+
+def _blobs(records: RecordData | Sequence[RecordData]) -> Sequence[RecordData]:
+    return (records,) if isinstance(records, (bytes, bytearray, memoryview)) else records
+
+
+@dataclass(slots=True, eq=False)
+class Batch:
+    """A unit of work for one worker: records of ONE queue, consumed in order.
+
+    ``queue_key`` is opaque to the pool (the consumer's process-queue key);
+    ``records`` is one blob of concatenated stored-message records or a list of
+    blobs. ``count`` is derived from the records (their size fields are
+    checked here, so a malformed batch fails at submit, not in a worker).
+    ``auto_commit`` only matters in orderly mode (Java's ``autoCommit``).
+    """
+
+    batch_id: int
+    queue_key: Hashable
+    mode: ConsumeMode
+    broker_name: str
+    records: RecordData | Sequence[RecordData] = field(repr=False)
+    auto_commit: bool = True
+    count: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+
+    def queue_offsets(self) -> list[int]:
+        """Queue offsets of the records, read from the raw bytes (no decoding)."""
+        out = []
+        for blob in _blobs(self.records):
+            for pos in _walk_records(blob):
+                out.append(_LONG.unpack_from(blob, pos + QUEUE_OFFSET_POS)[0])
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class MessageOutcome:
+    """The result of one message: its index in the batch, queue offset and status."""
+
+    index: int
+    queue_offset: int
+    status: Status
+    delay_level: int = 0
+
+
+@dataclass(slots=True)
+class BatchResult:
+    """Everything a worker reports about a finished batch.
+
+    ``suspend_ms`` is the pause asked by an orderly SUSPEND (-1 = consumer
+    default). ``timed_out`` is set when a time limit cut the batch short (soft:
+    the worker interrupted the handler; hard: the pool killed the worker and
+    made this result up, every message failed). ``error`` is the first failure's
+    text, for logs and metrics. ``elapsed`` is the worker's time on the batch, s.
+    """
+
+    batch: Batch
+    worker_id: int
+    pid: int
+    outcomes: list[MessageOutcome] = field(repr=False)
+    suspend_ms: int = -1
+    timed_out: bool = False
+    error: str | None = None
+    elapsed: float = 0.0
+
+    @property
+    def batch_id(self) -> int:
+        return self.batch.batch_id
+
+    @property
+    def queue_key(self) -> Hashable:
+        return self.batch.queue_key
+
+    @property
+    def mode(self) -> ConsumeMode:
+        return self.batch.mode
+
+    @property
+    def all_succeeded(self) -> bool:
+        return all(o.status is Status.SUCCESS or o.status is Status.COMMIT for o in self.outcomes)
+
+
+# --------------------------------------------------------------------------- frames
+
+class Kind(enum.IntEnum):
+    RUN = 1
+    STOP = 2
+    BOOT = 3
+    READY = 10
+    BOOT_FAILED = 11
+    STARTED = 12
+    DONE = 13
+    RETIRING = 14
+
+
+_HEADER = struct.Struct(">IB")
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+_RUN = struct.Struct(">QBBH")  # batch id, mode, flags, broker-name length
+_DONE = struct.Struct(">QQiBHI")  # batch id, elapsed us, suspend ms, flags, error length, count
+_ID = struct.Struct(">Q")
+_PID = struct.Struct(">I")
+_BOOT = struct.Struct(">B")
+MAX_FRAME = 1 << 31
+
+_MODE_BYTE = {ConsumeMode.CONCURRENT: 0, ConsumeMode.ORDERLY: 1}
+_MODE_BY_BYTE = (ConsumeMode.CONCURRENT, ConsumeMode.ORDERLY)
+_FLAG_AUTO_COMMIT = 1
+_FLAG_TIMED_OUT = 1
+
+
+class WireError(ValueError):
+    """Bytes on the pipe that are not a valid frame (a bug or a corrupted pipe)."""
+
+
+@dataclass(slots=True)
+class Run:
+    batch_id: int
+    mode: ConsumeMode
+    auto_commit: bool
+    broker_name: str
+    records: RecordData
+
+
+@dataclass(slots=True)
+class Stop:
+    pass
+
+
+@dataclass(slots=True)
+class Boot:
+    """What a fresh worker needs before anything else (JSON: readable, no pickle)."""
+
+    worker_id: int
+    settings: dict[str, Any]
+    sys_path: list[str]
+
+
+@dataclass(slots=True)
+class Ready:
+    pid: int
+
+
+@dataclass(slots=True)
+class BootFailed:
+    exit_code: int
+    message: str
+
+
+@dataclass(slots=True)
+class Started:
+    batch_id: int
+
+
+@dataclass(slots=True)
+class Done:
+    batch_id: int
+    statuses: bytes  # one Status byte per message
+    delay_levels: tuple[int, ...]
+    queue_offsets: tuple[int, ...]
+    suspend_ms: int = -1
+    timed_out: bool = False
+    error: str = ""
+    elapsed_us: int = 0
+
+    def outcomes(self) -> list[MessageOutcome]:
+        by_byte = _STATUS_BY_BYTE
+        return [MessageOutcome(i, off, by_byte[s], d)
+                for i, (s, d, off) in enumerate(zip(self.statuses, self.delay_levels, self.queue_offsets))]
+
+
+@dataclass(slots=True)
+class Retiring:
+    reason: str
+
+
+Frame = Union[Run, Stop, Boot, Ready, BootFailed, Started, Done, Retiring]
+
+
+def _frame(kind: Kind, payload: bytes = b"") -> bytes:
+    return _HEADER.pack(len(payload) + 1, kind) + payload
+
+
+def encode_run(batch: Batch) -> list[RecordData]:
+    """The RUN frame of a batch, as pieces to write back to back (records are not copied)."""
+    broker = batch.broker_name.encode("utf-8")
+    blobs = _blobs(batch.records)
+    size = sum(len(b) for b in blobs)
+    head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
+                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker))
+    prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker
+    return [prefix, *blobs]
+
+
+def encode(frame: Frame) -> bytes:
+    """Any frame but RUN (see :func:`encode_run`)."""
+    if isinstance(frame, Done):
+        n = len(frame.statuses)
+        if len(frame.delay_levels) != n or len(frame.queue_offsets) != n:
+            raise ValueError("DONE frame: statuses, delay levels and offsets differ in length")
+        err = frame.error.encode("utf-8")[:65535]
+        payload = b"".join((
+            _DONE.pack(frame.batch_id, frame.elapsed_us, frame.suspend_ms,
+                       _FLAG_TIMED_OUT if frame.timed_out else 0, len(err), n),
+            err, bytes(frame.statuses),
+            struct.pack(f">{n}h", *frame.delay_levels), struct.pack(f">{n}q", *frame.queue_offsets)))
+        return _frame(Kind.DONE, payload)
+    if isinstance(frame, Started):
+        return _frame(Kind.STARTED, _ID.pack(frame.batch_id))
+    if isinstance(frame, Stop):
+        return _frame(Kind.STOP)
+    if isinstance(frame, Boot):
+        doc = {"worker_id": frame.worker_id, "settings": frame.settings, "sys_path": frame.sys_path}
+        return _frame(Kind.BOOT, json.dumps(doc).encode("utf-8"))
+    if isinstance(frame, Ready):
+        return _frame(Kind.READY, _PID.pack(frame.pid))
+    if isinstance(frame, BootFailed):
+        return _frame(Kind.BOOT_FAILED, _BOOT.pack(frame.exit_code) + frame.message.encode("utf-8"))
+    if isinstance(frame, Retiring):
+        return _frame(Kind.RETIRING, frame.reason.encode("utf-8"))
+    if isinstance(frame, Run):
+        raise TypeError("encode RUN frames with encode_run(batch)")
+    raise TypeError(f"not a frame: {frame!r}")
+
+
+def decode(kind: int, payload: memoryview) -> Frame:
+    """One frame from its kind byte and payload (as split by :class:`FrameBuffer`)."""
+    try:
+        if kind == Kind.DONE:
+            batch_id, elapsed, suspend_ms, flags, err_len, n = _DONE.unpack_from(payload, 0)
+            p = _DONE.size
+            error = bytes(payload[p:p + err_len]).decode("utf-8", "replace")
+            p += err_len
+            statuses = bytes(payload[p:p + n])
+            p += n
+            delays = struct.unpack_from(f">{n}h", payload, p)
+            p += 2 * n
+            offsets = struct.unpack_from(f">{n}q", payload, p)
+            if p + 8 * n != len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):
+                raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+            return Done(batch_id, statuses, delays, offsets, suspend_ms, bool(flags & _FLAG_TIMED_OUT),
+                        error, elapsed)
+        if kind == Kind.STARTED:
+            return Started(_ID.unpack_from(payload, 0)[0])
+        if kind == Kind.RUN:
+            batch_id, mode, flags, blen = _RUN.unpack_from(payload, 0)
+            p = _RUN.size
+            broker = bytes(payload[p:p + blen]).decode("utf-8")
+            return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
+                       payload[p + blen:])
+        if kind == Kind.STOP:
+            return Stop()
+        if kind == Kind.BOOT:
+            doc = json.loads(bytes(payload).decode("utf-8"))
+            return Boot(int(doc["worker_id"]), dict(doc["settings"]), [str(p) for p in doc["sys_path"]])
+        if kind == Kind.READY:
+            return Ready(_PID.unpack_from(payload, 0)[0])
+        if kind == Kind.BOOT_FAILED:
+            return BootFailed(payload[0], bytes(payload[1:]).decode("utf-8", "replace"))
+        if kind == Kind.RETIRING:
+            return Retiring(bytes(payload).decode("utf-8", "replace"))
+    except WireError:
+        raise
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise WireError(f"malformed frame of kind {kind}: {exc}") from exc
+    raise WireError(f"unknown frame kind {kind}")
+
+
+class FrameBuffer:
+    """Splits a byte stream into frames; used on both ends of the pipe.
+
+    ``feed`` appends what a read returned; ``next`` returns the next complete
+    frame or None. Payloads are copied out of the buffer (one copy per frame)
+    so the buffer can be compacted freely.
+    """
+
+    __slots__ = ("_buf", "_pos")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._pos = 0
+
+    def feed(self, data: bytes) -> None:
+        if self._pos and self._pos == len(self._buf):
+            self._buf.clear()
+            self._pos = 0
+        elif self._pos > 65536:
+            del self._buf[:self._pos]
+            self._pos = 0
+        self._buf += data
+
+    def has_frame(self) -> bool:
+        avail = len(self._buf) - self._pos
+        if avail < _HEADER.size:
+            return False
+        length = _INT.unpack_from(self._buf, self._pos)[0] & 0xFFFFFFFF
+        return avail >= 4 + length
+
+    def next(self) -> Frame | None:
+        if not self.has_frame():
+            return None
+        length, kind = _HEADER.unpack_from(self._buf, self._pos)
+        if length < 1 or length > MAX_FRAME:
+            raise WireError(f"frame length {length} out of range")
+        start = self._pos + _HEADER.size
+        end = self._pos + 4 + length
+        payload = memoryview(bytes(self._buf[start:end]))
+        self._pos = end
+        return decode(kind, payload)
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buf) - self._pos

@@ -1,0 +1,408 @@
+"""The worker process: read batches from the pipe, run the handler, report statuses.
+
+One worker is one process with one thread of our own: the handler runs in the
+main thread, so SIGALRM can interrupt it (the soft time limit) and nothing the
+supervisor does waits on it. The loop is deliberately plain:
+
+    boot:  load handler + hooks (exit 3 if that fails), worker_init (exit 4), READY
+    loop:  RUN   -> STARTED, decode, call the handler per message / per chunk, DONE
+           STOP  -> leave the loop
+    exit:  worker_exit, exit 0
+
+Recycling limits are checked here after each batch (billiard's lesson: the
+process knows its own message count and memory); when one is reached the
+worker sends RETIRING and keeps working until the supervisor, having started a
+replacement, sends STOP behind the last batch it gave us.
+
+Signals: SIGINT and SIGHUP are ignored (a terminal sends them to the whole
+process group; the supervisor decides what workers do). SIGTERM means "stop
+now": a running handler call is interrupted with :class:`WorkerTerminated`,
+its messages and the rest of the batch come back as NOT_RUN, worker_exit runs.
+SIGALRM is used for the soft time limit, so handlers must not use it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from loguru import logger
+
+from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
+from rmqrun.supervisor.wire import (
+    Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
+    WireError, encode,
+)
+from rmqrun.worker.results import SoftTimeLimitExceeded, WorkerTerminated
+from rmqrun.worker.handler import (
+    BadResultError, Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
+    map_orderly,
+)
+
+RETRY_TOPIC_PREFIX = "%RETRY%"
+_SIZE = struct.Struct(">i")
+_OFFSET = struct.Struct(">q")
+LOG_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
+              "{message}")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """What a worker needs to know, sent once in the BOOT frame (as JSON, so plain fields only).
+
+    ``time_limit`` is the soft limit of one batch in seconds (0 = none).
+    ``max_messages`` (+ a random 0..``max_messages_jitter``) and ``max_memory``
+    (RSS bytes) trigger recycling; 0 disables them.
+    """
+
+    handler: str
+    worker_init: str | None = None
+    worker_exit: str | None = None
+    batch_size: int = 1
+    time_limit: float = 900.0
+    max_messages: int = 0
+    max_messages_jitter: int = 0
+    max_memory: int = 0
+    log_level: str = "INFO"
+
+
+class _Pipe:
+    """The worker's end of the socket pair: blocking reads, writes gathered until a flush."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.frames = FrameBuffer()
+        self.out: list[bytes] = []
+
+    def send(self, frame: Frame) -> None:
+        self.out.append(encode(frame))
+
+    def flush(self) -> None:
+        if self.out:
+            data = b"".join(self.out)
+            self.out.clear()
+            self.sock.sendall(data)
+
+    def has_frame(self) -> bool:
+        return self.frames.has_frame()
+
+    def read(self) -> bytes:
+        return self.sock.recv(1 << 18)
+
+
+class Worker:
+    """One worker process's state; :meth:`run` returns the exit code."""
+
+    def __init__(self, config: WorkerConfig, worker_id: int, sock: socket.socket) -> None:
+        self.config = config
+        self.worker_id = worker_id
+        self.pid = os.getpid()
+        self.pipe = _Pipe(sock)
+        self.log = logger.bind(worker_id=worker_id, pid=self.pid)
+        self.handler: Handler | None = None
+        self.exit_hook: Any = None
+        self.handled = 0
+        self.message_limit = (config.max_messages + random.randint(0, max(0, config.max_messages_jitter))
+                              if config.max_messages > 0 else 0)
+        self._retiring = False
+        self._terminating = False
+        self._in_batch = False
+        self._idle = False
+        self._warned: set[Any] = set()
+        self._proc: Any = None
+
+    # ------------------------------------------------------------------ signals
+    def _on_alarm(self, signum: int, frame: Any) -> None:
+        if self._in_batch:
+            raise SoftTimeLimitExceeded(f"soft time limit ({self.config.time_limit:g} s) exceeded")
+
+    def _on_term(self, signum: int, frame: Any) -> None:
+        self._terminating = True
+        if self._in_batch or self._idle:
+            raise WorkerTerminated()
+
+    def _install_signals(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, self._on_term)
+        signal.signal(signal.SIGALRM, self._on_alarm)
+
+    # ------------------------------------------------------------------ lifecycle
+    def run(self) -> int:
+        self._install_signals()
+        try:
+            return self._run()
+        except (BrokenPipeError, ConnectionResetError):
+            return ExitCode.LOST_SUPERVISOR
+
+    def _run(self) -> int:
+        cfg = self.config
+        info = WorkerInfo(self.worker_id, self.pid)
+        try:
+            self.handler = load_handler(cfg.handler, batch_size=cfg.batch_size)
+            init_hook = load_hook(cfg.worker_init, "worker_init") if cfg.worker_init else None
+            self.exit_hook = load_hook(cfg.worker_exit, "worker_exit") if cfg.worker_exit else None
+        except HandlerLoadError as exc:
+            self.log.error("cannot load: {}", exc)
+            return self._boot_failed(ExitCode.BOOT_ERROR, str(exc))
+        if init_hook is not None:
+            try:
+                call_hook(init_hook, info)
+            except Exception as exc:
+                self.log.opt(exception=exc).error("worker_init '{}' raised", cfg.worker_init)
+                return self._boot_failed(ExitCode.INIT_ERROR,
+                                         f"worker_init '{cfg.worker_init}' raised {type(exc).__name__}: {exc}")
+        if cfg.max_memory > 0:
+            import psutil
+            self._proc = psutil.Process()
+        self.pipe.send(Ready(self.pid))
+        self.pipe.flush()
+        self.log.debug("ready: handler {}", self.handler.ref)
+        try:
+            code = self._loop()
+        finally:
+            self._call_exit_hook(info)
+        return code
+
+    def _boot_failed(self, code: ExitCode, message: str) -> int:
+        try:
+            self.pipe.send(BootFailed(int(code), message))
+            self.pipe.flush()
+        except OSError:
+            pass
+        return code
+
+    def _call_exit_hook(self, info: WorkerInfo) -> None:
+        if self.exit_hook is None:
+            return
+        try:
+            call_hook(self.exit_hook, info)
+        except Exception as exc:
+            self.log.opt(exception=exc).error("worker_exit '{}' raised", self.config.worker_exit)
+
+    def _next_frame(self) -> Frame | None:
+        """The next frame; flushes our output before blocking. None at end of file."""
+        pipe = self.pipe
+        while not pipe.has_frame():
+            pipe.flush()
+            self._idle = True
+            try:
+                if self._terminating:
+                    return None
+                data = pipe.read()
+            finally:
+                self._idle = False
+            if not data:
+                return None
+            pipe.frames.feed(data)
+        return pipe.frames.next()
+
+    def _loop(self) -> int:
+        while not self._terminating:
+            try:
+                frame = self._next_frame()
+            except WorkerTerminated:
+                break
+            except WireError as exc:
+                self.log.error("bad frame from the supervisor: {}", exc)
+                return ExitCode.LOST_SUPERVISOR
+            if frame is None:
+                if self._terminating:
+                    break
+                self.log.warning("the supervisor closed the pipe; exiting")
+                return ExitCode.LOST_SUPERVISOR
+            if isinstance(frame, Run):
+                self._run_batch(frame)
+                self._check_recycle()
+            elif isinstance(frame, Stop):
+                break
+            else:
+                self.log.error("unexpected frame from the supervisor: {}", type(frame).__name__)
+                return ExitCode.LOST_SUPERVISOR
+        self.pipe.flush()
+        return ExitCode.OK
+
+    # ------------------------------------------------------------------ batches
+    def _decode(self, run: Run) -> tuple[list[Any], list[int], list[str | None]]:
+        """Messages (None where a record does not decode), queue offsets, decode errors."""
+        data = run.records
+        msgs: list[Any] = []
+        offsets: list[int] = []
+        errors: list[str | None] = []
+        pos, n = 0, len(data)
+        while pos < n:
+            (size,) = _SIZE.unpack_from(data, pos)
+            offsets.append(_OFFSET.unpack_from(data, pos + 20)[0])
+            try:
+                msg, _ = decode_message(data, pos, broker_name=run.broker_name)
+            except ProtocolError as exc:
+                msgs.append(None)
+                errors.append(f"record {len(offsets) - 1} does not decode: {exc}")
+            else:
+                retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
+                if retry_topic and msg.topic.startswith(RETRY_TOPIC_PREFIX):
+                    msg.topic = retry_topic  # Java's resetRetryAndNamespace
+                msgs.append(msg)
+                errors.append(None)
+            pos += size
+        return msgs, offsets, errors
+
+    def _run_batch(self, run: Run) -> None:
+        assert self.handler is not None
+        self.pipe.send(Started(run.batch_id))
+        self.pipe.flush()
+        t0 = time.perf_counter()
+        msgs, offsets, decode_errors = self._decode(run)
+        n = len(msgs)
+        orderly = run.mode is ConsumeMode.ORDERLY
+        fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
+        statuses = bytearray([Status.NOT_RUN]) * n
+        delays = [0] * n
+        suspend_ms = -1
+        error = ""
+        timed_out = False
+        fn = self.handler.fn
+        ref = self.handler.ref
+        step = self.config.batch_size if self.handler.is_batch else 1
+        limit = self.config.time_limit
+        try:
+            self._in_batch = True
+            try:
+                if limit > 0:
+                    signal.setitimer(signal.ITIMER_REAL, limit)
+                for start in range(0, n, step):
+                    end = min(n, start + step)
+                    arg = msgs[start:end] if self.handler.is_batch else msgs[start]
+                    bad = next((e for e in decode_errors[start:end] if e), None)
+                    try:
+                        if bad:
+                            raise ProtocolError(bad)
+                        value = fn(arg)
+                    except SoftTimeLimitExceeded as exc:
+                        statuses[start:end] = bytes([fail]) * (end - start)
+                        error = error or f"handler '{ref}': {exc}"
+                        timed_out = True
+                        self.log.warning("handler '{}': {} (queue offset {})", ref, exc, offsets[start])
+                        break
+                    except Exception as exc:
+                        statuses[start:end] = bytes([fail]) * (end - start)
+                        error = error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
+                        self._log_exception(exc, offsets[start])
+                        if orderly:
+                            break
+                        continue
+                    try:
+                        if orderly:
+                            out = map_orderly(value, ref, auto_commit=run.auto_commit)
+                            if out.warning:
+                                self._warn_once(("illegal", type(value)), out.warning)
+                            statuses[start:end] = bytes([out.status]) * (end - start)
+                            if out.status is Status.SUSPEND or out.status is Status.ROLLBACK:
+                                suspend_ms = out.suspend_ms
+                                break
+                        else:
+                            c = map_concurrent(value, end - start, ref)
+                            acked = start + c.acked
+                            statuses[start:acked] = bytes([Status.SUCCESS]) * c.acked
+                            if acked < end:
+                                statuses[acked:end] = bytes([fail]) * (end - acked)
+                                delays[acked:end] = [c.delay_level] * (end - acked)
+                    except BadResultError as exc:
+                        statuses[start:end] = bytes([fail]) * (end - start)
+                        error = error or str(exc)
+                        self._warn_once(("bad", type(value)), str(exc))
+                        if orderly:
+                            break
+            finally:
+                self._in_batch = False
+                if limit > 0:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+        except SoftTimeLimitExceeded as exc:  # fired outside the handler call: the rest stays NOT_RUN
+            timed_out = True
+            error = error or f"handler '{ref}': {exc}"
+        except WorkerTerminated:  # SIGTERM: the interrupted call and the rest stay NOT_RUN
+            self._terminating = True
+            error = error or "worker terminated (SIGTERM)"
+        self._in_batch = False
+        self.handled += n
+        self.pipe.send(Done(run.batch_id, bytes(statuses), tuple(delays), tuple(offsets), suspend_ms,
+                            timed_out, error, int((time.perf_counter() - t0) * 1e6)))
+
+    def _log_exception(self, exc: Exception, offset: int) -> None:
+        key = ("exc", type(exc))
+        ref = self.handler.ref if self.handler else "?"
+        if key in self._warned:
+            self.log.warning("handler '{}' raised {}: {} (queue offset {})", ref, type(exc).__name__, exc, offset)
+        else:
+            self._warned.add(key)
+            self.log.opt(exception=exc).warning("handler '{}' raised {} (queue offset {})",
+                                                ref, type(exc).__name__, offset)
+
+    def _warn_once(self, key: Any, text: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self.log.error("{} (logged once per worker)", text)
+
+    def _check_recycle(self) -> None:
+        if self._retiring:
+            return
+        reason = ""
+        if self.message_limit and self.handled >= self.message_limit:
+            reason = f"handled {self.handled} messages (limit {self.message_limit})"
+        elif self._proc is not None:
+            rss = self._proc.memory_info().rss
+            if rss > self.config.max_memory:
+                reason = f"RSS {rss >> 20} MiB over the limit of {self.config.max_memory >> 20} MiB"
+        if reason:
+            self._retiring = True
+            self.log.info("recycling: {}", reason)
+            self.pipe.send(Retiring(reason))
+
+
+def _setup_logging(worker_id: int, level: str) -> None:
+    logger.remove()
+    logger.configure(extra={"worker_id": worker_id, "pid": os.getpid()})
+    logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
+
+
+def _read_boot(sock: socket.socket) -> Boot:
+    frames = FrameBuffer()
+    while not frames.has_frame():
+        data = sock.recv(1 << 16)
+        if not data:
+            raise WireError("the supervisor closed the pipe before sending BOOT")
+        frames.feed(data)
+    frame = frames.next()
+    if not isinstance(frame, Boot) or frames.pending_bytes:
+        raise WireError(f"expected a lone BOOT frame first, got {type(frame).__name__}")
+    return frame
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of a worker process: ``python -m rmqrun.worker <socket fd>``.
+
+    Reads the BOOT frame (worker id, settings, the supervisor's sys.path),
+    then runs the worker and exits with an :class:`ExitCode`.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    sock = socket.socket(fileno=int(argv[0]))
+    sock.setblocking(True)
+    try:
+        boot = _read_boot(sock)
+        config = WorkerConfig(**boot.settings)
+    except (WireError, TypeError, OSError) as exc:
+        print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
+    sys.path[:] = boot.sys_path
+    _setup_logging(boot.worker_id, config.log_level)
+    code = Worker(config, boot.worker_id, sock).run()
+    sys.stderr.flush()
+    raise SystemExit(int(code))
