@@ -152,7 +152,8 @@ class ClientInstance:
 
     async def close(self) -> None:
         """Stop the periodic tasks and close every connection (pending requests fail)."""
-        tasks, self._tasks = self._tasks, set()
+        tasks = list(self._tasks)
+        self._tasks = set()
         for task in tasks:
             task.cancel()
         for task in tasks:
