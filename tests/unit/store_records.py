@@ -115,3 +115,58 @@ def decode_record(data: bytes | bytearray | memoryview) -> Decoded:
             props[k] = v
     assert pos + 2 + plen == total == len(buf), (pos + 2 + plen, total, len(buf))
     return Decoded(total, qid, qoff, phys, store_ts, body, topic, props)
+
+
+def small_config(**overrides):
+    """A StoreConfig with tiny segments so tests cross segment boundaries quickly."""
+    from rmqrun.broker.store import StoreConfig
+
+    values = dict(segment_size=4096, max_message_size=1024, consume_queue_entries_per_file=16,
+                  stamp_store_timestamp=False, flush_interval_ms=20, checkpoint_interval_ms=50)
+    values.update(overrides)
+    return StoreConfig(**values)
+
+
+def crash(store) -> None:
+    """Abandon an open store as a killed process would: no final checkpoint, no close.
+
+    The background threads are stopped (a dead process has none) and descriptors and
+    the directory lock released; whatever was written stays in the files.
+    """
+    store._tasks.stop()
+    store._flusher.stop()
+    store._flusher = None
+    store._log.close()
+    store._queues.close()
+    store._release_dir_lock()
+
+
+def assert_consistent(store) -> dict:
+    """Every valid record has exactly its consume-queue entry and vice versa.
+
+    Walks the commit log independently of the consume queues and returns
+    {(topic, qid): [bodies in queue order]}.
+    """
+    from rmqrun.broker.store.log_scanner import LogScanner
+
+    log = store._log
+    scanner = LogScanner(log, log.min_offset, verify_from=log.min_offset)
+    by_queue: dict = {}
+    for rec in scanner:
+        data = rec.buf[rec.off : rec.off + rec.header.total_size]
+        d = decode_record(data)
+        entries = by_queue.setdefault((d.topic, d.queue_id), [])
+        assert d.queue_offset == len(entries), (d.topic, d.queue_id, d.queue_offset, len(entries))
+        entries.append((rec.pos, len(data), d.body))
+    assert scanner.problem is None, scanner.problem
+    assert scanner.end == log.write_pos
+    assert sorted(by_queue) == store.queues()
+    out = {}
+    for key, entries in by_queue.items():
+        cq = store._queues.get(*key)
+        assert cq.max_offset == len(entries), (key, cq.max_offset, len(entries))
+        for n, (pos, size, _body) in enumerate(entries):
+            e = cq.entry(n)
+            assert (e.commit_log_offset, e.size) == (pos, size), (key, n)
+        out[key] = [body for _pos, _size, body in entries]
+    return out

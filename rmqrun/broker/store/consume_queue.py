@@ -58,7 +58,14 @@ class ConsumeQueue:
         return self.file.start // ENTRY_SIZE
 
     def load(self) -> list[Path]:
+        """Find the segment files; returns unusable ones (misaligned, after a gap, short).
+
+        Entries are dense, so every segment but the last must be completely full.
+        """
         unusable = self.file.load()
+        for seg in self.file.segments[:-1]:
+            if self.file.file_size(seg) != self.file.segment_size:
+                unusable.append(seg.path)
         self.max_offset = self.file.end_of_files() // ENTRY_SIZE
         return unusable
 

@@ -220,7 +220,7 @@ class Recovery:
             offset = cq.min_offset
             while offset < count:
                 data = cq.read_entries(offset, min(count - offset, 65536))
-                if not data:
+                if len(data) < ENTRY_SIZE:
                     return f"cannot read entry {offset}"
                 for phys, size, _tags in iter_entries(data):
                     if phys < prev_end or size < MIN_RECORD_SIZE or phys + size > c_off:
