@@ -40,6 +40,7 @@ from rmqrun.remoting.errors import (
     ConnectionClosedError,
     MessageIllegalError,
     RequestTimeoutError,
+    SubscriptionError,
     TopicNotExistError,
 )
 from rmqrun.remoting.frame import RemotingCommand
@@ -300,6 +301,29 @@ def test_pull_found_and_pending_pulls_fail_when_the_connection_closes() -> None:
         assert result.next_begin_offset == int(found["header"]["extFields"]["nextBeginOffset"])
         await pool.close()
         await stop(broker2)
+    run(main())
+
+
+def test_query_not_found_is_none_and_other_codes_raise() -> None:
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0)
+        answers = [ResponseCode.QUERY_NOT_FOUND, ResponseCode.SUCCESS, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST]
+
+        async def query(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+            code = answers.pop(0)
+            return cmd.response(code, "scripted", ext_fields={"offset": "17"} if code == 0 else {})
+        server.register(RequestCode.QUERY_CONSUMER_OFFSET, query)
+        await server.start()
+        pool = ConnectionPool()
+        client = BrokerClient(pool)
+        mq = MessageQueue("T", "b", 1)
+        assert await client.query_consumer_offset(server.address, "G", mq) is None
+        assert await client.query_consumer_offset(server.address, "G", mq) == 17
+        with pytest.raises(SubscriptionError) as info:
+            await client.query_consumer_offset(server.address, "G", mq)
+        assert info.value.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and info.value.remark == "scripted"
+        await pool.close()
+        await server.stop()
     run(main())
 
 
