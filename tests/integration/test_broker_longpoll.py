@@ -1,0 +1,128 @@
+"""Long polling: a pull with the suspend bit is held until a matching message arrives or it times out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.frame import SerializeType
+from tests.integration.broker_kit import Client, messages, pull_ext
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 45))
+
+
+async def _setup(eb: EmbeddedBroker) -> tuple[Client, Client]:
+    consumer = await Client.connect(eb.namesrv_address, eb.broker_address)
+    producer = await Client.connect(eb.namesrv_address, eb.broker_address)
+    await producer.send("LP", b"first", queue_id=0, tags="TagA")
+    await consumer.heartbeat("c1@1", "CG", {"LP": "TagA"})
+    return consumer, producer
+
+
+def test_held_pull_is_woken_by_an_arriving_message(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            consumer, producer = await _setup(eb)
+            started = time.monotonic()
+            held = asyncio.create_task(consumer.pull("CG", "LP", 0, 1, suspend_ms=15_000, timeout=20))
+            await asyncio.sleep(0.3)
+            assert not held.done(), "a pull at the end of the queue must be held"
+            await producer.send("LP", b"second", queue_id=0, tags="TagA")
+            resp = await asyncio.wait_for(held, 5)
+            assert time.monotonic() - started < 3
+            assert [m.body for m in messages(resp)] == [b"second"]
+            assert resp.ext_fields["nextBeginOffset"] == "2"
+            await consumer.close()
+            await producer.close()
+
+    run(main())
+
+
+def test_held_pull_times_out_with_pull_not_found(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            consumer, producer = await _setup(eb)
+            started = time.monotonic()
+            resp = await consumer.pull("CG", "LP", 0, 1, suspend_ms=1200, timeout=10)
+            elapsed = time.monotonic() - started
+            assert 1.1 < elapsed < 2.5, elapsed
+            assert (resp.code, resp.remark) == (ResponseCode.PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+            assert resp.ext_fields == {"suggestWhichBrokerId": "0", "nextBeginOffset": "1", "maxOffset": "1",
+                                       "minOffset": "0"}
+            # Without the suspend bit the same pull is answered at once.
+            started = time.monotonic()
+            now = await consumer.pull("CG", "LP", 0, 1)
+            assert now.code == ResponseCode.PULL_NOT_FOUND and time.monotonic() - started < 0.5
+            await consumer.close()
+            await producer.close()
+
+    run(main())
+
+
+def test_a_message_for_another_tag_does_not_wake_a_filtered_pull(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            consumer, producer = await _setup(eb)
+            held = asyncio.create_task(consumer.pull("CG", "LP", 0, 1, suspend_ms=10_000, timeout=15))
+            await asyncio.sleep(0.2)
+            await producer.send("LP", b"other", queue_id=0, tags="TagB")
+            await asyncio.sleep(0.5)
+            assert not held.done()
+            await producer.send("LP", b"mine", queue_id=0, tags="TagA")
+            resp = await asyncio.wait_for(held, 5)
+            assert [m.body for m in messages(resp)] == [b"mine"]
+            assert resp.ext_fields["nextBeginOffset"] == "3"
+            await consumer.close()
+            await producer.close()
+
+    run(main())
+
+
+def test_held_binary_pull_is_answered_in_json_and_commit_is_stored_once(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            consumer, producer = await _setup(eb)
+            held = asyncio.create_task(consumer.call(
+                RequestCode.PULL_MESSAGE, pull_ext("CG", "LP", 0, 1, suspend_ms=10_000, commit_offset=1),
+                serialize_type=SerializeType.ROCKETMQ, timeout=15))
+            await asyncio.sleep(0.2)
+            # The commit piggy-backed on the held pull is already stored.
+            q = await consumer.call(RequestCode.QUERY_CONSUMER_OFFSET,
+                                    {"consumerGroup": "CG", "topic": "LP", "queueId": "0"})
+            assert q.ext_fields == {"offset": "1"}
+            await producer.send("LP", b"late", queue_id=0, tags="TagA")
+            resp = await asyncio.wait_for(held, 5)
+            # Like RocketMQ: the answer to a held request uses the default (JSON) serializer.
+            assert resp.serialize_type == SerializeType.JSON
+            assert [m.body for m in messages(resp)] == [b"late"]
+            await consumer.close()
+            await producer.close()
+
+    run(main())
+
+
+def test_closing_the_connection_forgets_its_held_pulls(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            consumer, producer = await _setup(eb)
+            task = asyncio.create_task(consumer.pull("CG", "LP", 0, 1, suspend_ms=30_000, timeout=40))
+            await asyncio.sleep(0.2)
+            assert len(eb.broker.hold) == 1
+            await consumer.close()
+            with pytest.raises(Exception):
+                await task
+            await asyncio.sleep(0.1)
+            assert len(eb.broker.hold) == 0
+            await producer.send("LP", b"nobody waits", queue_id=0, tags="TagA")
+            await producer.close()
+
+    run(main())
