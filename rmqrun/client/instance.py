@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from loguru import logger

@@ -163,7 +163,7 @@ def _strategy_for(cls: type[H.Header]) -> st.SearchStrategy[H.Header]:
 
 
 @pytest.mark.parametrize("cls", ALL_HEADER_CLASSES, ids=lambda c: c.__name__)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_any_header_roundtrips(cls: type[H.Header], data: st.DataObject) -> None:
     header = data.draw(_strategy_for(cls))
