@@ -38,7 +38,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .cpp_peer import (  # noqa: F401 - re-exported for tests
+from .cpp_peer_runtime import (  # noqa: F401 - re-exported for tests
     EXIT_CLIENT_ERROR, EXIT_HUNG, EXIT_OK, EXIT_SEND_FAILED, EXIT_TIMEOUT, EXIT_USAGE,
 )
 

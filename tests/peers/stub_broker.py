@@ -20,7 +20,7 @@ import socketserver
 import struct
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 BROKER_NAME = "stub-broker"
@@ -63,7 +63,8 @@ class Stored:
         """The broker's on-wire message layout (MessageDecoder, IPv4 hosts)."""
         topic = self.topic.encode()
         props = "".join(f"{k}\x01{v}\x02" for k, v in self.properties.items()).encode()
-        size = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + len(self.body) + 1 + len(topic) + 2 + len(props)
+        fixed = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8  # up to the prepared-transaction offset
+        size = fixed + 4 + len(self.body) + 1 + len(topic) + 2 + len(props)
         loopback = socket.inet_aton("127.0.0.1")
         return b"".join([
             struct.pack(">iiiiiqqiq", size, MAGIC_CODE, 0, self.queue_id, self.flag, self.queue_offset,
@@ -156,7 +157,8 @@ class StubCluster:
         # fastjson writes the brokerAddrs key as a bare integer; so do we.
         text = ('{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:%d"},"brokerName":"%s","cluster":"DefaultCluster"}],'
                 '"filterServerTable":{},"queueDatas":[{"brokerName":"%s","perm":6,"readQueueNums":%d,'
-                '"topicSysFlag":0,"writeQueueNums":%d}]}') % (self.broker_port, BROKER_NAME, BROKER_NAME, queues, queues)
+                '"topicSysFlag":0,"writeQueueNums":%d}]}'
+                ) % (self.broker_port, BROKER_NAME, BROKER_NAME, queues, queues)
         return SUCCESS, {}, text.encode()
 
     def _append(self, topic: str, queue_id: int, body: bytes, props: dict[str, str], flag: int, sys_flag: int,

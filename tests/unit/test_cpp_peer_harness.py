@@ -131,6 +131,32 @@ def test_combining_batch_with_orderly_is_a_usage_error(tmp_path: Path) -> None:
     assert "--batch cannot be combined" in json_lines(proc.stdout)[0]["message"]
 
 
+def test_a_library_that_cannot_load_is_reported_with_exit_4(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Shadow the real package with one whose import fails the way a missing .so does.
+    fake = tmp_path / "shadow" / "rocketmq"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "ffi.py").write_text("raise ImportError('rocketmq dynamic library not found')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "shadow")}
+    proc = subprocess.run([sys.executable, str(PEER_SCRIPT), "probe", "--home", str(tmp_path / "home")],
+                          capture_output=True, text=True, timeout=30, env=env)
+    assert proc.returncode == cpp.EXIT_CLIENT_ERROR
+    error, done = json_lines(proc.stdout)
+    assert error == {"event": "error", "kind": "library", "error_type": "ImportError",
+                     "message": "rocketmq dynamic library not found"}
+    assert done == {"event": "done", "exit_code": cpp.EXIT_CLIENT_ERROR}
+
+    # The helper turns the same failure into a skip reason instead of an error.
+    monkeypatch.setenv("PYTHONPATH", env["PYTHONPATH"])
+    cpp._probe.cache_clear()
+    try:
+        assert cpp.cpp_available() is False
+        assert "cannot load" in cpp.cpp_unavailable_reason()
+        assert "rocketmq dynamic library not found" in cpp.cpp_unavailable_reason()
+    finally:
+        cpp._probe.cache_clear()  # the next caller probes the real library again
+
+
 # ----------------------------------------------------------------- library
 
 @needs_library
