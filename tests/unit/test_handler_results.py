@@ -1,0 +1,274 @@
+"""Handler return values -> per-message statuses, in both consume modes.
+
+The pure mapping functions first, then the worker's batch loop run in this
+process over a real socket pair (decode, chunking, orderly stop, RETRY_TOPIC),
+so every return type is checked where it is actually turned into a DONE frame.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from typing import Any, Callable
+
+import pytest
+
+import rmqrun
+from rmqrun.remoting.message import encode_stored
+from rmqrun.supervisor.wire import ConsumeMode, Done, FrameBuffer, Run, Started, Status
+from rmqrun.worker.handler import (
+    BadResultError, ConcurrentOutcome, Handler, OrderlyOutcome, batch, map_concurrent, map_orderly,
+)
+from rmqrun.worker.main import Worker, WorkerConfig
+
+S = Status
+
+
+# --------------------------------------------------------------------------- pure mapping
+
+@pytest.mark.parametrize("value, expected", [
+    (None, ConcurrentOutcome(4, 0)),
+    (rmqrun.ReconsumeLater(), ConcurrentOutcome(0, 0)),
+    (rmqrun.ReconsumeLater(delay_level=5), ConcurrentOutcome(0, 5)),
+    (rmqrun.ReconsumeLater(delay_level=-1), ConcurrentOutcome(0, -1)),
+    (rmqrun.AckIndex(1), ConcurrentOutcome(2, 0)),
+    (rmqrun.AckIndex(-1, delay_level=2), ConcurrentOutcome(0, 2)),
+    (rmqrun.AckIndex(99), ConcurrentOutcome(4, 0)),  # clamped like Java's ackIndex
+])
+def test_map_concurrent(value: Any, expected: ConcurrentOutcome) -> None:
+    assert map_concurrent(value, 4, "m:f") == expected
+
+
+@pytest.mark.parametrize("value, auto, expected", [
+    (None, True, OrderlyOutcome(S.SUCCESS)),
+    (rmqrun.SuspendCurrentQueue(), True, OrderlyOutcome(S.SUSPEND, -1)),
+    (rmqrun.SuspendCurrentQueue(ms=250), False, OrderlyOutcome(S.SUSPEND, 250)),
+    (rmqrun.Commit(), False, OrderlyOutcome(S.COMMIT)),
+    (rmqrun.Rollback(), False, OrderlyOutcome(S.ROLLBACK)),
+])
+def test_map_orderly(value: Any, auto: bool, expected: OrderlyOutcome) -> None:
+    assert map_orderly(value, "m:f", auto_commit=auto) == expected
+
+
+def test_commit_and_rollback_with_automatic_commit_are_success_with_a_warning() -> None:
+    for value in (rmqrun.Commit(), rmqrun.Rollback()):
+        out = map_orderly(value, "m:f", auto_commit=True)
+        assert out.status is S.SUCCESS
+        assert out.warning is not None and "commits automatically" in out.warning and "'m:f'" in out.warning
+
+
+@pytest.mark.parametrize("value, orderly, message", [
+    ("ok", False, "handler 'pkg.mod:fn' returned 'ok' (str); expected None or one of ReconsumeLater, AckIndex"),
+    (True, True, "handler 'pkg.mod:fn' returned True (bool); expected None or one of SuspendCurrentQueue, "
+                 "Commit, Rollback"),
+    (rmqrun.Commit, True, "handler 'pkg.mod:fn' returned the class Commit; return an instance: Commit()"),
+    (rmqrun.ReconsumeLater(), True, "a concurrent-mode result, but its queue is consumed orderly"),
+    (rmqrun.AckIndex(0), True, "a concurrent-mode result"),
+    (rmqrun.SuspendCurrentQueue(), False, "an orderly-mode result, but its queue is consumed concurrently"),
+    (rmqrun.Commit(), False, "an orderly-mode result"),
+])
+def test_bad_results_name_the_handler(value: Any, orderly: bool, message: str) -> None:
+    with pytest.raises(BadResultError) as err:
+        if orderly:
+            map_orderly(value, "pkg.mod:fn")
+        else:
+            map_concurrent(value, 1, "pkg.mod:fn")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: rmqrun.ReconsumeLater(delay_level=-2),
+    lambda: rmqrun.AckIndex(-2),
+    lambda: rmqrun.AckIndex("1"),  # type: ignore[arg-type]
+    lambda: rmqrun.SuspendCurrentQueue(ms=-5),
+])
+def test_result_arguments_are_validated(make: Callable[[], Any]) -> None:
+    with pytest.raises(ValueError):
+        make()
+
+
+# --------------------------------------------------------------------------- the batch loop
+
+def records(specs: list[dict[str, str]], *, topic: str = "T", start: int = 100) -> bytes:
+    return b"".join(bytes(encode_stored(topic=topic, body=b"body", properties=props, queue_id=3,
+                                        queue_offset=start + i))
+                    for i, props in enumerate(specs))
+
+
+class InProcessWorker:
+    """A Worker driven in this process; what it writes is read back from the other end of its socket."""
+
+    def __init__(self, fn: Callable[..., Any], *, is_batch: bool = False, batch_size: int = 1,
+                 ref: str = "tests:fn", time_limit: float = 0) -> None:
+        self.theirs, ours = socket.socketpair()
+        self.worker = Worker(WorkerConfig(handler=ref, batch_size=batch_size, time_limit=time_limit), 0, ours)
+        self.worker.handler = Handler(ref, fn, is_batch)
+        self.frames = FrameBuffer()
+
+    def run(self, data: bytes, mode: ConsumeMode = ConsumeMode.CONCURRENT, auto_commit: bool = True) -> Done:
+        # The worker owns SIGALRM (soft time limit); pytest-timeout uses it too, so lend it and give it back.
+        old_handler = signal.signal(signal.SIGALRM, self.worker._on_alarm)
+        old_timer, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            self.worker._run_batch(Run(7, mode, auto_commit, "broker-x", memoryview(data)))
+            self.itimer_after = signal.getitimer(signal.ITIMER_REAL)
+        finally:
+            signal.signal(signal.SIGALRM, old_handler)
+            if old_timer:
+                signal.setitimer(signal.ITIMER_REAL, old_timer)
+        self.worker.pipe.flush()
+        self.frames.feed(self.theirs.recv(1 << 20))
+        started, done = self.frames.next(), self.frames.next()
+        assert started == Started(7) and isinstance(done, Done) and done.batch_id == 7
+        return done
+
+
+def statuses(done: Done) -> list[Status]:
+    return [o.status for o in done.outcomes()]
+
+
+def scripted(*results: str) -> bytes:
+    return records([{"RESULT": r} for r in results])
+
+
+def test_concurrent_plain_handler_every_result_type() -> None:
+    from workers.flaky import scripted as fn
+    w = InProcessWorker(fn, ref="workers.flaky:scripted")
+    done = w.run(scripted("ok", "raise", "reconsume", "reconsume:4", "ackindex:0", "ackindex:-1:2", "bad",
+                          "suspend"))
+    assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.RECONSUME_LATER, S.RECONSUME_LATER, S.SUCCESS,
+                              S.RECONSUME_LATER, S.RECONSUME_LATER, S.RECONSUME_LATER]
+    assert [o.delay_level for o in done.outcomes()] == [0, 0, 0, 4, 0, 2, 0, 0]
+    assert [o.queue_offset for o in done.outcomes()] == list(range(100, 108))
+    assert done.error.startswith("handler 'workers.flaky:scripted' raised FlakyError: scripted failure")
+    assert not done.timed_out
+
+
+def test_bad_result_is_logged_once_per_worker_with_the_handler_name() -> None:
+    from workers.flaky import scripted as fn
+    w = InProcessWorker(fn, ref="workers.flaky:scripted")
+    logged: list[str] = []
+    w.worker._warn_once = lambda key, text, _orig=w.worker._warn_once: (  # type: ignore[method-assign]
+        logged.append(text) if key not in w.worker._warned else None, _orig(key, text))
+    done = w.run(scripted("bad", "bad", "bad"))
+    assert statuses(done) == [S.RECONSUME_LATER] * 3
+    assert logged == ["handler 'workers.flaky:scripted' returned 'ok' (str); expected None or one of "
+                      "ReconsumeLater, AckIndex"]
+    assert done.error == logged[0]
+
+
+def test_concurrent_batch_handler_ack_index_per_chunk() -> None:
+    seen: list[list[int]] = []
+
+    @batch
+    def fn(msgs):  # type: ignore[no-untyped-def]
+        seen.append([m.queue_offset for m in msgs])
+        return rmqrun.AckIndex(1, delay_level=3) if len(seen) == 1 else None
+
+    w = InProcessWorker(fn, is_batch=True, batch_size=3)
+    done = w.run(records([{}] * 5))
+    assert seen == [[100, 101, 102], [103, 104]]
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.RECONSUME_LATER, S.SUCCESS, S.SUCCESS]
+    assert [o.delay_level for o in done.outcomes()] == [0, 0, 3, 0, 0]
+
+
+def test_concurrent_failure_in_one_chunk_does_not_stop_the_next() -> None:
+    calls: list[int] = []
+
+    def fn(msg):  # type: ignore[no-untyped-def]
+        calls.append(msg.queue_offset)
+        if msg.queue_offset == 101:
+            raise ValueError("boom")
+
+    done = InProcessWorker(fn).run(records([{}] * 3))
+    assert calls == [100, 101, 102]
+    assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.SUCCESS]
+    assert done.error == "handler 'tests:fn' raised ValueError: boom"
+
+
+def test_orderly_success_then_suspend_stops_the_batch() -> None:
+    from workers.flaky import scripted as fn
+    w = InProcessWorker(fn, ref="workers.flaky:scripted")
+    done = w.run(scripted("ok", "suspend:250", "ok"), ConsumeMode.ORDERLY)
+    assert statuses(done) == [S.SUCCESS, S.SUSPEND, S.NOT_RUN]
+    assert done.suspend_ms == 250
+
+
+@pytest.mark.parametrize("result", ["raise", "bad", "reconsume", "badclass"])
+def test_orderly_failures_suspend_with_the_default_time(result: str) -> None:
+    from workers.flaky import scripted as fn
+    done = InProcessWorker(fn, ref="workers.flaky:scripted").run(scripted("ok", result, "ok"), ConsumeMode.ORDERLY)
+    assert statuses(done) == [S.SUCCESS, S.SUSPEND, S.NOT_RUN]
+    assert done.suspend_ms == -1 and done.error
+
+
+def test_orderly_manual_commit_statuses() -> None:
+    from workers.flaky import scripted as fn
+    w = InProcessWorker(fn, ref="workers.flaky:scripted")
+    done = w.run(scripted("ok", "commit", "ok", "rollback", "ok"), ConsumeMode.ORDERLY, auto_commit=False)
+    assert statuses(done) == [S.SUCCESS, S.COMMIT, S.SUCCESS, S.ROLLBACK, S.NOT_RUN]
+    auto = w.run(scripted("commit", "rollback"), ConsumeMode.ORDERLY, auto_commit=True)
+    assert statuses(auto) == [S.SUCCESS, S.SUCCESS]
+
+
+def test_orderly_batch_handler_chunks_stop_at_the_failing_chunk() -> None:
+    @batch
+    def fn(msgs):  # type: ignore[no-untyped-def]
+        if msgs[0].queue_offset == 102:
+            return rmqrun.SuspendCurrentQueue(ms=40)
+        return None
+
+    done = InProcessWorker(fn, is_batch=True, batch_size=2).run(records([{}] * 6), ConsumeMode.ORDERLY)
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.SUSPEND, S.SUSPEND, S.NOT_RUN, S.NOT_RUN]
+    assert done.suspend_ms == 40
+
+
+def test_messages_are_decoded_with_broker_name_and_retry_topic_restored() -> None:
+    got: list[rmqrun.Message] = []
+    data = (records([{"RETRY_TOPIC": "Orders", "TAGS": "a"}], topic="%RETRY%group1")
+            + records([{"RETRY_TOPIC": "Orders"}], topic="%DLQ%group1", start=101)
+            + records([{"KEYS": "k1 k2"}], topic="Plain", start=102))
+    done = InProcessWorker(got.append).run(data)
+    assert statuses(done) == [S.SUCCESS] * 3
+    assert [m.topic for m in got] == ["Orders", "%DLQ%group1", "Plain"]  # only retry-topic messages reset
+    assert {m.broker_name for m in got} == {"broker-x"}
+    assert got[0].tags == "a" and got[2].key_list == ["k1", "k2"] and got[1].queue_offset == 101
+
+
+def test_a_record_that_does_not_decode_fails_alone() -> None:
+    good = records([{}, {}])
+    bad = bytearray(records([{}], start=102))
+    bad[4:8] = b"\x00\x00\x00\x01"  # wrong magic code
+    got: list[int] = []
+    done = InProcessWorker(lambda m: got.append(m.queue_offset)).run(good + bytes(bad))
+    assert got == [100, 101]
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.RECONSUME_LATER]
+    assert done.outcomes()[2].queue_offset == 102
+    assert "does not decode" in done.error
+
+
+def test_soft_time_limit_interrupts_the_handler_and_leaves_the_rest_not_run() -> None:
+    import time
+    caught: list[str] = []
+
+    def fn(msg):  # type: ignore[no-untyped-def]
+        if msg.queue_offset == 101:
+            try:
+                time.sleep(5)
+            except rmqrun.SoftTimeLimitExceeded as exc:
+                caught.append(str(exc))
+                raise
+
+    t0 = time.monotonic()
+    done = InProcessWorker(fn, time_limit=0.2).run(records([{}] * 3))
+    assert time.monotonic() - t0 < 2
+    assert caught == ["soft time limit (0.2 s) exceeded"]
+    assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.NOT_RUN]
+    assert done.timed_out and "soft time limit" in done.error
+
+
+def test_no_alarm_is_left_armed_after_a_batch() -> None:
+    w = InProcessWorker(lambda m: None, time_limit=5)
+    done = w.run(records([{}]))
+    assert statuses(done) == [S.SUCCESS]
+    assert w.itimer_after == (0.0, 0.0)
