@@ -251,3 +251,20 @@ def test_full_scan_option_revalidates_everything(tmp_path) -> None:
     with reopen(tmp_path, recover_full_scan=True) as s:
         assert s.recovery.scanned_from == 0 and s.recovery.records_scanned == 60
         check(s, results, results[-1][2].end_offset)
+
+
+def test_crash_right_after_a_segment_roll(tmp_path) -> None:
+    results = populate(tmp_path, 200, queues=(("T", 0),), close=False)
+    segs = sorted((tmp_path / "commitlog").iterdir())
+    # Drop everything after the first segment's end marker, keeping an empty next file.
+    for seg in segs[2:]:
+        seg.unlink()
+    os.truncate(segs[1], 0)
+    with reopen(tmp_path) as s:
+        check(s, results, 4096)
+        assert s.recovery.problem is None
+    with reopen(tmp_path) as s:  # the checkpoint now sits exactly on a segment start
+        assert s.recovery.checkpoint_used and s.recovery.scanned_from == 4096
+        r = s.put("T", 0, build_record("T", 0, b"next"), 0)
+        assert r.commit_log_offset == 4096
+        assert assert_consistent(s)[("T", 0)][-1] == b"next"

@@ -72,8 +72,13 @@ class ConsumeQueue:
     def append(self, entries: bytes | bytearray, count: int) -> None:
         """Append ``count`` packed entries (may span a segment boundary)."""
         pos = self.max_offset * ENTRY_SIZE
-        view = memoryview(entries)
         seg_size = self.file.segment_size
+        if pos % seg_size + len(entries) <= seg_size:  # the usual case: one write
+            self.file.write(pos, (entries,))
+            self.max_offset += count
+            self.dirty = True
+            return
+        view = memoryview(entries)
         while view:
             room = seg_size - pos % seg_size
             chunk = view[:room]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 from .errors import StoreIOError
@@ -24,7 +25,42 @@ from .segmented_file import SegmentedFile
 
 log = logging.getLogger(__name__)
 
-Waiter = Callable[[BaseException | None], None]
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """Someone waiting for ``offset``: an asyncio future on ``loop``, or a thread's event."""
+
+    offset: int
+    loop: asyncio.AbstractEventLoop | None = None
+    future: asyncio.Future[None] | None = None
+    event: threading.Event | None = None
+    error: BaseException | None = None
+
+
+def _resolve_futures(futures: list[asyncio.Future[None]], exc: BaseException | None) -> None:
+    for fut in futures:
+        if not fut.done():
+            if exc is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(exc)
+
+
+def _wake(waiters: list[_Waiter], exc: BaseException | None) -> None:
+    """Wake waiters; one ``call_soon_threadsafe`` per event loop, not one per waiter."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for w in waiters:
+        if w.loop is not None and w.future is not None:
+            by_loop.setdefault(w.loop, []).append(w.future)
+        elif w.event is not None:
+            w.error = exc
+            w.event.set()
+    for loop, futures in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve_futures, futures, exc)
+        except RuntimeError:  # loop closed meanwhile: nobody is waiting any more
+            pass
 
 
 class CommitLogFlusher:
@@ -33,7 +69,7 @@ class CommitLogFlusher:
         self._write_pos = write_pos
         self._interval = interval_s
         self._cond = threading.Condition()
-        self._waiters: list[tuple[int, Waiter]] = []
+        self._waiters: list[_Waiter] = []
         self._stopping = False
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -59,19 +95,19 @@ class CommitLogFlusher:
             self._thread = None
 
     # -- requests ------------------------------------------------------------------
-    def request(self, offset: int, waiter: Waiter) -> None:
+    def _request(self, waiter: _Waiter) -> None:
         with self._cond:
             if self.error is not None:
-                waiter(StoreIOError(f"commit log flush failed earlier: {self.error}"))
+                exc: BaseException | None = StoreIOError(f"commit log flush failed earlier: {self.error}")
+            elif waiter.offset <= self._file.synced_pos:
+                exc = None
+            elif self._stopping or self._thread is None:
+                exc = StoreIOError("commit log flusher is not running")
+            else:
+                self._waiters.append(waiter)
+                self._cond.notify()
                 return
-            if offset <= self._file.synced_pos:
-                waiter(None)
-                return
-            if self._stopping or self._thread is None:
-                waiter(StoreIOError("commit log flusher is not running"))
-                return
-            self._waiters.append((offset, waiter))
-            self._cond.notify_all()
+        _wake([waiter], exc)
 
     async def wait_for(self, offset: int) -> None:
         """Await durability of every commit-log byte below ``offset`` (group-committed)."""
@@ -79,38 +115,18 @@ class CommitLogFlusher:
             return
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
-
-        def resolve(exc: BaseException | None) -> None:
-            if fut.done():
-                return
-            if exc is None:
-                fut.set_result(None)
-            else:
-                fut.set_exception(exc)
-
-        def waiter(exc: BaseException | None) -> None:
-            try:
-                loop.call_soon_threadsafe(resolve, exc)
-            except RuntimeError:  # loop closed meanwhile: nobody is waiting any more
-                pass
-
-        self.request(offset, waiter)
+        self._request(_Waiter(offset, loop=loop, future=fut))
         await fut
 
     def wait_blocking(self, offset: int, timeout: float | None = None) -> None:
         """Thread version of :meth:`wait_for` (checkpoint thread, close, non-async callers)."""
-        done = threading.Event()
-        box: list[BaseException | None] = [None]
-
-        def waiter(exc: BaseException | None) -> None:
-            box[0] = exc
-            done.set()
-
-        self.request(offset, waiter)
-        if not done.wait(timeout):
+        waiter = _Waiter(offset, event=threading.Event())
+        self._request(waiter)
+        assert waiter.event is not None
+        if not waiter.event.wait(timeout):
             raise TimeoutError(f"commit log not flushed to {offset} within {timeout}s")
-        if box[0] is not None:
-            raise box[0]
+        if waiter.error is not None:
+            raise waiter.error
 
     # -- the thread ------------------------------------------------------------------
     def _run(self) -> None:
@@ -129,27 +145,23 @@ class CommitLogFlusher:
                     self.error = exc
             elif self.error is None:
                 self._file.sync(self._file.synced_pos)  # new directories only
-            self._wake()
+            self._wake_ready()
             if stopping:
-                self._fail_all(StoreIOError("store closed before the flush completed"))
+                with self._cond:
+                    rest, self._waiters = self._waiters, []
+                _wake(rest, StoreIOError("store closed before the flush completed"))
                 return
 
-    def _wake(self) -> None:
+    def _wake_ready(self) -> None:
         with self._cond:
             if self.error is not None:
                 ready, self._waiters = self._waiters, []
                 exc: BaseException | None = StoreIOError(f"commit log flush failed: {self.error}")
             else:
                 synced = self._file.synced_pos
-                ready = [w for w in self._waiters if w[0] <= synced]
-                self._waiters = [w for w in self._waiters if w[0] > synced]
+                ready = [w for w in self._waiters if w.offset <= synced]
+                self._waiters = [w for w in self._waiters if w.offset > synced]
                 exc = None
         self.waiters_served += len(ready)
-        for _, waiter in ready:
-            waiter(exc)
-
-    def _fail_all(self, exc: BaseException) -> None:
-        with self._cond:
-            rest, self._waiters = self._waiters, []
-        for _, waiter in rest:
-            waiter(exc)
+        if ready:
+            _wake(ready, exc)

@@ -38,7 +38,9 @@ MIN_RECORD_SIZE = 91
 #: Bytes enough to reach STORETIMESTAMP even with an IPv6 born host.
 STORE_TIMESTAMP_PROBE = BORN_HOST_POS + 20 + 8
 
-_HEAD = struct.Struct(">iIiiiqqiq")  # total, magic, crc, qid, flag, qoff, phys, sysflag, born ts
+# total, magic, crc, qid, flag, qoff, phys, sysflag, born ts, (born host), store ts, (store host,
+# reconsume times, prepared offset), body length -- the layout when both hosts are IPv4
+_HEAD_V4 = struct.Struct(">iIiiiqqiq8xq8x12xi")
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _I64 = struct.Struct(">q")
@@ -98,21 +100,24 @@ def parse_header(buf: bytes | bytearray | memoryview, off: int = 0, *, limit: in
     avail = len(buf) - off
     if avail < MIN_RECORD_SIZE:
         raise RecordFormatError(f"only {avail} bytes, a record needs at least {MIN_RECORD_SIZE}")
-    total, magic, crc, qid, _flag, qoff, phys, sysflag, _born = _HEAD.unpack_from(buf, off)
-    if magic not in (MAGIC_V1, MAGIC_V2):
+    # One unpack reaches BODY length when both hosts are IPv4 (the usual case).
+    total, magic, crc, qid, _flag, qoff, phys, sysflag, _born, store_ts, body_len = _HEAD_V4.unpack_from(buf, off)
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
         raise RecordFormatError(f"bad magic code 0x{magic:08X}")
     if total < MIN_RECORD_SIZE or (limit is not None and total > limit):
         raise RecordFormatError(f"total size {total} out of range [{MIN_RECORD_SIZE}, {limit}]")
     if total > avail:
         raise RecordFormatError(f"total size {total} but only {avail} bytes available")
-    ts_pos = store_timestamp_pos(sysflag)
-    store_host = 20 if sysflag & SYSFLAG_STOREHOST_V6 else 8
-    body_len_pos = ts_pos + 8 + store_host + 4 + 8  # + RECONSUMETIMES + PREPAREDTRANSACTIONOFFSET
-    body_pos = body_len_pos + 4
-    if body_pos + 3 > total:
-        raise RecordFormatError(f"total size {total} too small for sysflag 0x{sysflag:X}")
-    (store_ts,) = _I64.unpack_from(buf, off + ts_pos)
-    (body_len,) = _I32.unpack_from(buf, off + body_len_pos)
+    if sysflag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        ts_pos = store_timestamp_pos(sysflag)
+        store_host = 20 if sysflag & SYSFLAG_STOREHOST_V6 else 8
+        body_pos = ts_pos + 8 + store_host + 4 + 8 + 4  # + RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODY length
+        if body_pos + 3 > total:
+            raise RecordFormatError(f"total size {total} too small for sysflag 0x{sysflag:X}")
+        (store_ts,) = _I64.unpack_from(buf, off + ts_pos)
+        (body_len,) = _I32.unpack_from(buf, off + body_pos - 4)
+    else:
+        body_pos = _HEAD_V4.size
     if body_len < 0 or body_pos + body_len + 3 > total:
         raise RecordFormatError(f"body length {body_len} does not fit in total size {total}")
     topic_len_pos = body_pos + body_len
@@ -132,7 +137,7 @@ def parse_header(buf: bytes | bytearray | memoryview, off: int = 0, *, limit: in
             f"fields add up to {props_pos + props_len} bytes but TOTALSIZE is {total}"
         )
     try:
-        topic = bytes(buf[off + topic_pos : off + topic_pos + topic_len]).decode("utf-8")
+        topic = str(buf[off + topic_pos : off + topic_pos + topic_len], "utf-8")
     except UnicodeDecodeError as exc:
         raise RecordFormatError(f"topic is not UTF-8: {exc}") from None
     return RecordHeader(

@@ -137,30 +137,41 @@ class SegmentedFile:
     # -- I/O -------------------------------------------------------------------------
     def write(self, pos: int, buffers: Sequence[Buffer]) -> None:
         """Write ``buffers`` back to back at ``pos``; they must not cross a segment end."""
-        start = self.segment_start(pos)
+        size = self.segment_size
+        file_pos = pos % size
         seg = self.find(pos)
         if seg is None:
-            seg = self._create(start)
-        total = sum(len(b) for b in buffers)
-        if pos - start + total > self.segment_size:
+            seg = self._create(pos - file_pos)
+        total = sum(map(len, buffers)) if len(buffers) > 1 else len(buffers[0])
+        if file_pos + total > size:
             raise ValueError(f"write of {total} bytes at {pos} crosses the segment end")
-        fd = self._fd(seg)
+        fd = seg.fd if seg.fd is not None else self._fd(seg)
         if pos < self.synced_pos:
             self.synced_pos = pos  # an overwrite (recovery): make the next sync cover it
-        file_pos = pos - start
+        # The common case is one call writing everything; loop only on a short write.
+        if len(buffers) == 1:
+            written = os.pwrite(fd, buffers[0], file_pos)
+        else:
+            written = os.pwritev(fd, buffers[:_IOV_MAX], file_pos)
+        if written != total:
+            self._write_rest(fd, file_pos, buffers, written)
+
+    @staticmethod
+    def _write_rest(fd: int, file_pos: int, buffers: Sequence[Buffer], written: int) -> None:
         views = [memoryview(b).cast("B") for b in buffers if len(b)]
         while views:
-            chunk = views[:_IOV_MAX]
-            n = os.pwritev(fd, chunk, file_pos) if len(chunk) > 1 else os.pwrite(fd, chunk[0], file_pos)
-            file_pos += n
             # Drop what was written; keep the unwritten tail of a partially written buffer.
-            while n and views:
-                if n >= len(views[0]):
-                    n -= len(views[0])
-                    views.pop(0)
+            while written and views:
+                if written >= len(views[0]):
+                    written -= len(views[0])
+                    file_pos += len(views.pop(0))
                 else:
-                    views[0] = views[0][n:]
-                    n = 0
+                    views[0] = views[0][written:]
+                    file_pos += written
+                    written = 0
+            if views:
+                chunk = views[:_IOV_MAX]
+                written = os.pwritev(fd, chunk, file_pos) if len(chunk) > 1 else os.pwrite(fd, chunk[0], file_pos)
 
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` from one segment (shorter at the end of data)."""
