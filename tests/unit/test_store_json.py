@@ -141,3 +141,26 @@ def test_periodic_flush(tmp_path) -> None:
         while not path.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
         assert json.loads(path.read_text())["offsetTable"]["G"]["T"] == {"1": 5}
+
+
+@pytest.mark.parametrize("content", ['[1, 2]', '{"offsetTable": {"G": {"T": {"x": 1}}}}', '{"other": 1}', "\udcff"])
+def test_wrong_structure_counts_as_corrupt(tmp_path, content) -> None:
+    good = ConsumerOffsetStore(tmp_path / "o.json")
+    good.load()
+    good.commit("G", "T", 0, 9)
+    good.flush()
+    good.commit("G", "T", 0, 10)
+    good.flush()  # o.json has 10, o.json.bak has 9
+    (tmp_path / "o.json").write_bytes(content.encode("utf-8", "surrogateescape"))
+    s = ConsumerOffsetStore(tmp_path / "o.json")
+    loaded = s.load()
+    assert loaded.source is LoadSource.BACKUP and "corrupt" in loaded.problem
+    assert s.query("G", "T", 0) == 9
+    assert (tmp_path / "o.json.corrupt").exists()
+
+
+def test_topic_table_with_wrong_structure(tmp_path) -> None:
+    (tmp_path / "topics.json").write_text('{"topicConfigTable": {"T": {"readQueueNums": 4}}}')  # no topicName
+    s = TopicConfigStore(tmp_path / "topics.json")
+    loaded = s.load()
+    assert loaded.source is LoadSource.EMPTY and "corrupt" in loaded.problem and s.all() == {}

@@ -253,13 +253,17 @@ def test_full_scan_option_revalidates_everything(tmp_path) -> None:
         check(s, results, results[-1][2].end_offset)
 
 
-def test_crash_right_after_a_segment_roll(tmp_path) -> None:
+@pytest.mark.parametrize("next_file", ["empty", "missing"])
+def test_crash_right_after_a_segment_roll(tmp_path, next_file) -> None:
     results = populate(tmp_path, 200, queues=(("T", 0),), close=False)
     segs = sorted((tmp_path / "commitlog").iterdir())
-    # Drop everything after the first segment's end marker, keeping an empty next file.
+    # Drop everything after the first segment's end marker.
     for seg in segs[2:]:
         seg.unlink()
-    os.truncate(segs[1], 0)
+    if next_file == "empty":
+        os.truncate(segs[1], 0)
+    else:
+        segs[1].unlink()
     with reopen(tmp_path) as s:
         check(s, results, 4096)
         assert s.recovery.problem is None

@@ -57,18 +57,22 @@ class ConfigTable(Generic[T]):
 
     def load(self) -> JsonLoad:
         """Read the file; returns the load outcome so the caller can report a corrupt file."""
-        loaded = self._file.load()
-        items: dict[str, T] = {}
-        data = loaded.data if isinstance(loaded.data, dict) else {}
-        for raw in (data.get(self._table_key) or {}).values():
-            item = self._from_json(raw)
-            items[self._name_of(item)] = item
+        loaded = self._file.load(self._parse)
+        items, version = loaded.data if loaded.data is not None else ({}, None)
         with self._lock:
             self._items = items
-            if "dataVersion" in data:
-                self.data_version = DataVersion.from_json(data["dataVersion"])
+            if version is not None:
+                self.data_version = version
             self._dirty = False
         return loaded
+
+    def _parse(self, data: Any) -> tuple[dict[str, T], DataVersion | None]:
+        items: dict[str, T] = {}
+        for raw in data[self._table_key].values():
+            item = self._from_json(raw)
+            items[self._name_of(item)] = item
+        version = DataVersion.from_json(data["dataVersion"]) if "dataVersion" in data else None
+        return items, version
 
     def get(self, name: str) -> T | None:
         return self._items.get(name)

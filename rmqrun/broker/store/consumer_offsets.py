@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 from .json_file import JsonFile, JsonLoad
 
@@ -31,16 +32,19 @@ class ConsumerOffsetStore:
         return self._file.path
 
     def load(self) -> JsonLoad:
-        loaded = self._file.load()
-        table: dict[str, dict[str, dict[int, int]]] = {}
-        data = loaded.data if isinstance(loaded.data, dict) else {}
-        for group, topics in (data.get("offsetTable") or {}).items():
-            for topic, queues in topics.items():
-                table.setdefault(group, {})[topic] = {int(q): int(o) for q, o in queues.items()}
+        loaded = self._file.load(self._parse)
         with self._lock:
-            self._table = table
+            self._table = loaded.data if loaded.data is not None else {}
             self._dirty = False
         return loaded
+
+    @staticmethod
+    def _parse(data: Any) -> dict[str, dict[str, dict[int, int]]]:
+        table: dict[str, dict[str, dict[int, int]]] = {}
+        for group, topics in data["offsetTable"].items():
+            for topic, queues in topics.items():
+                table.setdefault(str(group), {})[str(topic)] = {int(q): int(o) for q, o in queues.items()}
+        return table
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .segmented_file import fsync_dir
 
@@ -49,12 +49,15 @@ class JsonFile:
     def corrupt_path(self) -> Path:
         return self.path.with_name(self.path.name + ".corrupt")
 
-    def load(self) -> JsonLoad:
+    def load(self, parse: Callable[[Any], Any] | None = None) -> JsonLoad:
+        """Load the file (else the backup). ``parse`` turns the JSON into the caller's data;
+        if it raises (KeyError, TypeError, ValueError, AttributeError) the file counts as
+        corrupt just like one that is not JSON at all."""
         problems: list[str] = []
-        main = self._try(self.path, problems)
+        main = self._try(self.path, problems, parse)
         if main is not _MISSING:
             return JsonLoad(main, LoadSource.MAIN, None)
-        backup = self._try(self.backup_path, problems) if self.keep_backup else _MISSING
+        backup = self._try(self.backup_path, problems, parse) if self.keep_backup else _MISSING
         problem = "; ".join(problems) or None
         if problem:
             log.warning("%s: %s", self.path, problem)
@@ -62,14 +65,17 @@ class JsonFile:
             return JsonLoad(backup, LoadSource.BACKUP, problem or f"{self.path.name} missing, used backup")
         return JsonLoad(None, LoadSource.EMPTY, problem)
 
-    def _try(self, path: Path, problems: list[str]) -> Any:
+    def _try(self, path: Path, problems: list[str], parse: Callable[[Any], Any] | None) -> Any:
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8", errors="strict")
         except FileNotFoundError:
             return _MISSING
+        except UnicodeDecodeError as exc:
+            text = f"\x00{exc}"  # not JSON either: handled below
         try:
-            return json.loads(text)
-        except ValueError as exc:
+            data = json.loads(text)
+            return parse(data) if parse is not None else data
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             aside = path.with_name(path.name + ".corrupt")
             os.replace(path, aside)
             problems.append(f"{path.name} is corrupt ({exc}); moved to {aside.name}")

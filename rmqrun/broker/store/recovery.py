@@ -169,7 +169,11 @@ class Recovery:
     # -- step 1 ----------------------------------------------------------------------
     def _checkpoint_problem(self, cp: Checkpoint, data_end: int) -> str | None:
         c_off, last = cp.commit_log_offset, cp.last_record_pos
-        if c_off > data_end or c_off < self.log.min_offset and c_off != 0:
+        # The log may end with an end-of-segment marker and no next file yet: then the
+        # checkpoint sits at the end of that segment, beyond the last byte on disk.
+        last_seg_end = self.log.file.segment_start(max(data_end - 1, 0)) + self.log.segment_size
+        beyond = c_off > data_end and c_off != last_seg_end
+        if beyond or (c_off < self.log.min_offset and c_off != 0):
             return f"offset {c_off} is outside the commit log [{self.log.min_offset}, {data_end}]"
         if last < 0:
             return None if c_off == self.log.min_offset else f"no last record but offset {c_off}"

@@ -127,11 +127,14 @@ class SegmentedFile:
             while not missing[-1].parent.exists():
                 missing.append(missing[-1].parent)
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._dirs_to_sync.update(p.parent for p in missing)
+            with self._fd_lock:
+                self._dirs_to_sync.update(p.parent for p in missing)
         seg = Segment(start, self.directory / segment_name(start))
         self._fd(seg)
+        with self._fd_lock:
+            # Under the lock: sync() in another thread swaps this set out.
+            self._dirs_to_sync.add(self.directory)
         self.segments.append(seg)
-        self._dirs_to_sync.add(self.directory)
         return seg
 
     # -- I/O -------------------------------------------------------------------------
@@ -184,7 +187,8 @@ class SegmentedFile:
     def sync(self, up_to: int) -> None:
         """fsync every segment holding bytes in ``[synced_pos, up_to)`` (and new directories)."""
         if self._dirs_to_sync:
-            dirs, self._dirs_to_sync = self._dirs_to_sync, set()
+            with self._fd_lock:
+                dirs, self._dirs_to_sync = self._dirs_to_sync, set()
             for d in sorted(dirs, key=lambda p: len(p.parts), reverse=True):
                 fsync_dir(d)
         if up_to <= self.synced_pos:
