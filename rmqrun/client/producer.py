@@ -20,6 +20,8 @@ Java, because brokers and consumers can tell the difference:
 
 from __future__ import annotations
 
+from loguru import logger
+
 import asyncio
 import random
 import re
@@ -160,6 +162,7 @@ class Producer:
         self.create_topic_key = create_topic_key
         self.ids = UniqueIdGenerator(self.instance.client_ip)
         self._publish: dict[str, _PublishInfo] = {}
+        self._provisional: set[str] = set()
         self._started = False
 
     async def start(self) -> None:
@@ -199,6 +202,9 @@ class Producer:
                 default = await self.instance.get_route(self.create_topic_key)
                 route = limit_queue_nums(default, self.default_topic_queue_nums)
                 self.instance.set_route(topic, route)
+                # The broker creates the topic on the first send, possibly with fewer
+                # queues than the template; the real route replaces this one after it.
+                self._provisional.add(topic)
         info = self._publish.get(topic)
         if info is None or info.route is not route:
             queues = publish_queues(route, topic)
@@ -338,7 +344,10 @@ class Producer:
                 if oneway:
                     await self.instance.broker.send_oneway(addr, header, body)
                     return None
-                return await self.instance.broker.send(addr, header, body, timeout=remaining, msg_id=msg_id)
+                result = await self.instance.broker.send(addr, header, body, timeout=remaining, msg_id=msg_id)
+                if topic in self._provisional:
+                    await self._replace_provisional_route(topic)
+                return result
             except BrokerError as exc:
                 if exc.code not in RETRY_CODES:
                     raise
@@ -353,6 +362,16 @@ class Producer:
         raise SendFailedError(
             f"send to {topic!r} failed {len(brokers)} time(s) on {', '.join(brokers)}: {last_error}",
             len(brokers), brokers) from last_error
+
+    async def _replace_provisional_route(self, topic: str) -> None:
+        """After the send that auto-created ``topic``: use its real route from now on."""
+        try:
+            await self.instance.update_route(topic)
+        except RemotingError as exc:
+            logger.debug("route of new topic {} not available yet: {}", topic, exc)
+            return
+        self._provisional.discard(topic)
+        self._publish.pop(topic, None)
 
     @staticmethod
     def _pinned_queue(info: _PublishInfo, queue: int | MessageQueue | None,

@@ -1,0 +1,141 @@
+"""The push consumer's settings, with the Java client's defaults and range checks.
+
+One dataclass the engine reads. The CLI/YAML/environment settings table
+builds it; tests build it directly. :meth:`ConsumerConfig.validate` applies
+``DefaultMQPushConsumerImpl.checkConfig``'s ranges and says which setting,
+which value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rmqrun.consumer import defaults as d
+from rmqrun.errors import ConfigError
+
+MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
+CONSUME_FROM = (
+    "CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP",
+    # deprecated spellings that behave like LAST_OFFSET in the Java client
+    "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST", "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
+)
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def default_consume_timestamp() -> str:
+    """Half an hour ago, as ``yyyyMMddHHmmss`` local time (the Java default)."""
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(time.time() - d.CONSUME_TIMESTAMP_OFFSET_MS / 1000))
+
+
+@dataclass(slots=True)
+class ConsumerConfig:
+    group: str
+    namesrv: str
+    #: topic -> tag expression (``"TagA || TagB"``, ``"*"``)
+    subscriptions: dict[str, str] = field(default_factory=dict)
+    orderly: bool = False
+    message_model: str = d.MESSAGE_MODEL
+    consume_from_where: str = d.CONSUME_FROM_WHERE
+    consume_timestamp: str = field(default_factory=default_consume_timestamp)
+    allocate_strategy: str = d.ALLOCATE_STRATEGY
+    pull_threshold_for_queue: int = d.PULL_THRESHOLD_FOR_QUEUE
+    pull_threshold_size_for_queue: int = d.PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB
+    pull_threshold_for_topic: int = d.PULL_THRESHOLD_FOR_TOPIC
+    pull_threshold_size_for_topic: int = d.PULL_THRESHOLD_SIZE_FOR_TOPIC_MIB
+    pull_interval_ms: int = d.PULL_INTERVAL_MS
+    pull_batch_size: int = d.PULL_BATCH_SIZE
+    consume_message_batch_max_size: int = d.CONSUME_MESSAGE_BATCH_MAX_SIZE
+    consume_concurrently_max_span: int = d.CONSUME_CONCURRENTLY_MAX_SPAN
+    post_subscription_when_pull: bool = d.POST_SUBSCRIPTION_WHEN_PULL
+    max_reconsume_times: int = d.MAX_RECONSUME_TIMES
+    suspend_current_queue_time_ms: int = d.SUSPEND_CURRENT_QUEUE_TIME_MS
+    consume_timeout_minutes: float = d.CONSUME_TIMEOUT_MINUTES
+    #: orderly only: False means the handler commits with Commit() (Java setAutoCommit)
+    auto_commit: bool = True
+    instance_name: str = d.INSTANCE_NAME
+    unit_name: str | None = None
+    client_ip: str | None = None
+    heartbeat_interval_ms: int = d.HEARTBEAT_BROKER_INTERVAL_MS
+    poll_name_server_interval_ms: int = d.POLL_NAME_SERVER_INTERVAL_MS
+    persist_offset_interval_ms: int = d.PERSIST_CONSUMER_OFFSET_INTERVAL_MS
+    pull_time_delay_ms_when_exception: int = d.PULL_TIME_DELAY_MS_WHEN_EXCEPTION
+    rebalance_interval_ms: int = d.REBALANCE_WAIT_INTERVAL_MS
+    lock_interval_ms: int = d.REBALANCE_LOCK_INTERVAL_MS
+    #: broadcasting: where the local offset file lives (Java: ~/.rocketmq_offsets)
+    offset_store_dir: str | None = None
+    #: the client's long-poll suspend time sent to brokers
+    broker_suspend_max_time_ms: int = d.BROKER_SUSPEND_MAX_TIME_MS
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "CLUSTERING"
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        """-1 means 16 when consuming concurrently, Integer.MAX_VALUE when orderly (Java)."""
+        if self.max_reconsume_times != -1:
+            return self.max_reconsume_times
+        if self.orderly:
+            return d.MAX_RECONSUME_TIMES_ORDERLY_WHEN_UNSET
+        return d.MAX_RECONSUME_TIMES_CONCURRENTLY_WHEN_UNSET
+
+    def all_subscriptions(self) -> dict[str, str]:
+        """The user's topics plus, in clustering mode, the group's retry topic (Java copySubscription)."""
+        subs = dict(self.subscriptions)
+        if self.clustering:
+            subs.setdefault(retry_topic(self.group), "*")
+        return subs
+
+    def validate(self) -> "ConsumerConfig":
+        def bad(name: str, value: object, allowed: str) -> ConfigError:
+            return ConfigError(f"{name}={value!r} is invalid: {allowed}")
+
+        def in_range(name: str, lo: int, hi: int) -> None:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
+                raise bad(name, value, f"must be an integer from {lo} to {hi}")
+
+        if not self.group or not isinstance(self.group, str):
+            raise bad("group", self.group, "a consumer group name is required")
+        if self.group == "DEFAULT_CONSUMER":
+            raise bad("group", self.group, "choose a group name of your own (DEFAULT_CONSUMER is reserved)")
+        if not self.namesrv:
+            raise bad("namesrv", self.namesrv, "give the name server address(es), e.g. 127.0.0.1:9876")
+        if not self.subscriptions:
+            raise bad("subscriptions", self.subscriptions, "subscribe to at least one topic")
+        if self.message_model not in MESSAGE_MODELS:
+            raise bad("message_model", self.message_model, f"one of {', '.join(MESSAGE_MODELS)}")
+        if self.consume_from_where not in CONSUME_FROM:
+            raise bad("consume_from_where", self.consume_from_where, f"one of {', '.join(CONSUME_FROM[:3])}")
+        try:
+            time.strptime(self.consume_timestamp, "%Y%m%d%H%M%S")
+        except (TypeError, ValueError):
+            raise bad("consume_timestamp", self.consume_timestamp, "format yyyyMMddHHmmss") from None
+        in_range("consume_concurrently_max_span", 1, 65535)
+        in_range("pull_threshold_for_queue", 1, 65535)
+        in_range("pull_threshold_size_for_queue", 1, 1024)
+        if self.pull_threshold_for_topic != -1:
+            in_range("pull_threshold_for_topic", 1, 6553500)
+        if self.pull_threshold_size_for_topic != -1:
+            in_range("pull_threshold_size_for_topic", 1, 102400)
+        in_range("pull_interval_ms", 0, 65535)
+        in_range("consume_message_batch_max_size", 1, 1024)
+        in_range("pull_batch_size", 1, 1024)
+        in_range("max_reconsume_times", -1, 2**31 - 1)
+        in_range("suspend_current_queue_time_ms", 1, 2**31 - 1)
+        if not (isinstance(self.consume_timeout_minutes, (int, float)) and self.consume_timeout_minutes > 0):
+            raise bad("consume_timeout_minutes", self.consume_timeout_minutes, "a positive number of minutes")
+        for topic, expr in self.subscriptions.items():
+            if not topic or not isinstance(expr, str):
+                raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
+        return self

@@ -1,0 +1,159 @@
+"""Concurrent consumption (Java ``ConsumeMessageConcurrentlyService``).
+
+Every pulled batch becomes one job for the executor, which spreads jobs over
+the workers; results come back in any order. For each finished job:
+
+* successes are removed from the queue's cache;
+* failures (clustering) are sent back to the broker for a delayed retry, or
+  the DLQ; a failure whose send-back also fails stays cached and is consumed
+  again locally after 5 s with its reconsume count raised, never dropped;
+* failures (broadcasting) are dropped with a warning, as in Java;
+* the offset stored for the queue is then the smallest offset still cached
+  (or the highest seen + 1 when nothing is), increase-only: a slow message
+  at offset k holds the commit at k however many later ones finish.
+
+A result for a queue dropped meanwhile (rebalanced away) is discarded: the
+new owner starts from the committed offset and redelivers what we had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Sequence
+
+from loguru import logger
+
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.retry import reconsume_times, with_reconsume_times
+
+if TYPE_CHECKING:
+    from rmqrun.consumer.puller import PullRequest
+    from rmqrun.consumer.push import PushConsumer
+
+
+class ConcurrentConsumeService:
+    def __init__(self, engine: "PushConsumer") -> None:
+        self.engine = engine
+        self.config = engine.config
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cleaner: asyncio.Task[None] | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        period = self.config.consume_timeout_minutes * 60
+        self._cleaner = asyncio.ensure_future(self._clean_expired_loop(period))
+
+    async def stop(self, grace: float) -> None:
+        """Wait up to ``grace`` seconds for in-flight jobs, then cancel the rest."""
+        if self._cleaner is not None:
+            self._cleaner.cancel()
+        if self._tasks:
+            done, pending = await asyncio.wait(list(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    # ----------------------------------------------------------------- submission
+
+    def submit(self, req: "PullRequest", entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+        """Consume ``entries`` (just cached in ``req.pq``) as one job."""
+        self._spawn(req, list(entries))
+
+    def _spawn(self, req: "PullRequest", entries: list[QueuedMessage], delay: float = 0.0) -> None:
+        task = asyncio.ensure_future(self._consume(req, entries, delay))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _consume(self, req: "PullRequest", entries: list[QueuedMessage], delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        pq = req.pq
+        if pq.dropped:
+            return
+        offsets = [e.offset for e in entries]
+        pq.mark_consume_started(offsets)
+        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets)
+        started = time.monotonic()
+        try:
+            result = await self.engine.executor.run(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Could not run at all (shutting down): nothing counts as consumed; the
+            # messages stay cached, so the committed offset stays below them.
+            logger.warning("job of {} messages of {} not run: {}", len(entries), req.mq, exc)
+            return
+        self.engine.stats.record(len(entries), time.monotonic() - started, result)
+        await self._process_result(req, entries, result)
+
+    async def _process_result(self, req: "PullRequest", entries: list[QueuedMessage], result: JobResult) -> None:
+        pq = req.pq
+        if pq.dropped:
+            logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the new "
+                           "owner redelivers them", req.mq, len(entries))
+            return
+        done: list[int] = []
+        failed: list[tuple[QueuedMessage, int]] = []
+        redo: list[QueuedMessage] = []
+        for i, entry in enumerate(entries):
+            verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
+            if verdict is Verdict.SUCCESS:
+                done.append(entry.offset)
+            elif verdict is Verdict.NOT_RUN:
+                redo.append(entry)
+            else:
+                failed.append((entry, result.delay_level(i)))
+        if failed:
+            self.engine.stats.failed += len(failed)
+            if self.config.clustering:
+                sent = await asyncio.gather(*(self._send_back(req, entry, level) for entry, level in failed))
+                for (entry, _), ok in zip(failed, sent):
+                    if ok:
+                        done.append(entry.offset)
+                    else:
+                        entry.payload = with_reconsume_times(entry.payload, reconsume_times(entry.payload) + 1)
+                        redo.append(entry)
+            else:
+                for entry, _ in failed:
+                    logger.warning("broadcasting: dropping failed message at {}:{} (no retry in this model)",
+                                   req.mq, entry.offset)
+                    done.append(entry.offset)
+        if redo:
+            delay = d.SEND_BACK_FAILED_RESUBMIT_DELAY_MS / 1000 if failed else 0.0
+            self._spawn(req, redo, delay)
+        if done:
+            offset = pq.remove_messages(done)
+            if offset >= 0 and not pq.dropped:
+                self.engine.offset_store.update(req.mq, offset, True)
+
+    async def _send_back(self, req: "PullRequest", entry: QueuedMessage, delay_level: int) -> bool:
+        return await self.engine.send_back.send_back(
+            entry.payload, req.mq.broker_name, delay_level, self.config.effective_max_reconsume_times)
+
+    # ----------------------------------------------------------------- consume timeout
+
+    async def _clean_expired_loop(self, period: float) -> None:
+        """cleanExpireMsg: messages stuck in a handler past consumeTimeout go back to the broker.
+
+        The worker pool enforces the time limit itself (it stops the handler), so
+        this is the safety net for messages that never come back at all.
+        """
+        timeout_ms = int(self.config.consume_timeout_minutes * 60_000)
+        while True:
+            await asyncio.sleep(period)
+            for req in list(self.engine.pull_requests()):
+                expired = req.pq.clean_expired(timeout_ms)
+                for entry in expired:
+                    if await self._send_back(req, entry, 3):
+                        offset = req.pq.remove_messages([entry.offset])
+                        if offset >= 0 and not req.pq.dropped:
+                            self.engine.offset_store.update(req.mq, offset, True)

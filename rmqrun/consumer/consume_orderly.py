@@ -1,0 +1,213 @@
+"""Orderly consumption (Java ``ConsumeMessageOrderlyService``).
+
+One consume loop per queue, so at most one job of a queue is ever in flight
+and the handler sees its offsets strictly increasing. The executor pins each
+queue to one worker process. A loop runs while the queue has cached messages
+and, in clustering mode, holds an unexpired broker lock.
+
+Each job carries several handler calls' worth of messages (consumeMessageBatchMaxSize
+per call, as many calls as fit in ~100 ms of measured handler time) to keep
+the pipe cheap; the worker stops at the first call that does not succeed and
+reports the rest NOT_RUN. The outcome per call is Java's:
+
+* SUCCESS commits (auto-commit) or merely consumes (manual commit);
+* SUSPEND (or an exception) puts the call's messages back, with their
+  reconsume count raised, and pauses the queue for suspendCurrentQueueTimeMillis
+  (clamped to 10..30000 ms); at max reconsume times the messages are
+  re-published for the broker to dead-letter, and the queue moves on;
+* COMMIT / ROLLBACK apply in manual-commit mode.
+
+The committed offset is stored with increase_only=False, like Java.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Sequence
+
+from loguru import logger
+
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
+
+if TYPE_CHECKING:
+    from rmqrun.consumer.puller import PullRequest
+    from rmqrun.consumer.push import PushConsumer
+
+TARGET_JOB_SECONDS = 0.1
+MAX_CALLS_PER_JOB = 32
+
+
+def clamp_suspend_ms(ms: int, default_ms: int) -> int:
+    if ms < 0:
+        ms = default_ms
+    return max(d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS, min(d.SUSPEND_CURRENT_QUEUE_TIME_MAX_MS, ms))
+
+
+class OrderlyConsumeService:
+    def __init__(self, engine: "PushConsumer") -> None:
+        self.engine = engine
+        self.config = engine.config
+        self._loops: dict[object, asyncio.Task[None]] = {}
+        self._busy: set[object] = set()  # queues with a job in flight
+        self._per_message_s = 0.001      # running estimate of handler time per message
+
+    def start(self) -> None:
+        pass
+
+    def is_busy(self, mq: object) -> bool:
+        """Whether a job of this queue is in flight (the Java consume lock)."""
+        return mq in self._busy
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._busy)
+
+    async def stop(self, grace: float) -> None:
+        loops = list(self._loops.values())
+        if loops:
+            done, pending = await asyncio.wait(loops, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    def submit(self, req: "PullRequest", entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+        self.kick(req)
+
+    def kick(self, req: "PullRequest") -> None:
+        """Make sure the queue's consume loop runs (it exits when the queue is empty)."""
+        task = self._loops.get(req.mq)
+        if task is None or task.done():
+            task = asyncio.ensure_future(self._loop(req))
+            self._loops[req.mq] = task
+            task.add_done_callback(lambda t, mq=req.mq: self._loops.get(mq) is t and self._loops.pop(mq))
+
+    def _calls_per_job(self) -> int:
+        return max(1, min(MAX_CALLS_PER_JOB, int(TARGET_JOB_SECONDS / max(self._per_message_s, 1e-6)
+                                                 / self.config.consume_message_batch_max_size)))
+
+    async def _loop(self, req: "PullRequest") -> None:
+        pq = req.pq
+        cfg = self.config
+        while not pq.dropped:
+            if cfg.clustering and (not pq.locked or pq.is_lock_expired()):
+                # tryLockLaterAndReconsume: ask the broker again, then come back
+                if await self.engine.rebalancer.lock(req.mq):
+                    continue
+                await asyncio.sleep(1.0)
+                continue
+            size = cfg.consume_message_batch_max_size * self._calls_per_job()
+            entries = pq.take_messages(size)
+            if not entries:
+                return  # consuming flag cleared; the next put() kicks us again
+            self._busy.add(req.mq)
+            try:
+                pause = await self._consume(req, entries)
+            finally:
+                self._busy.discard(req.mq)
+            if pq.dropped:
+                self.engine.rebalancer.on_orderly_idle(req)
+                return
+            if pause:
+                await asyncio.sleep(pause)
+        self.engine.rebalancer.on_orderly_idle(req)
+
+    async def _consume(self, req: "PullRequest", entries: list[QueuedMessage]) -> float:
+        """Run one job and apply its outcome; returns how long to suspend the queue (0 = don't)."""
+        cfg = self.config
+        pq = req.pq
+        job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
+                         auto_commit=cfg.auto_commit)
+        started = time.monotonic()
+        try:
+            result = await self.engine.executor.run(job)
+        except asyncio.CancelledError:
+            pq.rollback()
+            raise
+        except Exception as exc:
+            logger.warning("orderly job of {} on {} not run: {}", len(entries), req.mq, exc)
+            pq.make_messages_to_consume_again([e.offset for e in entries])
+            return d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000
+        elapsed = time.monotonic() - started
+        ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
+        self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
+        self.engine.stats.record(len(entries), elapsed, result)
+        return await self._apply(req, entries, result)
+
+    async def _apply(self, req: "PullRequest", entries: list[QueuedMessage], result: JobResult) -> float:
+        cfg = self.config
+        pq = req.pq
+        verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
+        if cfg.auto_commit:
+            # Java: with auto-commit, COMMIT and ROLLBACK are "illegal" and count as SUCCESS.
+            verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        # The first message that is not a plain success decides the job's fate; the
+        # worker ran nothing after it.
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        rest = entries[first_bad:]
+        bad = verdicts[first_bad] if rest else None
+        call = rest[:cfg.consume_message_batch_max_size]
+        suspend = 0.0
+        commit_offset = -1
+        if cfg.auto_commit:
+            # successes stay taken and are committed; the rest go back, first in line
+            pq.make_messages_to_consume_again([e.offset for e in rest])
+            if first_bad:
+                commit_offset = pq.commit()
+            if bad is Verdict.SUSPEND:
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms)
+                if moved_on and pq.take_messages(len(call)):
+                    commit_offset = pq.commit()
+            elif bad is Verdict.NOT_RUN and result.error:
+                # the job broke off (worker died, time limit): pause before redelivering
+                suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
+        else:
+            # Manual commit: SUCCESS consumes without committing; COMMIT commits all taken
+            # so far (the COMMIT call included); ROLLBACK puts back all taken since the
+            # last commit and suspends.
+            if bad is Verdict.COMMIT:
+                tail = rest[len(call):]
+                pq.make_messages_to_consume_again([e.offset for e in tail])
+                commit_offset = pq.commit()
+                rest, bad = tail, (Verdict.NOT_RUN if tail else None)
+            if bad is Verdict.ROLLBACK:
+                pq.rollback()
+                suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
+            elif bad is Verdict.SUSPEND:
+                pq.make_messages_to_consume_again([e.offset for e in rest])
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms)
+                if moved_on:
+                    # dead-lettered: consumed, committed with the handler's next Commit()
+                    pq.take_messages(len(call))
+            elif rest:
+                pq.make_messages_to_consume_again([e.offset for e in rest])
+        if commit_offset >= 0 and not pq.dropped:
+            self.engine.offset_store.update(req.mq, commit_offset, False)
+        return suspend
+
+    async def _suspend_or_dlq(self, req: "PullRequest", call: list[QueuedMessage],
+                              suspend_ms: int) -> tuple[bool, float]:
+        """checkReconsumeTimes: below the maximum, count a retry and suspend; at it, dead-letter.
+
+        Returns (moved on past these messages, seconds to suspend).
+        """
+        cfg = self.config
+        limit = cfg.effective_max_reconsume_times
+        self.engine.stats.failed += len(call)
+        if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
+            sent = await asyncio.gather(*(self._dead_letter(req, e, limit) for e in call))
+            if all(sent):
+                return True, 0.0
+        for e in call:
+            e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
+        return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
+
+    async def _dead_letter(self, req: "PullRequest", entry: QueuedMessage, limit: int) -> bool:
+        msg = decode_for_retry(entry.payload, req.mq.broker_name)
+        logger.warning("{}: message {} at offset {} failed {} times; sending it to the DLQ", req.mq, msg.msg_id,
+                       entry.offset, msg.reconsume_times)
+        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)

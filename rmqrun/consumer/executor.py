@@ -1,0 +1,67 @@
+"""The seam between the consumer logic and whatever runs the handler.
+
+The push-consumer engine decides *what* to consume and what to do with the
+outcome; an :class:`Executor` decides *where* it runs. rmqrun's supervisor
+implements it with worker processes (orderly queues pinned to one worker,
+concurrent batches spread by load); a test may implement it in-process. The
+engine awaits :meth:`Executor.run` and never learns about processes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, Union
+
+from rmqrun.model import MessageQueue
+
+RecordData = Union[bytes, bytearray, memoryview]
+
+
+class Verdict(enum.IntEnum):
+    """What became of one message (values shared with the worker pipe's status byte)."""
+
+    SUCCESS = 0
+    RECONSUME_LATER = 1  # concurrent: send back for a retry
+    SUSPEND = 2          # orderly: put back, pause the queue, redeliver first
+    COMMIT = 3           # orderly, manual commit: commit all consumed so far
+    ROLLBACK = 4         # orderly, manual commit: put back all since the last commit
+    NOT_RUN = 5          # never finished (earlier failure, time limit, shutdown): redeliver, no retry counted
+
+
+@dataclass(slots=True, eq=False)
+class ConsumeJob:
+    """Messages of one queue, in offset order, as raw stored records."""
+
+    mq: MessageQueue
+    orderly: bool
+    records: Sequence[RecordData]
+    offsets: list[int]
+    auto_commit: bool = True
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+
+@dataclass(slots=True)
+class JobResult:
+    """One verdict per message of the job, in the job's order."""
+
+    verdicts: list[Verdict]
+    delay_levels: list[int] = field(default_factory=list)
+    suspend_ms: int = -1
+    error: str | None = None
+
+    def delay_level(self, i: int) -> int:
+        return self.delay_levels[i] if i < len(self.delay_levels) else 0
+
+
+class Executor(Protocol):
+    async def run(self, job: ConsumeJob) -> JobResult:
+        """Consume the job; return when every message has a verdict.
+
+        May wait for capacity first (backpressure). Must not raise for a handler
+        failure (that is a verdict); raises only when the job cannot be run at all
+        (shutting down), in which case nothing of it counts as consumed.
+        """
+        ...

@@ -1,0 +1,189 @@
+"""Long-polling pulls for one message queue (Java ``DefaultMQPushConsumerImpl.pullMessage``).
+
+One task per assigned queue loops: check flow control, pull with a 15 s
+broker suspend, cache what came in the queue's :class:`ProcessQueue`, hand
+it to the consume service, repeat. The order of the checks and the delays
+are the Java client's:
+
+1. cached messages > pullThresholdForQueue, or cached body MiB >
+   pullThresholdSizeForQueue: retry in 50 ms;
+2. concurrent only: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
+3. orderly (clustering) only: the queue must be locked; the first pull after
+   a lock re-reads the offset from the broker;
+4. pull errors back off 1 s (20 ms for broker flow control).
+
+OFFSET_ILLEGAL drops the process queue, stores the broker's next offset and
+lets the next rebalance take the queue again, as Java does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from rmqrun.client.broker import PullStatus
+from rmqrun.client.headers import PullMessageRequestHeader
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
+from rmqrun.model import MessageQueue
+from rmqrun.remoting.errors import FlowControlError, SubscriptionError
+from rmqrun.remoting.message import PROPERTY_TAGS, scan_records
+
+if TYPE_CHECKING:
+    from rmqrun.consumer.push import PushConsumer
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+
+@dataclass(slots=True)
+class PullRequest:
+    """A queue being pulled: where the next pull starts and the queue's cache."""
+
+    mq: MessageQueue
+    pq: ProcessQueue
+    next_offset: int
+    previously_locked: bool = False
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _mib(n: int) -> float:
+    return n / (1024 * 1024)
+
+
+async def pull_loop(engine: "PushConsumer", req: PullRequest) -> None:
+    """Pull ``req.mq`` until its process queue is dropped or the task is cancelled."""
+    cfg = engine.config
+    pq = req.pq
+    mq = req.mq
+    exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
+    flow_logged = 0
+    while not pq.dropped:
+        pq.last_pull_timestamp = _now_ms()
+        if engine.paused:
+            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
+            continue
+        limit_count, limit_mib = engine.queue_thresholds()
+        if pq.msg_count > limit_count or _mib(pq.msg_size) > limit_mib:
+            flow_logged += 1
+            if flow_logged % 1000 == 1:
+                logger.warning("flow control on {}: {} messages / {:.1f} MiB cached (limits {} / {} MiB)",
+                               mq, pq.msg_count, _mib(pq.msg_size), limit_count, limit_mib)
+            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+            continue
+        if not cfg.orderly:
+            if pq.max_span() > cfg.consume_concurrently_max_span:
+                flow_logged += 1
+                if flow_logged % 1000 == 1:
+                    logger.warning("flow control on {}: offset span {} over consume_concurrently_max_span {}",
+                                   mq, pq.max_span(), cfg.consume_concurrently_max_span)
+                await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+                continue
+        elif cfg.clustering:
+            if not pq.locked:
+                await asyncio.sleep(exception_delay)
+                continue
+            if not req.previously_locked:
+                try:
+                    offset = await engine.compute_pull_from_where(mq)
+                except Exception as exc:
+                    logger.warning("cannot read the offset of {} after locking it: {}", mq, exc)
+                    await asyncio.sleep(exception_delay)
+                    continue
+                if offset < 0:
+                    await asyncio.sleep(exception_delay)
+                    continue
+                if offset != req.next_offset:
+                    logger.info("{}: first pull after lock starts at the broker's offset {} (was {})",
+                                mq, offset, req.next_offset)
+                req.previously_locked = True
+                req.next_offset = offset
+        sub = engine.subscription(mq.topic)
+        if sub is None:
+            logger.warning("no subscription for {}; pulling it later", mq)
+            await asyncio.sleep(exception_delay)
+            continue
+        try:
+            await _pull_once(engine, req, sub)
+        except asyncio.CancelledError:
+            raise
+        except FlowControlError:
+            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000)
+        except SubscriptionError as exc:
+            # the broker has not seen our heartbeat for this subscription yet
+            logger.debug("pull {} refused ({}); heartbeat and retry", mq, exc)
+            engine.request_heartbeat()
+            await asyncio.sleep(exception_delay)
+        except Exception as exc:
+            logger.warning("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
+            await asyncio.sleep(exception_delay)
+        else:
+            if cfg.pull_interval_ms:
+                await asyncio.sleep(cfg.pull_interval_ms / 1000)
+
+
+async def _pull_once(engine: "PushConsumer", req: PullRequest, sub) -> None:  # type: ignore[no-untyped-def]
+    cfg = engine.config
+    mq = req.mq
+    pq = req.pq
+    addr = await engine.pull_address(mq)
+    commit_offset = engine.offset_store.read_memory(mq) if cfg.clustering else -1
+    sys_flag = FLAG_SUSPEND
+    if commit_offset > 0:
+        sys_flag |= FLAG_COMMIT_OFFSET
+    if cfg.post_subscription_when_pull:
+        sys_flag |= FLAG_SUBSCRIPTION
+    header = PullMessageRequestHeader(
+        consumer_group=cfg.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=req.next_offset,
+        max_msg_nums=cfg.pull_batch_size, sys_flag=sys_flag, commit_offset=max(commit_offset, 0),
+        suspend_timeout_millis=cfg.broker_suspend_max_time_ms,
+        subscription=sub.sub_string if cfg.post_subscription_when_pull else None,
+        sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name)
+    result = await engine.instance.broker.pull(
+        addr, header, timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
+    if pq.dropped:
+        return
+    engine.note_suggested_broker(mq, result.suggest_which_broker_id)
+    status = result.status
+    if status is PullStatus.FOUND:
+        prev = req.next_offset
+        req.next_offset = result.next_begin_offset
+        body = result.body
+        heads = scan_records(body)
+        if heads and heads[0].queue_offset < prev:
+            logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset, prev)
+        if sub.is_sub_all:
+            kept = heads
+        else:
+            kept = [h for h in heads if sub.matches_tag(h.properties.get(PROPERTY_TAGS))]
+        if not kept:
+            _correct_offset_when_idle(engine, req)
+            return
+        view = memoryview(body)
+        entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size]) for h in kept]
+        dispatch = pq.put(entries, result.max_offset)
+        engine.consume_service.submit(req, entries, dispatch)
+    elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+        req.next_offset = result.next_begin_offset
+        _correct_offset_when_idle(engine, req)
+    elif status is PullStatus.OFFSET_ILLEGAL:
+        logger.warning("{}: offset {} is illegal ({}); moving to {} and dropping the queue",
+                       mq, req.next_offset, result.remark, result.next_begin_offset)
+        req.next_offset = result.next_begin_offset
+        pq.dropped = True
+        await engine.handle_offset_illegal(req)
+
+
+def _correct_offset_when_idle(engine: "PushConsumer", req: PullRequest) -> None:
+    """Java correctTagsOffset: with nothing cached, the next offset is safe to commit."""
+    if req.pq.msg_count == 0:
+        engine.offset_store.update(req.mq, req.next_offset, True)

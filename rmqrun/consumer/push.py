@@ -1,0 +1,320 @@
+"""The push consumer engine (Java ``DefaultMQPushConsumerImpl``), minus the threads.
+
+It owns the client instance (client id, connections, routes, heartbeats),
+the subscriptions (plus ``%RETRY%<group>`` in clustering mode), the table of
+assigned queues with their pull tasks and process queues, the offset store,
+rebalancing and locks, and the consume service of its mode. It consumes by
+awaiting an :class:`~rmqrun.consumer.executor.Executor`; where that runs the
+handler is not its business.
+
+Start order follows Java: subscriptions, client start, routes, heartbeat to
+every broker, first rebalance. Shutdown: stop pulling, let in-flight jobs
+finish within the grace period, persist offsets, unlock orderly queues,
+unregister from the group, close connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from loguru import logger
+
+from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.consumer.config import ConsumerConfig, retry_topic
+from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
+from rmqrun.consumer.consume_orderly import OrderlyConsumeService
+from rmqrun.consumer.executor import Executor, JobResult, Verdict
+from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
+from rmqrun.consumer.puller import PullRequest, pull_loop
+from rmqrun.consumer.rebalance import Rebalancer
+from rmqrun.consumer.retry import SendBack
+from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.model import MessageQueue
+from rmqrun.remoting.errors import TopicNotExistError
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """Counters for status lines, metrics and the demo's summary."""
+
+    consumed: int = 0
+    failed: int = 0
+    jobs: int = 0
+    busy_seconds: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def record(self, n: int, elapsed: float, result: JobResult) -> None:
+        self.jobs += 1
+        self.busy_seconds += elapsed
+        self.consumed += sum(1 for v in result.verdicts if v is Verdict.SUCCESS)
+
+
+class PushConsumer:
+    def __init__(self, config: ConsumerConfig, executor: Executor, *,
+                 instance: ClientInstance | None = None) -> None:
+        self.config = config.validate()
+        self.executor = executor
+        self.instance = instance or ClientInstance(
+            config.namesrv, instance_name=config.instance_name,
+            message_model=MessageModel.parse(config.message_model), client_ip=config.client_ip,
+            unit_name=config.unit_name,
+            poll_name_server_interval=config.poll_name_server_interval_ms / 1000,
+            heartbeat_interval=config.heartbeat_interval_ms / 1000)
+        self._subs: dict[str, SubscriptionData] = {
+            topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
+        self.offset_store: OffsetStore = self._make_offset_store()
+        self.send_back = SendBack(self.instance, config.group)
+        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService = (
+            OrderlyConsumeService(self) if config.orderly else ConcurrentConsumeService(self))
+        self.rebalancer = Rebalancer(self)
+        self.table: dict[MessageQueue, PullRequest] = {}
+        self.removing: set[MessageQueue] = set()
+        self.paused = False
+        self.stats = ConsumeStats()
+        self._suggested: dict[MessageQueue, int] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._running = False
+
+    # ----------------------------------------------------------------- wiring
+
+    def _make_offset_store(self) -> OffsetStore:
+        if self.config.clustering:
+            async def commit(mq: MessageQueue, offset: int) -> None:
+                addr = self.instance.broker_address(mq.broker_name)
+                if addr is None:
+                    raise RuntimeError(f"no address for broker {mq.broker_name}")
+                await self.instance.broker.update_consumer_offset(addr, self.config.group, mq, offset)
+
+            async def fetch(mq: MessageQueue) -> int | None:
+                addr = self.instance.broker_address(mq.broker_name)
+                if addr is None:
+                    await self.instance.update_route(mq.topic)
+                    addr = self.instance.broker_address(mq.broker_name)
+                if addr is None:
+                    raise RuntimeError(f"no address for broker {mq.broker_name}")
+                return await self.instance.broker.query_consumer_offset(addr, self.config.group, mq)
+            return RemoteOffsetStore(self.config.group, commit, fetch)
+        store = LocalFileOffsetStore(self.config.group, self.instance.client_id, self.config.offset_store_dir)
+        store.load()
+        return store
+
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            group_name=self.config.group, consume_type=ConsumeType.CONSUME_PASSIVELY,
+            message_model=MessageModel.parse(self.config.message_model),
+            consume_from_where=ConsumeFromWhere.parse(self.config.consume_from_where),
+            subscription_data_set=list(self._subs.values()))
+
+    def subscription(self, topic: str) -> SubscriptionData | None:
+        return self._subs.get(topic)
+
+    def subscribed_topics(self) -> list[str]:
+        return list(self._subs)
+
+    def pull_requests(self) -> Iterable[PullRequest]:
+        return list(self.table.values())
+
+    def queue_thresholds(self) -> tuple[int, float]:
+        """Per-queue (messages, MiB) limits; topic-wide limits are shared by the queues we hold."""
+        cfg = self.config
+        count, mib = cfg.pull_threshold_for_queue, float(cfg.pull_threshold_size_for_queue)
+        n = max(1, len(self.table))
+        if cfg.pull_threshold_for_topic != -1:
+            count = max(1, cfg.pull_threshold_for_topic // n)
+        if cfg.pull_threshold_size_for_topic != -1:
+            mib = max(1.0, cfg.pull_threshold_size_for_topic / n)
+        return count, mib
+
+    # ----------------------------------------------------------------- queue table
+
+    def add_request(self, req: PullRequest) -> None:
+        self.table[req.mq] = req
+        req.task = asyncio.ensure_future(pull_loop(self, req))
+
+    def stop_pull(self, mq: MessageQueue) -> None:
+        req = self.table.get(mq)
+        if req is not None and req.task is not None:
+            req.task.cancel()
+
+    def remove_request(self, mq: MessageQueue) -> None:
+        req = self.table.pop(mq, None)
+        if req is not None:
+            req.pq.dropped = True
+            if req.task is not None:
+                req.task.cancel()
+        self._suggested.pop(mq, None)
+
+    def wake_rebalance(self) -> None:
+        self._wake.set()
+
+    def request_heartbeat(self) -> None:
+        asyncio.ensure_future(self._heartbeat_quietly())
+
+    async def _heartbeat_quietly(self) -> None:
+        try:
+            await self.instance.send_heartbeat()
+        except Exception as exc:
+            logger.debug("heartbeat failed: {}", exc)
+
+    # ----------------------------------------------------------------- broker lookups
+
+    def note_suggested_broker(self, mq: MessageQueue, broker_id: int) -> None:
+        self._suggested[mq] = broker_id
+
+    async def pull_address(self, mq: MessageQueue) -> str:
+        """The address to pull ``mq`` from: the broker's suggestion (slave reads), else the master."""
+        broker_id = self._suggested.get(mq, 0)
+        found = self.instance.find_broker(mq.broker_name, broker_id=broker_id) if broker_id else None
+        addr = found.address if found else self.instance.broker_address(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.broker_address(mq.broker_name)
+        if addr is None:
+            raise RuntimeError(f"broker {mq.broker_name} of {mq.topic} has no known address")
+        return addr
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Where a newly assigned queue starts (RebalancePushImpl.computePullFromWhereWithException).
+
+        The committed offset if the group has one; otherwise by consume-from-where.
+        Retry topics start at 0 (or max for TIMESTAMP). Raises when the broker cannot
+        be asked, so the queue is not taken at a guessed offset.
+        """
+        last = await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            raise RuntimeError(f"the offset store could not read the offset of {mq}")
+        where = self.config.consume_from_where
+        is_retry = mq.topic.startswith("%RETRY%")
+        if where == "CONSUME_FROM_FIRST_OFFSET":
+            return 0
+        addr = await self.pull_address(mq)
+        if where == "CONSUME_FROM_TIMESTAMP":
+            if is_retry:
+                return await self.instance.broker.get_max_offset(addr, mq)
+            ts = int(time.mktime(time.strptime(self.config.consume_timestamp, "%Y%m%d%H%M%S")) * 1000)
+            return await self.instance.broker.search_offset(addr, mq, ts)
+        # LAST_OFFSET and its deprecated spellings
+        if is_retry:
+            return 0
+        return await self.instance.broker.get_max_offset(addr, mq)
+
+    async def handle_offset_illegal(self, req: PullRequest) -> None:
+        """Java: 10 s later, store the corrected offset, persist it, drop the queue; rebalance retakes it."""
+        await asyncio.sleep(10)
+        self.offset_store.update(req.mq, req.next_offset, False)
+        await self.offset_store.persist(req.mq)
+        if self.table.get(req.mq) is req:
+            self.remove_request(req.mq)
+        logger.info("{}: offset corrected to {}; the next rebalance takes it again", req.mq, req.next_offset)
+        self.wake_rebalance()
+
+    # ----------------------------------------------------------------- broker → client requests
+
+    async def _on_ids_changed(self, header: Any) -> None:
+        logger.info("broker says the members of {} changed; rebalancing now", self.config.group)
+        self.wake_rebalance()
+
+    async def _on_running_info(self, header: Any) -> dict[str, Any]:
+        return {
+            "properties": {"consumeType": "CONSUME_PASSIVELY", "messageModel": self.config.message_model,
+                           "consumeOrderly": str(self.config.orderly).lower(),
+                           "PROP_CLIENT_VERSION": "V4_9_8", "PROP_CONSUMER_START_TIMESTAMP": str(int(self.stats.started))},
+            "subscriptionSet": [s.to_json() for s in self._subs.values()],
+            "mqTable": {mq: req.pq.info(self.offset_store.read_memory(mq)) for mq, req in self.table.items()},
+            "statusTable": {},
+            "jstack": "",
+        }
+
+    async def _on_reset_offset(self, header: Any, table: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: drop the topic's queues, store the new offsets, rebalance."""
+        logger.warning("broker resets offsets of {} queue(s) of {}", len(table), self.config.group)
+        self.paused = True
+        try:
+            for mq in list(table):
+                req = self.table.get(mq)
+                if req is not None:
+                    self.remove_request(mq)
+            await asyncio.sleep(0.1)
+            for mq, offset in table.items():
+                self.offset_store.update(mq, offset, False)
+                await self.offset_store.persist(mq)
+                self.offset_store.remove(mq)
+        finally:
+            self.paused = False
+        self.wake_rebalance()
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self.instance.register_consumer(
+            self.config.group, data=self.consumer_data,
+            callbacks=ConsumerCallbacks(consumer_ids_changed=self._on_ids_changed,
+                                        running_info=self._on_running_info,
+                                        reset_offset=self._on_reset_offset))
+        await self.instance.start()
+        for topic in self._subs:
+            try:
+                await self.instance.update_route(topic)
+            except TopicNotExistError:
+                if topic != retry_topic(self.config.group):
+                    logger.warning("topic {} does not exist yet; it is picked up once it does", topic)
+        await self.instance.send_heartbeat()
+        self._running = True
+        self.consume_service.start()
+        await self.rebalancer.rebalance()
+        self._tasks = [
+            asyncio.ensure_future(self.rebalancer.run(self._wake)),
+            asyncio.ensure_future(self._persist_loop()),
+            asyncio.ensure_future(self.rebalancer.run_lock_renewal()),
+        ]
+
+    async def _persist_loop(self) -> None:
+        interval = self.config.persist_offset_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.offset_store.persist_all(list(self.table))
+            except Exception as exc:
+                logger.warning("persisting offsets failed: {}", exc)
+
+    def stop_pulling(self) -> None:
+        """First step of a graceful stop: no new pulls, no rebalance."""
+        for task in self._tasks:
+            task.cancel()
+        self._tasks = []
+        for req in self.table.values():
+            if req.task is not None:
+                req.task.cancel()
+
+    @property
+    def in_flight(self) -> int:
+        return self.consume_service.in_flight
+
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Graceful stop: finished work is committed, unfinished work is left for redelivery."""
+        if not self._running:
+            await self.instance.close()
+            return
+        self._running = False
+        self.stop_pulling()
+        await self.consume_service.stop(grace)
+        try:
+            await self.offset_store.persist_all(list(self.table))
+        except Exception as exc:
+            logger.warning("final offset persist failed: {}", exc)
+        await self.rebalancer.unlock_all()
+        await self.send_back.close()
+        try:
+            await self.instance.unregister_consumer(self.config.group)
+        except Exception as exc:
+            logger.warning("unregister from the group failed: {}", exc)
+        for req in self.table.values():
+            req.pq.dropped = True
+        await self.instance.close()

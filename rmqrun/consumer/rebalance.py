@@ -1,0 +1,292 @@
+"""Rebalance and orderly queue locks (Java ``RebalanceImpl`` / ``RebalancePushImpl``).
+
+On start, every 20 s and whenever a broker says the group changed, each
+subscribed topic's queues are allocated among the group's live members (the
+broker's consumer list) by the configured strategy, and this client's table
+of queues is brought in line:
+
+* a queue no longer ours is dropped: its pull stops, its offset is persisted
+  and forgotten, and for orderly consumption it is unlocked on the broker, but
+  only once no job of it is in flight (so no two clients consume it at once);
+* a queue newly ours starts at the committed offset, or where
+  consume-from-where says when the group has none; for orderly consumption
+  it is added only if the broker lock is granted.
+
+Locks are renewed for all orderly queues every 20 s; a queue whose renewal
+fails is marked unlocked and neither pulled nor consumed until relocked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from loguru import logger
+
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.allocate import get_strategy
+from rmqrun.consumer.process_queue import ProcessQueue
+from rmqrun.consumer.puller import PullRequest
+from rmqrun.model import MessageQueue
+
+if TYPE_CHECKING:
+    from rmqrun.consumer.push import PushConsumer
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Rebalancer:
+    def __init__(self, engine: "PushConsumer") -> None:
+        self.engine = engine
+        self.config = engine.config
+        self.strategy = get_strategy(self.config.allocate_strategy)
+        self._lock = asyncio.Lock()  # one rebalance at a time
+        self.rebalances = 0
+        self.lock_losses = 0
+
+    @property
+    def orderly_locks(self) -> bool:
+        return self.config.orderly and self.config.clustering
+
+    # ----------------------------------------------------------------- rebalance
+
+    async def rebalance(self) -> bool:
+        """One pass over all subscribed topics; True when the assignment changed."""
+        async with self._lock:
+            changed = False
+            for topic in self.engine.subscribed_topics():
+                try:
+                    changed |= await self._rebalance_topic(topic)
+                except Exception as exc:
+                    logger.warning("rebalance of topic {} failed: {}", topic, exc)
+            # queues of topics we no longer subscribe to
+            for mq in [mq for mq in self.engine.table if mq.topic not in self.engine.subscribed_topics()]:
+                req = self.engine.table[mq]
+                req.pq.dropped = True
+                if await self._remove_unnecessary(req):
+                    self.engine.remove_request(mq)
+                    changed = True
+            self.rebalances += 1
+            if changed:
+                logger.info("rebalance: now consuming {} queue(s): {}", len(self.engine.table),
+                            ", ".join(f"{mq.topic}@{mq.broker_name}:{mq.queue_id}" for mq in sorted(self.engine.table)))
+            return changed
+
+    async def _rebalance_topic(self, topic: str) -> bool:
+        mq_all = await self.engine.instance.subscribe_queues(topic)
+        if not mq_all:
+            return False
+        if self.config.clustering:
+            cid_all = await self._consumer_ids(topic, mq_all)
+            if not cid_all:
+                logger.warning("no consumer ids for group {} on topic {}", self.config.group, topic)
+                return False
+            mine = set(self.strategy.allocate(self.config.group, self.engine.instance.client_id,
+                                              sorted(mq_all), sorted(cid_all)))
+        else:
+            mine = set(mq_all)
+        return await self._update_table(topic, mine)
+
+    async def _consumer_ids(self, topic: str, mq_all: list[MessageQueue]) -> list[str]:
+        brokers = sorted({mq.broker_name for mq in mq_all})
+        for name in brokers:
+            addr = self.engine.instance.broker_address(name)
+            if addr is None:
+                continue
+            try:
+                return await self.engine.instance.broker.get_consumer_list(addr, self.config.group)
+            except Exception as exc:
+                logger.warning("get consumer list of {} from {} failed: {}", self.config.group, addr, exc)
+        return []
+
+    async def _update_table(self, topic: str, mine: set[MessageQueue]) -> bool:
+        engine = self.engine
+        changed = False
+        now = _now_ms()
+        for mq, req in list(engine.table.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in mine:
+                req.pq.dropped = True
+                if await self._remove_unnecessary(req):
+                    engine.remove_request(mq)
+                    changed = True
+                    logger.info("rebalance: dropped {}", mq)
+            elif req.pq.is_pull_expired(now):
+                logger.warning("{} has not been pulled for {} ms; dropping it to recover", mq, now - req.pq.last_pull_timestamp)
+                req.pq.dropped = True
+                if await self._remove_unnecessary(req):
+                    engine.remove_request(mq)
+                    changed = True
+        for mq in sorted(mine - set(engine.table)):
+            if mq in engine.removing:
+                continue  # still finishing its removal (orderly job in flight)
+            if self.orderly_locks and not await self.lock(mq):
+                logger.info("rebalance: {} is locked by another client; not taking it now", mq)
+                continue
+            engine.offset_store.remove(mq)  # removeDirtyOffset
+            try:
+                offset = await engine.compute_pull_from_where(mq)
+            except Exception as exc:
+                logger.warning("rebalance: cannot compute where to start {}: {}", mq, exc)
+                continue
+            if offset < 0:
+                continue
+            pq = ProcessQueue(mq)
+            if self.orderly_locks:
+                pq.locked = True
+                pq.last_lock_timestamp = _now_ms()
+            engine.add_request(PullRequest(mq, pq, offset))
+            changed = True
+            logger.info("rebalance: took {} from offset {}", mq, offset)
+        return changed
+
+    async def _remove_unnecessary(self, req: PullRequest) -> bool:
+        """RebalancePushImpl.removeUnnecessaryMessageQueue; False = try again later."""
+        engine = self.engine
+        mq = req.mq
+        if self.orderly_locks and engine.consume_service.is_busy(mq):  # type: ignore[attr-defined]
+            # a job of this queue is in flight: the orderly loop finishes the removal
+            req.pq.inc_try_unlock_times()
+            engine.removing.add(mq)
+            engine.stop_pull(mq)
+            return False
+        await engine.offset_store.persist(mq)
+        engine.offset_store.remove(mq)
+        if self.orderly_locks:
+            await self.unlock(mq, oneway=True)
+        return True
+
+    def on_orderly_idle(self, req: PullRequest) -> None:
+        """The orderly loop of a dropped queue has finished its last job: complete the removal."""
+        if req.mq in self.engine.removing or (req.pq.dropped and req.mq in self.engine.table):
+            asyncio.ensure_future(self._finish_removal(req))
+
+    async def _finish_removal(self, req: PullRequest) -> None:
+        engine = self.engine
+        try:
+            await engine.offset_store.persist(req.mq)
+            engine.offset_store.remove(req.mq)
+            if self.orderly_locks:
+                await self.unlock(req.mq, oneway=True)
+        finally:
+            engine.removing.discard(req.mq)
+            if engine.table.get(req.mq) is req:
+                engine.remove_request(req.mq)
+            engine.wake_rebalance()
+
+    # ----------------------------------------------------------------- locks
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        addr = self.engine.instance.broker_address(mq.broker_name)
+        if addr is None:
+            return False
+        try:
+            locked = await self.engine.instance.broker.lock_batch_mq(
+                addr, self.config.group, self.engine.instance.client_id, [mq])
+        except Exception as exc:
+            logger.warning("lock of {} failed: {}", mq, exc)
+            return False
+        ok = mq in locked
+        req = self.engine.table.get(mq)
+        if req is not None:
+            req.pq.locked = ok
+            if ok:
+                req.pq.last_lock_timestamp = _now_ms()
+        return ok
+
+    async def lock_all(self) -> None:
+        """Renew the broker locks of every orderly queue we hold (lockAll)."""
+        if not self.orderly_locks:
+            return
+        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq, req in self.engine.table.items():
+            if not req.pq.dropped:
+                by_broker[mq.broker_name].append(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = self.engine.instance.broker_address(broker_name)
+            if addr is None:
+                continue
+            try:
+                locked = await self.engine.instance.broker.lock_batch_mq(
+                    addr, self.config.group, self.engine.instance.client_id, mqs)
+            except Exception as exc:
+                logger.warning("lock renewal on {} failed: {}", broker_name, exc)
+                continue
+            now = _now_ms()
+            for mq in mqs:
+                req = self.engine.table.get(mq)
+                if req is None:
+                    continue
+                if mq in locked:
+                    if not req.pq.locked:
+                        logger.info("{} locked again", mq)
+                    req.pq.locked = True
+                    req.pq.last_lock_timestamp = now
+                    self.engine.consume_service.kick(req)  # type: ignore[attr-defined]
+                elif req.pq.locked:
+                    logger.warning("{} lost its broker lock; pausing it", mq)
+                    self.lock_losses += 1
+                    req.pq.locked = False
+
+    async def unlock(self, mq: MessageQueue, *, oneway: bool) -> None:
+        addr = self.engine.instance.broker_address(mq.broker_name)
+        if addr is None:
+            return
+        try:
+            await self.engine.instance.broker.unlock_batch_mq(
+                addr, self.config.group, self.engine.instance.client_id, [mq], oneway=oneway)
+        except Exception as exc:
+            logger.warning("unlock of {} failed: {} (the broker frees it after 60 s)", mq, exc)
+
+    async def unlock_all(self) -> None:
+        """At shutdown: a two-way unlock of every queue, per broker."""
+        if not self.orderly_locks:
+            return
+        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq in self.engine.table:
+            by_broker[mq.broker_name].append(mq)
+        for broker_name, mqs in by_broker.items():
+            addr = self.engine.instance.broker_address(broker_name)
+            if addr is None:
+                continue
+            try:
+                await self.engine.instance.broker.unlock_batch_mq(
+                    addr, self.config.group, self.engine.instance.client_id, mqs, oneway=False)
+            except Exception as exc:
+                logger.warning("unlock of {} queue(s) on {} failed: {}", len(mqs), broker_name, exc)
+            for mq in mqs:
+                req = self.engine.table.get(mq)
+                if req is not None:
+                    req.pq.locked = False
+
+    # ----------------------------------------------------------------- periodic
+
+    async def run(self, wake: asyncio.Event) -> None:
+        """The rebalance service: every 20 s, or sooner when woken (at least 1 s apart)."""
+        interval = self.config.rebalance_interval_ms / 1000
+        while True:
+            try:
+                await asyncio.wait_for(wake.wait(), interval)
+            except asyncio.TimeoutError:
+                pass
+            wake.clear()
+            try:
+                await self.rebalance()
+            except Exception as exc:
+                logger.opt(exception=exc).warning("rebalance failed")
+            await asyncio.sleep(d.REBALANCE_MIN_INTERVAL_MS / 1000)
+
+    async def run_lock_renewal(self) -> None:
+        interval = self.config.lock_interval_ms / 1000
+        await asyncio.sleep(d.REBALANCE_LOCK_FIRST_DELAY_MS / 1000)
+        while True:
+            try:
+                await self.lock_all()
+            except Exception as exc:
+                logger.opt(exception=exc).warning("lock renewal failed")
+            await asyncio.sleep(interval)

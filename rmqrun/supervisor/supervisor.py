@@ -1,0 +1,191 @@
+"""The supervisor: one asyncio loop that runs the push consumer over the worker pool.
+
+Signals only enqueue (handlers registered with ``loop.add_signal_handler``
+run in the loop, and they do nothing but put the signal on a queue); every
+state change happens in :meth:`Supervisor.run`'s loop, gunicorn style:
+
+* TERM / INT: graceful stop. Pulling stops, jobs already with a worker
+  finish within ``grace`` seconds, offsets of finished messages are
+  committed, orderly queues unlocked, the client unregisters; exit 0. A second
+  TERM/INT, or the end of the grace period, stops at once (still committing
+  only what finished: unfinished messages are redelivered to the next run).
+* HUP: reload: fresh workers import the handler anew; old ones retire after
+  the work they hold.
+* TTIN / TTOU: one worker more / less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from loguru import logger
+
+from rmqrun.consumer.config import ConsumerConfig
+from rmqrun.consumer.push import PushConsumer
+from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.supervisor.pool import PoolConfig, PoolError, WorkerBootError
+
+EXIT_OK = 0
+EXIT_FATAL = 1
+EXIT_BOOT = 3  # the handler or a hook does not import (same number as the worker's)
+
+HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+@dataclass(slots=True)
+class RunSettings:
+    consumer: ConsumerConfig
+    pool: PoolConfig
+    #: seconds in-flight work may take to finish on TERM/INT
+    grace: float = 30.0
+    #: seconds between status log lines (0 = none)
+    status_interval: float = 10.0
+    max_inflight_messages: int = 64
+    #: called with a short status text now and then (systemd STATUS=, the demo's progress)
+    on_status: Callable[[str], None] | None = field(default=None, repr=False)
+    #: called once when consuming has started (systemd READY=1)
+    on_ready: Callable[[], None] | None = field(default=None, repr=False)
+    #: called when a graceful stop begins (systemd STOPPING=1)
+    on_stopping: Callable[[], None] | None = field(default=None, repr=False)
+
+
+class Supervisor:
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        self.executor = PoolExecutor(settings.pool, max_inflight_messages=settings.max_inflight_messages)
+        self.engine: PushConsumer | None = None
+        self._signals: asyncio.Queue[int] = asyncio.Queue()
+        self._stop_requested = asyncio.Event()
+
+    # ----------------------------------------------------------------- signals
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in HANDLED_SIGNALS:
+            loop.add_signal_handler(sig, self._signals.put_nowait, sig)
+
+    def _remove_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in HANDLED_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+    def request_stop(self) -> None:
+        """Programmatic TERM (tests, the demo)."""
+        self._signals.put_nowait(signal.SIGTERM)
+
+    # ----------------------------------------------------------------- run
+
+    async def run(self) -> int:
+        self._install_signals()
+        try:
+            return await self._run()
+        finally:
+            self._remove_signals()
+
+    async def _run(self) -> int:
+        try:
+            await self.executor.start()
+        except WorkerBootError as exc:
+            logger.error("workers cannot start: {}", exc)
+            return EXIT_BOOT
+        self.engine = PushConsumer(self.settings.consumer, self.executor)
+        try:
+            await self.engine.start()
+        except Exception as exc:
+            logger.error("consumer cannot start: {}", exc)
+            await self.engine.shutdown(0)
+            await self.executor.stop(0)
+            return EXIT_FATAL
+        mode = "orderly" if self.settings.consumer.orderly else "concurrently"
+        logger.info("consuming {} as group {} ({}, {}), {} workers running {}",
+                    ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
+                    self.settings.consumer.group, self.settings.consumer.message_model, mode,
+                    self.executor.pool.size, self.settings.pool.handler)
+        if self.settings.on_ready:
+            self.settings.on_ready()
+        status_task = asyncio.ensure_future(self._status_loop())
+        assert self.executor.fatal is not None
+        code = EXIT_OK
+        try:
+            while True:
+                get_sig = asyncio.ensure_future(self._signals.get())
+                done, _ = await asyncio.wait({get_sig, self.executor.fatal}, return_when=asyncio.FIRST_COMPLETED)
+                if self.executor.fatal in done:
+                    get_sig.cancel()
+                    logger.error("stopping: {}", self.executor.fatal.result())
+                    code = EXIT_BOOT if isinstance(self.executor.fatal.result(), WorkerBootError) else EXIT_FATAL
+                    await self._stop(grace=0)
+                    return code
+                sig = get_sig.result()
+                if sig in (signal.SIGTERM, signal.SIGINT):
+                    logger.info("{} received: stopping gracefully (grace {:g} s; send it again to stop now)",
+                                signal.Signals(sig).name, self.settings.grace)
+                    await self._stop(grace=self.settings.grace)
+                    return EXIT_OK
+                await self._handle(sig)
+        finally:
+            status_task.cancel()
+
+    async def _handle(self, sig: int) -> None:
+        pool = self.executor.pool
+        try:
+            if sig == signal.SIGHUP:
+                logger.info("SIGHUP: reloading workers")
+                await pool.reload()
+            elif sig == signal.SIGTTIN:
+                pool.add_worker()
+                self.executor.resize()
+            elif sig == signal.SIGTTOU:
+                pool.remove_worker()
+                self.executor.resize()
+        except PoolError as exc:
+            logger.error("{} failed: {}", signal.Signals(sig).name, exc)
+
+    async def _stop(self, grace: float) -> None:
+        engine = self.engine
+        if self.settings.on_stopping:
+            self.settings.on_stopping()
+        assert engine is not None
+        engine.stop_pulling()
+        self.executor.close_intake()
+        # A second TERM/INT cuts the grace period short.
+        shutdown = asyncio.ensure_future(engine.shutdown(grace))
+        while not shutdown.done():
+            get_sig = asyncio.ensure_future(self._signals.get())
+            done, _ = await asyncio.wait({shutdown, get_sig}, return_when=asyncio.FIRST_COMPLETED)
+            if get_sig in done and get_sig.result() in (signal.SIGTERM, signal.SIGINT):
+                logger.warning("second stop signal: stopping now; unfinished messages are redelivered later")
+                await self.executor.stop(0)
+            elif not get_sig.done():
+                get_sig.cancel()
+        await shutdown
+        await self.executor.stop(min(grace, 5.0))
+        stats = engine.stats
+        logger.info("stopped: {} messages consumed, {} failed", stats.consumed, stats.failed)
+
+    # ----------------------------------------------------------------- status
+
+    def status_text(self) -> str:
+        engine = self.engine
+        if engine is None:
+            return "starting"
+        stats = engine.stats
+        elapsed = max(1e-6, time.monotonic() - stats.started)
+        return (f"{stats.consumed} consumed ({stats.consumed / elapsed:.0f}/s), {stats.failed} failed, "
+                f"{len(engine.table)} queues, {self.executor.in_flight} batches in flight, "
+                f"{self.executor.pool.size} workers")
+
+    async def _status_loop(self) -> None:
+        interval = self.settings.status_interval
+        if interval <= 0:
+            return
+        while True:
+            await asyncio.sleep(interval)
+            text = self.status_text()
+            logger.info(text)
+            if self.settings.on_status:
+                self.settings.on_status(text)
