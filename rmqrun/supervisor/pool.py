@@ -617,8 +617,8 @@ class Pool:
             if self._state in ("stopping", "stopped", "starting"):
                 self._leftovers.extend(batches)
             else:
-                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches,
-                                                            proc.running))
+                started = proc.running if any(b.batch_id == proc.running for b in batches) else None
+                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started))
 
     def _replace(self, proc: _Proc, code: int, was_ready: bool) -> None:
         if code == ExitCode.BOOT_ERROR:

@@ -373,7 +373,8 @@ def _setup_logging(worker_id: int, level: str) -> None:
     logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
 
 
-def _read_boot(sock: socket.socket) -> Boot:
+def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
+    """The BOOT frame, and the buffer holding whatever arrived after it (batches may already be queued)."""
     frames = FrameBuffer()
     while not frames.has_frame():
         data = sock.recv(1 << 16)
@@ -381,9 +382,9 @@ def _read_boot(sock: socket.socket) -> Boot:
             raise WireError("the supervisor closed the pipe before sending BOOT")
         frames.feed(data)
     frame = frames.next()
-    if not isinstance(frame, Boot) or frames.pending_bytes:
-        raise WireError(f"expected a lone BOOT frame first, got {type(frame).__name__}")
-    return frame
+    if not isinstance(frame, Boot):
+        raise WireError(f"expected a BOOT frame first, got {type(frame).__name__}")
+    return frame, frames
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -396,13 +397,15 @@ def main(argv: list[str] | None = None) -> None:
     sock = socket.socket(fileno=int(argv[0]))
     sock.setblocking(True)
     try:
-        boot = _read_boot(sock)
+        boot, frames = _read_boot(sock)
         config = WorkerConfig(**boot.settings)
     except (WireError, TypeError, OSError) as exc:
         print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
     _setup_logging(boot.worker_id, config.log_level)
-    code = Worker(config, boot.worker_id, sock).run()
+    worker = Worker(config, boot.worker_id, sock)
+    worker.pipe.frames = frames
+    code = worker.run()
     sys.stderr.flush()
     raise SystemExit(int(code))
