@@ -197,3 +197,35 @@ def test_reopen_keeps_everything(tmp_path) -> None:
         # Appends continue where they stopped.
         r = s.put("T0", 0, build_record("T0", 0, b"more"), 0)
         assert r.queue_offset == len(before[("T0", 0)])
+
+
+def test_concurrent_puts_from_threads(tmp_path) -> None:
+    import threading
+
+    from tests.unit.store_records import assert_consistent
+
+    with MessageStore(tmp_path, small_config(segment_size=64 * 1024)) as s:
+        def writer(k: int) -> None:
+            for i in range(300):
+                q = (k + i) % 2
+                s.put("T", q, build_record("T", q, b"%d:%d" % (k, i)), 0)
+
+        threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        bodies = assert_consistent(s)
+        assert sum(len(v) for v in bodies.values()) == 1200
+        for k in range(4):  # each writer's messages keep their order within a queue
+            for q in range(2):
+                mine = [int(b.split(b":")[1]) for b in bodies[("T", q)] if b.startswith(b"%d:" % k)]
+                assert mine == sorted(mine) and len(mine) == 150
+
+
+def test_put_result_reports_the_store_timestamp(tmp_path) -> None:
+    with MessageStore(tmp_path / "a", small_config(stamp_store_timestamp=True)) as s:
+        r = s.put("T", 0, build_record("T", 0, b"x", store_ts=5), 0)
+        assert r.store_timestamp > 5 and s.store_time_at("T", 0, 0) == r.store_timestamp
+    with MessageStore(tmp_path / "b", small_config(stamp_store_timestamp=False)) as s:
+        assert s.put("T", 0, build_record("T", 0, b"x", store_ts=5), 0).store_timestamp == 5

@@ -55,11 +55,13 @@ class CommitLog:
         return self.file.start
 
     # -- append ----------------------------------------------------------------------
-    def append(self, records: Sequence[bytearray], headers: Sequence[RecordHeader], first_queue_offset: int) -> list[int]:
+    def append(self, records: Sequence[bytearray], headers: Sequence[RecordHeader],
+               first_queue_offset: int) -> tuple[list[int], int | None]:
         """Patch and write ``records`` (queue offsets ``first_queue_offset``, +1, ...).
 
-        Returns the position of each record. Records landing in the same segment go
-        out in a single ``pwritev``. The caller holds the put lock.
+        Returns the position of each record and the store timestamp written into them
+        (None when stamping is off). Records landing in the same segment go out in a
+        single ``pwritev``. The caller holds the put lock.
         """
         positions: list[int] = []
         pending: list[bytearray] = []
@@ -86,7 +88,7 @@ class CommitLog:
         self.write_pos = pos
         if positions:
             self.last_record_pos = positions[-1]
-        return positions
+        return positions, store_ts
 
     def _now_ms(self) -> int:
         # Never go backwards inside the log, so binary search by store time stays valid

@@ -214,7 +214,7 @@ class MessageStore:
             cq = self._queues.get_or_create(topic, queue_id)
             first = cq.max_offset
             try:
-                positions = self._log.append(records, headers, first)
+                positions, store_ts = self._log.append(records, headers, first)
                 cq.append(b"".join(pack_entry(p, len(r), t) for p, r, t in zip(positions, records, tags_codes)),
                           len(records))
             except OSError as exc:
@@ -225,7 +225,10 @@ class MessageStore:
             max_offset = cq.max_offset
         for listener in self.arrival_listeners:
             listener(topic, queue_id, max_offset)
-        return [PutResult(first + i, p, len(r)) for i, (p, r) in enumerate(zip(positions, records))]
+        return [
+            PutResult(first + i, p, len(r), h.store_timestamp if store_ts is None else store_ts)
+            for i, (p, r, h) in enumerate(zip(positions, records, headers))
+        ]
 
     async def put_sync(self, topic: str, queue_id: int, record: bytearray, tags_code: int) -> PutResult:
         """:meth:`put`, then in SYNC flush mode wait until the record is fsync'ed.

@@ -11,6 +11,8 @@ class PutResult:
     queue_offset: int
     commit_log_offset: int
     size: int
+    #: STORETIMESTAMP as written (the store stamps it unless ``stamp_store_timestamp`` is off).
+    store_timestamp: int = 0
 
     @property
     def end_offset(self) -> int:
