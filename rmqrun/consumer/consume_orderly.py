@@ -54,6 +54,7 @@ class OrderlyConsumeService:
         self._loops: dict[object, asyncio.Task[None]] = {}
         self._busy: set[object] = set()  # queues with a job in flight
         self._per_message_s = 0.001      # running estimate of handler time per message
+        self.stopping = False
 
     def start(self) -> None:
         pass
@@ -67,6 +68,8 @@ class OrderlyConsumeService:
         return len(self._busy)
 
     async def stop(self, grace: float) -> None:
+        """Let each queue finish the job it has in flight; start no new one."""
+        self.stopping = True
         loops = list(self._loops.values())
         if loops:
             done, pending = await asyncio.wait(loops, timeout=grace)
@@ -93,7 +96,7 @@ class OrderlyConsumeService:
     async def _loop(self, req: "PullRequest") -> None:
         pq = req.pq
         cfg = self.config
-        while not pq.dropped:
+        while not pq.dropped and not self.stopping:
             if cfg.clustering and (not pq.locked or pq.is_lock_expired()):
                 # tryLockLaterAndReconsume: ask the broker again, then come back
                 if await self.engine.rebalancer.lock(req.mq):
@@ -109,9 +112,8 @@ class OrderlyConsumeService:
                 pause = await self._consume(req, entries)
             finally:
                 self._busy.discard(req.mq)
-            if pq.dropped:
-                self.engine.rebalancer.on_orderly_idle(req)
-                return
+            if pq.dropped or self.stopping:
+                break
             if pause:
                 await asyncio.sleep(pause)
         self.engine.rebalancer.on_orderly_idle(req)
@@ -185,9 +187,22 @@ class OrderlyConsumeService:
                     pq.take_messages(len(call))
             elif rest:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
-        if commit_offset >= 0 and not pq.dropped:
+        if commit_offset >= 0 and self._may_commit(req):
             self.engine.offset_store.update(req.mq, commit_offset, False)
         return suspend
+
+    def _may_commit(self, req: "PullRequest") -> bool:
+        """Whether this job's commit may be stored.
+
+        Java discards the commit of a queue dropped during the job, so the next owner
+        consumes those messages again. rmqrun keeps the broker lock until the job is
+        over (the removal waits for it), so the commit is still ours to make, unless
+        the lock itself was lost meanwhile.
+        """
+        pq = req.pq
+        if not pq.dropped:
+            return True
+        return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: "PullRequest", call: list[QueuedMessage],
                               suspend_ms: int) -> tuple[bool, float]:

@@ -1,0 +1,24 @@
+"""Logging setup for the command line: loguru to stderr, text or JSON lines.
+
+Worker processes configure their own sink (they carry worker id and pid);
+this is the supervisor's and the other commands'.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from loguru import logger
+
+TEXT_FORMAT = ("<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
+               "{extra[role]} | <level>{message}</level>")
+
+
+def setup(level: str = "INFO", fmt: str = "text", role: str = "supervisor") -> None:
+    logger.remove()
+    logger.configure(extra={"role": role})
+    if fmt == "json":
+        logger.add(sys.stderr, level=level.upper(), serialize=True, backtrace=False, diagnose=False)
+    else:
+        logger.add(sys.stderr, level=level.upper(), format=TEXT_FORMAT, backtrace=False, diagnose=False,
+                   colorize=None)
