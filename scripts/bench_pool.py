@@ -83,7 +83,7 @@ async def run_pool(handler: str, workers: int, records: list[bytes], batch: int,
     def on_result(result: BatchResult) -> None:
         dispatcher.done(result.batch_id)
         state["done"] += 1
-        state["ok"] += sum(1 for o in result.outcomes if o.status is Status.SUCCESS)
+        state["ok"] += result.statuses.count(Status.SUCCESS)
         if state["done"] == len(batches):
             finished.set_result(None)
         else:

@@ -215,6 +215,8 @@ class _Proc:
         self.sentinel = sentinel
         self.frames = FrameBuffer()
         self.out = bytearray()
+        self.flush_scheduled = False
+        self.writer_armed = False
         self.pending: dict[int, Batch] = {}
         self.running: int | None = None
         self.running_since = 0.0
@@ -232,34 +234,42 @@ class _Proc:
 
     # -- writing
     def write(self, parts: list) -> None:
+        """Queue bytes for the worker; they leave in one send at the end of this loop iteration.
+
+        Coalescing matters when the supervisor hands out several batches at
+        once (one pull split into small batches): one syscall and one wake-up
+        of the worker instead of one per batch.
+        """
         if self.broken:
             return
-        if self.out:
-            for part in parts:
-                self.out += part
+        for part in parts:
+            self.out += part
+        if not self.flush_scheduled and not self.writer_armed:
+            self.flush_scheduled = True
+            self.pool._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        if self.broken or self.dead:
+            self.out.clear()
             return
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
         try:
-            sent = self.sock.send(data)
+            sent = self.sock.send(self.out)
         except BlockingIOError:
             sent = 0
         except OSError:
             self.broken = True
+            self.out.clear()
             return
-        if sent < len(data):
-            self.out += memoryview(data)[sent:]
+        del self.out[:sent]
+        if self.out and not self.writer_armed:
+            self.writer_armed = True
             self.pool._loop.add_writer(self.fd, self._on_writable)
 
     def _on_writable(self) -> None:
-        try:
-            sent = self.sock.send(self.out)
-        except BlockingIOError:
-            return
-        except OSError:
-            self.broken = True
-            sent = len(self.out)
-        del self.out[:sent]
-        if not self.out:
+        self._flush()
+        if not self.out and self.writer_armed:
+            self.writer_armed = False
             self.pool._loop.remove_writer(self.fd)
 
     # -- reading
@@ -307,8 +317,9 @@ class _Proc:
         loop = self.pool._loop
         if not self.eof:
             loop.remove_reader(self.fd)
-        if self.out:
+        if self.writer_armed:
             loop.remove_writer(self.fd)
+            self.writer_armed = False
         self.sock.close()
         os.close(self.sentinel)
 
@@ -545,8 +556,12 @@ class Pool:
             del self._where[frame.batch_id]
             proc.running = None
             proc.batches_done += 1
-            self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.outcomes(), frame.suspend_ms,
-                                                    frame.timed_out, frame.error or None, frame.elapsed_us / 1e6))
+            if len(frame.statuses) != batch.count:
+                logger.error("worker {} reported {} statuses for batch {} of {} messages", proc.slot,
+                             len(frame.statuses), batch.batch_id, batch.count)
+            self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.statuses, frame.delay_levels,
+                                                    frame.queue_offsets, frame.suspend_ms, frame.timed_out,
+                                                    frame.error or None, frame.elapsed_us / 1e6))
         elif isinstance(frame, Started):
             proc.running = frame.batch_id
             proc.running_since = self._loop.time()
@@ -641,9 +656,10 @@ class Pool:
 
     def _hard_limit_result(self, proc: _Proc, batch: Batch) -> BatchResult:
         status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
-        outcomes = [MessageOutcome(i, off, status) for i, off in enumerate(batch.queue_offsets())]
+        offsets = tuple(batch.queue_offsets())
         elapsed = self._loop.time() - proc.running_since
-        return BatchResult(batch, proc.slot, proc.pid, outcomes, -1, True,
+        return BatchResult(batch, proc.slot, proc.pid, bytes([status]) * len(offsets), (0,) * len(offsets), offsets,
+                           -1, True,
                            f"hard time limit: worker {proc.slot} (pid {proc.pid}) killed after {elapsed:.1f} s",
                            elapsed)
 

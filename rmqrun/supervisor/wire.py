@@ -192,6 +192,11 @@ class MessageOutcome:
 class BatchResult:
     """Everything a worker reports about a finished batch.
 
+    Per message, in batch order: ``statuses`` (one :class:`Status` value per
+    byte), ``delay_levels`` (for RECONSUME_LATER) and ``queue_offsets``. They
+    are kept in this compact form because a result is handled once per batch
+    on the supervisor's hot path; :attr:`outcomes` gives the same as objects.
+
     ``suspend_ms`` is the pause asked by an orderly SUSPEND (-1 = consumer
     default). ``timed_out`` is set when a time limit cut the batch short (soft:
     the worker interrupted the handler; hard: the pool killed the worker and
@@ -202,7 +207,9 @@ class BatchResult:
     batch: Batch
     worker_id: int
     pid: int
-    outcomes: list[MessageOutcome] = field(repr=False)
+    statuses: bytes = field(repr=False)
+    delay_levels: tuple[int, ...] = field(repr=False)
+    queue_offsets: tuple[int, ...] = field(repr=False)
     suspend_ms: int = -1
     timed_out: bool = False
     error: str | None = None
@@ -221,8 +228,25 @@ class BatchResult:
         return self.batch.mode
 
     @property
+    def outcomes(self) -> list[MessageOutcome]:
+        """One :class:`MessageOutcome` per message (built on each call)."""
+        by_byte = _STATUS_BY_BYTE
+        return [MessageOutcome(i, off, by_byte[s], d)
+                for i, (s, d, off) in enumerate(zip(self.statuses, self.delay_levels, self.queue_offsets))]
+
+    def status(self, index: int) -> Status:
+        return _STATUS_BY_BYTE[self.statuses[index]]
+
+    def indexes(self, status: Status) -> list[int]:
+        """Indexes of the messages with this status."""
+        value = int(status)
+        return [i for i, s in enumerate(self.statuses) if s == value]
+
+    @property
     def all_succeeded(self) -> bool:
-        return all(o.status is Status.SUCCESS or o.status is Status.COMMIT for o in self.outcomes)
+        """Every message SUCCESS (or COMMIT): nothing to send back, suspend or redeliver."""
+        st = self.statuses
+        return st.count(Status.SUCCESS) + st.count(Status.COMMIT) == len(st)
 
 
 # --------------------------------------------------------------------------- frames

@@ -244,3 +244,44 @@ def test_submit_checks() -> None:
             await h.result(b)
             assert h.pool.in_flight() == 0
     run(scenario())
+
+
+def test_batches_larger_than_the_socket_buffer_are_written_without_blocking() -> None:
+    big = b"".join(bytes(encode_stored(topic="T", body=bytes([i]) * (512 << 10), queue_offset=i)) for i in range(12))
+    assert len(big) > 6 << 20
+
+    async def scenario() -> None:
+        async with Harness("workers.noop:handle", workers=2) as h:
+            batches = [h.submit(i % 2, big) for i in range(4)]
+            ticks = 0
+
+            async def ticker() -> None:  # the loop keeps turning while megabytes drain to the workers
+                nonlocal ticks
+                while True:
+                    ticks += 1
+                    await asyncio.sleep(0.001)
+
+            task = asyncio.ensure_future(ticker())
+            for b in batches:
+                r = await h.result(b)
+                assert statuses(r) == [S.SUCCESS] * 12 and [o.queue_offset for o in r.outcomes] == list(range(12))
+            task.cancel()
+            assert ticks > 3
+    run(scenario())
+
+
+def test_pool_config_is_validated_with_the_values_quoted() -> None:
+    from rmqrun.errors import ConfigError
+    for kwargs, message in [
+        ({"workers": 0}, "workers must be >= 1, got 0"),
+        ({"batch_size": 0}, "batch_size (consumeMessageBatchMaxSize) must be >= 1, got 0"),
+        ({"time_limit": -1}, "time_limit must be >= 0 (0 = none), got -1"),
+        ({"kill_grace": 0}, "kill_grace must be > 0, got 0"),
+        ({"crash_limit": 0}, "crash_limit must be >= 1, got 0"),
+    ]:
+        with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            PoolConfig(handler="m:f", **kwargs)
+    cfg = PoolConfig(handler="m:f", workers=3, max_messages_per_worker=1000)
+    assert cfg.worker_config().max_messages_jitter == 100  # 10% by default
+    assert cfg.effective_crash_limit == 10 and PoolConfig(handler="m:f", workers=8).effective_crash_limit == 16
+    assert PoolConfig(handler="m:f").workers == os.cpu_count()

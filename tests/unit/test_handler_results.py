@@ -272,3 +272,13 @@ def test_no_alarm_is_left_armed_after_a_batch() -> None:
     done = w.run(records([{}]))
     assert statuses(done) == [S.SUCCESS]
     assert w.itimer_after == (0.0, 0.0)
+
+
+def test_message_limit_jitter_spreads_recycling_points() -> None:
+    a, b = socket.socketpair()
+    limits = {Worker(WorkerConfig(handler="m:f", max_messages=100, max_messages_jitter=10), 0, a).message_limit
+              for _ in range(60)}
+    assert limits <= set(range(100, 111)) and len(limits) > 3
+    assert Worker(WorkerConfig(handler="m:f"), 0, a).message_limit == 0  # no limit
+    a.close()
+    b.close()
