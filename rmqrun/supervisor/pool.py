@@ -336,6 +336,8 @@ class Pool:
     * ``on_result(BatchResult)`` for every batch that finished (or hit the hard time limit);
     * ``on_worker_lost(WorkerLost)`` for batches a dead worker never finished;
     * ``on_fatal(PoolError)`` once, when the pool gives up (crash loop, handler no longer imports).
+      It runs before the ``on_worker_lost`` of the death that caused it; from then on ``submit``
+      raises PoolClosedError, surviving workers keep running until ``stop()``.
     """
 
     def __init__(self, config: PoolConfig, *, on_result: Callable[[BatchResult], None],
@@ -581,7 +583,12 @@ class Pool:
         if self._state != "running" or proc.stop_sent or proc.slot >= len(self._slots) \
                 or self._slots[proc.slot] is not proc:
             return
-        new = self._spawn(proc.slot)
+        try:
+            new = self._spawn(proc.slot)
+        except OSError as exc:
+            logger.error("worker {} (pid {}) wants recycling ({}) but no replacement can start: {}; keeping it",
+                         proc.slot, proc.pid, reason, exc)
+            return
         self._slots[proc.slot] = new
         self._retire(proc)
         logger.info("worker {} (pid {}) recycling ({}); replacement pid {}", proc.slot, proc.pid, reason, new.pid)
@@ -652,7 +659,10 @@ class Pool:
                     f"(limit {limit}); last: worker {proc.slot} (pid {proc.pid}) {describe_exit(code)}"
                     + (f": {proc.boot_error}" if proc.boot_error else "")))
                 return
-        self._slots[proc.slot] = self._spawn(proc.slot)
+        try:
+            self._slots[proc.slot] = self._spawn(proc.slot)
+        except OSError as exc:  # out of processes or fds: nothing sensible left to do but stop
+            self._fail(PoolError(f"cannot start a replacement for worker {proc.slot}: {exc}"))
 
     def _hard_limit_result(self, proc: _Proc, batch: Batch) -> BatchResult:
         status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER

@@ -278,14 +278,23 @@ class Worker:
             try:
                 if limit > 0:
                     signal.setitimer(signal.ITIMER_REAL, limit)
+                is_batch = self.handler.is_batch
+                any_bad = any(decode_errors)
                 for start in range(0, n, step):
                     end = min(n, start + step)
-                    arg = msgs[start:end] if self.handler.is_batch else msgs[start]
-                    bad = next((e for e in decode_errors[start:end] if e), None)
+                    arg = msgs[start:end] if is_batch else msgs[start]
                     try:
-                        if bad:
-                            raise ProtocolError(bad)
+                        if any_bad:
+                            bad = next((e for e in decode_errors[start:end] if e), None)
+                            if bad:
+                                raise ProtocolError(bad)
                         value = fn(arg)
+                        if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
+                            if step == 1:
+                                statuses[start] = 0
+                            else:
+                                statuses[start:end] = bytes(end - start)
+                            continue
                     except SoftTimeLimitExceeded as exc:
                         statuses[start:end] = bytes([fail]) * (end - start)
                         error = error or f"handler '{ref}': {exc}"
