@@ -24,9 +24,12 @@ The embedded broker parses requests with ``from_ext`` and answers with
 from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, field, fields
+from functools import lru_cache
 from typing import Any, ClassVar, Mapping, TypeVar
 
+from rmqrun.consumer.subscription import java_hash_set_order
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.message import java_string_hash
 
 T = TypeVar("T", bound="Header")
 
@@ -96,11 +99,56 @@ def parse_value(raw: Any, kind: str, where: str) -> Any:
     return text == "true" or text == "1"
 
 
+_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def java_map_order(ext: dict[str, str]) -> dict[str, str]:
+    """``ext`` re-keyed in the iteration order of a Java ``HashMap`` filled in this order.
+
+    Java keeps ``extFields`` in a HashMap and a JSON header lists them in its
+    iteration order (by String.hashCode bucket), so emitting that order makes
+    our JSON frames byte-identical to a Java peer's. (A binary frame of a
+    "fast codes" header lists the declared order instead: :meth:`Header.to_ext_declared`.)
+    """
+    keys = tuple(ext)
+    order = _ORDER_CACHE.get(keys)
+    if order is None:
+        order = tuple(java_hash_set_order(keys, java_string_hash))
+        if len(_ORDER_CACHE) < 4096:
+            _ORDER_CACHE[keys] = order
+    return {k: ext[k] for k in order}
+
+
+JAVA_HEADER_PACKAGE = "org.apache.rocketmq.common.protocol.header."
+JAVA_RPC_REQUEST_HEADER = "org.apache.rocketmq.common.rpc.RpcRequestHeader"
+
+
+@lru_cache(maxsize=None)
+def java_field_order(java_class: str, names: tuple[tuple[str, bool], ...]) -> tuple[str, ...]:
+    """The order Java's ``makeCustomHeaderToNet`` puts a header's fields into ``extFields``.
+
+    It walks a ``HashSet<Field>`` of the class's and its superclasses' fields, and a
+    Field hashes as ``declaringClass.getName().hashCode() ^ name.hashCode()``. That
+    order only shows when two keys share a HashMap bucket, but then it decides
+    which comes first. ``names`` are (field name, declared in RpcRequestHeader).
+    """
+    items = [(JAVA_RPC_REQUEST_HEADER if in_base else java_class, name) for name, in_base in names]
+    ordered = java_hash_set_order(items, lambda it: java_string_hash(it[0]) ^ java_string_hash(it[1]))
+    return tuple(name for _, name in ordered)
+
+
 class Header:
-    """Base of every custom header; subclasses are keyword-only dataclasses."""
+    """Base of every custom header; subclasses are keyword-only dataclasses.
+
+    ``JAVA_CLASS`` names the 4.9.8 class (for the ext-field order, see
+    :meth:`to_ext`); ``JAVA_EXTRAS`` are keys a Java processor adds to the
+    command before the header is written (e.g. the send answer's MSG_REGION).
+    """
 
     __slots__ = ()
     _specs: ClassVar[tuple[_Spec, ...]]
+    JAVA_CLASS: ClassVar[str | None] = None
+    JAVA_EXTRAS: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def specs(cls) -> tuple[_Spec, ...]:
@@ -116,6 +164,23 @@ class Header:
         return specs
 
     def to_ext(self) -> dict[str, str]:
+        """The ext fields, in Java HashMap order (what a Java JSON frame shows)."""
+        return self._java_ordered(self.to_ext_declared(), self.JAVA_CLASS, None)
+
+    @classmethod
+    def _java_ordered(cls, declared: dict[str, str], java_class: str | None,
+                      rename: dict[str, str] | None) -> dict[str, str]:
+        if java_class is None:
+            return declared
+        names = [(rename.get(s.wire, s.wire) if rename else s.wire, s.wire == "bname" and not rename)
+                 for s in cls.specs() if s.wire not in cls.JAVA_EXTRAS]
+        if rename is not None and "bname" in rename:
+            names.append(("bname", True))  # V2 inherits an (always null) bname besides its own "n"
+        order = cls.JAVA_EXTRAS + java_field_order(JAVA_HEADER_PACKAGE + java_class, tuple(names))
+        return java_map_order({k: declared[k] for k in order if k in declared})
+
+    def to_ext_declared(self) -> dict[str, str]:
+        """The ext fields in declaration order (a Java binary frame of a fast-codes header)."""
         out: dict[str, str] = {}
         for spec in self.specs():
             value = getattr(self, spec.attr)
@@ -156,6 +221,7 @@ V1_NAMES: dict[str, str] = {v: k for k, v in V2_NAMES.items()}
 class SendMessageRequestHeader(Header):
     """SEND_MESSAGE (full names) and SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (``a``..``n``)."""
 
+    JAVA_CLASS = "SendMessageRequestHeader"
     producer_group: str = str_field("producerGroup")
     topic: str = str_field("topic")
     default_topic: str = str_field("defaultTopic")
@@ -172,7 +238,12 @@ class SendMessageRequestHeader(Header):
     bname: str | None = str_field("bname", None)
 
     def to_ext(self, *, v2: bool = False) -> dict[str, str]:  # type: ignore[override]
-        ext = Header.to_ext(self)
+        if v2:
+            return self._java_ordered(self.to_ext_declared(v2=True), "SendMessageRequestHeaderV2", V2_NAMES)
+        return self._java_ordered(self.to_ext_declared(), self.JAVA_CLASS, None)
+
+    def to_ext_declared(self, *, v2: bool = False) -> dict[str, str]:  # type: ignore[override]
+        ext = Header.to_ext_declared(self)
         if not v2:
             return ext
         return {V2_NAMES[k]: v for k, v in ext.items()}
@@ -198,12 +269,15 @@ class SendMessageRequestHeader(Header):
 class SendMessageResponseHeader(Header):
     """The send answer; ``MSG_REGION`` and ``TRACE_ON`` are added by the broker beside the header."""
 
+    JAVA_CLASS = "SendMessageResponseHeader"
+    JAVA_EXTRAS = ("MSG_REGION", "TRACE_ON")  # SendMessageProcessor adds these first
+
     msg_id: str = str_field("msgId")
     queue_id: int = int_field("queueId")
     queue_offset: int = int_field("queueOffset")
     transaction_id: str | None = str_field("transactionId", None)
-    msg_region: str | None = str_field("MSG_REGION", None)
     trace_on: bool | None = bool_field("TRACE_ON", None)
+    msg_region: str | None = str_field("MSG_REGION", None)
 
 
 # --------------------------------------------------------------------------- pull
@@ -225,6 +299,8 @@ def pull_sys_flag(*, commit_offset: bool, suspend: bool, subscription: bool,
 
 @dataclass(kw_only=True, slots=True)
 class PullMessageRequestHeader(Header):
+    JAVA_CLASS = "PullMessageRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
@@ -243,6 +319,7 @@ class PullMessageRequestHeader(Header):
 class PullMessageResponseHeader(Header):
     """Also carried by PULL_NOT_FOUND / PULL_RETRY_IMMEDIATELY / PULL_OFFSET_MOVED answers."""
 
+    JAVA_CLASS = "PullMessageResponseHeader"
     suggest_which_broker_id: int = int_field("suggestWhichBrokerId")
     next_begin_offset: int = int_field("nextBeginOffset")
     min_offset: int = int_field("minOffset")
@@ -253,6 +330,8 @@ class PullMessageResponseHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class QueryConsumerOffsetRequestHeader(Header):
+    JAVA_CLASS = "QueryConsumerOffsetRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
@@ -261,6 +340,8 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class UpdateConsumerOffsetRequestHeader(Header):
+    JAVA_CLASS = "UpdateConsumerOffsetRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
@@ -270,6 +351,8 @@ class UpdateConsumerOffsetRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class GetMaxOffsetRequestHeader(Header):
+    JAVA_CLASS = "GetMaxOffsetRequestHeader"
+
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
     bname: str | None = str_field("bname", None)
@@ -277,6 +360,8 @@ class GetMaxOffsetRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class GetMinOffsetRequestHeader(Header):
+    JAVA_CLASS = "GetMinOffsetRequestHeader"
+
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
     bname: str | None = str_field("bname", None)
@@ -284,6 +369,8 @@ class GetMinOffsetRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class GetEarliestMsgStoretimeRequestHeader(Header):
+    JAVA_CLASS = "GetEarliestMsgStoretimeRequestHeader"
+
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
     bname: str | None = str_field("bname", None)
@@ -291,6 +378,8 @@ class GetEarliestMsgStoretimeRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class SearchOffsetRequestHeader(Header):
+    JAVA_CLASS = "SearchOffsetRequestHeader"
+
     topic: str = str_field("topic")
     queue_id: int = int_field("queueId")
     timestamp: int = int_field("timestamp")
@@ -301,6 +390,7 @@ class SearchOffsetRequestHeader(Header):
 class OffsetResponseHeader(Header):
     """``offset``: the answer of QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP."""
 
+    JAVA_CLASS = "QueryConsumerOffsetResponseHeader"
     offset: int = int_field("offset")
 
 
@@ -312,6 +402,8 @@ SearchOffsetResponseHeader = OffsetResponseHeader
 
 @dataclass(kw_only=True, slots=True)
 class GetEarliestMsgStoretimeResponseHeader(Header):
+    JAVA_CLASS = "GetEarliestMsgStoretimeResponseHeader"
+
     timestamp: int = int_field("timestamp")
 
 
@@ -321,11 +413,14 @@ class GetEarliestMsgStoretimeResponseHeader(Header):
 class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID: ``offset`` is the commit-log offset decoded from the offset message id."""
 
+    JAVA_CLASS = "ViewMessageRequestHeader"
     offset: int = int_field("offset")
 
 
 @dataclass(kw_only=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(Header):
+    JAVA_CLASS = "ConsumerSendMsgBackRequestHeader"
+
     offset: int = int_field("offset")
     group: str = str_field("group")
     delay_level: int = int_field("delayLevel")
@@ -340,6 +435,8 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class UnregisterClientRequestHeader(Header):
+    JAVA_CLASS = "UnregisterClientRequestHeader"
+
     client_id: str = str_field("clientID")
     producer_group: str | None = str_field("producerGroup", None)
     consumer_group: str | None = str_field("consumerGroup", None)
@@ -347,16 +444,22 @@ class UnregisterClientRequestHeader(Header):
 
 @dataclass(kw_only=True, slots=True)
 class GetConsumerListByGroupRequestHeader(Header):
+    JAVA_CLASS = "GetConsumerListByGroupRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
 
 
 @dataclass(kw_only=True, slots=True)
 class NotifyConsumerIdsChangedRequestHeader(Header):
+    JAVA_CLASS = "NotifyConsumerIdsChangedRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
 
 
 @dataclass(kw_only=True, slots=True)
 class GetConsumerRunningInfoRequestHeader(Header):
+    JAVA_CLASS = "GetConsumerRunningInfoRequestHeader"
+
     consumer_group: str = str_field("consumerGroup")
     client_id: str = str_field("clientId")
     jstack_enable: bool = bool_field("jstackEnable", False)
@@ -366,6 +469,7 @@ class GetConsumerRunningInfoRequestHeader(Header):
 class ResetOffsetRequestHeader(Header):
     """RESET_CONSUMER_CLIENT_OFFSET (broker → client) and INVOKE_BROKER_TO_RESET_OFFSET."""
 
+    JAVA_CLASS = "ResetOffsetRequestHeader"
     topic: str = str_field("topic")
     group: str = str_field("group")
     timestamp: int = int_field("timestamp")
@@ -376,6 +480,7 @@ class ResetOffsetRequestHeader(Header):
 class GetConsumerStatusRequestHeader(Header):
     """GET_CONSUMER_STATUS_FROM_CLIENT (broker → client) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS."""
 
+    JAVA_CLASS = "GetConsumerStatusRequestHeader"
     topic: str = str_field("topic")
     group: str = str_field("group")
     client_addr: str | None = str_field("clientAddr", None)
@@ -385,6 +490,7 @@ class GetConsumerStatusRequestHeader(Header):
 class ConsumeMessageDirectlyResultRequestHeader(Header):
     """CONSUME_MESSAGE_DIRECTLY; the body is one stored-message record."""
 
+    JAVA_CLASS = "ConsumeMessageDirectlyResultRequestHeader"
     consumer_group: str = str_field("consumerGroup")
     client_id: str | None = str_field("clientId", None)
     msg_id: str | None = str_field("msgId", None)
@@ -397,6 +503,7 @@ class ConsumeMessageDirectlyResultRequestHeader(Header):
 class GetRouteInfoRequestHeader(Header):
     """GET_ROUTEINFO_BY_TOPIC. Java 4.9.8 never sets ``acceptStandardJsonOnly``; version >= 401 suffices."""
 
+    JAVA_CLASS = "namesrv.GetRouteInfoRequestHeader"
     topic: str = str_field("topic")
     accept_standard_json_only: bool | None = bool_field("acceptStandardJsonOnly", None)
 
@@ -418,7 +525,7 @@ from rmqrun.client.bodies import (  # noqa: E402
 )
 
 __all__ = [
-    "Header", "str_field", "int_field", "bool_field", "V2_NAMES", "V1_NAMES", "format_value", "parse_value",
+    "Header", "java_map_order", "java_field_order", "str_field", "int_field", "bool_field", "V2_NAMES", "V1_NAMES", "format_value", "parse_value",
     "SendMessageRequestHeader", "SendMessageResponseHeader",
     "PULL_FLAG_COMMIT_OFFSET", "PULL_FLAG_SUSPEND", "PULL_FLAG_SUBSCRIPTION", "PULL_FLAG_CLASS_FILTER",
     "PULL_FLAG_LITE_PULL", "pull_sys_flag", "PullMessageRequestHeader", "PullMessageResponseHeader",

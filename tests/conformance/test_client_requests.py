@@ -132,6 +132,12 @@ def replay(cf: captures.CapturedFrame, call: Callable[[BrokerClient, ReplayPool]
     expected = {k: str(v) for k, v in (cf["header"].get("extFields") or {}).items() if k not in IGNORED_KEYS}
     assert sent.code == cf["code"], cf
     assert sent.ext_fields == expected, cf
+    if cf["serialize"] == "JSON" and not IGNORED_KEYS & set(cf["header"].get("extFields") or {}):
+        # Same Java HashMap order: with Java's language, opaque and flag the frame is byte-identical.
+        assert list(sent.ext_fields) == list(expected), cf
+        same = RemotingCommand(sent.code, sent.ext_fields, sent.body, opaque=cf["opaque"], flag=cf["flag"],
+                               remark=sent.remark, language="JAVA", version=sent.version)
+        assert frame.encode(same) == cf.raw, cf
     assert oneway == cf["oneway"], cf
     assert (sent.body or b"") == cf.body, cf
     return sent, result, answer_cf
@@ -441,6 +447,59 @@ def test_broker_to_client_requests_reach_callbacks_and_answers_match() -> None:
             assert msg.offset_msg_id == ext["msgId"]
         if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
             assert header.client_id == ext["clientId"] and header.jstack_enable is False
+
+
+def test_binary_fast_codes_headers_use_declared_order() -> None:
+    # Java's binary encoder writes PullMessageRequestHeader, PullMessageResponseHeader and
+    # SendMessageResponseHeader field by field in declaration order (FastCodesHeader).
+    from rmqrun.client.headers import PullMessageResponseHeader, SendMessageResponseHeader
+    checked = 0
+    for cf in captures.load("e"):
+        if cf["serialize"] != "ROCKETMQ" or cf["header"]["language"] != "JAVA":
+            continue
+        ext = cf["header"].get("extFields") or {}
+        if cf["kind"] == "request" and cf["code"] == RequestCode.PULL_MESSAGE:
+            cls: Any = PullMessageRequestHeader
+        elif cf["kind"] == "response" and cf.get("request_code") == RequestCode.PULL_MESSAGE and ext:
+            cls = PullMessageResponseHeader
+        elif cf["kind"] == "response" and cf.get("request_code") == RequestCode.SEND_MESSAGE_V2:
+            cls = SendMessageResponseHeader
+        else:
+            continue
+        assert list(cls.from_ext(ext).to_ext_declared()) == list(ext), cf
+        checked += 1
+    assert checked > 40
+
+
+def test_every_json_header_reencodes_in_java_order() -> None:
+    # from_ext -> to_ext keeps Java's extFields order for every typed header in a JSON frame,
+    # requests and answers alike (the embedded broker answers with to_ext).
+    from rmqrun.client import headers as H
+    typed = {
+        ("request", RequestCode.PULL_MESSAGE): H.PullMessageRequestHeader,
+        ("response", RequestCode.PULL_MESSAGE): H.PullMessageResponseHeader,
+        ("response", RequestCode.SEND_MESSAGE_V2): H.SendMessageResponseHeader,
+        ("response", RequestCode.SEND_MESSAGE): H.SendMessageResponseHeader,
+        ("response", RequestCode.SEND_BATCH_MESSAGE): H.SendMessageResponseHeader,
+        ("response", RequestCode.QUERY_CONSUMER_OFFSET): H.OffsetResponseHeader,
+        ("request", RequestCode.RESET_CONSUMER_CLIENT_OFFSET): H.ResetOffsetRequestHeader,
+        ("request", RequestCode.GET_CONSUMER_RUNNING_INFO): H.GetConsumerRunningInfoRequestHeader,
+        ("request", RequestCode.CONSUME_MESSAGE_DIRECTLY): H.ConsumeMessageDirectlyResultRequestHeader,
+    }
+    checked = 0
+    for cf in captures.all_frames():
+        if cf["serialize"] != "JSON" or cf["header"]["language"] != "JAVA":
+            continue
+        code = cf["code"] if cf["kind"] == "request" else cf.get("request_code")
+        cls = typed.get((cf["kind"], code))
+        ext = cf["header"].get("extFields") or {}
+        if IGNORED_KEYS & set(ext):
+            continue  # hook-added keys change the map's size, hence its order
+        if cls is None or not ext or (cf["kind"] == "response" and cf["code"] not in (0, 19, 20, 21)):
+            continue
+        assert list(cls.from_ext(ext).to_ext()) == list(ext), cf
+        checked += 1
+    assert checked > 300
 
 
 # --------------------------------------------------------------------------- every answer parses
