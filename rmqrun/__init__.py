@@ -1,9 +1,29 @@
 """rmqrun: a process-pool consumer runner for Apache RocketMQ.
 
-What a handler module needs is importable from here: the message types, the
-results a handler may return, the ``@rmqrun.batch`` decorator and the
-exception raised at the soft time limit. (Importing this package stays cheap:
-none of these pull in the supervisor or any I/O.)
+The handler contract (``--handler module:function``; ``module`` alone means
+``module:handle``)::
+
+    import rmqrun
+
+    def handle(msg: rmqrun.Message) -> None | result:   # one message per call
+        ...
+
+    @rmqrun.batch                                        # a list of up to
+    def handle_many(msgs: list[rmqrun.Message]):         # consumeMessageBatchMaxSize
+        ...
+
+Return ``None`` for success. Raising means failure: RECONSUME_LATER in
+concurrent mode, SUSPEND_CURRENT_QUEUE_A_MOMENT in orderly mode. Explicit
+results: ``ReconsumeLater(delay_level=0)`` and ``AckIndex(n)`` (concurrent),
+``SuspendCurrentQueue(ms=-1)``, ``Commit()`` and ``Rollback()`` (orderly).
+Anything else is logged once, naming the handler, and counts as a failure.
+A handler runs in a worker process's main thread; the batch's time limit
+interrupts it with :class:`SoftTimeLimitExceeded` (SIGALRM is the worker's).
+Optional ``worker_init`` / ``worker_exit`` hooks (``module:function``, taking
+no argument or a :class:`WorkerInfo`) run once per worker process.
+
+Importing this package stays cheap: none of these names pull in the
+supervisor or any I/O.
 """
 
 from rmqrun.model import Message, MessageQueue

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Callable
 
+import psutil
 import pytest
 
 from rmqrun.supervisor.pool import CrashLoopError, PoolClosedError, WorkerBootError
@@ -88,3 +92,38 @@ def test_a_replacement_that_cannot_import_the_handler_is_fatal_at_once(
             assert "SyntaxError" in str(fatal)
             assert h.pool.workers() == []
     run(scenario())
+
+
+SUPERVISOR_SCRIPT = """
+import asyncio, sys
+from rmqrun.supervisor.pool import Pool, PoolConfig
+
+async def main():
+    pool = Pool(PoolConfig(handler="workers.noop:handle", workers=2, log_level="WARNING"),
+                on_result=print, on_worker_lost=print)
+    await pool.start()
+    print(" ".join(str(w.pid) for w in pool.workers()), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_workers_exit_when_their_supervisor_is_killed(tmp_path: Path) -> None:
+    script = tmp_path / "supervisor.py"
+    script.write_text(SUPERVISOR_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            cwd=str(Path(__file__).resolve().parents[2]))
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+            time.sleep(0.05)
+        assert alive == [], "orphaned workers kept running"
+    finally:
+        proc.kill()
