@@ -8,7 +8,7 @@ Scenarios:
 * ``noop``: ``workers.noop:handle``; reports messages per second through the
   pool (submit -> worker decodes -> handler -> DONE -> on_result), the number
   the supervisor can push per second with no work in the handler.
-* ``cpu``: ``workers.cpu:handle`` burning RMQRUN_CPU_MS (1 ms) of CPU per
+* ``cpu``: ``workers.cpu:handle`` burning RMQRUN_HANDLER_CPU_MS (1 ms) of CPU per
   message. The same messages are first decoded and handled in this process to
   get the real per-message cost; overhead = pool time * workers / messages
   over that cost, minus 1. On a machine with as many cores as workers the
@@ -141,7 +141,7 @@ def main() -> None:
                   f"{r.supervisor_cpu / n * 1e6:5.1f} us, workers {r.worker_cpu / n * 1e6:5.1f} us")
 
     if args.scenario in ("cpu", "all"):
-        os.environ["RMQRUN_CPU_MS"] = "1"
+        os.environ["RMQRUN_HANDLER_CPU_MS"] = "1"
         import workers.cpu as cpu
         records = make_records(args.cpu_messages, args.body)
         per_msg = baseline_cost(records[:1000], cpu.handle)

@@ -1,4 +1,4 @@
-"""A CPU-bound handler whose cost is set by ``RMQRUN_CPU_MS`` (default 1 ms per message).
+"""A CPU-bound handler whose cost is set by ``RMQRUN_HANDLER_CPU_MS`` (default 1 ms per message).
 
 The cost is measured in this thread's CPU time, not wall time, so a handler
 that shares a core with something else still burns the same amount of work.
@@ -12,7 +12,7 @@ import time
 
 import rmqrun
 
-CPU_MS = float(os.environ.get("RMQRUN_CPU_MS", "1"))
+CPU_MS = float(os.environ.get("RMQRUN_HANDLER_CPU_MS", "1"))
 
 
 def burn(ms: float) -> int:
@@ -25,11 +25,11 @@ def burn(ms: float) -> int:
 
 
 def handle(msg: rmqrun.Message) -> None:
-    """Burn RMQRUN_CPU_MS of CPU for one message (``workers.cpu:handle``)."""
+    """Burn RMQRUN_HANDLER_CPU_MS of CPU for one message (``workers.cpu:handle``)."""
     burn(CPU_MS)
 
 
 @rmqrun.batch
 def handle_batch(msgs: list[rmqrun.Message]) -> None:
-    """Burn RMQRUN_CPU_MS per message of the list (``workers.cpu:handle_batch``)."""
+    """Burn RMQRUN_HANDLER_CPU_MS per message of the list (``workers.cpu:handle_batch``)."""
     burn(CPU_MS * len(msgs))

@@ -3,7 +3,7 @@
 ``handle`` raises when the message asks for it:
 
 * property ``FAIL`` is ``"1"`` / ``"true"``, or the body starts with ``b"fail"``;
-* or the message has been delivered fewer than ``RMQRUN_FLAKY_FIRST`` times
+* or the message has been delivered fewer than ``RMQRUN_HANDLER_FLAKY_FIRST`` times
   before (its ``reconsume_times`` is below that number): the first k
   deliveries fail, the next one succeeds.
 
@@ -22,7 +22,7 @@ import os
 
 import rmqrun
 
-FAIL_FIRST = int(os.environ.get("RMQRUN_FLAKY_FIRST", "0"))
+FAIL_FIRST = int(os.environ.get("RMQRUN_HANDLER_FLAKY_FIRST", "0"))
 
 
 class FlakyError(RuntimeError):

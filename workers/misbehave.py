@@ -4,8 +4,8 @@
 ``hang``           sleeps for an hour (interruptible: the soft time limit stops it)
 ``hang_hard``      swallows the soft time limit and keeps sleeping (only the hard
                    limit, SIGKILL, ends it)
-``sleep``          sleeps ``RMQRUN_SLEEP_MS`` (default 200) per message
-``leak``           keeps ``RMQRUN_LEAK_MB`` (default 16) MiB per message forever
+``sleep``          sleeps ``RMQRUN_HANDLER_SLEEP_MS`` (default 200) per message
+``leak``           keeps ``RMQRUN_HANDLER_LEAK_MB`` (default 16) MiB per message forever
 ``kill_self``      SIGKILLs its own process
 ``exit_hard``      ``os._exit(7)``
 ``segfault``       dereferences NULL through ctypes
@@ -46,11 +46,11 @@ def hang_hard(msg: rmqrun.Message) -> None:
 
 
 def sleep(msg: rmqrun.Message) -> None:
-    time.sleep(float(os.environ.get("RMQRUN_SLEEP_MS", "200")) / 1000.0)
+    time.sleep(float(os.environ.get("RMQRUN_HANDLER_SLEEP_MS", "200")) / 1000.0)
 
 
 def leak(msg: rmqrun.Message) -> None:
-    chunk = bytearray(int(float(os.environ.get("RMQRUN_LEAK_MB", "16")) * 1024 * 1024))
+    chunk = bytearray(int(float(os.environ.get("RMQRUN_HANDLER_LEAK_MB", "16")) * 1024 * 1024))
     chunk[::4096] = b"x" * len(chunk[::4096])  # touch every page so it counts in RSS
     _leaked.append(chunk)
 

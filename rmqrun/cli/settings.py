@@ -8,6 +8,13 @@ file > default. Unknown YAML keys and unknown ``RMQRUN_*`` variables are
 refused, naming the key and listing close matches; invalid values are refused
 naming the key, the value and what is allowed.
 
+The environment rule is one line: ``RMQRUN_<KEY>`` sets a setting, and the
+prefix ``RMQRUN_HANDLER_`` is reserved for handlers' own variables (the
+examples in ``workers/`` read ``RMQRUN_HANDLER_CPU_MS`` and the like); rmqrun
+never reads those and passes them through to the workers untouched. Any other
+``RMQRUN_*`` name is a typo and refused, so ``RMQRUN_WROKERS=8`` cannot be
+silently ignored. No setting key may start with ``handler_``.
+
 The defaults are the Java push consumer's (see ``rmqrun/consumer/defaults.py``).
 """
 
@@ -29,6 +36,8 @@ from rmqrun.supervisor.pool import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings
 
 ENV_PREFIX = "RMQRUN_"
+#: variables under this prefix belong to handlers, not to rmqrun
+HANDLER_ENV_PREFIX = "RMQRUN_HANDLER_"
 CONSUMER, POOL, RUN = "consumer", "pool", "run"
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
                "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
@@ -263,17 +272,14 @@ def load_env(environ: Mapping[str, str]) -> dict[str, Any]:
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX):
             continue
+        if name.startswith(HANDLER_ENV_PREFIX):
+            continue  # the handler's own configuration
         key = name[len(ENV_PREFIX):].lower()
         if key in BY_KEY:
             out[key] = value
-        elif key not in _FOREIGN_ENV:
+        else:
             raise _unknown(key, "the environment", shown=name)
     return out
-
-
-# RMQRUN_* variables that belong to example handlers and tests, not to settings.
-_FOREIGN_ENV = {"cpu_ms", "record_file", "record_sleep_ms", "gate_file", "fail_offsets", "fail_times",
-                "flaky_first", "protocol_dir"}
 
 
 @dataclass

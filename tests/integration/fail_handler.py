@@ -1,9 +1,9 @@
 """A handler that fails chosen offsets a chosen number of times, and logs every delivery.
 
-``RMQRUN_FAIL_OFFSETS`` is a comma-separated list of queue offsets that fail
-while the message's reconsume count is below ``RMQRUN_FAIL_TIMES``. Each
+``RMQRUN_HANDLER_FAIL_OFFSETS`` is a comma-separated list of queue offsets that fail
+while the message's reconsume count is below ``RMQRUN_HANDLER_FAIL_TIMES``. Each
 delivery appends ``queue offset ok|fail reconsume_times`` to
-``RMQRUN_RECORD_FILE``, so tests see the exact delivery sequence.
+``RMQRUN_HANDLER_RECORD_FILE``, so tests see the exact delivery sequence.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import os
 
 import rmqrun
 
-FAIL = {int(x) for x in os.environ.get("RMQRUN_FAIL_OFFSETS", "").split(",") if x.strip()}
-TIMES = int(os.environ.get("RMQRUN_FAIL_TIMES", "1"))
+FAIL = {int(x) for x in os.environ.get("RMQRUN_HANDLER_FAIL_OFFSETS", "").split(",") if x.strip()}
+TIMES = int(os.environ.get("RMQRUN_HANDLER_FAIL_TIMES", "1"))
 
 
 def _record(msg: rmqrun.Message, status: str) -> None:
-    fd = os.open(os.environ["RMQRUN_RECORD_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(os.environ["RMQRUN_HANDLER_RECORD_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         offset = int(msg.properties.get("idx", msg.queue_offset))
         os.write(fd, f"{msg.queue_id} {offset} {status} {msg.reconsume_times}\n".encode())

@@ -19,7 +19,7 @@ def run(coro):
 @pytest.fixture
 def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_RECORD_FILE", str(path))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
     return path
 
 
@@ -57,8 +57,8 @@ def test_tag_filter_delivers_only_matching_tags(tmp_path: Path, record_file: Pat
 def test_slow_message_holds_the_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Messages finishing out of order never commit past an unfinished one."""
     marker = tmp_path / "release"
-    monkeypatch.setenv("RMQRUN_GATE_FILE", str(marker))
-    monkeypatch.setenv("RMQRUN_RECORD_FILE", str(tmp_path / "records.txt"))
+    monkeypatch.setenv("RMQRUN_HANDLER_GATE_FILE", str(marker))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(tmp_path / "records.txt"))
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:

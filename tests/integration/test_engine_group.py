@@ -20,7 +20,7 @@ def run(coro):
 @pytest.fixture
 def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_RECORD_FILE", str(path))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
     return path
 
 
@@ -52,7 +52,7 @@ def test_two_instances_split_queues_by_strategy(tmp_path: Path, record_file: Pat
 def test_orderly_handover_keeps_order_and_loses_nothing(tmp_path: Path, record_file: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Queues move between instances as they join and leave; per queue, the handler sees 0..n-1 exactly once."""
-    monkeypatch.setenv("RMQRUN_RECORD_SLEEP_MS", "5")
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_SLEEP_MS", "5")
     total = 400
 
     async def main() -> None:

@@ -26,7 +26,7 @@ def assert_in_order_no_gap(records: list[tuple[int, int]], expected_per_queue: d
 @pytest.fixture
 def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_RECORD_FILE", str(path))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
     return path
 
 
@@ -54,8 +54,8 @@ def test_orderly_sees_each_queue_in_order(tmp_path: Path, record_file: Path) -> 
 def test_orderly_suspend_redelivers_same_message_first(tmp_path: Path, record_file: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A failing message is retried in place (reconsume times growing); nothing after it overtakes it."""
-    monkeypatch.setenv("RMQRUN_FAIL_OFFSETS", "3")
-    monkeypatch.setenv("RMQRUN_FAIL_TIMES", "2")
+    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_OFFSETS", "3")
+    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_TIMES", "2")
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
@@ -90,8 +90,8 @@ def read_records(path: Path) -> list[tuple]:  # type: ignore[no-redef]
 
 def test_orderly_dead_letters_after_max_reconsume_times(tmp_path: Path, record_file: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RMQRUN_FAIL_OFFSETS", "2")
-    monkeypatch.setenv("RMQRUN_FAIL_TIMES", "1000")
+    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_OFFSETS", "2")
+    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_TIMES", "1000")
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:

@@ -130,7 +130,7 @@ def test_results_of_both_modes_come_back_from_real_workers() -> None:
 
 def test_batch_handler_in_a_worker_sees_lists_and_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "record.txt"
-    monkeypatch.setenv("RMQRUN_RECORD_FILE", str(out))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(out))
 
     async def scenario() -> None:
         async with Harness("workers.orderly_record:handle_batch", batch_size=3) as h:

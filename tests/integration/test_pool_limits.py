@@ -78,7 +78,7 @@ def test_recycling_does_not_lose_batches_queued_on_the_retiring_worker() -> None
 
 
 def test_memory_limit_recycles_a_leaking_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RMQRUN_LEAK_MB", "40")
+    monkeypatch.setenv("RMQRUN_HANDLER_LEAK_MB", "40")
 
     async def scenario() -> None:
         async with Harness("workers.misbehave:leak", max_memory_per_worker=150 << 20) as h:

@@ -34,7 +34,7 @@ def test_add_and_remove_workers() -> None:
             r = await h.result(new)
             assert statuses(r) == [S.SUCCESS] and r.worker_id == 1
             (pid1,) = h.pids(1)
-            busy = h.submit(1, records([{"MISBEHAVE": "sleep"}]))  # RMQRUN_SLEEP_MS default: 200 ms
+            busy = h.submit(1, records([{"MISBEHAVE": "sleep"}]))  # RMQRUN_HANDLER_SLEEP_MS default: 200 ms
             assert h.pool.remove_worker() == 1
             assert h.pool.size == 1
             with pytest.raises(PoolError, match="no worker 1"):
