@@ -51,6 +51,8 @@ class JobResult:
     delay_levels: list[int] = field(default_factory=list)
     suspend_ms: int = -1
     error: str | None = None
+    #: time the handler's process spent on the job (None: unknown), for the latency histogram
+    handler_seconds: float | None = None
 
     def delay_level(self, i: int) -> int:
         return self.delay_levels[i] if i < len(self.delay_levels) else 0

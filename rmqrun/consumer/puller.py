@@ -49,6 +49,8 @@ class PullRequest:
     pq: ProcessQueue
     next_offset: int
     previously_locked: bool = False
+    #: the queue's max offset in the broker's last pull answer (-1: none yet), for lag metrics
+    broker_max_offset: int = -1
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
@@ -153,6 +155,7 @@ async def _pull_once(engine: "PushConsumer", req: PullRequest, sub) -> None:  # 
     if pq.dropped:
         return
     engine.note_suggested_broker(mq, result.suggest_which_broker_id)
+    req.broker_max_offset = result.max_offset
     status = result.status
     if status is PullStatus.FOUND:
         prev = req.next_offset

@@ -37,20 +37,53 @@ from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
 
 
+#: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
+@dataclass(slots=True)
+class LatencyHistogram:
+    """Bucket counts with Prometheus histogram semantics (``le`` bounds), without the dependency."""
+
+    bounds: tuple[float, ...] = LATENCY_BUCKETS
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    total: float = 0.0
+    count: int = 0
+
+    def observe(self, value: float, n: int = 1) -> None:
+        """Count ``n`` observations of ``value`` (a job's messages share its per-message time)."""
+        i = 0
+        bounds = self.bounds
+        while i < len(bounds) and value > bounds[i]:
+            i += 1
+        self.counts[i] += n
+        self.total += value * n
+        self.count += n
+
+
 @dataclass(slots=True)
 class ConsumeStats:
-    """Counters for status lines, metrics and the demo's summary."""
+    """Counters for status lines, metrics and the demo's summary.
+
+    ``handler_latency`` holds the handler's time per message: a job's time in
+    its worker (or, when the executor does not say, as awaited here) divided
+    by its messages.
+    """
 
     consumed: int = 0
     failed: int = 0
     jobs: int = 0
     busy_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
+    handler_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
 
     def record(self, n: int, elapsed: float, result: JobResult) -> None:
         self.jobs += 1
         self.busy_seconds += elapsed
         self.consumed += sum(1 for v in result.verdicts if v is Verdict.SUCCESS)
+        if n > 0:
+            spent = result.handler_seconds if result.handler_seconds is not None else elapsed
+            self.handler_latency.observe(spent / n, n)
 
 
 class PushConsumer:

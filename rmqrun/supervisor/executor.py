@@ -120,7 +120,8 @@ class PoolExecutor:
                 verdicts=[Verdict(int(o.status)) for o in outcomes],
                 delay_levels=[o.delay_level for o in outcomes],
                 suspend_ms=result.suspend_ms,
-                error=result.error))
+                error=result.error,
+                handler_seconds=result.elapsed))
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:

@@ -120,6 +120,7 @@ class PoolConfig:
     crash_limit: int | None = None
     crash_window: float = 60.0
     log_level: str = "INFO"
+    log_format: str = "text"
 
     def __post_init__(self) -> None:
         checks = [
@@ -148,7 +149,8 @@ class PoolConfig:
         return WorkerConfig(handler=self.handler, worker_init=self.worker_init, worker_exit=self.worker_exit,
                             batch_size=self.batch_size, time_limit=self.time_limit,
                             max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
-                            max_memory=self.max_memory_per_worker, log_level=self.log_level)
+                            max_memory=self.max_memory_per_worker, log_level=self.log_level,
+                            log_format=self.log_format)
 
     @property
     def effective_crash_limit(self) -> int:
@@ -359,6 +361,9 @@ class Pool:
         self._tick_handle: asyncio.TimerHandle | None = None
         self._reloading = False
         self.fatal: PoolError | None = None
+        #: replacements of workers that died unexpectedly / were recycled (limits), for metrics
+        self.restarts = 0
+        self.recycles = 0
         limit = config.time_limit
         self._tick_interval = min(1.0, max(0.02, limit / 20)) if limit > 0 else 1.0
 
@@ -590,6 +595,7 @@ class Pool:
                          proc.slot, proc.pid, reason, exc)
             return
         self._slots[proc.slot] = new
+        self.recycles += 1
         self._retire(proc)
         logger.info("worker {} (pid {}) recycling ({}); replacement pid {}", proc.slot, proc.pid, reason, new.pid)
 
@@ -661,6 +667,7 @@ class Pool:
                 return
         try:
             self._slots[proc.slot] = self._spawn(proc.slot)
+            self.restarts += 1
         except OSError as exc:  # out of processes or fds: nothing sensible left to do but stop
             self._fail(PoolError(f"cannot start a replacement for worker {proc.slot}: {exc}"))
 

@@ -72,6 +72,8 @@ class WorkerConfig:
     max_messages_jitter: int = 0
     max_memory: int = 0
     log_level: str = "INFO"
+    #: "text", or "json" for JSON lines (``rmqrun run --log-format json``)
+    log_format: str = "text"
 
 
 class _Pipe:
@@ -376,10 +378,13 @@ class Worker:
             self.pipe.send(Retiring(reason))
 
 
-def _setup_logging(worker_id: int, level: str) -> None:
+def _setup_logging(worker_id: int, level: str, fmt: str = "text") -> None:
     logger.remove()
-    logger.configure(extra={"worker_id": worker_id, "pid": os.getpid()})
-    logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
+    logger.configure(extra={"worker_id": worker_id, "pid": os.getpid(), "role": "worker"})
+    if fmt == "json":  # worker_id and pid travel in record.extra
+        logger.add(sys.stderr, level=level, serialize=True, backtrace=False, diagnose=False)
+    else:
+        logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
 
 
 def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
@@ -412,7 +417,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
-    _setup_logging(boot.worker_id, config.log_level)
+    _setup_logging(boot.worker_id, config.log_level, config.log_format)
     worker = Worker(config, boot.worker_id, sock)
     worker.pipe.frames = frames
     code = worker.run()
