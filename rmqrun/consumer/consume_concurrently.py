@@ -101,6 +101,13 @@ class ConcurrentConsumeService:
             logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the new "
                            "owner redelivers them", req.mq, len(entries))
             return
+        verdicts = result.verdicts
+        if len(verdicts) == len(entries) and all(v is Verdict.SUCCESS for v in verdicts):
+            # the common case, kept cheap: everything succeeded
+            offset = pq.remove_messages([e.offset for e in entries])
+            if offset >= 0 and not pq.dropped:
+                self.engine.offset_store.update(req.mq, offset, True)
+            return
         done: list[int] = []
         failed: list[tuple[QueuedMessage, int]] = []
         redo: list[QueuedMessage] = []

@@ -182,7 +182,8 @@ class RecordHead:
 
     The supervisor reads only these on the hot path (tag re-filter, offsets,
     in-flight accounting) and hands the raw record to a worker, which does the
-    full :func:`decode_message`.
+    full :func:`decode_message`. Properties are parsed on first access: with a
+    ``*`` subscription nobody needs them here.
     """
 
     start: int
@@ -191,7 +192,21 @@ class RecordHead:
     queue_offset: int
     commit_log_offset: int
     body_size: int
-    properties: dict[str, str]
+    _props_raw: bytes | memoryview
+    _props: dict[str, str] | None = None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        if self._props is None:
+            try:
+                self._props = string_to_properties(bytes(self._props_raw).decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ProtocolError(f"record at {self.start}: properties are not UTF-8: {exc}") from exc
+        return self._props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
 
 
 def _fmt_host(raw: bytes, port: int) -> str:
@@ -315,6 +330,7 @@ def scan_records(body: bytes | memoryview) -> list[RecordHead]:
     pos = 0
     n = len(body)
     unpack_head = _HEAD.unpack_from
+    view = memoryview(body)
     try:
         while pos < n:
             (total, magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
@@ -340,8 +356,7 @@ def scan_records(body: bytes | memoryview) -> list[RecordHead]:
             p += 2
             if props_len < 0 or p + props_len != end:
                 raise ProtocolError(f"record at {pos}: fields do not add up to its total size {total}")
-            props = string_to_properties(bytes(body[p:end]).decode("utf-8"))
-            out.append(RecordHead(pos, total, queue_id, queue_offset, phys_offset, body_len, props))
+            out.append(RecordHead(pos, total, queue_id, queue_offset, phys_offset, body_len, view[p:end]))
             pos = end
     except struct.error as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
