@@ -352,6 +352,13 @@ class Producer:
                 if exc.code not in RETRY_CODES:
                     raise
                 last_error = exc
+                if topic in self._provisional:
+                    # the broker may have created the topic with fewer queues than the
+                    # template route offered: retry on the real route
+                    await self._replace_provisional_route(topic)
+                    info = await self.publish_info(topic)
+                    if pinned is not None and sharding_key is not None:
+                        pinned = self._pinned_queue(info, queue, sharding_key)
             except (RemotingError, BrokerNotFoundError) as exc:
                 if not exc.retriable:
                     raise

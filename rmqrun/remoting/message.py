@@ -83,6 +83,8 @@ _HOST6 = struct.Struct(">16si")
 _MID = struct.Struct(">qiiq")  # storeTimestamp, (host handled apart), reconsumeTimes, preparedOffset
 _AFTER_HOST = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+# born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
+_V4_MIDDLE = struct.Struct(">4siq4siiqi")
 
 
 def java_string_hash(text: str) -> int:
@@ -119,10 +121,16 @@ def properties_to_string(props: dict[str, str]) -> str:
 
 
 def string_to_properties(text: str) -> dict[str, str]:
-    """The inverse; tolerates a missing trailing separator (4.9.8 send headers omit it)."""
-    props: dict[str, str] = {}
+    """The inverse; tolerates a trailing separator or none (4.9.8 writes none, 5.x and C++ one)."""
     if not text:
-        return props
+        return {}
+    try:
+        # fast path: every item is name\x01value
+        return dict(item.split(NAME_VALUE_SEPARATOR, 1) for item in text.rstrip(PROPERTY_SEPARATOR)
+                    .split(PROPERTY_SEPARATOR))  # type: ignore[misc]
+    except ValueError:
+        pass
+    props: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
         if not item:
             continue
@@ -244,18 +252,24 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
             raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
         end = pos + total
         p = pos + _HEAD.size
-        host = _HOST6 if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST4
-        born_ip, born_port = host.unpack_from(data, p)
-        p += host.size
-        (store_ts,) = _LONG.unpack_from(data, p)
-        p += 8
-        host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
-        store_ip, store_port = host.unpack_from(data, p)
-        p += host.size
-        reconsume, prepared = _AFTER_HOST.unpack_from(data, p)
-        p += _AFTER_HOST.size
-        (body_len,) = _INT.unpack_from(data, p)
-        p += 4
+        if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+            # the common case in one unpack: both hosts IPv4
+            (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
+             body_len) = _V4_MIDDLE.unpack_from(data, p)
+            p += _V4_MIDDLE.size
+        else:
+            host = _HOST6 if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST4
+            born_ip, born_port = host.unpack_from(data, p)
+            p += host.size
+            (store_ts,) = _LONG.unpack_from(data, p)
+            p += 8
+            host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
+            store_ip, store_port = host.unpack_from(data, p)
+            p += host.size
+            reconsume, prepared = _AFTER_HOST.unpack_from(data, p)
+            p += _AFTER_HOST.size
+            (body_len,) = _INT.unpack_from(data, p)
+            p += 4
         if body_len < 0 or p + body_len > end:
             raise ProtocolError(f"record at {pos}: body length {body_len} runs past the record")
         body = bytes(data[p:p + body_len])

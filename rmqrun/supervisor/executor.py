@@ -29,6 +29,7 @@ from rmqrun.supervisor.pool import Pool, PoolConfig, PoolError, WorkerLost
 from rmqrun.supervisor.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
+_VERDICTS = tuple(Verdict)  # index = status byte (the same numbering as wire.Status)
 
 
 class ExecutorClosedError(RmqrunError):
@@ -115,10 +116,10 @@ class PoolExecutor:
         if self.dispatcher is not None:
             self.dispatcher.done(result.batch_id)
         if pending is not None and not pending.future.done():
-            outcomes = sorted(result.outcomes, key=lambda o: o.index)
+            # statuses are one byte per message in batch order, with the same values as Verdict
             pending.future.set_result(JobResult(
-                verdicts=[Verdict(int(o.status)) for o in outcomes],
-                delay_levels=[o.delay_level for o in outcomes],
+                verdicts=[_VERDICTS[b] for b in result.statuses],
+                delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
                 error=result.error,
                 handler_seconds=result.elapsed))
