@@ -16,20 +16,26 @@ The commit offset piggybacked on a pull (commit bit) is stored before the
 answer, like the real broker, and only on the first pass (not when a held
 pull is replayed). A replayed pull is answered with a JSON header even if the
 request was binary: RocketMQ writes those answers with its default
-serializer, and clients must cope.
+serializer, and clients must cope. A PULL_OFFSET_MOVED answer also stores an
+OffsetMovedEvent in OFFSET_MOVED_EVENT, as the real broker does (so commit-log
+offsets stay aligned with a real broker's for the same traffic).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 
 from loguru import logger
 
 from rmqrun.broker.broker import Broker
+from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.longpoll import HeldPull
+from rmqrun.broker.messages import InnerMessage
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
 from rmqrun.broker.store import GetMessageStatus as S
-from rmqrun.broker.topics import is_readable
+from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
 from rmqrun.client.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
@@ -37,9 +43,11 @@ from rmqrun.client.headers import (
     PullMessageRequestHeader,
 )
 from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
+from rmqrun.remoting.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS
 
 _NOT_FOUND = {S.OFFSET_FOUND_NULL, S.OFFSET_OVERFLOW_ONE}
 _MOVED = {S.OFFSET_OVERFLOW_BADLY, S.OFFSET_TOO_SMALL}
@@ -49,7 +57,7 @@ _RETRY = {S.NO_MATCHED_MESSAGE, S.MESSAGE_WAS_REMOVING}
 class PullProcessor:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: set[asyncio.Task[object]] = set()
 
     async def pull(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         return self.process(conn, cmd, allow_suspend=True)
@@ -58,18 +66,38 @@ class PullProcessor:
         """Answer a held pull now (a message arrived or its time is up)."""
         if held.conn.closed:
             return
+        # RocketMQ writes a woken pull's answer with its default (JSON) serializer.
+        request = dataclasses.replace(held.request, serialize_type=SerializeType.JSON)
         try:
-            resp = self.process(held.conn, held.request, allow_suspend=False)
+            resp = self.process(held.conn, request, allow_suspend=False)
         except Exception as exc:  # pragma: no cover - a bug must still answer the client
             logger.opt(exception=exc).error("replaying a held pull failed")
             resp = held.request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if resp is None:
             return
-        resp.serialize_type = SerializeType.JSON
         resp.opaque = held.request.opaque
         task = asyncio.get_running_loop().create_task(held.conn.send_response(resp))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
+
+    def _offset_moved_event(self, group: str, topic: str, queue_id: int, requested: int, new: int) -> None:
+        """``generateOffsetMovedEvent``: a record of the correction in OFFSET_MOVED_EVENT, as RocketMQ keeps."""
+        broker = self.broker
+        body = fastjson.dumps({"consumerGroup": group, "messageQueue": {
+            "brokerName": broker.config.broker_name, "queueId": queue_id, "topic": topic},
+            "offsetNew": new, "offsetRequest": requested})
+        props = JavaPropertyMap([(PROPERTY_TAGS, group), (PROPERTY_DELAY_TIME_LEVEL, "0"), (PROPERTY_KEYS, group)])
+        msg = InnerMessage(topic=OFFSET_MOVED_EVENT, queue_id=0, body=body, properties=props,
+                           properties_string=props.to_string(), born_timestamp=int(time.time() * 1000),
+                           born_host=broker.address, store_host=broker.address)
+        task = asyncio.get_running_loop().create_task(broker.put_message(msg))
+        self._sending.add(task)
+        task.add_done_callback(self._event_stored)
+
+    def _event_stored(self, task: "asyncio.Task[object]") -> None:
+        self._sending.discard(task)  # type: ignore[arg-type]
+        if not task.cancelled() and task.exception() is not None:
+            logger.warning("storing an OFFSET_MOVED_EVENT failed: {!r}", task.exception())
 
     def process(self, conn: Connection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
         try:
@@ -151,6 +179,7 @@ class PullProcessor:
             logger.info("PULL_OFFSET_MOVED: group={} topic={} queue={} requested={} next={}", group, topic,
                         queue_id, header.queue_offset, result.next_begin_offset)
             response = answer(cmd, ResponseCode.PULL_OFFSET_MOVED, status.value, header=fields)
+            self._offset_moved_event(group, topic, queue_id, header.queue_offset, result.next_begin_offset)
         else:
             assert status in _RETRY, status
             response = answer(cmd, ResponseCode.PULL_RETRY_IMMEDIATELY, status.value, header=fields)
