@@ -1,21 +1,31 @@
 """The ``rmqrun`` command.
 
-Commands: ``broker`` (embedded name server + broker), ``run`` (the worker
-pool consumer), ``produce``, ``status``, ``check``, ``demo``. Every ``run``
-setting comes from one table (:mod:`rmqrun.cli.settings`): flags, the YAML
-``--config`` file and ``RMQRUN_*`` variables, command line winning.
+Commands: ``run`` (the worker-pool consumer), ``check`` (what ``run`` would
+verify, without consuming), ``produce``, ``status`` (consumer progress and
+lag), ``demo`` (everything on one machine) and ``broker`` (the embedded name
+server + broker). ``run`` and ``check`` take the same settings, all from one
+table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
+``RMQRUN_*`` variables, the command line winning.
+
+Exit codes: 0 success; 1 a runtime failure (unreachable name server, failed
+sends, the pool gave up); 2 an invalid or missing setting; 3 the handler or a
+worker hook does not load; 130 interrupted (``demo``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from typing import Any, Callable
 
 import click
 
 from rmqrun import __version__
 from rmqrun.cli import logs
-from rmqrun.errors import ConfigError
+from rmqrun.errors import ConfigError, RmqrunError
+
+EXIT_RUNTIME, EXIT_CONFIG = 1, 2
 
 
 class _Group(click.Group):
@@ -26,13 +36,233 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except ConfigError as exc:
             click.echo(f"rmqrun: error: {exc}", err=True)
-            ctx.exit(2)
+            ctx.exit(EXIT_CONFIG)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
 @click.version_option(__version__, prog_name="rmqrun")
 def cli() -> None:
-    """rmqrun: a process-pool consumer runner for Apache RocketMQ."""
+    """rmqrun: a process-pool consumer runner for Apache RocketMQ.
+
+    Start with `rmqrun demo`.
+    """
+
+
+def _cwd_on_path() -> None:
+    """Handlers are usually modules in the current directory (as with gunicorn); workers inherit sys.path."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+
+
+def _settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``HANDLER``, ``--config`` and a flag per setting that has one (from the settings table)."""
+    from rmqrun.cli.settings import SETTINGS
+    for s in reversed(SETTINGS):
+        if s.flag is None:
+            continue
+        if s.is_flag:
+            fn = click.option(s.flag, s.key, is_flag=True, default=None, help=s.help)(fn)
+        else:
+            fn = click.option(s.flag, s.key, default=None, help=s.help, metavar=s.key.upper())(fn)
+    fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                      help="YAML file of settings (see config/example.yaml)")(fn)
+    return click.argument("handler", required=False)(fn)
+
+
+# --------------------------------------------------------------------------- run
+
+@cli.command()
+@_settings_options
+@click.option("--help-settings", is_flag=True, help="list every setting (YAML key, env var, flag, default)")
+@click.option("--print-settings", is_flag=True, help="print each resolved value and where it came from, then exit")
+def run(handler: str | None, config_file: str | None, help_settings: bool, print_settings: bool,
+        **flags: object) -> None:
+    """Consume with a pool of worker processes running HANDLER (module:function)."""
+    from rmqrun.cli import settings as table
+    if help_settings:
+        click.echo(table.describe())
+        return
+    resolved = table.resolve({"handler": handler, **flags}, config_file=config_file)
+    if print_settings:
+        click.echo(table.describe(resolved))
+        return
+    logs.setup(resolved["log_level"], resolved["log_format"])
+    settings = table.build(resolved)
+    _cwd_on_path()
+    sys.exit(asyncio.run(_run(settings, resolved)))
+
+
+async def _run(settings: Any, resolved: Any) -> int:
+    from rmqrun.cli.metrics import MetricsServer
+    from rmqrun.cli.systemd import SystemdNotifier
+    from rmqrun.supervisor.supervisor import Supervisor
+    supervisor = Supervisor(settings)
+    notifier = SystemdNotifier.from_env()
+    notifier.attach(settings, supervisor)
+    metrics: MetricsServer | None = None
+    port, host = resolved["metrics_port"], resolved["metrics_host"]
+    try:
+        if port:
+            metrics = MetricsServer(supervisor, host, port)
+            try:
+                await metrics.start()
+            except OSError as exc:
+                raise ConfigError(f"metrics_port={port} ({resolved.sources['metrics_port']}): cannot listen on "
+                                  f"{host}:{port}: {exc.strerror or exc}") from None
+        code = await supervisor.run()
+        if code:
+            notifier.notify(f"STATUS=exited with code {code}", f"EXIT_STATUS={code}")
+        return code
+    finally:
+        notifier.stop()
+        if metrics is not None:
+            await metrics.close()
+
+
+# --------------------------------------------------------------------------- check
+
+@cli.command()
+@_settings_options
+@click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="seconds to wait for the name server and each broker")
+def check(handler: str | None, config_file: str | None, timeout: float, **flags: object) -> None:
+    """Validate the settings, import the handler and hooks, reach the name server and brokers.
+
+    Takes the same arguments as `rmqrun run`. Exit 0 when `run` would start, else
+    2 (settings), 3 (handler or hook) or 1 (name server, topic or broker).
+    """
+    from rmqrun.cli.check import run_check
+    _cwd_on_path()
+    logs.setup("ERROR")
+    report = run_check({"handler": handler, **flags}, config_file, timeout)
+    click.echo(report.text(), err=report.code != 0)
+    sys.exit(report.code)
+
+
+# --------------------------------------------------------------------------- produce
+
+def _namesrv(namesrv: str | None, config_file: str | None) -> str:
+    """The name server from --namesrv, else the settings table (env, NAMESRV_ADDR, --config)."""
+    from rmqrun.cli import settings as table
+    resolved = table.resolve({"namesrv": namesrv}, config_file=config_file)
+    if not resolved["namesrv"]:
+        raise ConfigError("missing namesrv (--namesrv, $NAMESRV_ADDR or RMQRUN_NAMESRV)")
+    return str(resolved["namesrv"])
+
+
+@cli.command()
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/topic from this YAML")
+@click.option("--topic", help="topic to send to (default: the config's topic)")
+@click.option("-n", "--count", type=click.IntRange(min=0), help="send N messages (generated, or the first N lines)")
+@click.option("--file", "file", type=click.File("rb"), help="send each line of FILE as a message ('-': stdin)")
+@click.option("--body", default="message {i}", show_default=True, help="body template of generated messages")
+@click.option("--tags", help="tag of every message")
+@click.option("--keys", help="KEYS template, e.g. 'order-{i}'")
+@click.option("--property", "properties", multiple=True, metavar="K=V", help="user property (repeatable)")
+@click.option("--sharding-key", help="orderly send: messages with equal keys go to one queue, in order; "
+                                     "template, e.g. 'user-{i%8}'")
+@click.option("--delay-level", type=click.IntRange(0, 18), default=0, show_default=True,
+              help="delay level (1=1s ... 18=2h; 0: none)")
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="sends in flight at once")
+@click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
+@click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
+def produce(namesrv: str | None, config_file: str | None, topic: str | None, count: int | None, file: Any,
+            body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
+            delay_level: int, concurrency: int, batch: int, group: str) -> None:
+    """Send messages: --count N generated ones, or the lines of --file / stdin."""
+    from rmqrun.cli import produce as p
+    from rmqrun.cli import settings as table
+    from rmqrun.client.producer import Producer
+    addr = _namesrv(namesrv, config_file)
+    if topic is None and config_file:
+        topic = table.resolve({}, config_file=config_file)["topic"]
+    if not topic:
+        raise ConfigError("missing topic (--topic)")
+    topic = table.BY_KEY["topic"].convert(topic, "command line --topic")
+    try:
+        spec = p.ProduceSpec(topic, tags=tags, keys=p.Template(keys) if keys else None,
+                             sharding_key=p.Template(sharding_key) if sharding_key else None,
+                             properties=p.parse_properties(properties), delay_level=delay_level)
+        template = p.Template(body)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if batch > 1 and (sharding_key or delay_level):
+        raise ConfigError("--batch cannot be combined with --sharding-key or --delay-level")
+    if file is None and count is None:
+        if sys.stdin.isatty():
+            raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
+        file = click.get_binary_stream("stdin")
+    total = count if count is not None else None
+    logs.setup("WARNING")
+    show_bar = sys.stderr.isatty() and total is not None
+
+    async def main() -> p.ProduceReport:
+        bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
+        async with Producer(addr, group) as producer:
+            if not show_bar:
+                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
+            with click.progressbar(length=total, label=f"sending to {topic}", file=sys.stderr,
+                                   show_pos=True, show_eta=True) as bar:
+                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch,
+                                       on_sent=bar.update)
+
+    report = asyncio.run(main())
+    click.echo(report.summary(topic))
+    sys.exit(EXIT_RUNTIME if report.failed else 0)
+
+
+# --------------------------------------------------------------------------- status
+
+@cli.command()
+@click.option("--group", help="consumer group (default: the config's group)")
+@click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
+def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None) -> None:
+    """Per queue: broker offset, consumer offset and lag of a consumer group."""
+    from rmqrun.cli import settings as table
+    from rmqrun.cli.status import StatusError, progress, render
+    resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
+    gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
+    if gap is not None:
+        raise gap
+    chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
+    logs.setup("WARNING")
+    try:
+        rows = asyncio.run(progress(resolved["namesrv"], resolved["group"], chosen))
+    except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
+        sys.exit(EXIT_RUNTIME)
+    click.echo(render(rows, resolved["group"]))
+
+
+# --------------------------------------------------------------------------- demo
+
+@cli.command()
+@click.option("-n", "--messages", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="messages to produce and consume")
+@click.option("--cpu-ms", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="CPU milliseconds the handler burns per message")
+@click.option("-w", "--workers", type=click.IntRange(1, 1024), default=None, help="worker processes [CPU count]")
+@click.option("--handler", default="workers.cpu:handle", show_default=True,
+              help="handler to run (reads RMQRUN_HANDLER_CPU_MS)")
+@click.option("--log-level", default="ERROR", show_default=True,
+              type=click.Choice(["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_level: str) -> None:
+    """Start an embedded broker, produce a backlog and consume it with a worker pool.
+
+    Everything lives in a temporary directory that is removed at the end, Ctrl-C included.
+    """
+    from rmqrun.cli.demo import DemoOptions, run_demo
+    logs.setup(log_level.upper())
+    _cwd_on_path()
+    opts = DemoOptions(messages=messages, cpu_ms=cpu_ms, workers=workers or os.cpu_count() or 1, handler=handler,
+                       tty=sys.stdout.isatty(), log_level=log_level.upper())
+    sys.exit(run_demo(opts))
 
 
 # --------------------------------------------------------------------------- broker
@@ -49,50 +279,13 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     logs.setup(log_level, role="broker")
-    sys.exit(run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush))
-
-
-# --------------------------------------------------------------------------- run
-
-def _run_options(fn):  # type: ignore[no-untyped-def]
-    from rmqrun.cli.settings import SETTINGS
-    for s in reversed(SETTINGS):
-        if s.flag is None:
-            continue
-        if s.parse.__name__ == "parse_bool":
-            fn = click.option(s.flag, s.key, is_flag=True, default=None, help=s.help)(fn)
-        else:
-            fn = click.option(s.flag, s.key, default=None, help=s.help, metavar=s.key.upper())(fn)
-    return fn
-
-
-@cli.command(context_settings={"max_content_width": 120})
-@click.argument("handler", required=False)
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="YAML file of settings")
-@click.option("--help-settings", is_flag=True, help="list every setting (YAML key, env var, flag, default)")
-@_run_options
-def run(handler: str | None, config_file: str | None, help_settings: bool, **flags: object) -> None:
-    """Consume with a pool of worker processes running HANDLER (module:function)."""
-    from rmqrun.cli import settings as table
-    from rmqrun.cli.systemd import SystemdNotifier
-    from rmqrun.supervisor.supervisor import Supervisor
-    if help_settings:
-        click.echo(table.describe())
-        return
-    resolved = table.resolve({"handler": handler, **flags}, config_file=config_file)
-    logs.setup(resolved["log_level"], resolved["log_format"])
-    settings = table.build(resolved)
-    notifier = SystemdNotifier.from_env()
-    supervisor = Supervisor(settings)
-    notifier.attach(settings, supervisor)
-
-    async def main() -> int:
-        try:
-            return await supervisor.run()
-        finally:
-            notifier.stop()
-
-    sys.exit(asyncio.run(main()))
+    try:
+        code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush)
+    except OSError as exc:
+        click.echo(f"rmqrun: error: cannot start the broker: {exc.strerror or exc} "
+                   f"(ports {namesrv_port}/{broker_port} on {host})", err=True)
+        sys.exit(EXIT_RUNTIME)
+    sys.exit(code)
 
 
 def main() -> None:

@@ -1,0 +1,153 @@
+"""``rmqrun check``: everything ``rmqrun run`` would verify at start-up, without consuming.
+
+In order, stopping at the first failure (later steps need the earlier ones):
+
+1. the settings resolve (flags, environment, ``--config``) and build;
+2. the handler and the worker hooks import and have the right shape, in
+   this process, with the errors a worker would give;
+3. the name server answers, the topic has a route, and every broker of the
+   route answers;
+4. what it would subscribe to: topic and tags, the retry topic, the queues,
+   the model, and who else consumes as the group right now.
+
+Exit codes: 0 all well, 2 a setting is invalid or missing, 3 the handler or a
+hook does not load (the worker's boot-error code), 1 the name server, the
+topic or a broker is not usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from rmqrun.cli import settings as table
+from rmqrun.client.instance import ClientInstance
+from rmqrun.client.route import subscribe_queues
+from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.remoting.errors import BrokerError, TopicNotExistError
+from rmqrun.supervisor.supervisor import RunSettings
+from rmqrun.worker.handler import load_handler, load_hook
+
+EXIT_OK, EXIT_UNREACHABLE, EXIT_CONFIG, EXIT_HANDLER = 0, 1, 2, 3
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    code: int = EXIT_OK
+
+    def ok(self, what: str, text: str) -> None:
+        self.lines.append(f"ok    {what:<12} {text}")
+
+    def fail(self, what: str, text: str, code: int) -> "Report":
+        self.lines.append(f"FAIL  {what:<12} {text}")
+        self.code = code
+        return self
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _sources(resolved: table.Resolved) -> str:
+    counts: dict[str, int] = {}
+    for source in resolved.sources.values():
+        kind = next((k for k in ("command line", "environment", "config file") if source.startswith(k)), None)
+        if kind is not None:
+            counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} from {kind}" for kind, n in sorted(counts.items())) or "all defaults"
+
+
+def check_settings(cli: dict[str, object], config_file: str | None, report: Report) -> RunSettings | None:
+    try:
+        resolved = table.resolve(cli, config_file=config_file)
+        settings = table.build(resolved)
+    except ConfigError as exc:
+        report.fail("settings", str(exc), EXIT_CONFIG)
+        return None
+    report.ok("settings", f"{len(table.SETTINGS)} settings resolved ({_sources(resolved)})")
+    return settings
+
+
+def check_handler(settings: RunSettings, report: Report) -> bool:
+    pool = settings.pool
+    try:
+        handler = load_handler(pool.handler, batch_size=pool.batch_size)
+    except ConfigError as exc:
+        report.fail("handler", str(exc), EXIT_HANDLER)
+        return False
+    form = "a batch handler (lists of messages)" if handler.is_batch else "one message per call"
+    report.ok("handler", f"{handler.ref}: {form}")
+    for what, ref in (("worker_init", pool.worker_init), ("worker_exit", pool.worker_exit)):
+        if not ref:
+            continue
+        try:
+            load_hook(ref, what)
+        except ConfigError as exc:
+            report.fail(what, str(exc), EXIT_HANDLER)
+            return False
+        report.ok(what, ref)
+    return True
+
+
+async def check_cluster(settings: RunSettings, report: Report, timeout: float) -> None:
+    consumer = settings.consumer
+    topic = next(iter(consumer.subscriptions))
+    instance = ClientInstance(consumer.namesrv, instance_name="rmqrun-check", api_timeout=timeout,
+                              connect_timeout=timeout)
+    try:
+        try:
+            route = await instance.update_route(topic)
+        except TopicNotExistError:
+            report.ok("name server", consumer.namesrv)
+            report.fail("topic", f"topic {topic!r} does not exist on the name server (create it, or send to it "
+                                 "once with topic auto-creation on)", EXIT_UNREACHABLE)
+            return
+        except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+            report.fail("name server", f"{consumer.namesrv}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
+            return
+        report.ok("name server", consumer.namesrv)
+        queues = sorted(subscribe_queues(route, topic))
+        if not queues:
+            report.fail("topic", f"{topic} has no readable queue", EXIT_UNREACHABLE)
+            return
+        brokers = sorted({mq.broker_name for mq in queues})
+        report.ok("topic", f"{topic}: {len(queues)} readable queue(s) on {', '.join(brokers)}")
+        members: set[str] = set()
+        for name in brokers:
+            addr = route.master_address(name)
+            if addr is None:
+                report.fail("broker", f"{name} has no master in the route of {topic}", EXIT_UNREACHABLE)
+                return
+            try:
+                mq = next(q for q in queues if q.broker_name == name)
+                backlog = await instance.broker.get_max_offset(addr, mq, timeout=timeout)
+                try:
+                    members.update(await instance.broker.get_consumer_list(addr, consumer.group, timeout=timeout))
+                except BrokerError:
+                    pass  # "no consumer for this group": the broker's way of saying none is online
+            except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+                report.fail("broker", f"{name} at {addr}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
+                return
+            report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
+        mode = "orderly" if consumer.orderly else "concurrently"
+        subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
+        report.note(f"would subscribe to {subs} as group {consumer.group}: {consumer.message_model}, {mode}, "
+                    f"allocate {consumer.allocate_strategy}, a new group starts at {consumer.consume_from_where}; "
+                    f"{settings.pool.workers} worker(s) running {settings.pool.handler}")
+        online = f"{len(members)} member(s) of {consumer.group} online now" if members else \
+            f"no member of {consumer.group} is online now"
+        report.note(f"{len(queues)} queue(s) of {topic} would be shared among the members; {online}")
+    finally:
+        await instance.close()
+
+
+def run_check(cli: dict[str, object], config_file: str | None, timeout: float = 5.0) -> Report:
+    report = Report()
+    settings = check_settings(cli, config_file, report)
+    if settings is None or not check_handler(settings, report):
+        return report
+    asyncio.run(check_cluster(settings, report, timeout))
+    return report
