@@ -79,7 +79,7 @@ def topic_messages(eb: EmbeddedBroker, topic: str) -> list:  # type: ignore[type
                 while True:
                     header = PullMessageRequestHeader(
                         consumer_group="probe", topic=topic, queue_id=mq.queue_id, queue_offset=offset,
-                        max_msg_nums=32, sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
+                        max_msg_nums=32, sys_flag=4, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
                         subscription="*", expression_type="TAG")
                     result = await inst.broker.pull(eb.broker_address, header)
                     if not result.body:
@@ -214,6 +214,10 @@ class RmqrunProcess:
         assert self.proc is not None
         self.proc.kill()
         self.proc.wait(10)
+
+    def poll(self) -> int | None:
+        assert self.proc is not None
+        return self.proc.poll()
 
     def wait(self, timeout: float) -> int:
         assert self.proc is not None

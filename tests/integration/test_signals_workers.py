@@ -1,0 +1,203 @@
+"""Workers that die, hang, leak or crash-loop under a real ``rmqrun run`` process.
+
+Each test starts ``rmqrun run`` as a child process against an embedded broker,
+breaks its workers, and then checks durable facts: what the handler recorded
+(every message handled, per-queue order kept in orderly mode) and what the
+broker committed (never a message that was not handled).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+import pytest
+
+from tests.integration.signals_kit import (
+    Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, start_broker, topic_messages,
+    wait_until,
+)
+
+PROBE = "tests.integration.probe_handler"
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Runs]:
+    r = Runs(tmp_path)
+    try:
+        yield r
+    finally:
+        r.close()
+
+
+@pytest.fixture
+def eb(tmp_path: Path):  # type: ignore[no-untyped-def]
+    broker = start_broker(tmp_path)
+    try:
+        yield broker
+    finally:
+        broker.stop_in_thread()
+
+
+def assert_in_order_at_least_once(offsets: list[int], size: int, max_restarts: int, what: str) -> None:
+    """Orderly after crashes: never a skip ahead; a redelivery restarts at an earlier offset and
+    continues contiguously from there; every offset seen."""
+    restarts = 0
+    top = -1
+    prev = -1
+    for x in offsets:
+        assert x <= top + 1, f"{what}: {x} seen before {top + 1}: {offsets}"
+        if x != prev + 1:
+            restarts += 1
+        prev = x
+        top = max(top, x)
+    assert set(offsets) == set(range(size)), f"{what}: missing {sorted(set(range(size)) - set(offsets))}"
+    assert restarts <= max_restarts, f"{what}: {restarts} redelivery restarts: {offsets}"
+
+
+def _kill_busy_workers(run, record: Path, kills: int) -> list[int]:  # type: ignore[no-untyped-def]
+    """SIGKILL a worker in the middle of its work, ``kills`` times, a little apart."""
+    killed = []
+    for _ in range(kills):
+        before = len(oks(record))
+        wait_until(lambda: len(oks(record)) >= before + 20, 30, "progress before the next kill")
+        pids = run.worker_pids()
+        assert pids
+        victim = pids[len(killed) % len(pids)]
+        os.kill(victim, signal.SIGKILL)
+        killed.append(victim)
+    return killed
+
+
+def test_sigkill_of_a_busy_worker_loses_nothing_concurrent(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WK", 300)
+    sizes = queue_max_offsets(eb, "WK")
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:record", namesrv=eb.namesrv_address, group="GWK", topic="WK",
+                     args=["--workers", "2"], env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "10"})
+    killed = _kill_busy_workers(run, record, 2)
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(300)), 40, "every message handled")
+    wait_until(lambda: committed(eb, "GWK", "WK") == sizes, 10, "everything committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    log = run.log()
+    assert log.count("redelivering") >= 1, log[-3000:]
+    assert all(str(pid) in log for pid in killed)
+    # at-least-once: duplicates only from batches the killed workers held
+    assert len(oks(record)) - 300 <= 2 * 64
+
+
+def test_sigkill_of_a_busy_worker_keeps_orderly_queues_in_order(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WKO", 300, sharding_keys=4)
+    sizes = queue_max_offsets(eb, "WKO")
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:record", namesrv=eb.namesrv_address, group="GWKO", topic="WKO",
+                     args=["--workers", "2", "--orderly"],
+                     env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "10"})
+    _kill_busy_workers(run, record, 3)
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(300)), 40, "every message handled")
+    wait_until(lambda: committed(eb, "GWKO", "WKO") == sizes, 10, "everything committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    for q, offs in per_queue(oks(record)).items():
+        assert_in_order_at_least_once(offs, sizes[q], 3, f"queue {q}")
+
+
+def test_hung_handler_is_stopped_at_its_time_limit_and_retried_not_committed(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WH", 40)
+    record = tmp_path / "records.txt"
+    # consume_timeout_minutes 0.02 = 1.2 s; the first delivery of idx 5 sleeps for an hour
+    run = runs.start("run", f"{PROBE}:hang", namesrv=eb.namesrv_address, group="GWH", topic="WH",
+                     args=["--workers", "2", "--consume-timeout", "0.02"],
+                     env={"PROBE_RECORD": str(record), "PROBE_HANG_IDX": "5"})
+    wait_until(lambda: any(d.event == "start" and d.idx == 5 for d in read_deliveries(record)), 20, "idx 5 hangs")
+    hung = next(d for d in read_deliveries(record) if d.event == "start")
+    time.sleep(0.6)  # persist rounds while it hangs
+    assert committed(eb, "GWH", "WH")[hung.queue_id] <= hung.offset, "a hung message is never committed"
+    wait_until(lambda: any(d.event == "ok" and d.idx == 5 for d in read_deliveries(record)), 20, "idx 5 retried")
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(40)), 20, "every message")
+    retried = [d for d in read_deliveries(record) if d.idx == 5]
+    assert [(d.event, d.reconsume) for d in retried] == [("start", 0), ("ok", 1)], retried
+    wait_until(lambda: sum(committed(eb, "GWH", "WH").values()) == 40, 10, "all committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert "time limit" in run.log()
+
+
+def test_handler_ignoring_the_soft_limit_is_killed_at_the_hard_limit_and_retried(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WHH", 40)
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:hang_hard", namesrv=eb.namesrv_address, group="GWHH", topic="WHH",
+                     args=["--workers", "2", "--consume-timeout", "0.02"], settings={"RMQRUN_KILL_GRACE": "1"},
+                     env={"PROBE_RECORD": str(record), "PROBE_HANG_IDX": "5"})
+    wait_until(lambda: any(d.event == "start" for d in read_deliveries(record)), 20, "idx 5 hangs")
+    hung = next(d for d in read_deliveries(record) if d.event == "start")
+    wait_until(lambda: not psutil.pid_exists(hung.pid) or psutil.Process(hung.pid).status() == psutil.STATUS_ZOMBIE,
+               15, "the hung worker to be killed")
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(40)), 30, "every message")
+    assert [(d.event, d.reconsume) for d in read_deliveries(record) if d.idx == 5] == [("start", 0), ("ok", 1)]
+    wait_until(lambda: sum(committed(eb, "GWHH", "WHH").values()) == 40, 10, "all committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert "hard time limit" in run.log()
+
+
+def test_leaking_handler_is_recycled_at_its_memory_limit_without_loss(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WL", 24)
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:leak", namesrv=eb.namesrv_address, group="GWL", topic="WL",
+                     args=["--workers", "1"],
+                     # one message per batch and no batch queued behind the running one: the worker
+                     # checks its memory after each batch and holds nothing it would have to finish
+                     settings={"RMQRUN_MAX_MEMORY_PER_WORKER": "150MiB", "RMQRUN_PULL_BATCH_SIZE": "1",
+                               "RMQRUN_MAX_INFLIGHT_MESSAGES": "1"},
+                     env={"PROBE_RECORD": str(record), "PROBE_LEAK_MB": "25"})
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(24)), 60, "every message")
+    wait_until(lambda: sum(committed(eb, "GWL", "WL").values()) == 24, 10, "all committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    deliveries = oks(record)
+    assert sorted(d.idx for d in deliveries) == list(range(24)), "each exactly once: recycling is graceful"
+    pids = {d.pid for d in deliveries}
+    assert len(pids) >= 24 // 7, f"the worker was recycled several times, got pids {pids}"
+    # no worker handled more than fits under the limit (25 MiB each on top of the interpreter)
+    # plus the one that crossed it
+    per_pid = {p: sum(1 for d in deliveries if d.pid == p) for p in pids}
+    assert max(per_pid.values()) <= 150 // 25 + 1, per_pid
+    assert "recycling" in run.log()
+
+
+def test_crash_loop_stops_rmqrun_with_a_clear_error_and_loses_nothing(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WC", 40)
+    sizes = queue_max_offsets(eb, "WC")
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:die", namesrv=eb.namesrv_address, group="GWC", topic="WC",
+                     args=["--workers", "2"], env={"PROBE_RECORD": str(record)})
+    started = time.monotonic()
+    code = run.wait(45)
+    took = time.monotonic() - started
+    log = run.log()
+    assert code == 1, log[-3000:]
+    assert "workers died" in log and "within" in log, log[-3000:]
+    assert took < 30, f"it spun for {took:.0f} s"
+    run.wait_group_gone()
+    # Nothing is lost: a message is either not committed (the next run gets it again) or, having
+    # been running in three worker deaths, was sent back to the group's retry topic.
+    assert "treating it as failed" in log
+    commit = committed(eb, "GWC", "WC")
+    below = sum(max(c, 0) for c in commit.values())
+    # sent-back messages reach the retry topic after their delay level (1 s here)
+    wait_until(lambda: len(topic_messages(eb, "%RETRY%GWC")) >= below, 10, "the retry topic", interval=0.2)
+    retried = {m.properties["idx"] for m in topic_messages(eb, "%RETRY%GWC")}
+    for m in topic_messages(eb, "WC"):
+        assert m.queue_offset >= commit[m.queue_id] or m.properties["idx"] in retried, \
+            f"idx {m.properties['idx']} (queue {m.queue_id} offset {m.queue_offset}) committed but not retried"
+    assert sum(sizes.values()) == 40
