@@ -19,9 +19,10 @@ comes from a set).
 
 from __future__ import annotations
 
+from loguru import logger
+
 import bisect
 import hashlib
-import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,7 +30,6 @@ from typing import Any
 from rmqrun.consumer.defaults import CONSISTENT_HASH_VIRTUAL_NODES
 from rmqrun.model import MessageQueue
 
-log = logging.getLogger(__name__)
 
 
 class AllocateStrategy(ABC):
@@ -69,8 +69,8 @@ def _prepare(
     if not cid_all:
         raise ValueError("cid_all is empty")
     if current_cid not in cid_all:
-        log.warning(
-            "consumer group %s: client id %s is not in the group's client list %s; allocating nothing",
+        logger.warning(
+            "consumer group {}: client id {} is not in the group's client list {}; allocating nothing",
             consumer_group,
             current_cid,
             list(cid_all),

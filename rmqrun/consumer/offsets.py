@@ -16,8 +16,9 @@ method.
 
 from __future__ import annotations
 
+from loguru import logger
+
 import json
-import logging
 import os
 import re
 from abc import ABC, abstractmethod
@@ -30,7 +31,6 @@ from rmqrun.consumer.defaults import LOCAL_OFFSET_FILE_NAME, LOCAL_OFFSET_STORE_
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 
-log = logging.getLogger(__name__)
 
 CommitFn = Callable[[MessageQueue, int], Awaitable[Any]]
 FetchFn = Callable[[MessageQueue], Awaitable["int | None"]]
@@ -72,7 +72,7 @@ class OffsetStore(ABC):
         the broker to restart the queue.
         """
         if offset < 0:
-            log.debug("group %s: ignoring negative offset %d for %s", self.group, offset, mq)
+            logger.debug("group {}: ignoring negative offset {} for {}", self.group, offset, mq)
             return False
         old = self._table.get(mq)
         if old is None or (offset > old if increase_only else offset != old):
@@ -113,7 +113,7 @@ class OffsetStore(ABC):
     def remove(self, mq: MessageQueue) -> None:
         """Forget a queue that is no longer ours (memory only)."""
         if self._table.pop(mq, None) is not None:
-            log.info("group %s: removed offset of %s, %d left", self.group, mq, len(self._table))
+            logger.info("group {}: removed offset of {}, {} left", self.group, mq, len(self._table))
 
     def clone_table(self, topic: str | None = None) -> dict[MessageQueue, int]:
         """A copy of the table, optionally of one topic (Java ``cloneOffsetTable``)."""
@@ -137,12 +137,12 @@ class RemoteOffsetStore(OffsetStore):
         consumer to the max offset; here only a ``None`` answer (QUERY_NOT_FOUND)
         means -1 and any exception means -2."""
         if self._fetch is None:
-            log.warning("group %s: no broker query configured; cannot read offset of %s", self.group, mq)
+            logger.warning("group {}: no broker query configured; cannot read offset of {}", self.group, mq)
             return OFFSET_READ_FAILED
         try:
             offset = await self._fetch(mq)
         except Exception as exc:  # noqa: BLE001 - any failure means "ask again later"
-            log.warning("group %s: reading offset of %s from the broker failed: %r", self.group, mq, exc)
+            logger.warning("group {}: reading offset of {} from the broker failed: {!r}", self.group, mq, exc)
             return OFFSET_READ_FAILED
         if offset is None or offset < 0:
             return OFFSET_NOT_FOUND
@@ -178,7 +178,7 @@ class RemoteOffsetStore(OffsetStore):
         try:
             await self._commit(mq, offset)
         except Exception as exc:  # noqa: BLE001 - one broker's failure must not stop the others
-            log.error("group %s: committing offset %d of %s failed: %r", self.group, offset, mq, exc)
+            logger.error("group {}: committing offset {} of {} failed: {!r}", self.group, offset, mq, exc)
             return False
         return True
 
@@ -210,13 +210,13 @@ class LocalFileOffsetStore(OffsetStore):
         stored = self._read_file()
         for mq, offset in stored.items():
             self._table[mq] = offset
-            log.info("group %s: loaded offset %d of %s from %s", self.group, offset, mq, self.path)
+            logger.info("group {}: loaded offset {} of {} from {}", self.group, offset, mq, self.path)
 
     async def _read_from_store(self, mq: MessageQueue) -> int:
         try:
             stored = self._read_file()
         except OffsetStoreError as exc:
-            log.warning("group %s: %s", self.group, exc)
+            logger.warning("group {}: {}", self.group, exc)
             return OFFSET_NOT_FOUND
         offset = stored.get(mq)
         if offset is None:
@@ -243,13 +243,13 @@ class LocalFileOffsetStore(OffsetStore):
         try:
             merged = self._read_file()
         except OffsetStoreError as exc:
-            log.error("group %s: not persisting offsets: %s", self.group, exc)
+            logger.error("group {}: not persisting offsets: {}", self.group, exc)
             return False
         merged.update(updates)
         try:
             self._write_file(merged)
         except OSError as exc:
-            log.error("group %s: writing %s failed: %r", self.group, self.path, exc)
+            logger.error("group {}: writing {} failed: {!r}", self.group, self.path, exc)
             return False
         return True
 
@@ -260,13 +260,13 @@ class LocalFileOffsetStore(OffsetStore):
         except FileNotFoundError:
             content = ""
         except OSError as exc:
-            log.warning("group %s: cannot read %s: %r", self.group, self.path, exc)
+            logger.warning("group {}: cannot read {}: {!r}", self.group, self.path, exc)
             content = ""
         if content.strip():
             try:
                 return parse_offset_table(content)
             except ValueError as exc:
-                log.warning("group %s: %s is corrupt (%s); trying the backup", self.group, self.path, exc)
+                logger.warning("group {}: {} is corrupt ({}); trying the backup", self.group, self.path, exc)
         try:
             backup = self.backup_path.read_text(encoding="utf-8")
         except FileNotFoundError:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import logging
+from loguru import logger
+
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -50,6 +50,6 @@ class PeriodicTasks:
                     try:
                         task.fn()
                     except Exception:
-                        log.exception("store task %s failed", task.name)
+                        logger.opt(exception=True).error("store task {} failed", task.name)
             next_due = min((t.due for t in self._tasks), default=now + 1.0)
             self._stop.wait(max(0.005, next_due - time.monotonic()))

@@ -14,8 +14,9 @@ the kernel may have dropped the dirty pages and retrying would report false succ
 
 from __future__ import annotations
 
+from loguru import logger
+
 import asyncio
-import logging
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -23,7 +24,6 @@ from typing import Callable
 from .errors import StoreIOError
 from .segmented_file import SegmentedFile
 
-log = logging.getLogger(__name__)
 
 
 
@@ -141,7 +141,7 @@ class CommitLogFlusher:
                     self._file.sync(target)
                     self.fsync_count += 1
                 except OSError as exc:
-                    log.error("commit log fsync failed; refusing further writes: %s", exc)
+                    logger.error("commit log fsync failed; refusing further writes: {}", exc)
                     self.error = exc
             elif self.error is None:
                 self._file.sync(self._file.synced_pos)  # new directories only

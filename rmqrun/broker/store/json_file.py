@@ -9,8 +9,9 @@ A file that does not parse is never silently overwritten: it is moved aside to
 
 from __future__ import annotations
 
+from loguru import logger
+
 import json
-import logging
 import os
 from dataclasses import dataclass
 from enum import Enum
@@ -19,7 +20,6 @@ from typing import Any, Callable
 
 from .segmented_file import fsync_dir
 
-log = logging.getLogger(__name__)
 
 
 class LoadSource(str, Enum):
@@ -60,7 +60,7 @@ class JsonFile:
         backup = self._try(self.backup_path, problems, parse) if self.keep_backup else _MISSING
         problem = "; ".join(problems) or None
         if problem:
-            log.warning("%s: %s", self.path, problem)
+            logger.warning("{}: {}", self.path, problem)
         if backup is not _MISSING:
             return JsonLoad(backup, LoadSource.BACKUP, problem or f"{self.path.name} missing, used backup")
         return JsonLoad(None, LoadSource.EMPTY, problem)

@@ -17,8 +17,9 @@ queues and the checkpoint are fsync'ed by a second background thread.
 
 from __future__ import annotations
 
+from loguru import logger
+
 import fcntl
-import logging
 import os
 import threading
 from pathlib import Path
@@ -42,7 +43,6 @@ from .subscription_groups import SubscriptionGroupStore
 from .tags_code import TagsCodeFn, make_tags_code_fn
 from .topic_configs import TopicConfigStore
 
-log = logging.getLogger(__name__)
 
 #: Called after every successful put with (topic, queue id, new max offset); used by
 #: the broker to wake long-polling pulls. Runs in the putting thread: keep it cheap.
@@ -220,7 +220,7 @@ class MessageStore:
             except OSError as exc:
                 # The log and the queue may now disagree; only recovery (reopen) may fix that.
                 self._failed = exc
-                log.error("store write failed, refusing further writes until reopened: %s", exc)
+                logger.error("store write failed, refusing further writes until reopened: {}", exc)
                 raise StoreIOError(f"store write failed: {exc}") from exc
             max_offset = cq.max_offset
         for listener in self.arrival_listeners:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import logging
+from loguru import logger
+
 import shutil
 import threading
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Iterator
 
 from .consume_queue import ConsumeQueue
 
-log = logging.getLogger(__name__)
 
 _MAX_TOPIC_LEN = 127  # RocketMQ's limit for V1 records (TOPIC length is a byte)
 
@@ -47,7 +47,7 @@ class QueueTable:
                 continue
             for qdir in sorted(topic_dir.iterdir()):
                 if not (qdir.is_dir() and qdir.name.isdigit()) or topic_name_problem(topic_dir.name):
-                    log.warning("ignoring unexpected path %s", qdir)
+                    logger.warning("ignoring unexpected path {}", qdir)
                     continue
                 cq = ConsumeQueue(self.root, topic_dir.name, int(qdir.name), self.entries_per_file)
                 if cq.load():

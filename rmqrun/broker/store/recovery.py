@@ -22,7 +22,8 @@ and every valid record has its entry.
 
 from __future__ import annotations
 
-import logging
+from loguru import logger
+
 from dataclasses import dataclass, field
 
 from .checkpoint import Checkpoint
@@ -34,7 +35,6 @@ from .queue_table import QueueTable, topic_name_problem
 from .record import MIN_RECORD_SIZE, check_body_crc, parse_header, parse_properties, read_blank
 from .tags_code import TagsCodeFn
 
-log = logging.getLogger(__name__)
 
 _FLUSH_BYTES = 1 << 20  # write rebuilt entries out in 1 MiB chunks: memory stays bounded
 _OLD_ENTRIES_MAX = 65536  # old entries kept to reuse caller-given tags codes
@@ -163,7 +163,7 @@ class Recovery:
         for cq in self.queues:
             cq.sync()
         if report.problem or report.truncated_bytes:
-            log.warning("commit log recovered to %d (dropped %d bytes): %s", end, report.truncated_bytes, report.problem)
+            logger.warning("commit log recovered to {} (dropped {} bytes): {}", end, report.truncated_bytes, report.problem)
         return report
 
     # -- step 1 ----------------------------------------------------------------------
