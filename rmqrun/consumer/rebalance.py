@@ -199,18 +199,24 @@ class Rebalancer:
                 req.pq.last_lock_timestamp = _now_ms()
         return ok
 
+    def _by_broker(self, mqs: list[MessageQueue]) -> list[tuple[str, str, list[MessageQueue]]]:
+        """(broker name, address, queues) for each broker with a known address."""
+        groups: dict[str, list[MessageQueue]] = defaultdict(list)
+        for mq in mqs:
+            groups[mq.broker_name].append(mq)
+        out = []
+        for name, group in groups.items():
+            addr = self.engine.instance.broker_address(name)
+            if addr is not None:
+                out.append((name, addr, group))
+        return out
+
     async def lock_all(self) -> None:
         """Renew the broker locks of every orderly queue we hold (lockAll)."""
         if not self.orderly_locks:
             return
-        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
-        for mq, req in self.engine.table.items():
-            if not req.pq.dropped:
-                by_broker[mq.broker_name].append(mq)
-        for broker_name, mqs in by_broker.items():
-            addr = self.engine.instance.broker_address(broker_name)
-            if addr is None:
-                continue
+        live = [mq for mq, req in self.engine.table.items() if not req.pq.dropped]
+        for broker_name, addr, mqs in self._by_broker(live):
             try:
                 locked = await self.engine.instance.broker.lock_batch_mq(
                     addr, self.config.group, self.engine.instance.client_id, mqs)
@@ -247,13 +253,7 @@ class Rebalancer:
         """At shutdown: a two-way unlock of every queue, per broker."""
         if not self.orderly_locks:
             return
-        by_broker: dict[str, list[MessageQueue]] = defaultdict(list)
-        for mq in self.engine.table:
-            by_broker[mq.broker_name].append(mq)
-        for broker_name, mqs in by_broker.items():
-            addr = self.engine.instance.broker_address(broker_name)
-            if addr is None:
-                continue
+        for broker_name, addr, mqs in self._by_broker(list(self.engine.table)):
             try:
                 await self.engine.instance.broker.unlock_batch_mq(
                     addr, self.config.group, self.engine.instance.client_id, mqs, oneway=False)
