@@ -38,9 +38,12 @@ seconds, or a replacement that cannot import the handler, is fatal:
 ``on_fatal`` is called, nothing is respawned and ``submit`` raises. See
 :class:`rmqrun.supervisor.wire.ExitCode` for the exit-code table.
 
-Time limits: the worker interrupts its handler at ``time_limit`` (soft, the
-batch is reported with failures); the pool SIGKILLs it at ``time_limit +
-kill_grace`` (hard) and reports that batch as a failed ``BatchResult`` with
+Time limits count per handler call, like Java's consumeTimeout (a pool
+batch is a whole pull, many calls): the worker interrupts a call at
+``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
+it ``time_limit + kill_grace`` after the batch was last announced (STARTED,
+which a worker repeats before calls of a long batch) and reports that batch
+as a failed ``BatchResult`` with
 ``timed_out=True`` (never as success); batches queued behind it come back
 through ``on_worker_lost`` untouched.
 """
@@ -100,7 +103,7 @@ class PoolConfig:
 
     ``batch_size`` is consumeMessageBatchMaxSize (messages per handler call of
     an ``@rmqrun.batch`` handler). ``time_limit`` is consumeTimeout in seconds,
-    per pool batch (0 = none); ``kill_grace`` is how long after it the worker
+    per handler call (0 = none); ``kill_grace`` is how long after it the worker
     is SIGKILLed. ``max_messages_jitter`` defaults to 10% of
     ``max_messages_per_worker``; ``max_memory_per_worker`` is RSS in bytes.
     ``crash_limit`` defaults to max(10, 2 * workers).
@@ -147,7 +150,7 @@ class PoolConfig:
         if jitter is None:
             jitter = self.max_messages_per_worker // 10
         return WorkerConfig(handler=self.handler, worker_init=self.worker_init, worker_exit=self.worker_exit,
-                            batch_size=self.batch_size, time_limit=self.time_limit,
+                            batch_size=self.batch_size, time_limit=self.time_limit, kill_grace=self.kill_grace,
                             max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
                             max_memory=self.max_memory_per_worker, log_level=self.log_level,
                             log_format=self.log_format)

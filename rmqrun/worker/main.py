@@ -58,7 +58,12 @@ LOG_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[work
 class WorkerConfig:
     """What a worker needs to know, sent once in the BOOT frame (as JSON, so plain fields only).
 
-    ``time_limit`` is the soft limit of one batch in seconds (0 = none).
+    ``time_limit`` is the soft limit of one handler call in seconds (0 = none),
+    Java's consumeTimeout, which counts from the start of each consume call,
+    not from the start of the pulled batch the call belongs to.
+    ``kill_grace`` is how long after it the supervisor kills the worker; the
+    worker re-announces a long batch (STARTED again) before each call often
+    enough that the supervisor's hard limit counts from the current call too.
     ``max_messages`` (+ a random 0..``max_messages_jitter``) and ``max_memory``
     (RSS bytes) trigger recycling; 0 disables them.
     """
@@ -68,6 +73,7 @@ class WorkerConfig:
     worker_exit: str | None = None
     batch_size: int = 1
     time_limit: float = 900.0
+    kill_grace: float = 10.0
     max_messages: int = 0
     max_messages_jitter: int = 0
     max_memory: int = 0
@@ -117,13 +123,19 @@ class Worker:
         self._retiring = False
         self._terminating = False
         self._in_batch = False
+        self._call_started = 0.0
         self._idle = False
         self._warned: set[Any] = set()
         self._proc: Any = None
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
+        """The timer is armed once per batch; the limit is per call, so re-arm for what the current call has left."""
         if self._in_batch:
+            left = self.config.time_limit - (time.monotonic() - self._call_started)
+            if left > 0.001:
+                signal.setitimer(signal.ITIMER_REAL, left)
+                return
             raise SoftTimeLimitExceeded(f"soft time limit ({self.config.time_limit:g} s) exceeded")
 
     def _on_term(self, signum: int, frame: Any) -> None:
@@ -275,6 +287,10 @@ class Worker:
         ref = self.handler.ref
         step = self.config.batch_size if self.handler.is_batch else 1
         limit = self.config.time_limit
+        # Re-announce the batch before a call once the last announcement is this old, so the
+        # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
+        announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
+        announced = self._call_started = time.monotonic()
         try:
             self._in_batch = True
             try:
@@ -285,6 +301,12 @@ class Worker:
                 for start in range(0, n, step):
                     end = min(n, start + step)
                     arg = msgs[start:end] if is_batch else msgs[start]
+                    if limit > 0:
+                        now = self._call_started = time.monotonic()
+                        if now - announced > announce_every:
+                            announced = now
+                            self.pipe.send(Started(run.batch_id))
+                            self.pipe.flush()
                     try:
                         if any_bad:
                             bad = next((e for e in decode_errors[start:end] if e), None)

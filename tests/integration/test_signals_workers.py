@@ -201,3 +201,21 @@ def test_crash_loop_stops_rmqrun_with_a_clear_error_and_loses_nothing(
         assert m.queue_offset >= commit[m.queue_id] or m.properties["idx"] in retried, \
             f"idx {m.properties['idx']} (queue {m.queue_id} offset {m.queue_offset}) committed but not retried"
     assert sum(sizes.values()) == 40
+
+
+def test_time_limit_applies_to_each_handler_call_not_to_the_whole_batch(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """consumeTimeout is per consume call in Java: 15 messages of 0.15 s each, pulled as one batch,
+    must not trip a 1.2 s limit (neither the soft one nor the hard one)."""
+    produce(eb, "WT", 60)
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:record", namesrv=eb.namesrv_address, group="GWT", topic="WT",
+                     args=["--workers", "2", "--consume-timeout", "0.02"], settings={"RMQRUN_KILL_GRACE": "0.5"},
+                     env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "150"})
+    wait_until(lambda: {d.idx for d in oks(record)} >= set(range(60)), 40, "every message")
+    wait_until(lambda: sum(committed(eb, "GWT", "WT").values()) == 60, 10, "all committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    deliveries = read_deliveries(record)
+    assert [d for d in deliveries if d.event != "ok"] == [], "no call was stopped"
+    assert "time limit" not in run.log()
