@@ -44,6 +44,8 @@ class ConcurrentConsumeService:
     # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
+        if getattr(self.engine.executor, "enforces_time_limit", False):
+            return  # the executor stops slow calls itself; see Executor.enforces_time_limit
         period = self.config.consume_timeout_minutes * 60
         self._cleaner = asyncio.ensure_future(self._clean_expired_loop(period))
 
@@ -151,8 +153,10 @@ class ConcurrentConsumeService:
     async def _clean_expired_loop(self, period: float) -> None:
         """cleanExpireMsg: messages stuck in a handler past consumeTimeout go back to the broker.
 
-        The worker pool enforces the time limit itself (it stops the handler), so
-        this is the safety net for messages that never come back at all.
+        Only for executors that do not enforce the limit themselves: the worker pool
+        stops a slow call and always answers, and this sweep, which counts from when
+        a job was handed to the executor, would send back messages still queued for
+        a worker or running within their limit.
         """
         timeout_ms = int(self.config.consume_timeout_minutes * 60_000)
         while True:

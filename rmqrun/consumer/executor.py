@@ -59,6 +59,13 @@ class JobResult:
 
 
 class Executor(Protocol):
+    #: True when the executor stops a handler call itself at consumeTimeout and always
+    #: answers for every job (the worker pool does). The concurrent service then skips
+    #: Java's cleanExpireMsg sweep, which judges by when a job was handed over, and would
+    #: send back (and commit past) messages still waiting or running within their limit.
+    #: Optional: an executor without the attribute gets the sweep.
+    enforces_time_limit: bool
+
     async def run(self, job: ConsumeJob) -> JobResult:
         """Consume the job; return when every message has a verdict.
 

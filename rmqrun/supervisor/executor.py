@@ -55,6 +55,8 @@ class PoolExecutor:
         self._closed: BaseException | None = None
         self.fatal: asyncio.Future[PoolError] | None = None
         self.lost_batches = 0
+        #: the pool stops a call at its time limit and answers for every batch (lost ones are redispatched)
+        self.enforces_time_limit = config.time_limit > 0
 
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()

@@ -219,3 +219,5 @@ def test_time_limit_applies_to_each_handler_call_not_to_the_whole_batch(
     deliveries = read_deliveries(record)
     assert [d for d in deliveries if d.event != "ok"] == [], "no call was stopped"
     assert "time limit" not in run.log()
+    # nor was any message sent back while it waited for or ran in its worker
+    assert sorted(d.idx for d in deliveries) == list(range(60)), "each message once, none retried"
