@@ -255,6 +255,8 @@ async def _demo(opts: DemoOptions, data_dir: Path, display: Display) -> DemoResu
 
 
 def summary(opts: DemoOptions, r: DemoResult) -> str:
+    if r.interrupted and not r.consume_seconds:
+        return f"interrupted before consuming began ({r.produced} of {opts.messages} messages produced)"
     rate = r.handled / r.consume_seconds if r.consume_seconds > 0 else 0.0
     ideal = opts.workers / (opts.cpu_ms / 1000) if opts.cpu_ms > 0 else float("inf")
     head = "interrupted: " if r.interrupted else ""

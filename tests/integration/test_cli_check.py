@@ -1,0 +1,109 @@
+"""``rmqrun check`` against a real embedded broker: exit 0 with a report, or the precise problem.
+
+Exit codes: 0 all well, 2 settings, 3 handler/hook, 1 name server/topic/broker.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli_kit import child_env, embedded_broker, free_port, produce, run_cli
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    with embedded_broker(tmp_path_factory.mktemp("check")) as eb:
+        produce(eb.namesrv_address, "CK", 5)
+        yield eb
+
+
+def check(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None):  # type: ignore[no-untyped-def]
+    return run_cli(["check", *args], env=env, cwd=cwd)
+
+
+def test_all_well(cluster) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "GCK", "--topic", "CK",
+                 "--tags", "A || B", "--workers", "3", "--worker-init", "workers.noop:handle")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "ok    handler      workers.cpu:handle: one message per call" in out
+    assert "ok    worker_init  workers.noop:handle" in out
+    assert f"ok    name server  {cluster.namesrv_address}" in out
+    assert "CK: 4 readable queue(s) on broker-a" in out
+    assert f"broker-a at {cluster.broker_address} answers (queue 0 holds offsets up to " in out
+    assert "would subscribe to CK [A || B], %RETRY%GCK [*] as group GCK: CLUSTERING, concurrently" in out
+    assert "3 worker(s) running workers.cpu:handle" in out
+    assert "no member of GCK is online now" in out
+
+
+def test_config_file_and_environment(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    cfg = tmp_path / "app.yaml"
+    cfg.write_text(f"handler: workers.cpu:handle_batch\nnamesrv: 127.0.0.1:1\ngroup: GCK2\ntopic: CK\n"
+                   f"consume_message_batch_max_size: 8\norderly: true\n")
+    env = child_env(NAMESRV_ADDR=cluster.namesrv_address)  # the environment beats the file
+    proc = check("--config", str(cfg), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "workers.cpu:handle_batch: a batch handler (lists of messages)" in proc.stdout
+    assert "as group GCK2: CLUSTERING, orderly" in proc.stdout
+    # namesrv came from NAMESRV_ADDR (the file's 127.0.0.1:1 would not have answered), the rest from the file
+    assert "settings resolved (5 from config file, 1 from environment)" in proc.stdout
+
+
+def test_invalid_setting_is_exit_2(cluster) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
+                 "--workers", "none")
+    assert proc.returncode == 2
+    assert "FAIL  settings     workers='none' (command line --workers) is invalid: expected an integer" in proc.stderr
+
+
+def test_unknown_variable_is_exit_2(cluster) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
+                 env=child_env(RMQRUN_GRUOP="x"))
+    assert proc.returncode == 2
+    assert "unknown setting RMQRUN_GRUOP in the environment; did you mean RMQRUN_GROUP?" in proc.stderr
+
+
+def test_missing_essentials_is_exit_2() -> None:
+    proc = check("workers.cpu:handle")
+    assert proc.returncode == 2
+    assert "missing namesrv (--namesrv or $NAMESRV_ADDR), group (--group), topic (--topic)" in proc.stderr
+
+
+def test_handler_that_does_not_import_is_exit_3(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handel", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK")
+    assert proc.returncode == 3
+    assert "did you mean 'workers.cpu:handle'?" in proc.stderr
+    # a module of the current directory is found (cwd is on sys.path), and its import error is shown
+    (tmp_path / "broken_app.py").write_text("import no_such_dependency_xyz\n\ndef handle(msg):\n    pass\n")
+    proc = check("broken_app:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
+                 cwd=tmp_path)
+    assert proc.returncode == 3
+    assert "no_such_dependency_xyz" in proc.stderr
+    (tmp_path / "good_app.py").write_text("def handle(msg):\n    pass\n\ndef init():\n    pass\n")
+    proc = check("good_app:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
+                 "--worker-init", "good_app:nope", cwd=tmp_path)
+    assert proc.returncode == 3
+    assert "FAIL  worker_init" in proc.stderr and "'nope'" in proc.stderr
+
+
+def test_batch_size_needs_a_batch_handler(cluster) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
+                 "--batch-size", "4")
+    assert proc.returncode == 3
+    assert "@rmqrun.batch" in proc.stderr
+
+
+def test_unreachable_name_server_is_exit_1() -> None:
+    port = free_port()  # nothing listens there
+    proc = check("workers.cpu:handle", "--namesrv", f"127.0.0.1:{port}", "--group", "G", "--topic", "CK",
+                 "--timeout", "2")
+    assert proc.returncode == 1
+    assert f"FAIL  name server  127.0.0.1:{port}" in proc.stderr
+
+
+def test_missing_topic_is_exit_1(cluster) -> None:  # type: ignore[no-untyped-def]
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "NoSuchT")
+    assert proc.returncode == 1
+    assert "FAIL  topic        topic 'NoSuchT' does not exist on the name server" in proc.stderr
