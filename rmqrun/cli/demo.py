@@ -194,6 +194,9 @@ async def _consume(namesrv: str, opts: DemoOptions, display: Display, stop: asyn
                 if stop.is_set():
                     supervisor.request_stop()
                 continue
+            if not rate.points:  # prime the rate and the CPU readings at the moment consuming began
+                rate.points.append((ready_at[0], 0))
+                load.sample([(w.worker_id, w.pid) for w in supervisor.executor.pool.workers() if w.current])
             consumed = engine.stats.consumed
             if done_at is not None:
                 continue

@@ -134,7 +134,7 @@ def check(handler: str | None, config_file: str | None, timeout: float, **flags:
     """
     from rmqrun.cli.check import run_check
     _cwd_on_path()
-    logs.setup("ERROR")
+    logs.setup("ERROR", role="check")
     report = run_check({"handler": handler, **flags}, config_file, timeout)
     click.echo(report.text(), err=report.code != 0)
     sys.exit(report.code)
@@ -197,7 +197,7 @@ def produce(namesrv: str | None, config_file: str | None, topic: str | None, cou
             raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
         file = click.get_binary_stream("stdin")
     total = count if count is not None else None
-    logs.setup("WARNING")
+    logs.setup("ERROR", role="produce")
     show_bar = sys.stderr.isatty() and total is not None
 
     async def main() -> p.ProduceReport:
@@ -231,7 +231,7 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     if gap is not None:
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
-    logs.setup("WARNING")
+    logs.setup("ERROR", role="status")
     try:
         rows = asyncio.run(progress(resolved["namesrv"], resolved["group"], chosen))
     except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
@@ -258,7 +258,7 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
     Everything lives in a temporary directory that is removed at the end, Ctrl-C included.
     """
     from rmqrun.cli.demo import DemoOptions, run_demo
-    logs.setup(log_level.upper())
+    logs.setup(log_level.upper(), role="demo")
     _cwd_on_path()
     opts = DemoOptions(messages=messages, cpu_ms=cpu_ms, workers=workers or os.cpu_count() or 1, handler=handler,
                        tty=sys.stdout.isatty(), log_level=log_level.upper())

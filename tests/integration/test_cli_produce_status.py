@@ -9,6 +9,9 @@ test commits itself.
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
+import subprocess
 from collections import defaultdict
 from pathlib import Path
 
@@ -17,7 +20,7 @@ import pytest
 from rmqrun.client.instance import ClientInstance
 from rmqrun.model import Message, MessageQueue
 from tests.integration.broker_kit import Client, drain
-from tests.integration.cli_kit import embedded_broker, produce, run_cli
+from tests.integration.cli_kit import RMQRUN, ROOT, child_env, embedded_broker, produce, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -164,3 +167,25 @@ def test_status_errors(eb) -> None:  # type: ignore[no-untyped-def]
     assert proc.returncode == 2 and "missing group (--group)" in proc.stderr
     proc = run_cli(["status", "--namesrv", eb.namesrv_address, "--group", "NobodyEver"])
     assert proc.returncode == 0 and "no topics found" in proc.stdout
+
+
+def test_progress_bar_when_stderr_is_a_terminal(eb) -> None:  # type: ignore[no-untyped-def]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*RMQRUN, "produce", "--namesrv", eb.namesrv_address, "--topic", "BT", "-n", "500"],
+                            stdout=subprocess.PIPE, stderr=slave, env=child_env(), cwd=ROOT)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    bar = b"".join(chunks).decode()
+    assert "sending to BT" in bar and "500/500" in bar
+    assert out.decode().startswith("sent 500 message(s) to BT")

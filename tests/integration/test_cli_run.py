@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 from pathlib import Path
 
-from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_args, run_cli, wait_for
+from tests.integration.cli_kit import RMQRUN, Child, child_env, embedded_broker, produce, run_args, run_cli, wait_for
 
 
 def test_print_settings_merges_file_env_and_flags_in_a_real_process(tmp_path: Path) -> None:
@@ -83,8 +84,6 @@ def test_text_logs_and_a_handler_module_from_the_working_directory(tmp_path: Pat
         args = run_args(eb.namesrv_address, "GTL", "TL", "myhandler:handle", "--workers", "1", "--log-level", "DEBUG")
         env = child_env(RMQRUN_HANDLER_OUT=str(out))
         env.pop("PYTHONPATH")
-        import subprocess
-        from tests.integration.cli_kit import RMQRUN
         proc = subprocess.Popen([*RMQRUN, *args], cwd=app, env=env, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import signal
-import time
+import socket
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -19,7 +19,9 @@ from pathlib import Path
 
 import psutil
 
-from tests.integration.cli_kit import Child, child_env, embedded_broker, free_port, produce, run_args, wait_for
+from tests.integration.cli_kit import (
+    Child, child_env, embedded_broker, free_port, produce, run_args, run_cli, wait_for,
+)
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
@@ -166,7 +168,6 @@ def test_failures_and_http_errors(tmp_path: Path) -> None:
             # a query string is fine, a client that sends nothing is dropped without harm
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?x=1", timeout=5) as resp:
                 assert resp.status == 200
-            import socket
             with socket.create_connection(("127.0.0.1", port)) as sock:
                 sock.sendall(b"GARBAGE\r\n\r\n")
                 assert sock.recv(100).startswith(b"HTTP/1.1 405")
@@ -176,12 +177,10 @@ def test_failures_and_http_errors(tmp_path: Path) -> None:
 
 
 def test_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
-    import socket
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        from tests.integration.cli_kit import run_cli
         proc = run_cli(["run", "workers.noop:handle", "--namesrv", "127.0.0.1:1", "--group", "G", "--topic", "T",
                         "--metrics-port", str(port)])
     assert proc.returncode == 2
