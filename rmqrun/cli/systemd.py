@@ -67,6 +67,7 @@ class SystemdNotifier:
         """Hook READY / STATUS / STOPPING / WATCHDOG into a supervisor's lifecycle."""
         if not self.enabled:
             return
+        self.notify(f"STATUS=starting: {settings.pool.workers} workers running {settings.pool.handler}")
 
         def ready() -> None:
             self.notify("READY=1", f"STATUS=consuming: {supervisor.status_text()}", f"MAINPID={os.getpid()}")

@@ -76,6 +76,8 @@ def test_ready_status_watchdog_and_stopping(tmp_path: Path) -> None:
             with Child(run_args(eb.namesrv_address, "GSD", "SD", "workers.noop:handle", "--workers", "1"),
                        tmp_path, env=env) as child:
                 ready = wait_for(lambda: systemd.first("READY", "1"), 30, "READY=1")
+                first = systemd.drain()[0][1]
+                assert first == {"STATUS": "starting: 1 workers running workers.noop:handle"}, first
                 # READY=1 means consuming: the broker already knows this process as a member of the group
                 assert _members(eb.namesrv_address, eb.broker_address, "GSD"), "READY before registering"
                 assert ready["MAINPID"] == str(child.pid)
