@@ -275,10 +275,12 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
 @click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True,
               help="sync: SEND_OK only after fsync")
 @click.option("--log-level", default="INFO", show_default=True)
-def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str) -> None:
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
+           log_format: str) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
-    logs.setup(log_level, role="broker")
+    logs.setup(log_level, log_format, role="broker")
     try:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush)
     except OSError as exc:

@@ -95,3 +95,16 @@ def test_text_logs_and_a_handler_module_from_the_working_directory(tmp_path: Pat
     assert sorted(out.read_text().split()) == [f"m{i}" for i in range(5)]
     assert " | supervisor | consuming TL[*] as group GTL" in err
     assert " | worker 0 pid " in err and "ready: handler myhandler:handle" in err
+
+
+def test_broker_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = run_cli(["broker", "--data-dir", str(tmp_path / "data"), "--namesrv-port", "0",
+                        "--broker-port", str(port)], timeout=30)
+    assert proc.returncode == 1
+    assert "rmqrun: error: cannot start the broker:" in proc.stderr and "address already in use" in proc.stderr
+    assert "Traceback" not in proc.stderr
