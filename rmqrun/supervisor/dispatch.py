@@ -13,7 +13,21 @@ Two policies, matching the two consume modes:
 
 Every worker has a bound on messages in flight, so a slow worker is not
 buried under a queue of batches and memory stays bounded; a batch larger than
-the bound is only given to an idle worker. When no worker can take a batch,
+the bound is only given to an idle worker.
+
+Pipelining (a concurrent batch sent to a busy worker, to run after its current
+one) saves the worker a round trip to the supervisor, which matters only when
+batches are short. Its risk: if the running call hangs, the queued batch
+waits for that call's time limit (up to consumeTimeout, 15 min) while other
+workers may be idle, and its messages hold back the queue's committed offset
+all that time. So a busy worker is given a concurrent batch only while the
+work it already holds is expected to take at most ``pipeline_budget``
+seconds: messages in flight times the measured time per message, or, if
+longer, how long its current batch has been running (a hung call makes that
+grow, so nothing more is queued behind it). Short batches (a no-op handler)
+still pipeline up to the message bound; long ones go to idle workers only.
+
+When no worker can take a batch,
 :meth:`Dispatcher.assign` returns ``None``: the caller keeps the batch and
 tries again after the next :meth:`Dispatcher.done` (back-pressure, not an
 unbounded queue).
@@ -21,14 +35,22 @@ unbounded queue).
 
 from __future__ import annotations
 
+import math
+import time
 import zlib
 from dataclasses import dataclass
-from typing import Hashable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from rmqrun.supervisor.wire import ConsumeMode
 
 DEFAULT_MAX_INFLIGHT_MESSAGES = 64
 """Two pull batches (pullBatchSize 32): one running, one waiting in the pipe, so a worker never idles."""
+
+PIPELINE_BUDGET_S = 0.05
+"""Expected work (seconds) a busy worker may hold when it is given one more concurrent batch
+(``math.inf``: pipeline up to the message bound, whatever the batches cost)."""
+
+_EWMA = 0.2  # weight of a new sample in the per-message time estimate
 
 
 def stable_index(key: Hashable, n: int) -> int:
@@ -48,12 +70,21 @@ class Dispatcher:
     """Assigns batches to worker ids and accounts for what is in flight."""
 
     def __init__(self, worker_ids: Iterable[int], *,
-                 max_inflight_messages: int = DEFAULT_MAX_INFLIGHT_MESSAGES) -> None:
+                 max_inflight_messages: int = DEFAULT_MAX_INFLIGHT_MESSAGES,
+                 pipeline_budget: float = PIPELINE_BUDGET_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if max_inflight_messages < 1:
             raise ValueError(f"max_inflight_messages must be >= 1, got {max_inflight_messages}")
         self.max_inflight_messages = max_inflight_messages
+        self.pipeline_budget = pipeline_budget
+        self._clock = clock
+        #: measured seconds per message (batch run time / size, moving average); None until a batch
+        #: has finished, and until then nothing is pipelined (a first batch may well hang)
+        self.per_message_s: float | None = None
         self._ids: list[int] = []
         self._load: dict[int, int] = {}
+        self._batches: dict[int, int] = {}  # batches in flight per worker
+        self._head_since: dict[int, float] = {}  # when the worker (probably) started its current batch
         self._flights: dict[int, _Flight] = {}
         self._busy_queues: dict[Hashable, int] = {}
         self._rr = 0
@@ -69,8 +100,11 @@ class Dispatcher:
         self._ids = sorted(set(worker_ids))
         for wid in self._ids:
             self._load.setdefault(wid, 0)
+            self._batches.setdefault(wid, 0)
         for wid in [w for w, load in self._load.items() if load == 0 and w not in self._ids]:
             del self._load[wid]
+            self._batches.pop(wid, None)
+            self._head_since.pop(wid, None)
 
     # ------------------------------------------------------------------ queries
     def load(self, worker_id: int) -> int:
@@ -96,9 +130,21 @@ class Dispatcher:
         load = self._load[worker_id]
         return load == 0 or load + size <= self.max_inflight_messages
 
+    def _may_pipeline(self, worker_id: int, size: int, now: float) -> bool:
+        """Whether a concurrent batch of ``size`` may go to this worker now (see the module docstring)."""
+        load = self._load[worker_id]
+        if load == 0:
+            return True
+        if load + size > self.max_inflight_messages:
+            return False
+        avg = self.per_message_s
+        held = math.inf if avg is None else max(load * avg, now - self._head_since.get(worker_id, now))
+        return held <= self.pipeline_budget
+
     def has_room(self, size: int = 1) -> bool:
         """Whether some worker could take a concurrent batch of ``size`` messages now."""
-        return any(self._has_room(w, size) for w in self._ids)
+        now = self._clock()
+        return any(self._may_pipeline(w, size, now) for w in self._ids)
 
     # ------------------------------------------------------------------ decisions
     def assign(self, batch_id: int, queue_key: Hashable, mode: ConsumeMode, size: int) -> int | None:
@@ -120,6 +166,9 @@ class Dispatcher:
                 return None
         self._flights[batch_id] = _Flight(worker, size, queue_key, mode is ConsumeMode.ORDERLY)
         self._load[worker] += size
+        if self._batches[worker] == 0:
+            self._head_since[worker] = self._clock()
+        self._batches[worker] += 1
         return worker
 
     def _least_loaded(self, size: int) -> int | None:
@@ -127,27 +176,48 @@ class Dispatcher:
         n = len(ids)
         best: int | None = None
         best_load = 0
+        now = -1.0
         for k in range(n):
             wid = ids[(self._rr + k) % n]
             load = self._load[wid]
-            if (load == 0 or load + size <= self.max_inflight_messages) and (best is None or load < best_load):
-                best, best_load = wid, load
-                if load == 0:
-                    break
+            if best is not None and load >= best_load:
+                continue
+            if load:
+                if now < 0:
+                    now = self._clock()
+                if not self._may_pipeline(wid, size, now):
+                    continue
+            best, best_load = wid, load
+            if load == 0:
+                break
         if n:
             self._rr = (self._rr + 1) % n
         return best
 
-    def done(self, batch_id: int) -> bool:
-        """A batch finished or was given back by the pool; False if it was not in flight."""
+    def done(self, batch_id: int, *, ran: bool = True) -> bool:
+        """A batch finished (``ran``) or was given back by the pool; False if it was not in flight.
+
+        A worker runs its batches in the order it got them, so a finished batch was its
+        current one: it ran since ``_head_since``, and the next one starts now.
+        """
         flight = self._flights.pop(batch_id, None)
         if flight is None:
             return False
-        load = self._load[flight.worker_id] - flight.size
-        if load == 0 and flight.worker_id not in self._ids:
-            del self._load[flight.worker_id]
+        wid = flight.worker_id
+        now = self._clock()
+        if ran:
+            sample = (now - self._head_since.get(wid, now)) / flight.size
+            avg = self.per_message_s
+            self.per_message_s = sample if avg is None else avg + _EWMA * (sample - avg)
+        self._batches[wid] = max(0, self._batches.get(wid, 1) - 1)
+        self._head_since[wid] = now
+        load = self._load[wid] - flight.size
+        if load == 0 and wid not in self._ids:
+            del self._load[wid]
+            self._batches.pop(wid, None)
+            self._head_since.pop(wid, None)
         else:
-            self._load[flight.worker_id] = load
+            self._load[wid] = load
         if flight.orderly and self._busy_queues.get(flight.queue_key) == batch_id:
             del self._busy_queues[flight.queue_key]
         return True

@@ -105,7 +105,7 @@ class PoolExecutor:
             try:
                 self.pool.submit(worker, batch)
             except PoolError as exc:
-                dispatcher.done(batch.batch_id)
+                dispatcher.done(batch.batch_id, ran=False)
                 pending.future.set_exception(ExecutorClosedError(str(exc)))
                 continue
             self._flying[batch.batch_id] = pending
@@ -116,7 +116,8 @@ class PoolExecutor:
     def _on_result(self, result: BatchResult) -> None:
         pending = self._flying.pop(result.batch_id, None)
         if self.dispatcher is not None:
-            self.dispatcher.done(result.batch_id)
+            # a batch cut short by a time limit says nothing about how long batches take
+            self.dispatcher.done(result.batch_id, ran=not result.timed_out)
         if pending is not None and not pending.future.done():
             # statuses are one byte per message in batch order, with the same values as Verdict
             pending.future.set_result(JobResult(
@@ -134,7 +135,7 @@ class PoolExecutor:
         for batch in lost.batches:
             pending = self._flying.pop(batch.batch_id, None)
             if self.dispatcher is not None:
-                self.dispatcher.done(batch.batch_id)
+                self.dispatcher.done(batch.batch_id, ran=False)
             if pending is None or pending.future.done():
                 continue
             self.lost_batches += 1

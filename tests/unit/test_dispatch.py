@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections import Counter
 
@@ -78,7 +79,7 @@ def test_concurrent_goes_to_least_loaded_and_ties_rotate() -> None:
 
 
 def test_backpressure_when_every_worker_is_full() -> None:
-    d = Dispatcher(range(2), max_inflight_messages=8)
+    d = Dispatcher(range(2), max_inflight_messages=8, pipeline_budget=math.inf)  # the message bound alone
     assert d.assign(1, "q", C, 5) is not None
     assert d.assign(2, "q", C, 5) is not None
     assert d.has_room(3) and not d.has_room(4)
