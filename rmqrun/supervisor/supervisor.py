@@ -10,7 +10,10 @@ state change happens in :meth:`Supervisor.run`'s loop, gunicorn style:
   TERM/INT, or the end of the grace period, stops at once (still committing
   only what finished: unfinished messages are redelivered to the next run).
 * HUP: reload: fresh workers import the handler anew; old ones retire after
-  the work they hold.
+  the work they hold. The reload runs in the background (importing new code
+  may take a while), so TERM/INT and the other signals are acted on meanwhile;
+  a stop abandons the reload (the fresh workers are killed, nothing they
+  could hold is lost).
 * TTIN / TTOU: one worker more / less.
 """
 
@@ -60,6 +63,7 @@ class Supervisor:
         self.engine: PushConsumer | None = None
         self._signals: asyncio.Queue[int] = asyncio.Queue()
         self._stop_requested = asyncio.Event()
+        self._reload_task: asyncio.Task[None] | None = None
 
     # ----------------------------------------------------------------- signals
 
@@ -134,8 +138,11 @@ class Supervisor:
         pool = self.executor.pool
         try:
             if sig == signal.SIGHUP:
+                if self._reload_task is not None and not self._reload_task.done():
+                    logger.warning("SIGHUP: a reload is already in progress; ignoring this one")
+                    return
                 logger.info("SIGHUP: reloading workers")
-                await pool.reload()
+                self._reload_task = asyncio.ensure_future(self._reload())
             elif sig == signal.SIGTTIN:
                 pool.add_worker()
                 self.executor.resize()
@@ -145,10 +152,24 @@ class Supervisor:
         except PoolError as exc:
             logger.error("{} failed: {}", signal.Signals(sig).name, exc)
 
+    async def _reload(self) -> None:
+        try:
+            await self.executor.pool.reload()
+        except (PoolError, OSError) as exc:
+            logger.error("SIGHUP failed: {}; the running workers carry on", exc)
+
+    async def _abandon_reload(self) -> None:
+        task = self._reload_task
+        if task is not None and not task.done():
+            logger.info("stopping: abandoning the reload in progress")
+            task.cancel()
+            await asyncio.wait({task})
+
     async def _stop(self, grace: float) -> None:
         engine = self.engine
         if self.settings.on_stopping:
             self.settings.on_stopping()
+        await self._abandon_reload()
         assert engine is not None
         engine.stop_pulling()
         self.executor.close_intake()

@@ -203,3 +203,44 @@ def test_ttin_and_ttou_change_the_worker_count_without_loss_or_disorder(
     for q, offs in per_queue(deliveries).items():
         assert offs == list(range(sizes[q])), f"queue {q}: in order, each once: {offs}"
     assert not [d for d in read_deliveries(record) if d.event != "ok"]
+
+
+SLOW_IMPORT_MODULE = '''
+"""Written by the test: version 2 takes long to import (a big model being loaded, say)."""
+import os
+import time
+
+if {slow!r}:
+    time.sleep(30)
+
+
+def handle(msg):
+    fd = os.open(os.environ["PROBE_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{{msg.properties['idx']}}\\n".encode())
+    finally:
+        os.close(fd)
+'''
+
+
+def test_sigterm_during_a_slow_reload_is_not_held_up_by_it(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    code_dir = tmp_path / "code"
+    code_dir.mkdir()
+    module = code_dir / "slow_import_handler.py"
+    module.write_text(SLOW_IMPORT_MODULE.format(slow=False))
+    record = tmp_path / "records.txt"
+    produce(eb, "SR", 20)
+    run = runs.start("run", "slow_import_handler:handle", namesrv=eb.namesrv_address, group="GSR", topic="SR",
+                     args=["--workers", "2"],
+                     env={"PROBE_RECORD": str(record), "PYTHONPATH": str(code_dir), "PYTHONDONTWRITEBYTECODE": "1"})
+    wait_until(lambda: record.exists() and len(record.read_text().split()) >= 20, 30, "20 messages")
+    module.write_text(SLOW_IMPORT_MODULE.format(slow=True))
+    run.signal(signal.SIGHUP)
+    wait_until(lambda: "SIGHUP" in run.log(), 10, "the reload to begin")
+    time.sleep(0.5)
+    started = time.monotonic()
+    run.signal(signal.SIGTERM)
+    code = run.wait(20)
+    assert code == 0, run.log()[-3000:]
+    assert time.monotonic() - started < 10, "TERM waited for the reload to finish"
+    assert sum(committed(eb, "GSR", "SR").values()) == 20
