@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce, wait_for
+from tests.integration.engine_kit import (
+    FAST_DELAYS, Running, broker, consumer_config, pool_config, produce, wait_for,
+)
 from tests.integration.signals_kit import read_deliveries
 
 
@@ -27,7 +29,7 @@ def test_batches_are_not_queued_behind_a_hung_call(tmp_path: Path, monkeypatch: 
     total = 400
 
     async def main() -> None:
-        async with broker(tmp_path) as eb:
+        async with broker(tmp_path, message_delay_levels=FAST_DELAYS) as eb:
             await produce(eb.namesrv_address, "HG", total)
             # batches of 4 messages (16 ms); a 3 s time limit
             cfg = consumer_config(eb.namesrv_address, "GHG", "HG", pull_batch_size=4, consume_timeout_minutes=0.05)
