@@ -18,6 +18,7 @@ inside a treeified bin (nine colliding keys in a table of 64 or more) is not.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Iterable, Iterator
 
 from rmqrun.remoting.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
@@ -25,6 +26,12 @@ from rmqrun.remoting.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, ja
 _DEFAULT_CAPACITY = 16
 _MIN_TREEIFY_CAPACITY = 64
 _TREEIFY_THRESHOLD = 8
+
+
+@lru_cache(maxsize=4096)
+def _key_hash(key: str) -> int:
+    """Spread hash of a property name; names repeat endlessly, so they are cached."""
+    return spread_hash(java_string_hash(key))
 
 
 def spread_hash(h: int) -> int:
@@ -44,11 +51,12 @@ def table_size_for(n: int) -> int:
 class JavaPropertyMap:
     """A ``HashMap<String, String>`` of message properties, in Java's iteration order."""
 
-    __slots__ = ("_items", "_capacity", "_hashes")
+    __slots__ = ("_items", "_capacity", "_hashes", "_bins")
 
     def __init__(self, items: Iterable[tuple[str, str]] = ()) -> None:
         self._items: dict[str, str] = {}
         self._hashes: dict[str, int] = {}
+        self._bins: dict[int, int] = {}  # entries per bucket at the current capacity
         self._capacity = 0  # lazily allocated, like the Java table
         for key, value in items:
             self.put(key, value)
@@ -79,18 +87,29 @@ class JavaPropertyMap:
             return
         if self._capacity == 0:
             self._capacity = _DEFAULT_CAPACITY
-        h = spread_hash(java_string_hash(key))
+        h = _key_hash(key)
         self._hashes[key] = h
         self._items[key] = value
-        if self._capacity < _MIN_TREEIFY_CAPACITY:
-            index = h & (self._capacity - 1)
-            if sum(1 for k in self._items if self._bucket(k) == index) > _TREEIFY_THRESHOLD:
-                self._capacity *= 2  # treeifyBin on a small table resizes instead
+        index = h & (self._capacity - 1)
+        count = self._bins.get(index, 0) + 1
+        self._bins[index] = count
+        if count > _TREEIFY_THRESHOLD and self._capacity < _MIN_TREEIFY_CAPACITY:
+            self._resize()  # treeifyBin on a small table resizes instead
         if len(self._items) > self._capacity * 3 // 4:
-            self._capacity *= 2
+            self._resize()
+
+    def _resize(self) -> None:
+        self._capacity *= 2
+        mask = self._capacity - 1
+        bins: dict[int, int] = {}
+        for h in self._hashes.values():
+            bins[h & mask] = bins.get(h & mask, 0) + 1
+        self._bins = bins
 
     def remove(self, key: str) -> str | None:
-        self._hashes.pop(key, None)
+        h = self._hashes.pop(key, None)
+        if h is not None:
+            self._bins[h & (self._capacity - 1)] -= 1
         return self._items.pop(key, None)
 
     def get(self, key: str, default: str | None = None) -> str | None:
@@ -121,6 +140,7 @@ class JavaPropertyMap:
         out = JavaPropertyMap()
         out._items = dict(self._items)
         out._hashes = dict(self._hashes)
+        out._bins = dict(self._bins)
         out._capacity = self._capacity
         return out
 

@@ -100,10 +100,12 @@ class PullProcessor:
             logger.warning("storing an OFFSET_MOVED_EVENT failed: {!r}", task.exception())
 
     def process(self, conn: Connection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
-        try:
-            header = parse_header(cmd, PullMessageRequestHeader)
-        except BadRequest as bad:
-            return bad.response
+        header = _fast_header(cmd.ext_fields)
+        if header is None:
+            try:
+                header = parse_header(cmd, PullMessageRequestHeader)
+            except BadRequest as bad:
+                return bad.response
         broker = self.broker
         assert broker.groups is not None and broker.topics is not None
         group = header.consumer_group
@@ -187,3 +189,17 @@ class PullProcessor:
         if allow_suspend and flags & PULL_FLAG_COMMIT_OFFSET:
             broker.store.consumer_offsets.commit(group, topic, queue_id, header.commit_offset)
         return response
+
+
+def _fast_header(ext: dict[str, str]) -> PullMessageRequestHeader | None:
+    """The pull header without the generic parser (the hot path); None sends it the slow way,
+    which produces the proper error for a missing or malformed field."""
+    try:
+        return PullMessageRequestHeader(
+            consumer_group=ext["consumerGroup"], topic=ext["topic"], queue_id=int(ext["queueId"]),
+            queue_offset=int(ext["queueOffset"]), max_msg_nums=int(ext["maxMsgNums"]), sys_flag=int(ext["sysFlag"]),
+            commit_offset=int(ext["commitOffset"]), suspend_timeout_millis=int(ext["suspendTimeoutMillis"]),
+            subscription=ext.get("subscription"), sub_version=int(ext["subVersion"]),
+            expression_type=ext.get("expressionType"), bname=ext.get("bname"))
+    except (KeyError, ValueError):
+        return None
