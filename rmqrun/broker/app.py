@@ -71,7 +71,11 @@ class EmbeddedBroker:
 
     @property
     def namesrv_address(self) -> str:
-        return f"{self.config.store_host if self.config.namesrv_host in ('0.0.0.0', '::', '') else self.config.namesrv_host}:{self.namesrv.server.port}"
+        """The name server's ``host:port`` to give clients (a wildcard host is told as the store host)."""
+        host = self.config.namesrv_host
+        if host in ("0.0.0.0", "::", ""):
+            host = self.config.store_host
+        return f"{host}:{self.namesrv.server.port}"
 
     @property
     def broker_address(self) -> str:
