@@ -81,6 +81,11 @@ class EmbeddedBroker:
     def broker_address(self) -> str:
         return self.broker.address
 
+    @staticmethod
+    def subprocess(data_dir: str | os.PathLike[str], **kwargs: Any) -> "BrokerProcess":
+        """The same broker as a child process (``with EmbeddedBroker.subprocess(d) as bp:``)."""
+        return BrokerProcess(data_dir, **kwargs)
+
     # ------------------------------------------------------------------ on the running loop
 
     async def start(self) -> None:

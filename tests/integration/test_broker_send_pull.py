@@ -159,6 +159,24 @@ def test_consumer_and_queue_offsets(tmp_path: Path) -> None:
     run(_with_broker(tmp_path, body))
 
 
+def test_query_offset_not_found_when_the_first_message_is_no_longer_in_memory(tmp_path: Path) -> None:
+    async def body(eb: EmbeddedBroker, c: Client) -> None:
+        q = {"consumerGroup": "CG", "topic": "Old", "queueId": "0"}
+        await c.send("Old", b"a", queue_id=0)
+        assert (await c.call(RequestCode.QUERY_CONSUMER_OFFSET, q)).ext_fields == {"offset": "0"}
+        eb.broker.memory_window = 0  # as if the log had grown past 40 % of RAM since message 0
+        await c.send("Old", b"b", queue_id=0)
+        resp = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, q)
+        assert (resp.code, resp.remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        # A typed (empty) response header: JSON says "extFields":{} like the Java broker.
+        assert resp.ext_fields == {} and resp.empty_ext_present
+        empty_queue = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "queueId": "1"})
+        assert empty_queue.ext_fields == {"offset": "0"}
+
+    run(_with_broker(tmp_path, body))
+
+
 def test_batch_send_stores_each_message(tmp_path: Path) -> None:
     async def body(eb: EmbeddedBroker, c: Client) -> None:
         items = [BatchItem(b"b%d" % i, {"KEYS": f"bk{i}", "UNIQ_KEY": f"U{i}", "WAIT": "true", "TAGS": "TagBatch"})
