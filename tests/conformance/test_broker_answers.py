@@ -29,7 +29,6 @@ delivered (every field but offsets and times).
 from __future__ import annotations
 
 import asyncio
-import base64
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any

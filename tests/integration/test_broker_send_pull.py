@@ -12,10 +12,8 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.connection import Connection
-from rmqrun.remoting.errors import ConnectionClosedError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
-from rmqrun.remoting.message import BatchItem, decode_messages, decode_offset_msg_id, encode_batch
+from rmqrun.remoting.message import BatchItem, decode_offset_msg_id, encode_batch
 from tests.integration.broker_kit import Client, drain, messages, pull_ext
 
 pytestmark = pytest.mark.timeout(60)

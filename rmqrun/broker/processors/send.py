@@ -38,6 +38,7 @@ from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, java
 from rmqrun.broker.store import MessageTooLargeError, StoreError, StoreIOError
 from rmqrun.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
+    TopicConfig,
     PERM_READ,
     PERM_WRITE,
     RETRY_PREFIX,
@@ -114,7 +115,8 @@ class SendProcessor:
         except ProtocolError:
             return self._illegal(cmd)
 
-    def _check(self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader):  # type: ignore[no-untyped-def]
+    def _check(self, conn: Connection, cmd: RemotingCommand,
+               header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
         """``msgCheck``: the topic config to send to, or the answer that refuses the send."""
         topic = header.topic
         problem = topic_problem(topic)
