@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
+import time
 
 from rmqrun.broker.app import run
 
@@ -19,11 +23,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
     parser.add_argument("--settings-json", default="{}", help="BrokerConfig overrides as a JSON object")
+    parser.add_argument("--parent-pid", type=int, default=0,
+                        help="shut down cleanly when this process is gone (no orphaned brokers after a crash)")
     args = parser.parse_args(argv)
+    if args.parent_pid:
+        _watch_parent(args.parent_pid)
     settings = json.loads(args.settings_json)
     if not isinstance(settings, dict):
         parser.error("--settings-json must be a JSON object")
     return run(args.data_dir, args.host, args.namesrv_port, args.broker_port, **settings)
+
+
+def _watch_parent(pid: int) -> None:
+    def watch() -> None:
+        while os.getppid() == pid:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # the same clean shutdown as a SIGTERM from outside
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 if __name__ == "__main__":

@@ -178,7 +178,7 @@ class BrokerProcess:
         self.data_dir = Path(data_dir)
         self.argv = [python or sys.executable, "-m", "rmqrun.broker", "--data-dir", str(self.data_dir),
                      "--host", host, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-                     "--settings-json", json.dumps(settings)]
+                     "--settings-json", json.dumps(settings), "--parent-pid", str(os.getpid())]
         self.log_path = Path(log_path) if log_path else self.data_dir.with_name(self.data_dir.name + ".broker.log")
         self.proc: subprocess.Popen[str] | None = None
         self.namesrv_address = ""
