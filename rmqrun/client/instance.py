@@ -154,13 +154,17 @@ class ClientInstance:
         """Stop the periodic tasks and close every connection (pending requests fail)."""
         tasks = list(self._tasks)
         self._tasks = set()
+        # Cancel until they are done, not once: before Python 3.12, asyncio.wait_for can swallow a
+        # cancellation that lands just as the request it waits for completes (CPython gh-86296),
+        # and the periodic task would then go back to sleep for its whole interval, forever.
+        pending = set(tasks)
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=0.5)
         for task in tasks:
-            task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            if not task.cancelled():
+                task.exception()  # retrieved: a periodic job's failure was already logged
         self._started = False
         await self.pool.close()
 
