@@ -221,3 +221,25 @@ def test_time_limit_applies_to_each_handler_call_not_to_the_whole_batch(
     assert "time limit" not in run.log()
     # nor was any message sent back while it waited for or ran in its worker
     assert sorted(d.idx for d in deliveries) == list(range(60)), "each message once, none retried"
+
+
+def test_hung_orderly_call_is_stopped_and_its_queue_resumes_in_order(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    produce(eb, "WHO", 80, sharding_keys=4)
+    sizes = queue_max_offsets(eb, "WHO")
+    record = tmp_path / "records.txt"
+    run = runs.start("run", f"{PROBE}:hang", namesrv=eb.namesrv_address, group="GWHO", topic="WHO",
+                     args=["--workers", "2", "--orderly", "--consume-timeout", "0.02"],
+                     env={"PROBE_RECORD": str(record), "PROBE_HANG_IDX": "9"})
+    wait_until(lambda: any(d.event == "start" for d in read_deliveries(record)), 20, "idx 9 hangs")
+    hung = next(d for d in read_deliveries(record) if d.event == "start")
+    time.sleep(0.6)
+    assert committed(eb, "GWHO", "WHO")[hung.queue_id] <= hung.offset, "nothing at or past the hung call committed"
+    wait_until(lambda: len(oks(record)) >= 80, 30, "every message")
+    wait_until(lambda: committed(eb, "GWHO", "WHO") == sizes, 10, "all committed", interval=0.2)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    for q, offs in per_queue(oks(record)).items():
+        assert offs == list(range(sizes[q])), f"queue {q}: {offs}"
+    # the stopped call came again first, counted as a retry
+    retried = [d for d in read_deliveries(record) if d.idx == 9]
+    assert [(d.event, d.reconsume) for d in retried] == [("start", 0), ("ok", 1)]
