@@ -13,7 +13,8 @@ prefix ``RMQRUN_HANDLER_`` is reserved for handlers' own variables (the
 examples in ``workers/`` read ``RMQRUN_HANDLER_CPU_MS`` and the like); rmqrun
 never reads those and passes them through to the workers untouched. Any other
 ``RMQRUN_*`` name is a typo and refused, so ``RMQRUN_WROKERS=8`` cannot be
-silently ignored. No setting key may start with ``handler_``.
+silently ignored. No setting key may start with ``handler_``. ``NAMESRV_ADDR``
+(the Java client's variable) is read for ``namesrv``, below ``RMQRUN_NAMESRV``.
 
 The defaults are the Java push consumer's (see ``rmqrun/consumer/defaults.py``).
 """
