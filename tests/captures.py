@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 
 PROTOCOL_DIR = Path(os.environ.get(
-    "RMQRUN_PROTOCOL_DIR", Path(__file__).resolve().parent.parent.parent / "shared" / "protocol"))
+    "CAPTURES_DIR", Path(__file__).resolve().parent.parent.parent / "shared" / "protocol"))
 
 SCENARIOS = {
     "a": "scenario_a_producer",
