@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence
 
 from loguru import logger
 
+from rmqrun.aio import cancel_and_wait
 from rmqrun.client.bodies import (
     ConsumerData,
     GetConsumerStatusBody,
@@ -154,17 +155,7 @@ class ClientInstance:
         """Stop the periodic tasks and close every connection (pending requests fail)."""
         tasks = list(self._tasks)
         self._tasks = set()
-        # Cancel until they are done, not once: before Python 3.12, asyncio.wait_for can swallow a
-        # cancellation that lands just as the request it waits for completes (CPython gh-86296),
-        # and the periodic task would then go back to sleep for its whole interval, forever.
-        pending = set(tasks)
-        while pending:
-            for task in pending:
-                task.cancel()
-            _, pending = await asyncio.wait(pending, timeout=0.5)
-        for task in tasks:
-            if not task.cancelled():
-                task.exception()  # retrieved: a periodic job's failure was already logged
+        await cancel_and_wait(tasks)
         self._started = False
         await self.pool.close()
 

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from loguru import logger
 
+from rmqrun.aio import cancel_and_wait
 from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.config import ConsumerConfig, retry_topic
@@ -319,12 +320,12 @@ class PushConsumer:
 
     def stop_pulling(self) -> None:
         """First step of a graceful stop: no new pulls, no rebalance."""
-        for task in self._tasks:
-            task.cancel()
-        self._tasks = []
+        self.paused = True
         for req in self.table.values():
             if req.task is not None:
-                req.task.cancel()
+                self._tasks.append(req.task)
+        for task in self._tasks:
+            task.cancel()
 
     @property
     def in_flight(self) -> int:
@@ -337,6 +338,8 @@ class PushConsumer:
             return
         self._running = False
         self.stop_pulling()
+        tasks, self._tasks = self._tasks, []
+        await cancel_and_wait(tasks)
         await self.consume_service.stop(grace)
         try:
             await self.offset_store.persist_all(list(self.table))

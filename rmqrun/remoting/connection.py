@@ -127,15 +127,18 @@ class Connection:
         cmd.flag &= ~FLAG_ONEWAY
         if cmd.serialize_type != self.serialize_type and cmd.serialize_type == SerializeType.JSON:
             cmd.serialize_type = self.serialize_type
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
+        # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that
+        # lands as the answer arrives (CPython gh-86296). A timer fails the future
+        # instead; cancelling the caller cancels the future, and a late answer is dropped.
+        timer = loop.call_later(timeout, _expire, fut, cmd.code, self.name, timeout)
         try:
             await self._write(codec.encode(cmd))
-            return await asyncio.wait_for(asyncio.shield(fut), timeout)
-        except asyncio.TimeoutError:
-            raise RequestTimeoutError(
-                f"{request_name(cmd.code)} to {self.name} got no answer in {timeout:.3g}s") from None
+            return await fut
         finally:
+            timer.cancel()
             self._pending.pop(cmd.opaque, None)
 
     async def oneway(self, cmd: RemotingCommand) -> None:
@@ -210,6 +213,11 @@ class Connection:
         if resp is not None and not cmd.is_oneway:
             resp.opaque = cmd.opaque
             await self.send_response(resp)
+
+
+def _expire(fut: "asyncio.Future[RemotingCommand]", code: int, name: str, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(RequestTimeoutError(f"{request_name(code)} to {name} got no answer in {timeout:.3g}s"))
 
 
 def _peer_name(writer: asyncio.StreamWriter) -> str:
