@@ -81,7 +81,7 @@ class ConsumeStats:
     def record(self, n: int, elapsed: float, result: JobResult) -> None:
         self.jobs += 1
         self.busy_seconds += elapsed
-        self.consumed += sum(1 for v in result.verdicts if v is Verdict.SUCCESS)
+        self.consumed += result.verdicts.count(Verdict.SUCCESS)
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
