@@ -181,14 +181,14 @@ async def replay(scenario: str, data_dir: Path) -> tuple[list[Mismatch], dict[st
             if delay > 0:
                 await asyncio.sleep(delay)
             cmd = _decode(req)
+            real = replies.get(req.seq)
             if cmd.code == R.PULL_MESSAGE and "suspendTimeoutMillis" in cmd.ext_fields:
-                cmd.ext_fields["suspendTimeoutMillis"] = str(int(int(cmd.ext_fields["suspendTimeoutMillis"]) / SCALE))
+                cmd.ext_fields["suspendTimeoutMillis"] = str(_scaled_suspend(cmd, req, real))
             conn = await conn_for(req)
             if cmd.is_oneway:
                 stats["oneway"] += 1
                 await conn.oneway(cmd)
                 continue
-            real = replies.get(req.seq)
             if _is_retry_pull(req):
                 immediate = real is not None and real["t"] - req["t"] <= HELD_AFTER_S
                 await _retries_caught_up(eb, cmd, real if immediate else None)
@@ -220,6 +220,20 @@ async def replay(scenario: str, data_dir: Path) -> tuple[list[Mismatch], dict[st
         for conn in conns.values():
             conn.close()
     return mismatches, stats
+
+
+def _scaled_suspend(cmd: RemotingCommand, req: captures.CapturedFrame, real: captures.CapturedFrame | None) -> int:
+    """A held pull's timeout on the replay clock.
+
+    One the real broker let time out ends where it ended in the capture (RocketMQ sweeps
+    held pulls every 5 s, so "15 s" meant 15 to 20 s); one that a message woke gets a
+    second of slack, so load on the test machine cannot make it time out just before
+    the message that woke it in the capture arrives.
+    """
+    timeout_ms = int(cmd.ext_fields["suspendTimeoutMillis"])
+    if real is not None and real["code"] == ResponseCode.PULL_NOT_FOUND:
+        return max(1, int((real["t"] - req["t"]) * 1000 / SCALE))
+    return int(timeout_ms / SCALE) + 1000
 
 
 async def _retries_caught_up(eb: EmbeddedBroker, cmd: RemotingCommand,
