@@ -11,7 +11,7 @@ asked for.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
@@ -95,8 +95,6 @@ class BrokerConfig:
     notify_consumer_ids_changed: bool = True
     #: Period of persisting consumer offsets and the delay offset table (RocketMQ: 5 s / 10 s).
     persist_interval_ms: int = 5000
-
-    extra: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))

@@ -111,6 +111,11 @@ def test_pull_is_capped_at_32_and_offsets_out_of_range_are_answered(tmp_path: Pa
         assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId[9] is illegal" in bad_queue.remark
         no_topic = await c.pull("CG", "Nope", 0, 0)
         assert no_topic.code == ResponseCode.TOPIC_NOT_EXIST
+        # A consumer far behind (its batch starts "on disk") gets RocketMQ's smaller on-disk batches.
+        eb.broker.memory_window = 0
+        behind = await c.pull("CG", "Cap", 1, 0, max_nums=32)
+        assert len(messages(behind)) == 8 and behind.ext_fields["nextBeginOffset"] == "8"
+        eb.broker.memory_window = 1 << 40
         # The subscription the broker knows is older than the client's: not latest.
         stale = await c.pull("CG", "Cap", 1, 0, sub_version=int(time.time() * 1000) + 60_000)
         assert (stale.code, stale.remark) == (ResponseCode.SUBSCRIPTION_NOT_LATEST,

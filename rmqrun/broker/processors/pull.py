@@ -5,7 +5,8 @@ subscription: from the request when the subscription bit is set, as the C++
 client and the pull consumers send it, otherwise the one the group's
 heartbeat registered, which must be at least as new as the request's
 ``subVersion``), then reads at most 32 messages (the broker's
-``maxTransferCountOnMessageInMemory``) filtered by tags code, and maps the
+``maxTransferCountOnMessageInMemory``; 8 when the batch starts far behind the
+log's end, ``...OnDisk``) filtered by tags code, and maps the
 store's status to the answer exactly like the real broker: FOUND → SUCCESS
 with the stored records as the body; nothing new → PULL_NOT_FOUND (held for a
 long poll when the suspend bit is set); out of range → PULL_OFFSET_MOVED;
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import struct
 import time
 
 from loguru import logger
@@ -35,6 +37,7 @@ from rmqrun.broker.longpoll import HeldPull
 from rmqrun.broker.messages import InnerMessage
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
 from rmqrun.broker.store import GetMessageStatus as S
+from rmqrun.broker.store import GetResult
 from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
 from rmqrun.client.headers import (
     PULL_FLAG_COMMIT_OFFSET,
@@ -47,8 +50,15 @@ from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
-from rmqrun.remoting.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS
+from rmqrun.remoting.message import (
+    PHYSICAL_OFFSET_POS,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    QUEUE_OFFSET_POS,
+)
 
+_LONG = struct.Struct(">q")
 _NOT_FOUND = {S.OFFSET_FOUND_NULL, S.OFFSET_OVERFLOW_ONE}
 _MOVED = {S.OFFSET_OVERFLOW_BADLY, S.OFFSET_TOO_SMALL}
 _RETRY = {S.NO_MATCHED_MESSAGE, S.MESSAGE_WAS_REMOVING}
@@ -159,6 +169,8 @@ class PullProcessor:
         max_msgs = min(header.max_msg_nums, cfg.max_transfer_count_in_memory)
         result = broker.store.get(topic, queue_id, header.queue_offset, max(1, max_msgs),
                                   cfg.max_transfer_bytes_in_memory, accept)
+        if result.records and broker.in_disk(_LONG.unpack_from(result.records[0], PHYSICAL_OFFSET_POS)[0]):
+            _cap_on_disk(result, cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_on_disk)
         status = result.status
         fields = {
             "suggestWhichBrokerId": 0,
@@ -203,3 +215,16 @@ def _fast_header(ext: dict[str, str]) -> PullMessageRequestHeader | None:
             expression_type=ext.get("expressionType"), bname=ext.get("bname"))
     except (KeyError, ValueError):
         return None
+
+
+def _cap_on_disk(result: GetResult, max_count: int, max_bytes: int) -> None:
+    """isTheBatchFull's on-disk limits (8 messages, 64 KiB): a consumer far behind gets smaller
+    batches, so it cannot flush the page cache the others read from. The pull resumes at the
+    first record left out."""
+    total = 0
+    for i, record in enumerate(result.records):
+        if i and (i >= max_count or total + len(record) > max_bytes):
+            result.next_begin_offset = _LONG.unpack_from(record, QUEUE_OFFSET_POS)[0]
+            del result.records[i:]
+            return
+        total += len(record)
