@@ -185,3 +185,27 @@ def test_frame_encode_refuses_oversized_header() -> None:
     cmd = RemotingCommand(1, {"k": "x" * (1 << 24)})
     with pytest.raises(Exception, match="24-bit"):
         frame.encode(cmd)
+
+
+def test_frames_written_in_one_turn_are_delivered_even_when_closed_right_after() -> None:
+    """Writes are coalesced per loop turn; close() must still send what was queued."""
+    async def main() -> None:
+        got: list[str] = []
+        server = RemotingServer("127.0.0.1", 0)
+
+        async def record(conn: Connection, cmd: RemotingCommand) -> None:
+            got.append(cmd.ext_fields["i"])
+            return None
+        server.register(15, record)
+        await server.start()
+        conn = await Connection.open(server.address)
+        for i in range(5):
+            await conn.oneway(RemotingCommand(15, {"i": str(i)}))
+        conn.close()
+        for _ in range(100):
+            if len(got) == 5:
+                break
+            await asyncio.sleep(0.02)
+        assert got == ["0", "1", "2", "3", "4"]
+        await server.stop()
+    run(main())
