@@ -29,7 +29,6 @@ from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
 from rmqrun.broker.schedule import ScheduleService
 from rmqrun.broker.store import MessageStore, PutResult, StoreConfig
-from rmqrun.broker.store.config import FlushMode as StoreFlushMode
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
 from rmqrun.broker.topics import TopicTable
 from rmqrun.remoting.connection import Connection
@@ -64,7 +63,7 @@ class Broker:
         self.store = MessageStore(config.data_dir, StoreConfig(
             segment_size=config.segment_size,
             max_message_size=config.max_message_size,
-            flush_mode=StoreFlushMode(config.flush_mode.value),
+            flush_mode=config.flush_mode,
             message_delay_levels=config.message_delay_levels,
         ))
         self.server = RemotingServer(config.host, config.port, name="broker")

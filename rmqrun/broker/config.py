@@ -10,37 +10,12 @@ asked for.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
-from enum import Enum
 from pathlib import Path
 
-from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS
+from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS, FlushMode, parse_delay_levels
 
 MIB = 1024 * 1024
-
-_DELAY_TOKEN = re.compile(r"^(\d+)([smhd])$")
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-class FlushMode(str, Enum):
-    """SYNC: SEND_OK only after the commit log is fsync'ed (group commit). ASYNC: after the write."""
-
-    SYNC = "sync"
-    ASYNC = "async"
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``"1s 5s 10s ..."`` to milliseconds per level (level N is item N-1); rejects junk loudly."""
-    out: list[int] = []
-    for token in spec.split():
-        m = _DELAY_TOKEN.match(token)
-        if not m:
-            raise ValueError(f"delay level {token!r} in {spec!r} is not <number><s|m|h|d>")
-        out.append(int(m.group(1)) * _UNITS_MS[m.group(2)])
-    if not out:
-        raise ValueError("message_delay_levels must name at least one level")
-    return out
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -13,6 +14,22 @@ MIB = 1024 * 1024
 #: recompute the tags code (= delivery time) of SCHEDULE_TOPIC_XXXX records when a consume
 #: queue has to be rebuilt from the commit log.
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+_DELAY_TOKEN = re.compile(r"^(\d+)([smhd])$")
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 10s ..."`` to milliseconds per level (level N is item N-1); rejects junk loudly."""
+    out: list[int] = []
+    for token in spec.split():
+        m = _DELAY_TOKEN.match(token)
+        if not m:
+            raise ValueError(f"delay level {token!r} in {spec!r} is not <number><s|m|h|d>")
+        out.append(int(m.group(1)) * _UNITS_MS[m.group(2)])
+    if not out:
+        raise ValueError("message_delay_levels must name at least one level")
+    return out
 
 
 class FlushMode(str, Enum):

@@ -11,32 +11,16 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
+from rmqrun.remoting.message import java_string_hash
+
+from .config import parse_delay_levels
+
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_DELAY = "DELAY"
 
 #: (topic, properties, store timestamp ms) -> tags code
 TagsCodeFn = Callable[[str, Mapping[str, str], int], int]
-
-_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def java_string_hash(text: str) -> int:
-    """Java ``String.hashCode``: 31-polynomial over UTF-16 code units, as a signed int32."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h >= 0x8000_0000 else h
-
-
-def parse_delay_levels(spec: str) -> list[int]:
-    """``"1s 5s 10s 30s 1m ..."`` -> delays in ms; level N is element N-1."""
-    delays = []
-    for token in spec.split():
-        delays.append(int(token[:-1]) * _UNITS_MS[token[-1]])
-    return delays
-
 
 def make_tags_code_fn(delay_levels_spec: str) -> TagsCodeFn:
     delays = parse_delay_levels(delay_levels_spec)
