@@ -11,24 +11,13 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 
 from tests.integration.signals_kit import (
     Runs, committed, oks, produce, queue_max_offsets, start_broker, wait_until,
 )
 
 HANDLER = "tests.integration.probe_handler:record"
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def test_orderly_group_member_killed_its_queues_continue_in_order_elsewhere(tmp_path: Path, runs: Runs) -> None:

@@ -17,24 +17,13 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Iterator
 
-import pytest
 
 from tests.integration.signals_kit import (
     Runs, committed, oks, per_queue, produce, queue_max_offsets, start_broker, wait_until,
 )
 
 HANDLER = "tests.integration.probe_handler:record"
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def _assert_commit_not_ahead(handled: dict[int, list[int]], commit: dict[int, int]) -> None:

@@ -10,33 +10,14 @@ import signal
 import textwrap
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from tests.integration.signals_kit import (
-    Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, start_broker, wait_until,
+    Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, wait_until,
 )
 
 HANDLER = "tests.integration.probe_handler:record"
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-@pytest.fixture
-def eb(tmp_path: Path):  # type: ignore[no-untyped-def]
-    broker = start_broker(tmp_path)
-    try:
-        yield broker
-    finally:
-        broker.stop_in_thread()
 
 
 def _finish_with_second_run(tmp_path: Path, runs: Runs, eb, group: str, topic: str,  # type: ignore[no-untyped-def]

@@ -12,35 +12,15 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import psutil
-import pytest
 
 from tests.integration.signals_kit import (
-    Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, start_broker, topic_messages,
+    Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, topic_messages,
     wait_until,
 )
 
 PROBE = "tests.integration.probe_handler"
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
-
-
-@pytest.fixture
-def eb(tmp_path: Path):  # type: ignore[no-untyped-def]
-    broker = start_broker(tmp_path)
-    try:
-        yield broker
-    finally:
-        broker.stop_in_thread()
 
 
 def assert_in_order_at_least_once(offsets: list[int], size: int, max_restarts: int, what: str) -> None:
