@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.engine_kit import (
-    Running, broker, by_queue, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
+    Running, broker, by_queue, committed_offsets, consumer_config, pool_config, produce, wait_for,
 )
 
 
