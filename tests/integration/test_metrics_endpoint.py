@@ -103,8 +103,11 @@ def test_metrics_while_consuming(tmp_path: Path) -> None:
         with Child(args, tmp_path, env=env) as child:
             child.wait_output("metrics on http://127.0.0.1:")
             # while the backlog drains: lag and in-flight messages are visible per queue
+            # (a queue whose start offset could not be read at the first rebalance, e.g. a slow
+            # answer under load, is taken at a later one: wait for all four)
             s = wait_for(lambda: (lambda x: x if x.value("rmqrun_ready") == 1 and total(x, "rmqrun_queue_lag_messages")
-                                  > 0 else None)(scrape(port)), 20, "a scrape showing lag")
+                                  > 0 and (x.value("rmqrun_assigned_queues") or 0) >= 4 else None)(scrape(port)),
+                         30, "a scrape showing lag on all four queues")
             assert s.types["rmqrun_messages_consumed_total"] == "counter"
             assert s.types["rmqrun_handler_seconds"] == "histogram"
             consumed = s.value("rmqrun_messages_consumed_total")
