@@ -82,7 +82,7 @@ def collect(supervisor: "Supervisor", started_at: float) -> list[Family]:
     out = [
         info,
         f("rmqrun_start_time_seconds", "gauge", "when this rmqrun process started, Unix time").add(started_at),
-        f("rmqrun_ready", "gauge", "1 once the consumer has started (READY=1), else 0").add(int(engine is not None)),
+        f("rmqrun_ready", "gauge", "1 once the consumer has started (READY=1), else 0").add(int(supervisor.ready)),
         f("rmqrun_workers", "gauge", "worker processes (slots) in the pool").add(pool.size),
         f("rmqrun_worker_restarts_total", "counter",
           "workers replaced after dying unexpectedly (crash, kill, hard time limit)").add(pool.restarts),

@@ -61,6 +61,8 @@ class Supervisor:
         self.settings = settings
         self.executor = PoolExecutor(settings.pool, max_inflight_messages=settings.max_inflight_messages)
         self.engine: PushConsumer | None = None
+        #: True once the consumer has started and taken its first assignment (systemd READY=1)
+        self.ready = False
         self._signals: asyncio.Queue[int] = asyncio.Queue()
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
@@ -109,6 +111,7 @@ class Supervisor:
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, self.settings.consumer.message_model, mode,
                     self.executor.pool.size, self.settings.pool.handler)
+        self.ready = True
         if self.settings.on_ready:
             self.settings.on_ready()
         status_task = asyncio.ensure_future(self._status_loop())

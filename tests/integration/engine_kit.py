@@ -78,8 +78,8 @@ class Running:
             if self.task.done():
                 raise RuntimeError(f"supervisor exited early with {self.task.result()}")
             engine = self.supervisor.engine
-            if engine is not None and engine._running and engine.table:
-                return self
+            if self.supervisor.ready and engine is not None and engine.table:
+                return self  # started, first rebalance done
             await asyncio.sleep(0.05)
         raise TimeoutError("supervisor did not start consuming in 30 s")
 
