@@ -155,11 +155,15 @@ class Rebalancer:
             engine.removing.add(mq)
             engine.stop_pull(mq)
             return False
-        await engine.offset_store.persist(mq)
-        engine.offset_store.remove(mq)
+        await self._release(mq)
+        return True
+
+    async def _release(self, mq: MessageQueue) -> None:
+        """Hand a queue back: persist and forget its offset, then unlock it (orderly)."""
+        await self.engine.offset_store.persist(mq)
+        self.engine.offset_store.remove(mq)
         if self.orderly_locks:
             await self.unlock(mq, oneway=True)
-        return True
 
     def on_orderly_idle(self, req: PullRequest) -> None:
         """The orderly loop of a dropped queue has finished its last job: complete the removal."""
@@ -169,10 +173,7 @@ class Rebalancer:
     async def _finish_removal(self, req: PullRequest) -> None:
         engine = self.engine
         try:
-            await engine.offset_store.persist(req.mq)
-            engine.offset_store.remove(req.mq)
-            if self.orderly_locks:
-                await self.unlock(req.mq, oneway=True)
+            await self._release(req.mq)
         finally:
             engine.removing.discard(req.mq)
             if engine.table.get(req.mq) is req:
