@@ -1,0 +1,58 @@
+"""The PySpark data source ``rocketmq`` (batch and streaming reads, batch and streaming writes).
+
+Usage::
+
+    import rmqrun.spark
+    rmqrun.spark.register(spark)
+    df = spark.read.format("rocketmq").option("namesrv", "127.0.0.1:9876").option("topic", "T").load()
+
+Importing this package needs neither pyspark nor Java: only :func:`register`
+(and the modules that subclass PySpark's classes) do, so ``import rmqrun`` and
+``import rmqrun.spark`` stay cheap and work without the ``spark`` extra.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+SHORT_NAME = "rocketmq"
+
+_MISSING_PYSPARK = ("rmqrun.spark needs PySpark 4.x: pip install 'rmqrun[spark]' "
+                    "(Python >= 3.11 and Java 17+ required)")
+
+
+class SparkSupportMissing(RuntimeError):
+    """pyspark (the ``spark`` extra) or Java is not installed."""
+
+
+def require_pyspark() -> None:
+    """Raise one clear error line when the ``spark`` extra is not installed."""
+    try:
+        import pyspark  # noqa: F401
+        import pyspark.sql.datasource  # noqa: F401
+    except ImportError as e:
+        raise SparkSupportMissing(f"{_MISSING_PYSPARK} ({e})") from None
+
+
+def require_java() -> None:
+    """Spark's JVM needs ``java`` (17+) on PATH or under $JAVA_HOME."""
+    import os
+
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return
+    if shutil.which("java") is None:
+        raise SparkSupportMissing("Spark needs Java 17+: no `java` on PATH and $JAVA_HOME is not set "
+                                  "(install e.g. openjdk-17-jre-headless)")
+
+
+def register(spark: Any) -> None:
+    """Register the ``rocketmq`` data source with a SparkSession."""
+    require_pyspark()
+    from rmqrun.spark.source import RocketMQDataSource
+
+    spark.dataSource.register(RocketMQDataSource)
+
+
+__all__ = ["register", "SHORT_NAME", "SparkSupportMissing", "require_pyspark", "require_java"]
