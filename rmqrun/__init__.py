@@ -33,7 +33,19 @@ from rmqrun.worker.results import SoftTimeLimitExceeded
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """``rmqrun.PullConsumer`` / ``rmqrun.AsyncPullConsumer``, imported on first use so that
+    ``import rmqrun`` (every worker does it) never loads the client layer."""
+    if name in ("PullConsumer", "AsyncPullConsumer"):
+        import rmqrun.pull
+
+        return getattr(rmqrun.pull, name)
+    raise AttributeError(f"module 'rmqrun' has no attribute {name!r}")
+
+
 __all__ = [
     "Message", "MessageQueue", "batch", "WorkerInfo", "ReconsumeLater", "AckIndex", "SuspendCurrentQueue",
     "Commit", "Rollback", "SoftTimeLimitExceeded", "__version__",
+    "PullConsumer", "AsyncPullConsumer",
 ]

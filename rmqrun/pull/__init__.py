@@ -1,0 +1,31 @@
+"""The pull model: the program picks queues and offsets, and commits when it chooses.
+
+``PullConsumer`` (blocking, usable from any thread) and ``AsyncPullConsumer``
+(asyncio) offer what Java's ``DefaultMQPullConsumer`` offers; see
+:mod:`rmqrun.pull.async_consumer` for the semantics. The consumers are loaded on
+first use, so ``from rmqrun.pull import PullResult`` stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
+from rmqrun.pull.result import PullResult, PullStatus
+
+if TYPE_CHECKING:
+    from rmqrun.pull.async_consumer import AsyncPullConsumer
+    from rmqrun.pull.consumer import PullConsumer
+
+__all__ = ["PullConsumer", "AsyncPullConsumer", "PullResult", "PullStatus", "TopicNotFoundError",
+           "NotStartedError", "OffsetPersistError"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PullConsumer":
+        from rmqrun.pull.consumer import PullConsumer
+        return PullConsumer
+    if name == "AsyncPullConsumer":
+        from rmqrun.pull.async_consumer import AsyncPullConsumer
+        return AsyncPullConsumer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,326 @@
+"""``AsyncPullConsumer``: the pull model of Java's ``DefaultMQPullConsumer`` for asyncio programs.
+
+The program chooses the queues, the offsets and when to commit; nothing here
+rebalances, locks or pulls in the background. It stands on the client layer
+(one :class:`~rmqrun.client.instance.ClientInstance` for routes and
+connections, :class:`~rmqrun.client.broker.BrokerClient` for the calls).
+
+What follows Java, and where it deliberately does not:
+
+* a pull sends the subscription in the request (the subscription flag, tag
+  expression, ``subVersion`` 0), never the commit flag, and ``commitOffset`` 0:
+  only :meth:`update_consume_offset` + :meth:`persist_consume_offsets` move the
+  group's offset;
+* the broker filters by the tags' hash codes; the client then keeps only the
+  messages whose TAGS string is in the expression's tag set
+  (``PullAPIWrapper.processPullResult``), so a FOUND result can hold fewer
+  messages than were read, even none;
+* a blocking pull (:meth:`pull_block_if_not_found`) sets the suspend flag and
+  asks the broker to hold it up to ``timeout``; the client waits
+  ``timeout + BLOCK_CLIENT_MARGIN`` before giving up, like Java's 20 s hold
+  under a 30 s client timeout;
+* unlike Java, the consumer does not heartbeat its group to the brokers: a pull
+  consumer sharing a group with live push consumers (a Spark backfill
+  committing for ``rmqrun run``'s group) would otherwise be counted in their
+  rebalance and be handed queues it never pulls;
+* unlike Java, the offsets persisted are exactly those the program updated
+  (Java persists only queues its rebalance holds, so a plain
+  ``DefaultMQPullConsumer`` often persists nothing), and each write waits for
+  the broker's answer instead of going oneway;
+* unlike Java, pulled messages do not get MIN_OFFSET/MAX_OFFSET properties
+  added: the result carries both, and the messages keep exactly the properties
+  they were stored with.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from rmqrun.client.broker import PullResult as WirePullResult
+from rmqrun.client.broker import PullStatus
+from rmqrun.client.errors import BrokerNotFoundError
+from rmqrun.client.headers import PullMessageRequestHeader, pull_sys_flag
+from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance
+from rmqrun.client.route import MASTER_ID, TopicRouteData, subscribe_queues
+from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.model import Message, MessageQueue
+from rmqrun.pull import arguments as check
+from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
+from rmqrun.pull.offset_table import OffsetTable
+from rmqrun.pull.result import PullResult
+from rmqrun.remoting.errors import ProtocolError, RemotingError, TopicNotExistError
+from rmqrun.remoting.message import decode_messages, decode_offset_msg_id
+
+DEFAULT_GROUP = "DEFAULT_CONSUMER"
+BLOCK_TIMEOUT = 20.0          # DefaultMQPullConsumer.brokerSuspendMaxTimeMillis
+BLOCK_CLIENT_MARGIN = 10.0    # consumerTimeoutMillisWhenSuspend (30 s) minus the 20 s hold
+
+
+class AsyncPullConsumer:
+    """Pull messages from queues and offsets the program chooses; commit when it says so.
+
+    ``namesrv`` is ``"host:port"`` or ``"a:9876;b:9876"`` (``None``: ``$NAMESRV_ADDR``).
+    ``group`` is the consumer group the offsets are stored under. ``timeout`` is the
+    per-request timeout in seconds. Use ``async with`` or ``await start()`` /
+    ``await close()``; ``close()`` persists the offsets updated since the last persist.
+    """
+
+    def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
+                 timeout: float = 3.0, instance_name: str | None = None) -> None:
+        self.namesrv = check.namesrv_address(namesrv)
+        if not isinstance(group, str) or not group.strip():
+            raise ValueError(f"group must be a non-empty string, got {group!r}")
+        self.group = group
+        self.timeout = check.positive_seconds("timeout", timeout)
+        if instance_name is not None and (not isinstance(instance_name, str) or not instance_name.strip()):
+            raise ValueError(f"instance_name must be a non-empty string or None, got {instance_name!r}")
+        self.instance_name = instance_name
+        self._instance: ClientInstance | None = None
+        self._offsets = OffsetTable()
+        self._suggested: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "started" if self._instance else "new"
+        return f"AsyncPullConsumer(namesrv={self.namesrv!r}, group={self.group!r}, {state})"
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Open the client instance (idempotent). No network call yet: the first call asks the name server."""
+        if self._closed:
+            raise NotStartedError(f"{self!r} is closed; create a new consumer")
+        if self._instance is not None:
+            return
+        instance = ClientInstance(self.namesrv, instance_name=self.instance_name or DEFAULT_INSTANCE_NAME,
+                                  api_timeout=self.timeout, connect_timeout=self.timeout)
+        await instance.start()
+        self._instance = instance
+
+    async def close(self) -> None:
+        """Persist the updated offsets, then close every connection (idempotent).
+
+        A failed persist is raised after the connections are closed, so nothing
+        leaks and the caller still learns that offsets were not written.
+        """
+        instance, self._instance = self._instance, None
+        if instance is None:
+            self._closed = True
+            return
+        try:
+            if self._offsets.updated():
+                self._instance = instance
+                try:
+                    await self.persist_consume_offsets()
+                finally:
+                    self._instance = None
+        finally:
+            self._closed = True
+            await instance.close()
+
+    async def __aenter__(self) -> "AsyncPullConsumer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    @property
+    def client_id(self) -> str | None:
+        return self._instance.client_id if self._instance else None
+
+    def _client(self) -> ClientInstance:
+        if self._instance is None:
+            raise NotStartedError(
+                f"{self!r} is not started: use it as a context manager or call start() first")
+        return self._instance
+
+    # ----------------------------------------------------------------- routes and addresses
+
+    async def _route(self, topic: str, *, refresh: bool) -> TopicRouteData:
+        try:
+            return await self._client().get_route(topic, refresh=refresh)
+        except TopicNotExistError as exc:
+            raise TopicNotFoundError(
+                topic, f"topic {topic!r} does not exist (name server {self.namesrv} has no route for it)") from exc
+
+    async def _address(self, mq: MessageQueue, *, broker_id: int = MASTER_ID) -> str:
+        """The address for ``mq``'s broker (``broker_id`` preferred, else the master, else any member),
+        refreshing the topic's route once when the broker is unknown (Java's findBroker... then update)."""
+        instance = self._client()
+        found = instance.find_broker(mq.broker_name, broker_id=broker_id)
+        if found is None:
+            await self._route(mq.topic, refresh=True)
+            found = instance.find_broker(mq.broker_name, broker_id=broker_id)
+        if found is None:
+            raise BrokerNotFoundError(
+                f"broker {mq.broker_name!r} of {mq} is not in the route of topic {mq.topic!r} "
+                f"(name server {self.namesrv})")
+        return found.address
+
+    # ----------------------------------------------------------------- queues
+
+    async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, fresh from the name server, sorted (Java
+        ``fetchSubscribeMessageQueues``); :class:`TopicNotFoundError` when there are none."""
+        check.topic(topic)
+        route = await self._route(topic, refresh=True)
+        queues = subscribe_queues(route, topic)
+        if not queues:
+            raise TopicNotFoundError(topic, f"topic {topic!r} has no readable queue (name server {self.namesrv})")
+        return queues
+
+    # ----------------------------------------------------------------- pulling
+
+    async def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32, *,
+                   timeout: float | None = None) -> PullResult:
+        """Read up to ``max_nums`` messages of ``mq`` from ``offset`` now (no hold).
+
+        ``sub_expression`` is a tag expression (``"*"``, ``"TagA || TagB"``).
+        The broker answers at most its transfer limit (32 by default) per pull.
+        """
+        wait = self.timeout if timeout is None else check.positive_seconds("timeout", timeout)
+        return await self._pull(mq, sub_expression, offset, max_nums, hold=None, wait=wait)
+
+    async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
+                                      max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT) -> PullResult:
+        """Like :meth:`pull`, but when ``offset`` is the queue's end the broker holds the
+        request until a message arrives or ``timeout`` seconds pass (then NO_NEW_MSG)."""
+        hold = check.positive_seconds("timeout", timeout)
+        return await self._pull(mq, sub_expression, offset, max_nums, hold=hold, wait=hold + BLOCK_CLIENT_MARGIN)
+
+    async def _pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, *,
+                    hold: float | None, wait: float) -> PullResult:
+        check.queue(mq)
+        check.offset(offset)
+        check.max_nums(max_nums)
+        if sub_expression is not None and not isinstance(sub_expression, str):
+            raise TypeError(f"sub_expression must be a tag expression string, got {sub_expression!r}")
+        sub = SubscriptionData.build(mq.topic, sub_expression, sub_version=0)
+        addr = await self._address(mq, broker_id=self._suggested.get(mq, MASTER_ID))
+        header = PullMessageRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=pull_sys_flag(commit_offset=False, suspend=hold is not None, subscription=True),
+            commit_offset=0,
+            suspend_timeout_millis=int((hold if hold is not None else BLOCK_TIMEOUT) * 1000),
+            subscription=sub.sub_string, sub_version=0, expression_type=sub.expression_type,
+            bname=mq.broker_name)
+        wire = await self._client().broker.pull(addr, header, timeout=wait)
+        self._suggested[mq] = wire.suggest_which_broker_id
+        return self._result(mq, offset, sub, wire)
+
+    @staticmethod
+    def _result(mq: MessageQueue, offset: int, sub: SubscriptionData, wire: WirePullResult) -> PullResult:
+        """PullAPIWrapper.processPullResult: decode, re-filter by tag string, stamp broker and queue."""
+        messages: list[Message] = []
+        if wire.status is PullStatus.FOUND and wire.body:
+            try:
+                decoded = decode_messages(wire.body, broker_name=mq.broker_name)
+            except ProtocolError as exc:
+                raise ProtocolError(f"pull of {mq} from offset {offset}: a message does not decode: {exc}") from exc
+            for msg in decoded:
+                if sub.matches_tag(msg.tags):
+                    msg.broker_name = mq.broker_name
+                    msg.queue_id = mq.queue_id
+                    messages.append(msg)
+        return PullResult(wire.status, wire.next_begin_offset, wire.min_offset, wire.max_offset, messages,
+                          wire.remark)
+
+    # ----------------------------------------------------------------- queue offsets (MQAdminImpl)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """The smallest offset still stored in ``mq``."""
+        check.queue(mq)
+        return await self._client().broker.get_min_offset(await self._address(mq), mq, timeout=self.timeout)
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The next offset to be written in ``mq`` (one past the last message)."""
+        check.queue(mq)
+        return await self._client().broker.get_max_offset(await self._address(mq), mq, timeout=self.timeout)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms`` (the broker's search)."""
+        check.queue(mq)
+        check.timestamp_ms(timestamp_ms)
+        return await self._client().broker.search_offset(await self._address(mq), mq, timestamp_ms,
+                                                         timeout=self.timeout)
+
+    async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        """Store time (epoch ms) of the oldest message still in ``mq``."""
+        check.queue(mq)
+        return await self._client().broker.earliest_msg_store_time(await self._address(mq), mq,
+                                                                   timeout=self.timeout)
+
+    async def view_message(self, msg_id: str) -> Message:
+        """The stored message with this broker (offset) message id, ``Message.offset_msg_id``.
+
+        The id holds the store address, which is asked directly (no route needed).
+        """
+        if not isinstance(msg_id, str) or not msg_id.strip():
+            raise ValueError(f"msg_id must be a broker (offset) message id, got {msg_id!r}")
+        try:
+            decode_offset_msg_id(msg_id.strip())
+        except ProtocolError as exc:
+            raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id: {exc}") from exc
+        return await self._client().broker.view_message(msg_id.strip(), timeout=self.timeout)
+
+    # ----------------------------------------------------------------- group offsets
+
+    async def fetch_consume_offset(self, mq: MessageQueue, from_store: bool = True) -> int:
+        """The group's offset of ``mq``: -1 when the group has none.
+
+        ``from_store`` asks the broker (READ_FROM_STORE); otherwise the local table
+        answers first, falling back to the broker (MEMORY_FIRST_THEN_STORE). Broker
+        errors raise: an unreachable broker never looks like "no offset".
+        """
+        check.queue(mq)
+        if not from_store:
+            known = self._offsets.get(mq)
+            if known is not None:
+                return known
+        offset = await self._client().broker.query_consumer_offset(await self._address(mq), self.group, mq,
+                                                                   timeout=self.timeout)
+        if offset is None:
+            return -1
+        self._offsets.cache(mq, offset)
+        return offset
+
+    async def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        """Set the group's offset of ``mq`` in the local table (the next offset to consume).
+        It reaches the broker with :meth:`persist_consume_offsets` or :meth:`close`."""
+        check.queue(mq)
+        check.offset(offset)
+        self._client()
+        self._offsets.update(mq, offset)
+
+    async def persist_consume_offsets(self) -> None:
+        """Write every offset updated since the last persist to its broker, waiting for each answer.
+
+        Raises :class:`OffsetPersistError` naming each queue that failed (those stay
+        pending and are tried again by the next persist).
+        """
+        instance = self._client()
+        failures: dict[MessageQueue, BaseException] = {}
+        for mq, offset in self._offsets.updated().items():
+            try:
+                addr = await self._address(mq)
+                await instance.broker.update_consumer_offset(addr, self.group, mq, offset, oneway=False,
+                                                             timeout=self.timeout)
+            except (RemotingError, BrokerNotFoundError, TopicNotFoundError) as exc:
+                failures[mq] = exc
+            else:
+                self._offsets.persisted(mq, offset)
+        if failures:
+            detail = "; ".join(f"{mq.topic}/{mq.broker_name}/{mq.queue_id}: {exc}" for mq, exc in failures.items())
+            raise OffsetPersistError(f"group {self.group}: {len(failures)} offset(s) not persisted: {detail}",
+                                     failures)
+
+    def updated_offsets(self) -> dict[MessageQueue, int]:
+        """The offsets updated and not yet persisted (a copy)."""
+        return self._offsets.updated()
+
+    def __getstate__(self) -> Any:
+        raise TypeError("a pull consumer holds connections and cannot be pickled; create one per process")

@@ -1,0 +1,175 @@
+"""``PullConsumer``: the synchronous pull consumer, for plain scripts and Spark executors.
+
+It runs an :class:`~rmqrun.pull.async_consumer.AsyncPullConsumer` on a private
+event loop in a daemon thread and waits for each call, so it works the same
+from the main thread, from any other thread (several may call at once; the
+loop serialises nothing but the socket writes) and from code that is itself
+inside a running event loop (a notebook), where ``asyncio.run`` would refuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from types import TracebackType
+from typing import Any, Coroutine, TypeVar
+
+from rmqrun.model import Message, MessageQueue
+from rmqrun.pull.async_consumer import BLOCK_TIMEOUT, DEFAULT_GROUP, AsyncPullConsumer
+from rmqrun.pull.errors import NotStartedError
+from rmqrun.pull.result import PullResult
+
+T = TypeVar("T")
+
+
+class PullConsumer:
+    """The blocking twin of :class:`AsyncPullConsumer`: same arguments, same methods.
+
+    Use ``with PullConsumer(...) as c:`` or ``start()`` / ``close()``;
+    ``close()`` persists the offsets updated since the last persist.
+    """
+
+    def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
+                 timeout: float = 3.0, instance_name: str | None = None) -> None:
+        # Arguments are checked here, in the caller's thread, before any thread exists.
+        self._async = AsyncPullConsumer(namesrv, group, timeout=timeout, instance_name=instance_name)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def namesrv(self) -> str:
+        return self._async.namesrv
+
+    @property
+    def group(self) -> str:
+        return self._async.group
+
+    @property
+    def timeout(self) -> float:
+        return self._async.timeout
+
+    @property
+    def client_id(self) -> str | None:
+        return self._async.client_id
+
+    def __repr__(self) -> str:
+        return repr(self._async).replace("AsyncPullConsumer", "PullConsumer", 1)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> "PullConsumer":
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+                thread = threading.Thread(target=self._run_loop, args=(loop, ready), daemon=True,
+                                          name=f"rmqrun-pull {self._async.group}")
+                thread.start()
+                ready.wait()
+                self._loop, self._thread = loop, thread
+        try:
+            self._call(self._async.start())
+        except BaseException:
+            self._stop_loop()
+            raise
+        return self
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            loop.close()
+
+    def close(self) -> None:
+        """Persist updated offsets, close connections, stop the loop thread (idempotent)."""
+        if self._loop is None:
+            if not self._async._closed:
+                asyncio.run(self._async.close())  # never started: only marks it closed
+            return
+        try:
+            self._call(self._async.close())
+        finally:
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def __enter__(self) -> "PullConsumer":
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if loop is None:
+            coro.close()
+            raise NotStartedError(f"{self!r} is not started: use it as a context manager or call start() first")
+        if self._thread is threading.current_thread():
+            coro.close()
+            raise RuntimeError("PullConsumer methods cannot be called from its own loop thread")
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C (or any interruption) while waiting: stop the request too.
+            future.cancel()
+            raise
+
+    # ----------------------------------------------------------------- the API
+
+    def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        return self._call(self._async.fetch_subscribe_message_queues(topic))
+
+    def fetch_consume_offset(self, mq: MessageQueue, from_store: bool = True) -> int:
+        return self._call(self._async.fetch_consume_offset(mq, from_store))
+
+    def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32, *,
+             timeout: float | None = None) -> PullResult:
+        return self._call(self._async.pull(mq, sub_expression, offset, max_nums, timeout=timeout))
+
+    def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
+                                max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT) -> PullResult:
+        return self._call(self._async.pull_block_if_not_found(mq, sub_expression, offset, max_nums,
+                                                              timeout=timeout))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._async.min_offset(mq))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._call(self._async.max_offset(mq))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._call(self._async.search_offset(mq, timestamp_ms))
+
+    def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        return self._call(self._async.earliest_msg_store_time(mq))
+
+    def view_message(self, msg_id: str) -> Message:
+        return self._call(self._async.view_message(msg_id))
+
+    def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
+        self._call(self._async.update_consume_offset(mq, offset))
+
+    def persist_consume_offsets(self) -> None:
+        self._call(self._async.persist_consume_offsets())
+
+    def updated_offsets(self) -> dict[MessageQueue, int]:
+        return dict(self._async.updated_offsets())
+
+    def __getstate__(self) -> Any:
+        raise TypeError("a pull consumer holds connections and a thread and cannot be pickled; "
+                        "create one per process (e.g. per Spark partition)")

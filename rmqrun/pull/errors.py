@@ -1,0 +1,37 @@
+"""Errors the pull consumer raises itself.
+
+Transport and broker failures keep their own classes (``rmqrun.remoting.errors``:
+``RequestTimeoutError`` names the address that did not answer,
+``BrokerError`` keeps the broker's code and remark); these are the ones a
+caller of the pull API most often wants to tell apart.
+"""
+
+from __future__ import annotations
+
+from rmqrun.client.errors import ClientError, NoRouteError
+
+
+class TopicNotFoundError(NoRouteError):
+    """The name server has no route for the topic, or the route has no readable queue."""
+
+    def __init__(self, topic: str, message: str) -> None:
+        super().__init__(message)
+        self.topic = topic
+
+
+class NotStartedError(ClientError):
+    """A call on a consumer that is not started (or already closed)."""
+
+
+class OffsetPersistError(ClientError):
+    """Some updated offsets could not be written to their broker; ``failures`` maps queue to error.
+
+    The offsets that failed stay in the local table as "updated", so a later
+    :meth:`persist_consume_offsets` (or ``close()``) tries them again.
+    """
+
+    retriable = True
+
+    def __init__(self, message: str, failures: dict) -> None:  # type: ignore[type-arg]
+        super().__init__(message)
+        self.failures = failures
