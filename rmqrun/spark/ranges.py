@@ -150,3 +150,20 @@ def plan_batch(consumer, topics: Iterable[str], starting: OffsetSpec, ending: Of
     start = resolve(consumer, queues, starting, "startingOffsets")
     end = resolve(consumer, queues, ending, "endingOffsets")
     return plan_ranges(start, end, min_partitions=min_partitions, max_records=max_records)
+
+
+def share_limit(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], max_rows: int) -> dict[MessageQueue, int]:
+    """Ends that read at most ``max_rows`` offsets in all, shared in proportion to each queue's backlog."""
+    backlog = {mq: max(0, latest[mq] - start.get(mq, 0)) for mq in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    grant = {mq: (n * max_rows) // total for mq, n in backlog.items()}
+    left = max_rows - sum(grant.values())
+    for mq in sorted(backlog, key=lambda q: (-(backlog[q] - grant[q]), q)):
+        if left <= 0:
+            break
+        if backlog[mq] > grant[mq]:
+            grant[mq] += 1
+            left -= 1
+    return {mq: start.get(mq, 0) + grant[mq] for mq in latest}

@@ -33,7 +33,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.spark.batch import RangePartition, read_partition
 from rmqrun.spark.offsets import decode, encode
 from rmqrun.spark.options import ReadOptions
-from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve
+from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve, share_limit
 
 # Consumers of the planner process, which lives as long as the query: never an
 # attribute of the reader, since the reader is pickled to executors.
@@ -47,23 +47,6 @@ def _planner_consumer(opts: ReadOptions) -> Any:
         consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout)
         _PLANNER_CONSUMERS[key] = consumer
     return consumer
-
-
-def share_limit(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], max_rows: int) -> dict[MessageQueue, int]:
-    """Ends that read at most ``max_rows`` offsets in all, shared in proportion to each queue's backlog."""
-    backlog = {mq: max(0, latest[mq] - start.get(mq, 0)) for mq in latest}
-    total = sum(backlog.values())
-    if total <= max_rows:
-        return dict(latest)
-    grant = {mq: (n * max_rows) // total for mq, n in backlog.items()}
-    left = max_rows - sum(grant.values())
-    for mq in sorted(backlog, key=lambda q: (-(backlog[q] - grant[q]), q)):
-        if left <= 0:
-            break
-        if backlog[mq] > grant[mq]:
-            grant[mq] += 1
-            left -= 1
-    return {mq: start.get(mq, 0) + grant[mq] for mq in latest}
 
 
 class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
