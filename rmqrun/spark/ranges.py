@@ -98,6 +98,11 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
                 off = consumer.min_offset(mq)
             elif off == LATEST_SENTINEL:
                 off = consumer.max_offset(mq)
+            elif mq in explicit:
+                top = consumer.max_offset(mq)
+                if off > top:
+                    raise OptionError(f"rocketmq source option {option}: offset {off} of {mq.topic} "
+                                      f"{queue_key(mq)} is past the queue's end (max offset {top})")
             out[mq] = off
     return out
 

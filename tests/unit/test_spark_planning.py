@@ -118,3 +118,35 @@ def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(rmqrun.spark.SparkSupportMissing, match="Spark needs Java 17"):
         rmqrun.spark.require_java()
+
+
+class _Queue:
+    """A pull consumer over one queue whose offsets below ``low`` were deleted by retention."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def pull(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        from rmqrun.model import Message
+        from rmqrun.pull import PullResult, PullStatus
+
+        if offset < self.low or offset > self.high:
+            return PullResult(PullStatus.OFFSET_ILLEGAL, self.low, self.low, self.high)
+        if offset == self.high:
+            return PullResult(PullStatus.NO_NEW_MSG, offset, self.low, self.high)
+        got = range(offset, min(self.high, offset + max_nums))
+        return PullResult(PullStatus.FOUND, got[-1] + 1, self.low, self.high,
+                          [Message("T", b"x", queue_id=0, queue_offset=o) for o in got])
+
+
+def test_read_range_stops_at_its_end_and_handles_lost_offsets() -> None:
+    from rmqrun.spark.errors import SourceError
+    from rmqrun.spark.pulling import read_range
+
+    whole = QueueRange("T", "broker-a", 0, 0, 10)
+    assert [m.queue_offset for m in read_range(_Queue(0, 50), whole, batch_size=4)] == list(range(10))
+    with pytest.raises(SourceError, match=r"offsets 0\.\.4 were deleted .*failOnDataLoss=false"):
+        list(read_range(_Queue(5, 50), whole))
+    assert [m.queue_offset for m in read_range(_Queue(5, 50), whole, fail_on_data_loss=False)] == list(range(5, 10))
+    with pytest.raises(SourceError, match="the queue ends at 7, before the planned end 10"):
+        list(read_range(_Queue(0, 7), whole))
