@@ -66,6 +66,11 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "condition") -> Non
         time.sleep(0.01)
 
 
+def held_on(eb: EmbeddedBroker, topic: str) -> int:
+    """Pulls the broker holds on ``topic`` now."""
+    return sum(len(pulls) for (t, _), pulls in list(eb.broker.hold._held.items()) if t == topic)
+
+
 def mq_of(topic: str, qid: int) -> MessageQueue:
     return MessageQueue(topic, "broker-a", qid)
 
@@ -139,7 +144,6 @@ def test_blocking_pull_is_woken_by_a_send(eb: EmbeddedBroker) -> None:
     send(eb, topic, [(2, "T", "first")])
     mq = mq_of(topic, 2)
     hold = 20.0
-    held_before = len(eb.broker.hold)
     with rmqrun.PullConsumer(eb.namesrv_address, "CG_block") as c:
         out: dict[str, object] = {}
 
@@ -150,7 +154,7 @@ def test_blocking_pull_is_woken_by_a_send(eb: EmbeddedBroker) -> None:
 
         t = threading.Thread(target=pull)
         t.start()
-        wait_until(lambda: len(eb.broker.hold) > held_before, what="the broker to hold the pull")
+        wait_until(lambda: held_on(eb, topic) == 1, what="the broker to hold the pull")
         time.sleep(0.2)
         assert t.is_alive(), "a pull at the end of the queue must be held, not answered"
         send(eb, topic, [(2, "T", "second")])
@@ -314,7 +318,7 @@ def test_async_twin(eb: EmbeddedBroker) -> None:
             r, r2 = await asyncio.gather(c.pull(mq, "B", 0), c.pull(mq, "*", 0))
             assert [m.body for m in r.messages] == [b"b1"] and len(r2.messages) == 2
             blocked = asyncio.ensure_future(c.pull_block_if_not_found(mq, "*", 2, timeout=20.0))
-            await asyncio.sleep(0.3)
+            await asyncio.to_thread(wait_until, lambda: held_on(eb, "PQ_async") == 1, 30.0, "a held pull")
             assert not blocked.done()
             await asyncio.to_thread(send, eb, "PQ_async", [(0, "A", "a2")])
             woken = await asyncio.wait_for(blocked, 10)
