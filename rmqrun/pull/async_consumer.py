@@ -119,6 +119,11 @@ class AsyncPullConsumer:
             self._closed = True
             await instance.close()
 
+    def mark_closed(self) -> None:
+        """Refuse further use without touching the network (for a consumer that never started)."""
+        if self._instance is None:
+            self._closed = True
+
     async def __aenter__(self) -> "AsyncPullConsumer":
         await self.start()
         return self

@@ -88,8 +88,7 @@ class PullConsumer:
     def close(self) -> None:
         """Persist updated offsets, close connections, stop the loop thread (idempotent)."""
         if self._loop is None:
-            if not self._async._closed:
-                asyncio.run(self._async.close())  # never started: only marks it closed
+            self._async.mark_closed()  # never started (or already closed): no connection to close
             return
         try:
             self._call(self._async.close())

@@ -64,6 +64,12 @@ def test_calls_before_start_say_so() -> None:
     with pytest.raises(NotStartedError, match="not started"):
         c.max_offset(MQ)
     c.close()  # closing a consumer that never started is fine
+    with pytest.raises(NotStartedError, match="closed"):
+        c.start()
+
+    async def close_inside_a_running_loop() -> None:
+        PullConsumer("127.0.0.1:9").close()  # must not need asyncio.run
+    asyncio.run(close_inside_a_running_loop())
 
     async def main() -> None:
         a = AsyncPullConsumer("127.0.0.1:9")
