@@ -18,7 +18,7 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
 from rmqrun.model import MessageQueue
-from tests.integration.cli_kit import Child, child_env, run_cli, wait_for
+from tests.integration.cli_kit import Child, child_env, free_port, run_cli, wait_for
 from tests.integration.signals_kit import start_broker
 
 pytestmark = pytest.mark.timeout(180)
@@ -173,6 +173,29 @@ def test_follow_with_count_ends_by_itself(eb: EmbeddedBroker, tmp_path: Path) ->
         assert child.wait(30) == 0, child.stderr
     lines = child.stdout.splitlines()
     assert len(lines) == 3 and lines[0].endswith("body=old")
+
+
+def test_follow_survives_a_broker_restart(tmp_path: Path) -> None:
+    topic = "RT_restart"
+    ports = {"namesrv_port": free_port(), "broker_port": free_port()}
+    broker = start_broker(tmp_path / "restart", **ports)
+    try:
+        send(broker, topic, [(0, None, b"one")])
+        args = ["read", "--namesrv", broker.namesrv_address, "--topic", topic, "--queue", "0", "--follow"]
+        with Child(args, tmp_path) as child:
+            wait_for(lambda: held_on(broker, topic) == 1, what="the follow pull to be held")
+            broker.stop_in_thread()
+            child.wait_output("retrying every")
+            assert child.proc.poll() is None, child.stderr
+            broker = start_broker(tmp_path / "restart", **ports)  # same ports, same data
+            send(broker, topic, [(0, None, b"two")])
+            wait_for(lambda: len(child.stdout.splitlines()) >= 2, timeout=60, what="the message sent after the restart")
+            child.signal(signal.SIGTERM)
+            assert child.wait(30) == 0, child.stderr
+        assert [line.rsplit("body=", 1)[1] for line in child.stdout.splitlines()] == ["one", "two"]
+        assert "reading again" in child.stderr
+    finally:
+        broker.stop_in_thread()
 
 
 @pytest.mark.parametrize("args, option", [
