@@ -20,7 +20,7 @@ import signal
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
@@ -29,6 +29,9 @@ from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import Message, MessageQueue
 from rmqrun.remoting.errors import RemotingError
+
+if TYPE_CHECKING:
+    from rmqrun.pull import AsyncPullConsumer, PullResult
 
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
@@ -108,7 +111,7 @@ class Cursor:
 
 
 class Reader:
-    def __init__(self, consumer, opts: Options, emit: Callable[[Message], None],  # type: ignore[no-untyped-def]
+    def __init__(self, consumer: "AsyncPullConsumer", opts: Options, emit: Callable[[Message], None],
                  note: Callable[[str], None]) -> None:
         self.consumer = consumer
         self.opts = opts
@@ -162,7 +165,7 @@ class Reader:
             result = await self.consumer.pull(cur.mq, self.opts.tags, cur.next, 32)
             self._advance(cur, result, at_end_when_empty=True)
 
-    def _advance(self, cur: Cursor, result, *, at_end_when_empty: bool) -> bool:  # type: ignore[no-untyped-def]
+    def _advance(self, cur: Cursor, result: "PullResult", *, at_end_when_empty: bool) -> bool:
         """Take a pull's answer into ``cur``; False when it neither found nor moved anything."""
         from rmqrun.pull import PullStatus
         status = result.status

@@ -230,6 +230,7 @@ def test_update_persist_and_read_back_by_a_fresh_consumer_and_the_broker(eb: Emb
         c.update_consume_offset(mqs[0], 2)
         c.update_consume_offset(mqs[1], 3)
         assert c.fetch_consume_offset(mqs[0], from_store=False) == 2  # the local table first
+        c.pull(mqs[0], "*", 0)  # a push consumer would piggyback 2 on this pull; the pull API must not
         assert c.fetch_consume_offset(mqs[0], from_store=True) == 0  # the broker has not heard yet
         assert c.updated_offsets() == {mqs[0]: 2, mqs[1]: 3}
         c.persist_consume_offsets()

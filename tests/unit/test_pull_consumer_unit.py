@@ -184,3 +184,42 @@ def test_no_namesrv_answering_is_a_clear_error() -> None:
     with PullConsumer(f"127.0.0.1:{port}", timeout=1.0) as c:
         with pytest.raises(NameServerUnavailableError, match=f"127.0.0.1:{port}"):
             c.fetch_subscribe_message_queues("T")
+
+
+class _RecordingBroker:
+    """Stands in for BrokerClient: records each pull request and answers NO_NEW_MSG."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object, float]] = []
+
+    async def pull(self, addr: str, header: object, *, timeout: float) -> WirePullResult:
+        self.calls.append((addr, header, timeout))
+        return WirePullResult(PullStatus.NO_NEW_MSG, 5, 0, 5, 0, b"", "OFFSET_OVERFLOW_ONE")
+
+
+def test_pull_requests_carry_the_subscription_and_never_a_commit() -> None:
+    from rmqrun.client.headers import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+
+    async def main() -> list[tuple[str, object, float]]:
+        async with AsyncPullConsumer("127.0.0.1:9", "CG_unit", timeout=2.5) as c:
+            recorder = _RecordingBroker()
+            c._client().broker = recorder  # type: ignore[assignment]
+
+            async def address(mq: MessageQueue, *, broker_id: int = 0) -> str:
+                return "127.0.0.1:10911"
+            c._address = address  # type: ignore[method-assign]
+            await c.update_consume_offset(MQ, 4)  # a pending offset must not ride on the pulls
+            await c.pull(MQ, "TagA || TagB", 5, 16)
+            await c.pull_block_if_not_found(MQ, None, 5, timeout=7.5)
+            c._offsets = OffsetTable()  # nothing to persist at close: there is no broker
+            return recorder.calls
+    (addr, plain, wait), (_, block, block_wait) = asyncio.run(main())
+    assert addr == "127.0.0.1:10911"
+    assert plain.sys_flag == PULL_FLAG_SUBSCRIPTION and plain.commit_offset == 0  # type: ignore[attr-defined]
+    assert (plain.consumer_group, plain.topic, plain.queue_id, plain.queue_offset, plain.max_msg_nums) == (  # type: ignore[attr-defined]
+        "CG_unit", "T", 1, 5, 16)
+    assert (plain.subscription, plain.sub_version, plain.expression_type) == ("TagA || TagB", 0, "TAG")  # type: ignore[attr-defined]
+    assert wait == 2.5  # the per-request timeout
+    assert block.sys_flag == PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND and block.commit_offset == 0  # type: ignore[attr-defined]
+    assert block.suspend_timeout_millis == 7500 and block.subscription == "*"  # type: ignore[attr-defined]
+    assert block_wait > 7.5  # the client waits longer than the broker holds
