@@ -223,3 +223,22 @@ def test_pull_requests_carry_the_subscription_and_never_a_commit() -> None:
     assert block.sys_flag == PULL_FLAG_SUBSCRIPTION | PULL_FLAG_SUSPEND and block.commit_offset == 0  # type: ignore[attr-defined]
     assert block.suspend_timeout_millis == 7500 and block.subscription == "*"  # type: ignore[attr-defined]
     assert block_wait > 7.5  # the client waits longer than the broker holds
+
+
+def test_use_after_fork_fails_instead_of_hanging() -> None:
+    import os
+    c = PullConsumer("127.0.0.1:9", timeout=0.5).start()
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: the loop thread did not survive the fork
+            try:
+                c.max_offset(MQ)
+            except RuntimeError as exc:
+                os._exit(0 if "after a fork" in str(exc) else 3)
+            except BaseException:
+                os._exit(4)
+            os._exit(5)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        c.close()
