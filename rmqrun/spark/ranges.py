@@ -10,7 +10,7 @@ one :class:`~rmqrun.pull.PullConsumer`; nothing here imports pyspark, so the
   does not exist: an error naming option ``topic``);
 * :func:`resolve` turns an :class:`~rmqrun.spark.offsets.OffsetSpec` into one
   offset per queue (``earliest`` = the queue's min offset, ``latest`` = its max
-  offset, ``timestamp:<ms>`` = the broker's ``searchOffset``);
+  offset, ``timestamp:<ms>`` = the first message stored at or after it);
 * :func:`plan_ranges` checks ``end >= start`` per queue and splits large
   ranges into :class:`QueueRange` pieces (``minPartitions``,
   ``maxRecordsPerPartition``).
@@ -91,7 +91,7 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
         elif spec.kind == "latest":
             out[mq] = consumer.max_offset(mq)
         elif spec.kind == "timestamp":
-            out[mq] = consumer.search_offset(mq, spec.timestamp_ms)
+            out[mq] = first_stored_since(consumer, mq, spec.timestamp_ms)
         else:
             off = explicit.get(mq, EARLIEST_SENTINEL if option == "startingOffsets" else LATEST_SENTINEL)
             if off == EARLIEST_SENTINEL:
@@ -105,6 +105,27 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
                                       f"{queue_key(mq)} is past the queue's end (max offset {top})")
             out[mq] = off
     return out
+
+
+def first_stored_since(consumer, mq: MessageQueue, timestamp_ms: int) -> int:  # type: ignore[no-untyped-def]
+    """The offset of the first message stored at or after ``timestamp_ms`` (the queue's max offset if none).
+
+    The broker's ``searchOffset`` answers the *nearest* message, which may be older
+    (the last one for a time past the end), so older messages are skipped here.
+    """
+    from rmqrun.pull import PullStatus
+
+    top = consumer.max_offset(mq)
+    offset = max(consumer.search_offset(mq, timestamp_ms), consumer.min_offset(mq))
+    while offset < top:
+        res = consumer.pull(mq, "*", offset, max_nums=min(32, top - offset))
+        if res.status is not PullStatus.FOUND or not res.messages:
+            break
+        for msg in res.messages:
+            if msg.store_timestamp >= timestamp_ms:
+                return msg.queue_offset
+        offset = res.next_begin_offset
+    return min(offset, top)
 
 
 def check_order(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:

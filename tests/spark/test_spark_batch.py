@@ -70,3 +70,22 @@ def test_batch_read_of_an_empty_range_is_empty(spark: Any, broker: Any) -> None:
     at_end = {"SparkEmpty": {f"broker-a:{q}": m for q, m in maxes.items()}}
     df = _reader(spark, broker, "SparkEmpty", startingOffsets=json.dumps(at_end))
     assert df.count() == 0
+
+
+def test_batch_reads_several_topics_and_starts_at_a_timestamp(spark: Any, broker: Any) -> None:
+    import time
+
+    early = produce(broker, "SparkTimeA", 6, start=0) + produce(broker, "SparkTimeB", 3, start=100)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    late = produce(broker, "SparkTimeA", 5, start=10) + produce(broker, "SparkTimeB", 2, start=110)
+
+    both = _reader(spark, broker, "SparkTimeA,SparkTimeB").select("topic", "msg_id").collect()
+    assert sorted(r.msg_id for r in both) == sorted(early + late)
+    assert {r.topic for r in both} == {"SparkTimeA", "SparkTimeB"}
+
+    since = _reader(spark, broker, "SparkTimeA, SparkTimeB", startingOffsets=f"timestamp:{cut}")
+    rows = since.select("msg_id", "store_timestamp").collect()
+    assert sorted(r.msg_id for r in rows) == sorted(late)
+    assert all(r.store_timestamp.timestamp() * 1000 >= cut for r in rows)
