@@ -32,6 +32,11 @@ def require_pyspark() -> None:
         import pyspark  # noqa: F401
         import pyspark.sql.datasource  # noqa: F401
     except ImportError as e:
+        import sys
+
+        if sys.version_info < (3, 11):
+            raise SparkSupportMissing(f"{_MISSING_PYSPARK}; this is Python {sys.version.split()[0]}, "
+                                      "on which the extra installs nothing") from None
         raise SparkSupportMissing(f"{_MISSING_PYSPARK} ({e})") from None
 
 
