@@ -14,6 +14,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from pyspark.sql.types import StructType
 
 from rmqrun.spark import SHORT_NAME
+from rmqrun.spark.errors import plainly as _plainly
 from rmqrun.spark.options import ReadOptions, WriteOptions
 from rmqrun.spark.schema import SCHEMA_DDL
 
@@ -28,16 +29,19 @@ class RocketMQDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMA_DDL
 
+    @_plainly
     def reader(self, schema: StructType) -> DataSourceReader:
         from rmqrun.spark.batch import RocketMQBatchReader
 
         return RocketMQBatchReader(ReadOptions.parse(self.options, streaming=False))
 
+    @_plainly
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from rmqrun.spark.stream import RocketMQStreamReader
 
         return RocketMQStreamReader(ReadOptions.parse(self.options, streaming=True))
 
+    @_plainly
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from rmqrun.spark.sink import RocketMQWriter, check_sink_schema
 
@@ -45,6 +49,7 @@ class RocketMQDataSource(DataSource):
         check_sink_schema(schema)
         return RocketMQWriter(opts)
 
+    @_plainly
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from rmqrun.spark.sink import RocketMQStreamWriter, check_sink_schema
 

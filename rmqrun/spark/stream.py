@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from rmqrun.model import MessageQueue
 from rmqrun.spark.batch import RangePartition, read_partition
+from rmqrun.spark.errors import plainly
 from rmqrun.spark.offsets import decode, encode
 from rmqrun.spark.options import ReadOptions
 from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve, share_limit
@@ -56,6 +57,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: dict[MessageQueue, int] = {}
 
     # --- planning (one long-lived planner process per query)
+    @plainly
     def initialOffset(self) -> dict:
         consumer = _planner_consumer(self.opts)
         queues = list_queues(consumer, self.opts.topics)
@@ -70,9 +72,11 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         consumer = _planner_consumer(self.opts)
         return {mq: consumer.max_offset(mq) for mq in list_queues(consumer, self.opts.topics)}
 
+    @plainly
     def prepareForTriggerAvailableNow(self) -> None:
         self._cap = self._latest()
 
+    @plainly
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = decode(start)
         self._commit_group(begin)

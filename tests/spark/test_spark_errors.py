@@ -78,6 +78,7 @@ def test_malformed_starting_offsets_are_named(spark: Any, broker: Any, topic: st
 def test_topic_that_does_not_exist_is_named(spark: Any, broker: Any) -> None:
     text = _error_of_read(spark, {"namesrv": broker.namesrv_address, "topic": "NoSuchTopic"})
     assert "option topic: topic 'NoSuchTopic' does not exist" in text
+    assert "ranges.py" not in text and "options.py" not in text, "the message, not our call stack"
 
 
 def test_name_server_that_does_not_answer_is_named(spark: Any, silent_namesrv: str, topic: str) -> None:
@@ -107,6 +108,7 @@ def test_stream_errors_are_named(spark: Any, broker: Any, topic: str, tmp_path: 
     text = _error_of_stream(spark, {"namesrv": broker.namesrv_address, "topic": "NoSuchStreamTopic"},
                             tmp_path / "b")
     assert "option topic: topic 'NoSuchStreamTopic' does not exist" in text
+    assert "ranges.py" not in text, "the message, not our call stack"
 
 
 def test_sink_errors_are_named(spark: Any, broker: Any, silent_namesrv: str) -> None:
