@@ -125,3 +125,18 @@ def test_sink_errors_are_named(spark: Any, broker: Any, silent_namesrv: str) -> 
         df.select("body").write.format("rocketmq").option("namesrv", silent_namesrv) \
             .option("topic", "SinkErr").mode("append").save()
     assert "rocketmq sink: sending to topic SinkErr" in str(info.value)
+
+
+def test_sink_failure_names_the_topic_and_the_answer(spark: Any, tmp_path: Any) -> None:
+    from tests.integration.signals_kit import start_broker
+
+    strict = start_broker(tmp_path, auto_create_topic=False)
+    try:
+        df = spark.createDataFrame([(b"x",)], "body binary")
+        with pytest.raises(Exception) as info:
+            df.write.format("rocketmq").option("namesrv", strict.namesrv_address).option("topic", "NoAutoCreate") \
+                .mode("append").save()
+        text = str(info.value)
+        assert "rocketmq sink: sending to topic NoAutoCreate" in text and "TOPIC_NOT_EXIST" in text
+    finally:
+        strict.stop_in_thread()
