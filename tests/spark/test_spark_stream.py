@@ -113,3 +113,20 @@ def test_processing_time_query_commits_each_finished_batch_to_the_group(
         assert q.exception() is None
     finally:
         q.stop()
+
+
+def test_stream_starts_at_latest_by_default_and_filters_tags(spark: Any, broker: Any, tmp_path: Path) -> None:
+    topic = "SparkLatest"
+    produce(broker, topic, 8, tags=["TagA", "TagB"])          # before the query: not read
+    q = (_to_files(_stream(spark, broker, topic, tags="TagB"), tmp_path / "out", tmp_path / "cp")
+         .trigger(processingTime="200 milliseconds").start())
+    try:
+        _wait(lambda: q.lastProgress is not None, 120, "the first trigger (starting offsets resolved)")
+        new = produce(broker, topic, 6, tags=["TagA", "TagB"], start=8)
+        wanted = sorted(new[i] for i in range(6) if (8 + i) % 2 == 1)   # TagB ones
+        _wait(lambda: sum(_data_batches(q)) >= 3, 120, "the three new TagB messages")
+        assert q.exception() is None
+    finally:
+        q.stop()
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r.msg_id for r in rows) == wanted
