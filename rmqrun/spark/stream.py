@@ -31,7 +31,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from rmqrun.model import MessageQueue
 from rmqrun.spark.batch import RangePartition, read_partition
-from rmqrun.spark.errors import plainly
+from rmqrun.spark.errors import SourceError, plainly
 from rmqrun.spark.offsets import decode, encode
 from rmqrun.spark.options import ReadOptions
 from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve, share_limit
@@ -82,6 +82,14 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit_group(begin)
         latest = self._latest()
         end: dict[MessageQueue, int] = {}
+        shrunk = {mq: (begin[mq], off) for mq, off in latest.items() if mq in begin and off < begin[mq]}
+        if shrunk:
+            detail = "; ".join(f"{mq.topic} {mq.broker_name}:{mq.queue_id} max offset {top} < "
+                               f"checkpointed {was}" for mq, (was, top) in sorted(shrunk.items()))
+            text = f"rocketmq source: queue(s) went back past the query's offsets (broker data lost?): {detail}"
+            if self.opts.fail_on_data_loss:
+                raise SourceError(text + " (set option failOnDataLoss=false to wait for new offsets past them)")
+            logger.warning("{} (failOnDataLoss=false: offsets below the checkpointed ones are skipped)", text)
         for mq, off in latest.items():
             first = begin.get(mq, 0)
             if self._cap is not None:

@@ -152,3 +152,40 @@ def test_read_range_stops_at_its_end_and_handles_lost_offsets() -> None:
     assert [m.queue_offset for m in read_range(_Queue(5, 50), whole, fail_on_data_loss=False)] == list(range(5, 10))
     with pytest.raises(SourceError, match="the queue ends at 7, before the planned end 10"):
         list(read_range(_Queue(0, 7), whole))
+
+
+def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> None:
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    from rmqrun.spark import stream
+    from rmqrun.spark.errors import SourceError
+    from rmqrun.spark.offsets import encode
+
+    class Brokers:
+        namesrv = "fake:1"
+
+        def __init__(self) -> None:
+            self.top = {mq(0): 10, mq(1): 4}
+
+        def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+            return sorted(self.top)
+
+        def max_offset(self, q: MessageQueue) -> int:
+            return self.top[q]
+
+    fake = Brokers()
+    for fail in (True, False):
+        opts = ReadOptions.parse({"namesrv": "fake:1", "topic": "T", "failOnDataLoss": str(fail)}, streaming=True)
+        stream._PLANNER_CONSUMERS[(opts.namesrv, "", opts.pull_timeout)] = fake
+        reader = stream.RocketMQStreamReader(opts)
+        start = encode({mq(0): 2, mq(1): 4})
+        assert reader.latestOffset(start, ReadMaxRows(3)) == encode({mq(0): 5, mq(1): 4})
+        assert reader.latestOffset(start, ReadAllAvailable()) == encode({mq(0): 10, mq(1): 4})
+        behind = encode({mq(0): 2, mq(1): 7})
+        if fail:
+            with pytest.raises(SourceError, match="T broker-a:1 max offset 4 < checkpointed 7"):
+                reader.latestOffset(behind, ReadAllAvailable())
+        else:
+            assert reader.latestOffset(behind, ReadAllAvailable()) == encode({mq(0): 10, mq(1): 7})
+    stream._PLANNER_CONSUMERS.clear()
