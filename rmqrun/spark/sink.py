@@ -3,8 +3,9 @@
 Columns: ``body`` (binary or string, required), optional ``tags``, ``keys``,
 ``properties`` (map<string,string>) and ``sharding_key``: rows with the same
 key go to one queue (the producer's hash selector, as Java's
-``SelectMessageQueueByHash``), in the order of the partition, since each send
-waits for the broker. A failed send fails the task, naming the topic and the
+``SelectMessageQueueByHash``), in the order of the partition: a keyed row is
+sent only once the key's previous row is stored. Other sends are pipelined
+(up to :data:`WINDOW` in flight), each still confirmed by the broker. A failed send fails the task, naming the topic and the
 broker's answer, so Spark retries it: delivery is at least once.
 
 ``properties`` are user properties: system ones (``UNIQ_KEY``, ``TAGS``,
@@ -64,30 +65,88 @@ def check_sink_schema(schema: StructType) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: sends in flight per task; rows of one sharding key still go one after another
+WINDOW = 64
+
+
+class _Sends:
+    """Sends pipelined up to :data:`WINDOW` in flight, except that a row with a sharding key
+    waits until the previous row of the same key is stored, so each key keeps its order
+    (and one answer per send is still awaited). The first failure is kept and raised."""
+
+    def __init__(self, producer: Any, opts: WriteOptions) -> None:
+        self.producer, self.opts = producer, opts
+        self.window = asyncio.Semaphore(WINDOW)
+        self.last_of_key: dict[str, asyncio.Task[None]] = {}
+        self.pending: set[asyncio.Task[None]] = set()
+        self.sent = 0
+        self.failure: BaseException | None = None
+
+    async def submit(self, body: bytes, tags: str | None, keys: str | None, props: dict[str, str] | None,
+                     key: str | None) -> None:
+        await self.window.acquire()
+        self.check()
+        prev = self.last_of_key.get(key) if key is not None else None
+        task = asyncio.create_task(self._one(body, tags, keys, props, key, prev))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+        if key is not None:
+            self.last_of_key[key] = task
+            task.add_done_callback(lambda t, k=key: self.last_of_key.pop(k, None)
+                                   if self.last_of_key.get(k) is t else None)
+
+    async def _one(self, body: bytes, tags: str | None, keys: str | None, props: dict[str, str] | None,
+                   key: str | None, prev: "asyncio.Task[None] | None") -> None:
+        try:
+            if prev is not None:
+                await asyncio.wait([prev])
+                if prev.cancelled() or prev.exception() is not None:
+                    return  # the key's earlier row failed: this one is not sent out of order
+            await self.producer.send(self.opts.topic, body, tags=tags, keys=keys, properties=props,
+                                     sharding_key=key)
+            self.sent += 1
+        except Exception as e:  # noqa: BLE001 - every failure fails the task, with the broker's answer
+            if self.failure is None:
+                self.failure = e
+        finally:
+            self.window.release()
+
+    def check(self) -> None:
+        if self.failure is not None:
+            e = self.failure
+            raise SourceError(f"rocketmq sink: sending to topic {self.opts.topic} via {self.opts.namesrv} failed "
+                              f"({self.sent} message(s) of this task stored): {type(e).__name__}: {e}")
+
+    async def drain(self) -> None:
+        while self.pending:
+            await asyncio.wait(set(self.pending))
+        self.check()
+
+
 async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
     from rmqrun.client.producer import Producer
 
-    sent = 0
     async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout) as producer:
-        for row in rows:
-            d = row.asDict() if hasattr(row, "asDict") else dict(row)
-            d = {k.lower(): v for k, v in d.items()}
-            body = d.get("body")
-            if body is None:
-                raise SourceError(f"rocketmq sink: topic {opts.topic}: a row has a null body")
-            if isinstance(body, str):
-                body = body.encode("utf-8")
-            props = {k: v for k, v in (d.get("properties") or {}).items()
-                     if k not in SYSTEM_PROPERTIES and v is not None} or None
-            key = d.get("sharding_key")
-            try:
-                await producer.send(opts.topic, bytes(body), tags=d.get("tags"), keys=d.get("keys"),
-                                    properties=props, sharding_key=None if key is None else str(key))
-            except Exception as e:  # noqa: BLE001 - every failure fails the task, with the broker's answer
-                raise SourceError(f"rocketmq sink: sending to topic {opts.topic} via {opts.namesrv} failed "
-                                  f"after {sent} message(s) of this task: {type(e).__name__}: {e}") from None
-            sent += 1
-    return sent
+        sends = _Sends(producer, opts)
+        try:
+            for row in rows:
+                d = row.asDict() if hasattr(row, "asDict") else dict(row)
+                d = {k.lower(): v for k, v in d.items()}
+                body = d.get("body")
+                if body is None:
+                    raise SourceError(f"rocketmq sink: topic {opts.topic}: a row has a null body")
+                if isinstance(body, str):
+                    body = body.encode("utf-8")
+                props = {k: v for k, v in (d.get("properties") or {}).items()
+                         if k not in SYSTEM_PROPERTIES and v is not None} or None
+                key = d.get("sharding_key")
+                await sends.submit(bytes(body), d.get("tags"), d.get("keys"), props,
+                                   None if key is None else str(key))
+            await sends.drain()
+        finally:
+            for task in list(sends.pending):
+                task.cancel()
+    return sends.sent
 
 
 def write_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:

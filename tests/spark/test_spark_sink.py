@@ -24,9 +24,10 @@ def test_sink_rows_are_read_by_the_cpp_client_in_sharding_key_order(spark: Any, 
     topic = "SparkSinkOrder"
     produce(broker, topic, 1)  # create the topic (4 queues) so every row goes to a known route
     rows = [(f"body-{s}-{i}", "TagS", f"key-{s}-{i}", {"idx": str(s * 100 + i), "shard": str(s)}, f"shard-{s}")
-            for s in range(SHARDS) for i in range(PER_SHARD)]
-    # One shard per Spark partition, in order, so the sink sends each shard's rows in sequence.
-    rdd = spark.sparkContext.parallelize(rows, SHARDS)
+            for i in range(PER_SHARD) for s in range(SHARDS)]
+    # The shards interleaved in one partition: the sink pipelines sends across keys but
+    # must keep each key's rows in partition order.
+    rdd = spark.sparkContext.parallelize(rows, 1)
     df = spark.createDataFrame(rdd, "body string, tags string, keys string, properties map<string,string>, "
                                     "sharding_key string")
     df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \

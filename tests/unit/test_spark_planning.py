@@ -189,3 +189,46 @@ def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> N
         else:
             assert reader.latestOffset(behind, ReadAllAvailable()) == encode({mq(0): 10, mq(1): 7})
     stream._PLANNER_CONSUMERS.clear()
+
+
+def test_sink_pipelines_sends_but_keeps_each_sharding_keys_order() -> None:
+    pytest.importorskip("pyspark")
+    import asyncio
+    import random
+
+    from rmqrun.spark.errors import SourceError
+    from rmqrun.spark.sink import _Sends
+
+    class SlowProducer:
+        """Answers after a random delay, so concurrent sends finish out of order."""
+
+        def __init__(self, fail_on: str | None = None) -> None:
+            self.stored: list[tuple[str | None, bytes]] = []
+            self.in_flight = self.most_in_flight = 0
+            self.fail_on = fail_on
+
+        async def send(self, topic, body, *, tags=None, keys=None, properties=None, sharding_key=None):  # type: ignore[no-untyped-def]
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            await asyncio.sleep(random.random() / 200)
+            self.in_flight -= 1
+            if body == self.fail_on:
+                raise RuntimeError("CODE: 14 broker busy")
+            self.stored.append((sharding_key, body))
+
+    async def run(producer: SlowProducer, rows: list[tuple[str | None, bytes]]) -> int:
+        sends = _Sends(producer, WriteOptions("ns:1", "T"))
+        for key, body in rows:
+            await sends.submit(body, None, None, None, key)
+        await sends.drain()
+        return sends.sent
+
+    rows = [(f"k{i % 3}" if i % 4 else None, f"{i}".encode()) for i in range(200)]
+    producer = SlowProducer()
+    assert asyncio.run(run(producer, rows)) == 200
+    assert producer.most_in_flight > 3, "sends are pipelined"
+    for k in ("k0", "k1", "k2"):
+        assert [b for key, b in producer.stored if key == k] == [b for key, b in rows if key == k]
+
+    with pytest.raises(SourceError, match="sending to topic T via ns:1 failed .*CODE: 14 broker busy"):
+        asyncio.run(run(SlowProducer(fail_on=b"50"), rows))
