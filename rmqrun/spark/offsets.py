@@ -1,0 +1,125 @@
+"""Offsets as the user writes them (options) and as Spark stores them (checkpoints).
+
+The JSON format, for ``startingOffsets``/``endingOffsets`` and for the
+streaming offsets Spark logs in ``checkpoint/offsets/N``, is a map from topic
+to a map from ``"<brokerName>:<queueId>"`` to the queue offset (the offset of
+the next message to read)::
+
+    {"orders": {"broker-a:0": 120, "broker-a:1": 98}}
+
+As in Spark's Kafka connector, ``-2`` means earliest and ``-1`` latest in an
+option's map. Spark compares streaming offsets as JSON text, so what this
+module emits always has its keys sorted (topics, then ``broker:queue`` keys as
+strings) and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from rmqrun.model import MessageQueue
+from rmqrun.spark.errors import OptionError
+
+EARLIEST_SENTINEL = -2
+LATEST_SENTINEL = -1
+
+
+def queue_key(mq: MessageQueue) -> str:
+    """The ``broker:queue`` key of one queue."""
+    return f"{mq.broker_name}:{mq.queue_id}"
+
+
+def parse_queue_key(topic: str, key: str) -> MessageQueue:
+    broker, sep, qid = key.rpartition(":")
+    if not sep or not broker or not qid.isdigit():
+        raise ValueError(f"queue key {key!r} is not \"<brokerName>:<queueId>\"")
+    return MessageQueue(topic, broker, int(qid))
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """``earliest``, ``latest``, ``timestamp:<ms>`` or an explicit per-queue map (``json``)."""
+
+    kind: str                                   # earliest | latest | timestamp | json
+    timestamp_ms: int = 0
+    offsets: tuple[tuple[MessageQueue, int], ...] = field(default=())
+
+    def as_map(self) -> dict[MessageQueue, int]:
+        return dict(self.offsets)
+
+
+EARLIEST = OffsetSpec("earliest")
+LATEST = OffsetSpec("latest")
+
+
+def parse_offset_spec(raw: str, option: str, topics: Iterable[str], *, allow_timestamp: bool) -> OffsetSpec:
+    """Parse one offsets option; every error names ``option``."""
+    text = raw.strip()
+    low = text.lower()
+    if low == "earliest":
+        return EARLIEST
+    if low == "latest":
+        return LATEST
+    if low.startswith("timestamp:"):
+        if not allow_timestamp:
+            raise OptionError(f"rocketmq source option {option}: timestamp:<ms> is not allowed here, got {raw!r}")
+        ms = low.split(":", 1)[1].strip()
+        if not ms.isdigit():
+            raise OptionError(f"rocketmq source option {option}: timestamp:<ms> needs milliseconds since "
+                              f"the epoch, got {raw!r}")
+        return OffsetSpec("timestamp", timestamp_ms=int(ms))
+    if not text.startswith("{"):
+        raise OptionError(f"rocketmq source option {option} must be earliest, latest"
+                          f"{', timestamp:<ms>' if allow_timestamp else ''} or a JSON map "
+                          f"{{\"topic\": {{\"broker:queueId\": offset}}}}, got {raw!r}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise OptionError(f"rocketmq source option {option} is not valid JSON ({e.msg} at column {e.colno}): "
+                          f"{raw!r}") from None
+    wanted = set(topics)
+    pairs: list[tuple[MessageQueue, int]] = []
+    if not isinstance(data, dict):
+        raise OptionError(f"rocketmq source option {option} must be a JSON object "
+                          f"{{\"topic\": {{\"broker:queueId\": offset}}}}, got {raw!r}")
+    for topic, queues in data.items():
+        if topic not in wanted:
+            raise OptionError(f"rocketmq source option {option} names topic {topic!r}, which is not in option "
+                              f"topic ({', '.join(sorted(wanted))})")
+        if not isinstance(queues, dict):
+            raise OptionError(f"rocketmq source option {option}: topic {topic!r} must map to an object "
+                              f"{{\"broker:queueId\": offset}}, got {queues!r}")
+        for key, off in queues.items():
+            try:
+                mq = parse_queue_key(topic, key)
+            except ValueError as e:
+                raise OptionError(f"rocketmq source option {option}: {e}") from None
+            if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST_SENTINEL:
+                raise OptionError(f"rocketmq source option {option}: offset of {topic} {key} must be an integer "
+                                  f">= 0 (or -2 earliest, -1 latest), got {off!r}")
+            pairs.append((mq, off))
+    return OffsetSpec("json", offsets=tuple(sorted(pairs)))
+
+
+def encode(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, int]]:
+    """Per-queue offsets as the sorted JSON-ready dict Spark logs (insertion order is the text order)."""
+    by_topic: dict[str, dict[str, int]] = {}
+    for mq in sorted(offsets, key=lambda q: (q.topic, queue_key(q))):
+        by_topic.setdefault(mq.topic, {})[queue_key(mq)] = int(offsets[mq])
+    return {t: by_topic[t] for t in sorted(by_topic)}
+
+
+def decode(data: Mapping[str, Mapping[str, int]]) -> dict[MessageQueue, int]:
+    """The inverse of :func:`encode` (what Spark hands back from a checkpoint)."""
+    out: dict[MessageQueue, int] = {}
+    for topic, queues in data.items():
+        for key, off in queues.items():
+            out[parse_queue_key(topic, key)] = int(off)
+    return out
+
+
+def dumps(offsets: Mapping[MessageQueue, int]) -> str:
+    """The JSON text of :func:`encode`, e.g. for logs and the README."""
+    return json.dumps(encode(offsets), separators=(",", ":"))

@@ -1,0 +1,165 @@
+"""The ``rocketmq`` source's and sink's options: names, parsing, validation.
+
+Names follow Spark's Kafka connector where the meaning is the same
+(``startingOffsets``, ``endingOffsets``, ``maxOffsetsPerTrigger``,
+``failOnDataLoss``, ``minPartitions``, ``maxRecordsPerPartition``), so Spark
+users already know them. Spark hands options over case-insensitively and
+``dict(options)`` lower-cases the keys, so every lookup here goes through the
+lower-cased name; errors name the option as the user spelled it in the docs.
+
+Every error is an :class:`OptionError` (a ``ValueError``) whose text starts with
+``rocketmq source option <name>``, raised while Spark plans the query, so the
+user sees it in the Analysis/Py4J exception instead of a failure deep in a task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from rmqrun.spark.errors import OptionError
+from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
+
+# Options Spark itself may add to a source's or sink's options.
+_SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
+
+READ_OPTIONS = ("namesrv", "topic", "tags", "startingOffsets", "endingOffsets", "maxOffsetsPerTrigger", "group",
+                "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize")
+WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs")
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in dict(options).items()}
+
+
+def _check_known(opts: dict[str, str], known: tuple[str, ...], what: str) -> None:
+    names = {k.lower() for k in known}
+    unknown = sorted(k for k in opts if k not in names and k not in _SPARK_INTERNAL)
+    if unknown:
+        raise OptionError(f"rocketmq {what}: unknown option(s) {', '.join(unknown)}; "
+                          f"known options: {', '.join(known)}")
+
+
+def _required(opts: dict[str, str], name: str, what: str) -> str:
+    value = opts.get(name.lower(), "").strip()
+    if not value:
+        raise OptionError(f"rocketmq {what} option {name} is required")
+    return value
+
+
+def _int(opts: dict[str, str], name: str, default: int | None, *, minimum: int, what: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise OptionError(f"rocketmq {what} option {name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise OptionError(f"rocketmq {what} option {name} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(opts: dict[str, str], name: str, default: bool, what: str) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    v = raw.strip().lower()
+    if v in ("true", "1", "yes"):
+        return True
+    if v in ("false", "0", "no"):
+        return False
+    raise OptionError(f"rocketmq {what} option {name} must be true or false, got {raw!r}")
+
+
+def _topics(opts: dict[str, str], what: str) -> tuple[str, ...]:
+    raw = _required(opts, "topic", what)
+    topics = tuple(t.strip() for t in raw.split(",") if t.strip())
+    if not topics:
+        raise OptionError(f"rocketmq {what} option topic names no topic: {raw!r}")
+    if len(set(topics)) != len(topics):
+        raise OptionError(f"rocketmq {what} option topic lists a topic twice: {raw!r}")
+    return topics
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """The parsed options of a read (batch or streaming). Picklable: shipped to executors."""
+
+    namesrv: str
+    topics: tuple[str, ...]
+    tags: str = "*"
+    starting: OffsetSpec = EARLIEST
+    ending: OffsetSpec = LATEST
+    max_offsets_per_trigger: int | None = None
+    group: str | None = None
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    pull_timeout: float = 10.0
+    pull_batch_size: int = 32
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> "ReadOptions":
+        what = "source"
+        opts = _lower(options)
+        _check_known(opts, READ_OPTIONS, what)
+        namesrv = _required(opts, "namesrv", what)
+        topics = _topics(opts, what)
+        tags = opts.get("tags", "*").strip() or "*"
+        default_start = "latest" if streaming else "earliest"
+        starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingOffsets", topics,
+                                     allow_timestamp=True)
+        if starting.kind == "latest" and not streaming and "startingoffsets" in opts:
+            raise OptionError("rocketmq source option startingOffsets: 'latest' is not allowed in a batch "
+                              "query (it would always read nothing); use earliest, a JSON map or timestamp:<ms>")
+        if "endingoffsets" in opts:
+            if streaming:
+                raise OptionError("rocketmq source option endingOffsets is for batch queries only; "
+                                  "a streaming query reads until stopped (see trigger(availableNow=True))")
+            ending = parse_offset_spec(opts["endingoffsets"], "endingOffsets", topics, allow_timestamp=False)
+            if ending.kind == "earliest":
+                raise OptionError("rocketmq source option endingOffsets: 'earliest' is not allowed; "
+                                  "use latest or a JSON map")
+        else:
+            ending = LATEST
+        max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, minimum=1, what=what)
+        if max_per_trigger is not None and not streaming:
+            raise OptionError("rocketmq source option maxOffsetsPerTrigger is for streaming queries only")
+        group = opts.get("group", "").strip() or None
+        if group is not None and not streaming:
+            raise OptionError("rocketmq source option group is for streaming queries only "
+                              "(a batch read commits nothing)")
+        timeout_ms = _int(opts, "pullTimeoutMs", 10000, minimum=1, what=what)
+        return cls(
+            namesrv=namesrv, topics=topics, tags=tags, starting=starting, ending=ending,
+            max_offsets_per_trigger=max_per_trigger, group=group,
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", True, what),
+            min_partitions=_int(opts, "minPartitions", None, minimum=1, what=what),
+            max_records_per_partition=_int(opts, "maxRecordsPerPartition", None, minimum=1, what=what),
+            pull_timeout=(timeout_ms or 10000) / 1000.0,
+            pull_batch_size=_int(opts, "pullBatchSize", 32, minimum=1, what=what) or 32,
+        )
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The parsed options of a write."""
+
+    namesrv: str
+    topic: str
+    producer_group: str = "RMQRUN_SPARK_PRODUCER"
+    send_timeout: float = 3.0
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
+        what = "sink"
+        opts = _lower(options)
+        _check_known(opts, WRITE_OPTIONS, what)
+        namesrv = _required(opts, "namesrv", what)
+        topics = _topics(opts, what)
+        if len(topics) != 1:
+            raise OptionError(f"rocketmq sink option topic must name one topic, got {opts['topic']!r}")
+        ms = _int(opts, "sendTimeoutMs", 3000, minimum=1, what=what) or 3000
+        group = opts.get("producergroup", "").strip() or cls.producer_group
+        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0)

@@ -1,0 +1,59 @@
+"""Pull exactly one :class:`~rmqrun.spark.ranges.QueueRange`: every message of ``[start, end)``, nothing past it.
+
+Used by the data source's partitions on executors and reusable by ``rmqrun
+spark``; it needs no pyspark. Each pull asks for at most ``end - offset``
+entries, so the broker never scans past the range, and messages at or past
+``end`` are dropped anyway. Offsets lost to retention (the broker answers
+OFFSET_ILLEGAL, the queue's min offset is past ours) fail the read when
+``fail_on_data_loss`` is true and are otherwise logged and skipped, like the
+Kafka source's ``failOnDataLoss``.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from loguru import logger
+
+from rmqrun.model import Message
+from rmqrun.pull import PullStatus
+from rmqrun.spark.errors import SourceError
+from rmqrun.spark.ranges import QueueRange
+
+
+def _lost(r: QueueRange, what: str, fail: bool) -> None:
+    text = (f"rocketmq source: {r.topic} {r.broker}:{r.queue_id} offsets [{r.start}, {r.end}): {what}")
+    if fail:
+        raise SourceError(text + " (set option failOnDataLoss=false to skip lost offsets)")
+    logger.warning("{} (failOnDataLoss=false: skipped)", text)
+
+
+def read_range(consumer, r: QueueRange, tags: str = "*", *, fail_on_data_loss: bool = True,  # type: ignore[no-untyped-def]
+               batch_size: int = 32) -> Iterator[Message]:
+    """Yield the messages of ``r`` whose tags match ``tags``, in queue order."""
+    mq = r.mq
+    offset = r.start
+    while offset < r.end:
+        res = consumer.pull(mq, tags, offset, max_nums=min(batch_size, r.end - offset))
+        if res.status is PullStatus.FOUND or res.status is PullStatus.NO_MATCHED_MSG:
+            for msg in res.messages:
+                if msg.queue_offset >= r.end:
+                    return
+                if msg.queue_offset >= offset:
+                    yield msg
+            if res.next_begin_offset <= offset:
+                raise SourceError(f"rocketmq source: {r.topic} {r.broker}:{r.queue_id}: the broker did not "
+                                  f"advance past offset {offset} ({res.status.value})")
+            offset = res.next_begin_offset
+        elif res.status is PullStatus.OFFSET_ILLEGAL:
+            if offset < res.min_offset:
+                _lost(r, f"offsets {offset}..{res.min_offset - 1} were deleted (queue min offset "
+                         f"{res.min_offset})", fail_on_data_loss)
+                offset = res.min_offset
+            else:
+                _lost(r, f"offset {offset} is past the queue's end (max offset {res.max_offset}, "
+                         f"{res.remark or 'OFFSET_ILLEGAL'})", fail_on_data_loss)
+                return
+        else:  # NO_NEW_MSG before the range's end: the queue is shorter than planned
+            _lost(r, f"the queue ends at {res.max_offset}, before the planned end {r.end}", fail_on_data_loss)
+            return

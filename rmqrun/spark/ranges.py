@@ -1,0 +1,169 @@
+"""Which queues, from which offset to which: the planning both the data source and ``rmqrun spark`` need.
+
+Everything here runs where Spark plans a query (or in any plain process) with
+one :class:`~rmqrun.pull.PullConsumer`; nothing here imports pyspark, so the
+``rmqrun spark`` runner can plan its ranges with the same code:
+
+* :func:`open_consumer` connects and turns "name server does not answer" into
+  an error naming option ``namesrv``;
+* :func:`list_queues` lists the readable queues of the topics (a topic that
+  does not exist: an error naming option ``topic``);
+* :func:`resolve` turns an :class:`~rmqrun.spark.offsets.OffsetSpec` into one
+  offset per queue (``earliest`` = the queue's min offset, ``latest`` = its max
+  offset, ``timestamp:<ms>`` = the broker's ``searchOffset``);
+* :func:`plan_ranges` checks ``end >= start`` per queue and splits large
+  ranges into :class:`QueueRange` pieces (``minPartitions``,
+  ``maxRecordsPerPartition``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from rmqrun.model import MessageQueue
+from rmqrun.spark.errors import OptionError, SourceError
+from rmqrun.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, OffsetSpec, queue_key
+
+
+@dataclass(frozen=True, order=True)
+class QueueRange:
+    """Offsets ``[start, end)`` of one queue: what one Spark partition reads."""
+
+    topic: str
+    broker: str
+    queue_id: int
+    start: int
+    end: int
+
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker, self.queue_id)
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def open_consumer(namesrv: str, *, group: str | None = None, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+    """A started :class:`~rmqrun.pull.PullConsumer`; a bad address names option ``namesrv``."""
+    from rmqrun.pull import PullConsumer
+
+    kwargs = {"group": group} if group else {}
+    try:
+        return PullConsumer(namesrv, timeout=timeout, **kwargs).start()  # type: ignore[arg-type]
+    except ValueError as e:
+        raise OptionError(f"rocketmq option namesrv: {e}") from None
+
+
+def list_queues(consumer, topics: Iterable[str]) -> list[MessageQueue]:  # type: ignore[no-untyped-def]
+    """The readable queues of every topic, sorted."""
+    from rmqrun.client.errors import NameServerUnavailableError
+    from rmqrun.pull import TopicNotFoundError
+    from rmqrun.remoting.errors import RemotingError
+
+    out: list[MessageQueue] = []
+    for topic in topics:
+        try:
+            out.extend(consumer.fetch_subscribe_message_queues(topic))
+        except TopicNotFoundError as e:
+            raise SourceError(f"rocketmq option topic: topic {topic!r} does not exist ({e})") from None
+        except (NameServerUnavailableError, RemotingError, OSError, TimeoutError) as e:
+            raise SourceError(f"rocketmq option namesrv: name server {consumer.namesrv} did not answer "
+                              f"({type(e).__name__}: {e})") from None
+    return sorted(out)
+
+
+def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: str) -> dict[MessageQueue, int]:  # type: ignore[no-untyped-def]
+    """One concrete offset per queue for ``spec`` (queues a JSON map leaves out: earliest for a
+    start, latest for an end). A JSON map naming a queue that does not exist is an error."""
+    queues = list(queues)
+    explicit = spec.as_map() if spec.kind == "json" else {}
+    unknown = sorted(set(explicit) - set(queues))
+    if unknown:
+        names = ", ".join(f"{q.topic} {queue_key(q)}" for q in unknown)
+        raise OptionError(f"rocketmq source option {option} names queue(s) that do not exist: {names}")
+    out: dict[MessageQueue, int] = {}
+    for mq in queues:
+        if spec.kind == "earliest":
+            out[mq] = consumer.min_offset(mq)
+        elif spec.kind == "latest":
+            out[mq] = consumer.max_offset(mq)
+        elif spec.kind == "timestamp":
+            out[mq] = consumer.search_offset(mq, spec.timestamp_ms)
+        else:
+            off = explicit.get(mq, EARLIEST_SENTINEL if option == "startingOffsets" else LATEST_SENTINEL)
+            if off == EARLIEST_SENTINEL:
+                off = consumer.min_offset(mq)
+            elif off == LATEST_SENTINEL:
+                off = consumer.max_offset(mq)
+            out[mq] = off
+    return out
+
+
+def check_order(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:
+    """``endingOffsets`` before ``startingOffsets`` on some queue: an error naming both."""
+    bad = [(mq, start[mq], end[mq]) for mq in sorted(start) if mq in end and end[mq] < start[mq]]
+    if bad:
+        detail = "; ".join(f"{mq.topic} {queue_key(mq)}: start {s} > end {e}" for mq, s, e in bad)
+        raise OptionError(f"rocketmq source option endingOffsets is before startingOffsets: {detail}")
+
+
+def split(ranges: Iterable[QueueRange], *, min_partitions: int | None = None,
+          max_records: int | None = None) -> list[QueueRange]:
+    """Split ranges so each holds at most ``max_records`` offsets and there are at least
+    ``min_partitions`` pieces where the data allows (the largest ranges are split first,
+    as Spark's Kafka source does); empty ranges are dropped."""
+    pieces = [r for r in ranges if r.size > 0]
+    if max_records:
+        pieces = [p for r in pieces for p in _cut(r, math.ceil(r.size / max_records))]
+    if min_partitions and len(pieces) < min_partitions:
+        total = sum(r.size for r in pieces)
+        if total:
+            out: list[QueueRange] = []
+            for r in pieces:
+                share = max(1, round(r.size / total * min_partitions))
+                out.extend(_cut(r, share))
+            pieces = out
+    return sorted(pieces)
+
+
+def _cut(r: QueueRange, n: int) -> list[QueueRange]:
+    n = max(1, min(n, r.size))
+    bounds = [r.start + (r.size * i) // n for i in range(n + 1)]
+    return [QueueRange(r.topic, r.broker, r.queue_id, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def plan_ranges(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int], *,
+                min_partitions: int | None = None, max_records: int | None = None) -> list[QueueRange]:
+    """The pieces to read for per-queue ``[start, end)`` (queues only in ``end`` start at 0)."""
+    check_order(start, end)
+    ranges = [QueueRange(mq.topic, mq.broker_name, mq.queue_id, start.get(mq, 0), end[mq]) for mq in sorted(end)]
+    return split(ranges, min_partitions=min_partitions, max_records=max_records)
+
+
+def plan_batch(consumer, topics: Iterable[str], starting: OffsetSpec, ending: OffsetSpec, *,  # type: ignore[no-untyped-def]
+               min_partitions: int | None = None, max_records: int | None = None) -> list[QueueRange]:
+    """Resolve ``starting``/``ending`` on the brokers and plan the pieces of a batch read."""
+    queues = list_queues(consumer, topics)
+    start = resolve(consumer, queues, starting, "startingOffsets")
+    end = resolve(consumer, queues, ending, "endingOffsets")
+    return plan_ranges(start, end, min_partitions=min_partitions, max_records=max_records)
+
+
+def share_limit(start: dict[MessageQueue, int], latest: dict[MessageQueue, int], max_rows: int) -> dict[MessageQueue, int]:
+    """Ends that read at most ``max_rows`` offsets in all, shared in proportion to each queue's backlog."""
+    backlog = {mq: max(0, latest[mq] - start.get(mq, 0)) for mq in latest}
+    total = sum(backlog.values())
+    if total <= max_rows:
+        return dict(latest)
+    grant = {mq: (n * max_rows) // total for mq, n in backlog.items()}
+    left = max_rows - sum(grant.values())
+    for mq in sorted(backlog, key=lambda q: (-(backlog[q] - grant[q]), q)):
+        if left <= 0:
+            break
+        if backlog[mq] > grant[mq]:
+            grant[mq] += 1
+            left -= 1
+    return {mq: start.get(mq, 0) + grant[mq] for mq in latest}

@@ -1,0 +1,119 @@
+"""The streaming reader: offsets are per-queue JSON maps, bounded per trigger, mirrored to a group.
+
+Offsets (``checkpoint/offsets/N``) are :func:`rmqrun.spark.offsets.encode`
+maps, ``{"topic": {"broker:queueId": next_offset}}`` with sorted keys.
+
+``maxOffsetsPerTrigger`` becomes the default read limit (``ReadMaxRows``), and
+each trigger's offsets are shared among the queues in proportion to their
+backlog (like the Kafka source's ``rateLimit``). With
+``trigger(availableNow=True)`` the brokers' max offsets are taken once
+(``prepareForTriggerAvailableNow``) and the query reads up to them in bounded
+batches, then ends.
+
+Group commits (option ``group``): Spark calls ``commit(end)`` for a batch only
+while it plans the next one and never for the last batch of a run, so the group
+is moved (a) in ``commit(end)``, and (b) to ``start`` in every
+``latestOffset(start, ...)``: ``start`` is the end of the last batch Spark
+finished, so the group follows every finished batch within one trigger, and
+after a restart the first planning commits what the checkpoint says. What lags:
+a batch that finished just before the query stopped is committed only at the
+next start from the same checkpoint (an ``availableNow`` run commits its last
+batch before it ends, since it plans once more to see there is nothing left).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from loguru import logger
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from rmqrun.model import MessageQueue
+from rmqrun.spark.batch import RangePartition, read_partition
+from rmqrun.spark.offsets import decode, encode
+from rmqrun.spark.options import ReadOptions
+from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve, share_limit
+
+# Consumers of the planner process, which lives as long as the query: never an
+# attribute of the reader, since the reader is pickled to executors.
+_PLANNER_CONSUMERS: dict[tuple[str, str, float], Any] = {}
+
+
+def _planner_consumer(opts: ReadOptions) -> Any:
+    key = (opts.namesrv, opts.group or "", opts.pull_timeout)
+    consumer = _PLANNER_CONSUMERS.get(key)
+    if consumer is None:
+        consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout)
+        _PLANNER_CONSUMERS[key] = consumer
+    return consumer
+
+
+class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self._cap: dict[MessageQueue, int] | None = None
+        self._committed: dict[MessageQueue, int] = {}
+
+    # --- planning (one long-lived planner process per query)
+    def initialOffset(self) -> dict:
+        consumer = _planner_consumer(self.opts)
+        queues = list_queues(consumer, self.opts.topics)
+        return encode(resolve(consumer, queues, self.opts.starting, "startingOffsets"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def _latest(self) -> dict[MessageQueue, int]:
+        consumer = _planner_consumer(self.opts)
+        return {mq: consumer.max_offset(mq) for mq in list_queues(consumer, self.opts.topics)}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._cap = self._latest()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = decode(start)
+        self._commit_group(begin)
+        latest = self._latest()
+        end: dict[MessageQueue, int] = {}
+        for mq, off in latest.items():
+            first = begin.get(mq, 0)
+            if self._cap is not None:
+                off = min(off, self._cap.get(mq, first))
+            end[mq] = max(first, off)
+        for mq, off in begin.items():      # a queue gone from the route keeps its offset
+            end.setdefault(mq, off)
+        max_rows = getattr(limit, "max_rows", None)
+        if isinstance(limit, ReadMaxRows) and max_rows:
+            end = share_limit(begin, end, int(max_rows))
+        return encode(end)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        ranges = plan_ranges(decode(start), decode(end), max_records=self.opts.max_records_per_partition)
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        r: QueueRange = partition.range  # type: ignore[attr-defined]
+        return read_partition(self.opts, r)
+
+    def commit(self, end: dict) -> None:
+        self._commit_group(decode(end))
+
+    def _commit_group(self, offsets: dict[MessageQueue, int]) -> None:
+        """Mirror finished offsets to the group on the broker; a failure is logged and retried next time."""
+        if not self.opts.group:
+            return
+        changed = {mq: off for mq, off in offsets.items() if self._committed.get(mq) != off}
+        if not changed:
+            return
+        consumer = _planner_consumer(self.opts)
+        try:
+            for mq, off in changed.items():
+                consumer.update_consume_offset(mq, off)
+            consumer.persist_consume_offsets()
+        except Exception as e:  # noqa: BLE001 - the query goes on; the next planning tries again
+            logger.warning("rocketmq source: committing offsets of group {} failed: {}", self.opts.group, e)
+            return
+        self._committed.update(changed)
