@@ -77,7 +77,7 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
               help="messages per call of an @rmqrun.batch handler")
 @click.option("--time-limit", "time_limit", default="900", show_default=True, metavar="S",
               help="soft time limit of one handler call in seconds (0: none)")
-@click.option("--partitions", metavar="N", help="Spark partitions (default: 3 x the default parallelism)")
+@click.option("--partitions", metavar="N", help="at least N Spark partitions, queues split by offset range (default: 3 x the default parallelism)")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting (repeatable)")
 def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,
           master: str, group: str | None, worker_init: str | None, failed_to: str | None, batch_size: str,
