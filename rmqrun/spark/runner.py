@@ -76,7 +76,9 @@ class Summary:
     results: dict[str, int] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     partitions: int = 0
+    #: the Spark job alone (what the rate is of) and the whole run (session start-up, planning, commit)
     seconds: float = 0.0
+    total_seconds: float = 0.0
 
     def add(self, r: RangeReport) -> None:
         self.handled += r.handled
@@ -90,7 +92,8 @@ class Summary:
     def text(self, opts: RunnerOptions) -> str:
         rate = self.handled / self.seconds if self.seconds > 0 else 0.0
         lines = [f"rmqrun spark: {opts.topic} handled {self.handled} messages in {self.partitions} partitions "
-                 f"in {self.seconds:.1f} s ({rate:,.0f} msg/s): {self.succeeded} succeeded, {self.failed} failed"]
+                 f"in {self.seconds:.1f} s ({rate:,.0f} msg/s; {self.total_seconds:.1f} s in all): "
+                 f"{self.succeeded} succeeded, {self.failed} failed"]
         for name in sorted(self.results):
             lines.append(f"  {name}: {self.results[name]}")
         if self.failed:
@@ -208,6 +211,7 @@ def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     def note(text: str) -> None:
         print(text, file=err, flush=True)
 
+    began = time.monotonic()
     _check_handler(opts)
     from rmqrun.spark import require_java, require_pyspark
     require_pyspark()
@@ -228,11 +232,10 @@ def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stde
                      batch_size=opts.batch_size, time_limit=opts.time_limit, group=opts.group or PULL_GROUP,
                      failures=_failures_mode(opts))
     summary = Summary(planned=plan.total)
-    began = time.monotonic()
     reports: list[RangeReport] = []
     if plan.total:
         reports = _run_job(opts, plan, cfg, summary, note)
-    summary.seconds = time.monotonic() - began
+    summary.total_seconds = time.monotonic() - began
     for r in reports:
         summary.add(r)
     if opts.failed_to:
@@ -270,6 +273,7 @@ def _run_job(opts: RunnerOptions, plan: Plan, cfg: TaskConfig, summary: Summary,
             done, parts = sc.accumulator(0), sc.accumulator(0)
             progress = _Progress(plan.total, len(ranges), done, parts, opts.progress_every, note)
             progress.start()
+            job_began = time.monotonic()
             try:
                 rdd = sc.parallelize(ranges, len(ranges))
                 reports = rdd.mapPartitionsWithIndex(partition_function(cfg, done, parts)).collect()
@@ -277,6 +281,7 @@ def _run_job(opts: RunnerOptions, plan: Plan, cfg: TaskConfig, summary: Summary,
                 raise BackfillError(f"the Spark job failed; nothing was committed: {_spark_error(exc)}") from None
             finally:
                 progress.stop()
+            summary.seconds = time.monotonic() - job_began
             note(progress.line())
             return reports
     finally:
