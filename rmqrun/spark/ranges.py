@@ -98,6 +98,11 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
                 off = consumer.min_offset(mq)
             elif off == LATEST_SENTINEL:
                 off = consumer.max_offset(mq)
+            elif mq in explicit:
+                top = consumer.max_offset(mq)
+                if off > top:
+                    raise OptionError(f"rocketmq source option {option}: offset {off} of {mq.topic} "
+                                      f"{queue_key(mq)} is past the queue's end (max offset {top})")
             out[mq] = off
     return out
 
@@ -118,14 +123,15 @@ def split(ranges: Iterable[QueueRange], *, min_partitions: int | None = None,
     pieces = [r for r in ranges if r.size > 0]
     if max_records:
         pieces = [p for r in pieces for p in _cut(r, math.ceil(r.size / max_records))]
-    if min_partitions and len(pieces) < min_partitions:
+    if min_partitions and pieces and len(pieces) < min_partitions:
         total = sum(r.size for r in pieces)
-        if total:
-            out: list[QueueRange] = []
-            for r in pieces:
-                share = max(1, round(r.size / total * min_partitions))
-                out.extend(_cut(r, share))
-            pieces = out
+        pieces = [p for r in pieces for p in _cut(r, (r.size * min_partitions) // total)]
+        while len(pieces) < min_partitions:      # rounding left a few short: halve the largest
+            largest = max(pieces, key=lambda p: (p.size, p))
+            if largest.size < 2:
+                break
+            pieces.remove(largest)
+            pieces.extend(_cut(largest, 2))
     return sorted(pieces)
 
 

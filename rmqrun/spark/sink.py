@@ -6,6 +6,11 @@ key go to one queue (the producer's hash selector, as Java's
 ``SelectMessageQueueByHash``), in the order of the partition, since each send
 waits for the broker. A failed send fails the task, naming the topic and the
 broker's answer, so Spark retries it: delivery is at least once.
+
+``properties`` are user properties: system ones (``UNIQ_KEY``, ``TAGS``,
+``KEYS``, ``CLUSTER``, ``MIN_OFFSET``... as a read of the source carries them)
+are dropped, so writing rows read from a topic makes new messages, with their
+own ids, whose tags and keys come from the ``tags``/``keys`` columns.
 """
 
 from __future__ import annotations
@@ -17,9 +22,20 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
+from rmqrun.remoting import message as m
 from rmqrun.spark.errors import OptionError, SourceError
 from rmqrun.spark.options import WriteOptions
 from rmqrun.spark.schema import SINK_OPTIONAL, SINK_REQUIRED
+
+
+#: properties the client or broker sets itself (Java refuses them as user properties)
+SYSTEM_PROPERTIES = frozenset({
+    m.PROPERTY_KEYS, m.PROPERTY_TAGS, m.PROPERTY_WAIT_STORE_MSG_OK, m.PROPERTY_DELAY_TIME_LEVEL,
+    m.PROPERTY_RETRY_TOPIC, m.PROPERTY_REAL_TOPIC, m.PROPERTY_REAL_QUEUE_ID, m.PROPERTY_TRANSACTION_PREPARED,
+    m.PROPERTY_MIN_OFFSET, m.PROPERTY_MAX_OFFSET, m.PROPERTY_ORIGIN_MESSAGE_ID, m.PROPERTY_RECONSUME_TIME,
+    m.PROPERTY_MAX_RECONSUME_TIMES, m.PROPERTY_CONSUME_START_TIMESTAMP, m.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    m.PROPERTY_SHARDING_KEY, m.PROPERTY_CLUSTER,
+})
 
 
 @dataclass
@@ -61,7 +77,8 @@ async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
                 raise SourceError(f"rocketmq sink: topic {opts.topic}: a row has a null body")
             if isinstance(body, str):
                 body = body.encode("utf-8")
-            props = d.get("properties") or None
+            props = {k: v for k, v in (d.get("properties") or {}).items()
+                     if k not in SYSTEM_PROPERTIES and v is not None} or None
             key = d.get("sharding_key")
             try:
                 await producer.send(opts.topic, bytes(body), tags=d.get("tags"), keys=d.get("keys"),

@@ -67,6 +67,7 @@ def test_missing_namesrv_is_named(spark: Any, topic: str) -> None:
     ('{"SparkErr": {"broker-a:0": "x"}}', "offset of SparkErr broker-a:0 must be an integer"),
     ('{"Other": {"broker-a:0": 1}}', "names topic 'Other', which is not in option topic"),
     ('{"SparkErr": {"broker-a:99": 1}}', "option startingOffsets names queue(s) that do not exist"),
+    ('{"SparkErr": {"broker-a:0": 1000}}', "offset 1000 of SparkErr broker-a:0 is past the queue's end"),
     ("yesterday", "option startingOffsets must be earliest, latest, timestamp:<ms> or a JSON map"),
 ])
 def test_malformed_starting_offsets_are_named(spark: Any, broker: Any, topic: str, raw: str, expected: str) -> None:

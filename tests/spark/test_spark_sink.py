@@ -1,0 +1,77 @@
+"""The rocketmq sink: rows become messages that other clients read, sharding keys keep order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqrun.client.producer import select_by_sharding_key
+from rmqrun.model import MessageQueue
+from tests.integration.signals_kit import produce, topic_messages
+from tests.peers.cpp import cpp_available, cpp_unavailable_reason, start_consumer
+
+pytestmark = pytest.mark.timeout(300)
+
+SHARDS = 3
+PER_SHARD = 8
+
+
+def test_sink_rows_are_read_by_the_cpp_client_in_sharding_key_order(spark: Any, broker: Any, tmp_path: Path) -> None:
+    if not cpp_available():
+        pytest.skip(cpp_unavailable_reason())
+    topic = "SparkSinkOrder"
+    produce(broker, topic, 1)  # create the topic (4 queues) so every row goes to a known route
+    rows = [(f"body-{s}-{i}", "TagS", f"key-{s}-{i}", {"idx": str(s * 100 + i), "shard": str(s)}, f"shard-{s}")
+            for s in range(SHARDS) for i in range(PER_SHARD)]
+    # One shard per Spark partition, in order, so the sink sends each shard's rows in sequence.
+    rdd = spark.sparkContext.parallelize(rows, SHARDS)
+    df = spark.createDataFrame(rdd, "body string, tags string, keys string, properties map<string,string>, "
+                                    "sharding_key string")
+    df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+        .mode("append").save()
+
+    stored = [m for m in topic_messages(broker, topic) if m.tags == "TagS"]
+    assert len(stored) == SHARDS * PER_SHARD
+    queues = [MessageQueue(topic, "broker-a", q) for q in range(4)]
+    for s in range(SHARDS):
+        mine = sorted((m for m in stored if m.properties["shard"] == str(s)), key=lambda m: m.queue_offset)
+        assert {m.queue_id for m in mine} == {select_by_sharding_key(queues, f"shard-{s}").queue_id}
+        assert [m.body.decode() for m in mine] == [f"body-{s}-{i}" for i in range(PER_SHARD)]
+        assert [m.keys for m in mine] == [f"key-{s}-{i}" for i in range(PER_SHARD)]
+
+    with start_consumer(broker.namesrv_address, topic=topic, group="CG_cpp_spark_sink", tags="TagS", orderly=True,
+                        expect=SHARDS * PER_SHARD, timeout=90, home=tmp_path / "cpp") as consumer:
+        lines = consumer.wait_ok(SHARDS * PER_SHARD, timeout=90)
+    ok = [m for m in lines if m["verdict"] == "CONSUME_SUCCESS"]
+    by_shard: dict[str, list[int]] = {}
+    for m in ok:
+        assert m["topic"] == topic and m["tags"] == "TagS"
+        assert m["body"] == f"body-{m['properties']['shard']}-{int(m['properties']['idx']) % 100}"
+        by_shard.setdefault(m["properties"]["shard"], []).append(int(m["properties"]["idx"]))
+    assert {k: sorted(v) for k, v in by_shard.items()} == {
+        str(s): [s * 100 + i for i in range(PER_SHARD)] for s in range(SHARDS)}
+    for shard, idxs in by_shard.items():
+        assert idxs == sorted(idxs), f"shard {shard} read out of order by the C++ client: {idxs}"
+
+
+def test_stream_from_one_topic_into_another(spark: Any, broker: Any, tmp_path: Path) -> None:
+    produce(broker, "SparkPipeIn", 12, tags=["TagA"])
+    produce(broker, "SparkPipeOut", 1)
+    src = (spark.readStream.format("rocketmq").option("namesrv", broker.namesrv_address)
+           .option("topic", "SparkPipeIn").option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "5")
+           .load())
+    q = (src.selectExpr("body", "concat('copy-', tags) AS tags", "properties", "msg_id AS keys")
+         .writeStream.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", "SparkPipeOut")
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    assert q.awaitTermination(180)
+    assert q.exception() is None
+    originals = {m.msg_id: m for m in topic_messages(broker, "SparkPipeIn")}
+    copies = [m for m in topic_messages(broker, "SparkPipeOut") if m.tags == "copy-TagA"]
+    assert sorted(m.keys for m in copies) == sorted(originals)
+    for m in copies:
+        assert m.body == originals[m.keys].body
+        assert m.properties["idx"] == originals[m.keys].properties["idx"]
+        # A copy is a new message: its own id, not the original's system properties.
+        assert m.msg_id != m.keys and m.properties["UNIQ_KEY"] != originals[m.keys].properties["UNIQ_KEY"]

@@ -1,0 +1,115 @@
+"""Streaming reads of the rocketmq source: bounded triggers, availableNow, restart from a checkpoint, group commits."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.integration.signals_kit import committed, produce, queue_max_offsets
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _stream(spark: Any, broker: Any, topic: str, **options: str) -> Any:
+    r = spark.readStream.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _to_files(df: Any, out: Path, checkpoint: Path) -> Any:
+    return (df.select("msg_id", "queue_id", "queue_offset").writeStream.format("parquet")
+            .option("path", str(out)).option("checkpointLocation", str(checkpoint)))
+
+
+def _data_batches(query: Any) -> list[int]:
+    return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
+
+
+def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _as_queue_map(end_offset: str, topic: str) -> dict[int, int]:
+    return {int(k.split(":")[1]): v for k, v in json.loads(end_offset)[topic].items()}
+
+
+def test_available_now_reads_the_backlog_in_bounded_batches_and_commits_the_group(
+        spark: Any, broker: Any, tmp_path: Path) -> None:
+    ids = produce(broker, "SparkNow", 30)
+    q = (_to_files(_stream(spark, broker, "SparkNow", startingOffsets="earliest", maxOffsetsPerTrigger="7",
+                           group="CG_spark_now"), tmp_path / "out", tmp_path / "cp")
+         .trigger(availableNow=True).start())
+    assert q.awaitTermination(180), "availableNow query did not end"
+    assert q.exception() is None
+    sizes = _data_batches(q)
+    assert sizes == [7, 7, 7, 7, 2], f"batches not bounded by maxOffsetsPerTrigger: {sizes}"
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r.msg_id for r in rows) == sorted(ids)
+    # The last batch was committed to the group before the query ended.
+    assert committed(broker, "CG_spark_now", "SparkNow") == queue_max_offsets(broker, "SparkNow")
+
+
+def test_restart_from_checkpoint_delivers_each_message_once_and_the_group_follows(
+        spark: Any, broker: Any, tmp_path: Path) -> None:
+    topic, group = "SparkRestart", "CG_spark_restart"
+    ids = produce(broker, topic, 40)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    q = (_to_files(_stream(spark, broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="8",
+                           group=group), out, cp)
+         .trigger(processingTime="200 milliseconds").start())
+    try:
+        _wait(lambda: len(_data_batches(q)) >= 2, 120, "two batches with data")
+        # The group never runs ahead of what Spark finished, and catches up with it.
+        for _ in range(3):
+            on_broker = committed(broker, group, topic)
+            finished = [p for p in q.recentProgress if p["numInputRows"] > 0]
+            done = _as_queue_map(finished[-1]["sources"][0]["endOffset"], topic)
+            assert all(on_broker.get(qid, -1) <= off for qid, off in done.items()), (on_broker, done)
+            time.sleep(0.3)
+        assert q.exception() is None
+    finally:
+        q.stop()
+    first_run = sum(_data_batches(q))
+    assert 16 <= first_run and all(n <= 8 for n in _data_batches(q))
+
+    ids += produce(broker, topic, 10, start=40)
+    q2 = (_to_files(_stream(spark, broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="8",
+                            group=group), out, cp)
+          .trigger(availableNow=True).start())
+    assert q2.awaitTermination(180)
+    assert q2.exception() is None
+    assert all(n <= 8 for n in _data_batches(q2))
+    rows = spark.read.parquet(str(out)).collect()
+    got = sorted(r.msg_id for r in rows)
+    assert got == sorted(ids), f"{len(got)} rows for {len(ids)} messages: lost or duplicated"
+    assert committed(broker, group, topic) == queue_max_offsets(broker, topic)
+
+
+def test_processing_time_query_commits_each_finished_batch_to_the_group(
+        spark: Any, broker: Any, tmp_path: Path) -> None:
+    topic, group = "SparkFollow", "CG_spark_follow"
+    produce(broker, topic, 12)
+    q = (_to_files(_stream(spark, broker, topic, startingOffsets="earliest", group=group),
+                   tmp_path / "out", tmp_path / "cp")
+         .trigger(processingTime="200 milliseconds").start())
+    try:
+        _wait(lambda: sum(_data_batches(q)) == 12, 120, "the first 12 messages")
+        # The group reaches the batch's end at the next trigger, without the query stopping.
+        _wait(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic), 60,
+              "the group's offsets to reach the finished batch")
+        produce(broker, topic, 6, start=12)
+        _wait(lambda: sum(_data_batches(q)) == 18, 120, "6 more messages")
+        _wait(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic), 60,
+              "the group's offsets to follow the second batch")
+        assert q.exception() is None
+    finally:
+        q.stop()

@@ -1,0 +1,152 @@
+"""The Spark source's planning without Spark: offset JSON, option parsing, range splitting, trigger limits,
+and that rmqrun and rmqrun.spark import (and fail clearly) without pyspark."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rmqrun.model import MessageQueue
+from rmqrun.spark.errors import OptionError
+from rmqrun.spark.offsets import decode, dumps, encode, parse_offset_spec
+from rmqrun.spark.options import ReadOptions, WriteOptions
+from rmqrun.spark.ranges import QueueRange, check_order, plan_ranges, share_limit, split
+
+
+def mq(q: int, topic: str = "T", broker: str = "broker-a") -> MessageQueue:
+    return MessageQueue(topic, broker, q)
+
+
+def test_offsets_json_is_sorted_and_round_trips() -> None:
+    offsets = {mq(10): 5, mq(2): 7, mq(0, "A", "broker-b"): 1, mq(1, "A", "broker-a"): 3}
+    text = dumps(offsets)
+    assert text == '{"A":{"broker-a:1":3,"broker-b:0":1},"T":{"broker-a:10":5,"broker-a:2":7}}'
+    assert decode(json.loads(text)) == offsets
+    # The same offsets in any insertion order give the same text (Spark compares offsets as text).
+    assert json.dumps(encode(dict(reversed(list(offsets.items()))))) == json.dumps(encode(offsets))
+
+
+def test_offset_spec_parsing() -> None:
+    spec = parse_offset_spec('{"T": {"broker-a:1": 4, "broker-a:0": -2}}', "startingOffsets", ["T"],
+                             allow_timestamp=True)
+    assert spec.kind == "json" and spec.as_map() == {mq(0): -2, mq(1): 4}
+    assert parse_offset_spec("timestamp:1700000000000", "startingOffsets", ["T"],
+                             allow_timestamp=True).timestamp_ms == 1700000000000
+    with pytest.raises(OptionError, match="endingOffsets: timestamp:<ms> is not allowed"):
+        parse_offset_spec("timestamp:1", "endingOffsets", ["T"], allow_timestamp=False)
+    with pytest.raises(OptionError, match="offset of T broker-a:0 must be an integer"):
+        parse_offset_spec('{"T": {"broker-a:0": -3}}', "startingOffsets", ["T"], allow_timestamp=True)
+
+
+def test_options_are_case_insensitive_and_checked() -> None:
+    opts = ReadOptions.parse({"NAMESRV": "127.0.0.1:1", "Topic": "A, B", "maxoffsetspertrigger": "9",
+                              "GROUP": "g", "failOnDataLoss": "false"}, streaming=True)
+    assert opts.topics == ("A", "B") and opts.max_offsets_per_trigger == 9 and opts.group == "g"
+    assert opts.fail_on_data_loss is False and opts.starting.kind == "latest"
+    assert ReadOptions.parse({"namesrv": "x:1", "topic": "A"}).starting.kind == "earliest"
+    with pytest.raises(OptionError, match="option minPartitions must be >= 1, got 0"):
+        ReadOptions.parse({"namesrv": "x:1", "topic": "A", "minPartitions": "0"})
+    with pytest.raises(OptionError, match="option failOnDataLoss must be true or false"):
+        ReadOptions.parse({"namesrv": "x:1", "topic": "A", "failOnDataLoss": "maybe"})
+    with pytest.raises(OptionError, match="option endingOffsets is for batch queries only"):
+        ReadOptions.parse({"namesrv": "x:1", "topic": "A", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(OptionError, match="option topic lists a topic twice"):
+        ReadOptions.parse({"namesrv": "x:1", "topic": "A,A"})
+    with pytest.raises(OptionError, match="sink option topic must name one topic"):
+        WriteOptions.parse({"namesrv": "x:1", "topic": "A,B"})
+
+
+def test_split_covers_each_range_exactly_once() -> None:
+    ranges = [QueueRange("T", "b", 0, 0, 100), QueueRange("T", "b", 1, 10, 13), QueueRange("T", "b", 2, 5, 5)]
+    for kw in ({}, {"max_records": 7}, {"min_partitions": 10}, {"min_partitions": 50, "max_records": 30}):
+        pieces = split(ranges, **kw)  # type: ignore[arg-type]
+        covered = sorted((p.queue_id, o) for p in pieces for o in range(p.start, p.end))
+        assert covered == [(0, o) for o in range(100)] + [(1, o) for o in range(10, 13)], kw
+        if "max_records" in kw:
+            assert all(p.size <= kw["max_records"] for p in pieces)
+        if "min_partitions" in kw:
+            assert len(pieces) >= kw["min_partitions"]
+
+
+def test_split_of_nothing_is_nothing() -> None:
+    assert split([QueueRange("T", "b", 0, 5, 5)], min_partitions=4) == []
+
+
+def test_plan_refuses_ending_before_starting() -> None:
+    with pytest.raises(OptionError, match="endingOffsets is before startingOffsets: T broker-a:1: start 5 > end 4"):
+        check_order({mq(0): 1, mq(1): 5}, {mq(0): 2, mq(1): 4})
+    assert plan_ranges({mq(0): 1}, {mq(0): 3, mq(1): 2}) == [QueueRange("T", "broker-a", 0, 1, 3),
+                                                            QueueRange("T", "broker-a", 1, 0, 2)]
+
+
+def test_share_limit_reads_at_most_the_limit_in_proportion() -> None:
+    start = {mq(0): 0, mq(1): 10, mq(2): 5}
+    latest = {mq(0): 90, mq(1): 20, mq(2): 5}
+    end = share_limit(start, latest, 10)
+    assert sum(end[q] - start[q] for q in start) == 10
+    assert end[mq(2)] == 5 and end[mq(0)] - 0 == 9 and end[mq(1)] - 10 == 1
+    assert share_limit(start, latest, 1000) == latest
+    # Repeated triggers always make progress and end exactly at latest.
+    cur = dict(start)
+    for _ in range(200):
+        cur = share_limit(cur, latest, 3)
+    assert cur == latest
+
+
+def test_import_without_pyspark_and_one_clear_error_from_register() -> None:
+    code = (
+        "import sys; sys.modules['pyspark'] = None\n"
+        "import rmqrun, rmqrun.spark, rmqrun.spark.ranges, rmqrun.spark.options\n"
+        "try:\n"
+        "    rmqrun.spark.register(object())\n"
+        "except rmqrun.spark.SparkSupportMissing as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("rmqrun.spark needs PySpark 4.x: pip install 'rmqrun[spark]'")
+    assert len(out.stdout.strip().splitlines()) == 1
+
+
+def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rmqrun.spark
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(rmqrun.spark.SparkSupportMissing, match="Spark needs Java 17"):
+        rmqrun.spark.require_java()
+
+
+class _Queue:
+    """A pull consumer over one queue whose offsets below ``low`` were deleted by retention."""
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def pull(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        from rmqrun.model import Message
+        from rmqrun.pull import PullResult, PullStatus
+
+        if offset < self.low or offset > self.high:
+            return PullResult(PullStatus.OFFSET_ILLEGAL, self.low, self.low, self.high)
+        if offset == self.high:
+            return PullResult(PullStatus.NO_NEW_MSG, offset, self.low, self.high)
+        got = range(offset, min(self.high, offset + max_nums))
+        return PullResult(PullStatus.FOUND, got[-1] + 1, self.low, self.high,
+                          [Message("T", b"x", queue_id=0, queue_offset=o) for o in got])
+
+
+def test_read_range_stops_at_its_end_and_handles_lost_offsets() -> None:
+    from rmqrun.spark.errors import SourceError
+    from rmqrun.spark.pulling import read_range
+
+    whole = QueueRange("T", "broker-a", 0, 0, 10)
+    assert [m.queue_offset for m in read_range(_Queue(0, 50), whole, batch_size=4)] == list(range(10))
+    with pytest.raises(SourceError, match=r"offsets 0\.\.4 were deleted .*failOnDataLoss=false"):
+        list(read_range(_Queue(5, 50), whole))
+    assert [m.queue_offset for m in read_range(_Queue(5, 50), whole, fail_on_data_loss=False)] == list(range(5, 10))
+    with pytest.raises(SourceError, match="the queue ends at 7, before the planned end 10"):
+        list(read_range(_Queue(0, 7), whole))
