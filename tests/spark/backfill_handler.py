@@ -3,13 +3,15 @@ runner has to ship them to the executors as a user's module in the current direc
 
 Every call appends one line per message, ``queue_id queue_offset body result`` (batch: the call's id and
 size instead of the result), and the message's reconsume count, to a file named after the process under ``$RMQRUN_HANDLER_RECORD_DIR``; ``worker_init`` appends its partition id to ``inits-<pid>``.
-``$RMQRUN_HANDLER_FAIL`` lists bodies that fail: ``raise`` ones raise, ``later`` ones return ReconsumeLater.
+``$RMQRUN_HANDLER_FAIL`` lists bodies that fail: ``raise`` ones raise, ``later`` ones return ReconsumeLater,
+``slow`` ones sleep 30 s (past the test's time limit).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import time
 
 import rmqrun
 
@@ -42,6 +44,8 @@ def handle(msg: rmqrun.Message):
         raise ValueError(f"bad body {body}")
     if how == "later":
         return rmqrun.ReconsumeLater()
+    if how == "slow":
+        time.sleep(30)
     return None
 
 

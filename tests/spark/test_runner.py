@@ -48,8 +48,8 @@ def test_backlog_is_handled_once_failures_go_to_jsonl_and_init_runs_per_partitio
 
     res = spark_cli(workdir, ["backfill_handler:handle", "--namesrv", broker.namesrv_address, "--topic", "SparkRunA",
                               *LOCAL, "--partitions", "6", "--worker-init", "backfill_handler:init",
-                              "--failed-to", str(workdir / "failed.jsonl")],
-                    RMQRUN_HANDLER_FAIL="m5,m17=later,m80")
+                              "--failed-to", str(workdir / "failed.jsonl"), "--time-limit", "1"],
+                    RMQRUN_HANDLER_FAIL="m5,m17=later,m80,m41=slow")
     assert res.returncode == 0, res.stderr[-3000:]
 
     seen = records(workdir)
@@ -63,7 +63,7 @@ def test_backlog_is_handled_once_failures_go_to_jsonl_and_init_runs_per_partitio
     assert sorted(inits) == list(range(parts)), "worker_init once per partition, with the partition index"
 
     failed = [json.loads(line) for line in (workdir / "failed.jsonl").read_text().splitlines()]
-    assert sorted(f["body"] for f in failed) == ["m17", "m5", "m80"]
+    assert sorted(f["body"] for f in failed) == ["m17", "m41", "m5", "m80"]
     for f in failed:
         m = stored[f["body"]]
         assert (f["topic"], f["broker"], f["queue_id"], f["queue_offset"], f["msg_id"]) == \
@@ -72,11 +72,13 @@ def test_backlog_is_handled_once_failures_go_to_jsonl_and_init_runs_per_partitio
     reasons = {f["body"]: f["reason"] for f in failed}
     assert reasons["m5"] == "raised ValueError: bad body m5"
     assert reasons["m17"] == "returned ReconsumeLater(delay_level=0)"
+    assert reasons["m41"] == "soft time limit (1 s) exceeded"
 
     out = res.stdout
-    assert "117 succeeded, 3 failed" in out
-    assert "  success: 117" in out and "  raised ValueError: 2" in out and "  ReconsumeLater: 1" in out
-    assert f"3 failed messages written to {workdir / 'failed.jsonl'}" in out
+    assert "116 succeeded, 4 failed" in out
+    assert "  success: 116" in out and "  raised ValueError: 2" in out and "  ReconsumeLater: 1" in out
+    assert "  time limit: 1" in out
+    assert f"4 failed messages written to {workdir / 'failed.jsonl'}" in out
     assert "progress 120/120 messages (100%)" in res.stderr and f"{parts}/{parts} partitions" in res.stderr
 
 
