@@ -20,16 +20,22 @@ import signal
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import click
 
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
+from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import Message, MessageQueue
+from rmqrun.remoting.errors import RemotingError
+
+if TYPE_CHECKING:
+    from rmqrun.pull import AsyncPullConsumer, PullResult
 
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
+FOLLOW_RETRY = 1.0  # seconds between tries while a broker does not answer (the push consumer's back-off)
 EXIT_RUNTIME, EXIT_CONFIG, EXIT_INTERRUPTED = 1, 2, 130
 
 
@@ -105,7 +111,7 @@ class Cursor:
 
 
 class Reader:
-    def __init__(self, consumer, opts: Options, emit: Callable[[Message], None],  # type: ignore[no-untyped-def]
+    def __init__(self, consumer: "AsyncPullConsumer", opts: Options, emit: Callable[[Message], None],
                  note: Callable[[str], None]) -> None:
         self.consumer = consumer
         self.opts = opts
@@ -159,7 +165,7 @@ class Reader:
             result = await self.consumer.pull(cur.mq, self.opts.tags, cur.next, 32)
             self._advance(cur, result, at_end_when_empty=True)
 
-    def _advance(self, cur: Cursor, result, *, at_end_when_empty: bool) -> bool:  # type: ignore[no-untyped-def]
+    def _advance(self, cur: Cursor, result: "PullResult", *, at_end_when_empty: bool) -> bool:
         """Take a pull's answer into ``cur``; False when it neither found nor moved anything."""
         from rmqrun.pull import PullStatus
         status = result.status
@@ -190,9 +196,22 @@ class Reader:
         arrived: asyncio.Queue[Message] = asyncio.Queue()
 
         async def poll(cur: Cursor) -> None:
+            failing = False
             while True:
-                result = await self.consumer.pull_block_if_not_found(cur.mq, self.opts.tags, cur.next, 32,
-                                                                     timeout=FOLLOW_HOLD)
+                try:
+                    result = await self.consumer.pull_block_if_not_found(cur.mq, self.opts.tags, cur.next, 32,
+                                                                         timeout=FOLLOW_HOLD)
+                except (RemotingError, ClientError) as exc:
+                    # a broker restarting must not end a long-running follow: say so once, retry
+                    if not failing:
+                        self.note(f"{cur.mq.broker_name}:{cur.mq.queue_id}: {exc}; retrying every "
+                                  f"{FOLLOW_RETRY:g}s")
+                    failing = True
+                    await asyncio.sleep(FOLLOW_RETRY)
+                    continue
+                if failing:
+                    self.note(f"{cur.mq.broker_name}:{cur.mq.queue_id}: reading again")
+                    failing = False
                 if not self._advance(cur, result, at_end_when_empty=False):
                     await asyncio.sleep(1.0)  # an answer that moves nowhere: do not spin on it
                 while cur.buffer:
