@@ -2,8 +2,8 @@
 
 Commands: ``run`` (the worker-pool consumer), ``check`` (what ``run`` would
 verify, without consuming), ``produce``, ``status`` (consumer progress and
-lag), ``demo`` (everything on one machine) and ``broker`` (the embedded name
-server + broker). ``run`` and ``check`` take the same settings, all from one
+lag), ``read`` (print a topic's messages), ``demo`` (everything on one
+machine) and ``broker`` (the embedded name server + broker). ``run`` and ``check`` take the same settings, all from one
 table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
 
@@ -238,6 +238,13 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
         click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
         sys.exit(EXIT_RUNTIME)
     click.echo(render(rows, resolved["group"]))
+
+
+# --------------------------------------------------------------------------- read
+
+from rmqrun.cli.read import read as _read  # noqa: E402  (the command lives beside its reader)
+
+cli.add_command(_read)
 
 
 # --------------------------------------------------------------------------- demo

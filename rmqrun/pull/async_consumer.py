@@ -119,6 +119,11 @@ class AsyncPullConsumer:
             self._closed = True
             await instance.close()
 
+    def mark_closed(self) -> None:
+        """Refuse further use without touching the network (for a consumer that never started)."""
+        if self._instance is None:
+            self._closed = True
+
     async def __aenter__(self) -> "AsyncPullConsumer":
         await self.start()
         return self
@@ -208,7 +213,12 @@ class AsyncPullConsumer:
             suspend_timeout_millis=int((hold if hold is not None else BLOCK_TIMEOUT) * 1000),
             subscription=sub.sub_string, sub_version=0, expression_type=sub.expression_type,
             bname=mq.broker_name)
-        wire = await self._client().broker.pull(addr, header, timeout=wait)
+        try:
+            wire = await self._client().broker.pull(addr, header, timeout=wait)
+        except TopicNotExistError as exc:
+            raise TopicNotFoundError(
+                mq.topic, f"topic {mq.topic!r} does not exist on broker {mq.broker_name} ({addr}): "
+                          f"{exc.remark or exc}") from exc
         self._suggested[mq] = wire.suggest_which_broker_id
         return self._result(mq, offset, sub, wire)
 
@@ -242,7 +252,13 @@ class AsyncPullConsumer:
         return await self._client().broker.get_max_offset(await self._address(mq), mq, timeout=self.timeout)
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        """The offset of the first message of ``mq`` stored at or after ``timestamp_ms`` (the broker's search)."""
+        """The broker's offset for ``timestamp_ms`` (Java ``searchOffset``).
+
+        A RocketMQ 4.x broker answers the first message stored exactly then if there
+        is one, otherwise the message whose store time is *nearest*, which may be
+        stored before ``timestamp_ms`` (and the last message for a time past the
+        end). Callers wanting "stored at or after" skip messages older than the time.
+        """
         check.queue(mq)
         check.timestamp_ms(timestamp_ms)
         return await self._client().broker.search_offset(await self._address(mq), mq, timestamp_ms,

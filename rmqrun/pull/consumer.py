@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import os
 import threading
 from types import TracebackType
 from typing import Any, Coroutine, TypeVar
@@ -37,6 +38,7 @@ class PullConsumer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     @property
     def namesrv(self) -> str:
@@ -68,7 +70,7 @@ class PullConsumer:
                                           name=f"rmqrun-pull {self._async.group}")
                 thread.start()
                 ready.wait()
-                self._loop, self._thread = loop, thread
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
         try:
             self._call(self._async.start())
         except BaseException:
@@ -88,8 +90,7 @@ class PullConsumer:
     def close(self) -> None:
         """Persist updated offsets, close connections, stop the loop thread (idempotent)."""
         if self._loop is None:
-            if not self._async._closed:
-                asyncio.run(self._async.close())  # never started: only marks it closed
+            self._async.mark_closed()  # never started (or already closed): no connection to close
             return
         try:
             self._call(self._async.close())
@@ -118,6 +119,12 @@ class PullConsumer:
         if loop is None:
             coro.close()
             raise NotStartedError(f"{self!r} is not started: use it as a context manager or call start() first")
+        if self._pid != os.getpid():
+            # A forked child (a Spark Python worker) has the loop object but not its thread:
+            # waiting on it would hang forever.
+            coro.close()
+            raise RuntimeError(f"this PullConsumer was started in process {self._pid} and cannot be used "
+                               f"after a fork (in process {os.getpid()}); create one per process")
         if self._thread is threading.current_thread():
             coro.close()
             raise RuntimeError("PullConsumer methods cannot be called from its own loop thread")

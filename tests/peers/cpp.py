@@ -319,6 +319,36 @@ def _kill_leftovers() -> None:
         consumer._kill()
 
 
+# ----------------------------------------------------------------- pulling
+
+def run_pull(namesrv: str, *, topic: str, group: str = "CG_cpp_pull", tags: str = "*",
+             starts: Mapping[int, int] | None = None, max_num: int = 32, timeout: float = 60.0,
+             log_level: str = "info", home: str | os.PathLike[str] | None = None
+             ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Read every queue of `topic` with the C++ pull consumer from `starts` (queue id -> offset,
+    default 0) to its end; returns (message lines, one ``queue`` line per queue)."""
+    argv = ["pull", "--namesrv", namesrv, "--group", group, "--topic", topic, "--tags", tags,
+            "--max-num", str(max_num), "--timeout", str(timeout), "--log-level", log_level]
+    for qid, offset in (starts or {}).items():
+        argv += ["--start", f"{qid}={offset}"]
+    workdir = _Home(home)
+    command = [sys.executable, "-u", str(PEER_SCRIPT), *argv, "--home", workdir.path]
+    limit = START_DEADLINE_S + timeout + SHUTDOWN_DEADLINE_S + 5.0
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=limit, env=_child_env(workdir.path))
+    except subprocess.TimeoutExpired as exc:
+        lines = _parse_lines(_as_text(exc.stdout).splitlines())
+        raise CppPeerError(_report(f"C++ pull consumer killed after {limit:g}s", None, lines,
+                                   _as_text(exc.stderr).splitlines(), workdir), None, lines) from None
+    lines = _parse_lines(proc.stdout.splitlines())
+    if proc.returncode != EXIT_OK:
+        raise CppPeerError(_report("C++ pull consumer failed", proc.returncode, lines, proc.stderr.splitlines(),
+                                   workdir), proc.returncode, lines)
+    workdir.release(ok=True)
+    return ([line for line in lines if line.get("event") == "message"],
+            [line for line in lines if line.get("event") == "queue"])
+
+
 # ----------------------------------------------------------------- helpers
 
 class _Home:

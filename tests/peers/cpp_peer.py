@@ -8,7 +8,8 @@ shares consumer groups with rmqrun. It runs in its own process because
 blocks inside C for a minute, or a crash in a static destructor at exit must
 never take pytest down. ``tests/peers/cpp.py`` is the test-side handle.
 
-Subcommands: ``probe`` (does the library load?), ``produce`` and ``consume``;
+Subcommands: ``probe`` (does the library load?), ``produce``, ``consume`` and
+``pull`` (the C++ pull consumer, ``cpp_peer_pull.py``);
 ``--help`` on each lists the options.
 
 Output protocol
@@ -124,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     cons.add_argument("--work-ms", type=float, default=0.0, help="sleep this long in each callback")
     cons.add_argument("--read-prop", action="append", default=[], metavar="NAME",
                       help="extra property name to report (repeatable)")
+    pull = sub.add_parser("pull", parents=[client], help="pull every queue from given offsets to its end")
+    pull.add_argument("--tags", default="*", help="tag expression of every pull")
+    pull.add_argument("--start", action="append", default=[], metavar="QID=OFFSET",
+                      help="start offset of a queue (repeatable; default 0)")
+    pull.add_argument("--max-num", type=int, default=32, help="maxNums of each pull")
+    pull.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole read (exit 3 past it)")
+    pull.add_argument("--pull-deadline", type=float, default=15.0,
+                      help="seconds one Pull() may block before the watchdog exits with 5")
     return parser
 
 
@@ -152,6 +161,9 @@ def run_command(args: argparse.Namespace, out: Output, home: str) -> None:
     """Import the command's module only now: it must not load the library before $HOME is set."""
     if args.command == "probe":
         cmd_probe(args, out, home)
+    elif args.command == "pull":
+        from tests.peers.cpp_peer_pull import cmd_pull  # noqa: PLC0415
+        cmd_pull(args, out, home)
     elif args.command == "produce":
         from tests.peers.cpp_peer_produce import cmd_produce  # noqa: PLC0415
         cmd_produce(args, out, home)
