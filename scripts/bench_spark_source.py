@@ -69,7 +69,8 @@ def spark_rate(namesrv: str, master: str) -> tuple[float, int]:
     import rmqrun.spark
 
     spark = (SparkSession.builder.master(master).appName("bench-spark-source")
-             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1").getOrCreate())
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     rmqrun.spark.register(spark)
     try:

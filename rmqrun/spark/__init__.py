@@ -55,4 +55,30 @@ def register(spark: Any) -> None:
     spark.dataSource.register(RocketMQDataSource)
 
 
-__all__ = ["register", "SHORT_NAME", "SparkSupportMissing", "require_pyspark", "require_java"]
+def session(master: str = "local[*]", app_name: str = "rmqrun", **conf: str) -> Any:
+    """A SparkSession with the ``rocketmq`` source registered, after checking pyspark and Java.
+
+    For local masters it binds to loopback (``SPARK_LOCAL_IP``, unless set) and starts
+    Spark's Python workers with this interpreter (``PYSPARK_PYTHON``), so they see the
+    packages of this environment. ``conf`` entries are Spark settings
+    (``{"spark.sql.shuffle.partitions": "4"}``; pass them as ``**{...}``).
+    """
+    import os
+    import sys
+
+    require_pyspark()
+    require_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
+
+
+__all__ = ["register", "session", "SHORT_NAME", "SparkSupportMissing", "require_pyspark", "require_java"]

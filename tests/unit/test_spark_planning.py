@@ -118,6 +118,8 @@ def test_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(rmqrun.spark.SparkSupportMissing, match="Spark needs Java 17"):
         rmqrun.spark.require_java()
+    with pytest.raises(rmqrun.spark.SparkSupportMissing, match="Spark needs Java 17"):
+        rmqrun.spark.session("local[1]")   # refused before any JVM is started
 
 
 class _Queue:
