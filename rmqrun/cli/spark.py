@@ -3,7 +3,7 @@
 Options are checked here before anything is imported or contacted: a bad value
 is one ``rmqrun: error:`` line naming the option and exit 2; a handler or
 ``--worker-init`` that does not load, exit 3; a name server that does not
-answer, a missing topic, pyspark or Java missing, a failed Spark job: exit 1.
+answer, a missing topic, pyspark or Java missing, a failed Spark job: exit 1; Ctrl-C: 130.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
 
-EXIT_RUNTIME, EXIT_CONFIG, EXIT_HANDLER = 1, 2, 3
+EXIT_RUNTIME, EXIT_CONFIG, EXIT_HANDLER, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow_earliest: bool,
@@ -107,6 +107,9 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
         sys.exit(EXIT_HANDLER)
     except ConfigError:
         raise
+    except KeyboardInterrupt:
+        click.echo("rmqrun: interrupted; nothing was committed", err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except (RmqrunError, RuntimeError) as exc:
         # pyspark or Java missing, the name server silent, the topic missing, the Spark job failed
         click.echo(f"rmqrun: error: {exc}", err=True)
