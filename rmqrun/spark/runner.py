@@ -23,6 +23,7 @@ Nothing is committed unless the whole job succeeded and the failures are stored.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -197,9 +198,11 @@ def _failures_mode(opts: RunnerOptions) -> str:
 def _spark_error(exc: BaseException) -> str:
     """The first line of our own task error out of a Py4J/Spark exception's text, else its first line."""
     text = str(exc)
+    ours = re.compile(r"rmqrun spark: partition \d+ \(.*")  # the message, not the source line that formats it
     for line in text.splitlines():
-        if "rmqrun spark: partition" in line:
-            return line[line.index("rmqrun spark: partition"):].strip()
+        found = ours.search(line)
+        if found:
+            return found.group(0).strip()
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     return first[:500]
 

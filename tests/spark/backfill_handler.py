@@ -4,7 +4,7 @@ runner has to ship them to the executors as a user's module in the current direc
 Every call appends one line per message, ``queue_id queue_offset body result`` (batch: the call's id and
 size instead of the result), and the message's reconsume count, to a file named after the process under ``$RMQRUN_HANDLER_RECORD_DIR``; ``worker_init`` appends its partition id to ``inits-<pid>``.
 ``$RMQRUN_HANDLER_FAIL`` lists bodies that fail: ``raise`` ones raise, ``later`` ones return ReconsumeLater,
-``slow`` ones sleep 30 s (past the test's time limit).
+``slow`` ones sleep 30 s (past the test's time limit). ``$RMQRUN_HANDLER_INIT_FAIL`` makes ``init`` raise.
 """
 
 from __future__ import annotations
@@ -63,3 +63,5 @@ def handle_batch(msgs: list[rmqrun.Message]):
 
 def init(info) -> None:
     _record([f"{info.worker_id}"], "inits")
+    if os.environ.get("RMQRUN_HANDLER_INIT_FAIL"):
+        raise RuntimeError(f"init refused in partition {info.worker_id}")

@@ -150,3 +150,19 @@ def test_group_failures_go_to_retry_and_run_continues_exactly_after_the_backfill
     assert new == sorted((q, off) for q in after for off in range(ends[q], after[q])), \
         "exactly the offsets produced after the backfill, each once"
     assert [(r[2], r[4]) for r in seen if r[4] != "0"] == [("m7", "1")], "the retried message, once"
+
+
+def test_a_failed_job_is_one_error_line_and_commits_nothing(broker: Any, workdir: Path) -> None:
+    produce(broker.namesrv_address, "SparkRunD", 16)
+    res = spark_cli(workdir, ["backfill_handler:handle", "--namesrv", broker.namesrv_address, "--topic", "SparkRunD",
+                              *LOCAL, "--group", "BackfillD", "--worker-init", "backfill_handler:init"],
+                    RMQRUN_HANDLER_INIT_FAIL="1")
+    assert res.returncode == 1, res.stderr[-3000:]
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("rmqrun: error:")]
+    assert len(errors) == 1 and "the Spark job failed; nothing was committed" in errors[0], res.stderr[-3000:]
+    assert "RuntimeError: init refused in partition" in errors[0] and "SparkRunD broker-a:" in errors[0]
+    # (the broker answers 0, not "none", for a group without an offset on a queue that starts at 0)
+    assert committed(broker, "BackfillD", "SparkRunD") == committed(broker, "NeverUsedD", "SparkRunD"), \
+        "no offset committed"
+    assert all(v > 0 for v in queue_max_offsets(broker, "SparkRunD").values())
+    assert "handled" not in res.stdout
