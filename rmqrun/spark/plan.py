@@ -20,6 +20,10 @@ from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, queue_key
 from rmqrun.spark.ranges import QueueRange, resolve, split
 
 
+#: the longest range one Spark partition gets by default
+MAX_RECORDS_PER_PARTITION = 50_000
+
+
 class PlanError(RmqrunError):
     """The brokers cannot be asked (name server silent) or the topic is not there: a runtime error (exit 1)."""
 
@@ -36,9 +40,11 @@ class Plan:
     def total(self) -> int:
         return sum(max(0, self.end[mq] - self.start[mq]) for mq in self.queues)
 
-    def ranges(self, partitions: int) -> list[QueueRange]:
+    def ranges(self, partitions: int, max_records: int | None = MAX_RECORDS_PER_PARTITION) -> list[QueueRange]:
+        """At least ``partitions`` pieces where the data allows, none longer than ``max_records`` offsets
+        (progress is reported a finished partition at a time, so a huge partition would stall it)."""
         whole = [QueueRange(mq.topic, mq.broker_name, mq.queue_id, self.start[mq], self.end[mq]) for mq in self.queues]
-        return split(whole, min_partitions=partitions)
+        return split(whole, min_partitions=partitions, max_records=max_records)
 
 
 def _spec(bound: Bound, option: str, queues: list[MessageQueue], consumer: Any) -> OffsetSpec:

@@ -115,3 +115,17 @@ def test_shipping_a_module_and_a_package_but_not_what_is_installed(tmp_path: Pat
     assert names == ["pkg_handler_mod/__init__.py", "pkg_handler_mod/sub/__init__.py", "pkg_handler_mod/sub/h.py"]
     for mod in ("solo_handler_mod", "pkg_handler_mod", "pkg_handler_mod.sub", "pkg_handler_mod.sub.h"):
         sys.modules.pop(mod, None)
+
+
+def test_plan_splits_into_at_least_n_pieces_none_longer_than_the_cap() -> None:
+    from rmqrun.model import MessageQueue
+    from rmqrun.spark.plan import Plan
+
+    qs = [MessageQueue("T", "broker-a", i) for i in range(4)]
+    plan = Plan(qs, {q: 5 for q in qs}, {q: (120_005 if q.queue_id == 0 else 15 if q.queue_id < 3 else 5) for q in qs})
+    assert plan.total == 120_020
+    pieces = plan.ranges(2)
+    assert [(p.queue_id, p.size) for p in pieces] == [(0, 40_000)] * 3 + [(1, 10), (2, 10)], "the empty queue has none"
+    assert sum(p.size for p in plan.ranges(12)) == 120_020 and len(plan.ranges(12)) >= 12
+    covered = sorted((p.queue_id, o) for p in plan.ranges(12) for o in range(p.start, p.end))
+    assert covered == sorted((q.queue_id, o) for q in qs for o in range(5, plan.end[q])), "every offset once"
