@@ -124,21 +124,18 @@ def _check_handler(opts: RunnerOptions) -> None:
 
 
 def _session(opts: RunnerOptions) -> Any:
-    from pyspark.sql import SparkSession
+    """The data source's :func:`rmqrun.spark.session` (pyspark/Java checks, this interpreter for the Python
+    workers, loopback for local masters), bound to loopback for a ``spark://`` master on this machine too."""
+    from rmqrun.spark import session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(opts.master).appName(opts.app_name or f"rmqrun spark {opts.handler}")
+    conf = {"spark.ui.showConsoleProgress": "false"}
     if _loopback(opts.master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder = (builder.config("spark.driver.host", "127.0.0.1")
-                   .config("spark.driver.bindAddress", "127.0.0.1"))
-    builder = builder.config("spark.ui.showConsoleProgress", "false")
-    for key, value in opts.conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    conf.update(opts.conf)
+    spark = session(opts.master, opts.app_name or f"rmqrun spark {opts.handler}", **conf)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 class _Progress(threading.Thread):
