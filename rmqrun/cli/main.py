@@ -246,6 +246,10 @@ from rmqrun.cli.read import read as _read  # noqa: E402  (the command lives besi
 
 cli.add_command(_read)
 
+from rmqrun.cli.spark import spark as _spark  # noqa: E402  (rmqrun spark: a handler over a topic on Spark)
+
+cli.add_command(_spark)
+
 
 # --------------------------------------------------------------------------- demo
 

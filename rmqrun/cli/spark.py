@@ -1,0 +1,191 @@
+"""``rmqrun spark MODULE:FUNC --topic T``: run a handler over a topic's history on Spark (a backfill).
+
+Options are checked here before anything is imported or contacted: a bad value
+is one ``rmqrun: error:`` line naming the option and exit 2; a handler or
+``--worker-init`` that does not load, exit 3; a name server that does not
+answer, a missing topic, pyspark or Java missing, a failed Spark job: exit 1; Ctrl-C: 130.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.spark.backfill import Bound
+
+EXIT_RUNTIME, EXIT_CONFIG, EXIT_HANDLER, EXIT_INTERRUPTED = 1, 2, 3, 130
+
+
+def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow_earliest: bool,
+                allow_offset: bool) -> Bound:
+    """``earliest`` / ``latest`` / an offset / a time (ISO-8601 or epoch ms) / a JSON map of the
+    ``rocketmq`` source's form ``{"topic": {"broker:queueId": offset}}``."""
+    raw = text.strip()
+    if raw.startswith("{"):
+        from rmqrun.spark.errors import OptionError
+        from rmqrun.spark.offsets import parse_offset_spec
+        try:
+            spec = parse_offset_spec(raw, option, [topic], allow_timestamp=False)
+        except OptionError as exc:
+            raise ConfigError(str(exc).replace(f"rocketmq source option {option}", option)) from None
+        return Bound("json", spec=spec)
+    from rmqrun.cli.read_format import parse_from
+    allowed = [w for w, ok in (("earliest", allow_earliest), ("latest", allow_latest), ("an offset", allow_offset))
+               if ok]
+    what = (f"{option} {text!r} is not " + ", ".join(allowed) + ", a time (ISO-8601 like 2024-11-24T08:00:00Z, "
+            "or epoch milliseconds) or a JSON map {\"TOPIC\": {\"BROKER:QUEUE\": OFFSET}}")
+    try:
+        at = parse_from(raw)
+    except ValueError:
+        raise ConfigError(what) from None
+    if (at.kind == "latest" and not allow_latest) or (at.kind == "earliest" and not allow_earliest) or \
+            (at.kind == "offset" and not allow_offset):
+        raise ConfigError(what)
+    return Bound(at.kind, at.value)
+
+
+def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--conf {pair!r} is not KEY=VALUE (e.g. spark.executor.memory=2g)")
+        out[key.strip()] = value
+    return out
+
+
+@click.command("spark")
+@click.argument("handler", required=False)
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("--topic", help="topic to read")
+@click.option("--tags", metavar="EXPR", help="tag expression, e.g. 'TagA || TagB' (default: all)")
+@click.option("--from", "from_", default="earliest", show_default=True, metavar="WHERE",
+              help="earliest, an offset (per queue), a time (ISO-8601 or epoch ms) or a JSON map "
+                   "{\"TOPIC\": {\"BROKER:QUEUE\": OFFSET}}")
+@click.option("--to", "to", default="latest", show_default=True, metavar="WHERE",
+              help="latest (the queues' ends now), a time, or a JSON map; exclusive")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL (spark://host:port, ...)")
+@click.option("--group", help="consumer group: failures go to %RETRY%<group> and the end offsets are committed "
+                              "to it at the end, so `rmqrun run --group` continues from there")
+@click.option("--worker-init", "worker_init", metavar="MODULE:FN", help="run once per Spark partition first")
+@click.option("--failed-to", "failed_to", metavar="PATH",
+              help="write failed messages here (Parquet if PATH ends in .parquet, else JSON Lines)")
+@click.option("--batch-size", "batch_size", default="1", show_default=True, metavar="N",
+              help="messages per call of an @rmqrun.batch handler")
+@click.option("--time-limit", "time_limit", default="900", show_default=True, metavar="S",
+              help="soft time limit of one handler call in seconds (0: none)")
+@click.option("--partitions", metavar="N", help="at least N Spark partitions, queues split by offset range (default: 3 x the default parallelism)")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,
+          master: str, group: str | None, worker_init: str | None, failed_to: str | None, batch_size: str,
+          time_limit: str, partitions: str | None, conf: tuple[str, ...]) -> None:
+    """Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark."""
+    from rmqrun.cli import logs
+    from rmqrun.spark.runner import RunnerOptions, run
+    from rmqrun.worker.handler import HandlerLoadError
+
+    opts = RunnerOptions(
+        handler=_required(handler, "the handler argument MODULE:FUNC"),
+        namesrv=_namesrv(namesrv), topic=_topic(topic), tags=_tags(topic, tags),
+        master=_nonempty(master, "--master"), group=_group(group), worker_init=worker_init,
+        failed_to=failed_to, batch_size=_int(batch_size, "--batch-size", 1),
+        time_limit=_seconds(time_limit, "--time-limit"),
+        partitions=_int(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf))
+    opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
+    opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    logs.setup("ERROR", role="spark")
+    try:
+        code = run(opts)
+    except HandlerLoadError as exc:
+        click.echo(f"rmqrun: error: {exc}", err=True)
+        sys.exit(EXIT_HANDLER)
+    except ConfigError:
+        raise
+    except KeyboardInterrupt:
+        click.echo("rmqrun: interrupted; nothing was committed", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except (RmqrunError, RuntimeError) as exc:
+        # pyspark or Java missing, the name server silent, the topic missing, the Spark job failed
+        click.echo(f"rmqrun: error: {exc}", err=True)
+        sys.exit(EXIT_RUNTIME)
+    sys.exit(code)
+
+
+def _required(value: str | None, what: str) -> str:
+    if value is None or not value.strip():
+        raise ConfigError(f"missing {what}")
+    return value.strip()
+
+
+def _nonempty(value: str, option: str) -> str:
+    if not value.strip():
+        raise ConfigError(f"{option} is empty")
+    return value.strip()
+
+
+def _namesrv(namesrv: str | None) -> str:
+    addr = namesrv if namesrv is not None else os.environ.get("NAMESRV_ADDR")
+    if not addr or not addr.strip():
+        raise ConfigError("missing name server: give --namesrv host:port or set $NAMESRV_ADDR")
+    from rmqrun.client.namesrv import parse_addresses
+    try:
+        parse_addresses(addr)
+    except ValueError as exc:
+        raise ConfigError(f"--namesrv {addr!r}: {exc}") from None
+    return addr.strip()
+
+
+def _topic(topic: str | None) -> str:
+    value = _required(topic, "--topic")
+    from rmqrun.client.producer import check_topic
+    try:
+        check_topic(value)
+    except Exception as exc:
+        raise ConfigError(f"--topic {value!r}: {exc}") from None
+    return value
+
+
+def _tags(topic: str | None, tags: str | None) -> str:
+    expression = tags if tags is not None else "*"
+    from rmqrun.consumer.subscription import build_subscription_data
+    try:
+        build_subscription_data(topic or "", expression)
+    except ValueError as exc:
+        raise ConfigError(f"--tags {tags!r}: {exc}") from None
+    return expression
+
+
+def _group(group: str | None) -> str | None:
+    if group is None:
+        return None
+    value = group.strip()
+    if not value or not all(c.isalnum() or c in "%|_-" for c in value) or value.startswith("%"):
+        raise ConfigError(f"--group {group!r} is not a consumer group name (letters, digits, '_', '-', '|')")
+    return value
+
+
+def _int(value: str, option: str, minimum: int) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"{option} {value!r} is not an integer") from None
+    if number < minimum:
+        raise ConfigError(f"{option} {value!r} must be >= {minimum}")
+    return number
+
+
+def _seconds(value: str, option: str) -> float:
+    import math
+    try:
+        number = float(value.strip())
+    except ValueError:
+        raise ConfigError(f"{option} {value!r} is not a number of seconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"{option} {value!r} must be >= 0 (0: no limit)")
+    return number

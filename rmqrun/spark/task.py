@@ -1,0 +1,199 @@
+"""One Spark partition of ``rmqrun spark``: pull exactly one offset range and run the handler over it.
+
+This runs on an executor, in Spark's Python worker. It uses the same pieces as
+an ``rmqrun run`` worker process, so a handler behaves the same on both:
+:func:`~rmqrun.worker.handler.load_handler` (plain or ``@rmqrun.batch``),
+:func:`~rmqrun.worker.handler.map_concurrent` for what it returns, raising
+counts as a failure, and a soft time limit per call that raises
+:class:`~rmqrun.worker.results.SoftTimeLimitExceeded` inside the handler
+(SIGALRM, so only where the task runs in the main thread, as Spark's Python
+workers do). ``worker_init`` runs once per partition, with the partition index
+as the worker id.
+
+Failed messages either come back to the driver in the report (``--failed-to``)
+or are republished here to ``%RETRY%<group>`` with the properties of Java's
+send-back fallback. A republish that fails fails the task, so Spark retries
+the partition and the run never commits past a message that went nowhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+import traceback
+from typing import Any, Callable, Iterable, Iterator
+
+from rmqrun.model import Message
+from rmqrun.spark.backfill import (
+    BAD_RESULT, MAX_RECONSUME_TIMES, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
+    TaskConfig,
+)
+from rmqrun.worker.handler import (
+    BadResultError, Handler, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
+)
+from rmqrun.worker.results import ReconsumeLater, SoftTimeLimitExceeded
+
+SAMPLE_REASONS = 5
+
+
+class RetrySendError(RuntimeError):
+    """Failed messages could not be republished to the retry topic (the task fails; Spark retries it)."""
+
+
+class _TimeLimit:
+    """A soft limit per handler call, as ``rmqrun run``'s workers enforce it (consumeTimeout)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.enabled = seconds > 0 and threading.current_thread() is threading.main_thread()
+        self._previous: Any = None
+
+    def _alarm(self, signum: int, frame: Any) -> None:
+        raise SoftTimeLimitExceeded(f"soft time limit ({self.seconds:g} s) exceeded")
+
+    def __enter__(self) -> "_TimeLimit":
+        if self.enabled:
+            self._previous = signal.signal(signal.SIGALRM, self._alarm)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous or signal.SIG_DFL)
+
+    def call(self, fn: Callable[[Any], Any], arg: Any) -> Any:
+        if not self.enabled:
+            return fn(arg)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        try:
+            return fn(arg)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _fail(report: RangeReport, msgs: Iterable[Message], result: str, reason: str, keep: bool,
+          delay_level: int = 0) -> None:
+    for msg in msgs:
+        report.failed += 1
+        report.count(result)
+        if len(report.sample_reasons) < SAMPLE_REASONS:
+            report.sample_reasons.append(f"{msg.broker_name}:{msg.queue_id}@{msg.queue_offset}: {reason}")
+        if keep:
+            report.failures.append(FailedMessage.of(msg, reason, delay_level))
+
+
+def handle_chunk(handler: Handler, chunk: list[Message], report: RangeReport, limit: _TimeLimit, keep: bool) -> None:
+    """One handler call over ``chunk`` (one message for a plain handler), counted into ``report``."""
+    report.handled += len(chunk)
+    arg: Any = chunk if handler.is_batch else chunk[0]
+    try:
+        value = limit.call(handler.fn, arg)
+    except SoftTimeLimitExceeded as exc:
+        _fail(report, chunk, TIME_LIMIT, str(exc), keep)
+        return
+    except Exception as exc:
+        name = type(exc).__name__
+        _fail(report, chunk, f"raised {name}", f"raised {name}: {exc}", keep)
+        return
+    try:
+        outcome = map_concurrent(value, len(chunk), handler.ref)
+    except BadResultError as exc:
+        _fail(report, chunk, BAD_RESULT, str(exc), keep)
+        return
+    report.succeeded += outcome.acked
+    if outcome.acked:
+        report.count(SUCCESS, outcome.acked)
+    rest = chunk[outcome.acked:]
+    if rest:
+        result = RECONSUME_LATER if isinstance(value, ReconsumeLater) else NOT_ACKED
+        _fail(report, rest, result, f"returned {value!r}", keep, outcome.delay_level)
+
+
+def _chunks(messages: Iterator[Message], size: int) -> Iterator[list[Message]]:
+    chunk: list[Message] = []
+    for msg in messages:
+        chunk.append(msg)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
+    """Republish ``failures`` to %RETRY%<group> (SendBack.republish: RETRY_TOPIC, reconsume times + 1,
+    ORIGIN_MESSAGE_ID); raises :class:`RetrySendError` when any of them could not be stored."""
+    from rmqrun.client.instance import ClientInstance
+    from rmqrun.consumer.retry import SendBack
+
+    instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
+                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout)
+    await instance.start()
+    sender = SendBack(instance, cfg.group)
+    sent = 0
+    try:
+        for f in failures:
+            msg = Message(topic=f.topic, body=f.body, properties=dict(f.properties), msg_id=f.msg_id,
+                          broker_name=f.broker, queue_id=f.queue_id, queue_offset=f.queue_offset,
+                          reconsume_times=f.reconsume_times)
+            # ReconsumeLater(delay_level=-1) means "straight to the DLQ": the broker moves a retry message
+            # whose reconsume count reached the maximum to %DLQ%<group>.
+            times = MAX_RECONSUME_TIMES if f.delay_level == -1 else f.reconsume_times + 1
+            if not await sender.republish(msg, MAX_RECONSUME_TIMES, times):
+                raise RetrySendError(f"could not republish {f.msg_id} ({f.topic} {f.broker}:{f.queue_id}@"
+                                     f"{f.queue_offset}) to %RETRY%{cfg.group}")
+            sent += 1
+    finally:
+        await sender.close()
+        await instance.close()
+    return sent
+
+
+def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
+    """Handle every message of the :class:`~rmqrun.spark.ranges.QueueRange` ``r``; partition ``index``."""
+    from rmqrun.pull import PullConsumer
+    from rmqrun.spark.pulling import read_range
+
+    began = time.monotonic()
+    report = RangeReport(index, r.topic, r.broker, r.queue_id, r.start, r.end)
+    handler = load_handler(cfg.handler, batch_size=cfg.batch_size)
+    if cfg.worker_init:
+        call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
+    keep = cfg.failures in ("collect", "retry")
+    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout) as consumer, _TimeLimit(cfg.time_limit) as limit:
+        for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
+            handle_chunk(handler, chunk, report, limit, keep)
+    if cfg.failures == "retry" and report.failures:
+        report.sent_to_retry = asyncio.run(_republish(cfg, report.failures))
+        report.failures = []
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def partition_function(cfg: TaskConfig, done: Any = None, parts: Any = None
+                       ) -> Callable[[int, Iterator[Any]], Iterator[RangeReport]]:
+    """The ``mapPartitionsWithIndex`` function: one range per partition, one report out.
+
+    ``done`` / ``parts`` are Spark accumulators (offsets covered, partitions
+    finished) the driver polls for progress.
+    """
+
+    def run(index: int, ranges: Iterator[Any]) -> Iterator[RangeReport]:
+        for r in ranges:
+            try:
+                report = run_range(index, r, cfg)
+            except Exception as exc:
+                # One line on top, the cause below: Spark shows this text in the driver's error.
+                raise RuntimeError(f"rmqrun spark: partition {index} ({r.topic} {r.broker}:{r.queue_id} "
+                                   f"[{r.start}, {r.end})) failed: {type(exc).__name__}: {exc}\n"
+                                   + "".join(traceback.format_exception(exc))) from None
+            if done is not None:
+                done.add(r.end - r.start)
+            if parts is not None:
+                parts.add(1)
+            yield report
+
+    return run
