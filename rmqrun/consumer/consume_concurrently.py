@@ -83,7 +83,7 @@ class ConcurrentConsumeService:
             return
         offsets = [e.offset for e in entries]
         pq.mark_consume_started(offsets)
-        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets)
+        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets, pq=pq)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)

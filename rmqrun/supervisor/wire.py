@@ -169,6 +169,16 @@ class Batch:
     def __post_init__(self) -> None:
         self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
 
+    def split_records(self) -> list[bytes]:
+        """Each record as its own bytes, in batch order (to re-run messages one by one)."""
+        out = []
+        for blob in _blobs(self.records):
+            view = memoryview(blob)
+            for pos in _walk_records(blob):
+                size = _INT.unpack_from(blob, pos)[0]
+                out.append(bytes(view[pos:pos + size]))
+        return out
+
     def queue_offsets(self) -> list[int]:
         """Queue offsets of the records, read from the raw bytes (no decoding)."""
         out = []
