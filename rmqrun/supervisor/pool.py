@@ -704,11 +704,13 @@ class Pool:
         for batch in batches:
             self._where.pop(batch.batch_id, None)
         proc.pending.clear()
-        what = describe_exit(code)
+        was_ready = proc.state != "starting"
+        # a ready worker's exit 3 or 4 comes from the handler (sys.exit), not from loading it
+        what = describe_exit(code) if not was_ready or code not in (ExitCode.BOOT_ERROR, ExitCode.INIT_ERROR) \
+            else f"exit code {code}"
         if proc.kill_reason:
             what += f" ({proc.kill_reason})"
         hint = self._oom_hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
-        was_ready = proc.state != "starting"
         running = next((b for b in batches if b.batch_id == proc.running), None)
         in_call = bool(was_ready and running is not None and progress is not None and progress.in_call
                        and proc.kill_reason is None)
