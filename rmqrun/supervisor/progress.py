@@ -16,7 +16,8 @@ Layout (native byte order, one writer per field)::
     12   int32   call start  } the handler call in progress        worker
     16   int32   call end    }
     20   int32   in call: 1 while the handler runs                 worker
-    24   16 x int64  batch ids to skip (their queue was dropped)  supervisor
+    24   16 x int64  batch ids to skip (their queue was dropped;  supervisor
+                     -1 = empty)
     160  CAPACITY bytes  status per message (wire.Status)         worker
     ...  CAPACITY int8   delay level per message                  worker
 
@@ -126,6 +127,7 @@ class SkipRing:
     def __init__(self, mm: mmap.mmap) -> None:
         self.mm = mm
         self.next = 0
+        _SKIP.pack_into(mm, SKIP_AT, *([-1] * SKIP_SLOTS))  # -1: no batch has that id (0 may)
 
     def add(self, batch_id: int) -> None:
         struct.pack_into("=q", self.mm, SKIP_AT + 8 * self.next, batch_id)

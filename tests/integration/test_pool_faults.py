@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+from rmqrun.supervisor.wire import Batch, ConsumeMode
 from tests.integration.test_pool_basic import Harness, O, S, records, run, statuses
 
 
@@ -73,4 +74,13 @@ def test_a_batch_waiting_in_a_workers_pipe_is_skipped_when_asked(monkeypatch: py
             assert skipped.error == "skipped: its queue was dropped"
             assert [o.queue_offset for o in skipped.outcomes] == [5, 6]
             assert statuses(await h.result(running)) == [S.SUCCESS]
+    run(scenario())
+
+
+def test_batch_id_0_is_not_mistaken_for_a_skipped_one() -> None:
+    async def scenario() -> None:
+        async with Harness("workers.noop:handle") as h:
+            batch = Batch(0, "q", ConsumeMode.CONCURRENT, "broker-a", records(1))
+            h.pool.submit(0, batch)
+            assert statuses(await h.result(batch)) == [S.SUCCESS]
     run(scenario())
