@@ -36,8 +36,7 @@ from dataclasses import dataclass
 CAPACITY = 4096
 SKIP_SLOTS = 16
 _HEAD = struct.Struct("=qiiii")
-_CALL = struct.Struct("=iii")
-_DONE = struct.Struct("=i")
+_STATE = struct.Struct("=iiii")  # done, call start, call end, in call
 _SKIP = struct.Struct(f"={SKIP_SLOTS}q")
 SKIP_AT = 24
 STATUS_AT = SKIP_AT + _SKIP.size
@@ -99,24 +98,36 @@ class Writer:
         return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
 
     def call(self, statuses: bytearray, delays: list[int], start: int, end: int) -> None:
-        """Publish results up to ``start`` and announce the call on [start, end)."""
-        self.publish(statuses, delays, start)
-        _CALL.pack_into(self.mm, 12, start, end, 1)
+        """Publish results up to ``start`` and announce the call on [start, end) (the hot path: ~0.5 us)."""
+        lo = self.done
+        if start == lo + 1 and start <= CAPACITY:  # one message per call: single-byte writes
+            mm = self.mm
+            mm[STATUS_AT + lo] = statuses[lo]
+            d = delays[lo]
+            mm[DELAY_AT + lo] = (d if d >= 0 else d + 256) if -128 <= d <= 127 else 0
+            self.done = start
+        elif start > lo:
+            self._copy(statuses, delays, start)
+        _STATE.pack_into(self.mm, 8, self.done, start, end, 1)
 
     def publish(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         """Messages [0, upto) are final; no call is in progress."""
+        if upto > self.done:
+            self._copy(statuses, delays, upto)
+        _STATE.pack_into(self.mm, 8, self.done, 0, 0, 0)
+
+    def _copy(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         upto = min(upto, CAPACITY)
         lo = self.done
-        if upto > lo:
-            self.mm[STATUS_AT + lo:STATUS_AT + upto] = statuses[lo:upto]
-            if any(delays[lo:upto]):
-                struct.pack_into(f"={upto - lo}b", self.mm, DELAY_AT + lo,
-                                 *(max(-128, min(127, x)) for x in delays[lo:upto]))
-            else:
-                self.mm[DELAY_AT + lo:DELAY_AT + upto] = bytes(upto - lo)
-            self.done = upto
-        _DONE.pack_into(self.mm, 8, self.done)
-        _DONE.pack_into(self.mm, 20, 0)
+        if upto <= lo:
+            return
+        self.mm[STATUS_AT + lo:STATUS_AT + upto] = statuses[lo:upto]
+        if any(delays[lo:upto]):
+            struct.pack_into(f"={upto - lo}b", self.mm, DELAY_AT + lo,
+                             *(max(-128, min(127, x)) for x in delays[lo:upto]))
+        else:
+            self.mm[DELAY_AT + lo:DELAY_AT + upto] = bytes(upto - lo)
+        self.done = upto
 
 
 class SkipRing:
