@@ -168,7 +168,7 @@ class PoolExecutor:
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
-        logger.warning("worker {} (pid {}) {}: {} batch(es) to redeliver", lost.worker_id, lost.pid, lost.reason,
+        logger.warning("worker {} (pid {}) {}: redelivering {} batch(es)", lost.worker_id, lost.pid, lost.reason,
                        len(lost.batches))
         again: list[_Pending] = []
         for batch in lost.batches:
