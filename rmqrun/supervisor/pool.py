@@ -51,9 +51,10 @@ batch is a whole pull, many calls): the worker interrupts a call at
 ``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
 it ``time_limit + kill_grace`` after the batch was last announced (STARTED,
 which a worker repeats before calls of a long batch) and reports that batch
-as a failed ``BatchResult`` with
-``timed_out=True`` (never as success); batches queued behind it come back
-through ``on_worker_lost`` untouched.
+as a ``BatchResult`` with ``timed_out=True``: the messages the worker had
+finished keep their statuses, the hung call fails and the rest are NOT_RUN
+(nothing of the hung call is ever a success); batches queued behind it come
+back through ``on_worker_lost`` untouched.
 """
 
 from __future__ import annotations
@@ -729,7 +730,7 @@ class Pool:
                          describe_messages(running, progress.call_start, progress.call_end))
         timed_out: BatchResult | None = None
         if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
-            timed_out = self._hard_limit_result(proc, batches.pop(0))
+            timed_out = self._hard_limit_result(proc, batches.pop(0), progress)
         if self._state == "running" and is_current and self.fatal is None:
             self._replace(proc, code, was_ready, in_call)
         self._signal_change()
@@ -776,12 +777,26 @@ class Pool:
         except OSError as exc:  # out of processes or fds: nothing sensible left to do but stop
             self._fail(PoolError(f"cannot start a replacement for worker {proc.slot}: {exc}"))
 
-    def _hard_limit_result(self, proc: _Proc, batch: Batch) -> BatchResult:
+    def _hard_limit_result(self, proc: _Proc, batch: Batch,
+                           progress: progress_mem.Progress | None = None) -> BatchResult:
+        """The result of a batch whose worker was killed at the hard limit.
+
+        Messages the worker had finished keep their statuses; the call that hung
+        fails (retry / suspend); messages after it never ran (NOT_RUN). Without
+        progress, every message fails, as nothing is known to have finished.
+        """
         status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
         offsets = tuple(batch.queue_offsets())
+        n = len(offsets)
         elapsed = self._loop.time() - proc.running_since
-        return BatchResult(batch, proc.slot, proc.pid, bytes([status]) * len(offsets), (0,) * len(offsets), offsets,
-                           -1, True,
+        if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
+            done = min(progress.done, n)
+            end = min(max(progress.call_end, done + 1), n)
+            statuses = progress.statuses[:done] + bytes([status]) * (end - done) + bytes([Status.NOT_RUN]) * (n - end)
+            delays = tuple(progress.delay_levels[:done]) + (0,) * (n - done)
+        else:
+            statuses, delays = bytes([status]) * n, (0,) * n
+        return BatchResult(batch, proc.slot, proc.pid, statuses, delays, offsets, -1, True,
                            f"hard time limit: worker {proc.slot} (pid {proc.pid}) killed after {elapsed:.1f} s",
                            elapsed)
 

@@ -84,3 +84,16 @@ def test_batch_id_0_is_not_mistaken_for_a_skipped_one() -> None:
             h.pool.submit(0, batch)
             assert statuses(await h.result(batch)) == [S.SUCCESS]
     run(scenario())
+
+
+@pytest.mark.parametrize("mode, failed", [(None, S.RECONSUME_LATER), (O, S.SUSPEND)])
+def test_a_hard_time_limit_kill_keeps_what_the_batch_had_finished(mode, failed) -> None:  # type: ignore[no-untyped-def]
+    async def scenario() -> None:
+        async with Harness("workers.misbehave:by_property", time_limit=0.3, kill_grace=0.4) as h:
+            stuck = h.submit(0, records([{}, {}, {"MISBEHAVE": "hang_hard"}, {}], start=3),
+                             *([mode] if mode else []))
+            result = await h.result(stuck, timeout=10)
+            assert result.timed_out and "hard time limit" in (result.error or "")
+            assert statuses(result) == [S.SUCCESS, S.SUCCESS, failed, S.NOT_RUN]
+            assert [o.queue_offset for o in result.outcomes] == [3, 4, 5, 6]
+    run(scenario())
