@@ -16,9 +16,9 @@ Layout (native byte order, one writer per field)::
     12   int32   call start  } the handler call in progress        worker
     16   int32   call end    }
     20   int32   in call: 1 while the handler runs                 worker
-    24   16 x int64  batch ids to skip (their queue was dropped;  supervisor
+    24   64 x int64  batch ids to skip (their queue was dropped;  supervisor
                      -1 = empty)
-    160  CAPACITY bytes  status per message (wire.Status)         worker
+    536  CAPACITY bytes  status per message (wire.Status)         worker
     ...  CAPACITY int8   delay level per message                  worker
 
 Batches longer than ``CAPACITY`` messages record progress for their first
@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 
 CAPACITY = 4096
-SKIP_SLOTS = 16
+SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
 _HEAD = struct.Struct("=qiiii")
 _STATE = struct.Struct("=iiii")  # done, call start, call end, in call
 _SKIP = struct.Struct(f"={SKIP_SLOTS}q")
