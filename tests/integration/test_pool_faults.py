@@ -12,7 +12,7 @@ from tests.integration.test_pool_basic import Harness, O, S, records, run, statu
 
 
 @pytest.mark.parametrize("mode", [None, O])
-def test_a_death_mid_batch_reports_the_finished_results_and_the_message_in_the_call(mode) -> None:  # type: ignore[no-untyped-def]
+def test_a_death_mid_batch_reports_the_finished_results_and_the_call(mode) -> None:  # type: ignore[no-untyped-def]
     async def scenario() -> None:
         async with Harness("workers.misbehave:by_property", crash_limit=1) as h:
             (pid,) = h.pids(0)
