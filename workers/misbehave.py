@@ -8,6 +8,7 @@
 ``leak``           keeps ``RMQRUN_HANDLER_LEAK_MB`` (default 16) MiB per message forever
 ``kill_self``      SIGKILLs its own process
 ``exit_hard``      ``os._exit(7)``
+``exit3``          ``sys.exit(3)``: the worker's boot-error code, from a handler
 ``segfault``       dereferences NULL through ctypes
 ``escape``         raises a BaseException that escapes the worker loop
 ``by_property``    does what the message's ``MISBEHAVE`` property names (one of the
@@ -21,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import sys
 import time
 
 import rmqrun
@@ -63,6 +65,10 @@ def exit_hard(msg: rmqrun.Message) -> None:
     os._exit(7)
 
 
+def exit3(msg: rmqrun.Message) -> None:
+    sys.exit(3)
+
+
 def segfault(msg: rmqrun.Message) -> None:
     ctypes.string_at(0)
 
@@ -72,7 +78,7 @@ def escape(msg: rmqrun.Message) -> None:
 
 
 _ACTIONS = {"hang": hang, "hang_hard": hang_hard, "sleep": sleep, "leak": leak, "kill_self": kill_self,
-            "exit_hard": exit_hard, "segfault": segfault, "escape": escape}
+            "exit_hard": exit_hard, "exit3": exit3, "segfault": segfault, "escape": escape}
 
 
 def by_property(msg: rmqrun.Message) -> None:

@@ -169,6 +169,11 @@ SETTINGS: tuple[Setting, ...] = (
        check=at_least(0), allowed="0 or a size"),
     _S("kill_grace", parse_float, 10.0, "seconds past the time limit before a worker is killed", POOL,
        check=lambda v: v > 0, allowed="a positive number of seconds"),
+    _S("crash_limit", parse_int, None, "worker deaths no message explains (at boot, or outside a handler call) "
+       "tolerated within crash_window; one more stops rmqrun (default: max(10, 2 x workers))", POOL,
+       check=at_least(1), allowed="1 or more"),
+    _S("crash_window", parse_float, 60.0, "seconds over which crash_limit counts deaths", POOL,
+       check=lambda v: v > 0, allowed="a positive number of seconds"),
     _S("max_inflight_messages", parse_int, 64, "messages in flight per worker", RUN,
        check=at_least(1), allowed="1 or more"),
     # --- the run

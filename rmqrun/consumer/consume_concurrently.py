@@ -13,7 +13,10 @@ the workers; results come back in any order. For each finished job:
   at offset k holds the commit at k however many later ones finish.
 
 A result for a queue dropped meanwhile (rebalanced away) is discarded: the
-new owner starts from the committed offset and redelivers what we had.
+new owner starts from the committed offset and redelivers what we had. A job
+of a dropped queue that has not started yet is not run at all (the executor
+skips it, like Java's check of the dropped flag when a ConsumeRequest starts),
+so what is redone after a rebalance is bounded by what was running.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ class ConcurrentConsumeService:
             return
         offsets = [e.offset for e in entries]
         pq.mark_consume_started(offsets)
-        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets)
+        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets, pq=pq)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)
@@ -94,14 +97,18 @@ class ConcurrentConsumeService:
             # messages stay cached, so the committed offset stays below them.
             logger.warning("job of {} messages of {} not run: {}", len(entries), req.mq, exc)
             return
+        if pq.dropped and all(v is Verdict.NOT_RUN for v in result.verdicts):
+            return  # skipped by the executor: the queue was given away before the job started
         self.engine.stats.record(len(entries), time.monotonic() - started, result)
         await self._process_result(req, entries, result)
 
     async def _process_result(self, req: "PullRequest", entries: list[QueuedMessage], result: JobResult) -> None:
         pq = req.pq
         if pq.dropped:
-            logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the new "
-                           "owner redelivers them", req.mq, len(entries))
+            ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN)
+            if ran:
+                logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the "
+                               "new owner redelivers them", req.mq, ran)
             return
         verdicts = result.verdicts
         if len(verdicts) == len(entries) and all(v is Verdict.SUCCESS for v in verdicts):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, Union
+from typing import Any, Protocol, Sequence, Union
 
 from rmqrun.model import MessageQueue
 
@@ -38,6 +38,9 @@ class ConsumeJob:
     records: Sequence[RecordData]
     offsets: list[int]
     auto_commit: bool = True
+    #: the ProcessQueue the job comes from (anything with a ``dropped`` flag): an executor does
+    #: not start a job whose queue was dropped meanwhile (Java checks it as a consume request starts)
+    pq: Any = None
 
     def __len__(self) -> int:
         return len(self.offsets)

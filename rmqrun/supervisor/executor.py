@@ -6,11 +6,20 @@ queues pinned, concurrent jobs by load) or says "wait"; waiting jobs queue
 here in arrival order and go out as results free room. That wait is the
 back-pressure the engine feels: its in-flight count stays bounded.
 
-A worker that dies gives its unfinished batches back; they are dispatched
-again first, orderly ones to the replacement in the same slot. A batch that
-was running when its worker died three times is treated as failed (sent back
-for a retry, or suspended) instead of killing workers forever: a poison
-message must not become a crash loop.
+A worker that dies gives its unfinished batches back; those it had not
+started are dispatched again first, orderly ones to the replacement in the
+same slot. Of the batch it was running, the messages whose results it had
+recorded keep them (they never run again); the others are re-run one message
+per batch (crash isolation). A one-message batch whose worker dies inside the
+handler call has found its poison message: that message alone is failed
+(concurrent: sent back, so retried and dead-lettered after
+max_reconsume_times; orderly: suspended, then dead-lettered), and every other
+message of the job is handled once. An orderly job's isolated messages run one
+after another and stop at the first that does not succeed, keeping the
+queue's order.
+
+A job whose queue was dropped (rebalanced away) is not run: skipped while it
+waits here, and skipped by its worker if it waits in that worker's pipe.
 """
 
 from __future__ import annotations
@@ -41,6 +50,14 @@ class _Pending:
     batch: Batch
     future: asyncio.Future[JobResult]
     deaths: int = 0
+    job: ConsumeJob | None = None
+
+    def dropped(self) -> bool:
+        pq = self.job.pq if self.job is not None else None
+        return pq is not None and pq.dropped
+
+
+_SKIP_SWEEP_S = 0.05
 
 
 class PoolExecutor:
@@ -55,6 +72,10 @@ class PoolExecutor:
         self._closed: BaseException | None = None
         self.fatal: asyncio.Future[PoolError] | None = None
         self.lost_batches = 0
+        #: messages failed alone because their worker died inside the handler call on them
+        self.poison_messages = 0
+        self._sweeper: asyncio.TimerHandle | None = None
+        self._isolations: set[asyncio.Task[None]] = set()
         #: the pool stops a call at its time limit and answers for every batch (lost ones are redispatched)
         self.enforces_time_limit = config.time_limit > 0
 
@@ -70,10 +91,25 @@ class PoolExecutor:
             raise ExecutorClosedError(f"not running: {self._closed}")
         mode = ConsumeMode.ORDERLY if job.orderly else ConsumeMode.CONCURRENT
         batch = Batch(next(self._ids), job.mq, mode, job.mq.broker_name, list(job.records), job.auto_commit)
-        pending = _Pending(batch, asyncio.get_running_loop().create_future())
+        pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
         self._waiting.append(pending)
         self._dispatch()
+        if job.pq is not None and self._sweeper is None:
+            self._sweeper = asyncio.get_running_loop().call_later(_SKIP_SWEEP_S, self._sweep)
         return await pending.future
+
+    @staticmethod
+    def _not_run(batch: Batch, why: str) -> JobResult:
+        return JobResult([Verdict.NOT_RUN] * batch.count, [0] * batch.count, error=why)
+
+    def _sweep(self) -> None:
+        """Ask workers to skip pipelined batches of dropped queues (cheap: a few in flight)."""
+        self._sweeper = None
+        for batch_id, pending in list(self._flying.items()):
+            if pending.dropped():
+                self.pool.skip(batch_id)
+        if self._flying and self._closed is None:
+            self._sweeper = asyncio.get_running_loop().call_later(_SKIP_SWEEP_S, self._sweep)
 
     @property
     def in_flight(self) -> int:
@@ -94,6 +130,9 @@ class PoolExecutor:
             if pending.future.done():  # cancelled by its caller
                 continue
             batch = pending.batch
+            if pending.dropped():  # rebalanced away while waiting: the new owner consumes it
+                pending.future.set_result(self._not_run(batch, "skipped: its queue was dropped"))
+                continue
             worker = dispatcher.assign(batch.batch_id, batch.queue_key, batch.mode, batch.count)
             if worker is None:
                 still.append(pending)
@@ -141,12 +180,11 @@ class PoolExecutor:
             self.lost_batches += 1
             if batch.batch_id == lost.started_batch_id:
                 pending.deaths += 1
-                if pending.deaths >= POISON_DEATHS:
-                    logger.error("batch {} of {} was running in {} worker deaths; treating it as failed",
-                                 batch.batch_id, batch.queue_key, pending.deaths)
-                    verdict = Verdict.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Verdict.RECONSUME_LATER
-                    pending.future.set_result(JobResult([verdict] * batch.count, [0] * batch.count,
-                                                        error=f"worker died {pending.deaths} times on this batch"))
+                if batch.count == 1 and (lost.in_call or pending.deaths >= POISON_DEATHS):
+                    self._fail_poison(pending, lost)
+                    continue
+                if self._closed is None and batch.count > 1:
+                    self._isolate(pending, lost)
                     continue
             again.append(pending)
         if self._closed is not None:
@@ -157,6 +195,76 @@ class PoolExecutor:
         self._waiting.extendleft(reversed(again))
         self._dispatch()
 
+    def _fail_poison(self, pending: _Pending, lost: WorkerLost) -> None:
+        """A message that killed its worker when run alone: fail it (retry / suspend, then DLQ)."""
+        batch = pending.batch
+        self.poison_messages += 1
+        verdict = Verdict.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Verdict.RECONSUME_LATER
+        logger.error("worker {} (pid {}) {} running only message at offset {} of {}: failing that message "
+                     "(retried, then dead-lettered after max_reconsume_times)", lost.worker_id, lost.pid,
+                     lost.reason, batch.queue_offsets()[0], batch.queue_key)
+        pending.future.set_result(JobResult([verdict], [0], error=f"worker {lost.reason} in the handler call"))
+
+    def _isolate(self, pending: _Pending, lost: WorkerLost) -> None:
+        """Keep what the dead worker finished; re-run every unfinished message of the job alone."""
+        batch = pending.batch
+        prog = lost.progress
+        done = prog.done if prog is not None else 0
+        verdicts: list[Verdict] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
+        delays = list(prog.delay_levels) if prog is not None else []
+        logger.warning("batch {} of {}: {} of {} messages had finished when worker {} died; re-running the other "
+                       "{} one per batch to find the one that kills its worker", batch.batch_id, batch.queue_key,
+                       done, batch.count, lost.worker_id, batch.count - done)
+        task = asyncio.ensure_future(self._run_isolated(pending, verdicts, delays))
+        self._isolations.add(task)
+        task.add_done_callback(self._isolations.discard)
+
+    async def _run_isolated(self, parent: _Pending, verdicts: list[Verdict], delays: list[int]) -> None:
+        batch = parent.batch
+        records = batch.split_records()
+        n = len(records)
+        delays = delays + [0] * (len(verdicts) - len(delays))
+        orderly = batch.mode is ConsumeMode.ORDERLY
+        error = f"isolated after a worker death: {n - len(verdicts)} message(s) re-run one by one"
+        loop = asyncio.get_running_loop()
+
+        async def one(i: int) -> tuple[Verdict, int]:
+            if parent.future.done():
+                return Verdict.NOT_RUN, 0
+            sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
+                                 batch.auto_commit), loop.create_future(), job=parent.job)
+            self._waiting.appendleft(sub)
+            self._dispatch()
+            try:
+                res = await sub.future
+            except ExecutorClosedError:
+                return Verdict.NOT_RUN, 0
+            return (res.verdicts[0] if res.verdicts else Verdict.NOT_RUN), res.delay_level(0)
+
+        try:
+            rest = range(len(verdicts), n)
+            if orderly:
+                # an orderly job stops at the first message that does not simply succeed
+                if any(v is not Verdict.SUCCESS for v in verdicts):
+                    outcomes = [(Verdict.NOT_RUN, 0)] * len(rest)
+                else:
+                    outcomes = []
+                    for i in rest:
+                        v, lv = await one(i)
+                        outcomes.append((v, lv))
+                        if v is not Verdict.SUCCESS:
+                            outcomes += [(Verdict.NOT_RUN, 0)] * (n - i - 1)
+                            break
+            else:
+                outcomes = list(await asyncio.gather(*(one(i) for i in rest)))
+        except asyncio.CancelledError:
+            if not parent.future.done():
+                parent.future.cancel()
+            raise
+        if not parent.future.done():
+            parent.future.set_result(JobResult(verdicts + [v for v, _ in outcomes],
+                                               delays + [lv for _, lv in outcomes], error=error))
+
     def _on_fatal(self, error: PoolError) -> None:
         logger.error("worker pool gave up: {}", error)
         if self.fatal is not None and not self.fatal.done():
@@ -165,6 +273,9 @@ class PoolExecutor:
 
     def _fail_all(self, error: BaseException) -> None:
         self._closed = error
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         for pending in list(self._waiting) + list(self._flying.values()):
             if not pending.future.done():
                 pending.future.set_exception(ExecutorClosedError(str(error)))
@@ -194,8 +305,5 @@ class PoolExecutor:
             if not pending.future.done():
                 pending.future.set_exception(ExecutorClosedError("shutting down"))
         self._waiting.clear()
-        leftovers = await self.pool.stop(grace)
-        if leftovers:
-            logger.warning("{} batch(es) did not finish before the grace period; they are redelivered later",
-                           len(leftovers))
+        await self.pool.stop(grace)  # it logs every batch cut short
         self._fail_all(ExecutorClosedError("stopped"))

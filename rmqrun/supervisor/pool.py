@@ -33,9 +33,17 @@ processes still finishing batches they were given before a recycle/reload.
 Deaths: a current process that dies unexpectedly is replaced at once (before
 ``on_worker_lost`` runs, so the callback can resubmit to the same slot); its
 unfinished batches are given back in submission order with the one it had
-started marked. More than ``crash_limit`` deaths within ``crash_window``
-seconds, or a replacement that cannot import the handler, is fatal:
-``on_fatal`` is called, nothing is respawned and ``submit`` raises. See
+started marked, together with the worker's per-message progress on it (read
+from memory the worker shares, :mod:`rmqrun.supervisor.progress`): which
+messages already have results and whether it died inside a handler call.
+A death inside a handler call is explained by a message and is the
+executor's business (it isolates the message); only deaths no message
+explains (outside a handler call, or before the worker was ready) count
+against the crash-loop guard: more than ``crash_limit`` of them within
+``crash_window`` seconds, or a replacement that cannot import the handler
+(a worker that never became ready and said so), is fatal: ``on_fatal`` is
+called, nothing is respawned and ``submit`` raises. Any exit of a worker that
+was ready, whatever its code, is a crash, never a boot failure. See
 :class:`rmqrun.supervisor.wire.ExitCode` for the exit-code table.
 
 Time limits count per handler call, like Java's consumeTimeout (a pool
@@ -43,9 +51,10 @@ batch is a whole pull, many calls): the worker interrupts a call at
 ``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
 it ``time_limit + kill_grace`` after the batch was last announced (STARTED,
 which a worker repeats before calls of a long batch) and reports that batch
-as a failed ``BatchResult`` with
-``timed_out=True`` (never as success); batches queued behind it come back
-through ``on_worker_lost`` untouched.
+as a ``BatchResult`` with ``timed_out=True``: the messages the worker had
+finished keep their statuses, the hung call fails and the rest are NOT_RUN
+(nothing of the hung call is ever a success); batches queued behind it come
+back through ``on_worker_lost`` untouched.
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from typing import Callable
 from loguru import logger
 
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.supervisor import progress as progress_mem
 from rmqrun.supervisor.wire import (
     Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, MessageOutcome, Ready,
     Retiring, Started, Status, Stop, WireError, describe_exit, encode, encode_run,
@@ -94,7 +104,7 @@ class WorkerBootError(PoolError):
 
 
 class CrashLoopError(PoolError):
-    """Workers died more than ``crash_limit`` times within ``crash_window`` seconds."""
+    """Workers died, for no reason a message explains, more than ``crash_limit`` times in ``crash_window`` s."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +116,8 @@ class PoolConfig:
     per handler call (0 = none); ``kill_grace`` is how long after it the worker
     is SIGKILLed. ``max_messages_jitter`` defaults to 10% of
     ``max_messages_per_worker``; ``max_memory_per_worker`` is RSS in bytes.
-    ``crash_limit`` defaults to max(10, 2 * workers).
+    ``crash_limit`` defaults to max(10, 2 * workers); it counts only deaths that
+    no message explains (outside a handler call, or at boot).
     """
 
     handler: str
@@ -175,6 +186,10 @@ class WorkerLost:
     reason: str
     batches: list[Batch]
     started_batch_id: int | None
+    #: the worker's per-message progress on the started batch (None: no batch was started)
+    progress: progress_mem.Progress | None = None
+    #: it died inside a handler call of the started batch (the message there is the suspect)
+    in_call: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,6 +206,38 @@ class WorkerStatus:
 
 
 _KILL_TIME_LIMIT = "hard time limit"
+_TERM_WAIT = 1.0  # after the stop grace: how long SIGTERM may take before SIGKILL
+
+
+def _oom_kills() -> int | None:
+    """The cgroup v2 ``oom_kill`` counter of this process's cgroup, or None when unreadable."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            rel = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), None)
+        if rel is None:
+            return None
+        with open(f"/sys/fs/cgroup{rel}/memory.events") as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def describe_messages(batch: Batch, start: int, end: int) -> str:
+    """topic, queue, offset and msg id of messages [start, end) of a batch, for the logs."""
+    from rmqrun.remoting.message import decode_message
+    records = batch.split_records()
+    out = []
+    for i in range(max(0, start), min(end, len(records))):
+        try:
+            msg, _ = decode_message(records[i], broker_name=batch.broker_name, decompress=False)
+            out.append(f"message {msg.msg_id} ({msg.topic}, queue {batch.queue_key}, offset {msg.queue_offset})")
+        except Exception as exc:  # a record that does not decode is described by its place
+            out.append(f"record {i} of batch {batch.batch_id} ({batch.queue_key}; undecodable: {exc})")
+    return ", ".join(out) or f"batch {batch.batch_id} of {batch.queue_key}"
 
 
 def _pidfd_works() -> bool:
@@ -210,8 +257,11 @@ class _Proc:
     """One worker process and its end of the socket pair (non-blocking)."""
 
     def __init__(self, pool: "Pool", slot: int, popen: subprocess.Popen, sock: socket.socket,
-                 sentinel: int) -> None:
+                 sentinel: int, progress_fd: int) -> None:
         self.pool = pool
+        self.progress_fd = progress_fd
+        self.progress = progress_mem.map_fd(progress_fd)
+        self.skips = progress_mem.SkipRing(self.progress)
         self.slot = slot
         self.popen = popen
         self.pid: int = popen.pid
@@ -327,6 +377,8 @@ class _Proc:
             self.writer_armed = False
         self.sock.close()
         os.close(self.sentinel)
+        self.progress.close()
+        os.close(self.progress_fd)
 
     def status(self, current: bool) -> WorkerStatus:
         return WorkerStatus(self.slot, self.pid, self.state, current, len(self.pending), self.running,
@@ -363,6 +415,9 @@ class Pool:
         self._changed: asyncio.Event | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._reloading = False
+        self._oom_seen = _oom_kills() or 0
+        #: batches cut short by the last stop() (killed or interrupted), for the log and tests
+        self.cut_short: list[Batch] = []
         self.fatal: PoolError | None = None
         #: replacements of workers that died unexpectedly / were recycled (limits), for metrics
         self.restarts = 0
@@ -428,6 +483,18 @@ class Pool:
         self._where[batch.batch_id] = proc
         proc.write(encode_run(batch))
 
+    def skip(self, batch_id: int) -> bool:
+        """Ask the worker holding a batch not to run it (its queue was dropped); True if asked in time.
+
+        Only a batch waiting behind another one in a worker's pipe can be
+        skipped; the worker then answers it with every message NOT_RUN.
+        """
+        proc = self._where.get(batch_id)
+        if proc is None or proc.running == batch_id or proc.dead:
+            return False
+        proc.skips.add(batch_id)
+        return True
+
     def add_worker(self) -> int:
         """Add a slot (TTIN); returns its worker id. It accepts batches at once (they wait for its boot)."""
         self._require_running()
@@ -488,10 +555,12 @@ class Pool:
 
         Submitting stops at once; every worker gets STOP behind the batches it
         holds and exits after them (running worker_exit). After ``grace``
-        seconds the rest get SIGTERM (the handler is interrupted, its batch
-        reported NOT_RUN), then SIGKILL. Results that do arrive still go to
+        seconds the rest are stopped at once: SIGTERM (the handler is
+        interrupted, its batch reported NOT_RUN), and SIGKILL for whatever has
+        not exited a moment later. Results that do arrive still go to
         ``on_result``; batches of killed workers are returned, not reported
-        through ``on_worker_lost``.
+        through ``on_worker_lost``. Every batch cut short either way is
+        counted in the final log line and kept in :attr:`cut_short`.
         """
         if self._state in ("new", "stopped"):
             self._state = "stopped"
@@ -501,36 +570,45 @@ class Pool:
                 await self._wait_change(1.0)
             return []
         self._state = "stopping"
+        self.cut_short = []
         for proc in list(self._procs):
             self._retire(proc)
         await self._wait_dead(grace)
         if self._procs:
-            logger.warning("{} worker(s) still busy after {:g} s; sending SIGTERM", len(self._procs), grace)
+            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs), grace)
             for proc in list(self._procs):
                 proc.kill("stop grace expired", signal.SIGTERM)
-            await self._wait_dead(min(self.config.kill_grace, 5.0))
+            await self._wait_dead(_TERM_WAIT)
         if self._procs:
             for proc in list(self._procs):
                 proc.kill("stop grace expired")
             await self._wait_dead(10.0)
         leftovers = self._leftovers
         self._leftovers = []
+        self.cut_short.extend(leftovers)
         self._finish_stop()
-        logger.info("pool stopped; {} unfinished batch(es) returned", len(leftovers))
+        if self.cut_short:
+            logger.warning("pool stopped; {} batch(es) cut short ({} messages), redelivered later: {}",
+                           len(self.cut_short), sum(b.count for b in self.cut_short),
+                           "; ".join(f"batch {b.batch_id} of {b.queue_key}" for b in self.cut_short))
+        else:
+            logger.info("pool stopped; every batch finished")
         return leftovers
 
     # ------------------------------------------------------------------ processes
     def _spawn(self, slot: int) -> _Proc:
         parent, child = socket.socketpair()
         pipe_r = pipe_w = -1
+        prog_fd = progress_mem.create_fd()
         try:
             if not _HAS_PIDFD:
                 pipe_r, pipe_w = os.pipe()
-            fds = (child.fileno(),) if pipe_w < 0 else (child.fileno(), pipe_w)
-            popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno())],
+            fds = (child.fileno(), prog_fd) if pipe_w < 0 else (child.fileno(), prog_fd, pipe_w)
+            popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd)],
                                      stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True)
         except BaseException:
             parent.close()
+            os.close(prog_fd)
             for fd in (pipe_r, pipe_w):
                 if fd >= 0:
                     os.close(fd)
@@ -543,7 +621,7 @@ class Pool:
         else:
             sentinel = os.pidfd_open(popen.pid)
         parent.setblocking(False)
-        proc = _Proc(self, slot, popen, parent, sentinel)
+        proc = _Proc(self, slot, popen, parent, sentinel, prog_fd)
         self._procs.add(proc)
         proc.write([encode(Boot(slot, dataclasses.asdict(self._wcfg), list(sys.path)))])
         self._loop.add_reader(proc.fd, proc.on_readable)
@@ -566,6 +644,8 @@ class Pool:
             del self._where[frame.batch_id]
             proc.running = None
             proc.batches_done += 1
+            if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
+                self.cut_short.append(batch)
             if len(frame.statuses) != batch.count:
                 logger.error("worker {} reported {} statuses for batch {} of {} messages", proc.slot,
                              len(frame.statuses), batch.batch_id, batch.count)
@@ -616,16 +696,25 @@ class Pool:
 
     def _on_death(self, proc: _Proc, code: int) -> None:
         proc.dead = True
+        progress = progress_mem.read(proc.progress) if proc.running is not None else None
+        if progress is not None and progress.batch_id != proc.running:
+            progress = None  # it died after STARTED, before it began recording this batch
         proc.close()
         self._procs.discard(proc)
         batches = list(proc.pending.values())
         for batch in batches:
             self._where.pop(batch.batch_id, None)
         proc.pending.clear()
-        what = describe_exit(code)
+        was_ready = proc.state != "starting"
+        # a ready worker's exit 3 or 4 comes from the handler (sys.exit), not from loading it
+        what = describe_exit(code) if not was_ready or code not in (ExitCode.BOOT_ERROR, ExitCode.INIT_ERROR) \
+            else f"exit code {code}"
         if proc.kill_reason:
             what += f" ({proc.kill_reason})"
-        was_ready = proc.state != "starting"
+        hint = self._oom_hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
+        running = next((b for b in batches if b.batch_id == proc.running), None)
+        in_call = bool(was_ready and running is not None and progress is not None and progress.in_call
+                       and proc.kill_reason is None)
         if not was_ready and proc.boot_error is None:
             proc.boot_error = f"worker {proc.slot} (pid {proc.pid}) exited before it was ready: {what}"
             proc.boot_code = code
@@ -634,13 +723,16 @@ class Pool:
         if expected:
             logger.debug("worker {} (pid {}) exited", proc.slot, proc.pid)
         else:
-            logger.warning("worker {} (pid {}) {}{}", proc.slot, proc.pid, what,
+            logger.warning("worker {} (pid {}) {}{}{}", proc.slot, proc.pid, what, hint,
                            f" holding {len(batches)} batch(es)" if batches else "")
+        if in_call and running is not None and progress is not None:
+            logger.error("worker {} (pid {}) {}{} inside the handler call on {}", proc.slot, proc.pid, what, hint,
+                         describe_messages(running, progress.call_start, progress.call_end))
         timed_out: BatchResult | None = None
         if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
-            timed_out = self._hard_limit_result(proc, batches.pop(0))
+            timed_out = self._hard_limit_result(proc, batches.pop(0), progress)
         if self._state == "running" and is_current and self.fatal is None:
-            self._replace(proc, code, was_ready)
+            self._replace(proc, code, was_ready, in_call)
         self._signal_change()
         if timed_out is not None:
             self._emit(self._on_result, timed_out)
@@ -648,15 +740,24 @@ class Pool:
             if self._state in ("stopping", "stopped", "starting"):
                 self._leftovers.extend(batches)
             else:
-                started = proc.running if any(b.batch_id == proc.running for b in batches) else None
-                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started))
+                started = running.batch_id if running is not None and running in batches else None
+                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started,
+                                                            progress if started is not None else None, in_call))
 
-    def _replace(self, proc: _Proc, code: int, was_ready: bool) -> None:
-        if code == ExitCode.BOOT_ERROR:
+    def _oom_hint(self) -> str:
+        """For a SIGKILL rmqrun did not send: the kernel's OOM killer is the usual sender."""
+        count = _oom_kills()
+        if count is not None and count > self._oom_seen:
+            self._oom_seen = count
+            return " (OOM-killed: the cgroup's memory.events oom_kill count rose)"
+        return " (not sent by rmqrun: possibly the OOM killer)"
+
+    def _replace(self, proc: _Proc, code: int, was_ready: bool, explained: bool = False) -> None:
+        if not was_ready and proc.boot_code == ExitCode.BOOT_ERROR:
             self._fail(WorkerBootError(f"a replacement for worker {proc.slot} cannot load the handler: "
                                        f"{proc.boot_error}", code))
             return
-        if proc.kill_reason != _KILL_TIME_LIMIT:
+        if proc.kill_reason != _KILL_TIME_LIMIT and not explained:
             now = self._loop.time()
             self._deaths.append(now)
             while self._deaths and self._deaths[0] < now - self.config.crash_window:
@@ -666,7 +767,9 @@ class Pool:
                 self._fail(CrashLoopError(
                     f"workers died {len(self._deaths)} times within {self.config.crash_window:g} s "
                     f"(limit {limit}); last: worker {proc.slot} (pid {proc.pid}) {describe_exit(code)}"
-                    + (f": {proc.boot_error}" if proc.boot_error else "")))
+                    + (f": {proc.boot_error}" if proc.boot_error else "")
+                    + " (deaths counted: at boot or outside a handler call, which no message explains;"
+                      " settings crash_limit / crash_window)"))
                 return
         try:
             self._slots[proc.slot] = self._spawn(proc.slot)
@@ -674,12 +777,26 @@ class Pool:
         except OSError as exc:  # out of processes or fds: nothing sensible left to do but stop
             self._fail(PoolError(f"cannot start a replacement for worker {proc.slot}: {exc}"))
 
-    def _hard_limit_result(self, proc: _Proc, batch: Batch) -> BatchResult:
+    def _hard_limit_result(self, proc: _Proc, batch: Batch,
+                           progress: progress_mem.Progress | None = None) -> BatchResult:
+        """The result of a batch whose worker was killed at the hard limit.
+
+        Messages the worker had finished keep their statuses; the call that hung
+        fails (retry / suspend); messages after it never ran (NOT_RUN). Without
+        progress, every message fails, as nothing is known to have finished.
+        """
         status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
         offsets = tuple(batch.queue_offsets())
+        n = len(offsets)
         elapsed = self._loop.time() - proc.running_since
-        return BatchResult(batch, proc.slot, proc.pid, bytes([status]) * len(offsets), (0,) * len(offsets), offsets,
-                           -1, True,
+        if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
+            done = min(progress.done, n)
+            end = min(max(progress.call_end, done + 1), n)
+            statuses = progress.statuses[:done] + bytes([status]) * (end - done) + bytes([Status.NOT_RUN]) * (n - end)
+            delays = tuple(progress.delay_levels[:done]) + (0,) * (n - done)
+        else:
+            statuses, delays = bytes([status]) * n, (0,) * n
+        return BatchResult(batch, proc.slot, proc.pid, statuses, delays, offsets, -1, True,
                            f"hard time limit: worker {proc.slot} (pid {proc.pid}) killed after {elapsed:.1f} s",
                            elapsed)
 

@@ -174,6 +174,7 @@ class Supervisor:
             self.settings.on_stopping()
         await self._abandon_reload()
         assert engine is not None
+        deadline = time.monotonic() + grace
         engine.stop_pulling()
         self.executor.close_intake()
         # A second TERM/INT cuts the grace period short.
@@ -187,7 +188,8 @@ class Supervisor:
             elif not get_sig.done():
                 get_sig.cancel()
         await shutdown
-        await self.executor.stop(min(grace, 5.0))
+        # the grace period is one budget for the whole stop: what is left of it, then workers stop at once
+        await self.executor.stop(max(0.0, deadline - time.monotonic()))
         stats = engine.stats
         logger.info("stopped: {} messages consumed, {} failed", stats.consumed, stats.failed)
 

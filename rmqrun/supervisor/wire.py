@@ -90,7 +90,10 @@ class ExitCode(enum.IntEnum):
     1      UNCAUGHT            an exception escaped the worker loop (a bug, or a
                                handler raising SystemExit/BaseException): death
     3      BOOT_ERROR          the handler or a hook could not be imported: not
-                               retried; start()/reload() raise, later on_fatal
+                               retried; start()/reload() raise, later on_fatal.
+                               Only from a worker that never became ready: any
+                               exit of a ready worker (a handler's sys.exit(3)
+                               included) is a death
     4      INIT_ERROR          worker_init raised: start()/reload() raise; later it
                                counts as a death (it may be transient)
     5      LOST_SUPERVISOR     the pipe closed or carried garbage: death
@@ -98,8 +101,11 @@ class ExitCode(enum.IntEnum):
                                or the OOM killer, SIGSEGV, ...): death
     =====  ==================  ===================================================
 
-    A death is replaced at once and counted against the restart-frequency limit
-    (except kills the pool ordered itself, such as the hard time limit).
+    A death is replaced at once. It counts against the restart-frequency limit
+    (crash_limit within crash_window) only when no message explains it: deaths
+    inside a handler call are the message's doing (the executor isolates and
+    fails that message), and kills the pool ordered itself (the hard time
+    limit) are not counted either.
     """
 
     OK = 0
@@ -168,6 +174,16 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+
+    def split_records(self) -> list[bytes]:
+        """Each record as its own bytes, in batch order (to re-run messages one by one)."""
+        out = []
+        for blob in _blobs(self.records):
+            view = memoryview(blob)
+            for pos in _walk_records(blob):
+                size = _INT.unpack_from(blob, pos)[0]
+                out.append(bytes(view[pos:pos + size]))
+        return out
 
     def queue_offsets(self) -> list[int]:
         """Queue offsets of the records, read from the raw bytes (no decoding)."""

@@ -9,10 +9,19 @@ supervisor does waits on it. The loop is deliberately plain:
            STOP  -> leave the loop
     exit:  worker_exit, exit 0
 
-Recycling limits are checked here after each batch (billiard's lesson: the
-process knows its own message count and memory); when one is reached the
-worker sends RETIRING and keeps working until the supervisor, having started a
-replacement, sends STOP behind the last batch it gave us.
+Recycling limits are checked here (billiard's lesson: the process knows its
+own message count and memory): the message count after each batch, the RSS
+after every handler call (one ``pread`` of ``/proc/self/statm``). When one is
+reached the worker sends RETIRING and keeps working until the supervisor,
+having started a replacement, sends STOP behind the last batch it gave us;
+over the memory limit it runs no further handler call (the rest of the batch,
+and any batch still queued for it, come back NOT_RUN and go to the
+replacement), so RSS overshoots the limit by at most one call.
+
+Progress within a batch goes to memory shared with the supervisor
+(:mod:`rmqrun.supervisor.progress`), so that if this process dies, messages
+that already have a result are not run again and the supervisor knows which
+message was in the handler.
 
 Signals: SIGINT and SIGHUP are ignored (a terminal sends them to the whole
 process group; the supervisor decides what workers do). SIGTERM means "stop
@@ -37,6 +46,7 @@ from loguru import logger
 
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
+from rmqrun.supervisor import progress as progress_mem
 from rmqrun.supervisor.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
     WireError, encode,
@@ -109,8 +119,14 @@ class _Pipe:
 class Worker:
     """One worker process's state; :meth:`run` returns the exit code."""
 
-    def __init__(self, config: WorkerConfig, worker_id: int, sock: socket.socket) -> None:
+    def __init__(self, config: WorkerConfig, worker_id: int, sock: socket.socket,
+                 progress: progress_mem.Writer | None = None) -> None:
         self.config = config
+        self.progress = progress
+        self._statm: int | None = None
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+        self._over_memory = ""
+
         self.worker_id = worker_id
         self.pid = os.getpid()
         self.pipe = _Pipe(sock)
@@ -175,8 +191,11 @@ class Worker:
                 return self._boot_failed(ExitCode.INIT_ERROR,
                                          f"worker_init '{cfg.worker_init}' raised {type(exc).__name__}: {exc}")
         if cfg.max_memory > 0:
-            import psutil
-            self._proc = psutil.Process()
+            try:
+                self._statm = os.open("/proc/self/statm", os.O_RDONLY)
+            except OSError:  # not Linux: a slower psutil read, still per call
+                import psutil
+                self._proc = psutil.Process()
         self.pipe.send(Ready(self.pid))
         self.pipe.flush()
         self.log.debug("ready: handler {}", self.handler.ref)
@@ -269,13 +288,55 @@ class Worker:
             pos += size
         return msgs, offsets, errors
 
+    def rss(self) -> int:
+        """Resident set size in bytes (one pread of /proc/self/statm: a few microseconds)."""
+        if self._statm is not None:
+            return int(os.pread(self._statm, 128, 0).split()[1]) * self._page
+        if self._proc is not None:
+            return int(self._proc.memory_info().rss)
+        return 0
+
+    def _memory_check(self) -> bool:
+        """True (and the reason kept) when RSS is over max_memory: no further handler call here."""
+        if self._over_memory:
+            return True
+        limit = self.config.max_memory
+        if limit <= 0:
+            return False
+        rss = self.rss()
+        if rss > limit:
+            self._over_memory = f"RSS {rss >> 20} MiB over the limit of {limit >> 20} MiB"
+            return True
+        return False
+
+    def _skip_batch(self, run: Run, why: str) -> None:
+        """Answer a batch without running it: every message NOT_RUN (redelivered, no retry counted)."""
+        offsets = []
+        data, pos = run.records, 0
+        while pos < len(data):
+            offsets.append(_OFFSET.unpack_from(data, pos + 20)[0])
+            pos += _SIZE.unpack_from(data, pos)[0]
+        n = len(offsets)
+        self.pipe.send(Done(run.batch_id, bytes([Status.NOT_RUN]) * n, (0,) * n, tuple(offsets), -1, False,
+                            why, 0))
+
     def _run_batch(self, run: Run) -> None:
         assert self.handler is not None
+        prog = self.progress
+        if prog is not None and prog.skipped(run.batch_id):
+            self._skip_batch(run, "skipped: its queue was dropped")
+            return
+        if self._over_memory:
+            self._skip_batch(run, "")
+            return
         self.pipe.send(Started(run.batch_id))
         self.pipe.flush()
+        if prog is not None:
+            prog.begin(run.batch_id)
         t0 = time.perf_counter()
         msgs, offsets, decode_errors = self._decode(run)
         n = len(msgs)
+        check_memory = self.config.max_memory > 0
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
         statuses = bytearray([Status.NOT_RUN]) * n
@@ -300,7 +361,11 @@ class Worker:
                 any_bad = any(decode_errors)
                 for start in range(0, n, step):
                     end = min(n, start + step)
+                    if check_memory and start and self._memory_check():
+                        break  # recycle after the call that went over: the rest go to the replacement
                     arg = msgs[start:end] if is_batch else msgs[start]
+                    if prog is not None:
+                        prog.call(statuses, delays, start, end)
                     if limit > 0:
                         now = self._call_started = time.monotonic()
                         if now - announced > announce_every:
@@ -354,6 +419,8 @@ class Worker:
                         self._warn_once(("bad", type(value)), str(exc))
                         if orderly:
                             break
+                if check_memory and n:
+                    self._memory_check()
             finally:
                 self._in_batch = False
                 if limit > 0:
@@ -365,6 +432,8 @@ class Worker:
             self._terminating = True
             error = error or "worker terminated (SIGTERM)"
         self._in_batch = False
+        if prog is not None:
+            prog.publish(statuses, delays, n)
         self.handled += n
         self.pipe.send(Done(run.batch_id, bytes(statuses), tuple(delays), tuple(offsets), suspend_ms,
                             timed_out, error, int((time.perf_counter() - t0) * 1e6)))
@@ -390,10 +459,8 @@ class Worker:
         reason = ""
         if self.message_limit and self.handled >= self.message_limit:
             reason = f"handled {self.handled} messages (limit {self.message_limit})"
-        elif self._proc is not None:
-            rss = self._proc.memory_info().rss
-            if rss > self.config.max_memory:
-                reason = f"RSS {rss >> 20} MiB over the limit of {self.config.max_memory >> 20} MiB"
+        elif self._over_memory:
+            reason = self._over_memory
         if reason:
             self._retiring = True
             self.log.info("recycling: {}", reason)
@@ -431,6 +498,7 @@ def main(argv: list[str] | None = None) -> None:
     """
     argv = sys.argv[1:] if argv is None else argv
     sock = socket.socket(fileno=int(argv[0]))
+    progress = progress_mem.Writer(progress_mem.map_fd(int(argv[1]))) if len(argv) > 1 else None
     sock.setblocking(True)
     try:
         boot, frames = _read_boot(sock)
@@ -440,7 +508,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
     _setup_logging(boot.worker_id, config.log_level, config.log_format)
-    worker = Worker(config, boot.worker_id, sock)
+    worker = Worker(config, boot.worker_id, sock, progress)
     worker.pipe.frames = frames
     code = worker.run()
     sys.stderr.flush()

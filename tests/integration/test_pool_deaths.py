@@ -64,13 +64,23 @@ def test_every_kind_of_death_is_reaped_and_replaced(action: str, exitcode: int) 
 def test_a_crash_loop_stops_with_a_clear_error_instead_of_spinning() -> None:
     async def scenario() -> None:
         async with Harness("workers.misbehave:by_property", crash_limit=2, crash_window=60) as h:
+            # deaths inside a handler call are explained by a message: they never trip the guard
             for i in range(3):
                 h.submit(0, records([{"MISBEHAVE": "kill_self"}]))
-                await h.wait_for(lambda: len(h.lost) == i + 1, what=f"death {i + 1}")
+                await h.wait_for(lambda: len(h.lost) == i + 1, what=f"death {i + 1} in a call")
+            assert not h.fatal
+            # deaths no message explains (an idle worker killed from outside) do
+            for i in range(3):
+                await h.wait_for(lambda: [w.state for w in h.pool.workers()] == ["ready"], what="ready worker")
+                (pid,) = h.pids(0)
+                os.kill(pid, signal.SIGKILL)
+                await h.wait_for(lambda: pid not in h.pids(), what=f"idle death {i + 1}")
+            await h.wait_for(lambda: h.fatal, what="the guard tripping")
             (fatal,) = h.fatal
             assert isinstance(fatal, CrashLoopError)
             assert str(fatal).startswith("workers died 3 times within 60 s (limit 2); last: worker 0 (pid ")
-            assert str(fatal).endswith("killed by SIGKILL")
+            assert "killed by SIGKILL (deaths counted: at boot or outside a handler call" in str(fatal)
+            assert "crash_limit / crash_window" in str(fatal)
             assert h.pool.workers() == []  # nothing respawned
             with pytest.raises(PoolClosedError, match="failed: workers died 3 times"):
                 h.submit(0, records(1))

@@ -153,6 +153,9 @@ def test_unknown_command_line_key() -> None:
     ("graceful_timeout", "-1", "0 or more seconds"),
     ("consume_timeout_minutes", "0", "a positive number of minutes"),
     ("kill_grace", "0", "a positive number of seconds"),
+    ("crash_limit", "0", "1 or more"),
+    ("crash_limit", "ten", "expected an integer"),
+    ("crash_window", "0", "a positive number of seconds"),
     ("namesrv", "localhost", "host:port"),
     ("namesrv", "h:99999", "host:port"),
     ("namesrv", "a:1;b", "host:port"),
@@ -265,3 +268,12 @@ def test_build_routes_every_setting_to_its_target() -> None:
     assert built.pool.workers == 3 and built.pool.batch_size == 4
     assert built.pool.time_limit == 30.0 and built.pool.log_level == "DEBUG"
     assert built.max_inflight_messages == 9
+
+
+def test_crash_guard_limits_are_settings_that_reach_the_pool(tmp_path: Path) -> None:
+    f = write(tmp_path, "crash_limit: 3\n")
+    built = table.build(table.resolve(ESSENTIAL, config_file=f, environ={"RMQRUN_CRASH_WINDOW": "5"}))
+    assert built.pool.crash_limit == 3 and built.pool.effective_crash_limit == 3
+    assert built.pool.crash_window == 5.0
+    default = table.build(table.resolve(ESSENTIAL, environ={}))
+    assert default.pool.crash_limit is None and default.pool.crash_window == 60.0

@@ -1,0 +1,145 @@
+"""Per-message progress of a worker, in memory the worker and the supervisor share.
+
+Why: when a worker dies in the middle of a batch, the supervisor must know which
+messages already have a result (they must never run again) and which message
+was inside the handler call at that moment (the likely killer). Telling it over
+the pipe would cost a write per message on the fast path; instead each worker
+gets a small memfd, mapped by both processes, that the worker updates with a
+few ``struct.pack_into`` calls per handler call (no system call). The
+supervisor reads it only after the worker is dead, so no locking is needed:
+the worker writes statuses before it advances ``done``.
+
+Layout (native byte order, one writer per field)::
+
+    0    int64   batch id being run (0 = none)                  worker
+    8    int32   done: messages [0, done) have final statuses     worker
+    12   int32   call start  } the handler call in progress        worker
+    16   int32   call end    }
+    20   int32   in call: 1 while the handler runs                 worker
+    24   64 x int64  batch ids to skip (their queue was dropped;  supervisor
+                     -1 = empty)
+    536  CAPACITY bytes  status per message (wire.Status)         worker
+    ...  CAPACITY int8   delay level per message                  worker
+
+Batches longer than ``CAPACITY`` messages record progress for their first
+``CAPACITY`` messages only; the rest count as unfinished.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import tempfile
+from dataclasses import dataclass
+
+CAPACITY = 4096
+SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
+_HEAD = struct.Struct("=qiiii")
+_STATE = struct.Struct("=iiii")  # done, call start, call end, in call
+_SKIP = struct.Struct(f"={SKIP_SLOTS}q")
+SKIP_AT = 24
+STATUS_AT = SKIP_AT + _SKIP.size
+DELAY_AT = STATUS_AT + CAPACITY
+SIZE = DELAY_AT + CAPACITY
+
+
+def create_fd() -> int:
+    """An anonymous shared file of SIZE bytes (memfd where available)."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("rmqrun-progress", 0)
+    else:  # pragma: no cover - non-Linux
+        f = tempfile.TemporaryFile()
+        fd = os.dup(f.fileno())
+        f.close()
+    os.ftruncate(fd, SIZE)
+    return fd
+
+
+def map_fd(fd: int) -> mmap.mmap:
+    return mmap.mmap(fd, SIZE)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """What a dead worker had done of the batch it was running."""
+
+    batch_id: int
+    done: int  # messages [0, done) have final statuses
+    statuses: bytes
+    delay_levels: tuple[int, ...]
+    in_call: bool  # it died inside a handler call
+    call_start: int
+    call_end: int
+
+
+def read(mm: mmap.mmap) -> Progress:
+    batch_id, done, start, end, in_call = _HEAD.unpack_from(mm, 0)
+    done = max(0, min(done, CAPACITY))
+    statuses = bytes(mm[STATUS_AT:STATUS_AT + done])
+    delays = struct.unpack_from(f"={done}b", mm, DELAY_AT) if done else ()
+    return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end)
+
+
+class Writer:
+    """The worker's side: cheap updates around each handler call."""
+
+    __slots__ = ("mm", "done")
+
+    def __init__(self, mm: mmap.mmap) -> None:
+        self.mm = mm
+        self.done = 0
+
+    def begin(self, batch_id: int) -> None:
+        _HEAD.pack_into(self.mm, 0, batch_id, 0, 0, 0, 0)
+        self.done = 0
+
+    def skipped(self, batch_id: int) -> bool:
+        return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
+
+    def call(self, statuses: bytearray, delays: list[int], start: int, end: int) -> None:
+        """Publish results up to ``start`` and announce the call on [start, end) (the hot path: ~0.5 us)."""
+        lo = self.done
+        if start == lo + 1 and start <= CAPACITY:  # one message per call: single-byte writes
+            mm = self.mm
+            mm[STATUS_AT + lo] = statuses[lo]
+            d = delays[lo]
+            mm[DELAY_AT + lo] = (d if d >= 0 else d + 256) if -128 <= d <= 127 else 0
+            self.done = start
+        elif start > lo:
+            self._copy(statuses, delays, start)
+        _STATE.pack_into(self.mm, 8, self.done, start, end, 1)
+
+    def publish(self, statuses: bytearray, delays: list[int], upto: int) -> None:
+        """Messages [0, upto) are final; no call is in progress."""
+        if upto > self.done:
+            self._copy(statuses, delays, upto)
+        _STATE.pack_into(self.mm, 8, self.done, 0, 0, 0)
+
+    def _copy(self, statuses: bytearray, delays: list[int], upto: int) -> None:
+        upto = min(upto, CAPACITY)
+        lo = self.done
+        if upto <= lo:
+            return
+        self.mm[STATUS_AT + lo:STATUS_AT + upto] = statuses[lo:upto]
+        if any(delays[lo:upto]):
+            struct.pack_into(f"={upto - lo}b", self.mm, DELAY_AT + lo,
+                             *(max(-128, min(127, x)) for x in delays[lo:upto]))
+        else:
+            self.mm[DELAY_AT + lo:DELAY_AT + upto] = bytes(upto - lo)
+        self.done = upto
+
+
+class SkipRing:
+    """The supervisor's side of the skip list: batch ids whose queue was dropped."""
+
+    __slots__ = ("mm", "next")
+
+    def __init__(self, mm: mmap.mmap) -> None:
+        self.mm = mm
+        self.next = 0
+        _SKIP.pack_into(mm, SKIP_AT, *([-1] * SKIP_SLOTS))  # -1: no batch has that id (0 may)
+
+    def add(self, batch_id: int) -> None:
+        struct.pack_into("=q", self.mm, SKIP_AT + 8 * self.next, batch_id)
+        self.next = (self.next + 1) % SKIP_SLOTS

@@ -1,0 +1,61 @@
+"""The shared progress memory: what a worker writes is what the supervisor reads after its death."""
+
+from __future__ import annotations
+
+import os
+
+from rmqrun.supervisor import progress as p
+
+
+def _mapped():  # type: ignore[no-untyped-def]
+    fd = p.create_fd()
+    mm = p.map_fd(fd)
+    os.close(fd)
+    return mm
+
+
+def test_results_before_the_call_and_the_call_in_progress_are_read_back() -> None:
+    mm = _mapped()
+    w = p.Writer(mm)
+    statuses, delays = bytearray([0, 1, 0, 5, 5]), [0, -1, 0, 0, 0]
+    w.begin(42)
+    for i in range(3):
+        w.call(statuses, delays, i, i + 1)
+    got = p.read(mm)
+    assert (got.batch_id, got.done, got.in_call, got.call_start, got.call_end) == (42, 2, True, 2, 3)
+    assert got.statuses == bytes([0, 1]) and got.delay_levels == (0, -1)
+    w.publish(statuses, delays, 5)
+    got = p.read(mm)
+    assert got.done == 5 and not got.in_call and got.statuses == bytes(statuses)
+
+
+def test_a_batch_handler_call_covers_several_messages_and_a_new_batch_starts_clean() -> None:
+    mm = _mapped()
+    w = p.Writer(mm)
+    w.begin(1)
+    w.call(bytearray(8), [0] * 8, 0, 4)
+    w.call(bytearray(8), [3] * 8, 4, 8)
+    got = p.read(mm)
+    assert (got.done, got.call_start, got.call_end) == (4, 4, 8) and got.delay_levels == (3, 3, 3, 3)
+    w.begin(2)
+    got = p.read(mm)
+    assert (got.batch_id, got.done, got.in_call) == (2, 0, False)
+
+
+def test_progress_beyond_capacity_is_not_recorded() -> None:
+    mm = _mapped()
+    w = p.Writer(mm)
+    n = p.CAPACITY + 10
+    w.begin(7)
+    w.publish(bytearray(n), [0] * n, n)
+    assert p.read(mm).done == p.CAPACITY
+
+
+def test_skip_ring_starts_empty_and_keeps_the_last_ids() -> None:
+    mm = _mapped()
+    ring = p.SkipRing(mm)
+    w = p.Writer(mm)
+    assert not w.skipped(0) and not w.skipped(5)
+    for batch_id in range(1, p.SKIP_SLOTS + 3):
+        ring.add(batch_id)
+    assert w.skipped(p.SKIP_SLOTS + 2) and not w.skipped(1)  # the oldest were overwritten
