@@ -21,7 +21,7 @@ from loguru import logger
 
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueue, iter_entries
-from .record import stored_problem, unseal
+from .record import unseal_run
 from .results import GetMessageStatus as S
 from .results import GetResult
 
@@ -93,19 +93,9 @@ def _read_runs(log: CommitLog, picked: list[tuple[int, int]]) -> list[bytes | me
         while j < len(picked) and picked[j][0] == run_end:
             run_end += picked[j][1]
             j += 1
-        data = log.read_served(start, run_end - start)
-        view = memoryview(data)
-        pos = 0
-        for phys, size in picked[i:j]:
-            if pos + size > len(view):
-                break  # short read: the record is gone (cannot happen without deletion)
-            problem = stored_problem(data, pos, size, phys)
-            if problem is None:
-                unseal(data, pos, phys)
-                records.append(view[pos : pos + size])
-            else:
-                logger.error("commit log record at {} ({} bytes) is corrupt, not served: {}", phys, size, problem)
-            pos += size
+        bad = unseal_run(log.read_served(start, run_end - start), picked[i:j], records)
+        for pos in bad:
+            logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
         i = j
     return records
 

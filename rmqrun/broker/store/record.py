@@ -72,11 +72,14 @@ _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
 _I64 = struct.Struct(">q")
 _BLANK = struct.Struct(">iI")
+_I64_PACK = _I64.pack_into
 
 
 #: PHYSICALOFFSET's high 32 bits in a sealed record (top bit set: never a position; low byte: version 1).
 SEAL_TAG = 0xC5E1_0001
 _SEAL = struct.Struct(">II")
+_SEAL_UNPACK = _SEAL.unpack_from
+_crc32 = zlib.crc32
 
 
 def body_crc(body: bytes | bytearray | memoryview) -> int:
@@ -210,6 +213,37 @@ def seal(rec: bytearray, pos: int) -> None:
 def unseal(buf: bytearray, off: int, pos: int) -> None:
     """Give the record at ``buf[off]`` (read from disk) back its PHYSICALOFFSET."""
     _I64.pack_into(buf, off + PHYSICAL_OFFSET_POS, pos)
+
+
+def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | memoryview]) -> list[int]:
+    """Check and unseal, in place, the records ``run`` = [(position, size), ...] that lie back
+    to back in ``buf`` (read from the first one's position), appending each good record to
+    ``out`` as a memoryview. Returns the positions of records that failed (not appended).
+
+    The read path's :func:`stored_problem` + :func:`unseal` in one loop: one CRC call per
+    record over the record itself (after putting its position back), no copies.
+    """
+    view = memoryview(buf)
+    end = len(buf)
+    off = 0
+    bad: list[int] = []
+    field = PHYSICAL_OFFSET_POS
+    for pos, size in run:
+        if off + size > end:
+            break  # short read: the record is gone (cannot happen without deletion)
+        tag, crc = _SEAL_UNPACK(buf, off + field)
+        rec = view[off : off + size]
+        if tag == SEAL_TAG:
+            _I64_PACK(buf, off + field, pos)
+            ok = _crc32(rec) == crc
+        else:
+            ok = (tag << 32) | crc == pos
+        if ok:
+            out.append(rec)
+        else:
+            bad.append(pos)
+        off += size
+    return bad
 
 
 def is_sealed(physical_offset_field: int) -> bool:
