@@ -256,6 +256,14 @@ class MessageStore:
         """Blocking: fsync everything written so far (for threads and scripts)."""
         self._open_flusher().wait_blocking(self._log.write_pos, timeout)
 
+    def set_commit_log_fsync(self, fsync: Callable[[int], None] | None) -> None:
+        """Replace the call that makes a commit-log file durable (None: ``os.fdatasync``).
+
+        The seam through which tests check that nothing waiting on durability (a
+        SYNC-flush send's answer) runs before the fsync returns, or after it fails.
+        """
+        self._log.file.fsync = fsync
+
     def _open_flusher(self) -> CommitLogFlusher:
         if self._flusher is None:
             raise StoreClosedError("store is not open")
