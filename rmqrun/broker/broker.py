@@ -9,7 +9,7 @@ futures).
 :meth:`Broker.put_message` is the single door to the commit log, so the rules
 every write obeys live in one place: a delay level diverts the message to the
 schedule topic, SYNC flush waits for the fsync (RocketMQ's
-``syncFlushTimeout``, 5 s, then FLUSH_DISK_TIMEOUT), and held pulls on the
+``syncFlushTimeout``, 5 s by default, then FLUSH_DISK_TIMEOUT), and held pulls on the
 queue are woken.
 """
 
@@ -34,10 +34,6 @@ from rmqrun.broker.topics import TopicTable
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
 from rmqrun.remoting.server import RemotingServer
-
-#: MessageStoreConfig.syncFlushTimeout.
-SYNC_FLUSH_TIMEOUT_S = 5.0
-
 
 class FlushTimeout(Exception):
     """Stored, but not fsync'ed within the timeout (answered FLUSH_DISK_TIMEOUT)."""
@@ -163,7 +159,8 @@ class Broker:
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
         if self.config.flush_mode is FlushMode.SYNC:
             try:
-                await asyncio.wait_for(self.store.flush_to(results[-1].end_offset), SYNC_FLUSH_TIMEOUT_S)
+                await asyncio.wait_for(self.store.flush_to(results[-1].end_offset),
+                                       self.config.sync_flush_timeout_ms / 1000)
             except asyncio.TimeoutError:
                 raise FlushTimeout(results) from None
         return [Stored(r, topic, queue_id, offset_msg_id(m.store_host, r.commit_log_offset))

@@ -41,6 +41,9 @@ class BrokerConfig:
     flush_mode: FlushMode = FlushMode.SYNC
     segment_size: int = 256 * MIB
     max_message_size: int = 4 * MIB
+    #: How long a SYNC-flush send waits for its fsync before the answer is FLUSH_DISK_TIMEOUT
+    #: (MessageStoreConfig.syncFlushTimeout, 5 s).
+    sync_flush_timeout_ms: int = 5000
 
     auto_create_topic: bool = True
     #: Queues of TBW102, the template of auto-created topics (BrokerConfig.defaultTopicQueueNums).
@@ -85,7 +88,7 @@ class BrokerConfig:
         if self.auto_create_queue_nums is not None and self.auto_create_queue_nums < 1:
             raise ValueError(f"auto_create_queue_nums={self.auto_create_queue_nums} must be >= 1")
         for name in ("channel_expired_ms", "channel_scan_interval_ms", "lock_max_live_ms",
-                     "persist_interval_ms", "short_polling_ms"):
+                     "persist_interval_ms", "short_polling_ms", "sync_flush_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
 

@@ -177,6 +177,12 @@ async def replay(scenario: str, data_dir: Path) -> tuple[list[Mismatch], dict[st
 
         start, t0 = loop.time(), requests[0]["t"]
         for req in requests:
+            # The capture's causal order, not the clock: an answer the real broker gave
+            # before this request was sent (a held pull that timed out, say) must be in
+            # before we send it, however late load made ours. Time spent waiting here
+            # shifts the rest of the schedule, so later gaps keep their scaled length.
+            waited = await _answers_before(req, held)
+            start += waited
             delay = start + (req["t"] - t0) / SCALE - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -222,13 +228,31 @@ async def replay(scenario: str, data_dir: Path) -> tuple[list[Mismatch], dict[st
     return mismatches, stats
 
 
+#: How long the replay waits for an answer that the capture shows came before the next request.
+CAUSAL_WAIT_S = 30.0
+
+
+async def _answers_before(req: captures.CapturedFrame, held: list) -> float:  # type: ignore[type-arg]
+    """Wait until every still-running request whose real answer came before ``req`` was sent
+    has its answer too; returns the seconds waited."""
+    pending = {task for _req, real, task in held if real is not None and real["t"] <= req["t"] and not task.done()}
+    if not pending:
+        return 0.0
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await asyncio.wait(pending, timeout=CAUSAL_WAIT_S)  # a miss shows up as a mismatch later
+    return loop.time() - began
+
+
 def _scaled_suspend(cmd: RemotingCommand, req: captures.CapturedFrame, real: captures.CapturedFrame | None) -> int:
     """A held pull's timeout on the replay clock.
 
     One the real broker let time out ends where it ended in the capture (RocketMQ sweeps
-    held pulls every 5 s, so "15 s" meant 15 to 20 s); one that a message woke gets a
-    second of slack, so load on the test machine cannot make it time out just before
-    the message that woke it in the capture arrives.
+    held pulls every 5 s, so "15 s" meant 15 to 20 s); under load it may end later, and
+    the replay then waits for it before sending what followed its answer in the capture
+    (:func:`_answers_before`), e.g. the consumer's unregister. One that a message woke
+    gets a second of slack, so load on the test machine cannot make it time out just
+    before the message that woke it in the capture arrives.
     """
     timeout_ms = int(cmd.ext_fields["suspendTimeoutMillis"])
     if real is not None and real["code"] == ResponseCode.PULL_NOT_FOUND:

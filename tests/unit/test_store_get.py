@@ -112,8 +112,8 @@ def test_contiguous_records_are_read_with_one_read(store, monkeypatch) -> None:
     store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(20, 30)], [0] * 10)
     calls = []
     log = store._log
-    real = log.read
-    monkeypatch.setattr(log, "read", lambda pos, size: calls.append((pos, size)) or real(pos, size))
+    real = log.read_served
+    monkeypatch.setattr(log, "read_served", lambda pos, size: calls.append((pos, size)) or real(pos, size))
     res = store.get("T", 0, 0, 32, max_bytes=1 << 20)
     assert bodies(res) == [b"%d" % i for i in range(30)]
     assert len(calls) == 2  # two runs: before and after the record of queue U

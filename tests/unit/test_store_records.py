@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rmqrun.broker.store.errors import RecordFormatError
+from rmqrun.remoting import message
 from rmqrun.broker.store.record import (
     MAGIC_V2,
     MIN_RECORD_SIZE,
@@ -19,7 +20,6 @@ from tests.unit.store_records import build_record, java_hash
 
 
 def test_builder_matches_the_production_codec() -> None:
-    message = pytest.importorskip("rmqrun.remoting.message")
     for born, store in [(("127.0.0.1", 1), ("127.0.0.1", 10911)), (("::1", 7), ("fe80::1", 10911))]:
         mine = build_record("TopicA", 3, b"payload", properties={"TAGS": "t", "KEYS": "k1 k2"},
                            born_host=born, store_host=store, born_ts=11, store_ts=22, flag=5, reconsume_times=2)

@@ -29,7 +29,10 @@ from .record import (
     patch_int64,
     read_int32,
     read_store_timestamp,
+    seal,
     store_timestamp_pos,
+    stored_problem,
+    unseal,
 )
 from .segmented_file import SegmentedFile
 
@@ -61,13 +64,25 @@ class CommitLog:
 
         Returns the position of each record and the store timestamp written into them
         (None when stamping is off). Records landing in the same segment go out in a
-        single ``pwritev``. The caller holds the put lock.
+        single ``pwritev``, sealed (see :mod:`.record`); once written, the caller's
+        bytearrays get their PHYSICALOFFSET back. The caller holds the put lock.
         """
         positions: list[int] = []
-        pending: list[bytearray] = []
-        pending_pos = self.write_pos
-        pos = self.write_pos
         store_ts = self._now_ms() if self.config.stamp_store_timestamp else None
+        try:
+            self._append_sealed(records, headers, first_queue_offset, positions, store_ts)
+        finally:
+            for rec, p in zip(records, positions):
+                unseal(rec, 0, p)
+        if positions:
+            self.write_pos = positions[-1] + len(records[-1])
+            self.last_record_pos = positions[-1]
+        return positions, store_ts
+
+    def _append_sealed(self, records: Sequence[bytearray], headers: Sequence[RecordHeader], first_queue_offset: int,
+                       positions: list[int], store_ts: int | None) -> None:
+        pending: list[bytearray] = []
+        pending_pos = pos = self.write_pos
         for i, (rec, hdr) in enumerate(zip(records, headers)):
             seg_end = self.file.segment_start(pos) + self.segment_size
             if pos + len(rec) + BLANK_HEADER_SIZE > seg_end:
@@ -80,15 +95,12 @@ class CommitLog:
             patch_int64(rec, PHYSICAL_OFFSET_POS, pos)
             if store_ts is not None:
                 patch_int64(rec, store_timestamp_pos(hdr.sysflag), store_ts)
+            seal(rec, pos)
             pending.append(rec)
             positions.append(pos)
             pos += len(rec)
         if pending:
             self.file.write(pending_pos, pending)
-        self.write_pos = pos
-        if positions:
-            self.last_record_pos = positions[-1]
-        return positions, store_ts
 
     def _now_ms(self) -> int:
         # Never go backwards inside the log, so binary search by store time stays valid
@@ -109,11 +121,18 @@ class CommitLog:
             return b""
         return self.file.read(pos, size)
 
+    def read_served(self, pos: int, size: int) -> bytearray:
+        """Like :meth:`read`, into a buffer the caller may patch (to unseal records)."""
+        if pos < self.min_offset or pos + size > self.write_pos:
+            return bytearray()
+        return self.file.read_into(pos, size)
+
     def read_record(self, pos: int, size: int | None = None) -> bytes | None:
-        """The whole record at ``pos``, or None if no valid record starts there.
+        """The whole record at ``pos`` as a client sees it, or None if no valid record starts there.
 
         Positions come from clients (send-back, view by id), so the record is checked:
-        in range, a message magic code, PHYSICALOFFSET equal to ``pos``.
+        in range, a message magic code, the seal's CRC (or, for a record written before
+        seals, PHYSICALOFFSET equal to ``pos``).
         """
         if pos < self.min_offset or pos + 8 > self.write_pos:
             return None
@@ -124,14 +143,15 @@ class CommitLog:
             size = read_int32(head, 0)
         if size <= 0 or pos + size > self.write_pos:
             return None
-        data = self.file.read(pos, size)
+        data = self.file.read_into(pos, size)
         try:
             hdr = parse_header(data)
         except RecordFormatError:
             return None
-        if hdr.physical_offset != pos or hdr.total_size != size:
+        if hdr.total_size != size or stored_problem(data, 0, size, pos) is not None:
             return None
-        return data
+        unseal(data, 0, pos)
+        return bytes(data)
 
     def store_timestamp_at(self, pos: int, size: int) -> int:
         """STORETIMESTAMP of the record at ``pos`` (-1 if unreadable)."""

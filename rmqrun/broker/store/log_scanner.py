@@ -3,8 +3,10 @@
 Recovery uses it to find where the valid log ends and to re-dispatch records into
 consume queues. Validity of a record at position P: a V1/V2 magic code, a total size
 that fits in what is left of the segment, variable-length fields adding up to that
-size, PHYSICALOFFSET == P, and (from ``verify_from`` on) a matching body CRC. A BLANK
-marker must claim exactly the rest of its segment and is followed by the next segment.
+size, and then either a seal (see :mod:`record`) whose CRC over the whole record at P
+matches, or (records written before the checksum existed) PHYSICALOFFSET == P and a
+matching body CRC. CRCs are checked from ``verify_from`` on. A BLANK marker must claim
+exactly the rest of its segment and is followed by the next segment.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import Iterator
 
 from .commit_log import CommitLog
 from .errors import RecordFormatError
-from .record import BLANK_HEADER_SIZE, MIN_RECORD_SIZE, RecordHeader, check_body_crc, parse_header, read_blank, read_int32
+from .record import (BLANK_HEADER_SIZE, MIN_RECORD_SIZE, RecordHeader, check_body_crc, is_sealed, parse_header,
+                     read_blank, read_int32, stored_problem)
 
 _WINDOW = 4 * 1024 * 1024
 
@@ -34,7 +37,7 @@ class LogScanner:
     ``end`` is the offset just past the valid prefix (where the next record would go);
     ``problem`` is None when the scan reached the end of the data cleanly. Records
     before ``verify_from`` are trusted (already fsync'ed and checkpointed), so their
-    body CRC is not recomputed.
+    CRCs are not recomputed.
     """
 
     def __init__(self, log: CommitLog, start: int, verify_from: int) -> None:
@@ -89,9 +92,11 @@ class LogScanner:
                     header = parse_header(buf, off, limit=seg_end - pos)
                 except RecordFormatError as exc:
                     return self._stop(pos, f"record at {pos}: {exc}")
-                if header.physical_offset != pos:
-                    return self._stop(pos, f"record at {pos} says PHYSICALOFFSET={header.physical_offset}")
-                if pos >= self.verify_from and not check_body_crc(buf, off, header):
+                verify = pos >= self.verify_from
+                problem = stored_problem(buf, off, total, pos, check_crc=verify)
+                if problem:
+                    return self._stop(pos, problem)
+                if verify and not is_sealed(header.physical_offset) and not check_body_crc(buf, off, header):
                     return self._stop(pos, f"record at {pos}: body CRC mismatch")
                 yield ScannedRecord(pos, header, buf, off)
                 self.last_record_pos = pos

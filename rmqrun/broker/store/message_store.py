@@ -2,7 +2,8 @@
 
 Layout under ``data_dir``::
 
-    commitlog/<20-digit offset>                  records of every queue (commit_log.py)
+    commitlog/<20-digit offset>                  records of every queue, sealed with a whole-record
+                                                 CRC (commit_log.py, record.py)
     consumequeue/<topic>/<qid>/<20-digit offset> 20-byte index entries (consume_queue.py)
     checkpoint.json                              recovery starting point (checkpoint.py)
     meta.json                                    segment sizes the files were written with
@@ -13,6 +14,10 @@ Writes take one lock (the normal caller is a single asyncio thread, so it is nev
 contended) and go straight to the page cache with ``pwrite``; durability comes from
 the flusher thread (group commit in SYNC mode, periodic in ASYNC mode); consume
 queues and the checkpoint are fsync'ed by a second background thread.
+
+Every record leaves the store (pull, view, send-back) exactly as RocketMQ stores it;
+on disk its PHYSICALOFFSET holds a seal instead (see :mod:`.record` for why there,
+and how directories written before seals keep working).
 """
 
 from __future__ import annotations
@@ -255,6 +260,14 @@ class MessageStore:
     def flush(self, timeout: float | None = None) -> None:
         """Blocking: fsync everything written so far (for threads and scripts)."""
         self._open_flusher().wait_blocking(self._log.write_pos, timeout)
+
+    def set_commit_log_fsync(self, fsync: Callable[[int], None] | None) -> None:
+        """Replace the call that makes a commit-log file durable (None: ``os.fdatasync``).
+
+        The seam through which tests check that nothing waiting on durability (a
+        SYNC-flush send's answer) runs before the fsync returns, or after it fails.
+        """
+        self._log.file.fsync = fsync
 
     def _open_flusher(self) -> CommitLogFlusher:
         if self._flusher is None:

@@ -5,6 +5,11 @@ filter rejects, stops when the batch is full, then reads the chosen records from
 the commit log with one ``pread`` per contiguous run (records of one queue written
 together sit next to each other, so a batch is usually a single read) and hands
 back memoryview slices of that buffer: no per-message copies.
+
+Each record's seal is checked and removed in that buffer (see :mod:`.record`): a
+record whose CRC does not match is never served. Like RocketMQ's ``getMessage``
+with an unreadable entry, it is skipped (logged as an error) and the pull goes on
+past it; a pull that found only such records is MESSAGE_WAS_REMOVING.
 """
 
 from __future__ import annotations
@@ -12,8 +17,11 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Callable, Literal
 
+from loguru import logger
+
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueue, iter_entries
+from .record import unseal_run
 from .results import GetMessageStatus as S
 from .results import GetResult
 
@@ -85,14 +93,9 @@ def _read_runs(log: CommitLog, picked: list[tuple[int, int]]) -> list[bytes | me
         while j < len(picked) and picked[j][0] == run_end:
             run_end += picked[j][1]
             j += 1
-        data = log.read(start, run_end - start)
-        view = memoryview(data)
-        pos = 0
-        for phys, size in picked[i:j]:
-            if pos + size > len(view):
-                break  # short read: the record is gone (cannot happen without deletion)
-            records.append(view[pos : pos + size])
-            pos += size
+        bad = unseal_run(log.read_served(start, run_end - start), picked[i:j], records)
+        for pos in bad:
+            logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
         i = j
     return records
 

@@ -11,7 +11,9 @@ became durable. Recovery makes them agree again:
    sampled against the commit log. A queue failing that is rebuilt from 0.
 3. Scan the commit log: from 0 if anything is rebuilt (records below C are trusted,
    so their CRC is skipped and only rebuilt queues are fed), else from C. Every
-   record is validated (see :mod:`log_scanner`) and must carry the next queue offset
+   record is validated (see :mod:`log_scanner`: structure, position, and the whole-
+   record CRC of sealed records, so a torn tail is cut wherever it is torn: header,
+   body, topic or properties) and must carry the next queue offset
    of its queue; the first record that does not is where the valid log ends.
 4. Truncate the commit log there, and set every consume queue to exactly the entries
    for records in the valid log (rewritten from the scan, trimmed, or deleted).
@@ -32,7 +34,7 @@ from .consume_queue import ENTRY_SIZE, ConsumeQueue, iter_entries, pack_entry
 from .errors import RecordFormatError
 from .log_scanner import LogScanner, ScannedRecord
 from .queue_table import QueueTable, topic_name_problem
-from .record import MIN_RECORD_SIZE, check_body_crc, parse_header, parse_properties, read_blank
+from .record import MIN_RECORD_SIZE, check_body_crc, is_sealed, parse_header, parse_properties, read_blank, stored_problem
 from .tags_code import TagsCodeFn
 
 
@@ -186,8 +188,9 @@ class Recovery:
             hdr = parse_header(data)
         except RecordFormatError as exc:
             return f"last record {last} is invalid: {exc}"
-        if hdr.physical_offset != last or not check_body_crc(data, 0, hdr):
-            return f"last record {last} fails its checks"
+        problem = stored_problem(data, 0, hdr.total_size, last)
+        if problem or (not is_sealed(hdr.physical_offset) and not check_body_crc(data, 0, hdr)):
+            return f"last record {last} fails its checks: {problem or 'body CRC mismatch'}"
         rec_end = last + hdr.total_size
         if rec_end == c_off:
             return None
@@ -241,10 +244,15 @@ class Recovery:
                 hdr = parse_header(data)
             except RecordFormatError as exc:
                 return f"entry {n} points at no record: {exc}"
-            if (hdr.topic, hdr.queue_id, hdr.queue_offset, hdr.physical_offset) != (
-                cq.topic, cq.queue_id, n, entry.commit_log_offset
+            if (hdr.topic, hdr.queue_id, hdr.queue_offset, hdr.total_size) != (
+                cq.topic, cq.queue_id, n, entry.size
             ):
                 return f"entry {n} points at a record of {hdr.topic}/{hdr.queue_id} offset {hdr.queue_offset}"
+            # Position only: these records are below the checkpoint, trusted (their CRC is
+            # checked when they are read).
+            problem = stored_problem(data, 0, hdr.total_size, entry.commit_log_offset, check_crc=False)
+            if problem:
+                return f"entry {n} points at a bad record: {problem}"
         return None
 
     # -- step 3 ----------------------------------------------------------------------
