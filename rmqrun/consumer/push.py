@@ -24,6 +24,7 @@ from loguru import logger
 
 from rmqrun.aio import cancel_and_wait
 from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.config import ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
@@ -320,7 +321,9 @@ class PushConsumer:
             except TopicNotExistError:
                 if topic != retry_topic(self.config.group):
                     logger.warning("topic {} does not exist yet; it is picked up once it does", topic)
-        await self.instance.send_heartbeat()
+        if not await self.instance.send_heartbeat() and self.instance.broker_addresses():
+            # the routes name brokers but none answers: the cluster is not there yet
+            raise BrokerNotFoundError(f"no broker answered the heartbeat among {self.instance.broker_addresses()}")
         self._running = True
         self.consume_service.start()
         await self.rebalancer.rebalance()
