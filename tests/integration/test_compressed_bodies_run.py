@@ -22,6 +22,8 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client, send_ext
+from tests.integration.cli_kit import free_port
+from tests.integration.test_metrics_endpoint import scrape, total
 from tests.integration.signals_kit import Runs, committed, queue_max_offsets, wait_until
 from tests.unit.test_compressed_bodies import java_lz4, java_zlib, java_zstd
 
@@ -101,7 +103,8 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
     items[5:5] = [(idx, body, flag) for idx, (body, flag) in bad.items()]
     send_raw(eb, topic, items)
 
-    args = ["--orderly"] if mode == "orderly" else []
+    port = free_port()
+    args = ["--metrics-port", str(port)] + (["--orderly"] if mode == "orderly" else [])
     run = start_run(runs, eb, tmp_path, group, topic, *args)
     path = tmp_path / f"{group}.bodies"
     wait_until(lambda: len(bodies_seen(path)) >= len(good), 60, "every good message handled")
@@ -131,6 +134,10 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
         assert got_body == body
         assert got_flag & (codec.COMPRESSION_MASK | codec.SYSFLAG_COMPRESSED) == flag
         assert retry_topic == topic
+
+    metrics = scrape(port)
+    assert total(metrics, "rmqrun_messages_undecodable_total") == len(bad)
+    assert total(metrics, "rmqrun_messages_failed_total") == 0, "an undecodable message is no handler failure"
 
     log = run.log()
     assert "never retrieved" not in log
