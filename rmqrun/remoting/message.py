@@ -298,12 +298,14 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
 
 
 def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True,
-                   broker_name: str = "") -> tuple[Message, int]:
+                   broker_name: str = "", properties_errors: str = "strict") -> tuple[Message, int]:
     """Decode the record at ``pos``; returns it and the position after it.
 
     Raises :class:`ProtocolError` for anything that does not add up: a total
     size that disagrees with the fields, an unknown magic code, lengths that
-    run past the record.
+    run past the record, properties that are not UTF-8 (unless
+    ``properties_errors="replace"``: how the Java broker reads them, with
+    ``new String(bytes, UTF_8)``, when it copies a message to the DLQ).
     """
     end_of_data = len(data)
     try:
@@ -351,7 +353,7 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
         p += 2
         if props_len < 0 or p + props_len > end:
             raise ProtocolError(f"record at {pos}: properties length {props_len} runs past the record")
-        props = string_to_properties(bytes(data[p:p + props_len]).decode("utf-8"))
+        props = string_to_properties(bytes(data[p:p + props_len]).decode("utf-8", properties_errors))
         p += props_len
     except struct.error as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc

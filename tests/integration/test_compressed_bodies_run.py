@@ -38,7 +38,8 @@ def send_raw(eb: EmbeddedBroker, topic: str, items: list[tuple[int, bytes, int]]
         client = await Client.connect(eb.namesrv_address, eb.broker_address)
         try:
             for n, (idx, body, sys_flag) in enumerate(items):
-                ext = send_ext(topic, queue_id=n % QUEUES, props={"idx": str(idx)}, keys=f"k{idx}")
+                ext = send_ext(topic, queue_id=n % QUEUES, props={"idx": str(idx)}, keys=f"k{idx}",
+                               tags="TagA" if idx % 2 else "TagB")
                 ext["f"] = str(sys_flag)
                 resp = await client.call(RequestCode.SEND_MESSAGE_V2, ext, body)
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -101,10 +102,15 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
     }
     # the bad ones sit in the middle of their queues, with good messages behind them
     items[5:5] = [(idx, body, flag) for idx, (body, flag) in bad.items()]
-    send_raw(eb, topic, items)
+    send_raw(eb, topic, items[:12])
+    store_bad_properties(eb, topic, 200)  # properties that are not UTF-8, in queue 0 between good ones
+    bad[200] = (b"bad properties", 0)
+    send_raw(eb, topic, items[12:])
+    items = items[:12] + [(200, b"", 0)] + items[12:]  # queue of the n-th item: see queue_of below
 
     port = free_port()
-    args = ["--metrics-port", str(port)] + (["--orderly"] if mode == "orderly" else [])
+    # a tag expression, so the supervisor's own tag re-filter meets the record whose properties do not decode
+    args = ["--metrics-port", str(port), "--tags", "TagA || TagB"] + (["--orderly"] if mode == "orderly" else [])
     run = start_run(runs, eb, tmp_path, group, topic, *args)
     path = tmp_path / f"{group}.bodies"
     wait_until(lambda: len(bodies_seen(path)) >= len(good), 60, "every good message handled")
@@ -118,9 +124,9 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
     assert {i: d for i, d in seen} == {i: digest(b) for i, b in good.items()}
     if mode == "orderly":
         by_queue: dict[int, list[int]] = {}
-        for n, (idx, _, _) in enumerate(items):
+        for idx, queue in queue_of(items).items():
             if idx in good:
-                by_queue.setdefault(n % QUEUES, []).append(idx)
+                by_queue.setdefault(queue, []).append(idx)
         order = [i for i, _ in seen]
         for idxs in by_queue.values():
             assert [i for i in order if i in idxs] == idxs, "queue order kept around the dead-lettered message"
@@ -166,3 +172,24 @@ def _dlq_records(eb: EmbeddedBroker, dlq: str) -> dict[int, tuple[bytes, int, st
         finally:
             await inst.close()
     return asyncio.run(main())
+
+
+def queue_of(items: list[tuple[int, bytes, int]]) -> dict[int, int]:
+    """Where each idx was stored: send_raw's round robin, restarted by each call (items 0..11, the
+    bad-properties record in queue 0, then the rest)."""
+    out = {idx: n % QUEUES for n, (idx, _, _) in enumerate(items[:12])}
+    out[items[12][0]] = 0
+    out.update({idx: n % QUEUES for n, (idx, _, _) in enumerate(items[13:])})
+    return out
+
+
+def store_bad_properties(eb: EmbeddedBroker, topic: str, idx: int) -> None:
+    """A record whose properties are not UTF-8, written to the store directly (no client can send one:
+    properties travel in a JSON header). Nobody holds a pull yet, so no waking is missed."""
+    from rmqrun.remoting import message as codec
+    placeholder = "\u00ff"  # two bytes in UTF-8, replaced by two bytes that are not UTF-8
+    props = f"TAGS\x01TagA\x02idx\x01{idx}\x02broken\x01{placeholder}"
+    record = codec.encode_stored(topic=topic, body=b"bad properties", properties=props, queue_id=0,
+                                 store_host=eb.broker_address, born_host=eb.broker_address)
+    record = bytearray(bytes(record).replace(placeholder.encode(), b"\xff\xfe"))
+    eb.broker.store.put(topic, 0, record, codec.tags_code("TagA"))
