@@ -62,6 +62,9 @@ async def start_when_reachable(make: Callable[[], PushConsumer], signals: "async
         except RETRYABLE as exc:
             await _discard(engine)
             error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+        except Exception:
+            await _discard(engine)
+            raise
         else:
             if attempt > 1:
                 logger.info("reached the cluster after {} attempts ({:.0f} s)", attempt,
