@@ -126,8 +126,11 @@ class StoredMessage:
 def read_stored(record: bytes | memoryview) -> StoredMessage:
     """Decode a whole stored record (body left as stored: still compressed if it was)."""
     header = parse_header(record)
-    raw_props = bytes(record[header.properties_pos:header.properties_pos + header.properties_len]).decode("utf-8")
-    msg, _ = decode_message(record, 0, decompress=False)
+    # Properties that are not UTF-8 are read with replacement characters, as the Java broker's
+    # new String(bytes, UTF_8) does: a send-back of such a message (to the DLQ) must not fail.
+    raw_props = bytes(record[header.properties_pos:header.properties_pos + header.properties_len]).decode(
+        "utf-8", "replace")
+    msg, _ = decode_message(record, 0, decompress=False, properties_errors="replace")
     return StoredMessage(
         topic=msg.topic, queue_id=msg.queue_id, queue_offset=msg.queue_offset,
         commit_log_offset=msg.commit_log_offset, body=msg.body, properties=JavaPropertyMap.parse(raw_props),

@@ -7,9 +7,10 @@ machine) and ``broker`` (the embedded name server + broker). ``run`` and ``check
 table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
 
-Exit codes: 0 success; 1 a runtime failure (unreachable name server, failed
-sends, the pool gave up); 2 an invalid or missing setting; 3 the handler or a
-worker hook does not load; 130 interrupted (``demo``).
+Exit codes: 0 success; 1 a runtime failure (failed sends, the pool gave up,
+a busy metrics port; ``run`` waits for an unreachable cluster rather than
+exiting); 2 an invalid or missing setting; 3 the handler or a worker hook does
+not load at start; 130 interrupted (``demo``). ``config/README.md`` has the table.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
 
 
 async def _run(settings: Any, resolved: Any) -> int:
+    from loguru import logger
+
     from rmqrun.cli.metrics import MetricsServer
     from rmqrun.cli.systemd import SystemdNotifier
     from rmqrun.supervisor.supervisor import Supervisor
@@ -108,8 +111,14 @@ async def _run(settings: Any, resolved: Any) -> int:
             try:
                 await metrics.start()
             except OSError as exc:
-                raise ConfigError(f"metrics_port={port} ({resolved.sources['metrics_port']}): cannot listen on "
-                                  f"{host}:{port}: {exc.strerror or exc}") from None
+                # a runtime condition (another process holds the port), not a bad setting: exit 1, which
+                # the systemd unit restarts, not 2, which it never does
+                message = (f"metrics_port={port} ({resolved.sources['metrics_port']}): cannot listen on "
+                           f"{host}:{port}: {exc.strerror or exc}")
+                logger.error("{}", message)
+                notifier.notify(f"STATUS=exited: {message}", f"EXIT_STATUS={EXIT_RUNTIME}")
+                metrics = None
+                return EXIT_RUNTIME
         code = await supervisor.run()
         if code:
             notifier.notify(f"STATUS=exited with code {code}", f"EXIT_STATUS={code}")

@@ -104,6 +104,9 @@ def collect(supervisor: "Supervisor", started_at: float) -> list[Family]:
         .add(stats.consumed),
         f("rmqrun_messages_failed_total", "counter",
           "messages the handler failed (sent back for retry, suspended or dead-lettered)").add(stats.failed),
+        f("rmqrun_messages_undecodable_total", "counter",
+          "messages that did not decode (unknown compression, corrupt body, bad properties), sent to the DLQ "
+          "without reaching the handler").add(stats.undecodable),
         f("rmqrun_batches_total", "counter", "consume jobs finished (one pull batch each)").add(stats.jobs),
         _histogram(stats.handler_latency),
         f("rmqrun_rebalances_total", "counter", "rebalances that changed this consumer's queues")

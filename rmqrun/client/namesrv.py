@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from typing import Sequence
 
 from loguru import logger
@@ -43,6 +44,12 @@ def parse_addresses(addresses: str | Sequence[str]) -> list[str]:
     return out
 
 
+#: a failing name server is warned about at most this often (per address, process-wide: the client
+#: instances of successive start attempts share it)
+WARN_EVERY_S = 30.0
+_WARNED: dict[str, float] = {}
+
+
 class NameServerClient:
     def __init__(self, addresses: str | Sequence[str], pool: ConnectionPool, *,
                  timeout: float = DEFAULT_TIMEOUT) -> None:
@@ -60,6 +67,16 @@ class NameServerClient:
         if self.preferred == address:
             self._index = (self._index + 1) % len(self.addresses)
 
+    def _warn(self, address: str, text: str) -> None:
+        """Warn about a failing name server at most once per WARN_EVERY_S per address: a consumer
+        retrying through an outage (start-up waits for the cluster) must not log every attempt."""
+        now = time.monotonic()
+        if now - _WARNED.get(address, float("-inf")) >= WARN_EVERY_S:
+            _WARNED[address] = now
+            logger.warning("{}", text)
+        else:
+            logger.debug("{}", text)
+
     async def request(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
         """Send ``cmd`` to a name server, failing over on connection errors."""
         loop = asyncio.get_running_loop()
@@ -73,14 +90,14 @@ class NameServerClient:
             try:
                 conn = await asyncio.wait_for(self.pool.get(address), remaining)
             except (ConnectionClosedError, asyncio.TimeoutError) as exc:
-                logger.warning("name server {} unreachable: {}", address, exc)
+                self._warn(address, f"name server {address} unreachable: {exc}")
                 last = exc
                 self._skip(address)
                 continue
             try:
                 return await conn.request(cmd, max(deadline - loop.time(), 0.001))
             except ConnectionClosedError as exc:
-                logger.warning("name server {} dropped the connection: {}", address, exc)
+                self._warn(address, f"name server {address} dropped the connection: {exc}")
                 last = exc
                 self._skip(address)
             except RequestTimeoutError:

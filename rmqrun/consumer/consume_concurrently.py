@@ -77,6 +77,7 @@ class ConcurrentConsumeService:
         task = asyncio.ensure_future(self._consume(req, entries, delay))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
 
     async def _consume(self, req: "PullRequest", entries: list[QueuedMessage], delay: float) -> None:
         if delay:
@@ -120,14 +121,26 @@ class ConcurrentConsumeService:
         done: list[int] = []
         failed: list[tuple[QueuedMessage, int]] = []
         redo: list[QueuedMessage] = []
+        undecodable: list[QueuedMessage] = []
         for i, entry in enumerate(entries):
             verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
             if verdict is Verdict.SUCCESS:
                 done.append(entry.offset)
             elif verdict is Verdict.NOT_RUN:
                 redo.append(entry)
+            elif verdict is Verdict.UNDECODABLE:
+                undecodable.append(entry)
             else:
                 failed.append((entry, result.delay_level(i)))
+        if undecodable:
+            # Never handled and never retried: no later attempt can decode them either.
+            sent = await asyncio.gather(*(self.engine.dead_letter_undecodable(req.mq, e.payload, e.offset)
+                                          for e in undecodable))
+            for entry, ok in zip(undecodable, sent):
+                if ok:
+                    done.append(entry.offset)
+                else:
+                    redo.append(entry)
         if failed:
             self.engine.stats.failed += len(failed)
             if self.config.clustering:
@@ -144,7 +157,7 @@ class ConcurrentConsumeService:
                                    req.mq, entry.offset)
                     done.append(entry.offset)
         if redo:
-            delay = d.SEND_BACK_FAILED_RESUBMIT_DELAY_MS / 1000 if failed else 0.0
+            delay = d.SEND_BACK_FAILED_RESUBMIT_DELAY_MS / 1000 if failed or undecodable else 0.0
             self._spawn(req, redo, delay)
         if done:
             offset = pq.remove_messages(done)
@@ -175,3 +188,10 @@ class ConcurrentConsumeService:
                         offset = req.pq.remove_messages([entry.offset])
                         if offset >= 0 and not req.pq.dropped:
                             self.engine.offset_store.update(req.mq, offset, True)
+
+
+def _log_failure(task: "asyncio.Task[None]") -> None:
+    """Observe a consume task's exception so it is logged here, not lost as "never retrieved"."""
+    if not task.cancelled() and task.exception() is not None:
+        logger.opt(exception=task.exception()).error("a consume job failed unexpectedly; its messages stay cached "
+                                                     "and hold the committed offset")

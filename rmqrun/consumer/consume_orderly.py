@@ -32,6 +32,7 @@ from rmqrun.consumer import defaults as d
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
+from rmqrun.remoting.errors import ProtocolError
 
 if TYPE_CHECKING:
     from rmqrun.consumer.puller import PullRequest
@@ -164,6 +165,10 @@ class OrderlyConsumeService:
                 moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms)
                 if moved_on and pq.take_messages(len(call)):
                     commit_offset = pq.commit()
+            elif bad is Verdict.UNDECODABLE:
+                moved_on, suspend = await self._undecodable(req, rest[0])
+                if moved_on and pq.take_messages(1):
+                    commit_offset = pq.commit()
             elif bad is Verdict.NOT_RUN and result.error:
                 # the job broke off (worker died, time limit): pause before redelivering
                 suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
@@ -185,6 +190,11 @@ class OrderlyConsumeService:
                 if moved_on:
                     # dead-lettered: consumed, committed with the handler's next Commit()
                     pq.take_messages(len(call))
+            elif bad is Verdict.UNDECODABLE:
+                pq.make_messages_to_consume_again([e.offset for e in rest])
+                moved_on, suspend = await self._undecodable(req, rest[0])
+                if moved_on:
+                    pq.take_messages(1)  # like a dead-lettered message: committed with the next Commit()
             elif rest:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
         if commit_offset >= 0 and self._may_commit(req):
@@ -221,8 +231,21 @@ class OrderlyConsumeService:
             e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
         return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
 
+    async def _undecodable(self, req: "PullRequest", entry: QueuedMessage) -> tuple[bool, float]:
+        """A record the worker could not decode (it stopped the job there): DLQ it and move on.
+
+        No retry can decode it, so the queue neither suspends nor counts reconsumes;
+        only if the broker does not take it does the queue pause and try again.
+        """
+        if await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset):
+            return True, 0.0
+        return False, clamp_suspend_ms(-1, self.config.suspend_current_queue_time_ms) / 1000
+
     async def _dead_letter(self, req: "PullRequest", entry: QueuedMessage, limit: int) -> bool:
-        msg = decode_for_retry(entry.payload, req.mq.broker_name)
+        try:
+            msg = decode_for_retry(entry.payload, req.mq.broker_name)
+        except ProtocolError:
+            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset)
         logger.warning("{}: message {} at offset {} failed {} times; sending it to the DLQ", req.mq, msg.msg_id,
                        entry.offset, msg.reconsume_times)
         return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)

@@ -27,6 +27,7 @@ class Verdict(enum.IntEnum):
     COMMIT = 3           # orderly, manual commit: commit all consumed so far
     ROLLBACK = 4         # orderly, manual commit: put back all since the last commit
     NOT_RUN = 5          # never finished (earlier failure, time limit, shutdown): redeliver, no retry counted
+    UNDECODABLE = 6      # the record does not decode: never handled; to the DLQ as stored
 
 
 @dataclass(slots=True, eq=False)

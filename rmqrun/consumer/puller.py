@@ -30,11 +30,12 @@ from rmqrun.client.headers import PullMessageRequestHeader
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.model import MessageQueue
-from rmqrun.remoting.errors import FlowControlError, SubscriptionError
-from rmqrun.remoting.message import PROPERTY_TAGS, scan_records
+from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
+from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records
 
 if TYPE_CHECKING:
     from rmqrun.consumer.push import PushConsumer
+    from rmqrun.consumer.subscription import SubscriptionData
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -167,7 +168,7 @@ async def _pull_once(engine: "PushConsumer", req: PullRequest, sub) -> None:  # 
         if sub.is_sub_all:
             kept = heads
         else:
-            kept = [h for h in heads if sub.matches_tag(h.properties.get(PROPERTY_TAGS))]
+            kept = [h for h in heads if _tag_matches(sub, h)]
         if not kept:
             _correct_offset_when_idle(engine, req)
             return
@@ -190,3 +191,13 @@ def _correct_offset_when_idle(engine: "PushConsumer", req: PullRequest) -> None:
     """Java correctTagsOffset: with nothing cached, the next offset is safe to commit."""
     if req.pq.msg_count == 0:
         engine.offset_store.update(req.mq, req.next_offset, True)
+
+
+def _tag_matches(sub: "SubscriptionData", head: RecordHead) -> bool:
+    """Java's client-side tag re-filter. A record whose properties do not decode is kept: the
+    worker reports it undecodable and it goes to the DLQ, instead of stopping this queue's pulls."""
+    try:
+        tags = head.properties.get(PROPERTY_TAGS)
+    except ProtocolError:
+        return True
+    return sub.matches_tag(tags)

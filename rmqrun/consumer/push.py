@@ -24,15 +24,16 @@ from loguru import logger
 
 from rmqrun.aio import cancel_and_wait
 from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
-from rmqrun.consumer.config import ConsumerConfig, retry_topic
+from rmqrun.consumer.config import ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
-from rmqrun.consumer.executor import Executor, JobResult, Verdict
+from rmqrun.consumer.executor import Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
 from rmqrun.consumer.puller import PullRequest, pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
-from rmqrun.consumer.retry import SendBack
+from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
@@ -73,6 +74,8 @@ class ConsumeStats:
 
     consumed: int = 0
     failed: int = 0
+    #: records that did not decode (unknown compression, corrupt body, bad properties): sent to the DLQ unhandled
+    undecodable: int = 0
     jobs: int = 0
     busy_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
@@ -197,6 +200,25 @@ class PushConsumer:
 
     # ----------------------------------------------------------------- broker lookups
 
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int) -> bool:
+        """A record no worker could decode: to ``%DLQ%<group>`` as stored, counted, logged once.
+
+        True when it has reached its end (the DLQ, or, in broadcasting mode where
+        there is no DLQ, dropped with the error logged); False: keep it cached and
+        try again later (the broker did not take it).
+        """
+        label = undecodable_label(record, mq)
+        if not self.config.clustering:
+            self.stats.undecodable += 1
+            logger.error("{} does not decode and is dropped (broadcasting: no DLQ)", label)
+            return True
+        if not await self.send_back.dead_letter_as_stored(record, mq.broker_name,
+                                                          self.config.effective_max_reconsume_times):
+            return False
+        self.stats.undecodable += 1
+        logger.error("{} does not decode; sent unhandled to {} as stored", label, dlq_topic(self.config.group))
+        return True
+
     def note_suggested_broker(self, mq: MessageQueue, broker_id: int) -> None:
         self._suggested[mq] = broker_id
 
@@ -299,7 +321,9 @@ class PushConsumer:
             except TopicNotExistError:
                 if topic != retry_topic(self.config.group):
                     logger.warning("topic {} does not exist yet; it is picked up once it does", topic)
-        await self.instance.send_heartbeat()
+        if not await self.instance.send_heartbeat() and self.instance.broker_addresses():
+            # the routes name brokers but none answers: the cluster is not there yet
+            raise BrokerNotFoundError(f"no broker answered the heartbeat among {self.instance.broker_addresses()}")
         self._running = True
         self.consume_service.start()
         await self.rebalancer.rebalance()

@@ -35,6 +35,29 @@ def decode_for_retry(record: RecordData, broker_name: str) -> Message:
     return msg
 
 
+def undecodable_label(record: RecordData, mq: object) -> str:
+    """How a record that does not decode is named in the logs: queue, offset and offset msg id."""
+    try:
+        ids = codec.record_ids(record)
+    except codec.ProtocolError:
+        return f"an unreadable record of {mq}"
+    return f"message {ids.offset_msg_id} ({mq}, queue offset {ids.queue_offset})"
+
+
+def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
+    """(ids, message id, original topic) for CONSUMER_SEND_MSG_BACK, without inflating the body.
+
+    The properties give the client message id and the original topic of a retried
+    message; when they do not decode the record's own fields stand in for them.
+    """
+    ids = codec.record_ids(record)
+    try:
+        head, _ = codec.decode_message(record, decompress=False)
+    except codec.ProtocolError:
+        return ids, ids.offset_msg_id, ids.topic
+    return ids, head.msg_id, head.properties.get(codec.PROPERTY_RETRY_TOPIC) or head.topic
+
+
 def reconsume_times_position(record: RecordData) -> int:
     """Byte position of RECONSUMETIMES in a stored record (after both host fields)."""
     (sys_flag,) = _INT.unpack_from(record, codec.SYSFLAG_POS)
@@ -79,20 +102,55 @@ class SendBack:
 
     async def send_back(self, record: RecordData, broker_name: str, delay_level: int,
                         max_reconsume_times: int) -> bool:
-        """True when the broker (or the retry topic) has the message; False: keep it and retry later."""
-        msg = decode_for_retry(record, broker_name)
+        """True when the broker (or the retry topic) has the message; False: keep it and retry later.
+
+        The send-back names the message by its commit-log offset, so only the record's
+        fixed fields and properties are read here; the body is inflated only for the
+        re-publish fallback. Never raises: every failure is a False.
+        """
+        try:
+            ids, msg_id, origin_topic = _send_back_fields(record)
+        except codec.ProtocolError as exc:
+            logger.error("a failed record of {} cannot be read for its send-back ({}); it stays cached",
+                         broker_name, exc)
+            return False
+        if await self._send_msg_back(ids, msg_id, origin_topic, broker_name, delay_level, max_reconsume_times):
+            return True
+        try:
+            msg = decode_for_retry(record, broker_name)
+        except codec.ProtocolError as exc:
+            logger.error("{} cannot be re-published either: it does not decode ({}); it stays cached and is "
+                         "retried", msg_id, exc)
+            return False
+        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1)
+
+    async def dead_letter_as_stored(self, record: RecordData, broker_name: str, max_reconsume_times: int) -> bool:
+        """Send a record straight to ``%DLQ%<group>`` by its commit-log offset (delay level -1).
+
+        For a record that does not decode: the broker copies its own stored bytes
+        (body still compressed, sysFlag and properties as they were) into the DLQ,
+        so nothing needs to be decoded or re-encoded here. Never raises.
+        """
+        try:
+            ids, msg_id, origin_topic = _send_back_fields(record)
+        except codec.ProtocolError as exc:
+            logger.error("a record of {} is too damaged to name for the DLQ: {}", broker_name, exc)
+            return False
+        return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times)
+
+    async def _send_msg_back(self, ids: codec.RecordIds, msg_id: str, origin_topic: str, broker_name: str,
+                             delay_level: int, max_reconsume_times: int) -> bool:
         addr = self.instance.broker_address(broker_name) if broker_name else None
-        addr = addr or msg.store_host
+        addr = addr or ids.store_host
         try:
             await self.instance.broker.consumer_send_msg_back(
-                addr, group=self.group, commit_log_offset=msg.commit_log_offset, delay_level=delay_level,
-                origin_msg_id=msg.msg_id, origin_topic=msg.topic, max_reconsume_times=max_reconsume_times,
+                addr, group=self.group, commit_log_offset=ids.commit_log_offset, delay_level=delay_level,
+                origin_msg_id=msg_id, origin_topic=origin_topic, max_reconsume_times=max_reconsume_times,
                 broker_name=broker_name or None)
             return True
         except Exception as exc:
-            logger.warning("send-back of {} to {} failed ({}); re-publishing to {}", msg.msg_id, addr, exc,
-                           retry_topic(self.group))
-        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1)
+            logger.warning("send-back of {} to {} (delay level {}) failed: {}", msg_id, addr, delay_level, exc)
+            return False
 
     async def republish(self, msg: Message, max_reconsume_times: int, reconsume_time: int) -> bool:
         """sendMessageBackAsNormalMessage: a copy on the retry topic with the retry properties.

@@ -223,24 +223,89 @@ def _fmt_host(raw: bytes, port: int) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, raw)}]:{port}"
 
 
+#: Java's ``CompressionType`` values (``MessageSysFlag.getCompressionType``: bits 8..10 shifted down).
+#: 0 is what a 4.x producer writes (no type bits) and means zlib, as in Java's ``findByValue``.
+COMPRESSION_TYPES: dict[int, str] = {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
+
+
+def compression_type(sys_flag: int) -> str:
+    """The name of the codec a compressed body was written with (``ZLIB``, ``LZ4``, ``ZSTD``).
+
+    Raises :class:`ProtocolError` for the type values 4..7, which no Java version writes.
+    """
+    value = (sys_flag & COMPRESSION_MASK) >> 8
+    try:
+        return COMPRESSION_TYPES[value]
+    except KeyError:
+        raise ProtocolError(f"unknown compression type {value} in sysFlag {sys_flag:#x}") from None
+
+
+def _inflate_zlib(body: bytes) -> bytes:
+    # Java's Deflater/DeflaterOutputStream: a zlib stream (RFC 1950), not raw deflate.
+    d = zlib.decompressobj()
+    out = d.decompress(body)
+    if not d.eof:
+        raise ProtocolError("ZLIB body is truncated")
+    return out
+
+
+def _inflate_lz4(body: bytes) -> bytes:
+    # Lz4Compressor writes through lz4-java's LZ4FrameOutputStream: the LZ4 *frame*
+    # format (magic 0x184D2204, 4 MiB independent blocks), not a bare LZ4 block.
+    import lz4.frame  # imported here: only 5.x LZ4 producers need it, and import rmqrun stays cheap
+
+    try:
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(body)
+    except RuntimeError as exc:
+        raise ProtocolError(f"LZ4 body does not inflate: {exc}") from exc
+    if not d.eof:
+        raise ProtocolError("LZ4 body is truncated (frame incomplete)")
+    return out
+
+
+def _inflate_zstd(body: bytes) -> bytes:
+    # ZstdCompressor writes through zstd-jni's ZstdOutputStream: standard zstd frames
+    # without a content size in the header, so decompress as a stream, frame after frame.
+    import zstandard
+
+    parts: list[bytes] = []
+    rest = body
+    try:
+        while rest:
+            d = zstandard.ZstdDecompressor().decompressobj()
+            parts.append(d.decompress(rest))
+            if not d.eof:
+                raise ProtocolError("ZSTD body is truncated (frame incomplete)")
+            rest = d.unused_data
+    except zstandard.ZstdError as exc:
+        raise ProtocolError(f"ZSTD body does not inflate: {exc}") from exc
+    if not parts:
+        raise ProtocolError("ZSTD body is empty")
+    return b"".join(parts)
+
+
+_INFLATERS = {"ZLIB": _inflate_zlib, "LZ4": _inflate_lz4, "ZSTD": _inflate_zstd}
+
+
 def _decompress(body: bytes, sys_flag: int) -> bytes:
-    kind = sys_flag & COMPRESSION_MASK
-    if kind in (0, COMPRESSION_ZLIB):
-        try:
-            return zlib.decompress(body)
-        except zlib.error as exc:
-            raise ProtocolError(f"compressed body does not inflate: {exc}") from exc
-    name = {COMPRESSION_LZ4: "LZ4", COMPRESSION_ZSTD: "ZSTD"}.get(kind, f"type {kind >> 8}")
-    raise ProtocolError(f"{name}-compressed bodies are not supported (only zlib, as 4.x producers use)")
+    """The body as the producer gave it, whichever of Java's three codecs compressed it."""
+    kind = compression_type(sys_flag)
+    try:
+        return _INFLATERS[kind](body)
+    except zlib.error as exc:
+        raise ProtocolError(f"{kind} body does not inflate: {exc}") from exc
 
 
 def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True,
-                   broker_name: str = "") -> tuple[Message, int]:
+                   broker_name: str = "", properties_errors: str = "strict") -> tuple[Message, int]:
     """Decode the record at ``pos``; returns it and the position after it.
 
     Raises :class:`ProtocolError` for anything that does not add up: a total
     size that disagrees with the fields, an unknown magic code, lengths that
-    run past the record.
+    run past the record, properties that are not UTF-8 (unless
+    ``properties_errors="replace"``: how the Java broker reads them, with
+    ``new String(bytes, UTF_8)``, when it copies a message to the DLQ).
     """
     end_of_data = len(data)
     try:
@@ -288,7 +353,7 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
         p += 2
         if props_len < 0 or p + props_len > end:
             raise ProtocolError(f"record at {pos}: properties length {props_len} runs past the record")
-        props = string_to_properties(bytes(data[p:p + props_len]).decode("utf-8"))
+        props = string_to_properties(bytes(data[p:p + props_len]).decode("utf-8", properties_errors))
         p += props_len
     except struct.error as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
@@ -321,6 +386,51 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
         prepared_transaction_offset=prepared,
     )
     return msg, end
+
+
+@dataclass(slots=True)
+class RecordIds:
+    """What names a stored record without decoding its body or properties.
+
+    Enough to send it back by commit-log offset (the broker copies its own
+    bytes) and to log it, for a record whose body or properties do not decode.
+    """
+
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    store_host: str
+    offset_msg_id: str
+    reconsume_times: int
+    topic: str
+
+
+def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
+    """Read the fixed fields and the topic of the record at ``pos``; the body is skipped, not inflated."""
+    try:
+        (_total, _magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
+         _born) = _HEAD.unpack_from(data, pos)
+        p = pos + _HEAD.size + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
+        host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
+        store_ip, store_port = host.unpack_from(data, p)
+        p += host.size
+        reconsume, _prepared = _AFTER_HOST.unpack_from(data, p)
+        p += _AFTER_HOST.size
+        (body_len,) = _INT.unpack_from(data, p)
+        p += 4 + max(body_len, 0)
+        if _magic == MAGIC_V1:
+            topic_len = data[p]
+            p += 1
+        else:
+            (topic_len,) = _SHORT.unpack_from(data, p)
+            p += 2
+        topic = bytes(data[p:p + max(topic_len, 0)]).decode("utf-8", "replace")
+    except (struct.error, IndexError) as exc:
+        raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
+    off_id = (bytes(store_ip) + struct.pack(">iq", store_port, phys_offset)).hex().upper()
+    return RecordIds(queue_id, queue_offset, phys_offset, sys_flag, _fmt_host(store_ip, store_port), off_id,
+                     reconsume, topic)
 
 
 def decode_messages(body: bytes | memoryview, *, decompress: bool = True, broker_name: str = "") -> list[Message]:

@@ -29,6 +29,8 @@ from loguru import logger
 
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.push import PushConsumer
+from rmqrun.errors import ConfigError
+from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool import PoolConfig, PoolError, WorkerBootError
 
@@ -98,14 +100,20 @@ class Supervisor:
         except WorkerBootError as exc:
             logger.error("workers cannot start: {}", exc)
             return EXIT_BOOT
-        self.engine = PushConsumer(self.settings.consumer, self.executor)
         try:
-            await self.engine.start()
+            self.engine = await start_when_reachable(
+                lambda: PushConsumer(self.settings.consumer, self.executor), self._signals,
+                on_status=self.settings.on_status, on_signal=self._handle)
+        except ConfigError:
+            await self.executor.stop(0)
+            raise
         except Exception as exc:
             logger.error("consumer cannot start: {}", exc)
-            await self.engine.shutdown(0)
             await self.executor.stop(0)
             return EXIT_FATAL
+        if self.engine is None:  # TERM/INT while waiting for the cluster
+            await self.executor.stop(self.settings.grace)
+            return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
         logger.info("consuming {} as group {} ({}, {}), {} workers running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),

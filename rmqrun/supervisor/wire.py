@@ -65,6 +65,9 @@ class Status(enum.IntEnum):
     NOT_RUN           the handler never finished this message (an earlier failure
                       stopped an orderly batch, a soft time limit or shutdown
                       interrupted the batch): redeliver it, without counting a retry
+    UNDECODABLE       the record does not decode (unknown compression, corrupt
+                      body, bad properties); never given to the handler: the
+                      supervisor sends it to the DLQ as stored
     ================  ==========================================================
     """
 
@@ -74,6 +77,7 @@ class Status(enum.IntEnum):
     COMMIT = 3
     ROLLBACK = 4
     NOT_RUN = 5
+    UNDECODABLE = 6
 
 
 _STATUS_BY_BYTE = tuple(Status)

@@ -40,7 +40,7 @@ import struct
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 from loguru import logger
 
@@ -359,8 +359,16 @@ class Worker:
                     signal.setitimer(signal.ITIMER_REAL, limit)
                 is_batch = self.handler.is_batch
                 any_bad = any(decode_errors)
-                for start in range(0, n, step):
-                    end = min(n, start + step)
+                chunks = (_chunks_around(decode_errors, step) if any_bad
+                          else ((s, min(n, s + step)) for s in range(0, n, step)))
+                for start, end in chunks:
+                    if any_bad and decode_errors[start]:
+                        # never handed to the handler; the supervisor dead-letters it as stored
+                        statuses[start] = Status.UNDECODABLE
+                        error = error or str(decode_errors[start])
+                        if orderly:
+                            break  # the queue's order: nothing after it runs before it is dead-lettered
+                        continue
                     if check_memory and start and self._memory_check():
                         break  # recycle after the call that went over: the rest go to the replacement
                     arg = msgs[start:end] if is_batch else msgs[start]
@@ -373,10 +381,6 @@ class Worker:
                             self.pipe.send(Started(run.batch_id))
                             self.pipe.flush()
                     try:
-                        if any_bad:
-                            bad = next((e for e in decode_errors[start:end] if e), None)
-                            if bad:
-                                raise ProtocolError(bad)
                         value = fn(arg)
                         if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
                             if step == 1:
@@ -513,3 +517,20 @@ def main(argv: list[str] | None = None) -> None:
     code = worker.run()
     sys.stderr.flush()
     raise SystemExit(int(code))
+
+
+def _chunks_around(errors: list[str | None], step: int) -> Iterator[tuple[int, int]]:
+    """Handler calls of up to ``step`` messages, each record that did not decode alone in its own.
+
+    A batch handler's ``AckIndex`` counts positions in the list it was given, so a
+    bad record is cut out of the calls rather than left as a hole in one.
+    """
+    n = len(errors)
+    start = 0
+    while start < n:
+        end = start + 1
+        if not errors[start]:
+            while end < n and end - start < step and not errors[end]:
+                end += 1
+        yield start, end
+        start = end

@@ -186,6 +186,6 @@ def test_metrics_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
         port = busy.getsockname()[1]
         proc = run_cli(["run", "workers.noop:handle", "--namesrv", "127.0.0.1:1", "--group", "G", "--topic", "T",
                         "--metrics-port", str(port)])
-    assert proc.returncode == 2
+    assert proc.returncode == 1  # a runtime condition, restarted by the unit; 2 is for bad settings only
     assert f"metrics_port={port} (command line --metrics-port): cannot listen on 127.0.0.1:{port}" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -242,9 +242,43 @@ def test_a_record_that_does_not_decode_fails_alone() -> None:
     got: list[int] = []
     done = InProcessWorker(lambda m: got.append(m.queue_offset)).run(good + bytes(bad))
     assert got == [100, 101]
-    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.RECONSUME_LATER]
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.UNDECODABLE]
     assert done.outcomes()[2].queue_offset == 102
     assert "does not decode" in done.error
+
+
+def _corrupt_lz4(start: int) -> bytes:
+    # COMPRESSED | LZ4 type (MessageSysFlag), a body that is no LZ4 frame
+    return bytes(encode_stored(topic="T", body=b"\x00not an lz4 frame", sys_flag=0x1 | 0x100, queue_id=3,
+                               queue_offset=start))
+
+
+def test_an_undecodable_record_is_never_given_to_the_handler_and_the_rest_run() -> None:
+    got: list[int] = []
+    data = records([{}]) + _corrupt_lz4(101) + records([{}, {}], start=102)
+    done = InProcessWorker(lambda m: got.append(m.queue_offset)).run(data)
+    assert got == [100, 102, 103]
+    assert statuses(done) == [S.SUCCESS, S.UNDECODABLE, S.SUCCESS, S.SUCCESS]
+
+
+def test_orderly_stops_at_an_undecodable_record() -> None:
+    got: list[int] = []
+    data = records([{}]) + _corrupt_lz4(101) + records([{}], start=102)
+    done = InProcessWorker(lambda m: got.append(m.queue_offset)).run(data, ConsumeMode.ORDERLY)
+    assert got == [100]
+    assert statuses(done) == [S.SUCCESS, S.UNDECODABLE, S.NOT_RUN]
+
+
+def test_a_batch_handler_gets_calls_cut_around_an_undecodable_record() -> None:
+    calls: list[list[int]] = []
+
+    def fn(msgs):  # type: ignore[no-untyped-def]
+        calls.append([m.queue_offset for m in msgs])
+
+    data = records([{}, {}]) + _corrupt_lz4(102) + records([{}, {}, {}, {}], start=103)
+    done = InProcessWorker(fn, is_batch=True, batch_size=3).run(data)
+    assert calls == [[100, 101], [103, 104, 105], [106]]
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.UNDECODABLE, S.SUCCESS, S.SUCCESS, S.SUCCESS, S.SUCCESS]
 
 
 def test_soft_time_limit_interrupts_the_handler_and_leaves_the_rest_not_run() -> None:

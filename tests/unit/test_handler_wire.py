@@ -102,7 +102,8 @@ def test_malformed_frames_raise_wire_error() -> None:
 
 def test_statuses_and_exit_codes_are_the_documented_numbers() -> None:
     assert [(s.name, s.value) for s in Status] == [("SUCCESS", 0), ("RECONSUME_LATER", 1), ("SUSPEND", 2),
-                                                   ("COMMIT", 3), ("ROLLBACK", 4), ("NOT_RUN", 5)]
+                                                   ("COMMIT", 3), ("ROLLBACK", 4), ("NOT_RUN", 5),
+                                                   ("UNDECODABLE", 6)]
     assert [(c.name, c.value) for c in ExitCode] == [("OK", 0), ("UNCAUGHT", 1), ("BOOT_ERROR", 3),
                                                      ("INIT_ERROR", 4), ("LOST_SUPERVISOR", 5)]
     assert describe_exit(3) == "exit code 3 (BOOT_ERROR)"
