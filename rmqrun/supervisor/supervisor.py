@@ -132,7 +132,10 @@ class Supervisor:
                 if self.executor.fatal in done:
                     get_sig.cancel()
                     logger.error("stopping: {}", self.executor.fatal.result())
-                    code = EXIT_BOOT if isinstance(self.executor.fatal.result(), WorkerBootError) else EXIT_FATAL
+                    # Exit code 3 means "the handler cannot be loaded when rmqrun starts", and the unit
+                    # never restarts it. After start-up (code changed on disk, an import that fails
+                    # for a moment) the pool gives up with 1: a restart either recovers or stops at 3.
+                    code = EXIT_FATAL
                     await self._stop(grace=0)
                     return code
                 sig = get_sig.result()

@@ -244,3 +244,26 @@ def test_hung_orderly_call_is_stopped_and_its_queue_resumes_in_order(tmp_path: P
     # the stopped call came again first, counted as a retry
     retried = [d for d in read_deliveries(record) if d.idx == 9]
     assert [(d.event, d.reconsume) for d in retried] == [("start", 0), ("ok", 1)]
+
+
+def test_a_handler_broken_on_disk_after_start_exits_1_not_the_start_up_code_3(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """Exit code 3 is for a handler that cannot be loaded when rmqrun starts (the unit never restarts it).
+    A replacement worker that cannot import the handler later ends the run with 1, so systemd restarts it:
+    the restart either recovers (a deploy that was half written) or stops at start-up with 3."""
+    mod_dir = tmp_path / "mods"
+    mod_dir.mkdir()
+    module = mod_dir / "breaks_later_mod.py"
+    module.write_text("def handle(msg):\n    pass\n")
+    produce(eb, "WB", 4)
+    run = runs.start("run", "breaks_later_mod:handle", namesrv=eb.namesrv_address, group="GWB", topic="WB",
+                     args=["--workers", "1"], env={"PYTHONPATH": str(mod_dir)})
+    (worker,) = run.worker_pids()
+    module.write_text("def handle(msg)  # broken on disk after start\n")
+    os.kill(worker, signal.SIGKILL)
+    code = run.wait(30)
+    log = run.log()
+    assert code == 1, log[-3000:]
+    assert "a replacement for worker 0 cannot load the handler" in log, log[-3000:]
+    assert "SyntaxError" in log, log[-3000:]
+    run.wait_group_gone()
