@@ -9,7 +9,9 @@ long-polling pull per queue and prints messages as they arrive, until
 
 Nothing is committed: the pulls carry no commit offset, so reading never moves
 any consumer group. Bad option values are one ``rmqrun: error:`` line and
-exit 2; a name server or broker that does not answer, exit 1.
+exit 2; a topic the cluster does not have, or a name server or broker that does
+not answer, exit 1 (as ``rmqrun check`` and ``rmqrun spark``: 2 is for what the
+command line itself gets wrong).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
 FOLLOW_RETRY = 1.0  # seconds between tries while a broker does not answer (the push consumer's back-off)
-EXIT_RUNTIME, EXIT_CONFIG, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_RUNTIME, EXIT_INTERRUPTED = 1, 130  # bad options: ConfigError, exit 2 from main
 
 
 @dataclass
@@ -307,9 +309,8 @@ def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except RmqrunError as exc:
-        from rmqrun.pull import TopicNotFoundError
         click.echo(f"rmqrun: error: {exc}", err=True)
-        sys.exit(EXIT_CONFIG if isinstance(exc, TopicNotFoundError) else EXIT_RUNTIME)
+        sys.exit(EXIT_RUNTIME)
     except (OSError, asyncio.TimeoutError) as exc:
         click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
         sys.exit(EXIT_RUNTIME)
