@@ -9,7 +9,8 @@ and runs ``python -m pytest -x -q <tests>`` in the copy with the copy first on
 ``PYTHONPATH``, so worker processes, ``rmqrun run`` and anything else the tests
 start import the mutant too (the ``canary-*`` entries fail only if they do).
 
-Outcomes: **caught** (the tests failed), **survived** (they passed: a hole in
+``--baseline`` runs the same test sets on unmutated copies: they must pass, or
+a "caught" above means nothing. Outcomes: **caught** (the tests failed), **survived** (they passed: a hole in
 the tests), **stale** (the text no longer occurs exactly once: the code moved
 on and the entry must be updated), **error** (pytest could not run the tests:
 a wrong test id, a collection error). The exit status is non-zero unless every
@@ -84,12 +85,14 @@ def _env(repo: Path) -> dict[str, str]:
     return env
 
 
-def run_one(mutant: Mutant, timeout: float, keep: bool = False) -> Outcome:
+def run_one(mutant: Mutant, timeout: float, keep: bool = False, baseline: bool = False) -> Outcome:
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix=f"rmqrun-mutant-{mutant.id}-"))
     try:
         repo = _copy_repo(tmp)
         stale = apply(mutant, repo)
+        if baseline and stale is None:
+            shutil.copy2(ROOT / mutant.file, repo / mutant.file)  # the tests must pass without the mutation
         if stale is not None:
             return Outcome(mutant, "stale", time.monotonic() - started, stale)
         # the copy must shadow the installed package, or nothing here tests the mutant
@@ -109,6 +112,9 @@ def run_one(mutant: Mutant, timeout: float, keep: bool = False) -> Outcome:
                            f"tests still running after {timeout:g} s (counted as caught)\n{out[-2000:]}")
         elapsed = time.monotonic() - started
         tail = (proc.stdout + proc.stderr)[-3000:]
+        if baseline:
+            return Outcome(mutant, "passes" if proc.returncode == 0 else "FAILS", elapsed,
+                           "" if proc.returncode == 0 else tail)
         if proc.returncode == 0:
             return Outcome(mutant, "survived", elapsed, tail)
         if proc.returncode == 1:
@@ -144,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", "--jobs", type=int, default=1, help="mutants run at the same time (default 1)")
     ap.add_argument("--timeout", type=float, default=420.0, help="seconds for one mutant's tests (default 420)")
     ap.add_argument("--keep", action="store_true", help="keep the mutated copies (for debugging)")
+    ap.add_argument("--baseline", action="store_true",
+                    help="run each selected mutant's tests on an unmutated copy instead (they must pass)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print pytest's output for survivors and errors")
     args = ap.parse_args(argv)
 
@@ -170,18 +178,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     outcomes: list[Outcome] = []
     with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_one, m, args.timeout, args.keep): m for m in selected}
+        futures = {pool.submit(run_one, m, args.timeout, args.keep, args.baseline): m for m in selected}
         for fut in cf.as_completed(futures):
             o = fut.result()
             outcomes.append(o)
             print(f"[{len(outcomes)}/{len(selected)}] {o.mutant.id}: {o.status} ({o.seconds:.1f} s)"
                   + (f" {o.detail.splitlines()[0]}" if o.detail and o.status != "caught" else ""), flush=True)
-            if args.verbose and o.status in ("survived", "error"):
+            if args.verbose and o.status in ("survived", "error", "FAILS"):
                 print(o.detail)
     order = {m.id: i for i, m in enumerate(selected)}
     outcomes.sort(key=lambda o: order[o.mutant.id])
     print()
     _print_table(outcomes)
+    if args.baseline:
+        bad = [o for o in outcomes if o.status != "passes"]
+        print(f"\nbaseline: {len(outcomes) - len(bad)} of {len(outcomes)} test sets pass without their mutation")
+        return 1 if bad else 0
     counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("caught", "timeout", "survived", "stale", "error")}
     print(f"\n{len(outcomes)} mutants: {counts['caught']} caught, {counts['timeout']} caught by timeout, "
           f"{counts['survived']} survived, {counts['stale']} stale, {counts['error']} errors "

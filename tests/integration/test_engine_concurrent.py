@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rmqrun.consumer import puller
 from tests.integration.engine_kit import (
     Running, broker, by_queue, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
 )
@@ -80,7 +81,16 @@ def test_slow_message_holds_the_commit(tmp_path: Path, monkeypatch: pytest.Monke
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
             await produce(eb.namesrv_address, "T3", 20, props={})
-            cfg = consumer_config(eb.namesrv_address, "G3", "T3", pull_batch_size=1)
+            # short long-polls, so that pulls finding nothing new happen while offset 5 is held
+            cfg = consumer_config(eb.namesrv_address, "G3", "T3", pull_batch_size=1, broker_suspend_max_time_ms=300)
+            idle_pulls = [0]
+            real_idle = puller._correct_offset_when_idle
+
+            def counting_idle(engine, req) -> None:  # type: ignore[no-untyped-def]
+                if req.mq.topic == "T3":
+                    idle_pulls[0] += 1
+                real_idle(engine, req)
+            monkeypatch.setattr(puller, "_correct_offset_when_idle", counting_idle)
             async with Running(cfg, pool_config("tests.integration.gate_handler:handle", workers=2)) as r:
                 req = _request_of(r, "T3")
                 store = r.supervisor.engine.offset_store  # type: ignore[union-attr]
@@ -100,6 +110,9 @@ def test_slow_message_holds_the_commit(tmp_path: Path, monkeypatch: pytest.Monke
                     assert held[0] is None or held[0] < 5, f"commit must stay at the unfinished offset 5, got {held}"
                     assert asyncio.get_running_loop().time() < deadline, f"offset 5 never persisted: {held}"
                     await asyncio.sleep(0.1)
+                # pulls that find nothing new must not move the commit past a cached message
+                seen = idle_pulls[0]
+                await wait_for(lambda: idle_pulls[0] >= seen + 2, what="two pulls finding nothing new")
                 assert 5 in req.pq and store.read_memory(req.mq) == 5
                 marker.write_text("go")
                 await wait_for(lambda: len(read_records(records)) >= 20, what="offset 5")
