@@ -5,7 +5,7 @@ One line per delivery in ``CHAIN_RECORD``::
     <event> <idx> <topic> <queue_id> <queue_offset> <reconsume_times> <unix time>
 
 ``idx`` is the message's ``idx`` property. Messages whose idx is in ``CHAIN_FAIL_IDX``
-fail while their reconsume count is 0: by raising, or, with ``CHAIN_DELAY_LEVEL=n``,
+fail while their reconsume count is below ``CHAIN_FAIL_TIMES`` (default 1): by raising, or, with ``CHAIN_DELAY_LEVEL=n``,
 by returning ``ReconsumeLater(delay_level=n)``.
 """
 
@@ -18,6 +18,7 @@ import rmqrun
 
 FAIL_IDX = {int(x) for x in os.environ.get("CHAIN_FAIL_IDX", "").split(",") if x.strip()}
 DELAY_LEVEL = os.environ.get("CHAIN_DELAY_LEVEL")
+FAIL_TIMES = int(os.environ.get("CHAIN_FAIL_TIMES", "1"))
 
 
 def _record(event: str, msg: rmqrun.Message) -> None:
@@ -31,7 +32,7 @@ def _record(event: str, msg: rmqrun.Message) -> None:
 
 
 def handle(msg: rmqrun.Message):  # type: ignore[no-untyped-def]
-    if int(msg.properties.get("idx", "-1")) in FAIL_IDX and msg.reconsume_times == 0:
+    if int(msg.properties.get("idx", "-1")) in FAIL_IDX and msg.reconsume_times < FAIL_TIMES:
         _record("fail", msg)
         if DELAY_LEVEL:
             return rmqrun.ReconsumeLater(delay_level=int(DELAY_LEVEL))

@@ -165,3 +165,22 @@ def test_reconsume_later_delay_level_n_comes_back_after_level_n(tmp_path: Path, 
             # level 5 is 4 s; the default for a first retry (level 3) would be 1 s
             assert second.at - first.at >= 3.5, f"came back after {second.at - first.at:.2f} s, level 5 is 4 s"
     run(main())
+
+
+def test_default_retry_delay_grows_with_the_reconsume_count(tmp_path: Path, record: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a chosen level the n-th retry waits level 3 + n: here level 3 is 1 s and level 4 is 4 s."""
+    monkeypatch.setenv("CHAIN_FAIL_TIMES", "2")
+    levels = "1s 1s 1s 4s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+    async def main() -> None:
+        async with broker(tmp_path, message_delay_levels=levels, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "RC4", 6)
+            async with Running(consumer_config(eb.namesrv_address, "GRC4", "RC4"), pool_config(HANDLER)) as r:
+                await wait_for(lambda: sum(d.event == "ok" for d in deliveries(record)) >= 6, timeout=60,
+                               what="idx 3 after two retries")
+                assert await r.stop() == 0
+            got = [d for d in deliveries(record) if d.idx == 3]
+            assert [(d.event, d.reconsume) for d in got] == [("fail", 0), ("fail", 1), ("ok", 2)], got
+            assert got[2].at - got[1].at >= 3.5, f"second retry after {got[2].at - got[1].at:.2f} s; level 4 is 4 s"
+    run(main())
