@@ -182,10 +182,10 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- flow control
     m("flow-count-unbounded", PL, "no flow control on cached message count / size",
       "if pq.msg_count > limit_count or _mib(pq.msg_size) > limit_mib:", "if False:",
-      I + "test_engine_flow.py"),
+      I + "test_engine_flow.py::test_cached_message_count_bounds_the_pulls"),
     m("flow-span-unbounded", PL, "no flow control on the cached offset span",
       "if pq.max_span() > cfg.consume_concurrently_max_span:", "if False:",
-      I + "test_engine_flow.py"),
+      I + "test_engine_flow.py::test_offset_span_bounds_the_pulls"),
     m("dispatch-no-inflight-bound", "rmqrun/supervisor/dispatch.py", "a worker's messages in flight are unbounded",
       "        if load + size > self.max_inflight_messages:\n            return False",
       "        if False:\n            return False",
@@ -198,10 +198,16 @@ MUTANTS: list[Mutant] = [
     m("puller-offset-illegal-not-dropped", PL, "OFFSET_ILLEGAL does not drop the queue",
       "        pq.dropped = True\n        await engine.handle_offset_illegal(req)",
       "        await engine.handle_offset_illegal(req)",
-      I + "test_engine_puller_errors.py"),
+      I + "test_engine_puller_errors.py::test_offset_illegal_drops_the_queue_until_the_offset_is_corrected"),
+    m("puller-gives-up-on-error", PL, "a pull that fails (broker error, connection) ends the queue's pull loop",
+      "            logger.warning(\"pull {} from offset {} failed: {}\", mq, req.next_offset, exc)\n"
+      "            await asyncio.sleep(exception_delay)",
+      "            logger.warning(\"pull {} from offset {} failed: {}\", mq, req.next_offset, exc)\n"
+      "            return",
+      I + "test_engine_puller_errors.py::test_refused_pulls_are_retried_and_nothing_is_lost"),
     m("puller-tag-refilter", PL, "no client-side tag re-filter (tags whose hash codes collide get through)",
       "kept = [h for h in heads if sub.matches_tag(h.properties.get(PROPERTY_TAGS))]", "kept = heads",
-      I + "test_engine_puller_errors.py"),
+      I + "test_engine_puller_errors.py::test_tags_with_colliding_hash_codes_are_filtered_by_the_client"),
     # ---------------------------------------------------------------- tag filtering
     m("sub-tag-match-all", "rmqrun/consumer/subscription.py", "client tag filter accepts any tag",
       "return tags is not None and tags in self._tags_lookup", "return True",
