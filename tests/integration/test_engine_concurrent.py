@@ -46,10 +46,15 @@ def test_tag_filter_delivers_only_matching_tags(tmp_path: Path, record_file: Pat
     async def main() -> None:
         async with broker(tmp_path) as eb:
             await produce(eb.namesrv_address, "T2", 60, tags=["TagA", "TagB", "TagC"])
-            async with Running(consumer_config(eb.namesrv_address, "G2", "T2", tags="TagA || TagC"),
+            async with Running(consumer_config(eb.namesrv_address, "G2", "T2", tags="TagA || TagC",
+                                               broker_suspend_max_time_ms=500),
                                pool_config("workers.orderly_record:handle")) as r:
-                await wait_for(lambda: len(read_records(record_file)) >= 40, what="40 messages")
-                await asyncio.sleep(1.0)
+                engine = r.supervisor.engine
+                assert engine is not None
+                mqs = [mq for mq in engine.table if mq.topic == "T2"]
+                # every one of the 60 messages has passed the consumer (consumed or filtered out)
+                await wait_for(lambda: sum(max(engine.offset_store.read_memory(mq), 0) for mq in mqs) == 60,
+                               what="the commit covering all 60 messages")
                 assert await r.stop() == 0
             assert len(read_records(record_file)) == 40
     run(main())
