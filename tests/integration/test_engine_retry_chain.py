@@ -104,6 +104,17 @@ def test_send_back_refused_the_message_is_republished_to_the_retry_topic(tmp_pat
             refusals = Refusals(eb, send_back=True).install()
             await produce(eb.namesrv_address, "RC1", 6)
             async with Running(consumer_config(eb.namesrv_address, "GRC1", "RC1"), pool_config(HANDLER)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                await wait_for(lambda: any(d.event == "fail" for d in deliveries(record)), what="idx 3 failing")
+                (fail,) = [d for d in deliveries(record) if d.event == "fail"]
+                req = _source_request(r, "RC1")[fail.queue_id]
+                # it leaves the cache only once the retry topic has it (the re-publish is a SYNC send)
+                await wait_for(lambda: fail.offset not in req.pq, what="idx 3 handed back")
+                # a re-published copy waits in the delay queue of its level (3), then moves to %RETRY%
+                store = eb.broker.store
+                assert store.max_offset("SCHEDULE_TOPIC_XXXX", 2) + store.max_offset("%RETRY%GRC1", 0) >= 1, \
+                    "the message left the cache without reaching the broker"
                 await wait_for(lambda: sum(d.event == "ok" for d in deliveries(record)) >= 6, timeout=60,
                                what="six successes, idx 3 through the re-published copy")
                 assert await r.stop() == 0
