@@ -48,7 +48,7 @@ MUTANTS: list[Mutant] = [
       "a handler exception is reported as SUCCESS (runs only in worker processes)",
       "                    except Exception as exc:\n                        statuses[start:end] = bytes([fail]) * (end - start)",
       "                    except Exception as exc:\n                        statuses[start:end] = bytes(end - start)",
-      I + "test_guarantees_retry.py::test_failing_k_times_is_delivered_k_plus_1_times_with_growing_reconsume_times"),
+      CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("canary-worker-orderly-goes-on", "rmqrun/worker/main.py",
       "an orderly batch keeps calling the handler after a failed call",
       "                        self._log_exception(exc, offsets[start])\n                        if orderly:\n                            break",

@@ -142,8 +142,11 @@ def test_send_back_and_republish_refused_the_message_is_retried_locally(tmp_path
                 # held: the failed message is still cached and the commit has not passed it
                 assert fail.offset in req.pq
                 assert r.supervisor.engine.offset_store.read_memory(req.mq) <= fail.offset  # type: ignore[union-attr]
-                await wait_for(lambda: sum(d.event == "ok" for d in deliveries(record)) >= 6, timeout=60,
+                await wait_for(lambda: len([d for d in deliveries(record) if d.idx == 3]) >= 2, timeout=60,
                                what="the local retry of idx 3")
+                again = [(d.event, d.reconsume) for d in deliveries(record) if d.idx == 3]
+                assert again == [("fail", 0), ("ok", 1)], f"the local retry counts as a reconsume: {again}"
+                await wait_for(lambda: sum(d.event == "ok" for d in deliveries(record)) >= 6, what="every message")
                 await wait_for(lambda: r.supervisor.engine.offset_store.read_memory(req.mq) == 6,  # type: ignore[union-attr]
                                what="the commit after the local retry")
                 assert await r.stop() == 0
