@@ -30,6 +30,7 @@ import argparse
 import concurrent.futures as cf
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -102,29 +103,52 @@ def run_one(mutant: Mutant, timeout: float, keep: bool = False, baseline: bool =
             return Outcome(mutant, "error", time.monotonic() - started,
                            f"the copy does not shadow the installed rmqrun: {probe.stdout or probe.stderr}")
         cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests]
+        # its own process group, so that a timeout or an interrupt also ends the workers and
+        # brokers the tests started
+        proc = subprocess.Popen(cmd, cwd=repo, env=_env(repo), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        _RUNNING.add(proc)
         try:
-            proc = subprocess.run(cmd, cwd=repo, env=_env(repo), capture_output=True, text=True, timeout=timeout,
-                                  start_new_session=True)
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"")
-            out = out.decode(errors="replace") if isinstance(out, bytes) else out
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, _ = proc.communicate()
             return Outcome(mutant, "timeout", time.monotonic() - started,
                            f"tests still running after {timeout:g} s (counted as caught)\n{out[-2000:]}")
+        finally:
+            _RUNNING.discard(proc)
         elapsed = time.monotonic() - started
-        tail = (proc.stdout + proc.stderr)[-3000:]
+        tail = out[-3000:]
         if baseline:
             return Outcome(mutant, "passes" if proc.returncode == 0 else "FAILS", elapsed,
                            "" if proc.returncode == 0 else tail)
         if proc.returncode == 0:
             return Outcome(mutant, "survived", elapsed, tail)
         if proc.returncode == 1:
-            return Outcome(mutant, "caught", elapsed, _first_failure(proc.stdout))
+            return Outcome(mutant, "caught", elapsed, _first_failure(out))
         return Outcome(mutant, "error", elapsed, f"pytest exited with {proc.returncode}\n{tail}")
     finally:
         if keep:
             print(f"kept {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RUNNING: set[subprocess.Popen] = set()  # type: ignore[type-arg]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    """Interrupted: end the running test groups; the ``finally`` blocks remove the copies."""
+    for proc in list(_RUNNING):
+        _kill_group(proc)
+    raise KeyboardInterrupt
 
 
 def _first_failure(stdout: str) -> str:
@@ -175,9 +199,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(selected)} mutant(s)")
         return 0
 
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
     started = time.monotonic()
     outcomes: list[Outcome] = []
-    with cf.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+    pool = cf.ThreadPoolExecutor(max_workers=args.jobs)
+    try:
         futures = {pool.submit(run_one, m, args.timeout, args.keep, args.baseline): m for m in selected}
         for fut in cf.as_completed(futures):
             o = fut.result()
@@ -186,6 +213,15 @@ def main(argv: list[str] | None = None) -> int:
                   + (f" {o.detail.splitlines()[0]}" if o.detail and o.status != "caught" else ""), flush=True)
             if args.verbose and o.status in ("survived", "error", "FAILS"):
                 print(o.detail)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(_RUNNING):
+            _kill_group(proc)
+        pool.shutdown(wait=True)  # the running ones return now; their copies are removed
+        print(f"interrupted after {len(outcomes)} of {len(selected)} mutants", file=sys.stderr)
+        return 130
+    finally:
+        pool.shutdown(wait=True)
     order = {m.id: i for i, m in enumerate(selected)}
     outcomes.sort(key=lambda o: order[o.mutant.id])
     print()
