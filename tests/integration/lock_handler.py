@@ -3,7 +3,7 @@
 ``LOCK_RECORD`` names the record file. With ``LOCK_GATE`` set, the message at
 offset 0 of queue 0 first creates ``LOCK_GATE + ".started"``, then waits until
 the file ``LOCK_GATE`` exists: the test holds a job in flight while it takes the
-queue's broker lock away.
+queue's broker lock away. With ``LOCK_GATE_FAIL`` set, that message then raises.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ def handle(msg: rmqrun.Message) -> None:
             pass
         while not os.path.exists(gate):
             time.sleep(0.02)
+        if os.environ.get("LOCK_GATE_FAIL"):
+            raise RuntimeError("the held message fails once let go")
     fd = os.open(os.environ["LOCK_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, f"{msg.queue_id} {msg.queue_offset}\n".encode())

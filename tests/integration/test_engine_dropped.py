@@ -26,9 +26,13 @@ def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
-def test_result_of_a_queue_dropped_during_its_job_is_not_committed(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("outcome", ["success", "failure"])
+def test_result_of_a_queue_dropped_during_its_job_is_not_committed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   outcome: str) -> None:
+    """Success: nothing committed. Failure: nothing sent back either (the new owner redelivers it)."""
     gate = tmp_path / "gate"
+    if outcome == "failure":
+        monkeypatch.setenv("LOCK_GATE_FAIL", "1")
     record = tmp_path / "records.txt"
     monkeypatch.setenv("LOCK_RECORD", str(record))
     monkeypatch.setenv("LOCK_GATE", str(gate))
@@ -50,9 +54,14 @@ def test_result_of_a_queue_dropped_during_its_job_is_not_committed(tmp_path: Pat
                 await wait_for(lambda: q0 not in engine.table and req0.pq.dropped, what="queue 0 dropped")
                 assert engine.offset_store.read_memory(q0) == -1, "the dropped queue's offset is handed back"
                 gate.write_text("go")
-                await wait_for(lambda: (0, 0) in read_records(record), what="the job of queue 0 finishing")
-                await wait_for(lambda: engine.consume_service.in_flight == 0, what="its result processed")
+                await wait_for(lambda: engine.consume_service.in_flight == 0 and engine.executor.in_flight == 0,
+                               what="the job of queue 0 finished and its result processed")
+                if outcome == "success":
+                    assert (0, 0) in read_records(record)
                 assert engine.offset_store.read_memory(q0) == -1, "the dropped queue's result was committed"
+                store = eb.broker.store
+                sent_back = store.max_offset("SCHEDULE_TOPIC_XXXX", 2) + store.max_offset("%RETRY%GDQ", 0)
+                assert sent_back == 0, "a failure of the dropped queue was sent back to the broker"
                 assert await r.stop() == 0
             assert (await committed_offsets(eb, "GDQ", "DQ"))[0] in (None, 0)
     run(main())

@@ -47,7 +47,8 @@ async def _held_at_bound(tmp_path: Path, gate: Path, bound: int, workers: int, *
                 rounds[0] += 1
                 return real()
             engine.queue_thresholds = counting  # type: ignore[method-assign]
-            await wait_for(lambda: rounds[0] >= 20, what="20 more rounds of the pull loop")
+            await wait_for(lambda: rounds[0] >= 20 or req.next_offset > bound + BATCH + 1,
+                           what="20 more rounds of the pull loop")
             assert req.next_offset <= bound + BATCH + 1, f"pulled up to {req.next_offset} past the bound {bound}"
             gate.write_text("go")
             await wait_for(lambda: len(read_records(tmp_path / "records.txt")) >= 150, what="everything after the gate")
