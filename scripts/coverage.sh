@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Line coverage of rmqrun across processes, reported per package.
 #
-#   scripts/coverage.sh                       # the default suite (tests/)
+#   scripts/coverage.sh                       # the default suite (tests/ -m "not slow")
 #   scripts/coverage.sh tests/unit -k store   # any pytest arguments: a subset
 #
 # The tests start worker processes, `rmqrun run` and brokers as children; coverage's
@@ -21,7 +21,7 @@ export COVERAGE_FILE="$PWD/.coverage"
 export COVERAGE_RCFILE="$PWD/scripts/coveragerc"
 rm -f .coverage .coverage.*
 
-if [ $# -eq 0 ]; then set -- tests; fi
+if [ $# -eq 0 ]; then set -- tests -m "not slow"; fi  # the default suite, as CI runs it
 # a throughput bound means nothing under line tracing, which slows that loop several times
 "$PY" -m coverage run -m pytest -q -p no:cacheprovider \
     --deselect tests/unit/test_process_queue.py::test_throughput_put_mark_remove "$@"
