@@ -1,0 +1,97 @@
+"""The pool executor does not run a job whose queue was dropped (rebalanced away) before it started.
+
+Java checks the dropped flag when a consume request starts; rmqrun has two
+places where a job can wait before it starts: in the executor (the dispatcher
+said "wait": the worker's in-flight bound is reached) and in a worker's pipe,
+behind the batch that worker is running. A job dropped in either place comes
+back with every message NOT_RUN (the new owner consumes them; nothing counts
+as handled or failed) and the handler never sees it. Real worker processes;
+the handler sleeps, so the second job is still waiting when its queue drops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from rmqrun.consumer.executor import ConsumeJob, Verdict
+from rmqrun.model import MessageQueue
+from rmqrun.remoting.message import encode_stored
+from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.supervisor.pool import PoolConfig
+
+pytestmark = pytest.mark.timeout(90)
+
+SKIPPED = "skipped: its queue was dropped"
+
+
+def _job(queue_id: int, offsets: list[int], pq: SimpleNamespace) -> ConsumeJob:
+    mq = MessageQueue("T", "broker-a", queue_id)
+    records = [bytes(encode_stored(topic="T", body=b"payload", properties={}, queue_id=queue_id, queue_offset=o))
+               for o in offsets]
+    return ConsumeJob(mq, False, records, offsets, pq=pq)
+
+
+async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def _executor(max_inflight_messages: int) -> PoolExecutor:
+    return PoolExecutor(PoolConfig(handler="workers.misbehave:sleep", workers=1, boot_timeout=30.0,
+                                   log_level="WARNING"), max_inflight_messages=max_inflight_messages)
+
+
+@pytest.fixture(autouse=True)
+def _slow_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RMQRUN_HANDLER_SLEEP_MS", "500")
+
+
+def test_a_job_waiting_in_the_executor_is_not_run_once_its_queue_is_dropped() -> None:
+    async def scenario() -> None:
+        ex = _executor(max_inflight_messages=1)  # the running job fills the worker: the next one waits here
+        await ex.start()
+        try:
+            kept, dropped = SimpleNamespace(dropped=False), SimpleNamespace(dropped=False)
+            first = asyncio.ensure_future(ex.run(_job(0, [0], kept)))
+            await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+            second = asyncio.ensure_future(ex.run(_job(1, [7], dropped)))
+            await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
+            dropped.dropped = True  # rebalanced away while it waits
+            assert (await first).verdicts == [Verdict.SUCCESS]
+            res = await asyncio.wait_for(second, 10)
+            assert res.verdicts == [Verdict.NOT_RUN], f"a dropped queue's waiting job ran: {res}"
+            assert res.error == SKIPPED
+            # the executor still runs jobs of queues it keeps
+            assert (await ex.run(_job(0, [1], kept))).verdicts == [Verdict.SUCCESS]
+        finally:
+            await ex.stop(5)
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_a_job_waiting_in_a_workers_pipe_is_skipped_once_its_queue_is_dropped() -> None:
+    async def scenario() -> None:
+        ex = _executor(max_inflight_messages=100)
+        await ex.start()
+        assert ex.dispatcher is not None
+        ex.dispatcher.pipeline_budget = math.inf  # pipeline up to the bound: both jobs go to the worker's pipe
+        try:
+            kept, dropped = SimpleNamespace(dropped=False), SimpleNamespace(dropped=False)
+            first = asyncio.ensure_future(ex.run(_job(0, [0], kept)))
+            second = asyncio.ensure_future(ex.run(_job(1, [5, 6], dropped)))
+            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
+            await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
+            dropped.dropped = True  # the executor's sweep asks the worker to skip the queued batch
+            assert (await first).verdicts == [Verdict.SUCCESS]
+            res = await asyncio.wait_for(second, 10)
+            assert res.verdicts == [Verdict.NOT_RUN, Verdict.NOT_RUN], f"a dropped queue's piped job ran: {res}"
+            assert res.error == SKIPPED
+        finally:
+            await ex.stop(5)
+    asyncio.run(asyncio.wait_for(scenario(), 60))
