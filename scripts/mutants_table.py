@@ -371,7 +371,7 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- dropped queues, RSS, graceful stop
     m("exec-dropped-waiting-runs", "rmqrun/supervisor/executor.py",
       "a job waiting in the executor runs although its queue was dropped",
-      "            if pending.dropped():  # rebalanced away while waiting", "            if False:",
+      "            if pending.dropped():  # rebalanced away", "            if False:  # rebalanced away",
       I + "test_executor_dropped.py::test_a_job_waiting_in_the_executor_is_not_run_once_its_queue_is_dropped"),
     m("exec-dropped-piped-runs", "rmqrun/supervisor/executor.py",
       "a job waiting in a worker's pipe runs although its queue was dropped (no skip asked)",
