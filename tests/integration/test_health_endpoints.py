@@ -10,6 +10,8 @@ parser, the reference reader of the format.
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import urllib.error
 import urllib.request
@@ -19,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.cli_kit import Child, child_env, free_port, run_args, wait_for
-from tests.integration.signals_kit import produce, start_broker
+from tests.integration.signals_kit import REPO, produce, start_broker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -74,6 +76,12 @@ def test_health_through_wait_consume_and_drain(tmp_path: Path) -> None:
             assert fams["rmqrun_handler_seconds"].type == "histogram"  # type: ignore[attr-defined]
             assert fams["rmqrun_queue_lag_messages"].type == "gauge"  # type: ignore[attr-defined]
             assert sample(fams, "rmqrun_ready") == 1
+            # the example dashboard asks only for series this scrape has
+            known = set(fams) | {s.name for f in fams.values() for s in f.samples}  # type: ignore[attr-defined]
+            dashboard = json.loads((REPO / "config" / "grafana-dashboard.json").read_text())
+            exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+            asked = {name for e in exprs for name in re.findall(r"rmqrun_[a-z_]+", e)}
+            assert len(asked) >= 10 and asked <= known, sorted(asked - known)
             assert sample(fams, "rmqrun_workers") == 2
             # 1.5 s per message, 8 messages, 2 workers: a busy worker is there to drain on SIGTERM
             wait_for(lambda: sample(families(port), "rmqrun_inflight_batches") >= 1, 30, "a batch in a worker")
