@@ -34,6 +34,7 @@ from __future__ import annotations
 import io
 import logging
 import sys
+import threading
 from typing import Any, TextIO
 
 from loguru import logger
@@ -118,6 +119,7 @@ class LineWriter(io.TextIOBase):
         self.original = original
         self._buf = ""
         self._busy = False
+        self._lock = threading.RLock()  # handler threads may print too; re-entered only by loguru's own error report
         self._log = logger.bind(stream=name)
 
     def writable(self) -> bool:
@@ -133,21 +135,28 @@ class LineWriter(io.TextIOBase):
     def fileno(self) -> int:
         return self.original.fileno()
 
+    @property
+    def buffer(self) -> Any:
+        """Bytes written here bypass the log (there is no line to label): the real stream's buffer."""
+        return self.original.buffer
+
     def write(self, text: str) -> int:
-        if self._busy:  # loguru reporting its own error to sys.stderr: straight out, no loop
-            return self.original.write(text)
-        if "\n" not in text:
-            self._buf += text
+        with self._lock:
+            if self._busy:  # loguru reporting its own error to sys.stderr: straight out, no loop
+                return self.original.write(text)
+            if "\n" not in text:
+                self._buf += text
+                return len(text)
+            lines = (self._buf + text).split("\n")
+            self._buf = lines.pop()
+            self._emit(lines)
             return len(text)
-        lines = (self._buf + text).split("\n")
-        self._buf = lines.pop()
-        self._emit(lines)
-        return len(text)
 
     def flush(self) -> None:
-        if self._buf:
-            line, self._buf = self._buf, ""
-            self._emit([line])
+        with self._lock:
+            if self._buf and not self._busy:
+                line, self._buf = self._buf, ""
+                self._emit([line])
 
     def _emit(self, lines: list[str]) -> None:
         """One record per non-empty line, placed at the caller of write/flush (print is C: its caller)."""
