@@ -181,15 +181,24 @@ def setup(worker_id: int, pid: int, level: str, fmt: str = "text") -> None:
         logger.add(out, level=level, serialize=True, backtrace=False, diagnose=False)
     else:
         logger.add(out, level=level, format=_text_format, backtrace=False, diagnose=False)
+    route_std_logging(level)
+    sys.stdout = LineWriter("stdout", STDOUT_LEVEL, sys.stdout)
+    sys.stderr = LineWriter("stderr", STDERR_LEVEL, out)
+
+
+def route_std_logging(level: str) -> None:
+    """Standard ``logging`` at or above ``level`` and ``warnings`` into loguru (idempotent).
+
+    Also used by the supervisor and the other commands, so that a library's
+    log record or a warning is a JSON line like the rest, not bare text.
+    """
     root = logging.getLogger()
     for old in list(root.handlers):
         if isinstance(old, InterceptHandler):
             root.removeHandler(old)
     root.addHandler(InterceptHandler())
-    root.setLevel(logger.level(level).no)  # loguru's level numbers are logging's (TRACE 5, SUCCESS 25 between)
+    root.setLevel(logger.level(level.upper()).no)  # loguru's level numbers are logging's (TRACE 5, SUCCESS 25)
     logging.captureWarnings(True)  # Python's warning filters (-W, PYTHONWARNINGS) still decide what is shown
-    sys.stdout = LineWriter("stdout", STDOUT_LEVEL, sys.stdout)
-    sys.stderr = LineWriter("stderr", STDERR_LEVEL, out)
 
 
 def flush() -> None:
