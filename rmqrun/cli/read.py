@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
+from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
@@ -53,29 +54,10 @@ class Options:
     fmt: str
 
 
-def _int_option(name: str, value: str | None, minimum: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"{name} {value!r} is not an integer") from None
-    if number < minimum:
-        raise ConfigError(f"{name} {value!r} must be >= {minimum}")
-    return number
-
-
 def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str | None, follow: bool,
                   tags: str | None, queue: str | None, fmt: str) -> Options:
     """Check every option before anything touches the network; ConfigError names the bad one."""
-    addr = namesrv if namesrv is not None else os.environ.get("NAMESRV_ADDR")
-    if not addr or not addr.strip():
-        raise ConfigError("missing name server: give --namesrv host:port or set $NAMESRV_ADDR")
-    from rmqrun.client.namesrv import parse_addresses
-    try:
-        parse_addresses(addr)
-    except ValueError as exc:
-        raise ConfigError(f"--namesrv {addr!r}: {exc}") from None
+    addr = namesrv_option(namesrv)
     if topic is None or not topic.strip():
         raise ConfigError("missing --topic")
     try:
@@ -85,14 +67,10 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str
     fmt = fmt.strip().lower()
     if fmt not in ("text", "json"):
         raise ConfigError(f"--format {fmt!r} is not one of: text, json")
-    expression = tags if tags is not None else "*"
-    from rmqrun.consumer.subscription import build_subscription_data
-    try:
-        build_subscription_data(topic, expression)
-    except ValueError as exc:
-        raise ConfigError(f"--tags {tags!r}: {exc}") from None
-    return Options(addr.strip(), topic.strip(), start, _int_option("--count", count, 1), follow, expression,
-                   _int_option("--queue", queue, 0), fmt)
+    expression = tags_option(topic, tags)
+    count_n = None if count is None else int_option(count, "--count", 1)
+    queue_id = None if queue is None else int_option(queue, "--queue", 0)
+    return Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt)
 
 
 @dataclass
