@@ -19,7 +19,7 @@ and any batch still queued for it, come back NOT_RUN and go to the
 replacement), so RSS overshoots the limit by at most one call.
 
 Progress within a batch goes to memory shared with the supervisor
-(:mod:`rmqrun.supervisor.progress`), so that if this process dies, messages
+(:mod:`rmqrun.pipe.progress`), so that if this process dies, messages
 that already have a result are not run again and the supervisor knows which
 message was in the handler.
 
@@ -46,8 +46,8 @@ from loguru import logger
 
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
-from rmqrun.supervisor import progress as progress_mem
-from rmqrun.supervisor.wire import (
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
     WireError, encode,
 )
