@@ -79,7 +79,7 @@ from rmqrun.pipe.wire import (
     Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, MessageOutcome, Ready,
     Retiring, Started, Status, Stop, WireError, describe_exit, encode, encode_run,
 )
-from rmqrun.worker.main import WorkerConfig
+from rmqrun.pipe.worker_config import WorkerConfig
 
 __all__ = [
     "Pool", "PoolConfig", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost",

@@ -19,7 +19,8 @@ from rmqrun.pipe.wire import ConsumeMode, Done, FrameBuffer, Run, Started, Statu
 from rmqrun.worker.handler import (
     BadResultError, ConcurrentOutcome, Handler, OrderlyOutcome, batch, map_concurrent, map_orderly,
 )
-from rmqrun.worker.main import Worker, WorkerConfig
+from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker.main import Worker
 
 S = Status
 
