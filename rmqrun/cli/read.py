@@ -84,7 +84,7 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str
     if fmt not in ("text", "json"):
         raise ConfigError(f"--format {fmt!r} is not one of: text, json")
     expression = tags if tags is not None else "*"
-    from rmqrun.consumer.subscription import build_subscription_data
+    from rmqrun.client.subscription import build_subscription_data
     try:
         build_subscription_data(topic, expression)
     except ValueError as exc:

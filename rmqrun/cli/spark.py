@@ -153,7 +153,7 @@ def _topic(topic: str | None) -> str:
 
 def _tags(topic: str | None, tags: str | None) -> str:
     expression = tags if tags is not None else "*"
-    from rmqrun.consumer.subscription import build_subscription_data
+    from rmqrun.client.subscription import build_subscription_data
     try:
         build_subscription_data(topic or "", expression)
     except ValueError as exc:

@@ -35,7 +35,7 @@ from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records
 
 if TYPE_CHECKING:
     from rmqrun.consumer.push import PushConsumer
-    from rmqrun.consumer.subscription import SubscriptionData
+    from rmqrun.client.subscription import SubscriptionData
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
