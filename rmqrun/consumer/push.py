@@ -32,7 +32,8 @@ from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
-from rmqrun.consumer.puller import PullRequest, pull_loop
+from rmqrun.consumer.pull_request import PullRequest
+from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.model import MessageQueue
