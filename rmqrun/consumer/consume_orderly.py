@@ -174,11 +174,20 @@ class OrderlyConsumeService:
             # Manual commit: SUCCESS consumes without committing; COMMIT commits all taken
             # so far (the COMMIT call included); ROLLBACK puts back all taken since the
             # last commit and suspends.
-            if bad is Verdict.COMMIT:
+            while bad is Verdict.COMMIT:
+                # The worker goes on after a COMMIT call, so what follows it in the job
+                # already ran: commit through the call, keep the rest taken, and judge it
+                # by its own verdicts (putting it back would deliver it twice).
                 tail = rest[len(call):]
                 pq.make_messages_to_consume_again([e.offset for e in tail])
                 commit_offset = pq.commit()
-                rest, bad = tail, (Verdict.NOT_RUN if tail else None)
+                if tail:
+                    pq.take_messages(len(tail))
+                tail_verdicts = verdicts[len(entries) - len(tail):]
+                k = next((i for i, v in enumerate(tail_verdicts) if v is not Verdict.SUCCESS), len(tail))
+                rest = tail[k:]
+                bad = tail_verdicts[k] if rest else None
+                call = rest[:cfg.consume_message_batch_max_size]
             if bad is Verdict.ROLLBACK:
                 pq.rollback()
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000

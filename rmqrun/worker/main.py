@@ -51,6 +51,7 @@ from rmqrun.pipe.wire import (
     WireError, encode,
 )
 from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker import logs as worker_logs
 from rmqrun.worker.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.handler import (
     BadResultError, Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
@@ -60,8 +61,6 @@ from rmqrun.worker.handler import (
 RETRY_TOPIC_PREFIX = "%RETRY%"
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
-LOG_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
-              "{message}")
 
 
 class _Pipe:
@@ -308,6 +307,8 @@ class Worker:
         t0 = time.perf_counter()
         msgs, offsets, decode_errors = self._decode(run)
         n = len(msgs)
+        context = worker_logs.CONTEXT
+        context.begin(msgs, offsets)  # by reference: what the handler logs is labelled only when it logs
         check_memory = self.config.max_memory > 0
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
@@ -344,6 +345,7 @@ class Worker:
                     if check_memory and start and self._memory_check():
                         break  # recycle after the call that went over: the rest go to the replacement
                     arg = msgs[start:end] if is_batch else msgs[start]
+                    context.index = start
                     if prog is not None:
                         prog.call(statuses, delays, start, end)
                     if limit > 0:
@@ -408,6 +410,7 @@ class Worker:
             self._terminating = True
             error = error or "worker terminated (SIGTERM)"
         self._in_batch = False
+        context.end()
         if prog is not None:
             prog.publish(statuses, delays, n)
         self.handled += n
@@ -443,15 +446,6 @@ class Worker:
             self.pipe.send(Retiring(reason))
 
 
-def _setup_logging(worker_id: int, level: str, fmt: str = "text") -> None:
-    logger.remove()
-    logger.configure(extra={"worker_id": worker_id, "pid": os.getpid(), "role": "worker"})
-    if fmt == "json":  # worker_id and pid travel in record.extra
-        logger.add(sys.stderr, level=level, serialize=True, backtrace=False, diagnose=False)
-    else:
-        logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
-
-
 def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
     """The BOOT frame, and the buffer holding whatever arrived after it (batches may already be queued)."""
     frames = FrameBuffer()
@@ -483,11 +477,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
-    _setup_logging(boot.worker_id, config.log_level, config.log_format)
+    worker_logs.setup(boot.worker_id, os.getpid(), config.log_level, config.log_format)
     worker = Worker(config, boot.worker_id, sock, progress)
     worker.pipe.frames = frames
     code = worker.run()
-    sys.stderr.flush()
+    worker_logs.flush()
+    sys.__stderr__.flush()
     raise SystemExit(int(code))
 
 
