@@ -44,6 +44,7 @@ from .queue_table import QueueTable, topic_name_problem
 from .record import STORE_TIMESTAMP_PROBE, RecordHeader, check_body_crc, parse_header, read_store_timestamp
 from .recovery import Recovery, RecoveryReport
 from .results import GetResult, PutResult
+from .retention import DiskUsage, Retention, RetentionListener, RetentionReport
 from .subscription_groups import SubscriptionGroupStore
 from .tags_code import TagsCodeFn, make_tags_code_fn
 from .topic_configs import TopicConfigStore
@@ -73,6 +74,8 @@ class MessageStore:
         self._known_topics: set[str] = set()
         self._last_checkpoint: Checkpoint | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        #: Deletes old files (retention.py); its ``disk_usage`` and ``listeners`` are public.
+        self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock)
         config_dir = self.data_dir / "config"
         self.consumer_offsets = ConsumerOffsetStore(config_dir / ConsumerOffsetStore.FILE_NAME)
         self.topic_configs = TopicConfigStore(config_dir / TopicConfigStore.FILE_NAME)
@@ -110,8 +113,11 @@ class MessageStore:
         cp, cp_problem = (None, None) if rebuild_queues else self._checkpoint_file.load()
         if self.config.recover_full_scan:
             cp = None
+        self._correct_min_offsets()  # after retention, entries below the log's head are not checked
         recovery = Recovery(self._log, self._queues, self.tags_code_fn, verify_queues=self.config.verify_consume_queues)
         self.recovery = recovery.run(cp, unusable_queues=bad_queues)
+        self._correct_min_offsets()
+        self.retention._last_log_min = self._log.min_offset
         if cp_problem:
             self.recovery.notes.insert(0, cp_problem)
         self._seed_store_time()
@@ -128,6 +134,7 @@ class MessageStore:
         self._tasks = PeriodicTasks("store-maintenance")
         self._tasks.add("checkpoint", self.config.checkpoint_interval_ms / 1000, self._checkpoint)
         self._tasks.add("config-flush", self.config.config_flush_interval_ms / 1000, self.flush_configs)
+        self._tasks.add("retention", self.config.clean_resource_interval_ms / 1000, self.clean_expired_files)
         self._tasks.start()
 
     def close(self) -> None:
@@ -172,6 +179,12 @@ class MessageStore:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _correct_min_offsets(self) -> None:
+        log_min = self._log.min_offset
+        if log_min > 0:
+            for cq in self._queues:
+                cq.correct_min_offset(log_min)
 
     def _check_meta(self) -> bool:
         """Refuse a segment size the log was not written with; returns True if queues must be rebuilt."""
@@ -357,6 +370,26 @@ class MessageStore:
     def flushed_offset(self) -> int:
         """Every commit-log byte below this is fsync'ed."""
         return self._log.file.synced_pos
+
+    # -- retention -------------------------------------------------------------------
+    def clean_expired_files(self, now: float | None = None) -> RetentionReport | None:
+        """One retention check (runs every ``clean_resource_interval_ms``; callable directly).
+
+        ``now`` (epoch seconds) stands for the clock in tests. None when the store is
+        fenced after an I/O error (nothing is deleted then).
+        """
+        if self._failed is not None or (self._flusher is not None and self._flusher.error is not None):
+            return None
+        return self.retention.run(now)
+
+    def set_disk_usage(self, fn: DiskUsage | None) -> None:
+        """Replace the disk-use reading retention decides on (None: the real file system's)."""
+        from .retention import disk_used_ratio
+        self.retention.disk_usage = fn or disk_used_ratio
+
+    def add_retention_listener(self, listener: RetentionListener) -> None:
+        """Call ``listener(new_commit_log_min_offset)`` after retention deleted commit-log files."""
+        self.retention.listeners.append(listener)
 
     # -- background ------------------------------------------------------------------
     def _checkpoint(self) -> None:

@@ -136,7 +136,8 @@ class Recovery:
             cq = self.queues.get(*key)
             if cq is not None:
                 self.queues.remove(cq)
-        start = 0 if (cp is None or rebuild) else c_off
+        # After retention the log no longer starts at 0: a full scan starts at its head.
+        start = self.log.min_offset if (cp is None or rebuild) else c_off
         scanner = LogScanner(self.log, start, verify_from=c_off)
         feeds: dict[QueueKey, _Feed] = {}
         scanned = self._scan(scanner, c_off, counts, rebuild, feeds, full=cp is None)
@@ -235,7 +236,10 @@ class Recovery:
                     prev_end = phys + size
                     offset += 1
         step = max(1, count // _SAMPLES)
-        for n in sorted({0, count - 1, *range(0, count, step)}):
+        lo = cq.min_offset  # entries below it point at commit-log files retention deleted
+        if lo >= count:
+            return None
+        for n in sorted({lo, count - 1, *range(lo, count, step)}):
             entry = cq.entry(n)
             if entry is None:
                 return f"entry {n} unreadable"
@@ -279,7 +283,13 @@ class Recovery:
                 if problem or h.queue_id < 0:
                     scanner.stop_at(rec.pos, f"record at {rec.pos}: {problem or 'negative queue id'}")
                     break
-                feed = feeds[key] = self._new_feed(key, 0 if (full or key in rebuild) else counts.get(key, 0))
+                if full or key in rebuild:
+                    # A rebuilt queue starts where its first surviving record says (0 unless
+                    # retention deleted the log's head).
+                    base = h.queue_offset if self.log.min_offset > 0 else 0
+                else:
+                    base = counts.get(key, 0)
+                feed = feeds[key] = self._new_feed(key, base)
             if h.queue_offset != feed.next:
                 scanner.stop_at(
                     rec.pos,
