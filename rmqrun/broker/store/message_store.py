@@ -36,7 +36,8 @@ from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
 from .consume_queue import pack_entry
 from .consumer_offsets import ConsumerOffsetStore
-from .errors import MessageTooLargeError, RecordFormatError, StoreClosedError, StoreError, StoreIOError, StoreLockedError
+from .errors import (DataDirError, MessageTooLargeError, RecordFormatError, StoreClosedError, StoreError, StoreIOError,
+                     StoreLockedError)
 from .flusher import CommitLogFlusher
 from .json_file import JsonFile
 from .queue_reader import DEFAULT_MAX_BYTES, Accept, Boundary, get_messages, search_offset_by_timestamp, store_time_at
@@ -92,10 +93,15 @@ class MessageStore:
     def open(self) -> "MessageStore":
         if self.is_open:
             return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_dir()
         self._take_dir_lock()
         try:
-            self._open_locked()
+            try:
+                self._open_locked()
+            except StoreError:
+                raise
+            except OSError as exc:  # e.g. ENOSPC writing meta.json or the checkpoint
+                raise DataDirError(self.data_dir, _os_reason(exc)) from exc
         except BaseException:
             self._log.close()
             self._queues.close()
@@ -131,7 +137,7 @@ class MessageStore:
         self._flusher = CommitLogFlusher(self._log.file, lambda: self._log.write_pos,
                                          self.config.flush_interval_ms / 1000)
         self._flusher.start()
-        self._tasks = PeriodicTasks("store-maintenance")
+        self._tasks = PeriodicTasks("store-maintenance", where=str(self.data_dir))
         self._tasks.add("checkpoint", self.config.checkpoint_interval_ms / 1000, self._checkpoint)
         self._tasks.add("config-flush", self.config.config_flush_interval_ms / 1000, self.flush_configs)
         self._tasks.add("retention", self.config.clean_resource_interval_ms / 1000, self.clean_expired_files)
@@ -166,13 +172,28 @@ class MessageStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _prepare_dir(self) -> None:
+        """Create the data directory; refuse one that is a file or not writable, naming it."""
+        d = self.data_dir
+        if d.exists() and not d.is_dir():
+            raise DataDirError(d, "exists but is not a directory")
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataDirError(d, f"cannot be created: {_os_reason(exc)}") from exc
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise DataDirError(d, "is not writable by this user")
+
     def _take_dir_lock(self) -> None:
-        fd = os.open(self.data_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.data_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise DataDirError(self.data_dir, f"cannot create its lock file: {_os_reason(exc)}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StoreLockedError(f"{self.data_dir} is already open in another store or process") from None
+            raise StoreLockedError(self.data_dir) from None
         self._lock_fd = fd
 
     def _release_dir_lock(self) -> None:
@@ -427,3 +448,9 @@ class MessageStore:
         """Save the JSON stores that changed (also runs periodically and on close)."""
         for store in (self.consumer_offsets, self.topic_configs, self.subscription_groups):
             store.flush()
+
+
+def _os_reason(exc: OSError) -> str:
+    """``strerror`` plus the file when the error names one ("No space left on device (meta.json)")."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason
