@@ -81,6 +81,8 @@ def test_files_go_and_a_lagging_run_consumer_continues_at_the_new_minimum(tmp_pa
     # what the clients do with it can be checked exactly. It survives the restart too.
     eb = start_broker(tmp_path, segment_size=4096, max_message_size=1024, consume_queue_entries_per_file=8)
     try:
+        # (A real disk above 85% used would rightly delete more; the reading is pinned low.)
+        eb.broker.store.set_disk_usage(lambda _p: 0.10)
         assert eb.broker.store.commit_log_min_offset == log_min
         assert queue_mins(eb, "RET") == mins
         # A PullConsumer at offset 0 is told OFFSET_ILLEGAL with the new minimum, and is
@@ -114,12 +116,15 @@ def test_disk_above_the_forcible_ratio_deletes_fresh_files_at_once(tmp_path: Pat
     # Default retention (72 h, at 04:00): nothing would go for days ...
     eb = start_broker(tmp_path, segment_size=4096, max_message_size=1024, clean_resource_interval_ms=200)
     try:
+        eb.broker.store.set_disk_usage(lambda _p: 0.10)
         produce(eb, "DISK", 120)
         cl = eb.config.data_dir / "commitlog"
         before = files(cl)
         assert len(before) > 3
         time.sleep(0.6)  # three checks at a normal disk reading: nothing may go
-        eb.broker.store.set_disk_usage(lambda _p: 0.50)
+        assert files(cl) == before
+        # Above diskMaxUsedSpaceRatio (75%) only expired files go: none is.
+        eb.broker.store.set_disk_usage(lambda _p: 0.80)
         time.sleep(0.6)
         assert files(cl) == before
         # ... until the disk reads above diskSpaceCleanForciblyRatio (85%).
