@@ -215,3 +215,28 @@ def test_bad_retention_settings_are_refused() -> None:
     with pytest.raises(StoreError, match="disk_max_used_space_ratio"):
         small_config(disk_max_used_space_ratio=99)
     assert small_config(delete_when="04;16").delete_when == "04;16"
+
+
+def test_a_reader_holding_a_deleted_segment_never_recreates_its_file(tmp_path, store) -> None:
+    """A read racing with deletion (it found the segment before the list was swapped)."""
+    fill(store, 60)
+    age_all(tmp_path, 2 * HOUR)
+    log_file = store._log.file
+    old_list = log_file.segments
+    head = old_list[0]
+    store._log.close()  # descriptors closed, as after open: a reader would reopen on demand
+    store.clean_expired_files(now=at_hour(4))
+    assert head.gone and not head.path.exists()
+    # Reading through the old segment object: the descriptor opened before the unlink serves
+    # the bytes; after the next deletion closes it, the read is empty; never a new file.
+    assert len(os.pread(head.fd, 8, 0)) == 8
+    current = log_file.segments
+    log_file.segments = old_list  # the reader's stale view
+    try:
+        assert log_file.read(head.start, 8) != b""
+        log_file._close_fd(head)
+        assert log_file.read(head.start, 8) == b""
+        assert log_file.read_into(head.start, 8) == bytearray()
+        assert not head.path.exists()
+    finally:
+        log_file.segments = current

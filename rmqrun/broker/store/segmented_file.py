@@ -50,6 +50,8 @@ class Segment:
     start: int
     path: Path
     fd: int | None = field(default=None, repr=False)
+    #: Deleted by drop_head: never reopened (O_CREAT would bring back an empty file).
+    gone: bool = False
 
 
 class SegmentedFile:
@@ -126,6 +128,8 @@ class SegmentedFile:
         if fd is None:
             with self._fd_lock:
                 if seg.fd is None:
+                    if seg.gone:
+                        raise FileNotFoundError(f"segment {seg.path} was deleted by retention")
                     seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 fd = seg.fd
         return fd
@@ -190,19 +194,29 @@ class SegmentedFile:
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` from one segment (shorter at the end of data)."""
         seg = self.find(pos)
-        if seg is None or size <= 0:
+        if seg is None or size <= 0 or (seg.gone and seg.fd is None):
             return b""
         size = min(size, seg.start + self.segment_size - pos)
-        return os.pread(self._fd(seg), size, pos - seg.start)
+        try:
+            return os.pread(self._fd(seg), size, pos - seg.start)
+        except OSError:
+            if seg.gone:  # deleted by retention meanwhile: as if already below the minimum
+                return b""
+            raise
 
     def read_into(self, pos: int, size: int) -> bytearray:
         """:meth:`read` into a fresh ``bytearray`` the caller may patch (no extra copy)."""
         seg = self.find(pos)
-        if seg is None or size <= 0:
+        if seg is None or size <= 0 or (seg.gone and seg.fd is None):
             return bytearray()
         size = min(size, seg.start + self.segment_size - pos)
         buf = bytearray(size)
-        got = os.preadv(self._fd(seg), [buf], pos - seg.start)
+        try:
+            got = os.preadv(self._fd(seg), [buf], pos - seg.start)
+        except OSError:
+            if seg.gone:  # deleted by retention meanwhile
+                return bytearray()
+            raise
         if got < size:
             del buf[got:]
         return buf
@@ -252,7 +266,11 @@ class SegmentedFile:
             return []
         for seg in self._dropped:
             self._close_fd(seg)
-        dropped, self.segments = self.segments[:count], self.segments[count:]
+        dropped = self.segments[:count]
+        for seg in dropped:
+            self._fd(seg)  # open now: a reader holding the old list reads the unlinked file, never recreates it
+            seg.gone = True
+        self.segments = self.segments[count:]
         for seg in dropped:
             seg.path.unlink(missing_ok=True)
         self._dropped = dropped
