@@ -48,8 +48,10 @@ def queue_mins(eb: EmbeddedBroker, topic: str) -> dict[int, int]:
 
 
 def settled(eb: EmbeddedBroker) -> bool:
-    """Retention is done: only the commit-log file being written is left."""
-    return len(files(eb.config.data_dir / "commitlog")) == 1
+    """Retention is done: only the commit-log file being written is left, and the queues followed."""
+    store = eb.broker.store
+    return (len(files(eb.config.data_dir / "commitlog")) == 1
+            and store.retention.followed_min == store.commit_log_min_offset)
 
 
 def test_files_go_and_a_lagging_run_consumer_continues_at_the_new_minimum(tmp_path: Path, runs: Runs) -> None:
@@ -64,7 +66,8 @@ def test_files_go_and_a_lagging_run_consumer_continues_at_the_new_minimum(tmp_pa
                 pc.update_consume_offset(mq, 1)
             pc.persist_consume_offsets()
         assert committed(eb, "GRET", "RET") == {q: 1 for q in maxes}
-        wait_until(lambda: settled(eb), 30, "retention deleting every old commit-log file")
+        # The queues follow right after the files go: wait for both.
+        wait_until(lambda: settled(eb), 30, "retention deleting every old commit-log file, the queues following")
         log_min = eb.broker.store.commit_log_min_offset
         assert files(eb.config.data_dir / "commitlog") == [f"{log_min:020d}"] and log_min >= 5 * 4096
         mins = queue_mins(eb, "RET")
@@ -132,7 +135,8 @@ def test_disk_above_the_forcible_ratio_deletes_fresh_files_at_once(tmp_path: Pat
         assert files(cl) == before
         # ... until the disk reads above diskSpaceCleanForciblyRatio (85%).
         eb.broker.store.set_disk_usage(lambda _p: 0.91)
-        wait_until(lambda: files(cl) == before[-1:], 20, "forced clean of every file but the current one")
+        wait_until(lambda: files(cl) == before[-1:] and settled(eb), 20,
+                   "forced clean of every file but the current one, the queues following")
         assert all(m > 0 for m in queue_mins(eb, "DISK").values())
         # Writing and reading go on at the head of the log.
         produce(eb, "DISK", 4)

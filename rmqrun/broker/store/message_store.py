@@ -123,7 +123,7 @@ class MessageStore:
         recovery = Recovery(self._log, self._queues, self.tags_code_fn, verify_queues=self.config.verify_consume_queues)
         self.recovery = recovery.run(cp, unusable_queues=bad_queues)
         self._correct_min_offsets()
-        self.retention._last_log_min = self._log.min_offset
+        self.retention.followed_min = self._log.min_offset
         if cp_problem:
             self.recovery.notes.insert(0, cp_problem)
         self._seed_store_time()

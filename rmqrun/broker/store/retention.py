@@ -73,7 +73,8 @@ class Retention:
         self._hours = delete_hours(config.delete_when)
         self.disk_usage: DiskUsage = disk_used_ratio
         self.listeners: list[RetentionListener] = []
-        self._last_log_min = log.min_offset
+        #: The commit-log minimum the consume queues (and listeners) have caught up with.
+        self.followed_min = log.min_offset
         self._disk_state = "ok"
 
     def run(self, now: float | None = None) -> RetentionReport:
@@ -99,13 +100,13 @@ class Retention:
     def follow(self) -> int:
         """Make the consume queues (and listeners) follow the commit log's minimum; returns files deleted."""
         log_min = self.log.min_offset
-        if log_min <= self._last_log_min:
+        if log_min <= self.followed_min:
             return 0
         deleted = 0
         for cq in self.queues:
             with self._lock:
                 deleted += cq.delete_files_below(log_min)
-        self._last_log_min = log_min
+        self.followed_min = log_min
         for listener in self.listeners:
             try:
                 listener(log_min)
