@@ -240,3 +240,19 @@ def test_a_reader_holding_a_deleted_segment_never_recreates_its_file(tmp_path, s
         assert not head.path.exists()
     finally:
         log_file.segments = current
+
+
+def test_open_runs_one_check_before_writing(tmp_path) -> None:
+    """A store closed with a full disk frees space on open, before its first write."""
+    s = open_store(tmp_path)
+    fill(s, 60)
+    s.close()
+    files = log_files(tmp_path)
+    s = MessageStore(tmp_path, small_config(consume_queue_entries_per_file=8))
+    s.set_disk_usage(lambda _p: 0.99)
+    s.open()
+    try:
+        assert log_files(tmp_path) == files[-1:]
+        assert s.min_offset("T", 0) > 0 and s.max_offset("T", 0) == 60
+    finally:
+        s.close()

@@ -124,6 +124,9 @@ class MessageStore:
         self.recovery = recovery.run(cp, unusable_queues=bad_queues)
         self._correct_min_offsets()
         self.retention.followed_min = self._log.min_offset
+        # One retention check before the first write (the checkpoint below): a broker
+        # stopped by a full disk can then start again if old files may go.
+        self.retention.run()
         if cp_problem:
             self.recovery.notes.insert(0, cp_problem)
         self._seed_store_time()
