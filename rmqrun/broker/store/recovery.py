@@ -9,7 +9,9 @@ became durable. Recovery makes them agree again:
 2. Check each consume queue against the checkpoint: at least the checkpointed number
    of entries, structurally sane (offsets increasing, below C), and a few entries
    sampled against the commit log. A queue failing that is rebuilt from 0.
-3. Scan the commit log: from 0 if anything is rebuilt (records below C are trusted,
+3. Scan the commit log: from its first file (0 unless retention deleted the head; a
+   rebuilt queue then starts at its first surviving record's queue offset and its
+   min offset is corrected by the store) if anything is rebuilt (records below C are trusted,
    so their CRC is skipped and only rebuilt queues are fed), else from C. Every
    record is validated (see :mod:`log_scanner`: structure, position, and the whole-
    record CRC of sealed records, so a torn tail is cut wherever it is torn: header,
@@ -341,7 +343,7 @@ class Recovery:
     @staticmethod
     def _entries_below(cq: ConsumeQueue, count: int, end: int) -> int:
         """How many of the first ``count`` entries describe records wholly below ``end``."""
-        lo, hi = 0, count
+        lo, hi = min(cq.min_offset, count), count  # entries below the min point at deleted files
         while lo < hi:
             mid = (lo + hi) // 2
             e = cq.entry(mid)
