@@ -146,3 +146,39 @@ def test_disk_above_the_forcible_ratio_deletes_fresh_files_at_once(tmp_path: Pat
                 assert res.status is PullStatus.FOUND
     finally:
         eb.stop_in_thread()
+
+
+def test_the_delay_schedule_follows_the_new_minimum(tmp_path: Path) -> None:
+    """Delayed messages whose schedule entries were deleted are skipped; later ones still arrive."""
+    import asyncio
+
+    from rmqrun.broker.messages import SCHEDULE_TOPIC
+    from rmqrun.client.producer import Producer
+
+    eb = start_broker(tmp_path, segment_size=4096, max_message_size=1024, clean_resource_interval_ms=200,
+                      message_delay_levels="4s")
+    store = eb.broker.store
+    try:
+        store.set_disk_usage(lambda _p: 0.10)
+
+        async def send(topic: str, n: int, delay_level: int = 0) -> None:
+            async with Producer(eb.namesrv_address, "PG_delay") as producer:
+                for i in range(n):
+                    await producer.send(topic, f"{topic}-{i}".encode(), delay_level=delay_level, queue=0)
+
+        asyncio.run(send("DLY", 3, delay_level=1))  # due in 4 s
+        assert store.max_offset(SCHEDULE_TOPIC, 0) == 3
+        produce(eb, "FILLER", 120)  # pushes the schedule records out of the current file
+        store.set_disk_usage(lambda _p: 0.91)
+        wait_until(lambda: settled(eb), 20, "forced clean")
+        store.set_disk_usage(lambda _p: 0.10)
+        assert store.min_offset(SCHEDULE_TOPIC, 0) == 3  # all three schedule entries are gone
+        # Once the head message was due, the level moved to the minimum: nothing was delivered
+        # from a deleted file, and the next delayed message is delivered as usual.
+        assert eb.broker.schedule is not None
+        wait_until(lambda: eb.broker.schedule.offsets.get(1) == 3, 20, "the level to move to the new minimum")
+        assert store.max_offset("DLY", 0) == 0
+        asyncio.run(send("DLY", 1, delay_level=1))
+        wait_until(lambda: store.max_offset("DLY", 0) == 1, 20, "the later delayed message delivered")
+    finally:
+        eb.stop_in_thread()
