@@ -15,6 +15,10 @@ contended) and go straight to the page cache with ``pwrite``; durability comes f
 the flusher thread (group commit in SYNC mode, periodic in ASYNC mode); consume
 queues and the checkpoint are fsync'ed by a second background thread.
 
+Old commit-log files go by RocketMQ's retention rules, consume queues following (a
+background check, see :mod:`.retention`); a data directory that cannot be used is a
+:class:`DataDirError` naming it.
+
 Every record leaves the store (pull, view, send-back) exactly as RocketMQ stores it;
 on disk its PHYSICALOFFSET holds a seal instead (see :mod:`.record` for why there,
 and how directories written before seals keep working).
