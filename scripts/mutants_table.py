@@ -37,6 +37,7 @@ PQ = "rmqrun/consumer/process_queue.py"
 RT = "rmqrun/consumer/retry.py"
 PL = "rmqrun/consumer/puller.py"
 RB = "rmqrun/consumer/rebalance.py"
+RP = "rmqrun/client/republish.py"
 SLOW = I + "test_engine_concurrent.py::test_slow_message_holds_the_commit"
 CHAIN = I + "test_engine_retry_chain.py"
 ORD = I + "test_engine_orderly.py"
@@ -94,12 +95,12 @@ MUTANTS: list[Mutant] = [
       "        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1)",
       "        return True",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
-    m("retry-republish-failure-true", RT, "a failed re-publish reports success (message dropped)",
-      "                         msg.msg_id, retry_topic(self.group), exc)\n            return False",
-      "                         msg.msg_id, retry_topic(self.group), exc)\n            return True",
+    m("retry-republish-failure-true", RP, "a failed re-publish reports success (message dropped)",
+      "                         msg.msg_id, topic, exc)\n            return False",
+      "                         msg.msg_id, topic, exc)\n            return True",
       CHAIN + "::test_send_back_and_republish_refused_the_message_is_retried_locally"),
-    m("retry-republish-loses-topic", RT, "the re-published copy does not carry its real topic",
-      "        props[codec.PROPERTY_RETRY_TOPIC] = msg.topic\n", "",
+    m("retry-republish-loses-topic", RP, "the re-published copy does not carry its real topic",
+      "    props[codec.PROPERTY_RETRY_TOPIC] = msg.topic\n", "",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("retry-local-count-not-raised", CC, "a locally retried message keeps its reconsume count",
       "entry.payload = with_reconsume_times(entry.payload, reconsume_times(entry.payload) + 1)",
@@ -216,10 +217,10 @@ MUTANTS: list[Mutant] = [
       "        return True\n    return sub.matches_tag(tags)", "        return True\n    return True",
       I + "test_engine_puller_errors.py::test_tags_with_colliding_hash_codes_are_filtered_by_the_client"),
     # ---------------------------------------------------------------- tag filtering
-    m("sub-tag-match-all", "rmqrun/consumer/subscription.py", "client tag filter accepts any tag",
+    m("sub-tag-match-all", "rmqrun/client/subscription.py", "client tag filter accepts any tag",
       "return tags is not None and tags in self._tags_lookup", "return True",
       U + "test_subscription.py"),
-    m("sub-tags-code-all", "rmqrun/consumer/subscription.py", "broker tags-code filter accepts any code",
+    m("sub-tags-code-all", "rmqrun/client/subscription.py", "broker tags-code filter accepts any code",
       "return tags_code in self._codes_lookup", "return True",
       U + "test_subscription.py"),
     m("broker-pull-no-filter", "rmqrun/broker/processors/pull.py", "the broker does not filter pulls by tag",

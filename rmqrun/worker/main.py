@@ -19,7 +19,7 @@ and any batch still queued for it, come back NOT_RUN and go to the
 replacement), so RSS overshoots the limit by at most one call.
 
 Progress within a batch goes to memory shared with the supervisor
-(:mod:`rmqrun.supervisor.progress`), so that if this process dies, messages
+(:mod:`rmqrun.pipe.progress`), so that if this process dies, messages
 that already have a result are not run again and the supervisor knows which
 message was in the handler.
 
@@ -39,18 +39,18 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from loguru import logger
 
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
-from rmqrun.supervisor import progress as progress_mem
-from rmqrun.supervisor.wire import (
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
     WireError, encode,
 )
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.worker import logs as worker_logs
 from rmqrun.worker.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.handler import (
@@ -61,34 +61,6 @@ from rmqrun.worker.handler import (
 RETRY_TOPIC_PREFIX = "%RETRY%"
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    """What a worker needs to know, sent once in the BOOT frame (as JSON, so plain fields only).
-
-    ``time_limit`` is the soft limit of one handler call in seconds (0 = none),
-    Java's consumeTimeout, which counts from the start of each consume call,
-    not from the start of the pulled batch the call belongs to.
-    ``kill_grace`` is how long after it the supervisor kills the worker; the
-    worker re-announces a long batch (STARTED again) before each call often
-    enough that the supervisor's hard limit counts from the current call too.
-    ``max_messages`` (+ a random 0..``max_messages_jitter``) and ``max_memory``
-    (RSS bytes) trigger recycling; 0 disables them.
-    """
-
-    handler: str
-    worker_init: str | None = None
-    worker_exit: str | None = None
-    batch_size: int = 1
-    time_limit: float = 900.0
-    kill_grace: float = 10.0
-    max_messages: int = 0
-    max_messages_jitter: int = 0
-    max_memory: int = 0
-    log_level: str = "INFO"
-    #: "text", or "json" for JSON lines (``rmqrun run --log-format json``)
-    log_format: str = "text"
 
 
 class _Pipe:
