@@ -234,10 +234,11 @@ MUTANTS: list[Mutant] = [
       "return mqs[index :: len(cids)]", "return mqs[index :: len(mqs)]",
       U + "test_allocate.py"),
     # ---------------------------------------------------------------- crash re-dispatch / dropped queues
-    m("exec-lost-batch-succeeds", "rmqrun/supervisor/executor.py", "a batch lost with its worker counts as consumed",
+    m("exec-lost-batch-succeeds", "rmqrun/supervisor/executor.py",
+      "a batch queued in a dead worker's pipe counts as consumed instead of running again",
       "            again.append(pending)\n",
       "            pending.future.set_result(JobResult([Verdict.SUCCESS] * batch.count, [0] * batch.count))\n",
-      I + "test_signals_workers.py::test_sigkill_of_a_busy_worker_loses_nothing_concurrent"),
+      I + "test_executor_worker_lost.py"),
     m("cc-dropped-result-applied", CC, "the result of a job whose queue was dropped meanwhile is applied",
       "        if pq.dropped:\n            ran = sum(", "        if False:\n            ran = sum(",
       I + "test_engine_dropped.py"),

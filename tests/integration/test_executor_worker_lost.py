@@ -1,0 +1,77 @@
+"""A batch waiting in the pipe of a worker that dies is run again by the replacement, never counted as done.
+
+Crash isolation handles the batch the dead worker was *running* (its poison
+message is failed alone); the batches queued behind it in the same pipe never
+started, so they must go back to the front of the line and really run. Real
+worker processes: the first job hangs in its handler call, the second waits
+behind it, the worker is killed with SIGKILL, and the second job's messages
+must then be recorded by the handler in the replacement process before the
+job reports SUCCESS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rmqrun.consumer.executor import ConsumeJob, Verdict
+from rmqrun.model import MessageQueue
+from rmqrun.remoting.message import encode_stored
+from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.supervisor.pool import PoolConfig
+from tests.integration.signals_kit import read_deliveries
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def _job(queue_id: int, idxs: list[int]) -> ConsumeJob:
+    mq = MessageQueue("T", "broker-a", queue_id)
+    records = [bytes(encode_stored(topic="T", body=b"payload", properties={"idx": str(i)}, queue_id=queue_id,
+                                   queue_offset=i)) for i in idxs]
+    return ConsumeJob(mq, False, records, list(idxs), pq=SimpleNamespace(dropped=False))
+
+
+async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "deliveries.txt"
+    monkeypatch.setenv("PROBE_RECORD", str(record))
+    monkeypatch.setenv("PROBE_HANG_IDX", "0")  # the first delivery of idx 0 sleeps for an hour
+
+    async def scenario() -> None:
+        ex = PoolExecutor(PoolConfig(handler="tests.integration.probe_handler:hang", workers=1, boot_timeout=30.0,
+                                     log_level="WARNING"), max_inflight_messages=100)
+        await ex.start()
+        assert ex.dispatcher is not None
+        ex.dispatcher.pipeline_budget = math.inf  # the second job goes to the busy worker's pipe
+        try:
+            hung = asyncio.ensure_future(ex.run(_job(0, [0])))
+            queued = asyncio.ensure_future(ex.run(_job(1, [5, 6])))
+            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
+            await _until(lambda: record.exists() and any(d.event == "start" for d in read_deliveries(record)),
+                         "the hanging call to begin")
+            (worker,) = ex.pool.workers()
+            os.kill(worker.pid, signal.SIGKILL)
+            # the call it died in is the message's doing: failed alone (retried / dead-lettered later)
+            assert (await asyncio.wait_for(hung, 30)).verdicts == [Verdict.RECONSUME_LATER]
+            res = await asyncio.wait_for(queued, 30)
+            assert res.verdicts == [Verdict.SUCCESS, Verdict.SUCCESS]
+            ran = [(d.idx, d.pid) for d in read_deliveries(record) if d.event == "ok"]
+            assert sorted(i for i, _ in ran) == [5, 6], f"the queued job counted as done without running: {ran}"
+            assert all(pid != worker.pid for _, pid in ran), "it ran in the replacement, not the dead worker"
+        finally:
+            await ex.stop(5)
+    asyncio.run(asyncio.wait_for(scenario(), 60))
