@@ -44,6 +44,7 @@ from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import decode_messages, decode_offset_msg_id
 from tests import captures
+from tests.conformance.shapes import shape as _shape
 
 pytestmark = [captures.requires_captures, pytest.mark.timeout(240)]
 
@@ -62,8 +63,6 @@ UNSERVED: set[int] = set()
 SHAPE_ONLY = {R.GET_BROKER_RUNTIME_INFO, R.GET_BROKER_CONFIG, R.GET_NAMESRV_CONFIG, R.GET_TOPIC_STATS_INFO,
               R.GET_CONSUMER_CONNECTION_LIST, R.GET_PRODUCER_CONNECTION_LIST, R.GET_CONSUME_STATS,
               R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, R.INVOKE_BROKER_TO_RESET_OFFSET, R.QUERY_MESSAGE}
-#: Maps keyed by data (queues, topics, client ids): their entries are compared by the union of their shapes.
-MAP_FIELDS = {"offsetTable", "consumerTable", "subscriptionTable", "mqTable", "statusTable", "messageQueueTable"}
 #: Broker-config keys an operator looks for; both answers must name them (the rest is Java tuning).
 CORE_BROKER_CONFIG = {"brokerName", "brokerClusterName", "brokerId", "brokerRole", "listenPort", "namesrvAddr",
                       "storePathRootDir", "flushDiskType", "autoCreateTopicEnable", "autoCreateSubscriptionGroup",
@@ -73,31 +72,6 @@ CORE_BROKER_CONFIG = {"brokerName", "brokerClusterName", "brokerId", "brokerRole
 #: Broker → client requests the replay's client connections answer with the Java consumer's captured answers.
 FORWARDED = {R.RESET_CONSUMER_CLIENT_OFFSET, R.GET_CONSUMER_STATUS_FROM_CLIENT, R.GET_CONSUMER_RUNNING_INFO,
              R.CONSUME_MESSAGE_DIRECTLY}
-
-
-def _merge_shapes(shapes: list[Any]) -> Any:
-    if shapes and all(isinstance(x, dict) for x in shapes):
-        merged: dict[str, list[Any]] = {}
-        for x in shapes:
-            for k, v in x.items():
-                merged.setdefault(k, []).append(v)
-        return {k: _merge_shapes(v) for k, v in merged.items()}
-    return sorted({repr(x) for x in shapes})
-
-
-def _shape(value: Any, name: str = "") -> Any:
-    """Field names and value kinds of a fastjson body; map entries collapse into one shape."""
-    if isinstance(value, dict):
-        if name in MAP_FIELDS or (value and all(k.startswith("{") for k in value)):
-            return {"<entry>": _merge_shapes([_shape(v) for v in value.values()])} if value else {}
-        return {k: _shape(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_merge_shapes([_shape(v) for v in value])] if value else []
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return type(value).__name__
 
 
 def body_shape(code: int, body: bytes) -> Any:
