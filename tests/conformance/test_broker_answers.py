@@ -29,6 +29,7 @@ delivered (every field but offsets and times).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,8 @@ SCALE = 5.0
 #: The 4.9.8 table divided by SCALE where the captures use it (levels 3 and 4: 10 s and 30 s).
 SCALED_DELAYS = "1s 1s 2s 6s 12s 24s 36s 48s 60s 72s 84s 96s 108s 120s 4m 6m 12m 24m"
 CAPTURED_BROKER = "127.0.0.1:10911"
+#: Long.MAX_VALUE: a query time range without an end.
+MAX_MS = 2**63 - 1
 #: An answer later than this after its request was a held (long-polling) pull.
 HELD_AFTER_S = 0.4
 
@@ -281,6 +284,9 @@ async def replay_with_clients(scenario: str, data_dir: Path) -> tuple[list[Misma
             real = replies.get(req.seq)
             if cmd.code == R.PULL_MESSAGE and "suspendTimeoutMillis" in cmd.ext_fields:
                 cmd.ext_fields["suspendTimeoutMillis"] = str(_scaled_suspend(cmd, req, real))
+            if cmd.code == R.QUERY_MESSAGE and int(cmd.ext_fields.get("endTimestamp", MAX_MS)) < MAX_MS:
+                # "until now" on the capture host's clock: until now on ours
+                cmd.ext_fields["endTimestamp"] = str(int(time.time() * 1000) + 1000)
             conn = await conn_for(req)
             if cmd.is_oneway:
                 stats["oneway"] += 1
