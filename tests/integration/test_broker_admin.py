@@ -225,3 +225,30 @@ def test_offline_reset_to_an_offset_stores_it_and_unknown_topics_are_refused(tmp
                              {"topic": "Nope", "group": "NeverRan", "timestamp": "0", "isForce": "true"})
             assert bad.code == ResponseCode.SYSTEM_ERROR and "no topic in this broker" in (bad.remark or "")
     run(main())
+
+
+def test_online_reset_is_followed_by_a_running_rmqrun_run_process(tmp_path: Path) -> None:
+    """The same through the CLI: `rmqrun run` in its own process, the reset sent as mqadmin sends it."""
+    from tests.integration.cli_kit import Child, child_env, embedded_broker, run_args
+    from tests.integration.cli_kit import produce as produce_sync
+    from tests.integration.cli_kit import wait_for as wait_sync
+
+    records = tmp_path / "records.txt"
+    with embedded_broker(tmp_path) as eb:
+        produce_sync(eb.namesrv_address, "CliRstT", 12)
+        env = child_env(RMQRUN_HANDLER_RECORD_FILE=str(records))
+        with Child(run_args(eb.namesrv_address, "CliRstG", "CliRstT", "workers.orderly_record:handle"),
+                   tmp_path, env=env) as child:
+            wait_sync(lambda: len(read_records(records)) >= 12, 60, what="12 messages")
+
+            async def committed() -> int:
+                return sum(v or 0 for v in (await committed_offsets(eb, "CliRstG", "CliRstT")).values())
+            wait_sync(lambda: asyncio.run(committed()) == 12, 60, what="offsets committed", interval=0.3)
+            reset = asyncio.run(call(eb.broker_address, R.INVOKE_BROKER_TO_RESET_OFFSET, {
+                "topic": "CliRstT", "group": "CliRstG", "timestamp": "0", "isForce": "true"}))
+            assert reset.code == ResponseCode.SUCCESS, reset.remark
+            wait_sync(lambda: len(read_records(records)) >= 24, 60, what="re-consumed from the reset point")
+            again = read_records(records)[12:]
+            assert sorted(again) == sorted(read_records(records)[:12]), "each message exactly once more"
+            assert child.proc.poll() is None, "still running after the reset"
+            assert "resets offsets of 4 queue(s) of CliRstG" in child.stderr
