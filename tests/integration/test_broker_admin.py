@@ -164,6 +164,11 @@ def test_admin_sees_a_running_rmqrun_consumer_and_its_progress(tmp_path: Path, r
                 await wait_for(lambda: len(read_records(record_file)) >= 21, what="the direct consumption")
                 assert read_records(record_file)[-1] == (msg.queue_id, msg.queue_offset)
 
+                groups = fastjson.loads((await call(addr, R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})).body)
+                assert groups["subscriptionGroupTable"]["AdmG"]["groupName"] == "AdmG"
+                topics = fastjson.loads((await call(addr, R.QUERY_TOPICS_BY_CONSUMER, {"group": "AdmG"})).body)
+                assert "AdmT" in topics["topicList"] and topics["brokerAddr"] == addr
+
                 gone = await call(addr, R.GET_CONSUMER_RUNNING_INFO,
                                   {"consumerGroup": "AdmG", "clientId": "nobody@1", "jstackEnable": "false"})
                 assert gone.code == ResponseCode.SYSTEM_ERROR and "not online" in (gone.remark or "")

@@ -211,6 +211,24 @@ class InspectProcessor:
         tps, table = self.consume_stats(group, cmd.ext_fields.get("topic") or None)
         return answer(cmd, body=fj_dumps({"consumeTps": tps, "offsetTable": table}), typed=False)
 
+    async def get_all_subscription_group_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: the Dashboard's consumer list starts here."""
+        store = self.broker.store.subscription_groups
+        version = store.data_version.to_json()
+        table = {sgc.group_name: sgc.to_json() for sgc in store.all().values()}
+        body = {"dataVersion": {"counter": version["counter"], "timestamp": version["timestamp"]},
+                "subscriptionGroupTable": table}
+        return answer(cmd, body=fastjson.dumps(body), typed=False)
+
+    async def query_topics_by_consumer(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_TOPICS_BY_CONSUMER: the topics a group has offsets for (``whichTopicByConsumer``)."""
+        group = cmd.ext_fields.get("group")
+        if not group:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, "the custom field <group> is null", typed=False)
+        topics = self.broker.store.consumer_offsets.topics_of(group)
+        return answer(cmd, body=fastjson.dumps({"brokerAddr": self.broker.address, "topicList": topics}),
+                      typed=False)
+
     async def get_consumer_connection_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         group = cmd.ext_fields.get("consumerGroup")
         if not group:

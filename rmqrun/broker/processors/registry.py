@@ -77,6 +77,8 @@ def register_all(broker: "Broker") -> Processors:
         R.GET_PRODUCER_CONNECTION_LIST: p.inspect.get_producer_connection_list,
         R.GET_CONSUME_STATS: p.inspect.get_consume_stats,
         R.QUERY_MESSAGE: p.inspect.query_message,
+        R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.inspect.get_all_subscription_group_config,
+        R.QUERY_TOPICS_BY_CONSUMER: p.inspect.query_topics_by_consumer,
         R.INVOKE_BROKER_TO_RESET_OFFSET: p.forward.invoke_reset_offset,
         R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: p.forward.invoke_get_consumer_status,
         R.GET_CONSUMER_RUNNING_INFO: p.forward.get_consumer_running_info,
