@@ -257,3 +257,28 @@ def test_online_reset_is_followed_by_a_running_rmqrun_run_process(tmp_path: Path
             assert sorted(again) == sorted(read_records(records)[:12]), "each message exactly once more"
             assert child.proc.poll() is None, "still running after the reset"
             assert "resets offsets of 4 queue(s) of CliRstG" in child.stderr
+
+
+def test_deleted_topic_is_gone_with_its_queues_and_offsets_and_stays_gone_after_a_restart(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with broker(tmp_path) as eb:
+            addr = eb.broker_address
+            await produce(eb.namesrv_address, "DelT", 8)
+            await produce(eb.namesrv_address, "KeepT", 4)
+            assert (await call(addr, R.INVOKE_BROKER_TO_RESET_OFFSET, {
+                "topic": "DelT", "group": "DelG", "timestamp": "-1", "isForce": "true"})).code == 0
+            deleted = await call(addr, R.DELETE_TOPIC_IN_BROKER, {"topic": "DelT"})
+            assert deleted.code == ResponseCode.SUCCESS
+            stats = await call(addr, R.GET_TOPIC_STATS_INFO, {"topic": "DelT"})
+            assert stats.code == ResponseCode.TOPIC_NOT_EXIST and stats.remark == "topic[DelT] not exist"
+            assert eb.broker.store.consumer_offsets.topics_of("DelG") == []
+            assert not any(t == "DelT" for t, _ in eb.broker.store.queues())
+            system = await call(addr, R.DELETE_TOPIC_IN_BROKER, {"topic": "SCHEDULE_TOPIC_XXXX"})
+            assert system.code == ResponseCode.SYSTEM_ERROR
+        async with broker(tmp_path) as eb:
+            assert (await call(eb.broker_address, R.GET_TOPIC_STATS_INFO, {"topic": "DelT"})).code == \
+                ResponseCode.TOPIC_NOT_EXIST
+            kept = await call(eb.broker_address, R.GET_TOPIC_STATS_INFO, {"topic": "KeepT"})
+            assert kept.code == ResponseCode.SUCCESS
+            assert sum(v["maxOffset"] for v in fastjson.loads(kept.body)["offsetTable"].values()) == 4
+    run(main())
