@@ -38,6 +38,7 @@ from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_re
 from rmqrun.consumer.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.remoting.message import decode_messages
 
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
@@ -297,7 +298,6 @@ class PushConsumer:
         """
         started = time.monotonic()
         try:
-            from rmqrun.remoting.message import decode_messages
             msg = decode_messages(record, decompress=False)[0]
             job = ConsumeJob(MessageQueue(msg.topic, header.broker_name or "", msg.queue_id), self.config.orderly,
                              [record], [msg.queue_offset], auto_commit=self.config.auto_commit)

@@ -2,9 +2,10 @@
 
 UPDATE_AND_CREATE_TOPIC (so ``mqadmin updateTopic`` and tests can size a topic
 before use), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP / DELETE_SUBSCRIPTIONGROUP,
-GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID and QUERY_TOPIC_CONSUME_BY_WHO.
-Everything else an admin tool may send is answered REQUEST_CODE_NOT_SUPPORTED
-by the server, never left hanging.
+GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID, QUERY_TOPIC_CONSUME_BY_WHO and
+DELETE_TOPIC_IN_BROKER. The read-only views are in :mod:`inspect`, the requests
+answered by asking the clients in :mod:`forward`. Everything else an admin tool
+may send is answered REQUEST_CODE_NOT_SUPPORTED by the server, never left hanging.
 """
 
 from __future__ import annotations
