@@ -29,7 +29,7 @@ from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
 from rmqrun.broker.schedule import ScheduleService
 from rmqrun.broker.stats import BrokerStats
-from rmqrun.broker.store import MessageStore, PutResult, StoreConfig
+from rmqrun.broker.store import MessageStore, PutResult
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
 from rmqrun.broker.topics import TopicTable
 from rmqrun.remoting.connection import Connection
@@ -57,12 +57,7 @@ class Stored:
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.store = MessageStore(config.data_dir, StoreConfig(
-            segment_size=config.segment_size,
-            max_message_size=config.max_message_size,
-            flush_mode=config.flush_mode,
-            message_delay_levels=config.message_delay_levels,
-        ))
+        self.store = MessageStore(config.data_dir, config.store_config())
         self.server = RemotingServer(config.host, config.port, name="broker")
         self.consumers = ConsumerManager(
             channel_expired_ms=config.channel_expired_ms, notify=config.notify_consumer_ids_changed,

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS, FlushMode, parse_delay_levels
+from rmqrun.broker.advertise import check_advertise_host, default_advertise_host
+from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS, FlushMode, StoreConfig, parse_delay_levels
+from rmqrun.broker.store.errors import StoreError
 
 MIB = 1024 * 1024
 
@@ -26,9 +28,10 @@ class BrokerConfig:
     port: int = 10911
     namesrv_host: str = "127.0.0.1"
     namesrv_port: int = 9876
-    #: The IP clients are told to connect to and the store host written into every
-    #: message (and so into every offset message id). Defaults to ``host``, or
-    #: 127.0.0.1 when ``host`` is a wildcard.
+    #: The IP registered with the name server (what clients on other hosts connect to)
+    #: and the store host written into every message (and so into every offset message
+    #: id). ``None``: ``host`` when it is a concrete address, else the machine's first
+    #: non-loopback address, else 127.0.0.1 (see advertise.py); resolved on construction.
     advertise_host: str | None = None
 
     broker_name: str = "broker-a"
@@ -40,6 +43,8 @@ class BrokerConfig:
     #: tests that kill it with -9 and must not lose an acknowledged message.
     flush_mode: FlushMode = FlushMode.SYNC
     segment_size: int = 256 * MIB
+    #: Entries per consume-queue file (mapedFileSizeConsumeQueue / 20 = 300,000).
+    consume_queue_entries_per_file: int = 300_000
     max_message_size: int = 4 * MIB
     #: How long a SYNC-flush send waits for its fsync before the answer is FLUSH_DISK_TIMEOUT
     #: (MessageStoreConfig.syncFlushTimeout, 5 s).
@@ -74,8 +79,30 @@ class BrokerConfig:
     #: Period of persisting consumer offsets and the delay offset table (RocketMQ: 5 s / 10 s).
     persist_interval_ms: int = 5000
 
+    # -- retention (MessageStoreConfig's names and defaults; see store/retention.py) --
+    #: Commit-log files last written longer ago than this are deleted (fileReservedTime, 72).
+    file_reserved_hours: float = 72
+    #: Hour(s) of the day expired files are deleted, ``"04"`` or ``"04;16"`` (deleteWhen).
+    delete_when: str = "04"
+    #: Disk use (percent) above which expired files go at once, whatever the hour
+    #: (diskMaxUsedSpaceRatio, 75).
+    disk_max_used_space_ratio: int = 75
+    #: Disk use (percent) above which even unexpired files go, oldest first
+    #: (diskSpaceCleanForciblyRatio, 85).
+    disk_space_clean_forcibly_ratio: int = 85
+    #: How often retention checks (cleanResourceInterval, 10 s).
+    clean_resource_interval_ms: int = 10_000
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
+        if self.advertise_host is None:
+            object.__setattr__(self, "advertise_host", default_advertise_host(self.host))
+        else:
+            check_advertise_host(self.advertise_host)
+        try:
+            self.store_config()
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
         if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
             object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
         parse_delay_levels(self.message_delay_levels)
@@ -98,10 +125,23 @@ class BrokerConfig:
 
     @property
     def store_host(self) -> str:
-        host = self.advertise_host or self.host
-        if host in ("0.0.0.0", "", "::"):
-            host = "127.0.0.1"
-        return host
+        assert self.advertise_host is not None  # resolved in __post_init__
+        return self.advertise_host
+
+    def store_config(self) -> StoreConfig:
+        """The message store's settings derived from these."""
+        return StoreConfig(
+            segment_size=self.segment_size,
+            consume_queue_entries_per_file=self.consume_queue_entries_per_file,
+            max_message_size=self.max_message_size,
+            flush_mode=self.flush_mode,
+            message_delay_levels=self.message_delay_levels,
+            file_reserved_hours=self.file_reserved_hours,
+            delete_when=self.delete_when,
+            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            clean_resource_interval_ms=self.clean_resource_interval_ms,
+        )
 
     def with_ports(self, port: int, namesrv_port: int) -> "BrokerConfig":
         return replace(self, port=port, namesrv_port=namesrv_port)

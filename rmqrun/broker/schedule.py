@@ -138,12 +138,20 @@ class ScheduleService:
                 event.set()
 
     async def _persist_loop(self) -> None:
+        failing = False  # logged once when saving starts failing (a full disk) and once when it works again
         while True:
             await asyncio.sleep(self._persist_interval)
             try:
                 self.persist()
             except OSError as exc:
-                logger.error("saving the delay offsets failed: {}", exc)
+                if not failing:
+                    logger.error("saving the delay offsets in {} failed: {} (logged again only once it works "
+                                 "again)", self.store.data_dir, exc.strerror or exc)
+                failing = True
+            else:
+                if failing:
+                    logger.info("saving the delay offsets in {} works again", self.store.data_dir)
+                failing = False
 
     # ------------------------------------------------------------------ delivery
 

@@ -1,7 +1,8 @@
 """Logging setup for the command line: loguru to stderr, text or JSON lines.
 
 Worker processes configure their own sink (they carry worker id and pid);
-this is the supervisor's and the other commands'.
+this is the supervisor's and the other commands'. Standard ``logging`` and
+``warnings`` are routed into it too, so JSON mode stays one object per line.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import sys
 
 from loguru import logger
+
+from rmqrun.worker.logs import route_std_logging
 
 TEXT_FORMAT = ("<green>{time:YYYY-MM-DD HH:mm:ss.SSS}</green> | <level>{level: <8}</level> | "
                "{extra[role]} | <level>{message}</level>")
@@ -22,3 +25,5 @@ def setup(level: str = "INFO", fmt: str = "text", role: str = "supervisor") -> N
     else:
         logger.add(sys.stderr, level=level.upper(), format=TEXT_FORMAT, backtrace=False, diagnose=False,
                    colorize=None)
+    # a library's logging record or a warning in this process: through the same sink, not as bare text
+    route_std_logging(level)

@@ -16,6 +16,7 @@ not load at start; 130 interrupted (``demo``). ``config/README.md`` has the tabl
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import sys
 from typing import Any, Callable
@@ -296,13 +297,39 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
               help="sync: SEND_OK only after fsync")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--advertise-host", default=None,
+              help="IP registered with the name server for clients [default: --host if concrete, else the first "
+                   "non-loopback address]")
+@click.option("--file-reserved-hours", type=click.FloatRange(min=0, min_open=True), default=72, show_default=True,
+              help="retention: commit-log files last written longer ago are deleted")
+@click.option("--delete-when", default="04", show_default=True,
+              help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
+@click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
+              help="retention: above this disk use (percent) expired files are deleted at once")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
-           log_format: str) -> None:
+           log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
+           disk_max_used_space_ratio: int) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
+    from rmqrun.broker.store.errors import DataDirError, StoreLockedError
     logs.setup(log_level, log_format, role="broker")
     try:
-        code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush)
+        code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
+                          advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
+                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio)
+    except ValueError as exc:  # a bad setting: named as its option, with what is allowed
+        text = str(exc)
+        for name in ("advertise_host", "delete_when", "file_reserved_hours", "disk_max_used_space_ratio"):
+            text = text.replace(f"{name}=", f"--{name.replace('_', '-')} ")
+        click.echo(f"rmqrun: error: {text}", err=True)
+        sys.exit(EXIT_CONFIG)
+    except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named
+        click.echo(f"rmqrun: error: cannot start the broker: {exc}", err=True)
+        # In use or a full disk: the setting is right, the moment is not (1). A file or a
+        # read-only directory: --data-dir must change (2).
+        cause = exc.__cause__
+        full = isinstance(cause, OSError) and cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        sys.exit(EXIT_RUNTIME if isinstance(exc, StoreLockedError) or full else EXIT_CONFIG)
     except OSError as exc:
         click.echo(f"rmqrun: error: cannot start the broker: {exc.strerror or exc} "
                    f"(ports {namesrv_port}/{broker_port} on {host})", err=True)

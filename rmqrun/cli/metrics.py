@@ -1,11 +1,21 @@
-"""An optional ``GET /metrics`` endpoint in the Prometheus text format (0.0.4), no dependency.
+"""``GET /metrics`` in the Prometheus text format (0.0.4), and the health endpoints.
 
-The numbers are read from the supervisor's live objects at scrape time (the
+The exposition is built with ``prometheus_client`` (the Prometheus project's
+own client), so the text format's rules (escaping, counter ``_total`` names,
+histogram buckets, number formatting) are the reference implementation's,
+not ours. Its metric classes are not used: every number is read from the
+supervisor's live objects at scrape time by one custom collector (the
 engine's :class:`~rmqrun.consumer.push.ConsumeStats`, its queue table, the
-rebalancer and the pool), so nothing is counted twice and nothing has to be
-kept in sync. The server is a few lines of asyncio on the supervisor's loop:
-a scrape is answered between two loop turns and never blocks consumption; a
-scrape that cannot be answered (the loop is stuck) is itself the alarm.
+rebalancer and the pool), so the consume path increments nothing extra,
+nothing is counted twice and nothing has to be kept in sync. The collector
+sits in a private registry: no process or GC collectors, only ``rmqrun_*``.
+
+The HTTP side stays a few lines of asyncio on the supervisor's loop rather
+than ``prometheus_client``'s threaded server: the collector reads loop-owned
+state, which only the loop may touch, a scrape is answered between two loop
+turns and never blocks consumption, and a scrape that cannot be answered
+(the loop is stuck) is itself the alarm. ``/healthz`` and ``/readyz``
+(:mod:`rmqrun.cli.health`) are served on the same port.
 
 Per-queue series carry ``topic``, ``broker`` and ``queue_id`` labels. Lag is
 the broker's max offset from the queue's latest pull answer minus the
@@ -16,160 +26,151 @@ queue without either yet has no lag sample rather than a made-up one.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterator
 
 from loguru import logger
+from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
+from rmqrun.cli.health import liveness, readiness
 
 if TYPE_CHECKING:
     from rmqrun.supervisor.supervisor import Supervisor
 
+#: the classic text format, which generate_latest writes (prometheus_client's own "latest" names a newer one)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
 MAX_REQUEST_HEAD = 16 * 1024
 READ_TIMEOUT = 5.0
+PATHS = ("/metrics", "/healthz", "/readyz")
+
+_LABELS = ["topic", "broker", "queue_id"]
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
+    """A counter family; ``name`` ends in ``_total`` as exposed (prometheus_client strips and re-adds it)."""
+    return CounterMetricFamily(name, doc, value=value)
 
 
-def _number(value: float) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value))
+def _gauge(name: str, doc: str, value: float | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
 
 
-@dataclass
-class Family:
-    """One metric family: its HELP and TYPE lines and its samples."""
+class SupervisorCollector:
+    """Builds every family from the supervisor's current state at each scrape (``Collector`` protocol)."""
 
-    name: str
-    kind: str  # counter, gauge, histogram
-    help: str
-    samples: list[tuple[str, dict[str, str], float]] = field(default_factory=list)
+    def __init__(self, supervisor: "Supervisor", started_at: float) -> None:
+        self.supervisor = supervisor
+        self.started_at = started_at
 
-    def add(self, value: float, suffix: str = "", **labels: str) -> "Family":
-        self.samples.append((self.name + suffix, labels, value))
-        return self
-
-    def render(self) -> str:
-        lines = [f"# HELP {self.name} {_escape(self.help)}", f"# TYPE {self.name} {self.kind}"]
-        for name, labels, value in self.samples:
-            label_text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
-            lines.append(f"{name}{{{label_text}}} {_number(value)}" if labels else f"{name} {_number(value)}")
-        return "\n".join(lines)
-
-
-def collect(supervisor: "Supervisor", started_at: float) -> list[Family]:
-    """Every family, from the supervisor's current state."""
-    settings = supervisor.settings
-    executor = supervisor.executor
-    pool = executor.pool
-    engine = supervisor.engine
-    f = Family
-    info = f("rmqrun_info", "gauge", "rmqrun version, consumer group and handler (always 1)")
-    info.add(1, version=__version__, group=settings.consumer.group, handler=settings.pool.handler)
-    out = [
-        info,
-        f("rmqrun_start_time_seconds", "gauge", "when this rmqrun process started, Unix time").add(started_at),
-        f("rmqrun_ready", "gauge", "1 once the consumer has started (READY=1), else 0").add(int(supervisor.ready)),
-        f("rmqrun_workers", "gauge", "worker processes (slots) in the pool").add(pool.size),
-        f("rmqrun_worker_restarts_total", "counter",
-          "workers replaced after dying unexpectedly (crash, kill, hard time limit)").add(pool.restarts),
-        f("rmqrun_worker_recycles_total", "counter",
-          "workers replaced after reaching max_messages_per_worker or max_memory_per_worker").add(pool.recycles),
-        f("rmqrun_inflight_batches", "gauge", "batches handed to workers and not finished").add(executor.in_flight),
-        f("rmqrun_waiting_batches", "gauge", "batches waiting for room in a worker").add(executor.waiting),
-    ]
-    busy = f("rmqrun_worker_inflight_batches", "gauge", "batches handed to each worker slot and not finished")
-    for status in pool.workers():
-        if status.current:
-            busy.add(status.in_flight, worker=str(status.worker_id))
-    out.append(busy)
-    if engine is None:
-        return out
-    stats = engine.stats
-    out += [
-        f("rmqrun_messages_consumed_total", "counter", "messages the handler consumed successfully")
-        .add(stats.consumed),
-        f("rmqrun_messages_failed_total", "counter",
-          "messages the handler failed (sent back for retry, suspended or dead-lettered)").add(stats.failed),
-        f("rmqrun_messages_undecodable_total", "counter",
-          "messages that did not decode (unknown compression, corrupt body, bad properties), sent to the DLQ "
-          "without reaching the handler").add(stats.undecodable),
-        f("rmqrun_batches_total", "counter", "consume jobs finished (one pull batch each)").add(stats.jobs),
-        _histogram(stats.handler_latency),
-        f("rmqrun_rebalances_total", "counter", "rebalances that changed this consumer's queues")
-        .add(engine.rebalancer.rebalances),
-        f("rmqrun_lock_losses_total", "counter", "orderly queues whose broker lock was lost")
-        .add(engine.rebalancer.lock_losses),
-        f("rmqrun_assigned_queues", "gauge", "message queues assigned to this consumer").add(len(engine.table)),
-    ]
-    out += _queue_families(engine)
-    return out
+    def collect(self) -> Iterator[Metric]:
+        sup = self.supervisor
+        settings = sup.settings
+        executor = sup.executor
+        pool = executor.pool
+        info = GaugeMetricFamily("rmqrun_info", "rmqrun version, consumer group and handler (always 1)",
+                                 labels=["version", "group", "handler"])
+        info.add_metric([__version__, settings.consumer.group, settings.pool.handler], 1)
+        yield info
+        yield _gauge("rmqrun_start_time_seconds", "when this rmqrun process started, Unix time", self.started_at)
+        yield _gauge("rmqrun_ready", "1 once the consumer has started (READY=1), else 0", int(sup.ready))
+        yield _gauge("rmqrun_workers", "worker processes (slots) in the pool", pool.size)
+        yield _counter("rmqrun_worker_restarts_total",
+                       "workers replaced after dying unexpectedly (crash, kill, hard time limit)", pool.restarts)
+        yield _counter("rmqrun_worker_recycles_total",
+                       "workers replaced after reaching max_messages_per_worker or max_memory_per_worker",
+                       pool.recycles)
+        yield _gauge("rmqrun_inflight_batches", "batches handed to workers and not finished", executor.in_flight)
+        yield _gauge("rmqrun_waiting_batches", "batches waiting for room in a worker", executor.waiting)
+        busy = GaugeMetricFamily("rmqrun_worker_inflight_batches",
+                                 "batches handed to each worker slot and not finished", labels=["worker"])
+        for status in pool.workers():
+            if status.current:
+                busy.add_metric([str(status.worker_id)], status.in_flight)
+        yield busy
+        engine = sup.engine
+        if engine is None:
+            return
+        stats = engine.stats
+        yield _counter("rmqrun_messages_consumed_total", "messages the handler consumed successfully",
+                       stats.consumed)
+        yield _counter("rmqrun_messages_failed_total",
+                       "messages the handler failed (sent back for retry, suspended or dead-lettered)", stats.failed)
+        yield _counter("rmqrun_messages_undecodable_total",
+                       "messages that did not decode (unknown compression, corrupt body, bad properties), sent to "
+                       "the DLQ without reaching the handler", stats.undecodable)
+        yield _counter("rmqrun_batches_total", "consume jobs finished (one pull batch each)", stats.jobs)
+        yield _histogram(stats.handler_latency)
+        yield _counter("rmqrun_rebalances_total", "rebalances that changed this consumer's queues",
+                       engine.rebalancer.rebalances)
+        yield _counter("rmqrun_lock_losses_total", "orderly queues whose broker lock was lost",
+                       engine.rebalancer.lock_losses)
+        yield _gauge("rmqrun_assigned_queues", "message queues assigned to this consumer", len(engine.table))
+        yield from _queue_families(engine)
 
 
-def _histogram(hist) -> Family:  # type: ignore[no-untyped-def]
-    fam = Family("rmqrun_handler_seconds", "histogram",
-                 "handler time per message: a batch's time in its worker divided by its messages")
+def _histogram(hist) -> HistogramMetricFamily:  # type: ignore[no-untyped-def]
+    buckets: list[tuple[str, float]] = []
     running = 0
     for bound, n in zip(hist.bounds, hist.counts):
         running += n
-        fam.add(running, "_bucket", le=_number(float(bound)))
-    fam.add(hist.count, "_bucket", le="+Inf")
-    fam.add(hist.total, "_sum")
-    fam.add(hist.count, "_count")
-    return fam
+        buckets.append((floatToGoString(bound), running))
+    buckets.append(("+Inf", hist.count))
+    return HistogramMetricFamily("rmqrun_handler_seconds",
+                                 "handler time per message: a batch's time in its worker divided by its messages",
+                                 buckets=buckets, sum_value=hist.total)
 
 
-def _queue_families(engine) -> list[Family]:  # type: ignore[no-untyped-def]
-    inflight = Family("rmqrun_queue_inflight_messages", "gauge",
-                      "messages pulled from the queue and not finished yet (cached in its process queue)")
-    lag = Family("rmqrun_queue_lag_messages", "gauge",
-                 "broker max offset (from the latest pull) minus the committed consumer offset")
-    high = Family("rmqrun_queue_broker_offset", "gauge", "the queue's max offset in the latest pull answer")
-    committed = Family("rmqrun_queue_consumer_offset", "gauge", "the group's consumer offset as this process holds it")
+def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyped-def]
+    inflight = GaugeMetricFamily("rmqrun_queue_inflight_messages",
+                                 "messages pulled from the queue and not finished yet (cached in its process queue)",
+                                 labels=_LABELS)
+    lag = GaugeMetricFamily("rmqrun_queue_lag_messages",
+                            "broker max offset (from the latest pull) minus the committed consumer offset",
+                            labels=_LABELS)
+    high = GaugeMetricFamily("rmqrun_queue_broker_offset", "the queue's max offset in the latest pull answer",
+                             labels=_LABELS)
+    committed = GaugeMetricFamily("rmqrun_queue_consumer_offset",
+                                  "the group's consumer offset as this process holds it", labels=_LABELS)
     for mq, req in sorted(engine.table.items()):
-        labels = {"topic": mq.topic, "broker": mq.broker_name, "queue_id": str(mq.queue_id)}
-        inflight.add(req.pq.msg_count, **labels)
+        labels = [mq.topic, mq.broker_name, str(mq.queue_id)]
+        inflight.add_metric(labels, req.pq.msg_count)
         done = engine.offset_store.read_memory(mq)
         if done >= 0:
-            committed.add(done, **labels)
+            committed.add_metric(labels, done)
         if req.broker_max_offset >= 0:
-            high.add(req.broker_max_offset, **labels)
+            high.add_metric(labels, req.broker_max_offset)
             if done >= 0:
-                lag.add(max(0, req.broker_max_offset - done), **labels)
+                lag.add_metric(labels, max(0, req.broker_max_offset - done))
     return [inflight, lag, high, committed]
 
 
-def render(families: Iterable[Family]) -> str:
-    return "\n".join(fam.render() for fam in families) + "\n"
+def registry_for(supervisor: "Supervisor", started_at: float) -> CollectorRegistry:
+    """A private registry holding only rmqrun's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SupervisorCollector(supervisor, started_at))  # type: ignore[arg-type]
+    return registry
 
 
 class MetricsServer:
-    """``GET /metrics`` (and ``HEAD``) on ``host:port``; anything else gets 404 or 405."""
+    """``GET /metrics``, ``/healthz``, ``/readyz`` (and ``HEAD``) on ``host:port``; anything else: 404 or 405."""
 
     def __init__(self, supervisor: "Supervisor", host: str = "127.0.0.1", port: int = 0) -> None:
         self.supervisor = supervisor
         self.host = host
         self.port = port
         self.started_at = time.time()
+        self.registry = registry_for(supervisor, self.started_at)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("metrics on http://{}:{}/metrics", self.host, self.port)
+        logger.info("metrics on http://{}:{}/metrics (health: /healthz, /readyz)", self.host, self.port)
 
     async def close(self) -> None:
         if self._server is not None:
@@ -178,7 +179,14 @@ class MetricsServer:
             self._server = None
 
     def body(self) -> bytes:
-        return render(collect(self.supervisor, self.started_at)).encode("utf-8")
+        return generate_latest(self.registry)
+
+    def answer(self, path: str) -> tuple[str, bytes, str]:
+        """(status line, body, content type) for a GET of one of :data:`PATHS`."""
+        if path == "/metrics":
+            return "200 OK", self.body(), CONTENT_TYPE
+        ok, reason = liveness(self.supervisor) if path == "/healthz" else readiness(self.supervisor)
+        return ("200 OK" if ok else "503 Service Unavailable"), (reason + "\n").encode("utf-8"), TEXT
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -187,13 +195,13 @@ class MetricsServer:
             parts = request_line.split()
             method, target = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
             path = target.split("?", 1)[0]
+            extra, ctype = "", TEXT
             if method not in ("GET", "HEAD"):
                 status, body, extra = "405 Method Not Allowed", b"only GET\n", "Allow: GET, HEAD\r\n"
-            elif path != "/metrics":
-                status, body, extra = "404 Not Found", b"metrics are at /metrics\n", ""
+            elif path not in PATHS:
+                status, body = "404 Not Found", b"metrics are at /metrics, health at /healthz and /readyz\n"
             else:
-                status, body, extra = "200 OK", self.body(), ""
-            ctype = CONTENT_TYPE if status.startswith("200") else "text/plain; charset=utf-8"
+                status, body, ctype = self.answer(path)
             head_out = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                         f"{extra}Connection: close\r\n\r\n").encode("latin-1")
             writer.write(head_out if method == "HEAD" else head_out + body)

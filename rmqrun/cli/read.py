@@ -9,7 +9,9 @@ long-polling pull per queue and prints messages as they arrive, until
 
 Nothing is committed: the pulls carry no commit offset, so reading never moves
 any consumer group. Bad option values are one ``rmqrun: error:`` line and
-exit 2; a name server or broker that does not answer, exit 1.
+exit 2; a topic the cluster does not have, or a name server or broker that does
+not answer, exit 1 (as ``rmqrun check`` and ``rmqrun spark``: 2 is for what the
+command line itself gets wrong).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
+from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
 FOLLOW_RETRY = 1.0  # seconds between tries while a broker does not answer (the push consumer's back-off)
-EXIT_RUNTIME, EXIT_CONFIG, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_RUNTIME, EXIT_INTERRUPTED = 1, 130  # bad options: ConfigError, exit 2 from main
 
 
 @dataclass
@@ -51,29 +54,10 @@ class Options:
     fmt: str
 
 
-def _int_option(name: str, value: str | None, minimum: int) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"{name} {value!r} is not an integer") from None
-    if number < minimum:
-        raise ConfigError(f"{name} {value!r} must be >= {minimum}")
-    return number
-
-
 def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str | None, follow: bool,
                   tags: str | None, queue: str | None, fmt: str) -> Options:
     """Check every option before anything touches the network; ConfigError names the bad one."""
-    addr = namesrv if namesrv is not None else os.environ.get("NAMESRV_ADDR")
-    if not addr or not addr.strip():
-        raise ConfigError("missing name server: give --namesrv host:port or set $NAMESRV_ADDR")
-    from rmqrun.client.namesrv import parse_addresses
-    try:
-        parse_addresses(addr)
-    except ValueError as exc:
-        raise ConfigError(f"--namesrv {addr!r}: {exc}") from None
+    addr = namesrv_option(namesrv)
     if topic is None or not topic.strip():
         raise ConfigError("missing --topic")
     try:
@@ -83,14 +67,10 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str
     fmt = fmt.strip().lower()
     if fmt not in ("text", "json"):
         raise ConfigError(f"--format {fmt!r} is not one of: text, json")
-    expression = tags if tags is not None else "*"
-    from rmqrun.consumer.subscription import build_subscription_data
-    try:
-        build_subscription_data(topic, expression)
-    except ValueError as exc:
-        raise ConfigError(f"--tags {tags!r}: {exc}") from None
-    return Options(addr.strip(), topic.strip(), start, _int_option("--count", count, 1), follow, expression,
-                   _int_option("--queue", queue, 0), fmt)
+    expression = tags_option(topic, tags)
+    count_n = None if count is None else int_option(count, "--count", 1)
+    queue_id = None if queue is None else int_option(queue, "--queue", 0)
+    return Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt)
 
 
 @dataclass
@@ -307,9 +287,8 @@ def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except RmqrunError as exc:
-        from rmqrun.pull import TopicNotFoundError
         click.echo(f"rmqrun: error: {exc}", err=True)
-        sys.exit(EXIT_CONFIG if isinstance(exc, TopicNotFoundError) else EXIT_RUNTIME)
+        sys.exit(EXIT_RUNTIME)
     except (OSError, asyncio.TimeoutError) as exc:
         click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
         sys.exit(EXIT_RUNTIME)

@@ -13,6 +13,7 @@ import sys
 
 import click
 
+from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
 
@@ -89,11 +90,11 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
 
     opts = RunnerOptions(
         handler=_required(handler, "the handler argument MODULE:FUNC"),
-        namesrv=_namesrv(namesrv), topic=_topic(topic), tags=_tags(topic, tags),
+        namesrv=namesrv_option(namesrv), topic=_topic(topic), tags=tags_option(topic or "", tags),
         master=_nonempty(master, "--master"), group=_group(group), worker_init=worker_init,
-        failed_to=failed_to, batch_size=_int(batch_size, "--batch-size", 1),
+        failed_to=failed_to, batch_size=int_option(batch_size, "--batch-size", 1),
         time_limit=_seconds(time_limit, "--time-limit"),
-        partitions=_int(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf))
+        partitions=int_option(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf))
     opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
     opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
     cwd = os.getcwd()
@@ -129,18 +130,6 @@ def _nonempty(value: str, option: str) -> str:
     return value.strip()
 
 
-def _namesrv(namesrv: str | None) -> str:
-    addr = namesrv if namesrv is not None else os.environ.get("NAMESRV_ADDR")
-    if not addr or not addr.strip():
-        raise ConfigError("missing name server: give --namesrv host:port or set $NAMESRV_ADDR")
-    from rmqrun.client.namesrv import parse_addresses
-    try:
-        parse_addresses(addr)
-    except ValueError as exc:
-        raise ConfigError(f"--namesrv {addr!r}: {exc}") from None
-    return addr.strip()
-
-
 def _topic(topic: str | None) -> str:
     value = _required(topic, "--topic")
     from rmqrun.client.producer import check_topic
@@ -151,16 +140,6 @@ def _topic(topic: str | None) -> str:
     return value
 
 
-def _tags(topic: str | None, tags: str | None) -> str:
-    expression = tags if tags is not None else "*"
-    from rmqrun.consumer.subscription import build_subscription_data
-    try:
-        build_subscription_data(topic or "", expression)
-    except ValueError as exc:
-        raise ConfigError(f"--tags {tags!r}: {exc}") from None
-    return expression
-
-
 def _group(group: str | None) -> str | None:
     if group is None:
         return None
@@ -168,16 +147,6 @@ def _group(group: str | None) -> str | None:
     if not value or not all(c.isalnum() or c in "%|_-" for c in value) or value.startswith("%"):
         raise ConfigError(f"--group {group!r} is not a consumer group name (letters, digits, '_', '-', '|')")
     return value
-
-
-def _int(value: str, option: str, minimum: int) -> int:
-    try:
-        number = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"{option} {value!r} is not an integer") from None
-    if number < minimum:
-        raise ConfigError(f"{option} {value!r} must be >= {minimum}")
-    return number
 
 
 def _seconds(value: str, option: str) -> float:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.errors import ProtocolError

@@ -14,6 +14,7 @@ Pull bodies are returned as bytes, undecoded: the caller picks between
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
@@ -161,9 +162,14 @@ class BrokerClient:
     def __init__(self, pool: ConnectionPool, *, timeout: float = API_TIMEOUT) -> None:
         self.pool = pool
         self.timeout = timeout
+        #: ``time.monotonic()`` of the latest answer from any broker (any response code: the broker is up),
+        #: 0.0 before the first; read by ``/readyz`` to tell "no broker answers" from "nothing to do"
+        self.last_answer = 0.0
 
     async def _call(self, addr: str, cmd: RemotingCommand, timeout: float | None) -> RemotingCommand:
-        return await self.pool.request(addr, cmd, self.timeout if timeout is None else timeout)
+        resp = await self.pool.request(addr, cmd, self.timeout if timeout is None else timeout)
+        self.last_answer = time.monotonic()
+        return resp
 
     async def _expect_success(self, addr: str, cmd: RemotingCommand, timeout: float | None) -> RemotingCommand:
         resp = await self._call(addr, cmd, timeout)

@@ -27,7 +27,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from typing import Any, ClassVar, Mapping, TypeVar
 
-from rmqrun.consumer.subscription import java_hash_set_order
+from rmqrun.client.subscription import java_hash_set_order
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import java_string_hash
 

@@ -23,22 +23,20 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
+from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import reconsume_times, with_reconsume_times
-
-if TYPE_CHECKING:
-    from rmqrun.consumer.puller import PullRequest
-    from rmqrun.consumer.push import PushConsumer
 
 
 class ConcurrentConsumeService:
-    def __init__(self, engine: "PushConsumer") -> None:
+    def __init__(self, engine: ConsumeContext) -> None:
         self.engine = engine
         self.config = engine.config
         self._tasks: set[asyncio.Task[None]] = set()
@@ -69,17 +67,17 @@ class ConcurrentConsumeService:
 
     # ----------------------------------------------------------------- submission
 
-    def submit(self, req: "PullRequest", entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
         """Consume ``entries`` (just cached in ``req.pq``) as one job."""
         self._spawn(req, list(entries))
 
-    def _spawn(self, req: "PullRequest", entries: list[QueuedMessage], delay: float = 0.0) -> None:
+    def _spawn(self, req: PullRequest, entries: list[QueuedMessage], delay: float = 0.0) -> None:
         task = asyncio.ensure_future(self._consume(req, entries, delay))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _consume(self, req: "PullRequest", entries: list[QueuedMessage], delay: float) -> None:
+    async def _consume(self, req: PullRequest, entries: list[QueuedMessage], delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
         pq = req.pq
@@ -104,7 +102,7 @@ class ConcurrentConsumeService:
         self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         await self._process_result(req, entries, result)
 
-    async def _process_result(self, req: "PullRequest", entries: list[QueuedMessage], result: JobResult) -> None:
+    async def _process_result(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> None:
         pq = req.pq
         if pq.dropped:
             ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN)
@@ -165,7 +163,7 @@ class ConcurrentConsumeService:
             if offset >= 0 and not pq.dropped:
                 self.engine.offset_store.update(req.mq, offset, True)
 
-    async def _send_back(self, req: "PullRequest", entry: QueuedMessage, delay_level: int) -> bool:
+    async def _send_back(self, req: PullRequest, entry: QueuedMessage, delay_level: int) -> bool:
         return await self.engine.send_back.send_back(
             entry.payload, req.mq.broker_name, delay_level, self.config.effective_max_reconsume_times)
 

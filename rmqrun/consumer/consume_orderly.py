@@ -24,19 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
+from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
 from rmqrun.remoting.errors import ProtocolError
-
-if TYPE_CHECKING:
-    from rmqrun.consumer.puller import PullRequest
-    from rmqrun.consumer.push import PushConsumer
 
 TARGET_JOB_SECONDS = 0.1
 MAX_CALLS_PER_JOB = 32
@@ -49,7 +47,7 @@ def clamp_suspend_ms(ms: int, default_ms: int) -> int:
 
 
 class OrderlyConsumeService:
-    def __init__(self, engine: "PushConsumer") -> None:
+    def __init__(self, engine: ConsumeContext) -> None:
         self.engine = engine
         self.config = engine.config
         self._loops: dict[object, asyncio.Task[None]] = {}
@@ -79,10 +77,10 @@ class OrderlyConsumeService:
             if pending:
                 await asyncio.wait(pending)
 
-    def submit(self, req: "PullRequest", entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
         self.kick(req)
 
-    def kick(self, req: "PullRequest") -> None:
+    def kick(self, req: PullRequest) -> None:
         """Make sure the queue's consume loop runs (it exits when the queue is empty)."""
         task = self._loops.get(req.mq)
         if task is None or task.done():
@@ -94,7 +92,7 @@ class OrderlyConsumeService:
         return max(1, min(MAX_CALLS_PER_JOB, int(TARGET_JOB_SECONDS / max(self._per_message_s, 1e-6)
                                                  / self.config.consume_message_batch_max_size)))
 
-    async def _loop(self, req: "PullRequest") -> None:
+    async def _loop(self, req: PullRequest) -> None:
         pq = req.pq
         cfg = self.config
         while not pq.dropped and not self.stopping:
@@ -119,7 +117,7 @@ class OrderlyConsumeService:
                 await asyncio.sleep(pause)
         self.engine.rebalancer.on_orderly_idle(req)
 
-    async def _consume(self, req: "PullRequest", entries: list[QueuedMessage]) -> float:
+    async def _consume(self, req: PullRequest, entries: list[QueuedMessage]) -> float:
         """Run one job and apply its outcome; returns how long to suspend the queue (0 = don't)."""
         cfg = self.config
         pq = req.pq
@@ -142,7 +140,7 @@ class OrderlyConsumeService:
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         return await self._apply(req, entries, result)
 
-    async def _apply(self, req: "PullRequest", entries: list[QueuedMessage], result: JobResult) -> float:
+    async def _apply(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> float:
         cfg = self.config
         pq = req.pq
         verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
@@ -177,11 +175,20 @@ class OrderlyConsumeService:
             # Manual commit: SUCCESS consumes without committing; COMMIT commits all taken
             # so far (the COMMIT call included); ROLLBACK puts back all taken since the
             # last commit and suspends.
-            if bad is Verdict.COMMIT:
+            while bad is Verdict.COMMIT:
+                # The worker goes on after a COMMIT call, so what follows it in the job
+                # already ran: commit through the call, keep the rest taken, and judge it
+                # by its own verdicts (putting it back would deliver it twice).
                 tail = rest[len(call):]
                 pq.make_messages_to_consume_again([e.offset for e in tail])
                 commit_offset = pq.commit()
-                rest, bad = tail, (Verdict.NOT_RUN if tail else None)
+                if tail:
+                    pq.take_messages(len(tail))
+                tail_verdicts = verdicts[len(entries) - len(tail):]
+                k = next((i for i, v in enumerate(tail_verdicts) if v is not Verdict.SUCCESS), len(tail))
+                rest = tail[k:]
+                bad = tail_verdicts[k] if rest else None
+                call = rest[:cfg.consume_message_batch_max_size]
             if bad is Verdict.ROLLBACK:
                 pq.rollback()
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
@@ -202,7 +209,7 @@ class OrderlyConsumeService:
             self.engine.offset_store.update(req.mq, commit_offset, False)
         return suspend
 
-    def _may_commit(self, req: "PullRequest") -> bool:
+    def _may_commit(self, req: PullRequest) -> bool:
         """Whether this job's commit may be stored.
 
         Java discards the commit of a queue dropped during the job, so the next owner
@@ -215,7 +222,7 @@ class OrderlyConsumeService:
             return True
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
-    async def _suspend_or_dlq(self, req: "PullRequest", call: list[QueuedMessage],
+    async def _suspend_or_dlq(self, req: PullRequest, call: list[QueuedMessage],
                               suspend_ms: int) -> tuple[bool, float]:
         """checkReconsumeTimes: below the maximum, count a retry and suspend; at it, dead-letter.
 
@@ -232,7 +239,7 @@ class OrderlyConsumeService:
             e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
         return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
 
-    async def _undecodable(self, req: "PullRequest", entry: QueuedMessage) -> tuple[bool, float]:
+    async def _undecodable(self, req: PullRequest, entry: QueuedMessage) -> tuple[bool, float]:
         """A record the worker could not decode (it stopped the job there): DLQ it and move on.
 
         No retry can decode it, so the queue neither suspends nor counts reconsumes;
@@ -242,7 +249,7 @@ class OrderlyConsumeService:
             return True, 0.0
         return False, clamp_suspend_ms(-1, self.config.suspend_current_queue_time_ms) / 1000
 
-    async def _dead_letter(self, req: "PullRequest", entry: QueuedMessage, limit: int) -> bool:
+    async def _dead_letter(self, req: PullRequest, entry: QueuedMessage, limit: int) -> bool:
         try:
             msg = decode_for_retry(entry.payload, req.mq.broker_name)
         except ProtocolError:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from loguru import logger
@@ -28,31 +27,18 @@ from loguru import logger
 from rmqrun.client.broker import PullStatus
 from rmqrun.client.headers import PullMessageRequestHeader
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
-from rmqrun.model import MessageQueue
+from rmqrun.consumer.context import PullContext
+from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
 from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records
 
 if TYPE_CHECKING:
-    from rmqrun.consumer.push import PushConsumer
-    from rmqrun.consumer.subscription import SubscriptionData
+    from rmqrun.client.subscription import SubscriptionData
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
-
-
-@dataclass(slots=True)
-class PullRequest:
-    """A queue being pulled: where the next pull starts and the queue's cache."""
-
-    mq: MessageQueue
-    pq: ProcessQueue
-    next_offset: int
-    previously_locked: bool = False
-    #: the queue's max offset in the broker's last pull answer (-1: none yet), for lag metrics
-    broker_max_offset: int = -1
-    task: asyncio.Task[None] | None = field(default=None, repr=False)
 
 
 def _now_ms() -> int:
@@ -63,7 +49,7 @@ def _mib(n: int) -> float:
     return n / (1024 * 1024)
 
 
-async def pull_loop(engine: "PushConsumer", req: PullRequest) -> None:
+async def pull_loop(engine: PullContext, req: PullRequest) -> None:
     """Pull ``req.mq`` until its process queue is dropped or the task is cancelled."""
     cfg = engine.config
     pq = req.pq
@@ -134,7 +120,7 @@ async def pull_loop(engine: "PushConsumer", req: PullRequest) -> None:
                 await asyncio.sleep(cfg.pull_interval_ms / 1000)
 
 
-async def _pull_once(engine: "PushConsumer", req: PullRequest, sub) -> None:  # type: ignore[no-untyped-def]
+async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # type: ignore[no-untyped-def]
     cfg = engine.config
     mq = req.mq
     pq = req.pq
@@ -189,7 +175,7 @@ async def _pull_once(engine: "PushConsumer", req: PullRequest, sub) -> None:  # 
         await engine.handle_offset_illegal(req)
 
 
-def _correct_offset_when_idle(engine: "PushConsumer", req: PullRequest) -> None:
+def _correct_offset_when_idle(engine: PullContext, req: PullRequest) -> None:
     """Java correctTagsOffset: with nothing cached, the next offset is safe to commit."""
     if req.pq.msg_count == 0:
         engine.offset_store.update(req.mq, req.next_offset, True)

@@ -26,16 +26,17 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
-from rmqrun.consumer.puller import PullRequest, pull_loop
+from rmqrun.consumer.pull_request import PullRequest
+from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
-from rmqrun.consumer.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.message import decode_messages

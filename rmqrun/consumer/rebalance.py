@@ -21,18 +21,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import get_strategy
+from rmqrun.consumer.context import RebalanceContext
 from rmqrun.consumer.process_queue import ProcessQueue
-from rmqrun.consumer.puller import PullRequest
+from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
-
-if TYPE_CHECKING:
-    from rmqrun.consumer.push import PushConsumer
 
 
 def _now_ms() -> int:
@@ -40,7 +37,7 @@ def _now_ms() -> int:
 
 
 class Rebalancer:
-    def __init__(self, engine: "PushConsumer") -> None:
+    def __init__(self, engine: RebalanceContext) -> None:
         self.engine = engine
         self.config = engine.config
         self.strategy = get_strategy(self.config.allocate_strategy)

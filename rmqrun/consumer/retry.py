@@ -16,13 +16,11 @@ import struct
 from loguru import logger
 
 from rmqrun.client.instance import ClientInstance
-from rmqrun.client.producer import OutgoingMessage, Producer
-from rmqrun.consumer.config import retry_topic
+from rmqrun.client.republish import RetryPublisher
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
 from rmqrun.remoting import message as codec
 
-INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 _INT = struct.Struct(">i")
 
 
@@ -87,18 +85,10 @@ class SendBack:
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
-        self._producer: Producer | None = None
-
-    async def _fallback_producer(self) -> Producer:
-        if self._producer is None:
-            self._producer = Producer(instance=self.instance, group=INNER_PRODUCER_GROUP)
-            await self._producer.start()
-        return self._producer
+        self._republisher = RetryPublisher(instance, group)
 
     async def close(self) -> None:
-        if self._producer is not None:
-            producer, self._producer = self._producer, None
-            await producer.close()
+        await self._republisher.close()
 
     async def send_back(self, record: RecordData, broker_name: str, delay_level: int,
                         max_reconsume_times: int) -> bool:
@@ -153,23 +143,9 @@ class SendBack:
             return False
 
     async def republish(self, msg: Message, max_reconsume_times: int, reconsume_time: int) -> bool:
-        """sendMessageBackAsNormalMessage: a copy on the retry topic with the retry properties.
+        """sendMessageBackAsNormalMessage (:class:`~rmqrun.client.republish.RetryPublisher`).
 
         Also the orderly service's way to the DLQ: with ``reconsume_time`` at
         ``max_reconsume_times`` the broker stores it in ``%DLQ%<group>``.
         """
-        props = dict(msg.properties)
-        props.setdefault(codec.PROPERTY_ORIGIN_MESSAGE_ID, msg.msg_id)
-        props[codec.PROPERTY_RETRY_TOPIC] = msg.topic
-        props[codec.PROPERTY_RECONSUME_TIME] = str(reconsume_time)
-        props[codec.PROPERTY_MAX_RECONSUME_TIMES] = str(max_reconsume_times)
-        props.pop(codec.PROPERTY_DELAY_TIME_LEVEL, None)
-        out = OutgoingMessage(body=msg.body, properties=props, delay_level=3 + msg.reconsume_times, flag=msg.flag)
-        try:
-            producer = await self._fallback_producer()
-            await producer.send_message(retry_topic(self.group), out)
-            return True
-        except Exception as exc:
-            logger.error("re-publishing {} to {} failed too: {}; it stays cached and is retried",
-                         msg.msg_id, retry_topic(self.group), exc)
-            return False
+        return await self._republisher.republish(msg, max_reconsume_times, reconsume_time)

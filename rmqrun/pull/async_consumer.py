@@ -43,7 +43,7 @@ from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.headers import PullMessageRequestHeader, pull_sys_flag
 from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance
 from rmqrun.client.route import MASTER_ID, TopicRouteData, subscribe_queues
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import Message, MessageQueue
 from rmqrun.pull import arguments as check
 from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError

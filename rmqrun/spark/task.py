@@ -124,15 +124,15 @@ def _chunks(messages: Iterator[Message], size: int) -> Iterator[list[Message]]:
 
 
 async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
-    """Republish ``failures`` to %RETRY%<group> (SendBack.republish: RETRY_TOPIC, reconsume times + 1,
+    """Republish ``failures`` to %RETRY%<group> (RetryPublisher.republish: RETRY_TOPIC, reconsume times + 1,
     ORIGIN_MESSAGE_ID); raises :class:`RetrySendError` when any of them could not be stored."""
     from rmqrun.client.instance import ClientInstance
-    from rmqrun.consumer.retry import SendBack
+    from rmqrun.client.republish import RetryPublisher
 
     instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
                               api_timeout=cfg.timeout, connect_timeout=cfg.timeout)
     await instance.start()
-    sender = SendBack(instance, cfg.group)
+    sender = RetryPublisher(instance, cfg.group)
     sent = 0
     try:
         for f in failures:

@@ -41,7 +41,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable
 
-from rmqrun.supervisor.wire import ConsumeMode
+from rmqrun.pipe.wire import ConsumeMode
 
 DEFAULT_MAX_INFLIGHT_MESSAGES = 64
 """Two pull batches (pullBatchSize 32): one running, one waiting in the pipe, so a worker never idles."""

@@ -1,6 +1,6 @@
 """The consumer engine's :class:`~rmqrun.consumer.executor.Executor`, backed by worker processes.
 
-A job becomes a pool :class:`~rmqrun.supervisor.wire.Batch`. The
+A job becomes a pool :class:`~rmqrun.pipe.wire.Batch`. The
 :class:`~rmqrun.supervisor.dispatch.Dispatcher` picks its worker (orderly
 queues pinned, concurrent jobs by load) or says "wait"; waiting jobs queue
 here in arrival order and go out as results free room. That wait is the
@@ -35,7 +35,7 @@ from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
 from rmqrun.supervisor.pool import Pool, PoolConfig, PoolError, WorkerLost
-from rmqrun.supervisor.wire import Batch, BatchResult, ConsumeMode
+from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
 _VERDICTS = tuple(Verdict)  # index = status byte (the same numbering as wire.Status)

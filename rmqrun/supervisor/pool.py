@@ -34,7 +34,7 @@ Deaths: a current process that dies unexpectedly is replaced at once (before
 ``on_worker_lost`` runs, so the callback can resubmit to the same slot); its
 unfinished batches are given back in submission order with the one it had
 started marked, together with the worker's per-message progress on it (read
-from memory the worker shares, :mod:`rmqrun.supervisor.progress`): which
+from memory the worker shares, :mod:`rmqrun.pipe.progress`): which
 messages already have results and whether it died inside a handler call.
 A death inside a handler call is explained by a message and is the
 executor's business (it isolates the message); only deaths no message
@@ -44,7 +44,7 @@ against the crash-loop guard: more than ``crash_limit`` of them within
 (a worker that never became ready and said so), is fatal: ``on_fatal`` is
 called, nothing is respawned and ``submit`` raises. Any exit of a worker that
 was ready, whatever its code, is a crash, never a boot failure. See
-:class:`rmqrun.supervisor.wire.ExitCode` for the exit-code table.
+:class:`rmqrun.pipe.wire.ExitCode` for the exit-code table.
 
 Time limits count per handler call, like Java's consumeTimeout (a pool
 batch is a whole pull, many calls): the worker interrupts a call at
@@ -74,12 +74,12 @@ from typing import Callable
 from loguru import logger
 
 from rmqrun.errors import ConfigError, RmqrunError
-from rmqrun.supervisor import progress as progress_mem
-from rmqrun.supervisor.wire import (
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import (
     Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, MessageOutcome, Ready,
     Retiring, Started, Status, Stop, WireError, describe_exit, encode, encode_run,
 )
-from rmqrun.worker.main import WorkerConfig
+from rmqrun.pipe.worker_config import WorkerConfig
 
 __all__ = [
     "Pool", "PoolConfig", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost",

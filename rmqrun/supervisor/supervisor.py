@@ -65,6 +65,10 @@ class Supervisor:
         self.engine: PushConsumer | None = None
         #: True once the consumer has started and taken its first assignment (systemd READY=1)
         self.ready = False
+        #: what the supervisor is doing, for ``/readyz``: starting, waiting, consuming, draining, stopped
+        self.phase = "starting"
+        #: why, in a few words (the cluster error while waiting, the signal while draining)
+        self.phase_detail = ""
         self._signals: asyncio.Queue[int] = asyncio.Queue()
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
@@ -103,7 +107,7 @@ class Supervisor:
         try:
             self.engine = await start_when_reachable(
                 lambda: PushConsumer(self.settings.consumer, self.executor), self._signals,
-                on_status=self.settings.on_status, on_signal=self._handle)
+                on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)
             raise
@@ -112,6 +116,7 @@ class Supervisor:
             await self.executor.stop(0)
             return EXIT_FATAL
         if self.engine is None:  # TERM/INT while waiting for the cluster
+            self._set_phase("draining", "stop requested while waiting for the cluster")
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
@@ -120,6 +125,7 @@ class Supervisor:
                     self.settings.consumer.group, self.settings.consumer.message_model, mode,
                     self.executor.pool.size, self.settings.pool.handler)
         self.ready = True
+        self._set_phase("consuming")
         if self.settings.on_ready:
             self.settings.on_ready()
         status_task = asyncio.ensure_future(self._status_loop())
@@ -132,7 +138,10 @@ class Supervisor:
                 if self.executor.fatal in done:
                     get_sig.cancel()
                     logger.error("stopping: {}", self.executor.fatal.result())
-                    code = EXIT_BOOT if isinstance(self.executor.fatal.result(), WorkerBootError) else EXIT_FATAL
+                    # Exit code 3 means "the handler cannot be loaded when rmqrun starts", and the unit
+                    # never restarts it. After start-up (code changed on disk, an import that fails
+                    # for a moment) the pool gives up with 1: a restart either recovers or stops at 3.
+                    code = EXIT_FATAL
                     await self._stop(grace=0)
                     return code
                 sig = get_sig.result()
@@ -178,6 +187,7 @@ class Supervisor:
 
     async def _stop(self, grace: float) -> None:
         engine = self.engine
+        self._set_phase("draining", f"graceful stop, grace {grace:g} s" if grace else "stopping now")
         if self.settings.on_stopping:
             self.settings.on_stopping()
         await self._abandon_reload()
@@ -198,10 +208,21 @@ class Supervisor:
         await shutdown
         # the grace period is one budget for the whole stop: what is left of it, then workers stop at once
         await self.executor.stop(max(0.0, deadline - time.monotonic()))
+        self._set_phase("stopped")
         stats = engine.stats
         logger.info("stopped: {} messages consumed, {} failed", stats.consumed, stats.failed)
 
     # ----------------------------------------------------------------- status
+
+    def _set_phase(self, phase: str, detail: str = "") -> None:
+        self.phase = phase
+        self.phase_detail = detail
+
+    def _waiting(self, text: str) -> None:
+        """The cluster wait's status line: kept for ``/readyz``, passed on (systemd STATUS=)."""
+        self._set_phase("waiting", text)
+        if self.settings.on_status:
+            self.settings.on_status(text)
 
     def status_text(self) -> str:
         engine = self.engine

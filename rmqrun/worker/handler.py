@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from rmqrun.errors import ConfigError
-from rmqrun.supervisor.wire import Status
+from rmqrun.pipe.wire import Status
 from rmqrun.worker.results import (
     CONCURRENT_RESULTS, ORDERLY_RESULTS, AckIndex, Commit, HandlerResult, ReconsumeLater, Rollback,
     SuspendCurrentQueue,

@@ -19,7 +19,7 @@ and any batch still queued for it, come back NOT_RUN and go to the
 replacement), so RSS overshoots the limit by at most one call.
 
 Progress within a batch goes to memory shared with the supervisor
-(:mod:`rmqrun.supervisor.progress`), so that if this process dies, messages
+(:mod:`rmqrun.pipe.progress`), so that if this process dies, messages
 that already have a result are not run again and the supervisor knows which
 message was in the handler.
 
@@ -39,18 +39,19 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from loguru import logger
 
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
-from rmqrun.supervisor import progress as progress_mem
-from rmqrun.supervisor.wire import (
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
     WireError, encode,
 )
+from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker import logs as worker_logs
 from rmqrun.worker.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.handler import (
     BadResultError, Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
@@ -60,36 +61,6 @@ from rmqrun.worker.handler import (
 RETRY_TOPIC_PREFIX = "%RETRY%"
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
-LOG_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
-              "{message}")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerConfig:
-    """What a worker needs to know, sent once in the BOOT frame (as JSON, so plain fields only).
-
-    ``time_limit`` is the soft limit of one handler call in seconds (0 = none),
-    Java's consumeTimeout, which counts from the start of each consume call,
-    not from the start of the pulled batch the call belongs to.
-    ``kill_grace`` is how long after it the supervisor kills the worker; the
-    worker re-announces a long batch (STARTED again) before each call often
-    enough that the supervisor's hard limit counts from the current call too.
-    ``max_messages`` (+ a random 0..``max_messages_jitter``) and ``max_memory``
-    (RSS bytes) trigger recycling; 0 disables them.
-    """
-
-    handler: str
-    worker_init: str | None = None
-    worker_exit: str | None = None
-    batch_size: int = 1
-    time_limit: float = 900.0
-    kill_grace: float = 10.0
-    max_messages: int = 0
-    max_messages_jitter: int = 0
-    max_memory: int = 0
-    log_level: str = "INFO"
-    #: "text", or "json" for JSON lines (``rmqrun run --log-format json``)
-    log_format: str = "text"
 
 
 class _Pipe:
@@ -336,6 +307,8 @@ class Worker:
         t0 = time.perf_counter()
         msgs, offsets, decode_errors = self._decode(run)
         n = len(msgs)
+        context = worker_logs.CONTEXT
+        context.begin(msgs, offsets)  # by reference: what the handler logs is labelled only when it logs
         check_memory = self.config.max_memory > 0
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
@@ -372,6 +345,7 @@ class Worker:
                     if check_memory and start and self._memory_check():
                         break  # recycle after the call that went over: the rest go to the replacement
                     arg = msgs[start:end] if is_batch else msgs[start]
+                    context.index = start
                     if prog is not None:
                         prog.call(statuses, delays, start, end)
                     if limit > 0:
@@ -436,6 +410,7 @@ class Worker:
             self._terminating = True
             error = error or "worker terminated (SIGTERM)"
         self._in_batch = False
+        context.end()
         if prog is not None:
             prog.publish(statuses, delays, n)
         self.handled += n
@@ -471,15 +446,6 @@ class Worker:
             self.pipe.send(Retiring(reason))
 
 
-def _setup_logging(worker_id: int, level: str, fmt: str = "text") -> None:
-    logger.remove()
-    logger.configure(extra={"worker_id": worker_id, "pid": os.getpid(), "role": "worker"})
-    if fmt == "json":  # worker_id and pid travel in record.extra
-        logger.add(sys.stderr, level=level, serialize=True, backtrace=False, diagnose=False)
-    else:
-        logger.add(sys.stderr, level=level, format=LOG_FORMAT, backtrace=False, diagnose=False)
-
-
 def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
     """The BOOT frame, and the buffer holding whatever arrived after it (batches may already be queued)."""
     frames = FrameBuffer()
@@ -511,11 +477,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
-    _setup_logging(boot.worker_id, config.log_level, config.log_format)
+    worker_logs.setup(boot.worker_id, os.getpid(), config.log_level, config.log_format)
     worker = Worker(config, boot.worker_id, sock, progress)
     worker.pipe.frames = frames
     code = worker.run()
-    sys.stderr.flush()
+    worker_logs.flush()
+    sys.__stderr__.flush()
     raise SystemExit(int(code))
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmqrun.client.bodies import ConsumerData, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import Message, MessageQueue
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection

@@ -227,7 +227,7 @@ def test_missing_topic_namesrv_and_unknown_topic(eb: EmbeddedBroker) -> None:
     r = run_cli(["read", "--topic", "RT_hist", "--namesrv", "not-an-address"])
     assert r.returncode == 2 and "--namesrv 'not-an-address'" in r.stderr
     r = run_cli(["read", "--topic", "RT_nowhere"], env=child_env(NAMESRV_ADDR=eb.namesrv_address))
-    assert r.returncode == 2 and "'RT_nowhere' does not exist" in r.stderr
+    assert r.returncode == 1 and "'RT_nowhere' does not exist" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 

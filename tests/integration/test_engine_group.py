@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from rmqrun.consumer.allocate import get_strategy
 from tests.integration.engine_kit import (
     Running, broker, by_queue, consumer_config, pool_config, produce, read_records, wait_for,
 )
@@ -39,12 +38,13 @@ def test_two_instances_split_queues_by_strategy(tmp_path: Path, record_file: Pat
                     tb = {mq for mq in eb_.table if mq.topic == "G2T"}
                     return len(ta) == 2 and len(tb) == 2 and not ta & tb
                 await wait_for(split, timeout=30, what="queues split 2/2")
-                # exactly what AllocateMessageQueueAveragely computes for these client ids
-                mqs = sorted(mq for mq in list(ea.table) + list(eb_.table) if mq.topic == "G2T")
-                cids = sorted([ea.instance.client_id, eb_.instance.client_id])
-                strategy = get_strategy("AVG")
-                assert set(strategy.allocate("GG1", ea.instance.client_id, mqs, cids)) == \
-                    {mq for mq in ea.table if mq.topic == "G2T"}
+                # Java's AllocateMessageQueueAveragely, by its definition: consumers and queues
+                # sorted, 4 queues / 2 consumers = 2 each, consumer i takes the block [2i, 2i + 2).
+                # So the client id that sorts first holds queues 0 and 1, the other 2 and 3.
+                first, second = sorted([(ea.instance.client_id, ea), (eb_.instance.client_id, eb_)],
+                                       key=lambda pair: pair[0])
+                assert {mq.queue_id for mq in first[1].table if mq.topic == "G2T"} == {0, 1}
+                assert {mq.queue_id for mq in second[1].table if mq.topic == "G2T"} == {2, 3}
                 await wait_for(lambda: len(read_records(record_file)) >= 8, what="8 messages")
     run(main())
 

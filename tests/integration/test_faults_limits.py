@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from rmqrun.supervisor.wire import Status as S
+from rmqrun.pipe.wire import Status as S
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce, wait_for
 from tests.integration.signals_kit import read_deliveries
 from tests.integration.test_pool_basic import Harness, records, run, statuses

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from rmqrun.supervisor.wire import Batch, ConsumeMode
+from rmqrun.pipe.wire import Batch, ConsumeMode
 from tests.integration.test_pool_basic import Harness, O, S, records, run, statuses
 
 

@@ -21,7 +21,7 @@ from rmqrun.client.bodies import (
     UnlockBatchRequestBody,
     dumps,
 )
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import ProtocolError
 

@@ -20,7 +20,7 @@ from rmqrun.client.broker import PullStatus, SendStatus
 from rmqrun.client.headers import PullMessageRequestHeader, pull_sys_flag
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
 from rmqrun.remoting.message import decode_messages, scan_records

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from rmqrun.model import MessageQueue
 from rmqrun.supervisor.dispatch import Dispatcher, stable_index
-from rmqrun.supervisor.wire import ConsumeMode
+from rmqrun.pipe.wire import ConsumeMode
 
 C = ConsumeMode.CONCURRENT
 O = ConsumeMode.ORDERLY

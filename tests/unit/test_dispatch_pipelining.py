@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rmqrun.supervisor.dispatch import Dispatcher
-from rmqrun.supervisor.wire import ConsumeMode
+from rmqrun.pipe.wire import ConsumeMode
 
 C = ConsumeMode.CONCURRENT
 O = ConsumeMode.ORDERLY

@@ -15,11 +15,12 @@ import pytest
 
 import rmqrun
 from rmqrun.remoting.message import encode_stored
-from rmqrun.supervisor.wire import ConsumeMode, Done, FrameBuffer, Run, Started, Status
+from rmqrun.pipe.wire import ConsumeMode, Done, FrameBuffer, Run, Started, Status
 from rmqrun.worker.handler import (
     BadResultError, ConcurrentOutcome, Handler, OrderlyOutcome, batch, map_concurrent, map_orderly,
 )
-from rmqrun.worker.main import Worker, WorkerConfig
+from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker.main import Worker
 
 S = Status
 

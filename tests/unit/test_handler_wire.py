@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqrun.remoting.message import encode_stored
-from rmqrun.supervisor.wire import (
+from rmqrun.pipe.wire import (
     Batch, Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Kind, Ready, Retiring, Run, Started, Status,
     Stop, WireError, decode, describe_exit, encode, encode_run,
 )
@@ -114,7 +114,7 @@ def test_statuses_and_exit_codes_are_the_documented_numbers() -> None:
 
 
 def test_batch_result_views() -> None:
-    from rmqrun.supervisor.wire import BatchResult, MessageOutcome
+    from rmqrun.pipe.wire import BatchResult, MessageOutcome
     batch = Batch(4, "k", ConsumeMode.CONCURRENT, "b", rec(7) + rec(8) + rec(9))
     r = BatchResult(batch, 1, 99, bytes([0, 1, 0]), (0, 3, 0), (7, 8, 9))
     assert r.batch_id == 4 and r.queue_key == "k" and r.mode is ConsumeMode.CONCURRENT

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from rmqrun.supervisor import progress as p
+from rmqrun.pipe import progress as p
 
 
 def _mapped():  # type: ignore[no-untyped-def]

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rmqrun.client.broker import PullResult as WirePullResult
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
 from rmqrun.pull import NotStartedError, PullStatus
 from rmqrun.pull.async_consumer import AsyncPullConsumer

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqrun.consumer.subscription import (
+from rmqrun.client.subscription import (
     SUB_ALL,
     SubscriptionData,
     build_subscription_data,

@@ -45,7 +45,7 @@ from rmqrun.client.headers import (
     PULL_FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
-from rmqrun.consumer.subscription import SubscriptionData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection

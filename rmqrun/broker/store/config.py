@@ -32,6 +32,17 @@ def parse_delay_levels(spec: str) -> list[int]:
     return out
 
 
+def delete_hours(spec: str) -> set[int]:
+    """``"04"`` or ``"04;16"`` to the hours of the day it names; rejects junk loudly."""
+    hours: set[int] = set()
+    for token in str(spec).split(";"):
+        token = token.strip()
+        if not token.isdigit() or not 0 <= int(token) <= 23:
+            raise StoreError(f"delete_when={spec!r}: {token!r} is not an hour 00-23 (several: '04;16')")
+        hours.add(int(token))
+    return hours
+
+
 class FlushMode(str, Enum):
     """When commit-log bytes are fsync'ed.
 
@@ -73,6 +84,23 @@ class StoreConfig:
     recover_full_scan: bool = False
     message_delay_levels: str = DEFAULT_DELAY_LEVELS
 
+    # -- retention (RocketMQ MessageStoreConfig; see retention.py) --------------------
+    #: Commit-log files last written longer ago than this are deleted (fileReservedTime, 72 h).
+    file_reserved_hours: float = 72
+    #: Hours of the day (``"04"``, or several as ``"04;16"``) when expired files are deleted
+    #: (deleteWhen, "04").
+    delete_when: str = "04"
+    #: Above this disk use (percent of the data directory's file system) expired files
+    #: are deleted at once, whatever the hour (diskMaxUsedSpaceRatio, 75).
+    disk_max_used_space_ratio: int = 75
+    #: Above this disk use even unexpired files are deleted, oldest first, never the one
+    #: being written (diskSpaceCleanForciblyRatio, 0.85).
+    disk_space_clean_forcibly_ratio: int = 85
+    #: Period of the retention check (cleanResourceInterval, 10 s).
+    clean_resource_interval_ms: int = 10_000
+    #: Most commit-log files deleted by one check (DELETE_FILES_BATCH_MAX, 10).
+    delete_files_batch_max: int = 10
+
     def __post_init__(self) -> None:
         if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
             object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
@@ -86,6 +114,15 @@ class StoreConfig:
             )
         if self.consume_queue_entries_per_file < 1:
             raise StoreError("consume_queue_entries_per_file must be >= 1")
-        for name in ("flush_interval_ms", "checkpoint_interval_ms", "config_flush_interval_ms"):
+        delete_hours(self.delete_when)
+        if self.file_reserved_hours <= 0:
+            raise StoreError(f"file_reserved_hours must be > 0, got {self.file_reserved_hours}")
+        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio"):
+            if not 10 <= getattr(self, name) <= 95:
+                raise StoreError(f"{name} must be a percentage between 10 and 95, got {getattr(self, name)}")
+        if self.delete_files_batch_max < 1:
+            raise StoreError(f"delete_files_batch_max must be >= 1, got {self.delete_files_batch_max}")
+        for name in ("flush_interval_ms", "checkpoint_interval_ms", "config_flush_interval_ms",
+                     "clean_resource_interval_ms"):
             if getattr(self, name) <= 0:
                 raise StoreError(f"{name} must be > 0, got {getattr(self, name)}")

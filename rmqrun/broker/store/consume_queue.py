@@ -5,8 +5,11 @@ the queue's N-th message, exactly RocketMQ's ConsumeQueue unit. The array lives 
 segment files of ``entries_per_file`` entries (RocketMQ: 300,000 = 6,000,000 bytes),
 under ``consumequeue/<topic>/<queueId>/``. Segments rather than one file per queue
 because the segment machinery already exists for the commit log and because
-retention (not implemented yet) will then be "unlink the head files and raise the
-min offset", exactly as in RocketMQ. Queues are flushed lazily: recovery can always
+retention is then "unlink the head files and raise the min offset", as in RocketMQ
+(see :mod:`.retention`): once the commit log's head files are gone, the queue's
+files whose every entry points below the log's new minimum are deleted, and the
+queue's min offset becomes its first entry still pointing into the log (it may sit
+inside the first remaining file). Queues are flushed lazily: recovery can always
 rebuild them from the commit log.
 """
 
@@ -48,6 +51,9 @@ class ConsumeQueue:
         self.max_offset = 0
         #: Set on append, cleared when the checkpoint service picks the queue up for fsync.
         self.dirty = False
+        #: First entry that still points into the commit log (RocketMQ's minLogicOffset / 20);
+        #: raised by :meth:`correct_min_offset` after retention, never below the first file.
+        self.min_logic_offset = 0
 
     @property
     def key(self) -> tuple[str, int]:
@@ -55,7 +61,40 @@ class ConsumeQueue:
 
     @property
     def min_offset(self) -> int:
-        return self.file.start // ENTRY_SIZE
+        return max(self.file.start // ENTRY_SIZE, self.min_logic_offset)
+
+    def correct_min_offset(self, log_min: int) -> None:
+        """Raise the min offset to the first entry whose record starts at or after ``log_min``.
+
+        Entries are ordered by commit-log position, so that is a binary search; when
+        every entry points below ``log_min`` the queue is logically empty (min = max).
+        """
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            data = self.file.read(mid * ENTRY_SIZE, ENTRY_SIZE)
+            phys = ENTRY.unpack(data)[0] if len(data) == ENTRY_SIZE else -1
+            if phys < log_min:
+                lo = mid + 1
+            else:
+                hi = mid
+        self.min_logic_offset = lo
+
+    def delete_files_below(self, log_min: int) -> int:
+        """Delete head files whose last entry points below ``log_min`` (never the last file).
+
+        Returns how many files went; then raises the min offset (:meth:`correct_min_offset`).
+        """
+        segments = self.file.segments
+        count = 0
+        for seg in segments[:-1]:
+            last = self.file.read(seg.start + self.file.segment_size - ENTRY_SIZE, ENTRY_SIZE)
+            if len(last) < ENTRY_SIZE or ENTRY.unpack(last)[0] >= log_min:
+                break
+            count += 1
+        dropped = len(self.file.drop_head(count)) if count else 0
+        self.correct_min_offset(log_min)
+        return dropped
 
     def load(self) -> list[Path]:
         """Find the segment files; returns unusable ones (misaligned, after a gap, short).
@@ -104,6 +143,7 @@ class ConsumeQueue:
     def truncate(self, count: int) -> None:
         self.file.truncate(count * ENTRY_SIZE)
         self.max_offset = count
+        self.min_logic_offset = min(self.min_logic_offset, count)
 
     def sync(self) -> None:
         self.file.sync(self.max_offset * ENTRY_SIZE)

@@ -31,8 +31,25 @@ class StoreClosedError(StoreError):
     """The store is not open (never opened, or already closed)."""
 
 
-class StoreLockedError(StoreError):
+class DataDirError(StoreError):
+    """The data directory cannot be used: not a directory, not writable, in use, disk full.
+
+    The message names the directory; callers (the ``rmqrun broker`` command) print it as
+    one line instead of a traceback.
+    """
+
+    def __init__(self, data_dir: object, reason: str) -> None:
+        super().__init__(f"data directory {data_dir}: {reason}")
+        self.data_dir = data_dir
+        self.reason = reason
+
+
+class StoreLockedError(DataDirError):
     """Another process already has this data directory open."""
+
+    def __init__(self, data_dir: object, reason: str = "already in use by another broker or store "
+                 "(its lock file is held)") -> None:
+        super().__init__(data_dir, reason)
 
 
 class StoreIOError(StoreError, OSError):

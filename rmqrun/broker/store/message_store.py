@@ -15,6 +15,10 @@ contended) and go straight to the page cache with ``pwrite``; durability comes f
 the flusher thread (group commit in SYNC mode, periodic in ASYNC mode); consume
 queues and the checkpoint are fsync'ed by a second background thread.
 
+Old commit-log files go by RocketMQ's retention rules, consume queues following (a
+background check, see :mod:`.retention`); a data directory that cannot be used is a
+:class:`DataDirError` naming it.
+
 Every record leaves the store (pull, view, send-back) exactly as RocketMQ stores it;
 on disk its PHYSICALOFFSET holds a seal instead (see :mod:`.record` for why there,
 and how directories written before seals keep working).
@@ -36,7 +40,8 @@ from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
 from .consume_queue import pack_entry
 from .consumer_offsets import ConsumerOffsetStore
-from .errors import MessageTooLargeError, RecordFormatError, StoreClosedError, StoreError, StoreIOError, StoreLockedError
+from .errors import (DataDirError, MessageTooLargeError, RecordFormatError, StoreClosedError, StoreError, StoreIOError,
+                     StoreLockedError)
 from .flusher import CommitLogFlusher
 from .json_file import JsonFile
 from .log_scanner import LogScanner
@@ -45,6 +50,7 @@ from .queue_table import QueueTable, topic_name_problem
 from .record import STORE_TIMESTAMP_PROBE, RecordHeader, check_body_crc, parse_header, read_store_timestamp
 from .recovery import Recovery, RecoveryReport
 from .results import GetResult, PutResult
+from .retention import DiskUsage, Retention, RetentionListener, RetentionReport
 from .subscription_groups import SubscriptionGroupStore
 from .tags_code import TagsCodeFn, make_tags_code_fn
 from .topic_configs import TopicConfigStore
@@ -74,6 +80,8 @@ class MessageStore:
         self._known_topics: set[str] = set()
         self._last_checkpoint: Checkpoint | None = None
         self.arrival_listeners: list[ArrivalListener] = []
+        #: Deletes old files (retention.py); its ``disk_usage`` and ``listeners`` are public.
+        self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock)
         config_dir = self.data_dir / "config"
         self.consumer_offsets = ConsumerOffsetStore(config_dir / ConsumerOffsetStore.FILE_NAME)
         self.topic_configs = TopicConfigStore(config_dir / TopicConfigStore.FILE_NAME)
@@ -90,10 +98,15 @@ class MessageStore:
     def open(self) -> "MessageStore":
         if self.is_open:
             return self
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._prepare_dir()
         self._take_dir_lock()
         try:
-            self._open_locked()
+            try:
+                self._open_locked()
+            except StoreError:
+                raise
+            except OSError as exc:  # e.g. ENOSPC writing meta.json or the checkpoint
+                raise DataDirError(self.data_dir, _os_reason(exc)) from exc
         except BaseException:
             self._log.close()
             self._queues.close()
@@ -111,8 +124,14 @@ class MessageStore:
         cp, cp_problem = (None, None) if rebuild_queues else self._checkpoint_file.load()
         if self.config.recover_full_scan:
             cp = None
+        self._correct_min_offsets()  # after retention, entries below the log's head are not checked
         recovery = Recovery(self._log, self._queues, self.tags_code_fn, verify_queues=self.config.verify_consume_queues)
         self.recovery = recovery.run(cp, unusable_queues=bad_queues)
+        self._correct_min_offsets()
+        self.retention.followed_min = self._log.min_offset
+        # One retention check before the first write (the checkpoint below): a broker
+        # stopped by a full disk can then start again if old files may go.
+        self.retention.run()
         if cp_problem:
             self.recovery.notes.insert(0, cp_problem)
         self._seed_store_time()
@@ -126,9 +145,10 @@ class MessageStore:
         self._flusher = CommitLogFlusher(self._log.file, lambda: self._log.write_pos,
                                          self.config.flush_interval_ms / 1000)
         self._flusher.start()
-        self._tasks = PeriodicTasks("store-maintenance")
+        self._tasks = PeriodicTasks("store-maintenance", where=str(self.data_dir))
         self._tasks.add("checkpoint", self.config.checkpoint_interval_ms / 1000, self._checkpoint)
         self._tasks.add("config-flush", self.config.config_flush_interval_ms / 1000, self.flush_configs)
+        self._tasks.add("retention", self.config.clean_resource_interval_ms / 1000, self.clean_expired_files)
         self._tasks.start()
 
     def close(self) -> None:
@@ -160,19 +180,40 @@ class MessageStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _prepare_dir(self) -> None:
+        """Create the data directory; refuse one that is a file or not writable, naming it."""
+        d = self.data_dir
+        if d.exists() and not d.is_dir():
+            raise DataDirError(d, "exists but is not a directory")
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataDirError(d, f"cannot be created: {_os_reason(exc)}") from exc
+        if not os.access(d, os.W_OK | os.X_OK):
+            raise DataDirError(d, "is not writable by this user")
+
     def _take_dir_lock(self) -> None:
-        fd = os.open(self.data_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(self.data_dir / "lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise DataDirError(self.data_dir, f"cannot create its lock file: {_os_reason(exc)}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise StoreLockedError(f"{self.data_dir} is already open in another store or process") from None
+            raise StoreLockedError(self.data_dir) from None
         self._lock_fd = fd
 
     def _release_dir_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _correct_min_offsets(self) -> None:
+        log_min = self._log.min_offset
+        if log_min > 0:
+            for cq in self._queues:
+                cq.correct_min_offset(log_min)
 
     def _check_meta(self) -> bool:
         """Refuse a segment size the log was not written with; returns True if queues must be rebuilt."""
@@ -378,6 +419,26 @@ class MessageStore:
         """Every commit-log byte below this is fsync'ed."""
         return self._log.file.synced_pos
 
+    # -- retention -------------------------------------------------------------------
+    def clean_expired_files(self, now: float | None = None) -> RetentionReport | None:
+        """One retention check (runs every ``clean_resource_interval_ms``; callable directly).
+
+        ``now`` (epoch seconds) stands for the clock in tests. None when the store is
+        fenced after an I/O error (nothing is deleted then).
+        """
+        if self._failed is not None or (self._flusher is not None and self._flusher.error is not None):
+            return None
+        return self.retention.run(now)
+
+    def set_disk_usage(self, fn: DiskUsage | None) -> None:
+        """Replace the disk-use reading retention decides on (None: the real file system's)."""
+        from .retention import disk_used_ratio
+        self.retention.disk_usage = fn or disk_used_ratio
+
+    def add_retention_listener(self, listener: RetentionListener) -> None:
+        """Call ``listener(new_commit_log_min_offset)`` after retention deleted commit-log files."""
+        self.retention.listeners.append(listener)
+
     # -- background ------------------------------------------------------------------
     def _checkpoint(self) -> None:
         flusher = self._flusher
@@ -414,3 +475,9 @@ class MessageStore:
         """Save the JSON stores that changed (also runs periodically and on close)."""
         for store in (self.consumer_offsets, self.topic_configs, self.subscription_groups):
             store.flush()
+
+
+def _os_reason(exc: OSError) -> str:
+    """``strerror`` plus the file when the error names one ("No space left on device (meta.json)")."""
+    reason = exc.strerror or str(exc)
+    return f"{reason} ({exc.filename})" if exc.filename else reason

@@ -9,7 +9,9 @@ became durable. Recovery makes them agree again:
 2. Check each consume queue against the checkpoint: at least the checkpointed number
    of entries, structurally sane (offsets increasing, below C), and a few entries
    sampled against the commit log. A queue failing that is rebuilt from 0.
-3. Scan the commit log: from 0 if anything is rebuilt (records below C are trusted,
+3. Scan the commit log: from its first file (0 unless retention deleted the head; a
+   rebuilt queue then starts at its first surviving record's queue offset and its
+   min offset is corrected by the store) if anything is rebuilt (records below C are trusted,
    so their CRC is skipped and only rebuilt queues are fed), else from C. Every
    record is validated (see :mod:`log_scanner`: structure, position, and the whole-
    record CRC of sealed records, so a torn tail is cut wherever it is torn: header,
@@ -136,7 +138,8 @@ class Recovery:
             cq = self.queues.get(*key)
             if cq is not None:
                 self.queues.remove(cq)
-        start = 0 if (cp is None or rebuild) else c_off
+        # After retention the log no longer starts at 0: a full scan starts at its head.
+        start = self.log.min_offset if (cp is None or rebuild) else c_off
         scanner = LogScanner(self.log, start, verify_from=c_off)
         feeds: dict[QueueKey, _Feed] = {}
         scanned = self._scan(scanner, c_off, counts, rebuild, feeds, full=cp is None)
@@ -235,7 +238,10 @@ class Recovery:
                     prev_end = phys + size
                     offset += 1
         step = max(1, count // _SAMPLES)
-        for n in sorted({0, count - 1, *range(0, count, step)}):
+        lo = cq.min_offset  # entries below it point at commit-log files retention deleted
+        if lo >= count:
+            return None
+        for n in sorted({lo, count - 1, *range(lo, count, step)}):
             entry = cq.entry(n)
             if entry is None:
                 return f"entry {n} unreadable"
@@ -279,7 +285,13 @@ class Recovery:
                 if problem or h.queue_id < 0:
                     scanner.stop_at(rec.pos, f"record at {rec.pos}: {problem or 'negative queue id'}")
                     break
-                feed = feeds[key] = self._new_feed(key, 0 if (full or key in rebuild) else counts.get(key, 0))
+                if full or key in rebuild:
+                    # A rebuilt queue starts where its first surviving record says (0 unless
+                    # retention deleted the log's head).
+                    base = h.queue_offset if self.log.min_offset > 0 else 0
+                else:
+                    base = counts.get(key, 0)
+                feed = feeds[key] = self._new_feed(key, base)
             if h.queue_offset != feed.next:
                 scanner.stop_at(
                     rec.pos,
@@ -331,7 +343,7 @@ class Recovery:
     @staticmethod
     def _entries_below(cq: ConsumeQueue, count: int, end: int) -> int:
         """How many of the first ``count`` entries describe records wholly below ``end``."""
-        lo, hi = 0, count
+        lo, hi = min(cq.min_offset, count), count  # entries below the min point at deleted files
         while lo < hi:
             mid = (lo + hi) // 2
             e = cq.entry(mid)

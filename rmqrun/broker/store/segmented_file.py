@@ -11,8 +11,12 @@ preallocated: a segment's file is exactly as long as what was written to it.
 
 Threading: appends come from one writer at a time (the owner holds its lock),
 ``sync`` runs in one background thread at a time, reads may come from anywhere.
-Segments are only removed by ``truncate``/``destroy``, which run while no other
-thread uses the file (recovery, close).
+Segments are removed from the tail by ``truncate``/``destroy``, which run while no
+other thread uses the file (recovery, close), and from the head by ``drop_head``
+(retention), which may run while readers are active: it swaps in a new segment list
+(a reader holding the old list still finds its segment) and keeps the dropped
+segments' descriptors open until the next ``drop_head`` or ``close``, so a read in
+flight finishes on the unlinked file instead of on a reused descriptor number.
 """
 
 from __future__ import annotations
@@ -46,6 +50,8 @@ class Segment:
     start: int
     path: Path
     fd: int | None = field(default=None, repr=False)
+    #: Deleted by drop_head: never reopened (O_CREAT would bring back an empty file).
+    gone: bool = False
 
 
 class SegmentedFile:
@@ -62,6 +68,8 @@ class SegmentedFile:
         #: Makes one segment's written bytes durable (None: ``os.fdatasync``). A seam for
         #: tests, which swap in one that blocks or fails to check what waits on durability.
         self.fsync: Callable[[int], None] | None = None
+        #: Segments dropped from the head whose descriptors are closed on the next drop_head.
+        self._dropped: list[Segment] = []
 
     # -- loading -------------------------------------------------------------------
     def load(self) -> list[Path]:
@@ -96,7 +104,8 @@ class SegmentedFile:
 
     @property
     def start(self) -> int:
-        return self.segments[0].start if self.segments else 0
+        segments = self.segments
+        return segments[0].start if segments else 0
 
     def file_size(self, seg: Segment) -> int:
         return os.fstat(self._fd(seg)).st_size if seg.fd is not None else os.stat(seg.path).st_size
@@ -106,11 +115,12 @@ class SegmentedFile:
         return pos - pos % self.segment_size
 
     def find(self, pos: int) -> Segment | None:
-        if not self.segments:
+        segments = self.segments  # one snapshot: drop_head may swap the list meanwhile
+        if not segments:
             return None
-        idx = (pos - self.segments[0].start) // self.segment_size
-        if 0 <= idx < len(self.segments):
-            return self.segments[idx]
+        idx = (pos - segments[0].start) // self.segment_size
+        if 0 <= idx < len(segments):
+            return segments[idx]
         return None
 
     def _fd(self, seg: Segment) -> int:
@@ -118,6 +128,8 @@ class SegmentedFile:
         if fd is None:
             with self._fd_lock:
                 if seg.fd is None:
+                    if seg.gone:
+                        raise FileNotFoundError(f"segment {seg.path} was deleted by retention")
                     seg.fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 fd = seg.fd
         return fd
@@ -182,19 +194,29 @@ class SegmentedFile:
     def read(self, pos: int, size: int) -> bytes:
         """Up to ``size`` bytes at ``pos`` from one segment (shorter at the end of data)."""
         seg = self.find(pos)
-        if seg is None or size <= 0:
+        if seg is None or size <= 0 or (seg.gone and seg.fd is None):
             return b""
         size = min(size, seg.start + self.segment_size - pos)
-        return os.pread(self._fd(seg), size, pos - seg.start)
+        try:
+            return os.pread(self._fd(seg), size, pos - seg.start)
+        except OSError:
+            if seg.gone:  # deleted by retention meanwhile: as if already below the minimum
+                return b""
+            raise
 
     def read_into(self, pos: int, size: int) -> bytearray:
         """:meth:`read` into a fresh ``bytearray`` the caller may patch (no extra copy)."""
         seg = self.find(pos)
-        if seg is None or size <= 0:
+        if seg is None or size <= 0 or (seg.gone and seg.fd is None):
             return bytearray()
         size = min(size, seg.start + self.segment_size - pos)
         buf = bytearray(size)
-        got = os.preadv(self._fd(seg), [buf], pos - seg.start)
+        try:
+            got = os.preadv(self._fd(seg), [buf], pos - seg.start)
+        except OSError:
+            if seg.gone:  # deleted by retention meanwhile
+                return bytearray()
+            raise
         if got < size:
             del buf[got:]
         return buf
@@ -233,6 +255,28 @@ class SegmentedFile:
             fsync_dir(self.directory)
         self.synced_pos = min(self.synced_pos, pos)
 
+    def drop_head(self, count: int) -> list[Segment]:
+        """Delete the first ``count`` segment files (never the last one); returns them.
+
+        Their descriptors stay open until the next call (or :meth:`close`): see the
+        module docstring.
+        """
+        count = min(count, len(self.segments) - 1)
+        if count <= 0:
+            return []
+        for seg in self._dropped:
+            self._close_fd(seg)
+        dropped = self.segments[:count]
+        for seg in dropped:
+            self._fd(seg)  # open now: a reader holding the old list reads the unlinked file, never recreates it
+            seg.gone = True
+        self.segments = self.segments[count:]
+        for seg in dropped:
+            seg.path.unlink(missing_ok=True)
+        self._dropped = dropped
+        fsync_dir(self.directory)
+        return dropped
+
     def _close_fd(self, seg: Segment) -> None:
         with self._fd_lock:
             if seg.fd is not None:
@@ -241,8 +285,9 @@ class SegmentedFile:
 
     def release_fds(self) -> None:
         """Close every open descriptor (they reopen on demand); only when no thread uses them."""
-        for seg in self.segments:
+        for seg in self.segments + self._dropped:
             self._close_fd(seg)
+        self._dropped = []
 
     close = release_fds
 

@@ -1,0 +1,154 @@
+"""Retention: delete old commit-log files, then let the consume queues follow.
+
+The rules are RocketMQ's (``CleanCommitLogService`` / ``CleanConsumeQueueService`` of
+``DefaultMessageStore``, defaults from ``MessageStoreConfig``), so an operator's
+expectations carry over:
+
+* A commit-log file is *expired* when it was last written more than
+  ``file_reserved_hours`` ago (72). Expired files are deleted only at one of the
+  ``delete_when`` hours ("04"), or at once whatever the hour when the data
+  directory's file system is more than ``disk_max_used_space_ratio`` percent used
+  (75). Above ``disk_space_clean_forcibly_ratio`` (85) files go even unexpired,
+  oldest first. Deletion always starts at the head and stops at the first file
+  that must stay, takes at most ``delete_files_batch_max`` files per check (10),
+  and never touches the file being written.
+* Then every consume queue drops its head files whose entries all point below the
+  commit log's new minimum, and its min offset moves to its first entry that still
+  points into the log. Listeners (the key index, the broker) hear the new minimum.
+
+Readers never see a deleted file: the commit log refuses positions below its
+minimum, a pull below a queue's min offset is OFFSET_TOO_SMALL (PULL_OFFSET_MOVED
+on the wire, with the new min as the next offset), and descriptors of deleted
+files stay open until the next deletion so reads in flight complete.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from loguru import logger
+
+from .commit_log import CommitLog
+from .config import StoreConfig, delete_hours
+from .queue_table import QueueTable
+
+#: Reads the used share (0.0-1.0) of the file system holding a directory. A seam for tests.
+DiskUsage = Callable[[Path], float]
+#: Told the commit log's new minimum offset after files were deleted.
+RetentionListener = Callable[[int], None]
+
+
+def disk_used_ratio(path: Path) -> float:
+    """(total - free) / total of the file system holding ``path``, as RocketMQ computes it."""
+    st = os.statvfs(path)
+    if st.f_blocks == 0:
+        return 0.0
+    return (st.f_blocks - st.f_bfree) / st.f_blocks
+
+
+@dataclass
+class RetentionReport:
+    """What one check did (returned for tests and the admin code)."""
+
+    disk_used: float
+    reason: str | None  # "time", "disk", "forced" or None (nothing was due)
+    deleted_commit_log_files: list[str] = field(default_factory=list)
+    deleted_queue_files: int = 0
+    commit_log_min_offset: int = 0
+
+
+class Retention:
+    def __init__(self, log: CommitLog, queues: QueueTable, config: StoreConfig, data_dir: Path,
+                 lock: threading.Lock) -> None:
+        self.log = log
+        self.queues = queues
+        self.config = config
+        self.data_dir = data_dir
+        self._lock = lock  # the store's put lock: segment lists change only under it
+        self._hours = delete_hours(config.delete_when)
+        self.disk_usage: DiskUsage = disk_used_ratio
+        self.listeners: list[RetentionListener] = []
+        #: The commit-log minimum the consume queues (and listeners) have caught up with.
+        self.followed_min = log.min_offset
+        self._disk_state = "ok"
+
+    def run(self, now: float | None = None) -> RetentionReport:
+        """One check: delete what is due (see the module docstring)."""
+        now = time.time() if now is None else now
+        used = self.disk_usage(self.data_dir)
+        state = self._note_disk_state(used)
+        if state == "forced":
+            reason: str | None = "forced"
+        elif state == "over":
+            reason = "disk"
+        elif time.localtime(now).tm_hour in self._hours:
+            reason = "time"
+        else:
+            reason = None
+        report = RetentionReport(used, reason)
+        if reason is not None:
+            report.deleted_commit_log_files = self._delete_commit_log(now, forced=reason == "forced")
+        report.deleted_queue_files = self.follow()
+        report.commit_log_min_offset = self.log.min_offset
+        return report
+
+    def follow(self) -> int:
+        """Make the consume queues (and listeners) follow the commit log's minimum; returns files deleted."""
+        log_min = self.log.min_offset
+        if log_min <= self.followed_min:
+            return 0
+        deleted = 0
+        for cq in self.queues:
+            with self._lock:
+                deleted += cq.delete_files_below(log_min)
+        self.followed_min = log_min
+        for listener in self.listeners:
+            try:
+                listener(log_min)
+            except Exception:
+                logger.opt(exception=True).error("retention listener failed")
+        return deleted
+
+    def _delete_commit_log(self, now: float, *, forced: bool) -> list[str]:
+        reserved_s = self.config.file_reserved_hours * 3600
+        file = self.log.file
+        count = 0
+        segments = file.segments
+        for seg in segments[:-1][: self.config.delete_files_batch_max]:
+            if not forced and os.stat(seg.path).st_mtime + reserved_s > now:
+                break
+            count += 1
+        if not count:
+            return []
+        with self._lock:
+            dropped = file.drop_head(count)
+        names = [seg.path.name for seg in dropped]
+        logger.info("retention deleted commit log file(s) {} ({}); commit log now starts at {}", names,
+                    "disk above " + str(self.config.disk_space_clean_forcibly_ratio) + "%, unexpired files too"
+                    if forced else f"older than {self.config.file_reserved_hours:g} h", self.log.min_offset)
+        return names
+
+    def _note_disk_state(self, used: float) -> str:
+        if used > self.config.disk_space_clean_forcibly_ratio / 100:
+            state = "forced"
+        elif used > self.config.disk_max_used_space_ratio / 100:
+            state = "over"
+        else:
+            state = "ok"
+        if state != self._disk_state:
+            if state == "ok":
+                logger.info("disk of {} back to {:.0%} used: retention waits for delete_when again",
+                            self.data_dir, used)
+            else:
+                logger.warning("disk of {} is {:.0%} used (above {}%): deleting {} commit log files now",
+                               self.data_dir, used,
+                               self.config.disk_space_clean_forcibly_ratio if state == "forced"
+                               else self.config.disk_max_used_space_ratio,
+                               "the oldest" if state == "forced" else "expired")
+            self._disk_state = state
+        return state

@@ -1,0 +1,115 @@
+"""The narrow views of the push consumer that its parts are handed.
+
+The puller, the rebalancer and the two consume services each need a handful
+of the push consumer's attributes and methods. They used to take the
+:class:`~rmqrun.consumer.push.PushConsumer` itself, so each of them imported
+``push.py`` while ``push.py`` imported them: a cycle. Each part now names here
+exactly what it uses, as a structural :class:`~typing.Protocol`; the push
+consumer satisfies all of them without inheriting anything, and a test can hand
+a part a small fake instead of a whole engine.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol, Sequence
+
+from rmqrun.client.instance import ClientInstance
+from rmqrun.client.subscription import SubscriptionData
+from rmqrun.consumer.config import ConsumerConfig
+from rmqrun.consumer.executor import Executor, JobResult, RecordData
+from rmqrun.consumer.offsets import OffsetStore
+from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.pull_request import PullRequest
+from rmqrun.consumer.retry import SendBack
+from rmqrun.model import MessageQueue
+
+
+class ConsumeService(Protocol):
+    """What the push consumer and the puller ask of a consume service (concurrent or orderly)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def start(self) -> None: ...
+
+    async def stop(self, grace: float) -> None: ...
+
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None: ...
+
+
+class OrderlyQueueLocks(Protocol):
+    """The rebalancer as the orderly service sees it: broker queue locks and idle queues."""
+
+    async def lock(self, mq: MessageQueue) -> bool: ...
+
+    def on_orderly_idle(self, req: PullRequest) -> None: ...
+
+
+class ConsumeCounters(Protocol):
+    """The consume statistics a service updates."""
+
+    failed: int
+
+    def record(self, n: int, elapsed: float, result: JobResult) -> None: ...
+
+
+class ConsumeContext(Protocol):
+    """What a consume service uses of the push consumer."""
+
+    config: ConsumerConfig
+    executor: Executor
+    offset_store: OffsetStore
+    send_back: SendBack
+    stats: ConsumeCounters
+    rebalancer: OrderlyQueueLocks
+
+    def pull_requests(self) -> Iterable[PullRequest]: ...
+
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int) -> bool: ...
+
+
+class PullContext(Protocol):
+    """What the puller uses of the push consumer."""
+
+    config: ConsumerConfig
+    instance: ClientInstance
+    offset_store: OffsetStore
+    consume_service: ConsumeService
+    paused: bool
+
+    def subscription(self, topic: str) -> SubscriptionData | None: ...
+
+    def queue_thresholds(self) -> tuple[int, float]: ...
+
+    def request_heartbeat(self) -> None: ...
+
+    def note_suggested_broker(self, mq: MessageQueue, broker_id: int) -> None: ...
+
+    async def pull_address(self, mq: MessageQueue) -> str: ...
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int: ...
+
+    async def handle_offset_illegal(self, req: PullRequest) -> None: ...
+
+
+class RebalanceContext(Protocol):
+    """What the rebalancer uses of the push consumer: its queue table and how to change it."""
+
+    config: ConsumerConfig
+    instance: ClientInstance
+    offset_store: OffsetStore
+    consume_service: ConsumeService
+    table: dict[MessageQueue, PullRequest]
+    removing: set[MessageQueue]
+
+    def subscribed_topics(self) -> list[str]: ...
+
+    def add_request(self, req: PullRequest) -> None: ...
+
+    def stop_pull(self, mq: MessageQueue) -> None: ...
+
+    def remove_request(self, mq: MessageQueue) -> None: ...
+
+    def wake_rebalance(self) -> None: ...
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int: ...

@@ -1,0 +1,27 @@
+"""A queue being pulled: the record the push consumer, the puller, rebalance and the consume services share.
+
+It has its own module so that each of those parts can name it without
+importing another part's logic (the puller imported the push consumer, which
+imported the puller).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from rmqrun.consumer.process_queue import ProcessQueue
+from rmqrun.model import MessageQueue
+
+
+@dataclass(slots=True)
+class PullRequest:
+    """A queue being pulled: where the next pull starts and the queue's cache."""
+
+    mq: MessageQueue
+    pq: ProcessQueue
+    next_offset: int
+    previously_locked: bool = False
+    #: the queue's max offset in the broker's last pull answer (-1: none yet), for lag metrics
+    broker_max_offset: int = -1
+    task: asyncio.Task[None] | None = field(default=None, repr=False)

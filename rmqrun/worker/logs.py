@@ -1,0 +1,208 @@
+"""A worker's logging: rmqrun's own lines and everything the handler writes, one stream, one format.
+
+Handlers log the way Python code does: the standard ``logging`` module,
+``print``, ``sys.stderr.write``, ``warnings.warn``. Left alone, ``logging``
+below WARNING is dropped (the root logger has no handler), warnings and
+prints come out as bare text, and in ``--log-format json`` those lines break
+the JSON-lines stream. So at boot the worker routes all of them into loguru:
+
+* the root ``logging`` logger gets one handler forwarding each record at or
+  above the configured level (loggers a handler configures itself keep their
+  own levels and handlers; their records still reach the root unless they
+  turned propagation off);
+* ``warnings`` go through ``logging.captureWarnings`` (logger ``py.warnings``);
+* ``sys.stdout`` and ``sys.stderr`` are replaced by line writers: each full
+  line becomes one record, stdout at INFO, stderr at WARNING (a handler that
+  writes to stderr usually means something is wrong; a traceback printed with
+  ``traceback.print_exc`` becomes one record per line, each still valid JSON).
+
+Every record carries ``worker_id`` and ``pid``, and while a message is in the
+handler also ``topic``, ``queue`` (queue id), ``broker`` and ``offset`` (the
+queue offset of the first message of the call; for a retried message, the
+retry queue it was pulled from). The worker sets the context by reference
+(:class:`MessageContext` keeps the batch's lists and the current index); the
+fields are looked up only when something is logged, so a handler that does
+not log pays nothing per message.
+
+Writes to file descriptors 1 and 2 that bypass Python (C extensions,
+subprocesses the handler starts) are not captured: they reach the terminal
+or journal as they are.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import sys
+import threading
+from typing import Any, TextIO
+
+from loguru import logger
+
+TEXT_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
+               "{message}\n{exception}")
+TEXT_FORMAT_IN_MESSAGE = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
+                          "{extra[topic]} {extra[broker]}:{extra[queue]}@{extra[offset]} | {message}\n{exception}")
+#: levels of the lines a handler writes to its standard streams
+STDOUT_LEVEL = "INFO"
+STDERR_LEVEL = "WARNING"
+
+
+class MessageContext:
+    """The message in the handler now, by reference: set per batch and per call, read only when logging."""
+
+    __slots__ = ("msgs", "offsets", "index")
+
+    def __init__(self) -> None:
+        self.msgs: list[Any] | None = None
+        self.offsets: list[int] = []
+        self.index = 0
+
+    def begin(self, msgs: list[Any], offsets: list[int]) -> None:
+        self.msgs = msgs
+        self.offsets = offsets
+        self.index = 0
+
+    def end(self) -> None:
+        self.msgs = None
+
+    def fields(self) -> dict[str, Any] | None:
+        msgs = self.msgs
+        if msgs is None or self.index >= len(msgs):
+            return None
+        msg = msgs[self.index]
+        offset = self.offsets[self.index]
+        if msg is None:  # a record that did not decode: only its offset is known
+            return {"topic": "?", "broker": "?", "queue": "?", "offset": offset}
+        return {"topic": msg.topic, "broker": msg.broker_name, "queue": msg.queue_id, "offset": offset}
+
+
+#: the worker process's one context (one handler call at a time: the handler runs in the main thread)
+CONTEXT = MessageContext()
+
+
+def _patch(record: Any) -> None:
+    found = CONTEXT.fields()
+    if found is not None:
+        record["extra"].update(found)
+
+
+def _text_format(record: Any) -> str:
+    return TEXT_FORMAT_IN_MESSAGE if "offset" in record["extra"] else TEXT_FORMAT
+
+
+class InterceptHandler(logging.Handler):
+    """Forwards standard ``logging`` records to loguru, keeping the level, logger name and exception."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            level: str | int = logger.level(record.levelname).name
+        except ValueError:
+            level = record.levelno
+        try:
+            message = record.getMessage().rstrip("\n")
+        except Exception:  # a bad format string in the handler's call: show it rather than lose the line
+            message = f"{record.msg!r} % {record.args!r}"
+        # name the handler's code as the place of the call, not this method (frames walked only when logging)
+        frame, depth = sys._getframe(1), 1
+        while frame.f_back is not None and frame.f_code.co_filename == logging.__file__:
+            frame, depth = frame.f_back, depth + 1
+        logger.bind(logger=record.name).opt(depth=depth, exception=record.exc_info).log(level, "{}", message)
+
+
+class LineWriter(io.TextIOBase):
+    """A text stream whose every full line becomes one log record (``print``, ``sys.stderr.write``)."""
+
+    def __init__(self, name: str, level: str, original: TextIO) -> None:
+        self.name = name
+        self.level = level
+        self.original = original
+        self._buf = ""
+        self._busy = False
+        self._lock = threading.RLock()  # handler threads may print too; re-entered only by loguru's own error report
+        self._log = logger.bind(stream=name)
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "utf-8"
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self.original.fileno()
+
+    @property
+    def buffer(self) -> Any:
+        """Bytes written here bypass the log (there is no line to label): the real stream's buffer."""
+        return self.original.buffer
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            if self._busy:  # loguru reporting its own error to sys.stderr: straight out, no loop
+                return self.original.write(text)
+            if "\n" not in text:
+                self._buf += text
+                return len(text)
+            lines = (self._buf + text).split("\n")
+            self._buf = lines.pop()
+            self._emit(lines)
+            return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            if self._buf and not self._busy:
+                line, self._buf = self._buf, ""
+                self._emit([line])
+
+    def _emit(self, lines: list[str]) -> None:
+        """One record per non-empty line, placed at the caller of write/flush (print is C: its caller)."""
+        self._busy = True
+        log = self._log.opt(depth=2)
+        try:
+            for line in lines:
+                line = line.rstrip("\r")
+                if line:
+                    log.log(self.level, "{}", line)
+        finally:
+            self._busy = False
+
+
+def setup(worker_id: int, pid: int, level: str, fmt: str = "text") -> None:
+    """Configure the worker's sink and route the handler's logging, warnings and standard streams into it."""
+    level = level.upper()
+    out = sys.stderr  # the real stream, captured before it is replaced below
+    logger.remove()
+    logger.configure(extra={"worker_id": worker_id, "pid": pid, "role": "worker"}, patcher=_patch)
+    if fmt == "json":  # every field travels in record.extra
+        logger.add(out, level=level, serialize=True, backtrace=False, diagnose=False)
+    else:
+        logger.add(out, level=level, format=_text_format, backtrace=False, diagnose=False)
+    route_std_logging(level)
+    sys.stdout = LineWriter("stdout", STDOUT_LEVEL, sys.stdout)
+    sys.stderr = LineWriter("stderr", STDERR_LEVEL, out)
+
+
+def route_std_logging(level: str) -> None:
+    """Standard ``logging`` at or above ``level`` and ``warnings`` into loguru (idempotent).
+
+    Also used by the supervisor and the other commands, so that a library's
+    log record or a warning is a JSON line like the rest, not bare text.
+    """
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if isinstance(old, InterceptHandler):
+            root.removeHandler(old)
+    root.addHandler(InterceptHandler())
+    root.setLevel(logger.level(level.upper()).no)  # loguru's level numbers are logging's (TRACE 5, SUCCESS 25)
+    logging.captureWarnings(True)  # Python's warning filters (-W, PYTHONWARNINGS) still decide what is shown
+
+
+def flush() -> None:
+    """Emit a last partial line of the handler's streams (at exit)."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, LineWriter):
+            stream.flush()

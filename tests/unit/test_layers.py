@@ -1,0 +1,221 @@
+"""Imports run one way, downward (ARCHITECTURE.md, "Seams worth keeping").
+
+Every module of the ``rmqrun`` package is parsed (not imported) and every import
+statement in it is collected: module level, inside functions, and under
+``if TYPE_CHECKING:`` (a type-only import is still a dependency, and the
+push consumer's cycle with its consume services hid there). Each edge between
+two parts of the package must be allowed by :data:`ALLOWED`, and no group of
+modules may import each other in a circle. A failure prints every offending
+edge with its file and line.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import rmqrun
+
+PACKAGE_DIR = Path(rmqrun.__file__).resolve().parent
+
+#: The layer order as what each part may import (besides itself and the standard library / third parties).
+#: A name is a part (``client``) or one module of a part (``client.bodies``).
+ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
+    # the bottom: plain data, the root exception, asyncio helpers
+    "errors": (),
+    "model": (),
+    "aio": (),
+    # codecs and the connection
+    "remoting": ("errors", "model"),
+    # routes, typed broker calls, the producer, and the wire bodies/headers/subscriptions
+    "client": ("remoting", "errors", "model", "aio"),
+    # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
+    "pipe": ("remoting", "errors", "model"),
+    # the push consumer's logic (rebalance, process queues, offsets, retry)
+    "consumer": ("client", "remoting", "errors", "model", "aio"),
+    # the pull consumer stands on the client, never on the push consumer
+    "pull": ("client", "remoting", "errors", "model", "aio"),
+    # the embedded broker: remoting and the client's wire types only, never consumer logic
+    "broker": ("remoting", "errors", "model", "aio", "client.bodies", "client.headers", "client.subscription"),
+    # a worker process knows the pipe and the message codec, nothing of the supervisor or RocketMQ clients
+    "worker": ("pipe", "remoting", "errors", "model"),
+    # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
+    "supervisor": ("consumer", "client", "pipe", "remoting", "errors", "model", "aio"),
+    # Spark stands on the pull consumer and the client; it runs handlers with the worker's handler contract
+    # (module:function loading, result types), not the worker process or the push consumer
+    "spark": ("pull", "client", "remoting", "errors", "model", "worker.handler", "worker.results"),
+    # the command line sits on top of everything
+    "cli": ("rmqrun", "supervisor", "consumer", "client", "pull", "spark", "broker", "worker", "pipe", "remoting",
+            "errors", "model", "aio"),
+    # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
+    "rmqrun": ("worker.handler", "worker.results", "pull", "model", "errors"),
+}.items()}
+
+#: Cycles inside one part that are known and accepted, each with its reason (a set of module names).
+KNOWN_CYCLES: dict[frozenset[str], str] = {
+    frozenset({
+        "rmqrun.broker.broker", "rmqrun.broker.processors.registry", "rmqrun.broker.processors.admin",
+        "rmqrun.broker.processors.clients", "rmqrun.broker.processors.offsets", "rmqrun.broker.processors.pull",
+        "rmqrun.broker.processors.send",
+    }): "the Broker registers its request processors (a function-level import), and each processor names "
+        "the Broker it serves; left for the broker's owners (only inside rmqrun/broker/)",
+}
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str   # importing module, e.g. rmqrun.worker.main
+    target: str   # imported module, e.g. rmqrun.pipe.wire
+    where: str    # path:line
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.source} -> {self.target}"
+
+
+def module_name(path: Path, root: Path = PACKAGE_DIR) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def scan(root: Path = PACKAGE_DIR) -> tuple[set[str], list[Edge]]:
+    """Every module under ``root`` and every import edge from one of them to another rmqrun module."""
+    files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    top = root.name
+    edges: list[Edge] = []
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        where = str(path.relative_to(root.parent))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                # ``from pkg import sub`` depends on the submodule; ``from mod import name`` on the module.
+                subs = [f"{module}.{a.name}" for a in node.names if f"{module}.{a.name}" in files]
+                targets = subs + ([module] if len(subs) < len(node.names) else [])
+            for target in targets:
+                if target == top or target.startswith(top + "."):
+                    edges.append(Edge(name, target, f"{where}:{node.lineno}"))
+    return set(files), edges
+
+
+def part(module: str) -> str:
+    """``rmqrun.client.bodies`` -> ``client``; ``rmqrun`` -> ``rmqrun``."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else pieces[0]
+
+
+def allowed(edge: Edge, table: dict[str, frozenset[str]] = ALLOWED) -> bool:
+    source, target = part(edge.source), part(edge.target)
+    if source == target:
+        return True
+    rest = edge.target.split(".", 1)[1] if "." in edge.target else edge.target
+    return any(rest == spec or rest.startswith(spec + ".") for spec in table.get(source, ()))
+
+
+def layer_violations(edges: list[Edge], table: dict[str, frozenset[str]] = ALLOWED) -> list[str]:
+    return [f"{e}   ({part(e.source)} may import only: {', '.join(sorted(table.get(part(e.source), ()))) or 'nothing'})"
+            for e in edges if not allowed(e, table)]
+
+
+def cycles(modules: set[str], edges: list[Edge]) -> list[list[Edge]]:
+    """Groups of modules that import each other in a circle, as the edges inside each group.
+
+    An edge to one's own enclosing package is left out: importing ``a.b`` runs ``a/__init__.py`` first anyway,
+    and a package that imports its submodules lazily is not a cycle in load order.
+    """
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for e in edges:
+        if e.target in graph and e.target != e.source and not e.source.startswith(e.target + "."):
+            graph[e.source].add(e.target)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [[e for e in edges if e.source in g and e.target in g] for g in found]
+
+
+def test_every_part_has_a_place_in_the_layer_order() -> None:
+    modules, _ = scan()
+    unplaced = sorted({part(m) for m in modules} - set(ALLOWED))
+    assert not unplaced, f"new parts of rmqrun with no place in tests/unit/test_layers.py ALLOWED: {unplaced}"
+
+
+def test_imports_run_downward() -> None:
+    _, edges = scan()
+    bad = layer_violations(edges)
+    assert not bad, "imports against the layer order (ARCHITECTURE.md):\n" + "\n".join(bad)
+
+
+def test_no_import_cycles() -> None:
+    modules, edges = scan()
+    unknown = [c for c in cycles(modules, edges) if frozenset({e.source for e in c}) not in KNOWN_CYCLES]
+    assert not unknown, "import cycles:\n" + "\n\n".join("\n".join(map(str, c)) for c in unknown)
+
+
+# ---------------------------------------------------------------- the checker itself (so the above cannot pass
+# vacuously)
+
+def test_the_scan_sees_function_level_and_type_checking_imports() -> None:
+    _, edges = scan()
+    pairs = {(e.source, e.target) for e in edges}
+    # a function-level import
+    assert ("rmqrun.broker.broker", "rmqrun.broker.processors.registry") in pairs
+    # an import under ``if TYPE_CHECKING:``
+    assert ("rmqrun.broker.processors.registry", "rmqrun.broker.processors.admin") in pairs
+    # a relative or plain module import resolves to the module
+    assert ("rmqrun.worker.main", "rmqrun.pipe.wire") in pairs
+
+
+def test_the_checker_flags_an_upward_edge_and_a_cycle(tmp_path: Path) -> None:
+    pkg = tmp_path / "rmqrun"
+    for sub in ("worker", "supervisor", "consumer"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "worker" / "main.py").write_text("def f():\n    from rmqrun.supervisor import pool\n")
+    (pkg / "supervisor" / "pool.py").write_text("")
+    (pkg / "consumer" / "a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                           "    from . import b\n")
+    (pkg / "consumer" / "b.py").write_text("from rmqrun.consumer.a import x\n")
+    modules, edges = scan(pkg)
+    bad = layer_violations(edges)
+    assert bad == ["rmqrun/worker/main.py:2: rmqrun.worker.main -> rmqrun.supervisor.pool   "
+                   "(worker may import only: errors, model, pipe, remoting)"]
+    [cycle] = cycles(modules, edges)
+    assert sorted(map(str, cycle)) == ["rmqrun/consumer/a.py:3: rmqrun.consumer.a -> rmqrun.consumer.b",
+                                       "rmqrun/consumer/b.py:1: rmqrun.consumer.b -> rmqrun.consumer.a"]
