@@ -21,12 +21,11 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import JobResult, Verdict
-
-if TYPE_CHECKING:
-    from rmqrun.consumer.push import PushConsumer
+from rmqrun.model import MessageQueue
 
 CLIENT_VERSION = "V4_9_8"
 MINUTE_S = 60.0
@@ -115,7 +114,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def running_info(consumer: "PushConsumer", *, jstack: bool = False) -> dict[str, Any]:
+class RunningConsumer(Protocol):
+    """What :func:`running_info` reads of a push consumer (a protocol, so this module need not import it)."""
+
+    config: ConsumerConfig
+    executor: Any
+    offset_store: Any
+    table: Mapping[MessageQueue, Any]
+    status: "ConsumeStatusTable"
+    started_at_ms: int
+
+    def subscribed_topics(self) -> list[str]: ...
+
+    def subscription(self, topic: str) -> Any: ...
+
+
+def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str, Any]:
     """The GET_CONSUMER_RUNNING_INFO body of ``consumer``, keys as the Java consumer writes them."""
     cfg = consumer.config
     workers = getattr(getattr(consumer.executor, "config", None), "workers", None)  # the pool's processes
@@ -162,7 +176,7 @@ def running_info(consumer: "PushConsumer", *, jstack: bool = False) -> dict[str,
                     for mq, req in sorted(consumer.table.items())},
         "properties": {k: _text(v) for k, v in props.items()},
         "statusTable": consumer.status.to_json(consumer.subscribed_topics()),
-        "subscriptionSet": [s.to_json() for s in consumer._subs.values()],
+        "subscriptionSet": [consumer.subscription(t).to_json() for t in consumer.subscribed_topics()],
     })
     return body
 
