@@ -51,3 +51,25 @@ def test_the_index_is_rebuilt_from_the_log_after_reopening(tmp_path: Path) -> No
             assert offsets(index, "T", uniq) == [pos]
         record = store.read_at(written["U7"])
         assert record is not None and b"b7" in record
+
+
+def test_records_deleted_by_retention_leave_the_index(tmp_path: Path) -> None:
+    import time
+
+    with MessageStore(tmp_path / "d", small_config()) as store:
+        index = KeyIndex(store)
+        written = [put(store, "T", i, f"k{i} all") for i in range(60)]  # several 4 KiB segments
+        assert offsets(index, "T", "all") == written
+        keys_before = len(index)
+        store.set_disk_usage(lambda _p: 0.10)
+        at = time.time() + 100 * 3600  # past file_reserved_hours, at a delete_when hour
+        while time.localtime(at).tm_hour != 4:
+            at += 3600
+        report = store.clean_expired_files(now=at)
+        assert report is not None and report.deleted_commit_log_files
+        floor = store.commit_log_min_offset
+        assert floor > written[0]
+        kept = [p for p in written if p >= floor]
+        assert offsets(index, "T", "all") == kept
+        assert offsets(index, "T", "k0") == []
+        assert len(index) < keys_before, "keys of deleted records are forgotten"
