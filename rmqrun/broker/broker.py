@@ -66,6 +66,8 @@ class Broker:
         self.hold = PullHoldService(self._replay_held_pull)
         self.delays_ms = config.delay_levels_ms
         self.stats = BrokerStats()
+        #: The name server this broker is known by (set by whoever starts both; admin answers show it).
+        self.namesrv_address: str | None = None
         self.topics: TopicTable | None = None
         self.groups: SubscriptionGroupTable | None = None
         self.schedule: ScheduleService | None = None

@@ -282,3 +282,22 @@ def test_deleted_topic_is_gone_with_its_queues_and_offsets_and_stays_gone_after_
             assert kept.code == ResponseCode.SUCCESS
             assert sum(v["maxOffset"] for v in fastjson.loads(kept.body)["offsetTable"].values()) == 4
     run(main())
+
+
+def test_broker_config_and_runtime_info_say_what_this_broker_is(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with broker(tmp_path) as eb:
+            await produce(eb.namesrv_address, "InfoT", 3)
+            config = await call(eb.broker_address, R.GET_BROKER_CONFIG, {})
+            props = dict(line.split("=", 1) for line in config.body.decode().splitlines())
+            assert props["namesrvAddr"] == eb.namesrv_address
+            assert props["listenPort"] == eb.broker_address.rsplit(":", 1)[1]
+            assert props["brokerName"] == "broker-a" and props["fileReservedTime"] == "72"
+            assert "counter" in fastjson.loads(config.ext_fields["version"])
+            info = fastjson.loads((await call(eb.broker_address, R.GET_BROKER_RUNTIME_INFO, {})).body)["table"]
+            assert info["brokerVersionDesc"] == "V4_9_8" and info["msgPutTotalTodayNow"] == "3"
+            assert int(info["commitLogMaxOffset"]) == eb.broker.store.commit_log_max_offset
+            assert float(info["putTps"]) > 0
+            namesrv = await call(eb.namesrv_address, R.GET_NAMESRV_CONFIG, {})
+            assert f"listenPort={eb.namesrv_address.rsplit(':', 1)[1]}" in namesrv.body.decode()
+    run(main())

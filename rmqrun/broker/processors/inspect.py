@@ -38,7 +38,7 @@ DEFAULT_QUERY_MAX_NUM = 32
 
 #: Java names of BrokerConfig fields whose Python name does not camel-case to it.
 _JAVA_CONFIG_NAMES = {
-    "port": "listenPort", "cluster_name": "brokerClusterName", "host": "brokerIP1", "data_dir": "storePathRootDir",
+    "port": "listenPort", "cluster_name": "brokerClusterName", "data_dir": "storePathRootDir",
     "auto_create_topic": "autoCreateTopicEnable", "flush_mode": "flushDiskType",
     "message_delay_levels": "messageDelayLevel", "segment_size": "mappedFileSizeCommitLog",
     "long_polling": "longPollingEnable", "short_polling_ms": "shortPollingTimeMills",
@@ -47,7 +47,8 @@ _JAVA_CONFIG_NAMES = {
     "max_transfer_count_on_disk": "maxTransferCountOnMessageInDisk",
     "max_transfer_bytes_on_disk": "maxTransferBytesOnMessageInDisk",
     "notify_consumer_ids_changed": "notifyConsumerIdsChangedEnable", "sync_flush_timeout_ms": "syncFlushTimeout",
-    "retry_max_times": "retryMaxTimes",
+    "retry_max_times": "retryMaxTimes", "file_reserved_hours": "fileReservedTime",
+    "clean_resource_interval_ms": "cleanResourceInterval", "host": "bindAddress",
 }
 
 
@@ -80,7 +81,9 @@ class InspectProcessor:
         """The broker's settings under their Java names (``getBrokerConfig``)."""
         cfg = self.broker.config
         out = {"brokerName": cfg.broker_name, "brokerId": "0", "brokerRole": "ASYNC_MASTER",
-               "namesrvAddr": f"{cfg.namesrv_host}:{cfg.namesrv_port}", "messageIndexEnable": "true",
+               "brokerIP1": self.broker.address.rsplit(":", 1)[0],  # what clients are told, as in Java
+               "namesrvAddr": self.broker.namesrv_address or f"{cfg.namesrv_host}:{cfg.namesrv_port}",
+               "listenPort": str(self.broker.server.port), "messageIndexEnable": "true",
                "defaultQueryMaxNum": str(DEFAULT_QUERY_MAX_NUM)}
         for f in dataclasses.fields(cfg):
             if f.name.startswith("_"):
