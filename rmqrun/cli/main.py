@@ -259,6 +259,12 @@ from rmqrun.cli.spark import spark as _spark  # noqa: E402  (rmqrun spark: a han
 
 cli.add_command(_spark)
 
+from rmqrun.cli.offsets import offsets as _offsets  # noqa: E402  (rmqrun offsets reset)
+from rmqrun.cli.topic import topic as _topic  # noqa: E402  (rmqrun topic create|update|delete|list|describe)
+
+cli.add_command(_topic)
+cli.add_command(_offsets)
+
 
 # --------------------------------------------------------------------------- demo
 
