@@ -231,22 +231,52 @@ def produce(namesrv: str | None, config_file: str | None, topic: str | None, cou
 @click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
-def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None) -> None:
-    """Per queue: broker offset, consumer offset and lag of a consumer group."""
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
+@click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="seconds between rounds of --watch")
+def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
+           as_json: bool, watch: bool, interval: float) -> None:
+    """Per queue: broker offset, consumer offset and lag of a consumer group.
+
+    Exit 1 when the cluster cannot answer or no broker knows the group.
+    """
+    import json
+    import time
+
     from rmqrun.cli import settings as table
-    from rmqrun.cli.status import StatusError, progress, render
+    from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
     resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
     gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
     if gap is not None:
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
     logs.setup("ERROR", role="status")
-    try:
-        rows = asyncio.run(progress(resolved["namesrv"], resolved["group"], chosen))
-    except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
-        click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
-        sys.exit(EXIT_RUNTIME)
-    click.echo(render(rows, resolved["group"]))
+    group_name = resolved["group"]
+    while True:
+        try:
+            rows = asyncio.run(progress(resolved["namesrv"], group_name, chosen))
+        except UnknownGroupError as exc:
+            click.echo(f"rmqrun: error: {exc}", err=True)
+            sys.exit(EXIT_RUNTIME)
+        except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
+            click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
+            if not watch:
+                sys.exit(EXIT_RUNTIME)
+            rows = None
+        if rows is not None:
+            if as_json:
+                click.echo(json.dumps(to_json(rows, group_name)))
+            else:
+                if watch and sys.stdout.isatty():
+                    click.clear()
+                click.echo(render(rows, group_name))
+        if not watch:
+            return
+        try:
+            time.sleep(interval)
+        except KeyboardInterrupt:
+            return
 
 
 # --------------------------------------------------------------------------- read
