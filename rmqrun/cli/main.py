@@ -64,6 +64,8 @@ def _settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             continue
         if s.is_flag:
             fn = click.option(s.flag, s.key, is_flag=True, default=None, help=s.help)(fn)
+        elif s.multiple:
+            fn = click.option(s.flag, s.key, multiple=True, help=s.help, metavar=s.key.upper())(fn)
         else:
             fn = click.option(s.flag, s.key, default=None, help=s.help, metavar=s.key.upper())(fn)
     fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
