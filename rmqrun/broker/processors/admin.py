@@ -70,6 +70,26 @@ class AdminProcessor:
                 "topicConfigTable": table}
         return answer(cmd, body=fastjson.dumps(body))
 
+    async def delete_topic_in_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: the config, the consume queues and every group's offsets of the topic.
+
+        The commit log keeps the records until retention removes them, as in RocketMQ.
+        """
+        topic = cmd.ext_fields.get("topic")
+        if not topic:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null", typed=False)
+        topics = self.broker.topics
+        assert topics is not None
+        if topic in topics.system_topics:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.",
+                          typed=False)
+        topics.delete(topic)
+        offsets = self.broker.store.consumer_offsets
+        for group in offsets.groups_of_topic(topic):
+            offsets.remove_group(group, topic)
+        self.broker.store.delete_topic_queues(topic)
+        return answer(cmd, typed=False)
+
     async def update_and_create_subscription_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
             data = fastjson.loads(cmd.body or b"")
