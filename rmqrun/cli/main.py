@@ -265,11 +265,9 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
 
     Exit 1 when the cluster cannot answer or no broker knows the group.
     """
-    import json
     import time
 
     from rmqrun.cli import settings as table
-    from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
     resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
     gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
     if gap is not None:
@@ -277,30 +275,38 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
     logs.setup("ERROR", role="status")
     group_name = resolved["group"]
-    while True:
-        try:
-            rows = asyncio.run(progress(resolved["namesrv"], group_name, chosen))
-        except UnknownGroupError as exc:
-            click.echo(f"rmqrun: error: {exc}", err=True)
-            sys.exit(EXIT_RUNTIME)
-        except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
-            click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
+    try:
+        while True:
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch)
             if not watch:
-                sys.exit(EXIT_RUNTIME)
-            rows = None
-        if rows is not None:
-            if as_json:
-                click.echo(json.dumps(to_json(rows, group_name)))
-            else:
-                if watch and sys.stdout.isatty():
-                    click.clear()
-                click.echo(render(rows, group_name))
-        if not watch:
-            return
-        try:
+                return
             time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+    except KeyboardInterrupt:  # the end of --watch, wherever Ctrl-C lands
+        if not watch:
+            raise
+
+
+def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool) -> None:
+    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch."""
+    import json
+
+    from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
+    try:
+        rows = asyncio.run(progress(namesrv, group, topics))
+    except UnknownGroupError as exc:
+        click.echo(f"rmqrun: error: {exc}", err=True)
+        sys.exit(EXIT_RUNTIME)
+    except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
+        if not watch:
+            sys.exit(EXIT_RUNTIME)
+        return
+    if as_json:
+        click.echo(json.dumps(to_json(rows, group)))
+        return
+    if watch and sys.stdout.isatty():
+        click.clear()
+    click.echo(render(rows, group))
 
 
 # --------------------------------------------------------------------------- read
