@@ -201,7 +201,8 @@ def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str |
             if show_all:
                 return names
             info = await admin.cluster_info()
-            hidden = SYSTEM_TOPICS | set(info.clusters) | set(info.brokers) | {f"{c}_REPLY_TOPIC" for c in info.clusters}
+            hidden = (SYSTEM_TOPICS | set(info.clusters) | set(info.brokers)
+                      | {f"{c}_REPLY_TOPIC" for c in info.clusters})
             return [n for n in names if n not in hidden]
 
     names = run_admin(main)
