@@ -2,7 +2,8 @@
 
 Commands: ``run`` (the worker-pool consumer), ``check`` (what ``run`` would
 verify, without consuming), ``produce``, ``status`` (consumer progress and
-lag), ``read`` (print a topic's messages), ``demo`` (everything on one
+lag), ``read`` (print a topic's messages), ``topic`` and ``offsets`` (what
+operators do with mqadmin), ``demo`` (everything on one
 machine) and ``broker`` (the embedded name server + broker). ``run`` and ``check`` take the same settings, all from one
 table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
