@@ -94,3 +94,26 @@ def test_watch_prints_a_json_line_per_round_until_interrupted(eb: Any, tmp_path:
     lines = [json.loads(line) for line in child.stdout.splitlines()]
     assert all(line["group"] == "GSJW" for line in lines)
     assert lines[0]["total"]["lag"] == 4 and lines[-1]["total"]["lag"] == 8
+
+
+def test_online_group_that_never_committed_shows_its_subscriptions_without_offsets(eb: Any, tmp_path: Path) -> None:
+    produce(eb.namesrv_address, "SJ_Online", 8)
+    # offsets are persisted once a minute here, so for now the broker stores none for the group
+    env = child_env(RMQRUN_PERSIST_OFFSET_INTERVAL_MS="600000")
+    args = ["run", "workers.noop:handle", "--namesrv", eb.namesrv_address, "--group", "GSJO", "--topic", "SJ_Online",
+            "--workers", "1"]
+    with Child(args, tmp_path, env=env, name="online") as child:
+        child.wait_output("consuming SJ_Online[*] as group GSJO", 60)
+        proc = status(eb, "--group", "GSJO", "--json")
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert {q["topic"] for q in out["queues"]} == {"SJ_Online", "%RETRY%GSJO"}
+        assert all(q["consumer_offset"] is None and q["lag"] is None for q in out["queues"])
+        assert sum(q["broker_offset"] for q in out["queues"] if q["topic"] == "SJ_Online") == 8
+        assert out["total"]["lag"] is None
+        child.signal(signal.SIGTERM)
+        assert child.wait(60) == 0
+    # stopped: its offsets were committed on the way out, and status now shows them
+    after = json.loads(status(eb, "--group", "GSJO", "--json").stdout)
+    assert [q["consumer_offset"] for q in after["queues"] if q["topic"] == "SJ_Online"] == \
+        [q["broker_offset"] for q in after["queues"] if q["topic"] == "SJ_Online"]
