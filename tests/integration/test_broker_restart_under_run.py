@@ -17,21 +17,25 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli_kit import free_port
-from tests.integration.signals_kit import Runs, committed, oks, produce, queue_max_offsets, start_broker, wait_until
+from tests.integration.signals_kit import (
+    Runs, committed, oks, per_queue, produce, queue_max_offsets, start_broker, wait_until,
+)
 
 pytestmark = pytest.mark.timeout(240)
 HANDLER = "tests.integration.probe_handler:record"
 DOWN_S = 4.0
 
 
-def test_a_broker_restarted_under_a_running_consumer_loses_and_doubles_nothing(tmp_path: Path, runs: Runs) -> None:
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrent", "orderly"])
+def test_a_broker_restarted_under_a_running_consumer_loses_and_doubles_nothing(tmp_path: Path, runs: Runs,
+                                                                               orderly: bool) -> None:
     ns_port, broker_port = free_port(), free_port()
     record = tmp_path / "deliveries"
     eb = start_broker(tmp_path, namesrv_port=ns_port, broker_port=broker_port, auto_create_queue_nums=2)
     try:
         produce(eb, "Bounce", 20)
         run = runs.start("bounce", HANDLER, namesrv=eb.namesrv_address, group="G_bounce", topic="Bounce",
-                         args=["--workers", "2"], env={"PROBE_RECORD": str(record)},
+                         args=["--workers", "2", *(["--orderly"] if orderly else [])], env={"PROBE_RECORD": str(record)},
                          settings={"RMQRUN_POLL_NAME_SERVER_INTERVAL_MS": "1000",
                                    "RMQRUN_HEARTBEAT_INTERVAL_MS": "1000"})
         wait_until(lambda: len(oks(record)) == 20, 60, "the first 20 handled")
@@ -60,6 +64,9 @@ def test_a_broker_restarted_under_a_running_consumer_loses_and_doubles_nothing(t
         done = oks(record)
         assert sorted(d.idx for d in done) == list(range(40)), "each message handled exactly once"
         assert committed(eb, "G_bounce", "Bounce") == after
+        if orderly:  # each queue handled in offset order, before and after the restart
+            for q, offsets in per_queue(done).items():
+                assert offsets == sorted(offsets), f"queue {q} out of order: {offsets}"
     finally:
         if eb is not None:
             eb.stop_in_thread()
