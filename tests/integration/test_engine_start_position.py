@@ -80,3 +80,40 @@ def test_timestamp_starts_at_the_first_message_stored_after_it(tmp_path: Path, r
             assert read_records(record) == [(0, o) for o in range(5, 10)], "only what was stored after the time"
             assert (await committed_offsets(eb, "GSP2", "SP2"))[0] == 10
     run(main())
+
+
+def test_a_topic_created_after_the_start_is_picked_up_from_its_first_message(tmp_path: Path, record: Path) -> None:
+    """Subscribed to a topic that does not exist yet: the consumer starts anyway (it warns), and once a
+    producer creates the topic it takes the queues and consumes from offset 0, even with
+    CONSUME_FROM_LAST_OFFSET (message 0 is in memory, so the broker gives the new group 0): nothing
+    sent before the consumer noticed the topic is skipped."""
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            cfg = consumer_config(eb.namesrv_address, "GSP3", "SP3", consume_from_where="CONSUME_FROM_LAST_OFFSET",
+                                  broker_suspend_max_time_ms=300, poll_name_server_interval_ms=200,
+                                  rebalance_interval_ms=300)
+            r = Running(cfg, pool_config(HANDLER, workers=1))
+            r.task = asyncio.ensure_future(r.supervisor.run())  # not Running's start: it waits for queues
+            try:
+                await wait_for(lambda: r.supervisor.ready or r.task.done(), what="the supervisor to start")
+                assert not r.task.done(), "rmqrun gave up on a topic that does not exist yet"
+                engine = r.supervisor.engine
+                assert engine is not None
+                assert not [mq for mq in engine.table if mq.topic == "SP3"]
+                await produce(eb.namesrv_address, "SP3", 12)
+                await wait_for(lambda: len(read_records(record)) >= 12, what="the 12 messages")
+                queues = sorted(mq for mq in engine.table if mq.topic == "SP3")
+                assert len(queues) == 2
+                await wait_for(lambda: sum(engine.offset_store.read_memory(mq) for mq in queues) == 12,
+                               what="the commits")
+            finally:
+                assert await r.stop() == 0
+            per_queue: dict[int, list[int]] = {}
+            for qid, offset in read_records(record):
+                per_queue.setdefault(qid, []).append(offset)
+            assert {q: sorted(o) for q, o in per_queue.items()} == {0: list(range(6)), 1: list(range(6))}, \
+                "every message from offset 0, each once"
+            committed = await committed_offsets(eb, "GSP3", "SP3")
+            assert committed == {0: 6, 1: 6}
+    run(main())
