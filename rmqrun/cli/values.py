@@ -103,10 +103,7 @@ def parse_tags(value: Any) -> str:
     if isinstance(value, str) and not value.strip():
         return "*"
     text = parse_str(value)
-    try:
-        from rmqrun.client.subscription import build_subscription_data
-    except ImportError:  # before SubscriptionData moved into client/
-        from rmqrun.consumer.subscription import build_subscription_data  # type: ignore[no-redef]
+    from rmqrun.client.subscription import build_subscription_data
     try:
         build_subscription_data("T", text)
     except ValueError:

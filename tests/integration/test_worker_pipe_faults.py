@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from rmqrun.supervisor import progress as progress_mem
-from rmqrun.supervisor.wire import Boot, ExitCode, FrameBuffer, Ready, Stop, encode
-from rmqrun.worker.main import WorkerConfig
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import Boot, ExitCode, FrameBuffer, Ready, Stop, encode
+from rmqrun.pipe.worker_config import WorkerConfig
 
 
 class FakeSupervisor:
