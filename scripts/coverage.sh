@@ -8,7 +8,8 @@
 # subprocess patch (scripts/coveragerc) measures those too, and `coverage combine`
 # merges every process's data. A process killed with SIGKILL (some tests do that on
 # purpose) saves nothing, so its lines count only if another process ran them.
-# Needs the `coverage` extra: pip install -e '.[test,coverage]'.
+# Needs the `coverage` extra: pip install -e '.[test,coverage]' (and `spark` for rmqrun/spark:
+# without PySpark the Spark tests skip and that package counts as mostly unrun).
 # Writes .coverage (combined data) and prints the per-package table; the exit status
 # is pytest's.
 set -uo pipefail
@@ -20,6 +21,11 @@ PY="${PYTHON:-.venv/bin/python}"
 export COVERAGE_FILE="$PWD/.coverage"
 export COVERAGE_RCFILE="$PWD/scripts/coveragerc"
 rm -f .coverage .coverage.*
+# Spark's Python workers are started by the JVM with this environment (the venv's python and
+# coverage's start-up hook), so they are measured; but reused workers are still alive when the
+# session stops and end without saving (rmqrun/spark/batch.py read 0% that way). One worker
+# per task exits normally and saves its data.
+export PYSPARK_SUBMIT_ARGS="${PYSPARK_SUBMIT_ARGS:---conf spark.python.worker.reuse=false pyspark-shell}"
 
 if [ $# -eq 0 ]; then set -- tests -m "not slow"; fi  # the default suite, as CI runs it
 # a throughput bound means nothing under line tracing, which slows that loop several times

@@ -98,6 +98,7 @@ class EmbeddedBroker:
         except BaseException:
             await self.broker.stop()
             raise
+        self.broker.namesrv_address = self.namesrv_address  # for getBrokerConfig's namesrvAddr
 
     async def stop(self) -> None:
         await self.namesrv.stop()

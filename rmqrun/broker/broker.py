@@ -28,6 +28,7 @@ from rmqrun.broker.locks import RebalanceLockManager
 from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
 from rmqrun.broker.schedule import ScheduleService
+from rmqrun.broker.stats import BrokerStats
 from rmqrun.broker.store import MessageStore, PutResult
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
 from rmqrun.broker.topics import TopicTable
@@ -64,6 +65,9 @@ class Broker:
         self.locks = RebalanceLockManager(config.lock_max_live_ms)
         self.hold = PullHoldService(self._replay_held_pull)
         self.delays_ms = config.delay_levels_ms
+        self.stats = BrokerStats()
+        #: The name server this broker is known by (set by whoever starts both; admin answers show it).
+        self.namesrv_address: str | None = None
         self.topics: TopicTable | None = None
         self.groups: SubscriptionGroupTable | None = None
         self.schedule: ScheduleService | None = None
@@ -150,6 +154,7 @@ class Broker:
         records = [m.to_record() for m in msgs]
         codes = [m.tags_code for m in msgs]
         results = self.store.put_many(topic, queue_id, records, codes)
+        self.stats.on_put(len(results), sum(len(r) for r in records))
         for result, code in zip(results, codes):
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
         if self.config.flush_mode is FlushMode.SYNC:

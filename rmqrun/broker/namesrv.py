@@ -54,6 +54,7 @@ class NameServer:
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._get_cluster_info)
         self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._get_topic_list)
         self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
+        self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
 
     @property
     def address(self) -> str:
@@ -125,3 +126,10 @@ class NameServer:
         # The route disappears with the broker's topic (DELETE_TOPIC_IN_BROKER); nothing is kept here.
         logger.info("DELETE_TOPIC_IN_NAMESRV {} acknowledged", cmd.ext_fields.get("topic"))
         return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_NAMESRV_CONFIG (``mqadmin getNamesrvConfig``): the settings that mean something here."""
+        props = {"listenPort": str(self.server.port), "orderMessageEnable": "false", "clusterTest": "false",
+                 "productEnvName": "center"}
+        text = "".join(f"{k}={v}\n" for k, v in props.items())
+        return cmd.response(ResponseCode.SUCCESS, body=text.encode())

@@ -94,44 +94,17 @@ def check_handler(settings: RunSettings, report: Report) -> bool:
 
 async def check_cluster(settings: RunSettings, report: Report, timeout: float) -> None:
     consumer = settings.consumer
-    topic = next(iter(consumer.subscriptions))
     instance = ClientInstance(consumer.namesrv, instance_name="rmqrun-check", api_timeout=timeout,
                               connect_timeout=timeout)
     try:
-        try:
-            route = await instance.update_route(topic)
-        except TopicNotExistError:
-            report.ok("name server", consumer.namesrv)
-            report.fail("topic", f"topic {topic!r} does not exist on the name server (create it, or send to it "
-                                 "once with topic auto-creation on)", EXIT_UNREACHABLE)
-            return
-        except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
-            report.fail("name server", f"{consumer.namesrv}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
-            return
-        report.ok("name server", consumer.namesrv)
-        queues = sorted(subscribe_queues(route, topic))
-        if not queues:
-            report.fail("topic", f"{topic} has no readable queue", EXIT_UNREACHABLE)
-            return
-        brokers = sorted({mq.broker_name for mq in queues})
-        report.ok("topic", f"{topic}: {len(queues)} readable queue(s) on {', '.join(brokers)}")
+        shares: list[str] = []
         members: set[str] = set()
-        for name in brokers:
-            addr = route.master_address(name)
-            if addr is None:
-                report.fail("broker", f"{name} has no master in the route of {topic}", EXIT_UNREACHABLE)
+        for index, topic in enumerate(consumer.subscriptions):
+            queues = await _check_topic(instance, consumer.namesrv, consumer.group, topic, report, timeout,
+                                        members, first=index == 0)
+            if queues is None:
                 return
-            try:
-                mq = next(q for q in queues if q.broker_name == name)
-                backlog = await instance.broker.get_max_offset(addr, mq, timeout=timeout)
-                try:
-                    members.update(await instance.broker.get_consumer_list(addr, consumer.group, timeout=timeout))
-                except BrokerError:
-                    pass  # "no consumer for this group": the broker's way of saying none is online
-            except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
-                report.fail("broker", f"{name} at {addr}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
-                return
-            report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
+            shares.append(f"{queues} queue(s) of {topic}")
         mode = "orderly" if consumer.orderly else "concurrently"
         subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
         report.note(f"would subscribe to {subs} as group {consumer.group}: {consumer.message_model}, {mode}, "
@@ -139,9 +112,51 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
                     f"{settings.pool.workers} worker(s) running {settings.pool.handler}")
         online = f"{len(members)} member(s) of {consumer.group} online now" if members else \
             f"no member of {consumer.group} is online now"
-        report.note(f"{len(queues)} queue(s) of {topic} would be shared among the members; {online}")
+        report.note(f"{', '.join(shares)} would be shared among the members; {online}")
     finally:
         await instance.close()
+
+
+async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic: str, report: Report,
+                       timeout: float, members: set[str], *, first: bool) -> int | None:
+    """One subscribed topic: its route, readable queues and brokers; the queue count, or None on failure."""
+    try:
+        route = await instance.update_route(topic)
+    except TopicNotExistError:
+        if first:
+            report.ok("name server", namesrv)
+        report.fail("topic", f"topic {topic!r} does not exist on the name server (create it with "
+                             f"'rmqrun topic create {topic}', or send to it once with topic auto-creation on)",
+                    EXIT_UNREACHABLE)
+        return None
+    except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        report.fail("name server", f"{namesrv}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
+        return None
+    if first:
+        report.ok("name server", namesrv)
+    queues = sorted(subscribe_queues(route, topic))
+    if not queues:
+        report.fail("topic", f"{topic} has no readable queue", EXIT_UNREACHABLE)
+        return None
+    brokers = sorted({mq.broker_name for mq in queues})
+    report.ok("topic", f"{topic}: {len(queues)} readable queue(s) on {', '.join(brokers)}")
+    for name in brokers:
+        addr = route.master_address(name)
+        if addr is None:
+            report.fail("broker", f"{name} has no master in the route of {topic}", EXIT_UNREACHABLE)
+            return None
+        try:
+            mq = next(q for q in queues if q.broker_name == name)
+            backlog = await instance.broker.get_max_offset(addr, mq, timeout=timeout)
+            try:
+                members.update(await instance.broker.get_consumer_list(addr, group, timeout=timeout))
+            except BrokerError:
+                pass  # "no consumer for this group": the broker's way of saying none is online
+        except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+            report.fail("broker", f"{name} at {addr}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
+            return None
+        report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
+    return len(queues)
 
 
 def run_check(cli: dict[str, object], config_file: str | None, timeout: float = 5.0) -> Report:

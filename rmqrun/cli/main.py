@@ -2,7 +2,8 @@
 
 Commands: ``run`` (the worker-pool consumer), ``check`` (what ``run`` would
 verify, without consuming), ``produce``, ``status`` (consumer progress and
-lag), ``read`` (print a topic's messages), ``demo`` (everything on one
+lag), ``read`` (print a topic's messages), ``topic`` and ``offsets`` (what
+operators do with mqadmin), ``demo`` (everything on one
 machine) and ``broker`` (the embedded name server + broker). ``run`` and ``check`` take the same settings, all from one
 table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
@@ -65,6 +66,8 @@ def _settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             continue
         if s.is_flag:
             fn = click.option(s.flag, s.key, is_flag=True, default=None, help=s.help)(fn)
+        elif s.multiple:
+            fn = click.option(s.flag, s.key, multiple=True, help=s.help, metavar=s.key.upper())(fn)
         else:
             fn = click.option(s.flag, s.key, default=None, help=s.help, metavar=s.key.upper())(fn)
     fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
@@ -161,12 +164,24 @@ def _namesrv(namesrv: str | None, config_file: str | None) -> str:
     return str(resolved["namesrv"])
 
 
+def _stdin_is_data() -> bool:
+    """stdin is a pipe or a redirected file (not a terminal, not /dev/null): produce reads its lines."""
+    import stat
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 @cli.command()
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/topic from this YAML")
-@click.option("--topic", help="topic to send to (default: the config's topic)")
-@click.option("-n", "--count", type=click.IntRange(min=0), help="send N messages (generated, or the first N lines)")
-@click.option("--file", "file", type=click.File("rb"), help="send each line of FILE as a message ('-': stdin)")
+@click.option("--topic", "topics", multiple=True, help="topic to send to (default: the config's topic)")
+@click.option("-n", "--count", type=click.IntRange(min=0),
+              help="send N messages: the first N lines of --file or piped stdin, else N generated ones")
+@click.option("--file", "file", type=click.File("rb"),
+              help="send each line of FILE as a message ('-': stdin; default: stdin when it is a pipe or a file)")
 @click.option("--body", default="message {i}", show_default=True, help="body template of generated messages")
 @click.option("--tags", help="tag of every message")
 @click.option("--keys", help="KEYS template, e.g. 'order-{i}'")
@@ -180,32 +195,42 @@ def _namesrv(namesrv: str | None, config_file: str | None) -> str:
 @click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
-def produce(namesrv: str | None, config_file: str | None, topic: str | None, count: int | None, file: Any,
+def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
             delay_level: int, concurrency: int, batch: int, group: str) -> None:
-    """Send messages: --count N generated ones, or the lines of --file / stdin."""
+    """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.cli import settings as table
     from rmqrun.client.producer import Producer
+    if len(topics) > 1:
+        raise ConfigError(f"--topic is given {len(topics)} times ({', '.join(topics)}): produce sends to one "
+                          "topic; run it once per topic")
+    topic = topics[0] if topics else None
     addr = _namesrv(namesrv, config_file)
     if topic is None and config_file:
         topic = table.resolve({}, config_file=config_file)["topic"]
     if not topic:
         raise ConfigError("missing topic (--topic)")
     topic = table.BY_KEY["topic"].convert(topic, "command line --topic")
+    def template_of(option: str, text: str | None) -> Any:
+        try:
+            return p.Template(text) if text else None
+        except ValueError as exc:
+            raise ConfigError(f"{option}: {exc}") from None
+
+    template = template_of("--body", body)
     try:
-        spec = p.ProduceSpec(topic, tags=tags, keys=p.Template(keys) if keys else None,
-                             sharding_key=p.Template(sharding_key) if sharding_key else None,
+        spec = p.ProduceSpec(topic, tags=tags, keys=template_of("--keys", keys),
+                             sharding_key=template_of("--sharding-key", sharding_key),
                              properties=p.parse_properties(properties), delay_level=delay_level)
-        template = p.Template(body)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if batch > 1 and (sharding_key or delay_level):
         raise ConfigError("--batch cannot be combined with --sharding-key or --delay-level")
-    if file is None and count is None:
-        if sys.stdin.isatty():
-            raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
+    if file is None and _stdin_is_data():
         file = click.get_binary_stream("stdin")
+    if file is None and count is None:
+        raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
     total = count if count is not None else None
     logs.setup("ERROR", role="produce")
     show_bar = sys.stderr.isatty() and total is not None
@@ -232,22 +257,58 @@ def produce(namesrv: str | None, config_file: str | None, topic: str | None, cou
 @click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
-def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None) -> None:
-    """Per queue: broker offset, consumer offset and lag of a consumer group."""
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
+@click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="seconds between rounds of --watch")
+def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
+           as_json: bool, watch: bool, interval: float) -> None:
+    """Per queue: broker offset, consumer offset and lag of a consumer group.
+
+    Exit 1 when the cluster cannot answer or no broker knows the group.
+    """
+    import time
+
     from rmqrun.cli import settings as table
-    from rmqrun.cli.status import StatusError, progress, render
     resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
     gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
     if gap is not None:
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
     logs.setup("ERROR", role="status")
+    group_name = resolved["group"]
     try:
-        rows = asyncio.run(progress(resolved["namesrv"], resolved["group"], chosen))
+        while True:
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch)
+            if not watch:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:  # the end of --watch, wherever Ctrl-C lands
+        if not watch:
+            raise
+
+
+def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool) -> None:
+    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch."""
+    import json
+
+    from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
+    try:
+        rows = asyncio.run(progress(namesrv, group, topics))
+    except UnknownGroupError as exc:
+        click.echo(f"rmqrun: error: {exc}", err=True)
+        sys.exit(EXIT_RUNTIME)
     except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:
         click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
-        sys.exit(EXIT_RUNTIME)
-    click.echo(render(rows, resolved["group"]))
+        if not watch:
+            sys.exit(EXIT_RUNTIME)
+        return
+    if as_json:
+        click.echo(json.dumps(to_json(rows, group)))
+        return
+    if watch and sys.stdout.isatty():
+        click.clear()
+    click.echo(render(rows, group))
 
 
 # --------------------------------------------------------------------------- read
@@ -259,6 +320,12 @@ cli.add_command(_read)
 from rmqrun.cli.spark import spark as _spark  # noqa: E402  (rmqrun spark: a handler over a topic on Spark)
 
 cli.add_command(_spark)
+
+from rmqrun.cli.offsets import offsets as _offsets  # noqa: E402  (rmqrun offsets reset)
+from rmqrun.cli.topic import topic as _topic  # noqa: E402  (rmqrun topic create|update|delete|list|describe)
+
+cli.add_command(_topic)
+cli.add_command(_offsets)
 
 
 # --------------------------------------------------------------------------- demo
@@ -295,7 +362,8 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
 @click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True,
               help="sync: SEND_OK only after fsync")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", default="INFO", show_default=True,
+              help="TRACE, DEBUG, INFO, SUCCESS, WARNING, ERROR or CRITICAL")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--advertise-host", default=None,
               help="IP registered with the name server for clients [default: --host if concrete, else the first "
@@ -312,7 +380,10 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError, StoreLockedError
-    logs.setup(log_level, log_format, role="broker")
+    from rmqrun.cli.settings import LOG_LEVELS
+    if log_level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"--log-level {log_level!r} is invalid: one of {', '.join(LOG_LEVELS)}")
+    logs.setup(log_level.upper(), log_format, role="broker")
     try:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,

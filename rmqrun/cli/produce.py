@@ -25,6 +25,8 @@ from rmqrun.client.producer import OutgoingMessage, Producer
 from rmqrun.remoting import message as m
 
 _TEMPLATE_RE = re.compile(r"\{i(?:%(\d+))?\}")
+#: anything that looks like a field, ``{name...}`` (JSON braces such as ``{"k": {i}}`` do not)
+_FIELD_RE = re.compile(r"\{[A-Za-z_][^{}\s\"]*\}")
 
 #: properties the client or broker sets themselves; a user value would be overwritten or misread
 RESERVED_PROPERTIES = frozenset({
@@ -43,6 +45,10 @@ class Template:
     text: str
 
     def __post_init__(self) -> None:
+        for match in _FIELD_RE.finditer(self.text):
+            if not _TEMPLATE_RE.fullmatch(match.group(0)):
+                raise ValueError(f"template {self.text!r}: unknown field {match.group(0)}; the fields are {{i}} "
+                                 "(the message number) and {i%N}")
         for match in _TEMPLATE_RE.finditer(self.text):
             if match.group(1) is not None and int(match.group(1)) == 0:
                 raise ValueError(f"template {self.text!r}: {{i%0}} divides by zero")

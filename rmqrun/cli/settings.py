@@ -31,7 +31,7 @@ import yaml
 
 from rmqrun.cli.values import (
     at_least, between, parse_bool, parse_float, parse_int, parse_lower, parse_name, parse_namesrv, parse_ref,
-    parse_size, parse_str, parse_tags, parse_timestamp,
+    parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
 )
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
@@ -61,6 +61,8 @@ class Setting:
     choices: tuple[str, ...] | None = None
     check: Callable[[Any], bool] | None = None
     allowed: str = ""
+    #: the flag may be repeated (``--topic A --topic B``)
+    multiple: bool = False
 
     @property
     def env(self) -> str:
@@ -101,7 +103,10 @@ SETTINGS: tuple[Setting, ...] = (
     _S("namesrv", parse_namesrv, None, "name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)",
        CONSUMER, flag="--namesrv"),
     _S("group", parse_name, None, "consumer group", CONSUMER, flag="--group"),
-    _S("topic", parse_name, None, "topic to subscribe to", CLI, flag="--topic"),
+    _S("topic", parse_name, None, "topic to subscribe to; on the command line repeatable, each TOPIC or "
+       "TOPIC:TAGS, e.g. --topic Orders:'TagA || TagB' --topic Audit", CLI, flag="--topic", multiple=True),
+    _S("subscriptions", parse_subscriptions, None, "several topics, each with its tag expression "
+       "(instead of topic/tags), e.g. {Orders: 'TagA || TagB', Audit: '*'}", CLI),
     _S("tags", parse_tags, "*", "tag expression, e.g. 'TagA || TagB'", CLI, flag="--tags"),
     _S("orderly", parse_bool, False, "consume each queue in order (broker-locked, one worker per queue)",
        CONSUMER, flag="--orderly"),
@@ -288,6 +293,7 @@ def resolve(cli: Mapping[str, Any], *, config_file: str | os.PathLike[str] | Non
             values[key] = setting.convert(value, source_of(setting))
             sources[key] = source_of(setting)
 
+    cli = _split_topic_flags(cli)
     if config_file:
         apply(load_file(config_file), lambda s: f"config file {config_file}")
     env_layer = load_env(environ)
@@ -299,9 +305,71 @@ def resolve(cli: Mapping[str, Any], *, config_file: str | os.PathLike[str] | Non
     return Resolved(values, sources)
 
 
+def _split_topic_flags(cli: Mapping[str, Any]) -> dict[str, Any]:
+    """Repeated ``--topic`` flags (a tuple from click): one plain topic stays ``topic``; several, or
+    one with its own ``:TAGS``, become ``subscriptions``. The same topic twice is refused."""
+    out = dict(cli)
+    given = out.get("topic")
+    if not isinstance(given, (tuple, list)):
+        return out
+    out["topic"] = None
+    if not given:
+        return out
+    subs: dict[str, str | None] = {}
+    for item in given:
+        try:
+            topic, tags = split_subscription(str(item))
+        except ValueError as exc:
+            raise ConfigError(f"topic={item!r} (command line --topic) is invalid: {exc}") from None
+        if topic in subs:
+            raise ConfigError(f"--topic {topic} is given twice: give each topic once, with all its tags "
+                              "(--topic T:'TagA || TagB')")
+        subs[topic] = tags
+    if len(subs) == 1 and next(iter(subs.values())) is None:
+        out["topic"] = next(iter(subs))
+        return out
+    if out.get("subscriptions") is not None:
+        raise ConfigError("give --topic or subscriptions, not both")
+    out["subscriptions"] = {t: ("*" if tags is None else tags) for t, tags in subs.items()}
+    return out
+
+
+_RANK = ("default", "config file", "environment", "command line")
+
+
+def _rank(source: str) -> int:
+    """Where a value came from, as a precedence rank (higher wins)."""
+    return max((i for i, prefix in enumerate(_RANK) if source.startswith(prefix)), default=0)
+
+
+def subscriptions_of(resolved: Resolved) -> dict[str, str] | None:
+    """Topic -> tag expression from ``topic``/``tags`` or ``subscriptions``, whichever comes from the
+    stronger source (command line > environment > config file); None when neither is set.
+
+    Refused where it would be ambiguous: both from the same source, or ``tags`` beside several topics
+    (each topic carries its own tags there)."""
+    v, src = resolved.values, resolved.sources
+    subs, topic = v.get("subscriptions"), v.get("topic")
+    if subs and topic:
+        a, b = _rank(src["subscriptions"]), _rank(src["topic"])
+        if a == b:
+            raise ConfigError(f"topic ({src['topic']}) and subscriptions ({src['subscriptions']}) are both set: "
+                              "give one (subscriptions for several topics)")
+        if b > a:
+            subs = None
+    if not subs:
+        return {topic: v["tags"]} if topic else None
+    if src.get("tags", "default") != "default" and _rank(src["tags"]) >= _rank(src["subscriptions"]):
+        raise ConfigError(f"tags ({src['tags']}) cannot be combined with several topics "
+                          f"(subscriptions from {src['subscriptions']}): give each topic its own tags, "
+                          "e.g. --topic Orders:'TagA || TagB' --topic Audit")
+    return dict(subs)
+
+
 def missing(resolved: Resolved, keys: Mapping[str, str] = ESSENTIALS) -> ConfigError | None:
     """An error naming every essential setting left unset, with how to set it; None if all are set."""
-    gaps = [k for k in keys if not resolved.values.get(k)]
+    gaps = [k for k in keys if not resolved.values.get(k)
+            and not (k == "topic" and resolved.values.get("subscriptions"))]
     if not gaps:
         return None
     return ConfigError("missing " + ", ".join(f"{k} ({keys[k]})" for k in gaps))
@@ -318,7 +386,7 @@ def build(resolved: Resolved) -> RunSettings:
         if s.target != CLI and v.get(s.key) is not None:
             kw[s.target][s.field_name] = v[s.key]
     consumer_kw = kw[CONSUMER]
-    consumer_kw["subscriptions"] = {v["topic"]: v["tags"]}
+    consumer_kw["subscriptions"] = subscriptions_of(resolved)
     consumer_kw.setdefault("consume_timestamp", default_consume_timestamp())
     consumer = ConsumerConfig(**consumer_kw).validate()
     pool_kw = kw[POOL]

@@ -1,31 +1,37 @@
 """``rmqrun status --group G``: per queue broker offset, consumer offset and lag.
 
-What ``mqadmin consumerProgress`` shows, asked the way a client can: the
-route of each topic from the name server, then per queue GET_MAX_OFFSET and
-QUERY_CONSUMER_OFFSET on the queue's master broker. Lag is the broker's max
-offset minus the group's committed offset; a queue the group never committed
-shows no consumer offset and counts its whole length as lag.
+What ``mqadmin consumerProgress`` shows. The group's topics come from the
+brokers' consume statistics (GET_CONSUME_STATS on every master of the name
+server's cluster table: the topics the group has stored offsets for), plus
+the subscriptions of its online clients when the broker lists them
+(GET_CONSUMER_CONNECTION_LIST); never from the global topic list, which
+clusters with ``enableAllTopicList=false`` refuse. A broker too old or too
+small to answer GET_CONSUME_STATS falls back to asking, per topic of the name
+server, who consumes it (QUERY_TOPIC_CONSUME_BY_WHO).
 
-Without ``--topic`` the group's topics are found like this: every topic the
-name server knows (GET_ALL_TOPIC_LIST_FROM_NAMESERVER) whose brokers say the
-group consumes it (QUERY_TOPIC_CONSUME_BY_WHO: online subscriptions or stored
-offsets), plus the group's retry topic if it exists. The embedded broker has
-no GET_CONSUME_STATS, and this works against Apache brokers too.
+Per queue: GET_MAX_OFFSET and QUERY_CONSUMER_OFFSET on the queue's master.
+A broker answers 0 for a queue the group never committed whose first message
+is still in memory (Java's rule), so a topic the group has no stored offsets
+for (not in its consume statistics) shows no consumer offset and no lag,
+rather than 0 and the whole backlog. A group no broker knows (no stored
+offsets, nobody online) is an error (:class:`UnknownGroupError`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.remoting.errors import BrokerError, TopicNotExistError
 from rmqrun.remoting.frame import RemotingCommand
 
 #: topics that belong to the broker itself, never to a consumer group
@@ -38,6 +44,10 @@ class StatusError(Exception):
     """The name server or a broker could not answer."""
 
 
+class UnknownGroupError(StatusError):
+    """No broker has stored offsets or online clients for the group."""
+
+
 @dataclass(frozen=True)
 class QueueProgress:
     mq: MessageQueue
@@ -46,8 +56,15 @@ class QueueProgress:
     consumer_offset: int | None
 
     @property
-    def lag(self) -> int:
-        return max(0, self.broker_offset - (self.consumer_offset or 0))
+    def lag(self) -> int | None:
+        """None when the group never committed: where it starts depends on its consume_from_where."""
+        if self.consumer_offset is None:
+            return None
+        return max(0, self.broker_offset - self.consumer_offset)
+
+    def to_json(self) -> dict[str, object]:
+        return {"topic": self.mq.topic, "broker": self.mq.broker_name, "queue": self.mq.queue_id,
+                "broker_offset": self.broker_offset, "consumer_offset": self.consumer_offset, "lag": self.lag}
 
 
 async def _request(instance: ClientInstance, addr: str, code: int, ext: dict[str, str]) -> RemotingCommand:
@@ -74,8 +91,8 @@ async def _consumed_by(instance: ClientInstance, topic: str, group: str) -> bool
     return False
 
 
-async def group_topics(instance: ClientInstance, group: str) -> list[str]:
-    """The topics ``group`` consumes (see the module docstring), sorted, retry topic last."""
+async def _legacy_group_topics(instance: ClientInstance, group: str) -> list[str]:
+    """For brokers without GET_CONSUME_STATS: every topic whose brokers say the group consumes it."""
     names = await all_topics(instance)
     candidates = [t for t in names if t not in SYSTEM_TOPICS and not t.startswith(DLQ_GROUP_TOPIC_PREFIX)
                   and not t.startswith(RETRY_GROUP_TOPIC_PREFIX)]
@@ -86,7 +103,58 @@ async def group_topics(instance: ClientInstance, group: str) -> list[str]:
     return topics
 
 
-async def topic_progress(instance: ClientInstance, group: str, topic: str) -> list[QueueProgress]:
+async def _subscribed_topics(instance: ClientInstance, addr: str, group: str) -> set[str]:
+    """The topics the group's online clients subscribe to (GET_CONSUMER_CONNECTION_LIST), if the broker says."""
+    resp = await _request(instance, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        return set()
+    table = fastjson.loads(resp.body).get("subscriptionTable") or {}
+    return {str(t) for t in table}
+
+
+@dataclass
+class GroupView:
+    """What the brokers know of a group: topics with stored offsets, topics its online clients subscribe to."""
+
+    committed: set[str]
+    subscribed: set[str]
+    online: bool
+
+    @property
+    def topics(self) -> list[str]:
+        names = self.committed | self.subscribed
+        return sorted(names, key=lambda t: (t.startswith(RETRY_GROUP_TOPIC_PREFIX), t))
+
+
+async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
+    """The group as every master broker sees it; None when a broker lacks GET_CONSUME_STATS."""
+    admin = AdminClient(instance.pool, instance.namesrv, timeout=TIMEOUT)
+    masters = (await admin.cluster_info()).all_masters()
+    committed: set[str] = set()
+    subscribed: set[str] = set()
+    online = False
+    for addr in masters:
+        try:
+            stats = await admin.consume_stats(addr, group)
+        except BrokerError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                return None
+            if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:  # some brokers answer 206 for an idle group
+                raise
+            stats = None
+        if stats is not None:
+            committed.update(mq.topic for mq in stats.offset_table)
+        try:
+            online = online or bool(await instance.broker.get_consumer_list(addr, group, timeout=TIMEOUT))
+        except BrokerError:
+            pass  # "no consumer for this group"
+        subscribed |= await _subscribed_topics(instance, addr, group)
+    return GroupView(committed, subscribed, online)
+
+
+async def topic_progress(instance: ClientInstance, group: str, topic: str,
+                         committed: bool = True) -> list[QueueProgress]:
+    """The topic's queues; ``committed=False``: the group has no stored offset on it, show none."""
     try:
         route = await instance.update_route(topic)
     except TopicNotExistError:
@@ -97,23 +165,46 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str) -> li
         if addr is None:
             raise StatusError(f"broker {mq.broker_name} of {topic} has no master")
         high = await instance.broker.get_max_offset(addr, mq, timeout=TIMEOUT)
-        committed = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT)
-        return QueueProgress(mq, high, committed)
+        stored = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT) if committed else None
+        return QueueProgress(mq, high, stored)
 
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
 
 async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None) -> list[QueueProgress]:
-    """Every queue of ``topics`` (default: the group's topics) with its offsets, sorted."""
+    """Every queue of ``topics`` (default: the group's topics) with its offsets, sorted.
+
+    Raises :class:`UnknownGroupError` when no broker knows the group.
+    """
     instance = ClientInstance(namesrv, instance_name="rmqrun-status")
     try:
-        chosen = list(topics) if topics else await group_topics(instance, group)
+        view = await group_view(instance, group)
+        if view is None:  # a broker without GET_CONSUME_STATS: the older way, per topic
+            chosen = list(topics) if topics else await _legacy_group_topics(instance, group)
+            if not chosen:
+                raise UnknownGroupError(f"consumer group {group!r} is unknown: no topic is consumed by it")
+            committed = set(chosen)
+        else:
+            if not view.committed and not view.subscribed and not view.online:
+                raise UnknownGroupError(f"consumer group {group!r} is unknown: no broker has stored offsets "
+                                        "or online consumers for it")
+            chosen = list(topics) if topics else view.topics
+            committed = view.committed
         rows: list[QueueProgress] = []
         for topic in chosen:
-            rows.extend(await topic_progress(instance, group, topic))
+            rows.extend(await topic_progress(instance, group, topic, topic in committed))
         return rows
     finally:
         await instance.close()
+
+
+def to_json(rows: Sequence[QueueProgress], group: str) -> dict[str, object]:
+    """``rmqrun status --json``: the rows and totals; null where the group has no offset."""
+    lags = [r.lag for r in rows if r.lag is not None]
+    return {"group": group, "at": int(time.time() * 1000), "queues": [r.to_json() for r in rows],
+            "total": {"queues": len(rows), "broker_offset": sum(r.broker_offset for r in rows),
+                      "consumer_offset": sum(r.consumer_offset or 0 for r in rows),
+                      "lag": sum(lags) if lags else None}}
 
 
 def render(rows: Sequence[QueueProgress], group: str) -> str:
@@ -122,8 +213,9 @@ def render(rows: Sequence[QueueProgress], group: str) -> str:
         return f"group {group}: no topics found (give --topic, or has the group never consumed?)"
     header = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag")
     body = [(r.mq.topic, r.mq.broker_name, str(r.mq.queue_id), str(r.broker_offset),
-             "-" if r.consumer_offset is None else str(r.consumer_offset), str(r.lag)) for r in rows]
-    total_lag = sum(r.lag for r in rows)
+             "-" if r.consumer_offset is None else str(r.consumer_offset), "-" if r.lag is None else str(r.lag))
+            for r in rows]
+    total_lag = sum(r.lag or 0 for r in rows)
     total_high = sum(r.broker_offset for r in rows)
     total_committed = sum(r.consumer_offset or 0 for r in rows)
     body.append(("total", "", str(len(rows)), str(total_high), str(total_committed), str(total_lag)))

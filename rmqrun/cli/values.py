@@ -98,10 +98,48 @@ def parse_lower(value: Any) -> str:
 
 
 def parse_tags(value: Any) -> str:
-    """A tag expression; empty means every tag, as in Java."""
+    """A tag expression; empty means every tag, as in Java. One with no tag at all (``'||'``) is
+    refused here, as the consumer would refuse it at start."""
     if isinstance(value, str) and not value.strip():
         return "*"
-    return parse_str(value)
+    text = parse_str(value)
+    from rmqrun.client.subscription import build_subscription_data
+    try:
+        build_subscription_data("T", text)
+    except ValueError:
+        raise ValueError("a tag expression needs at least one tag, e.g. 'TagA' or 'TagA || TagB' "
+                         "('*' or empty: every tag)") from None
+    return text
+
+
+def split_subscription(text: str) -> tuple[str, str | None]:
+    """``TOPIC`` or ``TOPIC:TAGS`` (a topic name has no ``:``) to the topic and its own tags, if any."""
+    topic, sep, tags = text.partition(":")
+    return parse_name(topic.strip()), (parse_tags(tags) if sep else None)
+
+
+def parse_subscriptions(value: Any) -> dict[str, str]:
+    """A mapping of topic to tag expression (YAML ``subscriptions:``; ``null`` tags: every tag), or the
+    same as YAML flow text (``RMQRUN_SUBSCRIPTIONS='{Orders: "TagA || TagB", Audit: "*"}'``)."""
+    if isinstance(value, str):
+        import yaml
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError:
+            value = None
+    if not isinstance(value, dict) or not value:
+        raise ValueError("a mapping of topic to tag expression, e.g. {Orders: 'TagA || TagB', Audit: '*'}")
+    out: dict[str, str] = {}
+    for topic, tags in value.items():
+        try:
+            name = parse_name(topic)
+        except ValueError as exc:
+            raise ValueError(f"topic {topic!r}: {exc}") from None
+        try:
+            out[name] = "*" if tags is None else parse_tags(tags)
+        except ValueError as exc:
+            raise ValueError(f"tags of {name}: {exc}") from None
+    return out
 
 
 def parse_ref(value: Any) -> str:

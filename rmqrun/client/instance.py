@@ -386,7 +386,8 @@ class ClientInstance:
             body = GetConsumerStatusBody(message_queue_table=dict(result or {})).encode()
         else:
             body = bytes(result) if isinstance(result, (bytes, bytearray)) else dumps(result)
-        return self._answer(cmd, ResponseCode.SUCCESS, body=body)
+        # Java's client sets the code of a response created with the default remark and leaves the remark.
+        return self._answer(cmd, ResponseCode.SUCCESS, "not set any response code", body=body)
 
     @staticmethod
     def _answer(cmd: RemotingCommand, code: int, remark: str | None = None,

@@ -137,6 +137,7 @@ class OrderlyConsumeService:
         ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
         self.engine.stats.record(len(entries), elapsed, result)
+        self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         return await self._apply(req, entries, result)
 
     async def _apply(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> float:

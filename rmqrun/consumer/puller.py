@@ -137,6 +137,7 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         suspend_timeout_millis=cfg.broker_suspend_max_time_ms,
         subscription=sub.sub_string if cfg.post_subscription_when_pull else None,
         sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name)
+    pull_started = time.monotonic()
     result = await engine.instance.broker.pull(
         addr, header, timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
     if pq.dropped:
@@ -149,6 +150,7 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         req.next_offset = result.next_begin_offset
         body = result.body
         heads = scan_records(body)
+        engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
         if heads and heads[0].queue_offset < prev:
             logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset, prev)
         if sub.is_sub_all:

@@ -30,14 +30,16 @@ from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
-from rmqrun.consumer.executor import Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
+from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.remoting.message import decode_messages
 
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
@@ -113,6 +115,10 @@ class PushConsumer:
         self.removing: set[MessageQueue] = set()
         self.paused = False
         self.stats = ConsumeStats()
+        #: per-topic TPS/RT for GET_CONSUMER_RUNNING_INFO's statusTable
+        self.status = ConsumeStatusTable()
+        #: epoch ms of start(), PROP_CONSUMER_START_TIMESTAMP
+        self.started_at_ms = int(time.time() * 1000)
         self._suggested: dict[MessageQueue, int] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -279,15 +285,31 @@ class PushConsumer:
         self.wake_rebalance()
 
     async def _on_running_info(self, header: Any) -> dict[str, Any]:
-        return {
-            "properties": {"consumeType": "CONSUME_PASSIVELY", "messageModel": self.config.message_model,
-                           "consumeOrderly": str(self.config.orderly).lower(),
-                           "PROP_CLIENT_VERSION": "V4_9_8", "PROP_CONSUMER_START_TIMESTAMP": str(int(self.stats.started))},
-            "subscriptionSet": [s.to_json() for s in self._subs.values()],
-            "mqTable": {mq: req.pq.info(self.offset_store.read_memory(mq)) for mq, req in self.table.items()},
-            "statusTable": {},
-            "jstack": "",
-        }
+        return running_info(self, jstack=bool(getattr(header, "jstack_enable", False)))
+
+    async def _on_consumer_status(self, header: Any) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: this client's offsets of the topic's queues (cloneOffsetTable)."""
+        return {mq: self.offset_store.read_memory(mq) for mq in sorted(self.table) if mq.topic == header.topic}
+
+    async def _on_consume_directly(self, header: Any, record: bytes) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: run the one message through the handler, as Java's listener is called.
+
+        Nothing is committed or sent back whatever the verdict: the message is not part of the
+        consumer's queues, only a test of the handler (``mqadmin consumeMessage``).
+        """
+        started = time.monotonic()
+        try:
+            msg = decode_messages(record, decompress=False)[0]
+            job = ConsumeJob(MessageQueue(msg.topic, header.broker_name or "", msg.queue_id), self.config.orderly,
+                             [record], [msg.queue_offset], auto_commit=self.config.auto_commit)
+            result = await self.executor.run(job)
+            error = None
+        except Exception as exc:  # a bad record or a pool that is shutting down: say so, as Java does
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        spent = int((time.monotonic() - started) * 1000)
+        logger.info("consumed a message directly for an admin tool: {}", result.verdicts if result else error)
+        return consume_directly_result(result, orderly=self.config.orderly, auto_commit=self.config.auto_commit,
+                                       spent_ms=spent, error=error)
 
     async def _on_reset_offset(self, header: Any, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the topic's queues, store the new offsets, rebalance."""
@@ -310,11 +332,14 @@ class PushConsumer:
     # ----------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        self.started_at_ms = int(time.time() * 1000)
         self.instance.register_consumer(
             self.config.group, data=self.consumer_data,
             callbacks=ConsumerCallbacks(consumer_ids_changed=self._on_ids_changed,
                                         running_info=self._on_running_info,
-                                        reset_offset=self._on_reset_offset))
+                                        reset_offset=self._on_reset_offset,
+                                        consumer_status=self._on_consumer_status,
+                                        consume_message_directly=self._on_consume_directly))
         await self.instance.start()
         for topic in self._subs:
             try:

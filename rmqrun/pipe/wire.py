@@ -483,7 +483,8 @@ class FrameBuffer:
         if avail < _HEADER.size:
             return False
         length = _INT.unpack_from(self._buf, self._pos)[0] & 0xFFFFFFFF
-        return avail >= 4 + length
+        # a length out of range is reported now (next() raises), not awaited: those bytes never come
+        return avail >= 4 + length or length < 1 or length > MAX_FRAME
 
     def next(self) -> Frame | None:
         if not self.has_frame():

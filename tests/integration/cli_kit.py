@@ -78,8 +78,9 @@ def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "con
 def run_cli(args: Sequence[str], *, env: dict[str, str] | None = None, input: bytes | None = None,
             timeout: float = 60.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``rmqrun ARGS`` to completion; text stdout/stderr."""
+    # no input: stdin is /dev/null, never the test runner's (produce reads a piped stdin)
     proc = subprocess.run([*RMQRUN, *args], env=env or child_env(), input=input, capture_output=True,
-                          timeout=timeout, cwd=cwd or ROOT)
+                          timeout=timeout, cwd=cwd or ROOT, stdin=None if input is not None else subprocess.DEVNULL)
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
                                        proc.stderr.decode("utf-8", "replace"))
 
@@ -93,7 +94,7 @@ class Child:
         self.err_path = tmp_path / f"{name}.err"
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([*RMQRUN, *args], env=env or child_env(), stdout=out, stderr=err,
-                                         cwd=ROOT)
+                                         stdin=subprocess.DEVNULL, cwd=ROOT)
 
     @property
     def pid(self) -> int:

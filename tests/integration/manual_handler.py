@@ -2,7 +2,7 @@
 
 ``MANUAL_SCRIPT`` maps offsets to results, e.g. ``1:commit,3:rollback,5:commit``; other
 offsets return None (SUCCESS: consumed, not committed). A ``rollback`` is returned
-only on the first delivery of its offset. Every delivery is appended to ``MANUAL_RECORD``
+only on the first delivery of its offset; ``suspend`` (SuspendCurrentQueue(10 ms)) on every one. Every delivery is appended to ``MANUAL_RECORD``
 as ``<offset> <result>``; the handler reads that file to know whether it saw an offset
 before (orderly: one call at a time per queue).
 """
@@ -35,4 +35,6 @@ def handle(msg: rmqrun.Message):  # type: ignore[no-untyped-def]
         return rmqrun.Commit()
     if result == "rollback":
         return rmqrun.Rollback()
+    if result == "suspend":
+        return rmqrun.SuspendCurrentQueue(ms=10)
     return None

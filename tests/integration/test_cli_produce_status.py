@@ -166,7 +166,9 @@ def test_status_errors(eb) -> None:  # type: ignore[no-untyped-def]
     proc = run_cli(["status", "--namesrv", eb.namesrv_address])
     assert proc.returncode == 2 and "missing group (--group)" in proc.stderr
     proc = run_cli(["status", "--namesrv", eb.namesrv_address, "--group", "NobodyEver"])
-    assert proc.returncode == 0 and "no topics found" in proc.stdout
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("rmqrun: error: consumer group 'NobodyEver' is unknown: no broker has stored "
+                                   "offsets or online consumers for it")
 
 
 def test_progress_bar_when_stderr_is_a_terminal(eb) -> None:  # type: ignore[no-untyped-def]

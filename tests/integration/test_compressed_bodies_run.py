@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import signal
 import zlib
 from pathlib import Path
 
@@ -79,12 +80,16 @@ def test_lz4_zstd_and_zlib_bodies_reach_the_handler_unchanged(eb: EmbeddedBroker
     items.append((40, originals[40], 0))
     send_raw(eb, topic, items)
 
-    start_run(runs, eb, tmp_path, group, topic)
+    run = start_run(runs, eb, tmp_path, group, topic)
     path = tmp_path / f"{group}.bodies"
     wait_until(lambda: len(bodies_seen(path)) >= len(originals), 60, "every message handled")
     seen = bodies_seen(path)
     assert sorted(i for i, _ in seen) == sorted(originals)
     assert {i: d for i, d in seen} == {i: digest(b) for i, b in originals.items()}
+    # a graceful stop (not the fixture's SIGKILL) commits every queue to its end
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert committed(eb, group, topic) == queue_max_offsets(eb, topic)
 
 
 @pytest.mark.parametrize("mode", ["concurrent", "orderly"])
@@ -148,6 +153,11 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
     log = run.log()
     assert "never retrieved" not in log
     assert log.count("does not decode; sent unhandled to") == len(bad), log[-3000:]
+    # stopped gracefully (the fixture would SIGKILL it): the commit stays at the ends, nothing redone
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert committed(eb, group, topic) == ends
+    assert len(bodies_seen(path)) == len(good)
 
 
 def _dlq_records(eb: EmbeddedBroker, dlq: str) -> dict[int, tuple[bytes, int, str]]:

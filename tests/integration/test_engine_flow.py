@@ -65,3 +65,9 @@ def test_offset_span_bounds_the_pulls(tmp_path: Path, gate: Path) -> None:
     # the span is counted over cached (unfinished) messages, as in Java: with the only worker stuck
     # on offset 0 everything pulled stays cached, and the span (not the count, 1000) is the bound
     run(_held_at_bound(tmp_path, gate, 30, workers=1, consume_concurrently_max_span=30))
+
+
+def test_the_topic_wide_count_is_shared_by_the_queues_held(tmp_path: Path, gate: Path) -> None:
+    # pullThresholdForTopic is split over the queues this consumer holds: FL's queue and the group's
+    # retry queue, so 40 for the topic is 20 for FL's queue (the per-queue default, 1000, is overridden)
+    run(_held_at_bound(tmp_path, gate, 20, workers=1, pull_threshold_for_topic=40))

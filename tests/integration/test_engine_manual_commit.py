@@ -73,3 +73,31 @@ def test_success_alone_never_commits(tmp_path: Path, record: Path) -> None:
             assert [o for o, _ in deliveries(record)] == [0, 1, 2, 3, 4]
             assert (await committed_offsets(eb, "GMC2", "MC2"))[0] in (None, 0), "SUCCESS committed in manual mode"
     run(main())
+
+
+def test_a_message_suspended_past_its_retries_goes_to_the_dlq_and_is_committed_by_the_next_commit(
+        tmp_path: Path, record: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Orderly, manual commit: offset 2 always suspends; after max_reconsume_times (1) it is
+    dead-lettered, the queue moves on, and the handler's next Commit() (at offset 4) covers it;
+    offset 5 (SUCCESS after that Commit) stays uncommitted."""
+    monkeypatch.setenv("MANUAL_SCRIPT", "2:suspend,4:commit")
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "MC3", 6)
+            cfg = consumer_config(eb.namesrv_address, "GMC3", "MC3", orderly=True, auto_commit=False,
+                                  max_reconsume_times=1)
+            async with Running(cfg, pool_config(HANDLER)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                (mq,) = [mq for mq in engine.table if mq.topic == "MC3"]
+                await wait_for(lambda: (3, "ok") in deliveries(record), what="the queue moving past offset 2")
+                await wait_for(lambda: eb.broker.store.max_offset("%DLQ%GMC3", 0) == 1, what="offset 2 in the DLQ")
+                await wait_for(lambda: (5, "ok") in deliveries(record) and not engine.consume_service.is_busy(mq),
+                               what="offset 5 consumed")
+                assert engine.offset_store.read_memory(mq) == 5, "the Commit() at 4 covers the dead-lettered 2"
+                assert await r.stop() == 0
+            got = deliveries(record)
+            assert [o for o, _ in got] == [0, 1, 2, 2, 3, 4, 5], got
+            assert (await committed_offsets(eb, "GMC3", "MC3"))[0] == 5
+    run(main())

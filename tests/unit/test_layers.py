@@ -57,7 +57,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({
         "rmqrun.broker.broker", "rmqrun.broker.processors.registry", "rmqrun.broker.processors.admin",
         "rmqrun.broker.processors.clients", "rmqrun.broker.processors.offsets", "rmqrun.broker.processors.pull",
-        "rmqrun.broker.processors.send",
+        "rmqrun.broker.processors.send", "rmqrun.broker.processors.inspect", "rmqrun.broker.processors.forward",
     }): "the Broker registers its request processors (a function-level import), and each processor names "
         "the Broker it serves; left for the broker's owners (only inside rmqrun/broker/)",
 }

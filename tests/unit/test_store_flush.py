@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 
 import pytest
@@ -46,44 +47,76 @@ def test_put_sync_returns_after_fsync_and_group_commits(tmp_path, monkeypatch) -
         assert 1 <= rounds <= 5, rounds
 
 
+class BlockingFsync:
+    """An fdatasync that, once armed, blocks its first call until the test releases it.
+
+    The thread that called it waits at most ``limit`` seconds, so a blocked event
+    loop (which could never release it) shows up as ``released_in_time`` False
+    instead of a hung test.
+    """
+
+    def __init__(self, limit: float = 20.0) -> None:
+        self.real = os.fdatasync
+        self.armed = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.released_in_time: bool | None = None
+        self.limit = limit
+
+    def __call__(self, fd: int) -> None:
+        if self.armed and not self.entered.is_set():
+            self.entered.set()
+            self.released_in_time = self.release.wait(self.limit)
+        self.real(fd)
+
+
+async def wait_until(cond, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
 def test_event_loop_keeps_running_during_fsync(tmp_path, monkeypatch) -> None:
-    real = os.fdatasync
-    monkeypatch.setattr(segmented_file.os, "fdatasync", lambda fd: (time.sleep(0.3), real(fd)))
+    fsync = BlockingFsync()
+    monkeypatch.setattr(segmented_file.os, "fdatasync", fsync)
 
     async def main(store):
-        ticks = 0
-
-        async def ticker():
-            nonlocal ticks
-            while True:
-                await asyncio.sleep(0.01)
-                ticks += 1
-
-        task = asyncio.create_task(ticker())
-        t0 = time.monotonic()
-        await store.put_sync("T", 0, build_record("T", 0, b"x"), 0)
-        elapsed = time.monotonic() - t0
-        task.cancel()
-        return ticks, elapsed
+        fsync.armed = True
+        put = asyncio.create_task(store.put_sync("T", 0, build_record("T", 0, b"x"), 0))
+        # the loop goes on polling while the fsync is blocked in the flusher ...
+        await wait_until(fsync.entered.is_set, "the fsync of the put")
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not put.done(), "a SYNC put was answered before its fsync finished"
+        # ... and it is the loop that releases it: impossible if put_sync blocked the loop
+        fsync.release.set()
+        r = await asyncio.wait_for(put, 20)
+        assert store.flushed_offset >= r.end_offset
 
     with MessageStore(tmp_path, sync_config()) as store:
-        ticks, elapsed = asyncio.run(main(store))
-    assert elapsed >= 0.25  # it really waited for the (slow) fsync ...
-    assert ticks >= 10  # ... without blocking the loop
+        asyncio.run(main(store))
+    assert fsync.released_in_time is True
 
 
 def test_async_mode_does_not_wait_but_flushes_in_background(tmp_path, monkeypatch) -> None:
-    real = os.fdatasync
-    monkeypatch.setattr(segmented_file.os, "fdatasync", lambda fd: (time.sleep(0.2), real(fd)))
+    fsync = BlockingFsync()
+    monkeypatch.setattr(segmented_file.os, "fdatasync", fsync)
     cfg = small_config(flush_mode=FlushMode.ASYNC, flush_interval_ms=50)
+
+    async def main(store):
+        fsync.armed = True
+        # no fsync can finish before the release below: returning at all proves the put did not wait
+        r = await asyncio.wait_for(store.put_sync("T", 0, build_record("T", 0, b"x"), 0), 10)
+        assert store.flushed_offset < r.end_offset
+        await wait_until(fsync.entered.is_set, "the background flush")
+        assert store.flushed_offset < r.end_offset
+        fsync.release.set()
+        await wait_until(lambda: store.flushed_offset >= r.end_offset, "the background flush to finish")
+
     with MessageStore(tmp_path, cfg) as store:
-        t0 = time.monotonic()
-        r = asyncio.run(store.put_sync("T", 0, build_record("T", 0, b"x"), 0))
-        assert time.monotonic() - t0 < 0.1
-        deadline = time.monotonic() + 3
-        while store.flushed_offset < r.end_offset and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert store.flushed_offset >= r.end_offset
+        asyncio.run(main(store))
+    assert fsync.released_in_time is True
 
 
 def test_flush_to_waits_in_any_mode(tmp_path) -> None:

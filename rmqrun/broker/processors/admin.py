@@ -2,9 +2,10 @@
 
 UPDATE_AND_CREATE_TOPIC (so ``mqadmin updateTopic`` and tests can size a topic
 before use), UPDATE_AND_CREATE_SUBSCRIPTIONGROUP / DELETE_SUBSCRIPTIONGROUP,
-GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID and QUERY_TOPIC_CONSUME_BY_WHO.
-Everything else an admin tool may send is answered REQUEST_CODE_NOT_SUPPORTED
-by the server, never left hanging.
+GET_ALL_TOPIC_CONFIG, VIEW_MESSAGE_BY_ID, QUERY_TOPIC_CONSUME_BY_WHO and
+DELETE_TOPIC_IN_BROKER. The read-only views are in :mod:`inspect`, the requests
+answered by asking the clients in :mod:`forward`. Everything else an admin tool
+may send is answered REQUEST_CODE_NOT_SUPPORTED by the server, never left hanging.
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ class AdminProcessor:
         body = {"dataVersion": {"counter": version["counter"], "timestamp": version["timestamp"]},
                 "topicConfigTable": table}
         return answer(cmd, body=fastjson.dumps(body))
+
+    async def delete_topic_in_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """DELETE_TOPIC_IN_BROKER: the config, the consume queues and every group's offsets of the topic.
+
+        The commit log keeps the records until retention removes them, as in RocketMQ.
+        """
+        topic = cmd.ext_fields.get("topic")
+        if not topic:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null", typed=False)
+        topics = self.broker.topics
+        assert topics is not None
+        if topic in topics.system_topics:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.",
+                          typed=False)
+        topics.delete(topic)
+        offsets = self.broker.store.consumer_offsets
+        for group in offsets.groups_of_topic(topic):
+            offsets.remove_group(group, topic)
+        self.broker.store.delete_topic_queues(topic)
+        return answer(cmd, typed=False)
 
     async def update_and_create_subscription_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:

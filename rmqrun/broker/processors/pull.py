@@ -179,6 +179,7 @@ class PullProcessor:
             "maxOffset": result.max_offset,
         }
         response: RemotingCommand | None
+        broker.stats.on_get(group, topic, result.message_count if status is S.FOUND else 0)
         if status is S.FOUND:
             response = answer(cmd, ResponseCode.SUCCESS, status.value, header=fields, body=b"".join(result.records))
         elif status in _NOT_FOUND or (status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE)

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from rmqrun.broker.broker import Broker
     from rmqrun.broker.processors.admin import AdminProcessor
     from rmqrun.broker.processors.clients import ClientProcessor
+    from rmqrun.broker.processors.forward import ForwardProcessor
+    from rmqrun.broker.processors.inspect import InspectProcessor
     from rmqrun.broker.processors.offsets import OffsetProcessor
     from rmqrun.broker.processors.pull import PullProcessor
     from rmqrun.broker.processors.send import SendProcessor
@@ -27,17 +29,22 @@ class Processors:
     offsets: "OffsetProcessor"
     clients: "ClientProcessor"
     admin: "AdminProcessor"
+    inspect: "InspectProcessor"
+    forward: "ForwardProcessor"
 
 
 def register_all(broker: "Broker") -> Processors:
     from rmqrun.broker.processors.admin import AdminProcessor
     from rmqrun.broker.processors.clients import ClientProcessor
+    from rmqrun.broker.processors.forward import ForwardProcessor
+    from rmqrun.broker.processors.inspect import InspectProcessor
     from rmqrun.broker.processors.offsets import OffsetProcessor
     from rmqrun.broker.processors.pull import PullProcessor
     from rmqrun.broker.processors.send import SendProcessor
 
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
-                   ClientProcessor(broker), AdminProcessor(broker))
+                   ClientProcessor(broker), AdminProcessor(broker),
+                   InspectProcessor(broker), ForwardProcessor(broker))
     table = {
         R.SEND_MESSAGE: p.send.send,
         R.SEND_MESSAGE_V2: p.send.send,
@@ -62,6 +69,20 @@ def register_all(broker: "Broker") -> Processors:
         R.DELETE_SUBSCRIPTIONGROUP: p.admin.delete_subscription_group,
         R.VIEW_MESSAGE_BY_ID: p.admin.view_message_by_id,
         R.QUERY_TOPIC_CONSUME_BY_WHO: p.admin.query_topic_consume_by_who,
+        R.DELETE_TOPIC_IN_BROKER: p.admin.delete_topic_in_broker,
+        R.GET_BROKER_CONFIG: p.inspect.get_broker_config,
+        R.GET_BROKER_RUNTIME_INFO: p.inspect.get_broker_runtime_info,
+        R.GET_TOPIC_STATS_INFO: p.inspect.get_topic_stats_info,
+        R.GET_CONSUMER_CONNECTION_LIST: p.inspect.get_consumer_connection_list,
+        R.GET_PRODUCER_CONNECTION_LIST: p.inspect.get_producer_connection_list,
+        R.GET_CONSUME_STATS: p.inspect.get_consume_stats,
+        R.QUERY_MESSAGE: p.inspect.query_message,
+        R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: p.inspect.get_all_subscription_group_config,
+        R.QUERY_TOPICS_BY_CONSUMER: p.inspect.query_topics_by_consumer,
+        R.INVOKE_BROKER_TO_RESET_OFFSET: p.forward.invoke_reset_offset,
+        R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: p.forward.invoke_get_consumer_status,
+        R.GET_CONSUMER_RUNNING_INFO: p.forward.get_consumer_running_info,
+        R.CONSUME_MESSAGE_DIRECTLY: p.forward.consume_message_directly,
     }
     for code, fn in table.items():
         broker.server.register(code, fn)

@@ -32,7 +32,7 @@ import fcntl
 import os
 import threading
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from .background import PeriodicTasks
 from .checkpoint import Checkpoint, CheckpointFile
@@ -44,6 +44,7 @@ from .errors import (DataDirError, MessageTooLargeError, RecordFormatError, Stor
                      StoreLockedError)
 from .flusher import CommitLogFlusher
 from .json_file import JsonFile
+from .log_scanner import LogScanner
 from .queue_reader import DEFAULT_MAX_BYTES, Accept, Boundary, get_messages, search_offset_by_timestamp, store_time_at
 from .queue_table import QueueTable, topic_name_problem
 from .record import STORE_TIMESTAMP_PROBE, RecordHeader, check_body_crc, parse_header, read_store_timestamp
@@ -356,6 +357,25 @@ class MessageStore:
     def read_at(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
         """The record starting at ``commit_log_offset`` (None if there is none)."""
         return self._log.read_record(commit_log_offset, size)
+
+    def scan_records(self, start: int, end: int) -> Iterator[tuple[int, RecordHeader, bytes, int]]:
+        """Valid records whose position is in [start, end): (position, header, buffer, offset in buffer).
+
+        For derived indexes (:mod:`key_index`); stops early at anything recovery would not accept.
+        """
+        scanner = LogScanner(self._log, start, verify_from=2**63 - 1)
+        for rec in scanner:
+            if rec.pos + rec.header.total_size > end:
+                return
+            yield rec.pos, rec.header, rec.buf, rec.off
+
+    def delete_topic_queues(self, topic: str) -> int:
+        """Destroy every consume queue of ``topic`` (DELETE_TOPIC_IN_BROKER); returns how many."""
+        doomed = [cq for cq in self._queues if cq.key[0] == topic]
+        for cq in doomed:
+            self._queues.remove(cq)  # closes it and deletes its files
+        self._known_topics.discard(topic)
+        return len(doomed)
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get(topic, queue_id)

@@ -1,0 +1,266 @@
+"""``rmqrun topic create|update|delete|list|describe``: what ``mqadmin updateTopic`` & co. do.
+
+Where a topic lives is chosen as with ``mqadmin updateTopic``: ``-b ADDR``
+one broker, ``-c CLUSTER`` every master of a cluster (from the name server's
+cluster table); with neither, the one cluster the name server knows (refused,
+listing them, when there are several). ``create`` refuses a topic that
+already exists on a target broker and ``update`` one that does not; ``update``
+keeps every field not given. ``delete`` removes the topic from every master of
+the cluster, then from the name servers, as ``mqadmin deleteTopic``.
+``list`` asks the name server; ``describe`` shows the route and, per queue,
+the min/max offsets and last update time the broker reports
+(GET_TOPIC_STATS_INFO, as ``mqadmin topicStatus``).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import click
+
+from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.client.admin import AdminClient, TopicConfig
+from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
+from rmqrun.errors import ConfigError
+from rmqrun.remoting.errors import TopicNotExistError
+
+_PERMS = {"RW": PERM_READ | PERM_WRITE, "R": PERM_READ, "W": PERM_WRITE, "-": 0,
+          "6": PERM_READ | PERM_WRITE, "4": PERM_READ, "2": PERM_WRITE, "0": 0}
+#: topics the broker keeps for itself; ``list`` hides them unless --all
+SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
+                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC"})
+
+
+def parse_perm(value: str) -> int:
+    perm = _PERMS.get(value.strip().upper())
+    if perm is None:
+        raise ConfigError(f"--perm {value!r} is invalid: one of rw, r, w, - (or mqadmin's 6, 4, 2, 0)")
+    return perm
+
+
+def _topic_name(topic: str) -> str:
+    from rmqrun.cli.settings import BY_KEY
+    return str(BY_KEY["topic"].convert(topic, "command line TOPIC"))
+
+
+async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -> tuple[list[str], str | None]:
+    """The broker addresses to act on, and the cluster they belong to (None for -b)."""
+    if broker and cluster:
+        raise ConfigError("give either -b/--broker or -c/--cluster, not both")
+    if broker:
+        return [broker], None
+    info = await admin.cluster_info()
+    if cluster is None:
+        if len(info.clusters) != 1:
+            names = ", ".join(sorted(info.clusters)) or "none"
+            raise ConfigError(f"the name server knows {len(info.clusters)} clusters ({names}): "
+                              "choose one with -c/--cluster or a broker with -b/--broker")
+        cluster = next(iter(info.clusters))
+    masters = info.master_addresses(cluster)
+    if not masters:
+        known = ", ".join(sorted(info.clusters)) or "none"
+        raise AdminError(f"cluster {cluster!r} has no master broker on the name server (clusters: {known})")
+    return masters, cluster
+
+
+def _where(fn: Any) -> Any:
+    fn = click.option("-c", "--cluster", help="every master of this cluster (default: the only cluster)")(fn)
+    fn = click.option("-b", "--broker", help="only this broker, host:port")(fn)
+    fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
+                      help="take namesrv from this YAML")(fn)
+    return click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")(fn)
+
+
+def _shape(fn: Any) -> Any:
+    fn = click.option("--order/--no-order", default=None, help="an ordered topic (mqadmin -o)")(fn)
+    fn = click.option("-p", "--perm", help="rw, r, w or - (mqadmin's 6, 4, 2, 0) [rw]")(fn)
+    fn = click.option("-w", "--write-queues", type=click.IntRange(1, 1024), help="write queue count [8]")(fn)
+    fn = click.option("-r", "--read-queues", type=click.IntRange(1, 1024), help="read queue count [8]")(fn)
+    return click.option("-q", "--queues", type=click.IntRange(1, 1024),
+                        help="read and write queue count at once")(fn)
+
+
+def _counts(queues: int | None, read: int | None, write: int | None) -> tuple[int | None, int | None]:
+    if queues is not None and (read is not None or write is not None):
+        raise ConfigError("give --queues, or --read-queues/--write-queues, not both")
+    return (queues, queues) if queues is not None else (read, write)
+
+
+@click.group()
+def topic() -> None:
+    """Create, change, delete, list and inspect topics (like mqadmin updateTopic, topicList, topicStatus)."""
+
+
+@topic.command()
+@click.argument("name")
+@_shape
+@_where
+def create(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
+           order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
+           cluster: str | None) -> None:
+    """Create topic NAME (8 read and 8 write queues unless told otherwise)."""
+    name = _topic_name(name)
+    read, write = _counts(queues, read_queues, write_queues)
+    config = TopicConfig(name, read or 8, write or 8, parse_perm(perm) if perm else PERM_READ | PERM_WRITE,
+                         bool(order))
+    addr = resolve_namesrv(namesrv, config_file)
+
+    async def main() -> list[str]:
+        async with admin_session(addr, "rmqrun-topic") as (_, admin):
+            brokers, _cluster = await targets(admin, broker, cluster)
+            for b in brokers:
+                if name in await admin.topic_configs(b):
+                    raise AdminError(f"topic {name!r} already exists on broker {b} (use 'rmqrun topic update')")
+            for b in brokers:
+                await admin.create_or_update_topic(b, config)
+            return brokers
+
+    done = run_admin(main)
+    click.echo(f"created {name}: {config.read_queue_nums} read / {config.write_queue_nums} write queue(s), "
+               f"perm {perm_to_string(config.perm)}, order {str(config.order).lower()} on {', '.join(done)}")
+
+
+@topic.command()
+@click.argument("name")
+@_shape
+@_where
+def update(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
+           order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
+           cluster: str | None) -> None:
+    """Change topic NAME; fields not given keep their value."""
+    name = _topic_name(name)
+    read, write = _counts(queues, read_queues, write_queues)
+    new_perm = parse_perm(perm) if perm else None
+    if read is None and write is None and new_perm is None and order is None:
+        raise ConfigError("nothing to change: give --queues, --read-queues, --write-queues, --perm or --order")
+    addr = resolve_namesrv(namesrv, config_file)
+
+    async def main() -> list[str]:
+        lines = []
+        async with admin_session(addr, "rmqrun-topic") as (_, admin):
+            brokers, _cluster = await targets(admin, broker, cluster)
+            current = {b: (await admin.topic_configs(b)).get(name) for b in brokers}
+            missing = [b for b, c in current.items() if c is None]
+            if missing:
+                raise AdminError(f"topic {name!r} does not exist on broker {', '.join(missing)} "
+                                 "(use 'rmqrun topic create')")
+            for b, old in current.items():
+                assert old is not None
+                cfg = TopicConfig(name, read if read is not None else old.read_queue_nums,
+                                  write if write is not None else old.write_queue_nums,
+                                  new_perm if new_perm is not None else old.perm,
+                                  order if order is not None else old.order,
+                                  old.topic_filter_type, old.topic_sys_flag)
+                await admin.create_or_update_topic(b, cfg)
+                lines.append(f"updated {name} on {b}: {cfg.read_queue_nums} read / {cfg.write_queue_nums} write "
+                             f"queue(s), perm {perm_to_string(cfg.perm)}, order {str(cfg.order).lower()}")
+        return lines
+
+    click.echo("\n".join(run_admin(main)))
+
+
+@topic.command()
+@click.argument("name")
+@click.option("-c", "--cluster", help="the cluster to delete it from (default: the only cluster)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str | None) -> None:
+    """Delete topic NAME from every master of the cluster, then from the name servers."""
+    name = _topic_name(name)
+    addr = resolve_namesrv(namesrv, config_file)
+
+    async def main() -> list[str]:
+        async with admin_session(addr, "rmqrun-topic") as (_, admin):
+            brokers, cluster_name = await targets(admin, None, cluster)
+            holding = [b for b in brokers if name in await admin.topic_configs(b)]
+            if not holding:
+                raise AdminError(f"topic {name!r} does not exist in cluster {cluster_name}")
+            for b in brokers:
+                await admin.delete_topic_in_broker(b, name)
+            await admin.delete_topic_in_namesrv(name, cluster_name)
+            return holding
+
+    done = run_admin(main)
+    click.echo(f"deleted {name} from {', '.join(done)} and the name server")
+
+
+@topic.command(name="list")
+@click.option("--all", "show_all", is_flag=True, help="include the broker's system topics")
+@click.option("--json", "as_json", is_flag=True, help="a JSON array")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str | None) -> None:
+    """The topics the name server knows, sorted."""
+    addr = resolve_namesrv(namesrv, config_file)
+
+    async def main() -> list[str]:
+        async with admin_session(addr, "rmqrun-topic") as (_, admin):
+            names = await admin.topic_list()
+            if show_all:
+                return names
+            info = await admin.cluster_info()
+            hidden = (SYSTEM_TOPICS | set(info.clusters) | set(info.brokers)
+                      | {f"{c}_REPLY_TOPIC" for c in info.clusters})
+            return [n for n in names if n not in hidden]
+
+    names = run_admin(main)
+    click.echo(json.dumps(names) if as_json else "\n".join(names))
+
+
+def _iso(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@topic.command()
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | None) -> None:
+    """Route, queue counts, permissions and, per queue, min/max offset and last update time."""
+    name = _topic_name(name)
+    addr = resolve_namesrv(namesrv, config_file)
+
+    async def main() -> dict[str, Any]:
+        async with admin_session(addr, "rmqrun-topic") as (_, admin):
+            try:
+                route = await admin.namesrv.get_route(name)
+            except TopicNotExistError:
+                raise AdminError(f"topic {name!r} does not exist on the name server") from None
+            brokers = []
+            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
+                bd = next((b for b in route.broker_datas if b.broker_name == qd.broker_name), None)
+                master = bd.master_address if bd else None
+                queues: list[dict[str, Any]] = []
+                order = None
+                if master is not None:
+                    stats = await admin.topic_stats(master, name)
+                    for mq in sorted(stats):
+                        s = stats[mq]
+                        queues.append({"queue": mq.queue_id, "min_offset": s.min_offset, "max_offset": s.max_offset,
+                                       "last_update": _iso(s.last_update_timestamp),
+                                       "last_update_ms": s.last_update_timestamp})
+                    cfg = (await admin.topic_configs(master)).get(name)
+                    order = cfg.order if cfg else None
+                brokers.append({"broker": qd.broker_name, "address": master, "read_queues": qd.read_queue_nums,
+                                "write_queues": qd.write_queue_nums, "perm": perm_to_string(qd.perm),
+                                "order": order, "queues": queues})
+            return {"topic": name, "brokers": brokers}
+
+    out = run_admin(main)
+    if as_json:
+        click.echo(json.dumps(out))
+        return
+    lines = [f"topic {name}"]
+    for b in out["brokers"]:
+        lines.append(f"broker {b['broker']} ({b['address'] or 'no master'}): {b['read_queues']} read / "
+                     f"{b['write_queues']} write queue(s), perm {b['perm']}, order "
+                     f"{'-' if b['order'] is None else str(b['order']).lower()}")
+        lines.append(f"  {'queue':>5}  {'min offset':>10}  {'max offset':>10}  last update")
+        for q in b["queues"]:
+            lines.append(f"  {q['queue']:>5}  {q['min_offset']:>10}  {q['max_offset']:>10}  {q['last_update']}")
+    click.echo("\n".join(lines))

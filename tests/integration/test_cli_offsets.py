@@ -1,0 +1,184 @@
+"""``rmqrun offsets reset`` against the embedded broker, offline and online.
+
+Offline: no client of the group is connected; the stored offsets are written
+and read back with QUERY_CONSUMER_OFFSET. Online: a real ``rmqrun run``
+consumes the topic, the reset goes through the broker
+(INVOKE_BROKER_TO_RESET_OFFSET, RESET_CONSUMER_CLIENT_OFFSET) and the running
+consumer is seen handling the same queue offsets again, from the reset point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmqrun.client.instance import ClientInstance
+from rmqrun.model import MessageQueue
+from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_args, run_cli, wait_for
+from tests.integration.record_handler import records
+
+
+@pytest.fixture(scope="module")
+def eb(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    with embedded_broker(tmp_path_factory.mktemp("offsets")) as broker:
+        yield broker
+
+
+def stored(eb: Any, group: str, topic: str) -> dict[int, int | None]:
+    async def main() -> dict[int, int | None]:
+        inst = ClientInstance(eb.namesrv_address, instance_name="offsets-test")
+        try:
+            return {q: await inst.broker.query_consumer_offset(eb.broker_address, group,
+                                                                MessageQueue(topic, "broker-a", q))
+                    for q in range(4)}
+        finally:
+            await inst.close()
+    return asyncio.run(main())
+
+
+def highs(eb: Any, topic: str) -> dict[int, int]:
+    async def main() -> dict[int, int]:
+        inst = ClientInstance(eb.namesrv_address, instance_name="offsets-test")
+        try:
+            return {q: await inst.broker.get_max_offset(eb.broker_address, MessageQueue(topic, "broker-a", q))
+                    for q in range(4)}
+        finally:
+            await inst.close()
+    return asyncio.run(main())
+
+
+def commit(eb: Any, group: str, topic: str, offsets: dict[int, int]) -> None:
+    async def main() -> None:
+        inst = ClientInstance(eb.namesrv_address, instance_name="offsets-test")
+        try:
+            for q, o in offsets.items():
+                await inst.broker.update_consumer_offset(eb.broker_address, group, MessageQueue(topic, "broker-a", q),
+                                                         o, oneway=False)
+        finally:
+            await inst.close()
+    asyncio.run(main())
+
+
+def reset(eb: Any, *args: str) -> Any:
+    return run_cli(["offsets", "reset", "--namesrv", eb.namesrv_address, *args])
+
+
+def test_offline_reset_every_target_and_dry_run(eb: Any) -> None:
+    produce(eb.namesrv_address, "OFF", 20)
+    high = highs(eb, "OFF")
+    assert sum(high.values()) == 20 and min(high.values()) >= 3
+    commit(eb, "GOFF", "OFF", {0: 2, 1: 2, 2: 2, 3: 2})
+
+    dry = reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", "earliest", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == ("would reset group GOFF on OFF to earliest (offline: no consumer of the "
+                                          "group is online, the stored offsets are written)")
+    assert "  broker-a  queue 2: 2 -> 0" in dry.stdout and "dry run: nothing changed" in dry.stdout
+    assert stored(eb, "GOFF", "OFF") == {0: 2, 1: 2, 2: 2, 3: 2}
+
+    done = reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", "earliest")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("reset group GOFF on OFF to earliest (offline")
+    assert stored(eb, "GOFF", "OFF") == {0: 0, 1: 0, 2: 0, 3: 0}
+
+    # a queue offset, kept within [min, max]
+    assert reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", "3").returncode == 0
+    assert stored(eb, "GOFF", "OFF") == {0: 3, 1: 3, 2: 3, 3: 3}
+    assert reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", "99").returncode == 0
+    assert stored(eb, "GOFF", "OFF") == high
+
+    # a time: the first message stored at or after it, per queue
+    time.sleep(0.05)
+    mark = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(eb.namesrv_address, "OFF", 8)  # after the mark
+    commit(eb, "GOFF", "OFF", {0: 0, 1: 0, 2: 0, 3: 0})
+    js = reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", str(mark), "--json")
+    assert js.returncode == 0, js.stderr
+    out = json.loads(js.stdout)
+    assert out["path"] == "offline" and out["clients"] == [] and out["dry_run"] is False
+    assert [(r["queue"], r["old"], r["new"]) for r in out["rows"]] == [(q, 0, high[q]) for q in range(4)]
+    assert stored(eb, "GOFF", "OFF") == high
+    iso = datetime.fromtimestamp(mark / 1000, timezone.utc).isoformat()
+    commit(eb, "GOFF", "OFF", {0: 0, 1: 0, 2: 0, 3: 0})
+    assert reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", iso).returncode == 0
+    assert stored(eb, "GOFF", "OFF") == high
+
+    assert reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", "latest").returncode == 0
+    assert stored(eb, "GOFF", "OFF") == highs(eb, "OFF") != high
+
+
+@pytest.mark.parametrize(("to", "message"), [
+    ("yesterday", "--to 'yesterday' is invalid: one of earliest, latest, an ISO time"),
+    ("-5", "--to '-5' is invalid: a negative number"),
+    ("2024-13-45T00:00:00", "--to '2024-13-45T00:00:00' is invalid"),
+])
+def test_bad_targets_are_one_line_exit_2(eb: Any, to: str, message: str) -> None:
+    proc = reset(eb, "--group", "GOFF", "--topic", "OFF", "--to", to)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1
+
+
+def test_unknown_topic_is_exit_1(eb: Any) -> None:
+    proc = reset(eb, "--group", "GOFF", "--topic", "NoSuchTopicOff", "--to", "earliest")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "rmqrun: error: topic 'NoSuchTopicOff' does not exist on the name server"
+
+
+def test_online_reset_reaches_a_running_consumer_which_consumes_again(eb: Any, tmp_path: Path) -> None:
+    produce(eb.namesrv_address, "ONL", 20)
+    record = tmp_path / "seen.txt"
+    env = child_env(RMQRUN_HANDLER_RECORD=str(record))
+    args = run_args(eb.namesrv_address, "GONL", "ONL", "tests.integration.record_handler:handle", "--workers", "2")
+    with Child(args, tmp_path, env=env) as child:
+        wait_for(lambda: len(records(record)) >= 20, 60, "the first 20 messages")
+        first = Counter((t, q, o) for t, q, o, _, _ in records(record))
+        assert len(first) == 20 and all(n == 1 for n in first.values())
+
+        # explicit offsets cannot be sent to running clients in RocketMQ 4.x: refused, nothing moves
+        refused = reset(eb, "--group", "GONL", "--topic", "ONL", "--to", "0")
+        assert refused.returncode == 1
+        assert "has 1 consumer(s) online; running clients can be reset by time only" in refused.stderr
+
+        dry = reset(eb, "--group", "GONL", "--topic", "ONL", "--to", "earliest", "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert "(online: through the broker to 1 running consumer(s)" in dry.stdout
+        time.sleep(1.0)
+        assert len(records(record)) == 20, "a dry run changes nothing"
+
+        online = reset(eb, "--group", "GONL", "--topic", "ONL", "--to", "earliest")
+        assert online.returncode == 0, online.stderr
+        assert online.stdout.startswith("reset group GONL on ONL to earliest (online: through the broker to 1 "
+                                        "running consumer(s) of the group, which continue from the new offsets)")
+        assert all(line.endswith("-> 0") for line in online.stdout.splitlines()[1:])
+        wait_for(lambda: len(records(record)) >= 40, 60, "the 20 messages consumed again")
+        again = Counter((t, q, o) for t, q, o, _, _ in records(record)[20:])
+        assert again == first, "the running consumer went back to offset 0 of every queue"
+
+        # by time: only what was stored after the mark comes again
+        time.sleep(0.05)
+        mark = datetime.now(timezone.utc)
+        time.sleep(0.05)
+        produce(eb.namesrv_address, "ONL", 4)
+        wait_for(lambda: len(records(record)) >= 44, 60, "the 4 new messages")
+        new = Counter((t, q, o) for t, q, o, _, _ in records(record)[40:])
+        by_time = reset(eb, "--group", "GONL", "--topic", "ONL", "--to", mark.isoformat())
+        assert by_time.returncode == 0 and "(online:" in by_time.stdout, by_time.stderr
+        wait_for(lambda: len(records(record)) >= 48, 60, "the 4 messages after the mark consumed again")
+        assert Counter((t, q, o) for t, q, o, _, _ in records(record)[44:]) == new
+        time.sleep(1.0)
+        assert len(records(record)) == 48, "nothing before the mark came again"
+        child.signal(signal.SIGTERM)
+        assert child.wait(60) == 0
+
+    # the consumer stopped (unregistered): the next reset is offline
+    after = reset(eb, "--group", "GONL", "--topic", "ONL", "--to", "latest")
+    assert after.returncode == 0 and "(offline:" in after.stdout, after.stderr
+    assert stored(eb, "GONL", "ONL") == highs(eb, "ONL")
