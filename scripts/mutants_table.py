@@ -49,7 +49,8 @@ _PUT_MESSAGES_HEAD = (
     "        topic, queue_id = msgs[0].topic, msgs[0].queue_id\n"
     "        records = [m.to_record() for m in msgs]\n"
     "        codes = [m.tags_code for m in msgs]\n"
-    "        results = self.store.put_many(topic, queue_id, records, codes)\n")
+    "        results = self.store.put_many(topic, queue_id, records, codes)\n"
+    "        self.stats.on_put(len(results), sum(len(r) for r in records))\n")
 
 MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- canaries (worker processes)
