@@ -36,6 +36,7 @@ from rmqrun.client.bodies import (
     dumps,
 )
 from rmqrun.client.broker import BrokerClient
+from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -53,6 +54,7 @@ from rmqrun.remoting.errors import RemotingError, TopicNotExistError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
+PERIODIC_FAILURE_LOG_EVERY_S = 30.0  # a periodic job failing every round is reported once per this
 
 NotifyCallback = Callable[[NotifyConsumerIdsChangedRequestHeader], Awaitable[None]]
 RunningInfoCallback = Callable[[GetConsumerRunningInfoRequestHeader], Awaitable[Any]]
@@ -168,13 +170,25 @@ class ClientInstance:
     @staticmethod
     async def _every(first_delay: float, interval: float, job: Callable[[], Awaitable[Any]]) -> None:
         await asyncio.sleep(first_delay)
+        # While the cluster is down a periodic job fails every round: the first failure is logged
+        # with its traceback, then at most one line per PERIODIC_FAILURE_LOG_EVERY_S.
+        failures = LogLimit(PERIODIC_FAILURE_LOG_EVERY_S)
+        name = getattr(job, "__qualname__", repr(job))
         while True:
             try:
                 await job()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a periodic job must survive a bad round
-                logger.opt(exception=exc).warning("periodic client task failed")
+                held = failures.allow(name)
+                if held is None:
+                    logger.debug("periodic client task {} failed: {!r}", name, exc)
+                elif held == 0:
+                    logger.opt(exception=exc).warning("periodic client task {} failed", name)
+                else:
+                    logger.warning("periodic client task {} failed: {!r}{}", name, exc, held_note(held))
+            else:
+                failures.reset(name)
             await asyncio.sleep(interval)
 
     # ----------------------------------------------------------------- registration

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from typing import Sequence
 
 from loguru import logger
 
 from rmqrun.client.errors import NameServerUnavailableError
 from rmqrun.client.headers import GetRouteInfoRequestHeader
+from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.route import TopicRouteData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
@@ -47,7 +47,7 @@ def parse_addresses(addresses: str | Sequence[str]) -> list[str]:
 #: a failing name server is warned about at most this often (per address, process-wide: the client
 #: instances of successive start attempts share it)
 WARN_EVERY_S = 30.0
-_WARNED: dict[str, float] = {}
+_WARNINGS = LogLimit(WARN_EVERY_S)
 
 
 class NameServerClient:
@@ -70,12 +70,11 @@ class NameServerClient:
     def _warn(self, address: str, text: str) -> None:
         """Warn about a failing name server at most once per WARN_EVERY_S per address: a consumer
         retrying through an outage (start-up waits for the cluster) must not log every attempt."""
-        now = time.monotonic()
-        if now - _WARNED.get(address, float("-inf")) >= WARN_EVERY_S:
-            _WARNED[address] = now
-            logger.warning("{}", text)
-        else:
+        held = _WARNINGS.allow(address)
+        if held is None:
             logger.debug("{}", text)
+        else:
+            logger.warning("{}{}", text, held_note(held))
 
     async def request(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
         """Send ``cmd`` to a name server, failing over on connection errors."""

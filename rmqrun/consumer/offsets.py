@@ -27,6 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.consumer.defaults import LOCAL_OFFSET_FILE_NAME, LOCAL_OFFSET_STORE_DIR
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
@@ -38,6 +39,8 @@ FetchFn = Callable[[MessageQueue], Awaitable["int | None"]]
 OFFSET_NOT_FOUND = -1
 """read(): no offset known (memory miss, or the store has none)."""
 OFFSET_READ_FAILED = -2
+#: a broker failing every commit is reported once per this many seconds (its queues together)
+COMMIT_FAILURE_LOG_EVERY_S = 30.0
 """read(): the store could not be asked (network or broker error); try again later."""
 
 
@@ -130,6 +133,7 @@ class RemoteOffsetStore(OffsetStore):
         super().__init__(group)
         self._commit = commit
         self._fetch = fetch
+        self._failures = LogLimit(COMMIT_FAILURE_LOG_EVERY_S)
 
     async def _read_from_store(self, mq: MessageQueue) -> int:
         """Ask the broker. Java maps *every* broker error to -1 ("no offset"), which
@@ -175,11 +179,20 @@ class RemoteOffsetStore(OffsetStore):
         return await self._commit_one(mq, offset)
 
     async def _commit_one(self, mq: MessageQueue, offset: int) -> bool:
+        key = (self.group, mq.broker_name)
         try:
             await self._commit(mq, offset)
         except Exception as exc:  # noqa: BLE001 - one broker's failure must not stop the others
-            logger.error("group {}: committing offset {} of {} failed: {!r}", self.group, offset, mq, exc)
+            # A broker that is down fails every queue's commit every period: one line per broker
+            # per COMMIT_FAILURE_LOG_EVERY_S, the rest at DEBUG (the next period retries them all).
+            held = self._failures.allow(key)
+            text = f"group {self.group}: committing offset {offset} of {mq} failed: {exc!r}"
+            if held is None:
+                logger.debug("{}", text)
+            else:
+                logger.error("{}{}", text, held_note(held))
             return False
+        self._failures.reset(key)
         return True
 
 

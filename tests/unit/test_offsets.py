@@ -155,6 +155,29 @@ def test_one_failing_broker_does_not_block_the_others(caplog: pytest.LogCaptureF
     assert broker.stored[MQB] == 2
 
 
+def test_a_broker_failing_every_commit_is_reported_once_per_interval(caplog: pytest.LogCaptureFixture) -> None:
+    """A broker that is down fails each of its queues every persist period: one ERROR line for the
+    broker, the repeats at DEBUG, and the next failure after a recovery is reported at once."""
+    broker = FakeBroker()
+    mq2 = MessageQueue("T", "broker-b", 1)
+    broker.fail_commit.update({MQB, mq2})
+    store = RemoteOffsetStore("G", broker.commit)
+    store.update(MQB, 2, True)
+    store.update(mq2, 3, True)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):
+            assert run(store.persist_all([MQB, mq2])) == {}
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "committing offset 2 of" in errors[0].getMessage()
+    broker.fail_commit.clear()
+    assert run(store.persist_all([MQB, mq2])) == {MQB: 2, mq2: 3}
+    broker.fail_commit.add(MQB)
+    caplog.clear()
+    with caplog.at_level(logging.ERROR):
+        assert run(store.persist_all([MQB, mq2])) == {mq2: 3}
+    assert len([r for r in caplog.records if r.levelno >= logging.ERROR]) == 1
+
+
 def test_persist_single_and_remove() -> None:
     broker = FakeBroker()
     store = RemoteOffsetStore("G", broker.commit)
