@@ -24,6 +24,8 @@ from rmqrun.broker.store.topic_configs import (
     TopicConfig,
     TopicConfigStore,
 )
+from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_PREFIX
+from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_PREFIX
 
 __all__ = ["TopicConfig", "TopicTable", "PERM_READ", "PERM_WRITE", "PERM_INHERIT"]
 
@@ -35,8 +37,6 @@ OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 TOPIC_MAX_LENGTH = 127
 #: RocketMQ keeps 18 schedule queues whatever the number of delay levels.
 SCHEDULE_TOPIC_QUEUE_NUM = 18

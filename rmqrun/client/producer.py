@@ -37,6 +37,7 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.msgid import UniqueIdGenerator
 from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
 from rmqrun.model import MessageQueue
+from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import (
@@ -63,7 +64,6 @@ COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 RETRY_TIMES_WHEN_SEND_FAILED = 2
-RETRY_TOPIC_PREFIX = "%RETRY%"
 
 #: DefaultMQProducer.retryResponseCodes (4.9.8).
 RETRY_CODES = frozenset({

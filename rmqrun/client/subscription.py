@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.remoting.message import java_string_hash
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
 EXPRESSION_SQL92 = "SQL92"
 EXPRESSION_TYPES = (EXPRESSION_TAG, EXPRESSION_SQL92)
-RETRY_TOPIC_PREFIX = "%RETRY%"
 
 _JAVA_TRIM_CHARS = "".join(chr(c) for c in range(0x21))
 

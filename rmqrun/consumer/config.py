@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from rmqrun.consumer import defaults as d
 from rmqrun.errors import ConfigError
+from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
+from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -20,8 +22,6 @@ CONSUME_FROM = (
     # deprecated spellings that behave like LAST_OFFSET in the Java client
     "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST", "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
 )
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 
 
 def retry_topic(group: str) -> str:

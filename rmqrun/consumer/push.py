@@ -27,7 +27,7 @@ from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, Me
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.client.subscription import SubscriptionData
-from rmqrun.consumer.config import ConsumerConfig, dlq_topic, retry_topic
+from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
@@ -254,7 +254,7 @@ class PushConsumer:
         if last != -1:
             raise RuntimeError(f"the offset store could not read the offset of {mq}")
         where = self.config.consume_from_where
-        is_retry = mq.topic.startswith("%RETRY%")
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         if where == "CONSUME_FROM_FIRST_OFFSET":
             return 0
         addr = await self.pull_address(mq)

@@ -43,6 +43,7 @@ from typing import Any, Iterator
 
 from loguru import logger
 
+from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
 from rmqrun.pipe import progress as progress_mem
@@ -58,7 +59,6 @@ from rmqrun.worker.handler import (
     map_orderly,
 )
 
-RETRY_TOPIC_PREFIX = "%RETRY%"
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 
