@@ -417,3 +417,27 @@ def describe(resolved: Resolved | None = None) -> str:
         allowed = f" [{', '.join(s.choices)}]" if s.choices else (f" [{s.allowed}]" if s.allowed else "")
         lines.append(f"  {s.key:<32} {s.env:<40} {s.flag or '-':<22} {default!s:<26} {s.help}{allowed}")
     return "\n".join(lines)
+
+
+def markdown() -> str:
+    """The settings table as the Markdown page ``docs/configuration.md`` (``scripts/gen_config_reference.py``)."""
+    def cell(text: object) -> str:
+        return str(text).replace("|", "\\|")
+
+    lines = ["# Configuration reference: `rmqrun run`", "",
+             "Generated from the settings table (`rmqrun/cli/settings.py`) by `python scripts/gen_config_reference.py`;",
+             "`tests/unit/test_config_reference.py` fails when this page and the table disagree.", "",
+             "Every setting is a YAML key (`--config FILE`), an environment variable and, for the common ones, a flag.",
+             "Precedence: command line > environment > config file > default. `NAMESRV_ADDR` (the Java client's",
+             f"variable) is read for `namesrv`, below `{ENV_PREFIX}NAMESRV` and above the config file. Variables starting",
+             f"with `{HANDLER_ENV_PREFIX}` are left to handlers; any other unknown `{ENV_PREFIX}*` variable, and any",
+             "unknown YAML key, is refused with the closest valid name. `rmqrun run --print-settings` shows each",
+             "resolved value and where it came from.", "",
+             "| key | environment variable | flag | default | meaning |", "|---|---|---|---|---|"]
+    for st in SETTINGS:
+        default = "" if st.default is None else f"`{st.default}`"
+        allowed = f" ({', '.join(st.choices)})" if st.choices else (f" ({st.allowed})" if st.allowed else "")
+        flag = f"`{st.flag}`" if st.flag else ""
+        lines.append(f"| `{st.key}` | `{st.env}` | {flag} | {cell(default)} | {cell(st.help + allowed)} |")
+    return "\n".join(lines) + "\n"
+
