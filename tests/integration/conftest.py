@@ -1,6 +1,7 @@
 """Fixtures shared by the integration tests that run ``rmqrun run`` as real processes.
 
-``runs`` starts and cleans up rmqrun child processes (see
+``record`` is the file the recording handlers write (via
+``RMQRUN_HANDLER_RECORD_FILE``); ``runs`` starts and cleans up rmqrun child processes (see
 :class:`tests.integration.signals_kit.Runs`); ``eb`` is an embedded broker on a
 thread. A test module may define its own ``eb`` (e.g. module-scoped); that one wins.
 """
@@ -22,6 +23,14 @@ def runs(tmp_path: Path) -> Iterator[Runs]:
         yield r
     finally:
         r.close()
+
+
+@pytest.fixture
+def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The file the recording handlers (``workers/orderly_record.py`` and the like) append to."""
+    path = tmp_path / "records.txt"
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
+    return path
 
 
 @pytest.fixture

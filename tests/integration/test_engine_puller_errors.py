@@ -31,13 +31,6 @@ def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    return path
-
-
 def _config(namesrv: str, group: str, topic: str, **kw: object):  # type: ignore[no-untyped-def]
     kw.setdefault("broker_suspend_max_time_ms", 300)
     return consumer_config(namesrv, group, topic, **kw)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 
 from rmqrun.client.bodies import ResetOffsetBody
 from rmqrun.model import MessageQueue
@@ -21,13 +20,6 @@ from tests.integration.engine_kit import (
 )
 
 HANDLER = "workers.orderly_record:handle"
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    return path
 
 
 def test_a_reset_from_the_broker_moves_the_consumer_back_and_it_consumes_again_from_there(

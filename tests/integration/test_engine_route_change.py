@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 
 from rmqrun.client.instance import ClientInstance
 from rmqrun.model import MessageQueue
@@ -22,13 +21,6 @@ from tests.integration.engine_kit import (
 )
 
 HANDLER = "workers.orderly_record:handle"
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    return path
 
 
 async def _resize(eb, topic: str, read: int, write: int) -> None:  # type: ignore[no-untyped-def]

@@ -14,7 +14,6 @@ import math
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
@@ -25,13 +24,6 @@ HANDLER = "workers.orderly_record:handle"
 
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 120))
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    return path
 
 
 def test_last_offset_skips_what_was_there_and_consumes_what_comes(tmp_path: Path, record: Path) -> None:
