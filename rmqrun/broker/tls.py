@@ -14,6 +14,7 @@ consumer chose TLS), so there is no TLS client side to configure here.
 
 from __future__ import annotations
 
+import os
 import ssl
 from typing import TYPE_CHECKING, Any
 
@@ -39,11 +40,12 @@ def check_tls_settings(cert: str | None, key: str | None, mode: str | None) -> N
 
 def server_context(cert: str, key: str) -> ssl.SSLContext:
     """A server-side context for the certificate chain and key, or a ValueError naming the files."""
+    for option, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not os.path.isfile(path):
+            raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {option} {path} does not exist or is not a file")
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         ctx.load_cert_chain(cert, key)
-    except FileNotFoundError as exc:
-        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {exc.filename} does not exist") from None
     except (ssl.SSLError, OSError) as exc:
         raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key: {exc}") from None
     return ctx
