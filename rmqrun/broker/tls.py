@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rmqrun.broker.config import BrokerConfig
+from typing import Any
 
 TLS_MODES = ("permissive", "enforcing")
 
@@ -51,9 +48,8 @@ def server_context(cert: str, key: str) -> ssl.SSLContext:
     return ctx
 
 
-def tls_server_options(config: "BrokerConfig") -> dict[str, Any]:
-    """The RemotingServer keyword arguments for the config's TLS settings (none without a certificate)."""
-    if config.tls_cert is None or config.tls_key is None:
+def tls_server_options(cert: str | None, key: str | None, mode: str | None) -> dict[str, Any]:
+    """The RemotingServer keyword arguments for these TLS settings (none without a certificate)."""
+    if cert is None or key is None:
         return {}
-    return {"ssl_context": server_context(config.tls_cert, config.tls_key),
-            "tls_mode": config.tls_mode or "permissive"}
+    return {"ssl_context": server_context(cert, key), "tls_mode": mode or "permissive"}

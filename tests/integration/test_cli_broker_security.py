@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import subprocess
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.timeout(120)
 PORTS = ["--namesrv-port", "0", "--broker-port", "0"]
 
 
-def _error_line(proc) -> str:  # type: ignore[no-untyped-def]
+def _error_line(proc: subprocess.CompletedProcess[str]) -> str:
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
     return lines[0]
@@ -40,7 +42,8 @@ def _error_line(proc) -> str:  # type: ignore[no-untyped-def]
     (lambda d: ["--tls-cert", str(d / "none.pem"), "--tls-key", str(d / "none.key")],
      r"--tls-cert .*none\.pem / --tls-key .*none\.key: --tls-cert .*none\.pem does not exist or is not a file"),
 ])
-def test_bad_security_options_are_refused_before_starting(tmp_path: Path, make_args, expected: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_security_options_are_refused_before_starting(tmp_path: Path, make_args: Callable[[Path], list[str]],
+                                                          expected: str) -> None:
     proc = run_cli(["broker", "--data-dir", str(tmp_path / "data"), *PORTS, *make_args(tmp_path)], timeout=30)
     assert proc.returncode == 2, proc.stderr
     line = _error_line(proc)
