@@ -157,3 +157,10 @@ def test_large_messages_round_trip_over_tls(tmp_path: Path, certs: CertFiles) ->
             conn.close()
 
     asyncio.run(asyncio.wait_for(main(), 100))
+
+
+def test_unknown_tls_mode_is_refused(certs: CertFiles) -> None:
+    from rmqrun.broker.tls import server_context
+    from rmqrun.remoting.server import RemotingServer
+    with pytest.raises(ValueError, match="tls_mode 'strict' is not permissive or enforcing"):
+        RemotingServer("127.0.0.1", 0, ssl_context=server_context(str(certs.cert), str(certs.key)), tls_mode="strict")
