@@ -148,3 +148,14 @@ def test_a_bad_namespace_is_refused_naming_it(eb, args: list[str]) -> None:  # t
 def test_a_pull_consumer_refuses_a_bad_namespace() -> None:
     with pytest.raises(ValueError, match="namespace 'a%b' is invalid"):
         PullConsumer("127.0.0.1:9876", "G", namespace="a%b")
+
+
+def test_check_looks_for_the_wrapped_topic(eb, produced) -> None:  # type: ignore[no-untyped-def]
+    proc = run_cli(["check", "workers.noop:handle", "--namesrv", eb.namesrv_address, "--namespace", NS,
+                    "--group", "GNsCheck", "--topic", TOPIC])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{TOPIC}: 4 readable queue(s)" in proc.stdout
+    assert f"as group GNsCheck in namespace {NS} ({NS}%GNsCheck on the wire)" in proc.stdout
+    proc = run_cli(["check", "workers.noop:handle", "--namesrv", eb.namesrv_address,
+                    "--group", "GNsCheck", "--topic", TOPIC])
+    assert proc.returncode == 1 and f"topic '{TOPIC}' does not exist" in proc.stdout + proc.stderr
