@@ -159,3 +159,37 @@ def test_check_looks_for_the_wrapped_topic(eb, produced) -> None:  # type: ignor
     proc = run_cli(["check", "workers.noop:handle", "--namesrv", eb.namesrv_address,
                     "--group", "GNsCheck", "--topic", TOPIC])
     assert proc.returncode == 1 and f"topic '{TOPIC}' does not exist" in proc.stdout + proc.stderr
+
+
+def test_topic_and_offsets_commands_act_on_the_wrapped_names(eb, produced) -> None:  # type: ignore[no-untyped-def]
+    addr = ["--namesrv", eb.namesrv_address, "--namespace", NS]
+    proc = run_cli(["topic", "create", "NsAdmin", "--queues", "2", *addr])
+    assert proc.returncode == 0, proc.stderr
+    names = set(eb.broker.topics.names())
+    assert f"{NS}%NsAdmin" in names and "NsAdmin" not in names
+    proc = run_cli(["topic", "describe", "NsAdmin", "--json", *addr])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["topic"] == f"{NS}%NsAdmin"
+    proc = run_cli(["topic", "list", "--json", *addr])
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)
+    assert {"NsAdmin", TOPIC} <= set(listed) and not any(NS in n for n in listed), listed
+    plain = json.loads(run_cli(["topic", "list", "--json", "--namesrv", eb.namesrv_address]).stdout)
+    assert f"{NS}%NsAdmin" in plain and "NsAdmin" not in plain
+
+    proc = run_cli(["offsets", "reset", "--group", "GNsReset", "--topic", TOPIC, "--to", "latest", "--json", *addr])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["group"], out["topic"], out["namespace"], out["path"]) == ("GNsReset", TOPIC, NS, "offline")
+    assert {r["topic"] for r in out["rows"]} == {TOPIC}
+    offsets = eb.broker.store.consumer_offsets
+    assert sum(offsets.offsets(f"{NS}%GNsReset", f"{NS}%{TOPIC}").values()) == 12
+    assert offsets.offsets("GNsReset", f"{NS}%{TOPIC}") == {}
+    proc = run_cli(["offsets", "reset", "--group", "GNsReset", "--topic", TOPIC, "--to", "earliest", "--dry-run",
+                    *addr])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"would reset group GNsReset on {TOPIC} in namespace {NS} to ")
+
+    proc = run_cli(["topic", "delete", "NsAdmin", *addr])
+    assert proc.returncode == 0, proc.stderr
+    assert f"{NS}%NsAdmin" not in eb.broker.topics.names()
