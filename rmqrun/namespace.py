@@ -123,6 +123,29 @@ def unwrap_queue(namespace: str | None, mq: MessageQueue) -> MessageQueue:
     return mq if topic == mq.topic else MessageQueue(topic, mq.broker_name, mq.queue_id)
 
 
+def plain_text(namespace: str | None, text: str) -> str:
+    """``text`` with every name under ``namespace`` shown plain (``took ns%Orders`` -> ``took Orders``).
+
+    For log lines, which name queues and groups as the engine holds them: the
+    namespace is taken off only where it starts a name (after a character that
+    cannot be part of one, or after the ``%`` of ``%RETRY%`` / ``%DLQ%``), so
+    ``Xns%T`` is left alone.
+    """
+    if not namespace or SEPARATOR not in text:
+        return text
+    return _plain_pattern(namespace).sub("", text)
+
+
+_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def _plain_pattern(namespace: str) -> re.Pattern[str]:
+    pattern = _PATTERNS.get(namespace)
+    if pattern is None:
+        pattern = _PATTERNS[namespace] = re.compile(r"(?<![A-Za-z0-9_|-])" + re.escape(namespace + SEPARATOR))
+    return pattern
+
+
 def wrapped_length_error(namespace: str | None, name: str, what: str) -> str | None:
     """A message when ``name`` wrapped in ``namespace`` is longer than RocketMQ allows, else None."""
     if not namespace:

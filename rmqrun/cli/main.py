@@ -93,7 +93,7 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     if print_settings:
         click.echo(table.describe(resolved))
         return
-    logs.setup(resolved["log_level"], resolved["log_format"])
+    logs.setup(resolved["log_level"], resolved["log_format"], namespace=resolved["namespace"])
     settings = table.build(resolved)
     _cwd_on_path()
     sys.exit(asyncio.run(_run(settings, resolved)))

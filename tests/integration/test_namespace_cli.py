@@ -193,3 +193,25 @@ def test_topic_and_offsets_commands_act_on_the_wrapped_names(eb, produced) -> No
     proc = run_cli(["topic", "delete", "NsAdmin", *addr])
     assert proc.returncode == 0, proc.stderr
     assert f"{NS}%NsAdmin" not in eb.broker.topics.names()
+
+
+def test_run_consumes_the_wrapped_topic_and_logs_plain_names(eb, produced, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    from tests.integration.cli_kit import Child, run_args, wait_for
+    from tests.integration.topic_handler import deliveries
+
+    record = tmp_path / "deliveries.txt"
+    env = child_env(RMQRUN_HANDLER_RECORD=str(record), RMQRUN_NAMESPACE=NS)
+    args = run_args(eb.namesrv_address, "GNsRun", TOPIC, "tests.integration.topic_handler:handle", "--workers", "1")
+    with Child(args, tmp_path, env=env) as child:
+        wait_for(lambda: len(deliveries(record)) >= 12, 60, what="12 deliveries")
+        child.signal(signal.SIGTERM)
+        assert child.wait(30) == 0, child.stderr[-3000:]
+    assert {topic for _, topic, _, _ in deliveries(record)} == {TOPIC}
+    log = child.stderr
+    assert f"consuming {TOPIC}[*] as group GNsRun in namespace {NS}" in log
+    assert f"rebalance: took MessageQueue [topic={TOPIC}," in log and f"%RETRY%GNsRun" in log
+    assert f"{NS}%" not in log, [ln for ln in log.splitlines() if f"{NS}%" in ln]
+    offsets = eb.broker.store.consumer_offsets
+    assert sum(offsets.offsets(f"{NS}%GNsRun", f"{NS}%{TOPIC}").values()) == 12

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import (
-    check_namespace, dlq_topic, has_namespace, is_system, retry_topic, unwrap, unwrap_queue, wrap, wrap_queue,
-    wrapped_length_error,
+    check_namespace, dlq_topic, has_namespace, is_system, plain_text, retry_topic, unwrap, unwrap_queue, wrap,
+    wrap_queue, wrapped_length_error,
 )
 
 NS = "MQ_INST_XXX"
@@ -104,3 +104,13 @@ def test_unwrap_undoes_wrap(ns: str, name: str, prefix: str) -> None:
     assert has_namespace(ns, wired) and wired.startswith(prefix)
     assert wrap(ns, wired) == wired
     assert unwrap(ns, wired) == plain
+
+
+def test_log_text_shows_names_plain() -> None:
+    line = ("rebalance: now consuming 2 queue(s): %RETRY%MQ_INST_XXX%G@broker-a:0, MQ_INST_XXX%T@broker-a:1; "
+            "MessageQueue [topic=MQ_INST_XXX%T, brokerName=b, queueId=0] of group MQ_INST_XXX%G")
+    assert plain_text(NS, line) == ("rebalance: now consuming 2 queue(s): %RETRY%G@broker-a:0, T@broker-a:1; "
+                                    "MessageQueue [topic=T, brokerName=b, queueId=0] of group G")
+    # only where the namespace starts a name
+    assert plain_text("NS", "XNS%T and NS_2%T and %DLQ%NS%G") == "XNS%T and NS_2%T and %DLQ%G"
+    assert plain_text(None, "MQ_INST_XXX%T") == "MQ_INST_XXX%T"
