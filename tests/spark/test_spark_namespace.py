@@ -70,3 +70,24 @@ def test_runner_handles_plain_names_and_retries_and_commits_under_the_namespace(
     assert {m.properties.get("RETRY_TOPIC") for m in retried} == {f"{NS}%SparkNsRun"}
     assert topic_messages(broker, "%RETRY%GSparkNs") == []
     assert sum(committed(broker, f"{NS}%GSparkNs", f"{NS}%SparkNsRun").values()) == 20
+
+
+def test_stream_reads_the_wrapped_topic_and_commits_to_the_wrapped_group(spark: Any, broker: Any,
+                                                                         tmp_path: Path) -> None:
+    from tests.integration.signals_kit import queue_max_offsets
+
+    ids = produce(broker, f"{NS}%SparkNsStream", 10)
+    q = (spark.readStream.format("rocketmq").option("namesrv", broker.namesrv_address)
+         .option("topic", "SparkNsStream").option("namespace", NS).option("startingOffsets", "earliest")
+         .option("group", "CGSparkNs").load()
+         .select("topic", "msg_id").writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    assert q.awaitTermination(180), "availableNow query did not end"
+    assert q.exception() is None
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(r.msg_id for r in rows) == sorted(ids) and {r.topic for r in rows} == {"SparkNsStream"}
+    # the offsets in the checkpoint name the plain topic; the group's offsets are stored under the namespace
+    assert committed(broker, f"{NS}%CGSparkNs", f"{NS}%SparkNsStream") == \
+        queue_max_offsets(broker, f"{NS}%SparkNsStream")
+    stored = broker.broker.store.consumer_offsets
+    assert stored.offsets("CGSparkNs", f"{NS}%SparkNsStream") == {} and stored.offsets("CGSparkNs", "SparkNsStream") == {}
