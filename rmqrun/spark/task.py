@@ -138,7 +138,8 @@ async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
     sent = 0
     try:
         for f in failures:
-            msg = Message(topic=wrap(cfg.namespace, f.topic), body=f.body, properties=dict(f.properties), msg_id=f.msg_id,
+            msg = Message(topic=wrap(cfg.namespace, f.topic), body=f.body, properties=dict(f.properties),
+                          msg_id=f.msg_id,
                           broker_name=f.broker, queue_id=f.queue_id, queue_offset=f.queue_offset,
                           reconsume_times=f.reconsume_times)
             # ReconsumeLater(delay_level=-1) means "straight to the DLQ": the broker moves a retry message
@@ -165,7 +166,8 @@ def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     if cfg.worker_init:
         call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
     keep = cfg.failures in ("collect", "retry")
-    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace) as consumer, _TimeLimit(cfg.time_limit) as limit:
+    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace) as consumer, \
+            _TimeLimit(cfg.time_limit) as limit:
         for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
             handle_chunk(handler, chunk, report, limit, keep)
     if cfg.failures == "retry" and report.failures:

@@ -37,7 +37,8 @@ def produced(eb) -> None:  # type: ignore[no-untyped-def]
     assert proc.stdout.startswith(f"sent 12 message(s) to {TOPIC} in "), proc.stdout
 
 
-def test_produce_stores_into_the_wrapped_topic_with_the_instance_id(eb, produced) -> None:  # type: ignore[no-untyped-def]
+def test_produce_stores_into_the_wrapped_topic_with_the_instance_id(  # type: ignore[no-untyped-def]
+        eb, produced) -> None:
     names = set(eb.broker.topics.names())
     assert f"{NS}%{TOPIC}" in names and TOPIC not in names, names
     msgs = stored(eb, f"{NS}%{TOPIC}", 12)
@@ -46,7 +47,8 @@ def test_produce_stores_into_the_wrapped_topic_with_the_instance_id(eb, produced
     assert {m.properties.get("INSTANCE_ID") for m in msgs} == {NS}
 
 
-def test_the_producer_group_is_wrapped_and_send_results_name_the_plain_topic(eb) -> None:  # type: ignore[no-untyped-def]
+def test_the_producer_group_is_wrapped_and_send_results_name_the_plain_topic(  # type: ignore[no-untyped-def]
+        eb) -> None:
     import asyncio
 
     from rmqrun.client.producer import Producer
@@ -195,7 +197,8 @@ def test_topic_and_offsets_commands_act_on_the_wrapped_names(eb, produced) -> No
     assert f"{NS}%NsAdmin" not in eb.broker.topics.names()
 
 
-def test_run_consumes_the_wrapped_topic_and_logs_plain_names(eb, produced, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_run_consumes_the_wrapped_topic_and_logs_plain_names(  # type: ignore[no-untyped-def]
+        eb, produced, tmp_path: Path) -> None:
     import signal
 
     from tests.integration.cli_kit import Child, run_args, wait_for

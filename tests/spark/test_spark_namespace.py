@@ -90,4 +90,5 @@ def test_stream_reads_the_wrapped_topic_and_commits_to_the_wrapped_group(spark: 
     assert committed(broker, f"{NS}%CGSparkNs", f"{NS}%SparkNsStream") == \
         queue_max_offsets(broker, f"{NS}%SparkNsStream")
     stored = broker.broker.store.consumer_offsets
-    assert stored.offsets("CGSparkNs", f"{NS}%SparkNsStream") == {} and stored.offsets("CGSparkNs", "SparkNsStream") == {}
+    assert stored.offsets("CGSparkNs", f"{NS}%SparkNsStream") == {}
+    assert stored.offsets("CGSparkNs", "SparkNsStream") == {}
