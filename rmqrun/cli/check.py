@@ -24,6 +24,7 @@ from rmqrun.cli import settings as table
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.namespace import wrap
 from rmqrun.remoting.errors import BrokerError, TopicNotExistError
 from rmqrun.supervisor.supervisor import RunSettings
 from rmqrun.worker.handler import load_handler, load_hook
@@ -99,15 +100,18 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
     try:
         shares: list[str] = []
         members: set[str] = set()
+        ns = consumer.namespace
+        wire_group = wrap(ns, consumer.group)
         for index, topic in enumerate(consumer.subscriptions):
-            queues = await _check_topic(instance, consumer.namesrv, consumer.group, topic, report, timeout,
-                                        members, first=index == 0)
+            queues = await _check_topic(instance, consumer.namesrv, wire_group, topic, report, timeout,
+                                        members, first=index == 0, namespace=ns)
             if queues is None:
                 return
             shares.append(f"{queues} queue(s) of {topic}")
         mode = "orderly" if consumer.orderly else "concurrently"
         subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
-        report.note(f"would subscribe to {subs} as group {consumer.group}: {consumer.message_model}, {mode}, "
+        in_ns = f" in namespace {ns} ({wire_group} on the wire)" if ns else ""
+        report.note(f"would subscribe to {subs} as group {consumer.group}{in_ns}: {consumer.message_model}, {mode}, "
                     f"allocate {consumer.allocate_strategy}, a new group starts at {consumer.consume_from_where}; "
                     f"{settings.pool.workers} worker(s) running {settings.pool.handler}")
         online = f"{len(members)} member(s) of {consumer.group} online now" if members else \
@@ -118,15 +122,20 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
 
 
 async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic: str, report: Report,
-                       timeout: float, members: set[str], *, first: bool) -> int | None:
-    """One subscribed topic: its route, readable queues and brokers; the queue count, or None on failure."""
+                       timeout: float, members: set[str], *, first: bool, namespace: str | None = None) -> int | None:
+    """One subscribed topic: its route, readable queues and brokers; the queue count, or None on failure.
+
+    ``topic`` is the user's name; the cluster is asked for it under ``namespace``.
+    """
+    wire_topic = wrap(namespace, topic)
+    in_ns = f" in namespace {namespace!r} ({wire_topic!r} on the wire)" if namespace else ""
     try:
-        route = await instance.update_route(topic)
+        route = await instance.update_route(wire_topic)
     except TopicNotExistError:
         if first:
             report.ok("name server", namesrv)
-        report.fail("topic", f"topic {topic!r} does not exist on the name server (create it with "
-                             f"'rmqrun topic create {topic}', or send to it once with topic auto-creation on)",
+        report.fail("topic", f"topic {topic!r}{in_ns} does not exist on the name server (create it with "
+                             f"'rmqrun topic create {wire_topic}', or send to it once with topic auto-creation on)",
                     EXIT_UNREACHABLE)
         return None
     except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
@@ -134,7 +143,7 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
         return None
     if first:
         report.ok("name server", namesrv)
-    queues = sorted(subscribe_queues(route, topic))
+    queues = sorted(subscribe_queues(route, wire_topic))
     if not queues:
         report.fail("topic", f"{topic} has no readable queue", EXIT_UNREACHABLE)
         return None

@@ -26,6 +26,7 @@ import click
 
 from rmqrun import __version__
 from rmqrun.cli import logs
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.errors import ConfigError, RmqrunError
 
 EXIT_RUNTIME, EXIT_CONFIG = 1, 2
@@ -92,7 +93,7 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     if print_settings:
         click.echo(table.describe(resolved))
         return
-    logs.setup(resolved["log_level"], resolved["log_format"])
+    logs.setup(resolved["log_level"], resolved["log_format"], namespace=resolved["namespace"])
     settings = table.build(resolved)
     _cwd_on_path()
     sys.exit(asyncio.run(_run(settings, resolved)))
@@ -195,9 +196,10 @@ def _stdin_is_data() -> bool:
 @click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
+@namespace_option
 def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
-            delay_level: int, concurrency: int, batch: int, group: str) -> None:
+            delay_level: int, concurrency: int, batch: int, group: str, namespace: str | None) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.cli import settings as table
@@ -212,6 +214,8 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
     if not topic:
         raise ConfigError("missing topic (--topic)")
     topic = table.BY_KEY["topic"].convert(topic, "command line --topic")
+    namespace = resolve_namespace(namespace, config_file)
+
     def template_of(option: str, text: str | None) -> Any:
         try:
             return p.Template(text) if text else None
@@ -237,7 +241,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 
     async def main() -> p.ProduceReport:
         bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
-        async with Producer(addr, group) as producer:
+        async with Producer(addr, group, namespace=namespace) as producer:
             if not show_bar:
                 return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
             with click.progressbar(length=total, label=f"sending to {topic}", file=sys.stderr,
@@ -261,8 +265,9 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 @click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="seconds between rounds of --watch")
+@namespace_option
 def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
-           as_json: bool, watch: bool, interval: float) -> None:
+           as_json: bool, watch: bool, interval: float, namespace: str | None) -> None:
     """Per queue: broker offset, consumer offset and lag of a consumer group.
 
     Exit 1 when the cluster cannot answer or no broker knows the group.
@@ -275,11 +280,12 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     if gap is not None:
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
+    namespace = resolve_namespace(namespace, config_file)
     logs.setup("ERROR", role="status")
     group_name = resolved["group"]
     try:
         while True:
-            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch)
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace)
             if not watch:
                 return
             time.sleep(interval)
@@ -288,13 +294,14 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
             raise
 
 
-def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool) -> None:
+def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
+                  namespace: str | None = None) -> None:
     """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch."""
     import json
 
     from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
     try:
-        rows = asyncio.run(progress(namesrv, group, topics))
+        rows = asyncio.run(progress(namesrv, group, topics, namespace=namespace))
     except UnknownGroupError as exc:
         click.echo(f"rmqrun: error: {exc}", err=True)
         sys.exit(EXIT_RUNTIME)
@@ -304,11 +311,11 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
             sys.exit(EXIT_RUNTIME)
         return
     if as_json:
-        click.echo(json.dumps(to_json(rows, group)))
+        click.echo(json.dumps(to_json(rows, group, namespace)))
         return
     if watch and sys.stdout.isatty():
         click.clear()
-    click.echo(render(rows, group))
+    click.echo(render(rows, group, namespace))
 
 
 # --------------------------------------------------------------------------- read

@@ -37,6 +37,7 @@ from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
 from rmqrun.cli.health import liveness, readiness
+from rmqrun.namespace import unwrap
 
 if TYPE_CHECKING:
     from rmqrun.supervisor.supervisor import Supervisor
@@ -136,8 +137,10 @@ def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyp
                              labels=_LABELS)
     committed = GaugeMetricFamily("rmqrun_queue_consumer_offset",
                                   "the group's consumer offset as this process holds it", labels=_LABELS)
+    namespace = engine.config.namespace
     for mq, req in sorted(engine.table.items()):
-        labels = [mq.topic, mq.broker_name, str(mq.queue_id)]
+        # the user's topic names: the namespace is the cluster's spelling, not the user's
+        labels = [unwrap(namespace, mq.topic), mq.broker_name, str(mq.queue_id)]
         inflight.add_metric(labels, req.pq.msg_count)
         done = engine.offset_store.read_memory(mq)
         if done >= 0:

@@ -30,11 +30,13 @@ from datetime import datetime
 import click
 
 from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError
 from rmqrun.model import MessageQueue
+from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError, TopicNotExistError
 
@@ -192,16 +194,22 @@ def offsets() -> None:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@namespace_option
 def reset_cmd(group: str, topic: str, to: str, dry_run: bool, as_json: bool, config_file: str | None,
-              namesrv: str | None) -> None:
+              namesrv: str | None, namespace: str | None) -> None:
     """Reset GROUP's offsets on TOPIC: online through the broker to running clients, else stored offsets."""
     from rmqrun.cli.settings import BY_KEY
     group = BY_KEY["group"].convert(group, "command line --group")
     topic = BY_KEY["topic"].convert(topic, "command line --topic")
     target = parse_to(to)
     addr = resolve_namesrv(namesrv, config_file)
-    out = run_admin(lambda: reset(addr, group, topic, target, dry_run))
+    ns = resolve_namespace(namespace, config_file)
+    out = run_admin(lambda: reset(addr, wrap(ns, group), wrap(ns, topic), target, dry_run))
     rows: list[QueuePlan] = out["rows"]  # type: ignore[assignment]
+    if ns:  # the plain names in what is printed; the namespace said once
+        out = {**out, "group": group, "topic": topic, "namespace": ns}
+        for r in rows:
+            r.mq = unwrap_queue(ns, r.mq)
     if as_json:
         out = {**out, "rows": [{"topic": r.mq.topic, "broker": r.mq.broker_name, "queue": r.mq.queue_id,
                                 "old": r.old, "new": r.new} for r in rows], "at": int(time.time() * 1000)}
@@ -214,7 +222,8 @@ def reset_cmd(group: str, topic: str, to: str, dry_run: bool, as_json: bool, con
     else:
         how = "offline: no consumer of the group is online, the stored offsets are written"
     verb = "would reset" if dry_run else "reset"
-    click.echo(f"{verb} group {group} on {topic} to {target.describe()} ({how})")
+    in_ns = f" in namespace {ns}" if ns else ""
+    click.echo(f"{verb} group {group} on {topic}{in_ns} to {target.describe()} ({how})")
     click.echo("\n".join(_table(rows)))
     if dry_run:
         click.echo("dry run: nothing changed")

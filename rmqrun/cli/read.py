@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable
 
 import click
 
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
 from rmqrun.client.errors import ClientError
@@ -52,10 +53,12 @@ class Options:
     tags: str
     queue: int | None
     fmt: str
+    #: topics are read under this namespace (``ns%topic`` on the wire) and printed plain
+    namespace: str | None = None
 
 
 def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str | None, follow: bool,
-                  tags: str | None, queue: str | None, fmt: str) -> Options:
+                  tags: str | None, queue: str | None, fmt: str, namespace: str | None = None) -> Options:
     """Check every option before anything touches the network; ConfigError names the bad one."""
     addr = namesrv_option(namesrv)
     if topic is None or not topic.strip():
@@ -70,7 +73,8 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str
     expression = tags_option(topic, tags)
     count_n = None if count is None else int_option(count, "--count", 1)
     queue_id = None if queue is None else int_option(queue, "--queue", 0)
-    return Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt)
+    return Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt,
+                   resolve_namespace(namespace))
 
 
 @dataclass
@@ -232,7 +236,7 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP)
+    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP, namespace=opts.namespace)
     reader = Reader(consumer, opts, emit, note)
     try:
         async with consumer:
@@ -262,11 +266,12 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
 @click.option("--queue", metavar="ID", help="only queues with this id")
 @click.option("--format", "fmt", default="text", show_default=True, metavar="text|json",
               help="text: one readable line per message; json: one object per line with every field")
+@namespace_option
 def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, follow: bool, tags: str | None,
-         queue: str | None, fmt: str) -> None:
+         queue: str | None, fmt: str, namespace: str | None) -> None:
     """Print the messages of a topic (nothing is committed to any group)."""
     from rmqrun.cli import logs
-    opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt)
+    opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt, namespace)
     logs.setup("ERROR", role="read")
     line = json_line if opts.fmt == "json" else text_line
     out = sys.stdout

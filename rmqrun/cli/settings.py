@@ -30,8 +30,8 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from rmqrun.cli.values import (
-    at_least, between, parse_bool, parse_float, parse_int, parse_lower, parse_name, parse_namesrv, parse_ref,
-    parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
+    at_least, between, parse_bool, parse_float, parse_int, parse_lower, parse_name, parse_namespace, parse_namesrv,
+    parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
 )
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
@@ -103,6 +103,9 @@ SETTINGS: tuple[Setting, ...] = (
     _S("namesrv", parse_namesrv, None, "name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)",
        CONSUMER, flag="--namesrv"),
     _S("group", parse_name, None, "consumer group", CONSUMER, flag="--group"),
+    _S("namespace", parse_namespace, None, "instance namespace of a managed cluster: topics and the group are "
+       "'NAMESPACE%name' on the wire, handlers, metrics and output show the plain names", CONSUMER,
+       flag="--namespace"),
     _S("topic", parse_name, None, "topic to subscribe to; on the command line repeatable, each TOPIC or "
        "TOPIC:TAGS, e.g. --topic Orders:'TagA || TagB' --topic Audit", CLI, flag="--topic", multiple=True),
     _S("subscriptions", parse_subscriptions, None, "several topics, each with its tag expression "

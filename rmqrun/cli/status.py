@@ -29,6 +29,7 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rmqrun.model import MessageQueue
+from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, TopicNotExistError
@@ -171,23 +172,34 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
 
-async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None) -> list[QueueProgress]:
+async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None, *,
+                   namespace: str | None = None) -> list[QueueProgress]:
     """Every queue of ``topics`` (default: the group's topics) with its offsets, sorted.
 
-    Raises :class:`UnknownGroupError` when no broker knows the group.
+    With a namespace the group and topics are asked for under it (``ns%group``)
+    and the rows name the plain topics. Raises :class:`UnknownGroupError` when
+    no broker knows the group.
     """
+    rows = await _progress(namesrv, wrap(namespace, group), [wrap(namespace, t) for t in topics or ()],
+                           f" in namespace {namespace!r}" if namespace else "")
+    if not namespace:
+        return rows
+    return [QueueProgress(unwrap_queue(namespace, r.mq), r.broker_offset, r.consumer_offset) for r in rows]
+
+
+async def _progress(namesrv: str, group: str, topics: Sequence[str], where: str) -> list[QueueProgress]:
     instance = ClientInstance(namesrv, instance_name="rmqrun-status")
     try:
         view = await group_view(instance, group)
         if view is None:  # a broker without GET_CONSUME_STATS: the older way, per topic
             chosen = list(topics) if topics else await _legacy_group_topics(instance, group)
             if not chosen:
-                raise UnknownGroupError(f"consumer group {group!r} is unknown: no topic is consumed by it")
+                raise UnknownGroupError(f"consumer group {group!r}{where} is unknown: no topic is consumed by it")
             committed = set(chosen)
         else:
             if not view.committed and not view.subscribed and not view.online:
-                raise UnknownGroupError(f"consumer group {group!r} is unknown: no broker has stored offsets "
-                                        "or online consumers for it")
+                raise UnknownGroupError(f"consumer group {group!r}{where} is unknown: no broker has stored "
+                                        "offsets or online consumers for it")
             chosen = list(topics) if topics else view.topics
             committed = view.committed
         rows: list[QueueProgress] = []
@@ -198,17 +210,20 @@ async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None
         await instance.close()
 
 
-def to_json(rows: Sequence[QueueProgress], group: str) -> dict[str, object]:
+def to_json(rows: Sequence[QueueProgress], group: str, namespace: str | None = None) -> dict[str, object]:
     """``rmqrun status --json``: the rows and totals; null where the group has no offset."""
     lags = [r.lag for r in rows if r.lag is not None]
-    return {"group": group, "at": int(time.time() * 1000), "queues": [r.to_json() for r in rows],
+    named: dict[str, object] = {"group": group, **({"namespace": namespace} if namespace else {})}
+    return {**named, "at": int(time.time() * 1000), "queues": [r.to_json() for r in rows],
             "total": {"queues": len(rows), "broker_offset": sum(r.broker_offset for r in rows),
                       "consumer_offset": sum(r.consumer_offset or 0 for r in rows),
                       "lag": sum(lags) if lags else None}}
 
 
-def render(rows: Sequence[QueueProgress], group: str) -> str:
+def render(rows: Sequence[QueueProgress], group: str, namespace: str | None = None) -> str:
     """A table like mqadmin consumerProgress, with totals."""
+    if namespace:
+        group = f"{group} (namespace {namespace})"
     if not rows:
         return f"group {group}: no topics found (give --topic, or has the group never consumed?)"
     header = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag")

@@ -21,9 +21,11 @@ from typing import Any
 import click
 
 from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.errors import ConfigError
+from rmqrun.namespace import has_namespace, unwrap, wrap
 from rmqrun.remoting.errors import TopicNotExistError
 
 _PERMS = {"RW": PERM_READ | PERM_WRITE, "R": PERM_READ, "W": PERM_WRITE, "-": 0,
@@ -40,9 +42,10 @@ def parse_perm(value: str) -> int:
     return perm
 
 
-def _topic_name(topic: str) -> str:
+def _topic_name(topic: str, namespace: str | None = None, config_file: str | None = None) -> str:
+    """The topic as the cluster names it: checked, then put under ``--namespace`` (flag, env, config)."""
     from rmqrun.cli.settings import BY_KEY
-    return str(BY_KEY["topic"].convert(topic, "command line TOPIC"))
+    return wrap(resolve_namespace(namespace, config_file), str(BY_KEY["topic"].convert(topic, "command line TOPIC")))
 
 
 async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -> tuple[list[str], str | None]:
@@ -66,6 +69,7 @@ async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -
 
 
 def _where(fn: Any) -> Any:
+    fn = namespace_option(fn)
     fn = click.option("-c", "--cluster", help="every master of this cluster (default: the only cluster)")(fn)
     fn = click.option("-b", "--broker", help="only this broker, host:port")(fn)
     fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
@@ -99,9 +103,9 @@ def topic() -> None:
 @_where
 def create(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
            order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None) -> None:
+           cluster: str | None, namespace: str | None) -> None:
     """Create topic NAME (8 read and 8 write queues unless told otherwise)."""
-    name = _topic_name(name)
+    name = _topic_name(name, namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     config = TopicConfig(name, read or 8, write or 8, parse_perm(perm) if perm else PERM_READ | PERM_WRITE,
                          bool(order))
@@ -128,9 +132,9 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
 @_where
 def update(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
            order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None) -> None:
+           cluster: str | None, namespace: str | None) -> None:
     """Change topic NAME; fields not given keep their value."""
-    name = _topic_name(name)
+    name = _topic_name(name, namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     new_perm = parse_perm(perm) if perm else None
     if read is None and write is None and new_perm is None and order is None:
@@ -166,9 +170,11 @@ def update(name: str, queues: int | None, read_queues: int | None, write_queues:
 @click.option("-c", "--cluster", help="the cluster to delete it from (default: the only cluster)")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str | None) -> None:
+@namespace_option
+def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str | None,
+           namespace: str | None) -> None:
     """Delete topic NAME from every master of the cluster, then from the name servers."""
-    name = _topic_name(name)
+    name = _topic_name(name, namespace, config_file)
     addr = resolve_namesrv(namesrv, config_file)
 
     async def main() -> list[str]:
@@ -191,9 +197,12 @@ def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str
 @click.option("--json", "as_json", is_flag=True, help="a JSON array")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str | None) -> None:
-    """The topics the name server knows, sorted."""
+@namespace_option
+def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str | None,
+          namespace: str | None) -> None:
+    """The topics the name server knows, sorted (with --namespace: that namespace's, by their plain names)."""
     addr = resolve_namesrv(namesrv, config_file)
+    ns = resolve_namespace(namespace, config_file)
 
     async def main() -> list[str]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):
@@ -206,6 +215,8 @@ def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str |
             return [n for n in names if n not in hidden]
 
     names = run_admin(main)
+    if ns:
+        names = sorted(unwrap(ns, n) for n in names if has_namespace(ns, n))
     click.echo(json.dumps(names) if as_json else "\n".join(names))
 
 
@@ -220,9 +231,11 @@ def _iso(ms: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | None) -> None:
+@namespace_option
+def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | None,
+             namespace: str | None) -> None:
     """Route, queue counts, permissions and, per queue, min/max offset and last update time."""
-    name = _topic_name(name)
+    name = _topic_name(name, namespace, config_file)
     addr = resolve_namesrv(namesrv, config_file)
 
     async def main() -> dict[str, Any]:

@@ -16,6 +16,8 @@ import re
 import time
 from typing import Any, Callable
 
+from rmqrun.namespace import check_namespace
+
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
                "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -160,6 +162,11 @@ def parse_name(value: Any) -> str:
     if len(text) > 127 or not _NAME_RE.match(text):
         raise ValueError("letters, digits, '%', '|', '_' and '-' only, at most 127 characters")
     return text
+
+
+def parse_namespace(value: Any) -> str | None:
+    """An instance namespace (``MQ_INST_xxx``): letters, digits, ``_``, ``-``; empty means none."""
+    return check_namespace(parse_str(value))
 
 
 def parse_namesrv(value: Any) -> str:

@@ -15,7 +15,11 @@ Java, because brokers and consumers can tell the difference:
 * a sharding key picks ``abs(hash) % n`` with Java's String.hashCode
   (SelectMessageQueueByHash), so every process, Java or Python, agrees;
 * SEND_MESSAGE_V2 headers (``sendSmartMsg``), SEND_BATCH_MESSAGE for batches;
-* the group is announced by the instance's heartbeat and unregistered on close.
+* the group is announced by the instance's heartbeat and unregistered on close;
+* with a ``namespace`` the group and every topic are wrapped on the wire
+  (``ns%Orders``), each message carries ``INSTANCE_ID`` = the namespace, and the
+  queue in a send result names the plain topic again (``withNamespace`` /
+  ``withoutNamespace``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import random
 import re
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from rmqrun.client.broker import SEND_TIMEOUT, SendResult
@@ -38,6 +42,7 @@ from rmqrun.client.msgid import UniqueIdGenerator
 from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
 from rmqrun.model import MessageQueue
 from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.namespace import check_namespace, unwrap_queue, wrap, wrap_queue
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import (
@@ -64,6 +69,8 @@ COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 RETRY_TIMES_WHEN_SEND_FAILED = 2
+#: the namespace a message was sent under (Java's MessageConst.PROPERTY_INSTANCE_ID)
+PROPERTY_INSTANCE_ID = "INSTANCE_ID"
 
 #: DefaultMQProducer.retryResponseCodes (4.9.8).
 RETRY_CODES = frozenset({
@@ -147,12 +154,15 @@ class Producer:
                  compress_level: int = COMPRESS_LEVEL,
                  max_message_size: int = MAX_MESSAGE_SIZE,
                  default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
-                 create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY) -> None:
+                 create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY,
+                 namespace: str | None = None) -> None:
         if instance is None and namesrv is None:
             raise ValueError("a Producer needs name server addresses or a ClientInstance")
         self._owns_instance = instance is None
         self.instance = instance if instance is not None else ClientInstance(namesrv)  # type: ignore[arg-type]
-        self.group = group
+        #: topics and the group live under it on the wire; None: no namespace
+        self.namespace = check_namespace(namespace)
+        self.group = wrap(self.namespace, group)
         self.send_timeout = send_timeout
         self.retry_times = retry_times
         self.compress_over = compress_over
@@ -243,6 +253,7 @@ class Producer:
     async def send_batch(self, topic: str, messages: Sequence[OutgoingMessage | bytes], *,
                          queue: int | MessageQueue | None = None, timeout: float | None = None) -> SendResult:
         """Send messages as one SEND_BATCH_MESSAGE to one queue (no delay, never compressed)."""
+        topic, queue = self._on_wire(topic, queue)
         check_topic(topic)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             raise ValueError("retry group messages cannot be sent in a batch")
@@ -263,9 +274,12 @@ class Producer:
         if len(body) > self.max_message_size:
             raise ValueError(f"batch of {len(body)} bytes exceeds max_message_size {self.max_message_size}")
 
+        batch_props = {PROPERTY_WAIT_STORE_MSG_OK: "true"}
+        if self.namespace:
+            batch_props[PROPERTY_INSTANCE_ID] = self.namespace
+
         def header_for(mq: MessageQueue) -> SendMessageRequestHeader:
-            return self._header(topic, mq, sys_flag=0, flag=0,
-                                props={PROPERTY_WAIT_STORE_MSG_OK: "true"}, batch=True)
+            return self._header(topic, mq, sys_flag=0, flag=0, props=batch_props, batch=True)
         return await self._dispatch(topic, header_for, body, queue, None, timeout, oneway=False,  # type: ignore[return-value]
                                     msg_id=",".join(ids))
 
@@ -279,9 +293,12 @@ class Producer:
 
     async def _send_one(self, topic: str, msg: OutgoingMessage, queue: int | MessageQueue | None,
                         sharding_key: str | None, timeout: float | None, *, oneway: bool) -> SendResult | None:
+        topic, queue = self._on_wire(topic, queue)
         check_topic(topic)
         self._check_body(msg.body)
         props = msg.build_properties()
+        if self.namespace:
+            props[PROPERTY_INSTANCE_ID] = self.namespace
         uniq = props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self.ids.next_id())
         body = bytes(msg.body)
         sys_flag = 0
@@ -303,6 +320,14 @@ class Producer:
                                 reconsume_times=reconsume_times, max_reconsume_times=max_reconsume)
         return await self._dispatch(topic, header_for, body, queue, sharding_key, timeout, oneway=oneway,
                                     msg_id=uniq)
+
+    def _on_wire(self, topic: str, queue: int | MessageQueue | None) -> tuple[str, int | MessageQueue | None]:
+        """The topic (and an explicit queue) as the cluster names them, under the namespace."""
+        if not self.namespace:
+            return topic, queue
+        if isinstance(queue, MessageQueue):
+            queue = wrap_queue(self.namespace, queue)
+        return wrap(self.namespace, topic), queue
 
     def _header(self, topic: str, mq: MessageQueue, *, sys_flag: int, flag: int, props: dict[str, str],
                 batch: bool, reconsume_times: int = 0,
@@ -347,6 +372,8 @@ class Producer:
                 result = await self.instance.broker.send(addr, header, body, timeout=remaining, msg_id=msg_id)
                 if topic in self._provisional:
                     await self._replace_provisional_route(topic)
+                if self.namespace:
+                    result = replace(result, queue=unwrap_queue(self.namespace, result.queue))
                 return result
             except BrokerError as exc:
                 if exc.code not in RETRY_CODES:

@@ -8,6 +8,7 @@ which value and what is allowed.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from rmqrun.consumer import defaults as d
 from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
 from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
+from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -75,6 +77,8 @@ class ConsumerConfig:
     offset_store_dir: str | None = None
     #: the client's long-poll suspend time sent to brokers
     broker_suspend_max_time_ms: int = d.BROKER_SUSPEND_MAX_TIME_MS
+    #: the instance namespace topics and the group live under on the wire (``ns%topic``); None: none
+    namespace: str | None = None
 
     @property
     def clustering(self) -> bool:
@@ -95,6 +99,20 @@ class ConsumerConfig:
         if self.clustering:
             subs.setdefault(retry_topic(self.group), "*")
         return subs
+
+    def on_wire(self) -> "ConsumerConfig":
+        """This config with the group and the topics as the cluster names them (under the namespace).
+
+        The engine works on these names throughout (subscriptions, the retry topic, heartbeats,
+        offsets, locks, send-back), as Java's consumer does once started; only what a user sees
+        (the handler's messages, metrics, status) is unwrapped again. Without a namespace, or
+        applied twice, it changes nothing.
+        """
+        ns = self.namespace
+        if not ns:
+            return self
+        subs = {wrap(ns, topic): expr for topic, expr in self.subscriptions.items()}
+        return dataclasses.replace(self, group=wrap(ns, self.group), subscriptions=subs)
 
     def validate(self) -> "ConsumerConfig":
         def bad(name: str, value: object, allowed: str) -> ConfigError:
@@ -138,4 +156,12 @@ class ConsumerConfig:
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
+        try:
+            self.namespace = check_namespace(self.namespace)
+        except ValueError as exc:
+            raise bad("namespace", self.namespace, str(exc)) from None
+        for what, name in [("group", self.group), *(("topic", t) for t in self.subscriptions)]:
+            too_long = wrapped_length_error(self.namespace, name, what)
+            if too_long:
+                raise ConfigError(too_long)
         return self

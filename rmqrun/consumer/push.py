@@ -38,6 +38,7 @@ from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
 from rmqrun.model import MessageQueue
+from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.message import decode_messages
 
@@ -96,7 +97,9 @@ class ConsumeStats:
 class PushConsumer:
     def __init__(self, config: ConsumerConfig, executor: Executor, *,
                  instance: ClientInstance | None = None) -> None:
-        self.config = config.validate()
+        #: the user's names, for what users see (logs, metrics); ``config`` holds the names on the wire
+        self.user_config = config.validate()
+        self.config = config = self.user_config.on_wire()
         self.executor = executor
         self.instance = instance or ClientInstance(
             config.namesrv, instance_name=config.instance_name,
@@ -223,7 +226,7 @@ class PushConsumer:
                                                           self.config.effective_max_reconsume_times):
             return False
         self.stats.undecodable += 1
-        logger.error("{} does not decode; sent unhandled to {} as stored", label, dlq_topic(self.config.group))
+        logger.error("{} does not decode; sent unhandled to {} as stored", label, dlq_topic(self.user_config.group))
         return True
 
     def note_suggested_broker(self, mq: MessageQueue, broker_id: int) -> None:
@@ -281,7 +284,7 @@ class PushConsumer:
     # ----------------------------------------------------------------- broker → client requests
 
     async def _on_ids_changed(self, header: Any) -> None:
-        logger.info("broker says the members of {} changed; rebalancing now", self.config.group)
+        logger.info("broker says the members of {} changed; rebalancing now", self.user_config.group)
         self.wake_rebalance()
 
     async def _on_running_info(self, header: Any) -> dict[str, Any]:
@@ -313,7 +316,7 @@ class PushConsumer:
 
     async def _on_reset_offset(self, header: Any, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: drop the topic's queues, store the new offsets, rebalance."""
-        logger.warning("broker resets offsets of {} queue(s) of {}", len(table), self.config.group)
+        logger.warning("broker resets offsets of {} queue(s) of {}", len(table), self.user_config.group)
         self.paused = True
         try:
             for mq in list(table):
@@ -346,7 +349,8 @@ class PushConsumer:
                 await self.instance.update_route(topic)
             except TopicNotExistError:
                 if topic != retry_topic(self.config.group):
-                    logger.warning("topic {} does not exist yet; it is picked up once it does", topic)
+                    logger.warning("topic {} does not exist yet; it is picked up once it does",
+                                   unwrap(self.config.namespace, topic))
         if not await self.instance.send_heartbeat() and self.instance.broker_addresses():
             # the routes name brokers but none answers: the cluster is not there yet
             raise BrokerNotFoundError(f"no broker answered the heartbeat among {self.instance.broker_addresses()}")

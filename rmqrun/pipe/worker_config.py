@@ -36,3 +36,5 @@ class WorkerConfig:
     log_level: str = "INFO"
     #: "text", or "json" for JSON lines (``rmqrun run --log-format json``)
     log_format: str = "text"
+    #: the consumer's namespace: taken off each message's topic before the handler sees it
+    namespace: str | None = None

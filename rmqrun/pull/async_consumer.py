@@ -29,7 +29,11 @@ What follows Java, and where it deliberately does not:
   the broker's answer instead of going oneway;
 * unlike Java, pulled messages do not get MIN_OFFSET/MAX_OFFSET properties
   added: the result carries both, and the messages keep exactly the properties
-  they were stored with.
+  they were stored with;
+* with a ``namespace`` the program names plain topics and queues, as with
+  Java's ``DefaultMQPullConsumer(namespace, group)``: the group, topics and
+  queues are wrapped on the wire (``ns%Orders``), and queues, messages and
+  offsets come back with the plain topic.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance
 from rmqrun.client.route import MASTER_ID, TopicRouteData, subscribe_queues
 from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import Message, MessageQueue
+from rmqrun.namespace import check_namespace, unwrap, unwrap_queue, wrap, wrap_queue
 from rmqrun.pull import arguments as check
 from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
 from rmqrun.pull.offset_table import OffsetTable
@@ -64,14 +69,22 @@ class AsyncPullConsumer:
     ``group`` is the consumer group the offsets are stored under. ``timeout`` is the
     per-request timeout in seconds. Use ``async with`` or ``await start()`` /
     ``await close()``; ``close()`` persists the offsets updated since the last persist.
+    ``namespace`` (a managed cluster's instance id) puts the group and every topic
+    under it on the wire; the program keeps using the plain names.
     """
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
-                 timeout: float = 3.0, instance_name: str | None = None) -> None:
+                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None) -> None:
         self.namesrv = check.namesrv_address(namesrv)
         if not isinstance(group, str) or not group.strip():
             raise ValueError(f"group must be a non-empty string, got {group!r}")
+        try:
+            self.namespace = check_namespace(namespace)
+        except ValueError as exc:
+            raise ValueError(f"namespace {namespace!r} is invalid: {exc}") from None
         self.group = group
+        #: the group as the brokers know it (under the namespace)
+        self.wire_group = wrap(self.namespace, group)
         self.timeout = check.positive_seconds("timeout", timeout)
         if instance_name is not None and (not isinstance(instance_name, str) or not instance_name.strip()):
             raise ValueError(f"instance_name must be a non-empty string or None, got {instance_name!r}")
@@ -83,7 +96,8 @@ class AsyncPullConsumer:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "started" if self._instance else "new"
-        return f"AsyncPullConsumer(namesrv={self.namesrv!r}, group={self.group!r}, {state})"
+        ns = f", namespace={self.namespace!r}" if self.namespace else ""
+        return f"AsyncPullConsumer(namesrv={self.namesrv!r}, group={self.group!r}{ns}, {state})"
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -144,9 +158,13 @@ class AsyncPullConsumer:
 
     # ----------------------------------------------------------------- routes and addresses
 
+    def _wire(self, mq: MessageQueue) -> MessageQueue:
+        """The queue as the brokers name it (its topic under the namespace)."""
+        return wrap_queue(self.namespace, mq)
+
     async def _route(self, topic: str, *, refresh: bool) -> TopicRouteData:
         try:
-            return await self._client().get_route(topic, refresh=refresh)
+            return await self._client().get_route(wrap(self.namespace, topic), refresh=refresh)
         except TopicNotExistError as exc:
             raise TopicNotFoundError(
                 topic, f"topic {topic!r} does not exist (name server {self.namesrv} has no route for it)") from exc
@@ -172,7 +190,7 @@ class AsyncPullConsumer:
         ``fetchSubscribeMessageQueues``); :class:`TopicNotFoundError` when there are none."""
         check.topic(topic)
         route = await self._route(topic, refresh=True)
-        queues = subscribe_queues(route, topic)
+        queues = [unwrap_queue(self.namespace, mq) for mq in subscribe_queues(route, wrap(self.namespace, topic))]
         if not queues:
             raise TopicNotFoundError(topic, f"topic {topic!r} has no readable queue (name server {self.namesrv})")
         return queues
@@ -203,10 +221,11 @@ class AsyncPullConsumer:
         check.max_nums(max_nums)
         if sub_expression is not None and not isinstance(sub_expression, str):
             raise TypeError(f"sub_expression must be a tag expression string, got {sub_expression!r}")
-        sub = SubscriptionData.build(mq.topic, sub_expression, sub_version=0)
+        wire_topic = wrap(self.namespace, mq.topic)
+        sub = SubscriptionData.build(wire_topic, sub_expression, sub_version=0)
         addr = await self._address(mq, broker_id=self._suggested.get(mq, MASTER_ID))
         header = PullMessageRequestHeader(
-            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            consumer_group=self.wire_group, topic=wire_topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=max_nums,
             sys_flag=pull_sys_flag(commit_offset=False, suspend=hold is not None, subscription=True),
             commit_offset=0,
@@ -220,10 +239,11 @@ class AsyncPullConsumer:
                 mq.topic, f"topic {mq.topic!r} does not exist on broker {mq.broker_name} ({addr}): "
                           f"{exc.remark or exc}") from exc
         self._suggested[mq] = wire.suggest_which_broker_id
-        return self._result(mq, offset, sub, wire)
+        return self._result(mq, offset, sub, wire, self.namespace)
 
     @staticmethod
-    def _result(mq: MessageQueue, offset: int, sub: SubscriptionData, wire: WirePullResult) -> PullResult:
+    def _result(mq: MessageQueue, offset: int, sub: SubscriptionData, wire: WirePullResult,
+                namespace: str | None = None) -> PullResult:
         """PullAPIWrapper.processPullResult: decode, re-filter by tag string, stamp broker and queue."""
         messages: list[Message] = []
         if wire.status is PullStatus.FOUND and wire.body:
@@ -233,6 +253,8 @@ class AsyncPullConsumer:
                 raise ProtocolError(f"pull of {mq} from offset {offset}: a message does not decode: {exc}") from exc
             for msg in decoded:
                 if sub.matches_tag(msg.tags):
+                    if namespace:
+                        msg.topic = unwrap(namespace, msg.topic)
                     msg.broker_name = mq.broker_name
                     msg.queue_id = mq.queue_id
                     messages.append(msg)
@@ -244,12 +266,14 @@ class AsyncPullConsumer:
     async def min_offset(self, mq: MessageQueue) -> int:
         """The smallest offset still stored in ``mq``."""
         check.queue(mq)
-        return await self._client().broker.get_min_offset(await self._address(mq), mq, timeout=self.timeout)
+        return await self._client().broker.get_min_offset(await self._address(mq), self._wire(mq),
+                                                          timeout=self.timeout)
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """The next offset to be written in ``mq`` (one past the last message)."""
         check.queue(mq)
-        return await self._client().broker.get_max_offset(await self._address(mq), mq, timeout=self.timeout)
+        return await self._client().broker.get_max_offset(await self._address(mq), self._wire(mq),
+                                                          timeout=self.timeout)
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The broker's offset for ``timestamp_ms`` (Java ``searchOffset``).
@@ -261,13 +285,13 @@ class AsyncPullConsumer:
         """
         check.queue(mq)
         check.timestamp_ms(timestamp_ms)
-        return await self._client().broker.search_offset(await self._address(mq), mq, timestamp_ms,
+        return await self._client().broker.search_offset(await self._address(mq), self._wire(mq), timestamp_ms,
                                                          timeout=self.timeout)
 
     async def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         """Store time (epoch ms) of the oldest message still in ``mq``."""
         check.queue(mq)
-        return await self._client().broker.earliest_msg_store_time(await self._address(mq), mq,
+        return await self._client().broker.earliest_msg_store_time(await self._address(mq), self._wire(mq),
                                                                    timeout=self.timeout)
 
     async def view_message(self, msg_id: str) -> Message:
@@ -281,7 +305,10 @@ class AsyncPullConsumer:
             decode_offset_msg_id(msg_id.strip())
         except ProtocolError as exc:
             raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id: {exc}") from exc
-        return await self._client().broker.view_message(msg_id.strip(), timeout=self.timeout)
+        msg = await self._client().broker.view_message(msg_id.strip(), timeout=self.timeout)
+        if self.namespace:
+            msg.topic = unwrap(self.namespace, msg.topic)
+        return msg
 
     # ----------------------------------------------------------------- group offsets
 
@@ -297,8 +324,8 @@ class AsyncPullConsumer:
             known = self._offsets.get(mq)
             if known is not None:
                 return known
-        offset = await self._client().broker.query_consumer_offset(await self._address(mq), self.group, mq,
-                                                                   timeout=self.timeout)
+        offset = await self._client().broker.query_consumer_offset(await self._address(mq), self.wire_group,
+                                                                   self._wire(mq), timeout=self.timeout)
         if offset is None:
             return -1
         self._offsets.cache(mq, offset)
@@ -323,8 +350,8 @@ class AsyncPullConsumer:
         for mq, offset in self._offsets.updated().items():
             try:
                 addr = await self._address(mq)
-                await instance.broker.update_consumer_offset(addr, self.group, mq, offset, oneway=False,
-                                                             timeout=self.timeout)
+                await instance.broker.update_consumer_offset(addr, self.wire_group, self._wire(mq), offset,
+                                                             oneway=False, timeout=self.timeout)
             except (RemotingError, BrokerNotFoundError, TopicNotFoundError) as exc:
                 failures[mq] = exc
             else:

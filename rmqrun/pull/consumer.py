@@ -32,9 +32,10 @@ class PullConsumer:
     """
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
-                 timeout: float = 3.0, instance_name: str | None = None) -> None:
+                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None) -> None:
         # Arguments are checked here, in the caller's thread, before any thread exists.
-        self._async = AsyncPullConsumer(namesrv, group, timeout=timeout, instance_name=instance_name)
+        self._async = AsyncPullConsumer(namesrv, group, timeout=timeout, instance_name=instance_name,
+                                        namespace=namespace)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -47,6 +48,10 @@ class PullConsumer:
     @property
     def group(self) -> str:
         return self._async.group
+
+    @property
+    def namespace(self) -> str | None:
+        return self._async.namespace
 
     @property
     def timeout(self) -> float:

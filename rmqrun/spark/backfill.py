@@ -58,6 +58,8 @@ class TaskConfig:
     #: to the driver (for --failed-to); "count" = only count them
     failures: str = "count"
     timeout: float = 10.0
+    #: topics and the group are wrapped in this namespace on the wire (and failures republished under it)
+    namespace: str | None = None
 
 
 @dataclass(slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from rmqrun.namespace import check_namespace
 from rmqrun.spark.errors import OptionError
 from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
 
@@ -24,8 +25,9 @@ from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
 _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
 
 READ_OPTIONS = ("namesrv", "topic", "tags", "startingOffsets", "endingOffsets", "maxOffsetsPerTrigger", "group",
-                "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize")
-WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs")
+                "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize",
+                "namespace")
+WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs", "namespace")
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -72,6 +74,15 @@ def _bool(opts: dict[str, str], name: str, default: bool, what: str) -> bool:
     raise OptionError(f"rocketmq {what} option {name} must be true or false, got {raw!r}")
 
 
+def _namespace(opts: dict[str, str], what: str) -> str | None:
+    """Option ``namespace``: topics and groups are ``namespace%name`` on the wire; rows show plain names."""
+    raw = opts.get("namespace")
+    try:
+        return check_namespace(raw)
+    except ValueError as exc:
+        raise OptionError(f"rocketmq {what} option namespace {raw!r} is invalid: {exc}") from None
+
+
 def _topics(opts: dict[str, str], what: str) -> tuple[str, ...]:
     raw = _required(opts, "topic", what)
     topics = tuple(t.strip() for t in raw.split(",") if t.strip())
@@ -98,6 +109,8 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     pull_timeout: float = 10.0
     pull_batch_size: int = 32
+    #: topics and the group are read under this namespace (``ns%topic`` on the wire); rows show plain topics
+    namespace: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> "ReadOptions":
@@ -139,6 +152,7 @@ class ReadOptions:
             max_records_per_partition=_int(opts, "maxRecordsPerPartition", None, minimum=1, what=what),
             pull_timeout=(timeout_ms or 10000) / 1000.0,
             pull_batch_size=_int(opts, "pullBatchSize", 32, minimum=1, what=what) or 32,
+            namespace=_namespace(opts, what),
         )
 
 
@@ -150,6 +164,8 @@ class WriteOptions:
     topic: str
     producer_group: str = "RMQRUN_SPARK_PRODUCER"
     send_timeout: float = 3.0
+    #: the topic and producer group are wrapped in this namespace on the wire
+    namespace: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
@@ -162,4 +178,5 @@ class WriteOptions:
             raise OptionError(f"rocketmq sink option topic must name one topic, got {opts['topic']!r}")
         ms = _int(opts, "sendTimeoutMs", 3000, minimum=1, what=what) or 3000
         group = opts.get("producergroup", "").strip() or cls.producer_group
-        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0)
+        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0,
+                   namespace=_namespace(opts, what))

@@ -46,13 +46,14 @@ class QueueRange:
         return self.end - self.start
 
 
-def open_consumer(namesrv: str, *, group: str | None = None, timeout: float = 10.0):  # type: ignore[no-untyped-def]
+def open_consumer(namesrv: str, *, group: str | None = None, timeout: float = 10.0,  # type: ignore[no-untyped-def]
+                  namespace: str | None = None):
     """A started :class:`~rmqrun.pull.PullConsumer`; a bad address names option ``namesrv``."""
     from rmqrun.pull import PullConsumer
 
     kwargs = {"group": group} if group else {}
     try:
-        return PullConsumer(namesrv, timeout=timeout, **kwargs).start()  # type: ignore[arg-type]
+        return PullConsumer(namesrv, timeout=timeout, namespace=namespace, **kwargs).start()  # type: ignore[arg-type]
     except ValueError as e:
         raise OptionError(f"rocketmq option namesrv: {e}") from None
 

@@ -62,6 +62,8 @@ class RunnerOptions:
     conf: dict[str, str] = field(default_factory=dict)
     progress_every: float = 2.0
     app_name: str | None = None
+    #: topics and the group live under this namespace on the wire (``ns%topic``); output shows plain names
+    namespace: str | None = None
 
 
 @dataclass
@@ -175,7 +177,7 @@ def _commit(opts: RunnerOptions, plan: Plan) -> None:
 
     assert opts.group is not None
     try:
-        with PullConsumer(opts.namesrv, opts.group, timeout=10.0) as consumer:
+        with PullConsumer(opts.namesrv, opts.group, timeout=10.0, namespace=opts.namespace) as consumer:
             for mq in plan.queues:
                 consumer.update_consume_offset(mq, plan.end[mq])
             consumer.persist_consume_offsets()
@@ -223,14 +225,14 @@ def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stde
         if problem:
             raise ConfigError(problem)
 
-    with PullConsumer(opts.namesrv, opts.group or PULL_GROUP, timeout=10.0) as consumer:
+    with PullConsumer(opts.namesrv, opts.group or PULL_GROUP, timeout=10.0, namespace=opts.namespace) as consumer:
         plan = make_plan(consumer, opts.topic, opts.start, opts.end)
     note(f"rmqrun spark: {opts.topic}: {len(plan.queues)} queues, {plan.total} messages from {opts.start.describe()} "
          f"to {opts.end.describe()}; master {opts.master}")
 
     cfg = TaskConfig(namesrv=opts.namesrv, handler=opts.handler, tags=opts.tags, worker_init=opts.worker_init,
                      batch_size=opts.batch_size, time_limit=opts.time_limit, group=opts.group or PULL_GROUP,
-                     failures=_failures_mode(opts))
+                     failures=_failures_mode(opts), namespace=opts.namespace)
     summary = Summary(planned=plan.total)
     reports: list[RangeReport] = []
     if plan.total:

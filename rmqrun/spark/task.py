@@ -27,6 +27,7 @@ import traceback
 from typing import Any, Callable, Iterable, Iterator
 
 from rmqrun.model import Message
+from rmqrun.namespace import wrap
 from rmqrun.spark.backfill import (
     BAD_RESULT, MAX_RECONSUME_TIMES, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
     TaskConfig,
@@ -132,11 +133,13 @@ async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
     instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
                               api_timeout=cfg.timeout, connect_timeout=cfg.timeout)
     await instance.start()
-    sender = RetryPublisher(instance, cfg.group)
+    # the retry topic and the original topic as the cluster names them (Java wraps both before a send-back)
+    sender = RetryPublisher(instance, wrap(cfg.namespace, cfg.group))
     sent = 0
     try:
         for f in failures:
-            msg = Message(topic=f.topic, body=f.body, properties=dict(f.properties), msg_id=f.msg_id,
+            msg = Message(topic=wrap(cfg.namespace, f.topic), body=f.body, properties=dict(f.properties),
+                          msg_id=f.msg_id,
                           broker_name=f.broker, queue_id=f.queue_id, queue_offset=f.queue_offset,
                           reconsume_times=f.reconsume_times)
             # ReconsumeLater(delay_level=-1) means "straight to the DLQ": the broker moves a retry message
@@ -163,7 +166,8 @@ def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     if cfg.worker_init:
         call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
     keep = cfg.failures in ("collect", "retry")
-    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout) as consumer, _TimeLimit(cfg.time_limit) as limit:
+    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace) as consumer, \
+            _TimeLimit(cfg.time_limit) as limit:
         for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
             handle_chunk(handler, chunk, report, limit, keep)
     if cfg.failures == "retry" and report.failures:

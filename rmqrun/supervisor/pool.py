@@ -135,6 +135,8 @@ class PoolConfig:
     crash_window: float = 60.0
     log_level: str = "INFO"
     log_format: str = "text"
+    #: the consumer's namespace, which workers take off message topics (the supervisor sets it)
+    namespace: str | None = None
 
     def __post_init__(self) -> None:
         checks = [
@@ -164,7 +166,7 @@ class PoolConfig:
                             batch_size=self.batch_size, time_limit=self.time_limit, kill_grace=self.kill_grace,
                             max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
                             max_memory=self.max_memory_per_worker, log_level=self.log_level,
-                            log_format=self.log_format)
+                            log_format=self.log_format, namespace=self.namespace)
 
     @property
     def effective_crash_limit(self) -> int:

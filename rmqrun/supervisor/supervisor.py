@@ -20,6 +20,7 @@ state change happens in :meth:`Supervisor.run`'s loop, gunicorn style:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 import time
 from dataclasses import dataclass, field
@@ -61,7 +62,9 @@ class RunSettings:
 class Supervisor:
     def __init__(self, settings: RunSettings) -> None:
         self.settings = settings
-        self.executor = PoolExecutor(settings.pool, max_inflight_messages=settings.max_inflight_messages)
+        # workers take the consumer's namespace off message topics: one source for both
+        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace)
+        self.executor = PoolExecutor(pool, max_inflight_messages=settings.max_inflight_messages)
         self.engine: PushConsumer | None = None
         #: True once the consumer has started and taken its first assignment (systemd READY=1)
         self.ready = False
@@ -120,9 +123,11 @@ class Supervisor:
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
-        logger.info("consuming {} as group {} ({}, {}), {} workers running {}",
+        ns = self.settings.consumer.namespace
+        logger.info("consuming {} as group {}{} ({}, {}), {} workers running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
-                    self.settings.consumer.group, self.settings.consumer.message_model, mode,
+                    self.settings.consumer.group, f" in namespace {ns}" if ns else "",
+                    self.settings.consumer.message_model, mode,
                     self.executor.pool.size, self.settings.pool.handler)
         self.ready = True
         self._set_phase("consuming")

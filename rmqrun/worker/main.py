@@ -44,6 +44,7 @@ from typing import Any, Iterator
 from loguru import logger
 
 from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
 from rmqrun.pipe import progress as progress_mem
@@ -242,6 +243,7 @@ class Worker:
         offsets: list[int] = []
         errors: list[str | None] = []
         pos, n = 0, len(data)
+        namespace = self.config.namespace
         while pos < n:
             (size,) = _SIZE.unpack_from(data, pos)
             offsets.append(_OFFSET.unpack_from(data, pos + 20)[0])
@@ -254,6 +256,8 @@ class Worker:
                 retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
                 if retry_topic and msg.topic.startswith(RETRY_TOPIC_PREFIX):
                     msg.topic = retry_topic  # Java's resetRetryAndNamespace
+                if namespace:
+                    msg.topic = unwrap(namespace, msg.topic)
                 msgs.append(msg)
                 errors.append(None)
             pos += size
