@@ -164,6 +164,17 @@ def _namesrv(namesrv: str | None, config_file: str | None) -> str:
     return str(resolved["namesrv"])
 
 
+def _security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ACL/TLS flags (``--access-key``, ``--secret-key-file``, ``--tls``...); see rmqrun/cli/security.py."""
+    from rmqrun.cli.security_options import security_options
+    return security_options(fn)
+
+
+def _security_for(flags: dict[str, Any], config_file: str | None) -> Any:
+    from rmqrun.cli.security_options import security_for
+    return security_for(flags, config_file)
+
+
 def _stdin_is_data() -> bool:
     """stdin is a pipe or a redirected file (not a terminal, not /dev/null): produce reads its lines."""
     import stat
@@ -195,9 +206,10 @@ def _stdin_is_data() -> bool:
 @click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
+@_security_options
 def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
-            delay_level: int, concurrency: int, batch: int, group: str) -> None:
+            delay_level: int, concurrency: int, batch: int, group: str, security_flags: dict[str, Any]) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.cli import settings as table
@@ -207,6 +219,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
                           "topic; run it once per topic")
     topic = topics[0] if topics else None
     addr = _namesrv(namesrv, config_file)
+    security = _security_for(security_flags, config_file)
     if topic is None and config_file:
         topic = table.resolve({}, config_file=config_file)["topic"]
     if not topic:
@@ -237,7 +250,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 
     async def main() -> p.ProduceReport:
         bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
-        async with Producer(addr, group) as producer:
+        async with Producer(addr, group, security=security) as producer:
             if not show_bar:
                 return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
             with click.progressbar(length=total, label=f"sending to {topic}", file=sys.stderr,
@@ -261,8 +274,9 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 @click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="seconds between rounds of --watch")
+@_security_options
 def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
-           as_json: bool, watch: bool, interval: float) -> None:
+           as_json: bool, watch: bool, interval: float, security_flags: dict[str, Any]) -> None:
     """Per queue: broker offset, consumer offset and lag of a consumer group.
 
     Exit 1 when the cluster cannot answer or no broker knows the group.
@@ -275,11 +289,12 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     if gap is not None:
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
+    security = _security_for(security_flags, config_file)
     logs.setup("ERROR", role="status")
     group_name = resolved["group"]
     try:
         while True:
-            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch)
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, security)
             if not watch:
                 return
             time.sleep(interval)
@@ -288,14 +303,17 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
             raise
 
 
-def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool) -> None:
-    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch."""
+def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
+                  security: Any = None) -> None:
+    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch
+    (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
     import json
 
     from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
+    from rmqrun.remoting.errors import AccessDeniedError, TlsError
     try:
-        rows = asyncio.run(progress(namesrv, group, topics))
-    except UnknownGroupError as exc:
+        rows = asyncio.run(progress(namesrv, group, topics, security))
+    except (UnknownGroupError, AccessDeniedError, TlsError) as exc:
         click.echo(f"rmqrun: error: {exc}", err=True)
         sys.exit(EXIT_RUNTIME)
     except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:

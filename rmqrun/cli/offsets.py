@@ -26,10 +26,12 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import click
 
-from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.cli.admin_session import AdminError, Cluster, admin_session, resolve_cluster, run_admin
+from rmqrun.cli.security_options import security_options
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
@@ -133,7 +135,7 @@ def _table(rows: list[QueuePlan]) -> list[str]:
             for r in rows]
 
 
-async def reset(namesrv: str, group: str, topic: str, target: Target, dry_run: bool) -> dict[str, object]:
+async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, dry_run: bool) -> dict[str, object]:
     async with admin_session(namesrv, "rmqrun-offsets") as (instance, admin):
         rows, masters = await plan(instance, group, topic, target)
         clients = await _online_clients(instance, sorted(set(masters.values())), group)
@@ -192,14 +194,15 @@ def offsets() -> None:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@security_options
 def reset_cmd(group: str, topic: str, to: str, dry_run: bool, as_json: bool, config_file: str | None,
-              namesrv: str | None) -> None:
+              namesrv: str | None, security_flags: dict[str, Any]) -> None:
     """Reset GROUP's offsets on TOPIC: online through the broker to running clients, else stored offsets."""
     from rmqrun.cli.settings import BY_KEY
     group = BY_KEY["group"].convert(group, "command line --group")
     topic = BY_KEY["topic"].convert(topic, "command line --topic")
     target = parse_to(to)
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
     out = run_admin(lambda: reset(addr, group, topic, target, dry_run))
     rows: list[QueuePlan] = out["rows"]  # type: ignore[assignment]
     if as_json:

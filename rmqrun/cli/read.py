@@ -22,19 +22,21 @@ import signal
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
+from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import Message, MessageQueue
-from rmqrun.remoting.errors import RemotingError
+from rmqrun.remoting.errors import AccessDeniedError, RemotingError, TlsError
 
 if TYPE_CHECKING:
     from rmqrun.pull import AsyncPullConsumer, PullResult
+    from rmqrun.remoting.security import ClientSecurity
 
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
@@ -52,6 +54,8 @@ class Options:
     tags: str
     queue: int | None
     fmt: str
+    #: ACL credentials / TLS (flags, RMQRUN_* variables)
+    security: "ClientSecurity | None" = None
 
 
 def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str | None, follow: bool,
@@ -182,6 +186,8 @@ class Reader:
                     result = await self.consumer.pull_block_if_not_found(cur.mq, self.opts.tags, cur.next, 32,
                                                                          timeout=FOLLOW_HOLD)
                 except (RemotingError, ClientError) as exc:
+                    if isinstance(exc, (AccessDeniedError, TlsError)):
+                        raise  # a refusal never heals by waiting: the read ends with its line
                     # a broker restarting must not end a long-running follow: say so once, retry
                     if not failing:
                         self.note(f"{cur.mq.broker_name}:{cur.mq.queue_id}: {exc}; retrying every "
@@ -232,7 +238,7 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP)
+    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP, security=opts.security)
     reader = Reader(consumer, opts, emit, note)
     try:
         async with consumer:
@@ -262,11 +268,13 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
 @click.option("--queue", metavar="ID", help="only queues with this id")
 @click.option("--format", "fmt", default="text", show_default=True, metavar="text|json",
               help="text: one readable line per message; json: one object per line with every field")
+@security_options
 def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, follow: bool, tags: str | None,
-         queue: str | None, fmt: str) -> None:
+         queue: str | None, fmt: str, security_flags: dict[str, Any]) -> None:
     """Print the messages of a topic (nothing is committed to any group)."""
     from rmqrun.cli import logs
     opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt)
+    opts.security = security_for(security_flags, None)
     logs.setup("ERROR", role="read")
     line = json_line if opts.fmt == "json" else text_line
     out = sys.stdout

@@ -31,7 +31,8 @@ from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PRE
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import BrokerError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.security import ClientSecurity
 from rmqrun.remoting.frame import RemotingCommand
 
 #: topics that belong to the broker itself, never to a consumer group
@@ -146,6 +147,8 @@ async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
             committed.update(mq.topic for mq in stats.offset_table)
         try:
             online = online or bool(await instance.broker.get_consumer_list(addr, group, timeout=TIMEOUT))
+        except AccessDeniedError:
+            raise
         except BrokerError:
             pass  # "no consumer for this group"
         subscribed |= await _subscribed_topics(instance, addr, group)
@@ -171,12 +174,13 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
 
-async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None) -> list[QueueProgress]:
+async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None,
+                   security: ClientSecurity | None = None) -> list[QueueProgress]:
     """Every queue of ``topics`` (default: the group's topics) with its offsets, sorted.
 
     Raises :class:`UnknownGroupError` when no broker knows the group.
     """
-    instance = ClientInstance(namesrv, instance_name="rmqrun-status")
+    instance = ClientInstance(namesrv, instance_name="rmqrun-status", security=security)
     try:
         view = await group_view(instance, group)
         if view is None:  # a broker without GET_CONSUME_STATS: the older way, per topic

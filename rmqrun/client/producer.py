@@ -57,6 +57,7 @@ from rmqrun.remoting.message import (
     java_string_hash,
     properties_to_string,
 )
+from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_CREATE_TOPIC_KEY = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
@@ -147,11 +148,15 @@ class Producer:
                  compress_level: int = COMPRESS_LEVEL,
                  max_message_size: int = MAX_MESSAGE_SIZE,
                  default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
-                 create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY) -> None:
+                 create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY,
+                 security: ClientSecurity | None = None) -> None:
         if instance is None and namesrv is None:
             raise ValueError("a Producer needs name server addresses or a ClientInstance")
+        if instance is not None and security is not None:
+            raise ValueError("give security to the ClientInstance, not beside it")
         self._owns_instance = instance is None
-        self.instance = instance if instance is not None else ClientInstance(namesrv)  # type: ignore[arg-type]
+        self.instance = (instance if instance is not None
+                         else ClientInstance(namesrv, security=security))  # type: ignore[arg-type]
         self.group = group
         self.send_timeout = send_timeout
         self.retry_times = retry_times

@@ -15,6 +15,7 @@ from rmqrun.consumer import defaults as d
 from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
 from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
+from rmqrun.remoting.security import ClientSecurity
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -75,6 +76,8 @@ class ConsumerConfig:
     offset_store_dir: str | None = None
     #: the client's long-poll suspend time sent to brokers
     broker_suspend_max_time_ms: int = d.BROKER_SUSPEND_MAX_TIME_MS
+    #: ACL credentials and TLS for every connection (None: neither); never sent to workers
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @property
     def clustering(self) -> bool:

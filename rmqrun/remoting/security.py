@@ -26,6 +26,10 @@ from rmqrun.errors import ConfigError
 from rmqrun.remoting import acl_sign
 from rmqrun.remoting.frame import RemotingCommand
 
+#: the environment variables that carry secrets (the settings secret_key and security_token):
+#: read by the command, never passed on to worker processes
+SECRET_ENV = ("RMQRUN_SECRET_KEY", "RMQRUN_SECURITY_TOKEN")
+
 
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
