@@ -35,6 +35,7 @@ from loguru import logger
 from rmqrun.broker.broker import Broker
 from rmqrun.broker.config import BrokerConfig
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
+from rmqrun.broker.tls import tls_server_options
 
 READY_MARKER = "RMQRUN_BROKER_READY"
 
@@ -63,7 +64,7 @@ class EmbeddedBroker:
             config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
                                  **settings)
         self.config = config
-        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port)
+        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port, **tls_server_options(config))
         self.broker = Broker(config)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -22,6 +22,8 @@ from typing import Sequence
 import psutil
 from loguru import logger
 
+from rmqrun.broker.acl.config import load_acl_file
+from rmqrun.broker.acl.validator import AclValidator
 from rmqrun.broker.config import BrokerConfig, FlushMode
 from rmqrun.broker.groups import ConsumerManager
 from rmqrun.broker.locks import RebalanceLockManager
@@ -31,6 +33,7 @@ from rmqrun.broker.schedule import ScheduleService
 from rmqrun.broker.stats import BrokerStats
 from rmqrun.broker.store import MessageStore, PutResult
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
+from rmqrun.broker.tls import tls_server_options
 from rmqrun.broker.topics import TopicTable
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
@@ -58,7 +61,12 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.store = MessageStore(config.data_dir, config.store_config())
-        self.server = RemotingServer(config.host, config.port, name="broker")
+        self.server = RemotingServer(config.host, config.port, name="broker", **tls_server_options(config))
+        #: The ACL check when ``config.acl_file`` is set (None: signatures are ignored, as with aclEnable=false).
+        self.acl: AclValidator | None = None
+        if config.acl_file is not None:
+            self.acl = AclValidator(load_acl_file(config.acl_file))
+            self.server.guard = self.acl.guard
         self.consumers = ConsumerManager(
             channel_expired_ms=config.channel_expired_ms, notify=config.notify_consumer_ids_changed,
             notify_enabled_for=self._notify_enabled_for)

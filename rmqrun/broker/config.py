@@ -93,6 +93,18 @@ class BrokerConfig:
     #: How often retention checks (cleanResourceInterval, 10 s).
     clean_resource_interval_ms: int = 10_000
 
+    # -- security (issue #9) --
+    #: A ``plain_acl.yml`` (RocketMQ 4.x layout): every broker request is checked against it as a
+    #: 4.9.8 broker with ``aclEnable=true`` checks it. None: no ACL (signatures are ignored). The
+    #: name server stays open, as in 4.x.
+    acl_file: str | None = None
+    #: PEM certificate chain and private key: both servers speak TLS (see ``tls_mode``).
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    #: ``permissive`` (TLS and plain on the same port, told apart by the first byte; Java's
+    #: default tlsMode) or ``enforcing`` (TLS only). Only with ``tls_cert``/``tls_key``.
+    tls_mode: str | None = None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(self.data_dir))
         if self.advertise_host is None:
@@ -118,6 +130,15 @@ class BrokerConfig:
                      "persist_interval_ms", "short_polling_ms", "sync_flush_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+        self._check_security()
+
+    def _check_security(self) -> None:
+        from rmqrun.broker.acl.config import load_acl_file
+        from rmqrun.broker.tls import check_tls_settings
+        if self.acl_file is not None:
+            load_acl_file(self.acl_file)  # refuse a bad file now, before anything listens
+        check_tls_settings(self.tls_cert, self.tls_key, self.tls_mode)
 
     @property
     def delay_levels_ms(self) -> list[int]:

@@ -47,8 +47,9 @@ class BrokerEntry:
 
 
 class NameServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9876) -> None:
-        self.server = RemotingServer(host, port, name="namesrv")
+    def __init__(self, host: str = "127.0.0.1", port: int = 9876, **server_options: Any) -> None:
+        """``server_options`` go to the RemotingServer (TLS: ``ssl_context``, ``tls_mode``)."""
+        self.server = RemotingServer(host, port, name="namesrv", **server_options)
         self.brokers: list[BrokerEntry] = []
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._get_cluster_info)

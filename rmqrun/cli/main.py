@@ -392,9 +392,17 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
               help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
 @click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
               help="retention: above this disk use (percent) expired files are deleted at once")
+@click.option("--acl", "acl_file", default=None, metavar="FILE",
+              help="check every broker request against this plain_acl.yml (RocketMQ 4.x layout); "
+                   "the name server stays open")
+@click.option("--tls-cert", default=None, metavar="PEM", help="certificate chain: both servers speak TLS")
+@click.option("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
+@click.option("--tls-mode", type=click.Choice(["permissive", "enforcing"]), default=None,
+              help="permissive: TLS and plain clients on the same port; enforcing: TLS only [default: permissive]")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
-           disk_max_used_space_ratio: int) -> None:
+           disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
+           tls_mode: str | None) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError, StoreLockedError
@@ -405,7 +413,8 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
     try:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
-                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio)
+                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
+                          acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode)
     except ValueError as exc:  # a bad setting: named as its option, with what is allowed
         text = str(exc)
         for name in ("advertise_host", "delete_when", "file_reserved_hours", "disk_max_used_space_ratio"):

@@ -1,0 +1,57 @@
+"""TLS for the embedded name server and broker (``--tls-cert/--tls-key [--tls-mode]``).
+
+Java RocketMQ's ``tlsMode``: ``permissive`` accepts TLS and plain clients on
+the same port (the remoting server looks at the first byte: 0x16 opens a TLS
+handshake), ``enforcing`` accepts TLS only. Permissive is the default, as in
+Java. Clients are not asked for certificates (Java's default
+``tls.server.need.client.auth=none``).
+
+The embedded broker makes no outgoing connections of its own (its name
+server lives in the same process and reads the broker's tables directly;
+calls to consumers go back over the consumer's own connection, TLS if the
+consumer chose TLS), so there is no TLS client side to configure here.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rmqrun.broker.config import BrokerConfig
+
+TLS_MODES = ("permissive", "enforcing")
+
+
+def check_tls_settings(cert: str | None, key: str | None, mode: str | None) -> None:
+    """Refuse inconsistent TLS settings, naming the options (the files are read by :func:`server_context`)."""
+    if (cert is None) != (key is None):
+        given, missing = ("--tls-cert", "--tls-key") if cert is not None else ("--tls-key", "--tls-cert")
+        raise ValueError(f"{given} needs {missing} too (a certificate chain and its private key)")
+    if mode is not None:
+        if mode not in TLS_MODES:
+            raise ValueError(f"--tls-mode {mode!r} is invalid: one of {', '.join(TLS_MODES)}")
+        if cert is None:
+            raise ValueError(f"--tls-mode {mode} needs --tls-cert and --tls-key")
+    if cert is not None and key is not None:
+        server_context(cert, key)
+
+
+def server_context(cert: str, key: str) -> ssl.SSLContext:
+    """A server-side context for the certificate chain and key, or a ValueError naming the files."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        ctx.load_cert_chain(cert, key)
+    except FileNotFoundError as exc:
+        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {exc.filename} does not exist") from None
+    except (ssl.SSLError, OSError) as exc:
+        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key: {exc}") from None
+    return ctx
+
+
+def tls_server_options(config: "BrokerConfig") -> dict[str, Any]:
+    """The RemotingServer keyword arguments for the config's TLS settings (none without a certificate)."""
+    if config.tls_cert is None or config.tls_key is None:
+        return {}
+    return {"ssl_context": server_context(config.tls_cert, config.tls_key),
+            "tls_mode": config.tls_mode or "permissive"}
