@@ -39,7 +39,7 @@ from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
 from rmqrun.model import MessageQueue
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import BrokerError, RemotingError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import (
     COMPRESSION_ZLIB,
     NAME_VALUE_SEPARATOR,
@@ -354,8 +354,8 @@ class Producer:
                     await self._replace_provisional_route(topic)
                 return result
             except BrokerError as exc:
-                if exc.code not in RETRY_CODES:
-                    raise
+                if exc.code not in RETRY_CODES or isinstance(exc, AccessDeniedError):
+                    raise  # an ACL refusal (SYSTEM_ERROR/NO_PERMISSION) is the same on every broker
                 last_error = exc
                 if topic in self._provisional:
                     # the broker may have created the topic with fewer queues than the

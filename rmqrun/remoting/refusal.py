@@ -9,6 +9,7 @@ never reach this text.
 from __future__ import annotations
 
 import json
+import re
 
 from rmqrun.remoting.acl_sign import ACCESS_KEY
 from rmqrun.remoting.codes import RequestCode, request_name
@@ -18,16 +19,15 @@ from rmqrun.remoting.frame import RemotingCommand
 _TOPIC_FIELDS = ("topic",)
 _GROUP_FIELDS = ("consumerGroup", "group", "producerGroup")
 _V2_SENDS = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE)
+#: the stack frame a 4.x broker appends (RemotingHelper.exceptionSimpleDesc): ", pkg.Class.method(File.java:1)"
+_FRAME = re.compile(r", [A-Za-z_$][\w$]*(\.[\w$<>]+)+(\([^)]*\))?$")
 
 
 def _why(remark: str | None) -> str:
     text = (remark or "").strip()
     marker = "AclException: "
     if marker in text:
-        text = text.split(marker, 1)[1]
-        frame = text.find(", org.apache.rocketmq.")
-        if frame > 0:
-            text = text[:frame]
+        text = _FRAME.sub("", text.split(marker, 1)[1])
     return text or "no reason given"
 
 

@@ -153,10 +153,13 @@ def test_run_exits_on_a_refused_group_instead_of_waiting(cluster: Cluster, tmp_p
 def test_refusals_name_operation_subject_and_key_never_the_secret(cluster: Cluster) -> None:
     c = cluster
     _create_topic(c)
-    r = run_cli(["produce", "--namesrv", c.namesrv, "--topic", "ClosedTopic", "--count", "1", *c.app()])
+    r = run_cli(["produce", "--namesrv", c.namesrv, "--topic", "ClosedTopic", "--count", "50", "--concurrency", "1",
+                 *c.app()])
     assert r.returncode == 1
-    assert "access denied" in r.stdout + r.stderr and "ClosedTopic" in r.stdout + r.stderr, r.stdout + r.stderr
-    assert f"access key {APP_AK}" in r.stdout + r.stderr
+    assert "access denied" in r.stdout and "SEND_MESSAGE_V2 (topic ClosedTopic" in r.stdout, r.stdout + r.stderr
+    assert f"access key {APP_AK}" in r.stdout
+    # the first refusal stops the run: the 49 others are not sent into the same refusal
+    assert "sent 0 message(s)" in r.stdout and ", 1 failed" in r.stdout and "stopped at the refusal" in r.stdout
 
     wrong = c.tmp / "wrong.secret"
     wrong.write_text("not-the-secret\n", encoding="utf-8")
@@ -229,3 +232,27 @@ def test_pull_consumer_with_client_security(cluster: Cluster) -> None:
         mq = consumer.fetch_subscribe_message_queues(TOPIC)[0]
         with pytest.raises(AccessDeniedError, match=f"PULL_MESSAGE .*topic {TOPIC}, group {GROUP}.*{APP_AK}"):
             consumer.pull(mq, "*", 0, 32)
+
+
+def test_check_shows_security_warns_on_a_readable_secret_and_never_shows_it(cluster: Cluster) -> None:
+    c = cluster
+    _create_topic(c)
+    config = c.tmp / "app.yaml"
+    config.write_text(f"namesrv: '{c.namesrv}'\ngroup: {GROUP}\ntopic: {TOPIC}\naccess_key: {APP_AK}\n"
+                      f"secret_key: '{APP_SK}'\ntls: true\ntls_ca_file: '{c.ca}'\n", encoding="utf-8")
+    config.chmod(0o644)
+    r = run_cli(["check", "--config", str(config), "workers.noop:handle"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"ACL access key {APP_AK}" in r.stdout and f"server verified against {c.ca}" in r.stdout, r.stdout
+    assert f"config file {config} holds a secret and is readable by other users (mode 0644)" in r.stdout
+    _no_secret(r.stdout + r.stderr)
+    config.chmod(0o600)
+    r = run_cli(["check", "--config", str(config), "workers.noop:handle"])
+    assert r.returncode == 0 and "readable by other users" not in r.stdout, r.stdout
+    r = run_cli(["run", "--config", str(config), "workers.noop:handle", "--print-settings"])
+    assert r.returncode == 0 and "(set, hidden)" in r.stdout, r.stdout
+    _no_secret(r.stdout + r.stderr)
+    # check meets the refusal run would meet: a group the key may not use
+    r = run_cli(["check", "--config", str(config), "--group", "NotMyGroup", "workers.noop:handle"])
+    assert r.returncode == 1 and "access denied" in r.stdout + r.stderr and "NotMyGroup" in r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
