@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
+from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
 
@@ -80,9 +82,10 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
               help="soft time limit of one handler call in seconds (0: none)")
 @click.option("--partitions", metavar="N", help="at least N Spark partitions, queues split by offset range (default: 3 x the default parallelism)")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+@security_options
 def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,
           master: str, group: str | None, worker_init: str | None, failed_to: str | None, batch_size: str,
-          time_limit: str, partitions: str | None, conf: tuple[str, ...]) -> None:
+          time_limit: str, partitions: str | None, conf: tuple[str, ...], security_flags: dict[str, Any]) -> None:
     """Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark."""
     from rmqrun.cli import logs
     from rmqrun.spark.runner import RunnerOptions, run
@@ -95,6 +98,7 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
         failed_to=failed_to, batch_size=int_option(batch_size, "--batch-size", 1),
         time_limit=_seconds(time_limit, "--time-limit"),
         partitions=int_option(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf))
+    opts.security = security_for(security_flags, None)
     opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
     opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
     cwd = os.getcwd()

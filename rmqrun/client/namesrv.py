@@ -100,7 +100,7 @@ class NameServerClient:
                 self._skip(address)
                 continue
             try:
-                return await conn.request(cmd, max(deadline - loop.time(), 0.001))
+                resp = await conn.request(cmd, max(deadline - loop.time(), 0.001))
             except ConnectionClosedError as exc:
                 self._warn(address, f"name server {address} dropped the connection: {exc}")
                 last = exc
@@ -108,6 +108,8 @@ class NameServerClient:
             except RequestTimeoutError:
                 self._skip(address)
                 raise
+            else:
+                return self.pool.check(address, cmd, resp)
         if isinstance(last, TlsError):  # not an outage: the settings or the certificate must change
             raise last
         raise NameServerUnavailableError(

@@ -13,8 +13,8 @@ closes only this connection.
 
 A client connection may carry a :class:`~rmqrun.remoting.security.ClientSecurity`:
 it then opens with TLS and signs every request it sends (responses are never
-signed, as in Java). Whatever the security, an answer that is an ACL refusal
-does not come back as a response: :meth:`Connection.request` raises the
+signed, as in Java). A :class:`Connection` returns every answer as it came; the
+client's :class:`ConnectionPool` turns an answer that is an ACL refusal into the
 non-retriable :class:`AccessDeniedError` naming operation, topic/group and
 access key, and tells ``on_refused`` (the client instance stops on it).
 """
@@ -66,8 +66,7 @@ class Connection:
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  serialize_type: SerializeType = SerializeType.JSON,
                  on_close: Callable[["Connection"], None] | None = None,
-                 security: "ClientSecurity | None" = None,
-                 on_refused: RefusalListener | None = None) -> None:
+                 security: "ClientSecurity | None" = None) -> None:
         self._reader = reader
         self._writer = writer
         self.name = name or _peer_name(writer)
@@ -76,7 +75,6 @@ class Connection:
         self.serialize_type = serialize_type
         self._on_close = on_close
         self.security = security
-        self._on_refused = on_refused
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._closed: ConnectionClosedError | None = None
@@ -174,16 +172,10 @@ class Connection:
         timer = loop.call_later(timeout, _expire, fut, cmd.code, self.name, timeout)
         try:
             await self._write(codec.encode(cmd))
-            resp = await fut
+            return await fut
         finally:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
-        if is_access_refusal(resp.code, resp.remark):
-            error = refusal_error(self.name, cmd, resp)
-            if self._on_refused is not None:
-                self._on_refused(error)
-            raise error
-        return resp
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         """Send a request that gets no response."""
@@ -340,7 +332,7 @@ class ConnectionPool:
         try:
             conn = await Connection.open(address, timeout=self.connect_timeout, handler=self.handler,
                                          serialize_type=self.serialize_type, max_frame_size=self.max_frame_size,
-                                         security=self.security, on_refused=self.on_refused)
+                                         security=self.security)
             self._conns[address] = conn
             fut.set_result(conn)
             return conn
@@ -352,8 +344,22 @@ class ConnectionPool:
             del self._opening[address]
 
     async def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """The answer to ``cmd``; an ACL refusal raises :class:`AccessDeniedError` (see :meth:`check`)."""
         conn = await self.get(address)
-        return await conn.request(cmd, timeout)
+        return self.check(address, cmd, await conn.request(cmd, timeout))
+
+    def check(self, address: str, cmd: RemotingCommand, resp: RemotingCommand) -> RemotingCommand:
+        """``resp``, unless it is an ACL refusal: then the one-line error, told to ``on_refused`` first.
+
+        Callers that talk to a connection of this pool directly (the name-server client's
+        fail-over) pass its answers through here too.
+        """
+        if is_access_refusal(resp.code, resp.remark):
+            error = refusal_error(address, cmd, resp)
+            if self.on_refused is not None:
+                self.on_refused(error)
+            raise error
+        return resp
 
     async def oneway(self, address: str, cmd: RemotingCommand) -> None:
         conn = await self.get(address)

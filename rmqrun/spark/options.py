@@ -14,18 +14,24 @@ user sees it in the Analysis/Py4J exception instead of a failure deep in a task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
+from rmqrun.remoting.security import ClientSecurity
 from rmqrun.spark.errors import OptionError
 from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
 
 # Options Spark itself may add to a source's or sink's options.
 _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
 
+#: ACL credentials and TLS, as the settings access_key, secret_key, ... of rmqrun run (secretKeyFile is read
+#: where the query is planned; the secret then travels to the executors inside the pickled options)
+SECURITY_OPTIONS = ("accessKey", "secretKey", "secretKeyFile", "securityToken", "tls", "tlsCaFile", "tlsCertFile",
+                    "tlsKeyFile", "tlsInsecure")
 READ_OPTIONS = ("namesrv", "topic", "tags", "startingOffsets", "endingOffsets", "maxOffsetsPerTrigger", "group",
-                "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize")
-WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs")
+                "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize",
+                *SECURITY_OPTIONS)
+WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs", *SECURITY_OPTIONS)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -82,6 +88,46 @@ def _topics(opts: dict[str, str], what: str) -> tuple[str, ...]:
     return topics
 
 
+def _security(opts: dict[str, str], what: str) -> ClientSecurity | None:
+    """ClientSecurity from the security options; None when none is given. Never echoes a secret."""
+    def text(name: str) -> str | None:
+        return opts.get(name.lower(), "").strip() or None
+
+    secret = text("secretKey")
+    path = text("secretKeyFile")
+    if path is not None:
+        if secret is not None:
+            raise OptionError(f"rocketmq {what}: give option secretKey or secretKeyFile, not both")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                secret = (fh.readline() or "").strip() or None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OptionError(f"rocketmq {what} option secretKeyFile: cannot read {path}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        if secret is None:
+            raise OptionError(f"rocketmq {what} option secretKeyFile: {path} is empty")
+    tls = _bool(opts, "tls", False, what)
+    insecure = _bool(opts, "tlsInsecure", False, what)
+    access_key = text("accessKey")
+    token = text("securityToken")
+    if access_key and not secret:
+        raise OptionError(f"rocketmq {what} option accessKey is set but neither secretKey nor secretKeyFile is")
+    if (secret or token) and not access_key:
+        raise OptionError(f"rocketmq {what} option {'secretKey' if secret else 'securityToken'} is set but "
+                          "accessKey is not")
+    files = {"tlsCaFile": text("tlsCaFile"), "tlsCertFile": text("tlsCertFile"), "tlsKeyFile": text("tlsKeyFile")}
+    if not tls and (insecure or any(files.values())):
+        given = [k for k, v in files.items() if v] + (["tlsInsecure"] if insecure else [])
+        raise OptionError(f"rocketmq {what} option {', '.join(given)} needs option tls=true")
+    if files["tlsKeyFile"] and not files["tlsCertFile"]:
+        raise OptionError(f"rocketmq {what} option tlsKeyFile needs option tlsCertFile")
+    if not (access_key or tls):
+        return None
+    return ClientSecurity(access_key=access_key, secret_key=secret, security_token=token, tls=tls,
+                          tls_ca_file=files["tlsCaFile"], tls_cert_file=files["tlsCertFile"],
+                          tls_key_file=files["tlsKeyFile"], tls_insecure=insecure)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The parsed options of a read (batch or streaming). Picklable: shipped to executors."""
@@ -98,6 +144,8 @@ class ReadOptions:
     max_records_per_partition: int | None = None
     pull_timeout: float = 10.0
     pull_batch_size: int = 32
+    #: ACL credentials / TLS (options accessKey, secretKey or secretKeyFile, tls, ...); never in repr
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> "ReadOptions":
@@ -139,6 +187,7 @@ class ReadOptions:
             max_records_per_partition=_int(opts, "maxRecordsPerPartition", None, minimum=1, what=what),
             pull_timeout=(timeout_ms or 10000) / 1000.0,
             pull_batch_size=_int(opts, "pullBatchSize", 32, minimum=1, what=what) or 32,
+            security=_security(opts, what),
         )
 
 
@@ -150,6 +199,7 @@ class WriteOptions:
     topic: str
     producer_group: str = "RMQRUN_SPARK_PRODUCER"
     send_timeout: float = 3.0
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
@@ -162,4 +212,5 @@ class WriteOptions:
             raise OptionError(f"rocketmq sink option topic must name one topic, got {opts['topic']!r}")
         ms = _int(opts, "sendTimeoutMs", 3000, minimum=1, what=what) or 3000
         group = opts.get("producergroup", "").strip() or cls.producer_group
-        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0)
+        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0,
+                   security=_security(opts, what))

@@ -126,7 +126,8 @@ class _Sends:
 async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
     from rmqrun.client.producer import Producer
 
-    async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout) as producer:
+    async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout,
+                        security=opts.security) as producer:
         sends = _Sends(producer, opts)
         try:
             for row in rows:

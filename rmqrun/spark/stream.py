@@ -38,14 +38,14 @@ from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ran
 
 # Consumers of the planner process, which lives as long as the query: never an
 # attribute of the reader, since the reader is pickled to executors.
-_PLANNER_CONSUMERS: dict[tuple[str, str, float], Any] = {}
+_PLANNER_CONSUMERS: dict[tuple[Any, ...], Any] = {}
 
 
 def _planner_consumer(opts: ReadOptions) -> Any:
-    key = (opts.namesrv, opts.group or "", opts.pull_timeout)
+    key = (opts.namesrv, opts.group or "", opts.pull_timeout, opts.security)
     consumer = _PLANNER_CONSUMERS.get(key)
     if consumer is None:
-        consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout)
+        consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout, security=opts.security)
         _PLANNER_CONSUMERS[key] = consumer
     return consumer
 

@@ -130,7 +130,7 @@ async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
     from rmqrun.client.republish import RetryPublisher
 
     instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
-                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout)
+                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout, security=cfg.security)
     await instance.start()
     sender = RetryPublisher(instance, cfg.group)
     sent = 0
@@ -163,7 +163,7 @@ def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     if cfg.worker_init:
         call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
     keep = cfg.failures in ("collect", "retry")
-    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout) as consumer, _TimeLimit(cfg.time_limit) as limit:
+    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, security=cfg.security) as consumer, _TimeLimit(cfg.time_limit) as limit:
         for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
             handle_chunk(handler, chunk, report, limit, keep)
     if cfg.failures == "retry" and report.failures:
