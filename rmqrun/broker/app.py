@@ -64,7 +64,8 @@ class EmbeddedBroker:
             config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
                                  **settings)
         self.config = config
-        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port, **tls_server_options(config))
+        tls = tls_server_options(config.tls_cert, config.tls_key, config.tls_mode)
+        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port, **tls)
         self.broker = Broker(config)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

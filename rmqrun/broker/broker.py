@@ -61,7 +61,8 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.store = MessageStore(config.data_dir, config.store_config())
-        self.server = RemotingServer(config.host, config.port, name="broker", **tls_server_options(config))
+        tls = tls_server_options(config.tls_cert, config.tls_key, config.tls_mode)
+        self.server = RemotingServer(config.host, config.port, name="broker", **tls)
         #: The ACL check when ``config.acl_file`` is set (None: signatures are ignored, as with aclEnable=false).
         self.acl: AclValidator | None = None
         if config.acl_file is not None:

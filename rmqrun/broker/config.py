@@ -13,9 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rmqrun.broker.acl.config import load_acl_file
 from rmqrun.broker.advertise import check_advertise_host, default_advertise_host
 from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS, FlushMode, StoreConfig, parse_delay_levels
 from rmqrun.broker.store.errors import StoreError
+from rmqrun.broker.tls import check_tls_settings
 
 MIB = 1024 * 1024
 
@@ -134,8 +136,6 @@ class BrokerConfig:
         self._check_security()
 
     def _check_security(self) -> None:
-        from rmqrun.broker.acl.config import load_acl_file
-        from rmqrun.broker.tls import check_tls_settings
         if self.acl_file is not None:
             load_acl_file(self.acl_file)  # refuse a bad file now, before anything listens
         check_tls_settings(self.tls_cert, self.tls_key, self.tls_mode)

@@ -14,11 +14,9 @@ consumer chose TLS), so there is no TLS client side to configure here.
 
 from __future__ import annotations
 
+import os
 import ssl
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from rmqrun.broker.config import BrokerConfig
+from typing import Any
 
 TLS_MODES = ("permissive", "enforcing")
 
@@ -39,19 +37,19 @@ def check_tls_settings(cert: str | None, key: str | None, mode: str | None) -> N
 
 def server_context(cert: str, key: str) -> ssl.SSLContext:
     """A server-side context for the certificate chain and key, or a ValueError naming the files."""
+    for option, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if not os.path.isfile(path):
+            raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {option} {path} does not exist or is not a file")
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         ctx.load_cert_chain(cert, key)
-    except FileNotFoundError as exc:
-        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {exc.filename} does not exist") from None
     except (ssl.SSLError, OSError) as exc:
         raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key: {exc}") from None
     return ctx
 
 
-def tls_server_options(config: "BrokerConfig") -> dict[str, Any]:
-    """The RemotingServer keyword arguments for the config's TLS settings (none without a certificate)."""
-    if config.tls_cert is None or config.tls_key is None:
+def tls_server_options(cert: str | None, key: str | None, mode: str | None) -> dict[str, Any]:
+    """The RemotingServer keyword arguments for these TLS settings (none without a certificate)."""
+    if cert is None or key is None:
         return {}
-    return {"ssl_context": server_context(config.tls_cert, config.tls_key),
-            "tls_mode": config.tls_mode or "permissive"}
+    return {"ssl_context": server_context(cert, key), "tls_mode": mode or "permissive"}

@@ -105,7 +105,8 @@ def run_producer(namesrv: str, *, topic: str, count: int, group: str = "PG_cpp_p
                  body_size: int | None = None, delay_level: int = 0, instance_name: str | None = None,
                  send_timeout_ms: int = 3000, send_deadline: float = 15.0, keep_going: bool = False,
                  log_level: str = "info", home: str | os.PathLike[str] | None = None,
-                 timeout: float | None = None, check: bool = True) -> list[dict[str, Any]]:
+                 timeout: float | None = None, check: bool = True,
+                 credentials: tuple[str, str] | None = None) -> list[dict[str, Any]]:
     """Send `count` messages with the C++ producer; returns one dict per message.
 
     Each dict is the peer's ``sent`` line (index, status, msg_id, offset, and
@@ -124,6 +125,7 @@ def run_producer(namesrv: str, *, topic: str, count: int, group: str = "PG_cpp_p
     argv += _opt("--batch", batch or None) + _opt("--body-size", body_size)
     argv += _opt("--delay-level", delay_level or None) + _opt("--instance-name", instance_name)
     argv += ["--keep-going"] if keep_going else []
+    argv += _credential_args(credentials)
     if timeout is None:  # worst cases: start, one blocked send, shutdown; plus the normal sends
         timeout = START_DEADLINE_S + send_deadline + SHUTDOWN_DEADLINE_S + 0.05 * count + 5.0
 
@@ -145,6 +147,13 @@ def run_producer(namesrv: str, *, topic: str, count: int, group: str = "PG_cpp_p
     return results
 
 
+def _credential_args(credentials: tuple[str, str] | None) -> list[str]:
+    """``(access_key, secret_key)``: the peer signs every request (ACL 1.0) via set_session_credentials."""
+    if credentials is None:
+        return []
+    return ["--access-key", credentials[0], "--secret-key", credentials[1]]
+
+
 # --------------------------------------------------------------- consuming
 
 def start_consumer(namesrv: str, *, topic: str, group: str = "CG_cpp_peer", tags: str = "*",
@@ -152,7 +161,8 @@ def start_consumer(namesrv: str, *, topic: str, group: str = "CG_cpp_peer", tags
                    fail_always: Iterable[int | str] = (), expect: int | None = None, timeout: float = 60.0,
                    linger: float = 0.0, threads: int | None = None, batch_max: int | None = None,
                    work_ms: float = 0.0, instance_name: str | None = None, read_props: Iterable[str] = (),
-                   log_level: str = "info", home: str | os.PathLike[str] | None = None) -> "CppConsumer":
+                   log_level: str = "info", home: str | os.PathLike[str] | None = None,
+                   credentials: tuple[str, str] | None = None) -> "CppConsumer":
     """Start a C++ push consumer in a child process and return a handle on it.
 
     The child exits by itself after `expect` distinct successful messages
@@ -169,6 +179,7 @@ def start_consumer(namesrv: str, *, topic: str, group: str = "CG_cpp_peer", tags
     argv += _opt("--work-ms", work_ms or None) + _opt("--instance-name", instance_name)
     for name in read_props:
         argv += ["--read-prop", name]
+    argv += _credential_args(credentials)
     return CppConsumer(argv, _Home(home), run_for=timeout + linger)
 
 

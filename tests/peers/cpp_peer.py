@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "a push consumer blocks 13 s in shutdown() against a silent name server)")
     client.add_argument("--allow-non-loopback", action="store_true",
                         help="allow a name server that is not on 127.0.0.0/8 or localhost")
+    client.add_argument("--access-key", help="ACL 1.0: sign requests (set_session_credentials) with this key ...")
+    client.add_argument("--secret-key", help="... and this secret")
+    client.add_argument("--auth-channel", default="ALIYUN", help="the credentials' channel (the library's default)")
 
     parser = argparse.ArgumentParser(prog="cpp_peer.py", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -136,6 +136,8 @@ def start_consumer(lib: Library, args: argparse.Namespace, out: Output, dog: Wat
         handle = consumer._handle
         lib.check(lib.dll.SetPushConsumerLogLevel(handle, LOG_LEVELS[args.log_level]))
         consumer.set_namesrv_addr(args.namesrv)
+        if args.access_key:
+            consumer.set_session_credentials(args.access_key, args.secret_key or "", args.auth_channel)
         if args.instance_name:
             consumer.set_instance_name(args.instance_name)
         if args.threads:

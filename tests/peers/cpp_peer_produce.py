@@ -84,6 +84,8 @@ def start_producer(lib: Library, args: argparse.Namespace, out: Output, dog: Wat
         if args.instance_name:  # not wrapped by the package, but exported by the library
             lib.check(lib.dll.SetProducerInstanceName(producer._handle, args.instance_name.encode()))
         producer.set_namesrv_addr(args.namesrv)
+        if args.access_key:
+            producer.set_session_credentials(args.access_key, args.secret_key or "", args.auth_channel)
         dog.arm("producer start", args.start_deadline)
         producer.start()
         dog.disarm()
