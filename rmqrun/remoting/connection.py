@@ -52,6 +52,8 @@ RefusalListener = Callable[[AccessDeniedError], None]
 _LEN = struct.Struct(">i")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 3.0
+#: why a TLS handshake the server cut short is retried (a restart) yet worth a hint (a plain port)
+_HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
 
 
 class Connection:
@@ -99,8 +101,13 @@ class Connection:
                 opening = asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=host,
                                                   ssl_handshake_timeout=timeout)
             reader, writer = await asyncio.wait_for(opening, timeout)
+        except ssl.SSLEOFError as exc:  # the peer hung up mid-handshake: maybe a plain port, maybe a restart
+            raise ConnectionClosedError(f"cannot connect to {address}: {_HANDSHAKE_CUT}: {exc!r}") from exc
         except ssl.SSLError as exc:
             raise TlsError(f"TLS to {address} failed: {_tls_why(exc, security)}") from exc
+        except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
+            hint = f" ({_HANDSHAKE_CUT})" if ctx is not None else ""
+            raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}{hint}") from exc
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}") from exc
         conn = cls(reader, writer, name=address, security=security, **kwargs)  # type: ignore[arg-type]
@@ -289,10 +296,7 @@ def _tls_why(exc: ssl.SSLError, security: "ClientSecurity | None") -> str:
                  else "the system's CAs (set tls_ca_file)")
         return (f"the server's certificate is not accepted: {exc.verify_message or exc.reason} "
                 f"(verified against {where}; tls_insecure skips the check, for test clusters only)")
-    reason = exc.reason or str(exc)
-    if reason == "WRONG_VERSION_NUMBER":
-        return "the server does not speak TLS here (is tls needed at this address?)"
-    return reason
+    return exc.reason or str(exc)
 
 
 def _peer_name(writer: asyncio.StreamWriter) -> str:

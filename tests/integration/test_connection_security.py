@@ -16,7 +16,14 @@ import pytest
 from rmqrun.client.instance import ClientInstance
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection, ConnectionPool
-from rmqrun.remoting.errors import AccessDeniedError, NoPermissionError, error_for_code, is_access_refusal
+from rmqrun.remoting.errors import (
+    AccessDeniedError,
+    ConnectionClosedError,
+    NoPermissionError,
+    TlsError,
+    error_for_code,
+    is_access_refusal,
+)
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.remoting.server import RemotingServer
@@ -124,3 +131,15 @@ def test_what_counts_as_a_refusal(code: int, remark: str, refusal: bool) -> None
         assert isinstance(error, AccessDeniedError) is refusal
         if code == ResponseCode.NO_PERMISSION and not refusal:
             assert isinstance(error, NoPermissionError) and error.refresh_route  # waits, as before
+
+
+def test_tls_to_a_plain_port_is_retriable_with_a_hint() -> None:
+    """A server that hangs up mid-handshake may be restarting: retried like an outage, but the line says why."""
+    async def main() -> None:
+        server = await _server([])
+        with pytest.raises(ConnectionClosedError) as info:
+            await Connection.open(server.address, security=ClientSecurity(tls=True, tls_insecure=True))
+        assert info.value.retriable and not isinstance(info.value, TlsError)
+        assert "does it speak TLS at this address?" in str(info.value)
+        await server.stop()
+    run(main())
