@@ -30,6 +30,7 @@ class Resolved(Protocol):
     values: dict[str, Any]
     sources: dict[str, str]
 
+
 #: the settings behind ClientSecurity (all in the settings table, target SECURITY)
 SECURITY_KEYS = ("access_key", "secret_key", "secret_key_file", "security_token", "tls", "tls_ca_file",
                  "tls_cert_file", "tls_key_file", "tls_insecure")
