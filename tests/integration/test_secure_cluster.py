@@ -256,3 +256,25 @@ def test_check_shows_security_warns_on_a_readable_secret_and_never_shows_it(clus
     r = run_cli(["check", "--config", str(config), "--group", "NotMyGroup", "workers.noop:handle"])
     assert r.returncode == 1 and "access denied" in r.stdout + r.stderr and "NotMyGroup" in r.stdout + r.stderr
     _no_secret(r.stdout + r.stderr)
+
+
+def test_run_stops_when_the_cluster_starts_refusing(cluster: Cluster, tmp_path: Path) -> None:
+    """Permissions withdrawn while consuming: the next refused request stops run gracefully, exit 1."""
+    from rmqrun.broker.acl.config import load_acl_file
+
+    c = cluster
+    _create_topic(c)
+    env = child_env(RMQRUN_SECRET_KEY=APP_SK, RMQRUN_HEARTBEAT_INTERVAL_MS="300")
+    args = ["run", "workers.noop:handle", "--namesrv", c.namesrv, "--group", GROUP, "--topic", TOPIC,
+            "--workers", "1", "--access-key", APP_AK, *c.tls()]
+    with Child(args, tmp_path, env=env, name="run-revoked") as run:
+        run.wait_output("consuming", 90)
+        revoked = write_acl(c.tmp / "revoked.yml", ACL.replace(f"- {GROUP}=SUB", f"- {GROUP}=DENY"))
+        assert c.eb.broker.acl is not None
+        c.eb.broker.acl.config = load_acl_file(revoked)
+        code = run.wait(90)
+        err = run.stderr
+    assert code == 1, err[-3000:]
+    assert "stopping: the cluster refuses this consumer: access denied" in err and GROUP in err, err[-3000:]
+    assert "stopped:" in err  # the graceful stop ran (offsets, unregister) before the exit
+    _no_secret(err)
