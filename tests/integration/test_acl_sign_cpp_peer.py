@@ -28,7 +28,7 @@ def test_cpp_client_signatures_are_what_rmqrun_computes(tmp_path: Path) -> None:
                             credentials=(AK, SK))
     assert [s["status"] for s in sent] == ["OK"] * 4
     signed = [c for c in seen if c.ext_fields.get("AccessKey") == AK]
-    assert {c.code for c in signed} >= {10, 34}  # heartbeats and sends (SEND_MESSAGE: 0.4.4 sends the long header)
+    assert 10 in {c.code for c in signed}  # the sends at least (SEND_MESSAGE: 0.4.4 sends the long header)
     for cmd in signed:
         fields = {k: v for k, v in cmd.ext_fields.items() if k not in ("AccessKey", "Signature")}
         ours = RemotingCommand(cmd.code, fields, body=cmd.body)
