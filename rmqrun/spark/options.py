@@ -174,10 +174,9 @@ class ReadOptions:
         max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, minimum=1, what=what)
         if max_per_trigger is not None and not streaming:
             raise OptionError("rocketmq source option maxOffsetsPerTrigger is for streaming queries only")
+        # a stream commits its finished batches' end offsets to the group; a batch read commits nothing,
+        # but its pulls name the group (an ACL cluster lets an account use its own groups only)
         group = opts.get("group", "").strip() or None
-        if group is not None and not streaming:
-            raise OptionError("rocketmq source option group is for streaming queries only "
-                              "(a batch read commits nothing)")
         timeout_ms = _int(opts, "pullTimeoutMs", 10000, minimum=1, what=what)
         return cls(
             namesrv=namesrv, topics=topics, tags=tags, starting=starting, ending=ending,
