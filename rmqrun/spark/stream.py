@@ -42,7 +42,9 @@ _PLANNER_CONSUMERS: dict[tuple[Any, ...], Any] = {}
 
 
 def _planner_consumer(opts: ReadOptions) -> Any:
-    key = (opts.namesrv, opts.group or "", opts.pull_timeout, opts.security)
+    key: tuple[Any, ...] = (opts.namesrv, opts.group or "", opts.pull_timeout)
+    if opts.security is not None:  # another account or TLS setting is another connection
+        key += (opts.security,)
     consumer = _PLANNER_CONSUMERS.get(key)
     if consumer is None:
         consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout, security=opts.security)
