@@ -256,7 +256,7 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {p} is not UTF-8 text: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {p} is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file {p} is not valid YAML: {_yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -275,6 +275,16 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         spelled[key] = raw_key
         out[key] = value
     return out
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where, without the quoted line: it may be the one holding secret_key."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return type(exc).__name__
+    context = getattr(exc, "context", None)
+    return f"{context + ', ' if context else ''}{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 def load_env(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -90,3 +90,12 @@ def test_exposure_warnings_for_readable_files(tmp_path: Path) -> None:
     plain.write_text("access_key: ak\n", encoding="utf-8")
     os.chmod(plain, 0o644)
     assert exposure_warnings(resolve(config=plain), str(plain)) == []
+
+
+def test_a_yaml_error_never_quotes_the_secret_line(tmp_path: Path) -> None:
+    config = tmp_path / "app.yaml"
+    config.write_text(f"access_key: ak\nsecret_key: {SECRET}: oops\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        resolve(config=config)
+    assert "is not valid YAML: mapping values are not allowed here (line 2, column" in str(info.value)
+    assert SECRET not in str(info.value)
