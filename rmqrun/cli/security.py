@@ -62,10 +62,12 @@ def client_security(resolved: Resolved) -> ClientSecurity | None:
     if not (v.get("access_key") or secret or v.get("security_token") or v.get("tls") or v.get("tls_ca_file")
             or v.get("tls_cert_file") or v.get("tls_key_file") or v.get("tls_insecure")):
         return None
-    return ClientSecurity(access_key=v.get("access_key"), secret_key=secret, security_token=v.get("security_token"),
-                          tls=bool(v.get("tls")), tls_ca_file=v.get("tls_ca_file"),
-                          tls_cert_file=v.get("tls_cert_file"), tls_key_file=v.get("tls_key_file"),
-                          tls_insecure=bool(v.get("tls_insecure")))
+    security = ClientSecurity(access_key=v.get("access_key"), secret_key=secret,
+                              security_token=v.get("security_token"), tls=bool(v.get("tls")),
+                              tls_ca_file=v.get("tls_ca_file"), tls_cert_file=v.get("tls_cert_file"),
+                              tls_key_file=v.get("tls_key_file"), tls_insecure=bool(v.get("tls_insecure")))
+    security.ssl_context()  # a CA, certificate or key that does not load is a setting error now (exit 2)
+    return security
 
 
 def exposure_warnings(resolved: Resolved, config_file: str | None) -> list[str]:

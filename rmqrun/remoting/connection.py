@@ -32,8 +32,8 @@ from loguru import logger
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import FLAG_ONEWAY, ResponseCode, request_name
 from rmqrun.remoting.errors import (
-    ConnectionClosedError,
     AccessDeniedError,
+    ConnectionClosedError,
     ProtocolError,
     RemotingError,
     RequestTimeoutError,

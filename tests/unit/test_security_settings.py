@@ -11,6 +11,7 @@ from rmqrun.cli import settings as table
 from rmqrun.cli.security import client_security, exposure_warnings
 from rmqrun.errors import ConfigError
 from rmqrun.remoting.security import SECRET_ENV, ClientSecurity
+from tests.tls_kit import TestCA
 
 SECRET = "pa55-Secret-value"
 
@@ -28,9 +29,10 @@ def test_the_secret_variables_workers_never_get_are_exactly_the_secret_settings(
 def test_environment_and_file_resolve_into_one_client_security(tmp_path: Path) -> None:
     secret_file = tmp_path / "secret"
     secret_file.write_text(f"{SECRET}\n", encoding="utf-8")
+    ca = str(TestCA.create(tmp_path / "ca").cert_path)
     r = resolve({"access_key": "ak", "tls": True},
-                environ={"RMQRUN_SECRET_KEY_FILE": str(secret_file), "RMQRUN_TLS_CA_FILE": "/ca.pem"})
-    assert client_security(r) == ClientSecurity("ak", SECRET, tls=True, tls_ca_file="/ca.pem")
+                environ={"RMQRUN_SECRET_KEY_FILE": str(secret_file), "RMQRUN_TLS_CA_FILE": ca})
+    assert client_security(r) == ClientSecurity("ak", SECRET, tls=True, tls_ca_file=ca)
     assert client_security(resolve()) is None
     config = tmp_path / "app.yaml"
     config.write_text(f"access_key: ak\nsecret_key: '{SECRET}'\nsecurity_token: tok\n", encoding="utf-8")
@@ -99,3 +101,12 @@ def test_a_yaml_error_never_quotes_the_secret_line(tmp_path: Path) -> None:
         resolve(config=config)
     assert "is not valid YAML: mapping values are not allowed here (line 2, column" in str(info.value)
     assert SECRET not in str(info.value)
+
+
+def test_tls_files_that_do_not_load_are_setting_errors_before_any_connection(tmp_path: Path) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=f"tls_ca_file='{bad}' cannot be loaded"):
+        client_security(resolve({"tls": True, "tls_ca_file": str(bad)}))
+    with pytest.raises(ConfigError, match="tls_cert_file=.* cannot be loaded"):
+        client_security(resolve({"tls": True, "tls_cert_file": str(bad)}))
