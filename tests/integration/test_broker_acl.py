@@ -15,7 +15,7 @@ from rmqrun.client.bodies import ConsumerData, HeartbeatData
 from rmqrun.client.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode as R, ResponseCode
 from rmqrun.remoting.connection import Connection
-from rmqrun.remoting.frame import RemotingCommand, decode_with_prefix
+from rmqrun.remoting.frame import RemotingCommand, SerializeType, decode_with_prefix
 from tests.acl_kit import ADMIN_AK, ADMIN_SK, USER_AK, USER_SK, sign, write_acl
 from tests.captures import load, requires_captures
 from tests.integration.broker_kit import pull_ext, send_ext
@@ -188,3 +188,23 @@ def test_without_acl_credentials_are_ignored(tmp_path: Path) -> None:
             await body(eb)
 
     asyncio.run(asyncio.wait_for(main(), 100))
+
+
+def test_binary_headers_are_checked_the_same_way(tmp_path: Path) -> None:
+    """A client using ROCKETMQ (binary) header serialization signs the same fields."""
+
+    async def body(eb: EmbeddedBroker) -> None:
+        conn = await Connection.open(eb.broker_address, serialize_type=SerializeType.ROCKETMQ)
+        good = as_user(cmd(R.SEND_MESSAGE_V2, send_ext("OpenTopic", queue_id=0), b"binary"))
+        good.serialize_type = SerializeType.ROCKETMQ
+        resp = await conn.request(good, 5)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        bad = sign(cmd(R.SEND_MESSAGE_V2, send_ext("OpenTopic", queue_id=0), b"binary"), USER_AK, "wrong-secret")
+        bad.serialize_type = SerializeType.ROCKETMQ
+        resp = await conn.request(bad, 5)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "Check signature failed" in resp.remark
+        assert resp.serialize_type == SerializeType.ROCKETMQ  # answered in the request's serialization
+        assert await max_offset(conn, "OpenTopic") == 1
+        conn.close()
+
+    run(tmp_path, body)

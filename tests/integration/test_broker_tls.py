@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.client.bodies import ConsumerData, HeartbeatData
+from rmqrun.client.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode as R, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ConnectionClosedError
 from rmqrun.remoting.frame import RemotingCommand
-from tests.integration.broker_kit import send_ext
+from rmqrun.remoting.message import decode_messages
+from tests.integration.broker_kit import pull_ext, send_ext
 from tests.tls_kit import CertFiles, TestCA, client_context
 
 pytestmark = pytest.mark.timeout(120)
@@ -129,3 +132,35 @@ def test_a_silent_or_garbage_client_does_not_stall_others(tmp_path: Path, certs:
             plain.close()
 
     asyncio.run(asyncio.wait_for(main(), 100))
+
+
+def test_large_messages_round_trip_over_tls(tmp_path: Path, certs: CertFiles) -> None:
+    body = bytes(range(256)) * 4096  # 1 MiB, every byte value
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d", tls_cert=str(certs.cert), tls_key=str(certs.key),
+                                  tls_mode="enforcing") as eb:
+            conn = await tls_connection(eb.broker_address, client_context(certs.ca))
+            await asyncio.gather(*(round_trip(conn, "Big", body) for _ in range(3)))
+            hb = HeartbeatData("tls@1", consumer_data_set=[ConsumerData("CG", subscription_data_set=[
+                SubscriptionData.build("Big", "*")])])
+            assert (await conn.request(RemotingCommand(R.HEART_BEAT, body=hb.encode()), 10)).code == 0
+            got: list[bytes] = []
+            offset = 0
+            while len(got) < 3:
+                resp = await conn.request(RemotingCommand(R.PULL_MESSAGE, pull_ext("CG", "Big", 0, offset)), 10)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                msgs = decode_messages(resp.body or b"")
+                got += [m.body for m in msgs]
+                offset = int(resp.ext_fields["nextBeginOffset"])
+            assert got == [body] * 3
+            conn.close()
+
+    asyncio.run(asyncio.wait_for(main(), 100))
+
+
+def test_unknown_tls_mode_is_refused(certs: CertFiles) -> None:
+    from rmqrun.broker.tls import server_context
+    from rmqrun.remoting.server import RemotingServer
+    with pytest.raises(ValueError, match="tls_mode 'strict' is not permissive or enforcing"):
+        RemotingServer("127.0.0.1", 0, ssl_context=server_context(str(certs.cert), str(certs.key)), tls_mode="strict")

@@ -74,6 +74,12 @@ def test_stock_file(tmp_path: Path) -> None:
     ("", "no accounts"),
     ("accounts: [a, b\n", "not valid YAML"),
     ("- just a list\n", "must be a mapping"),
+    ("globalWhiteRemoteAddresses: 10.0.0.1\n", "globalWhiteRemoteAddresses must be a list"),
+    ("globalWhiteRemoteAddresses: [1.2.3]\n", "'1.2.3' is not an IP address"),
+    ("accounts: {accessKey: longenough}\n", "accounts must be a list"),
+    ("accounts: [longenough]\n", "accounts[0] must be a mapping"),
+    ("accounts:\n  - accessKey: longenough\n    secretKey: TOPSECRET1\n    groupPerms: G=SUB\n",
+     "groupPerms must be a list"),
 ])
 def test_bad_files_are_refused_by_name(tmp_path: Path, text: str, fragment: str) -> None:
     path = write_acl(tmp_path / "acl.yml", text)
@@ -87,6 +93,20 @@ def test_bad_files_are_refused_by_name(tmp_path: Path, text: str, fragment: str)
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(AclConfigError, match=r"--acl .*nope.yml: cannot read it"):
         load_acl_file(tmp_path / "nope.yml")
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "acl.yml"
+    path.write_bytes(b"accounts: [\xff]\n")
+    with pytest.raises(AclConfigError, match="not UTF-8 text"):
+        load_acl_file(path)
+
+
+def test_admin_flag_forms(tmp_path: Path) -> None:
+    text = ("accounts:\n  - {accessKey: quoted-true, secretKey: TOPSECRET1, admin: 'True'}\n"
+            "  - {accessKey: empty-flag, secretKey: TOPSECRET1, admin: }\n")
+    cfg = load_acl_file(write_acl(tmp_path / "acl.yml", text))
+    assert cfg.accounts["quoted-true"].admin and not cfg.accounts["empty-flag"].admin
 
 
 def test_kit_file_loads(tmp_path: Path) -> None:
@@ -103,6 +123,7 @@ def test_kit_file_loads(tmp_path: Path) -> None:
     ("192.168.0.1-100", ["192.168.0.100"], ["192.168.0.101"]),
     ("::1", ["::1", "0:0:0:0:0:0:0:1"], ["127.0.0.1"]),
     ("", [], ["127.0.0.1"]),
+    ("10.0.0.*", ["10.0.0.0"], ["::1", "not-an-ip", "10.0.1.0"]),
 ])
 def test_white_address_forms(pattern: str, inside: list[str], outside: list[str]) -> None:
     rule = compile_rule(pattern)
@@ -110,7 +131,8 @@ def test_white_address_forms(pattern: str, inside: list[str], outside: list[str]
     assert not any(rule.matches(ip) for ip in outside)
 
 
-@pytest.mark.parametrize("pattern", ["300.1.1.*", "1.2.*", "1.2.9-3.*", "fe80::1-5", "*.1.1.1", "1.2.3.x"])
+@pytest.mark.parametrize("pattern", ["300.1.1.*", "1.2.*", "1.2.9-3.*", "fe80::1-5", "*.1.1.1", "1.2.3.x", "{1,2}",
+                                     "1.2.3.{ }", "1.2.3.4-", "1.2.3*.4"])
 def test_bad_white_addresses(pattern: str) -> None:
     with pytest.raises(AddressPatternError, match="white address"):
         compile_rule(pattern)

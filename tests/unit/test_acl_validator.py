@@ -134,3 +134,11 @@ def test_admin_with_listed_perms_falls_back_to_defaults(tmp_path: Path) -> None:
     other = sign(RemotingCommand(R.SEND_MESSAGE_V2, {"a": "PG", "b": "Other"}), "AdminWithPerms", "secret-12")
     assert refusal(acl, mine) is None
     assert refusal(acl, other) == "No default permission for topic:Other"
+
+
+def test_permission_bits() -> None:
+    from rmqrun.broker.acl.config import ANY, DENY, PUB, SUB
+    from rmqrun.broker.acl.validator import perm_allows
+    assert perm_allows(PUB, PUB) and perm_allows(SUB, PUB | SUB) and not perm_allows(PUB, SUB)
+    assert not perm_allows(PUB, PUB | DENY)          # DENY wins over anything it is combined with
+    assert perm_allows(ANY, SUB) and perm_allows(ANY, PUB) and not perm_allows(ANY, DENY)

@@ -105,17 +105,15 @@ def _range(pattern: str) -> AddressRule:
         raise AddressPatternError(f"white address {pattern!r}: an IPv4 range has four parts, like 192.168.0.*")
     head: list[int] = []
     for index, part in enumerate(parts):
-        low_high = _part_range(pattern, part)
-        if low_high is None:
-            if index == 3:
-                break
+        bounds = _part_range(pattern, part)
+        if bounds is None:
             head.append(_byte(pattern, part))
             continue
         if index == 0:
             raise AddressPatternError(f"white address {pattern!r}: the first part cannot be a range")
-        low, high = low_high
-        return AddressRule(pattern, range_head=tuple(head), range_low=low, range_high=high)
-    raise AddressPatternError(f"white address {pattern!r}: no part is a range ('*' or 'a-b')")
+        return AddressRule(pattern, range_head=tuple(head), range_low=bounds[0], range_high=bounds[1])
+    # only patterns holding '*' or '-' get here, and such a part is a range or a bad number
+    raise AddressPatternError(f"white address {pattern!r}: no part is a range ('*' or 'a-b')")  # pragma: no cover
 
 
 def _part_range(pattern: str, part: str) -> tuple[int, int] | None:
