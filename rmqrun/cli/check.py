@@ -27,7 +27,9 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.cli.security import exposure_warnings
+from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.supervisor.supervisor import RunSettings
 from rmqrun.worker.handler import load_handler, load_hook
 
@@ -162,11 +164,32 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
                 raise
             except BrokerError:
                 pass  # "no consumer for this group": the broker's way of saying none is online
+            await _probe_topic_access(instance, addr, topic, timeout)
+        except AccessDeniedError as exc:
+            report.fail("access", str(exc), EXIT_UNREACHABLE)
+            return None
         except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
             report.fail("broker", f"{name} at {addr}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
             return None
         report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
     return len(queues)
+
+
+async def _probe_topic_access(instance: ClientInstance, addr: str, topic: str, timeout: float) -> None:
+    """Whether the account may read ``topic`` (SUB), without side effects: a QUERY_MESSAGE for a key no
+    message has is checked for the topic's SUB permission by an ACL broker and changes nothing. Only
+    an ACL refusal matters here (raised by the pool); any other answer means the ACL let it through."""
+    if instance.security is None or not instance.security.signs:
+        return
+    probe = RemotingCommand(RequestCode.QUERY_MESSAGE, {
+        "topic": topic, "key": "rmqrun-check-access-probe", "maxNum": "1", "beginTimestamp": "0",
+        "endTimestamp": "0"})
+    try:
+        await instance.pool.request(addr, probe, timeout)
+    except AccessDeniedError:
+        raise
+    except (RmqrunError, OSError, asyncio.TimeoutError):
+        pass  # not an ACL refusal: the other checks report the broker's health
 
 
 def run_check(cli: dict[str, object], config_file: str | None, timeout: float = 5.0) -> Report:
