@@ -284,3 +284,25 @@ def test_run_stops_when_the_cluster_starts_refusing(cluster: Cluster, tmp_path: 
     assert "stopping: the cluster refuses this consumer: access denied" in err and GROUP in err, err[-3000:]
     assert "stopped:" in err  # the graceful stop ran (offsets, unregister) before the exit
     _no_secret(err)
+
+
+def test_permissive_broker_takes_rmqrun_over_tls_and_in_the_clear(tmp_path: Path) -> None:
+    """A broker in permissive mode (Java's default tlsMode): rmqrun with tls and without both work."""
+    ca = TestCA.create(tmp_path / "ca")
+    certs = ca.issue(tmp_path / "server")
+    tmp_path.joinpath("b").mkdir()
+    eb = EmbeddedBroker(tmp_path / "b" / "broker", flush_mode="async",
+                        acl_file=str(write_acl(tmp_path / "b" / "acl.yml", ACL)),
+                        tls_cert=str(certs.cert), tls_key=str(certs.key), tls_mode="permissive").start_in_thread()
+    try:
+        c = Cluster(eb, ca.cert_path, tmp_path)
+        _create_topic(c)
+        secured = run_cli(["produce", "--namesrv", c.namesrv, "--topic", TOPIC, "--count", "3", *c.app()])
+        plain = run_cli(["produce", "--namesrv", c.namesrv, "--topic", TOPIC, "--count", "3", "--access-key", APP_AK,
+                         "--secret-key-file", str(c.secret_file)])
+        assert secured.returncode == 0 and plain.returncode == 0, secured.stderr + plain.stderr
+        r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "6", *c.app()])
+        assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout + r.stderr
+        assert eb.broker.acl is not None and eb.broker.acl.refused == 0
+    finally:
+        eb.stop_in_thread()
