@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     """``rmqrun.PullConsumer`` / ``rmqrun.AsyncPullConsumer``, imported on first use so that
     ``import rmqrun`` (every worker does it) never loads the client layer."""
-    if name in ("PullConsumer", "AsyncPullConsumer"):
+    if name in ("PullConsumer", "AsyncPullConsumer", "ClientSecurity"):
         import rmqrun.pull
 
         return getattr(rmqrun.pull, name)
@@ -47,5 +47,5 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Message", "MessageQueue", "batch", "WorkerInfo", "ReconsumeLater", "AckIndex", "SuspendCurrentQueue",
     "Commit", "Rollback", "SoftTimeLimitExceeded", "__version__",
-    "PullConsumer", "AsyncPullConsumer",
+    "PullConsumer", "AsyncPullConsumer", "ClientSecurity",
 ]

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from contextlib import asynccontextmanager
-from typing import AsyncIterator, Awaitable, Callable, TypeVar
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import click
 
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.remoting.security import ClientSecurity
 
 EXIT_RUNTIME = 1
 T = TypeVar("T")
@@ -35,9 +37,25 @@ def resolve_namesrv(namesrv: str | None, config_file: str | None) -> str:
     return str(resolved["namesrv"])
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """Where an operator command connects: the name server(s) and the connection security."""
+
+    namesrv: str
+    security: ClientSecurity | None = None
+
+
+def resolve_cluster(namesrv: str | None, config_file: str | None, security_flags: dict[str, Any]) -> Cluster:
+    """The name server and the ACL/TLS settings (flags > RMQRUN_* > config file), checked before any I/O."""
+    from rmqrun.cli.security_options import security_for
+    return Cluster(resolve_namesrv(namesrv, config_file), security_for(security_flags, config_file))
+
+
 @asynccontextmanager
-async def admin_session(namesrv: str, name: str) -> AsyncIterator[tuple[ClientInstance, AdminClient]]:
-    instance = ClientInstance(namesrv, instance_name=name)
+async def admin_session(cluster: str | Cluster, name: str) -> AsyncIterator[tuple[ClientInstance, AdminClient]]:
+    if isinstance(cluster, str):
+        cluster = Cluster(cluster)
+    instance = ClientInstance(cluster.namesrv, instance_name=name, security=cluster.security)
     try:
         yield instance, AdminClient(instance.pool, instance.namesrv)
     finally:

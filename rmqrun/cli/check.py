@@ -2,7 +2,9 @@
 
 In order, stopping at the first failure (later steps need the earlier ones):
 
-1. the settings resolve (flags, environment, ``--config``) and build;
+1. the settings resolve (flags, environment, ``--config``) and build; what
+   connection security is on (ACL access key, TLS; never a secret), and a
+   warning for a file holding a secret that other users can read;
 2. the handler and the worker hooks import and have the right shape, in
    this process, with the errors a worker would give;
 3. the name server answers, the topic has a route, and every broker of the
@@ -24,8 +26,11 @@ from rmqrun.cli import settings as table
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.cli.security import exposure_warnings
 from rmqrun.namespace import wrap
-from rmqrun.remoting.errors import BrokerError, TopicNotExistError
+from rmqrun.remoting.codes import RequestCode
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.supervisor.supervisor import RunSettings
 from rmqrun.worker.handler import load_handler, load_hook
 
@@ -69,6 +74,10 @@ def check_settings(cli: dict[str, object], config_file: str | None, report: Repo
         report.fail("settings", str(exc), EXIT_CONFIG)
         return None
     report.ok("settings", f"{len(table.SETTINGS)} settings resolved ({_sources(resolved)})")
+    security = settings.consumer.security
+    report.ok("security", security.describe() if security is not None else "no ACL, no TLS")
+    for warning in exposure_warnings(resolved, config_file):
+        report.note(f"WARN  {'security':<12} {warning}")
     return settings
 
 
@@ -96,7 +105,7 @@ def check_handler(settings: RunSettings, report: Report) -> bool:
 async def check_cluster(settings: RunSettings, report: Report, timeout: float) -> None:
     consumer = settings.consumer
     instance = ClientInstance(consumer.namesrv, instance_name="rmqrun-check", api_timeout=timeout,
-                              connect_timeout=timeout)
+                              connect_timeout=timeout, security=consumer.security)
     try:
         shares: list[str] = []
         members: set[str] = set()
@@ -158,14 +167,38 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
             mq = next(q for q in queues if q.broker_name == name)
             backlog = await instance.broker.get_max_offset(addr, mq, timeout=timeout)
             try:
+                # needs the group's permission on an ACL broker: a refusal here is what run would meet
                 members.update(await instance.broker.get_consumer_list(addr, group, timeout=timeout))
+            except AccessDeniedError:
+                raise
             except BrokerError:
                 pass  # "no consumer for this group": the broker's way of saying none is online
+            await _probe_topic_access(instance, addr, topic, timeout)
+        except AccessDeniedError as exc:
+            report.fail("access", str(exc), EXIT_UNREACHABLE)
+            return None
         except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
             report.fail("broker", f"{name} at {addr}: {exc or type(exc).__name__}", EXIT_UNREACHABLE)
             return None
         report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
     return len(queues)
+
+
+async def _probe_topic_access(instance: ClientInstance, addr: str, topic: str, timeout: float) -> None:
+    """Whether the account may read ``topic`` (SUB), without side effects: a QUERY_MESSAGE for a key no
+    message has is checked for the topic's SUB permission by an ACL broker and changes nothing. Only
+    an ACL refusal matters here (raised by the pool); any other answer means the ACL let it through."""
+    if instance.security is None or not instance.security.signs:
+        return
+    probe = RemotingCommand(RequestCode.QUERY_MESSAGE, {
+        "topic": topic, "key": "rmqrun-check-access-probe", "maxNum": "1", "beginTimestamp": "0",
+        "endTimestamp": "0"})
+    try:
+        await instance.pool.request(addr, probe, timeout)
+    except AccessDeniedError:
+        raise
+    except (RmqrunError, OSError, asyncio.TimeoutError):
+        pass  # not an ACL refusal: the other checks report the broker's health
 
 
 def run_check(cli: dict[str, object], config_file: str | None, timeout: float = 5.0) -> Report:

@@ -165,6 +165,17 @@ def _namesrv(namesrv: str | None, config_file: str | None) -> str:
     return str(resolved["namesrv"])
 
 
+def _security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The ACL/TLS flags (``--access-key``, ``--secret-key-file``, ``--tls``...); see rmqrun/cli/security.py."""
+    from rmqrun.cli.security_options import security_options
+    return security_options(fn)
+
+
+def _security_for(flags: dict[str, Any], config_file: str | None) -> Any:
+    from rmqrun.cli.security_options import security_for
+    return security_for(flags, config_file)
+
+
 def _stdin_is_data() -> bool:
     """stdin is a pipe or a redirected file (not a terminal, not /dev/null): produce reads its lines."""
     import stat
@@ -197,9 +208,11 @@ def _stdin_is_data() -> bool:
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
 @namespace_option
+@_security_options
 def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
-            delay_level: int, concurrency: int, batch: int, group: str, namespace: str | None) -> None:
+            delay_level: int, concurrency: int, batch: int, group: str, namespace: str | None,
+            security_flags: dict[str, Any]) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.cli import settings as table
@@ -209,6 +222,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
                           "topic; run it once per topic")
     topic = topics[0] if topics else None
     addr = _namesrv(namesrv, config_file)
+    security = _security_for(security_flags, config_file)
     if topic is None and config_file:
         topic = table.resolve({}, config_file=config_file)["topic"]
     if not topic:
@@ -241,7 +255,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 
     async def main() -> p.ProduceReport:
         bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
-        async with Producer(addr, group, namespace=namespace) as producer:
+        async with Producer(addr, group, namespace=namespace, security=security) as producer:
             if not show_bar:
                 return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
             with click.progressbar(length=total, label=f"sending to {topic}", file=sys.stderr,
@@ -266,8 +280,10 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="seconds between rounds of --watch")
 @namespace_option
+@_security_options
 def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
-           as_json: bool, watch: bool, interval: float, namespace: str | None) -> None:
+           as_json: bool, watch: bool, interval: float, namespace: str | None,
+           security_flags: dict[str, Any]) -> None:
     """Per queue: broker offset, consumer offset and lag of a consumer group.
 
     Exit 1 when the cluster cannot answer or no broker knows the group.
@@ -281,11 +297,12 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
         raise gap
     chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
     namespace = resolve_namespace(namespace, config_file)
+    security = _security_for(security_flags, config_file)
     logs.setup("ERROR", role="status")
     group_name = resolved["group"]
     try:
         while True:
-            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace)
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace, security)
             if not watch:
                 return
             time.sleep(interval)
@@ -295,14 +312,16 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
 
 
 def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
-                  namespace: str | None = None) -> None:
-    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch."""
+                  namespace: str | None = None, security: Any = None) -> None:
+    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch
+    (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
     import json
 
     from rmqrun.cli.status import StatusError, UnknownGroupError, progress, render, to_json
+    from rmqrun.remoting.errors import AccessDeniedError, TlsError
     try:
-        rows = asyncio.run(progress(namesrv, group, topics, namespace=namespace))
-    except UnknownGroupError as exc:
+        rows = asyncio.run(progress(namesrv, group, topics, security, namespace=namespace))
+    except (UnknownGroupError, AccessDeniedError, TlsError) as exc:
         click.echo(f"rmqrun: error: {exc}", err=True)
         sys.exit(EXIT_RUNTIME)
     except (StatusError, RmqrunError, OSError, asyncio.TimeoutError) as exc:

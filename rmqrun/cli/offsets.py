@@ -26,11 +26,13 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import click
 
-from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.cli.admin_session import AdminError, Cluster, admin_session, resolve_cluster, run_admin
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
+from rmqrun.cli.security_options import security_options
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
@@ -135,7 +137,7 @@ def _table(rows: list[QueuePlan]) -> list[str]:
             for r in rows]
 
 
-async def reset(namesrv: str, group: str, topic: str, target: Target, dry_run: bool) -> dict[str, object]:
+async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, dry_run: bool) -> dict[str, object]:
     async with admin_session(namesrv, "rmqrun-offsets") as (instance, admin):
         rows, masters = await plan(instance, group, topic, target)
         clients = await _online_clients(instance, sorted(set(masters.values())), group)
@@ -195,14 +197,15 @@ def offsets() -> None:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @namespace_option
+@security_options
 def reset_cmd(group: str, topic: str, to: str, dry_run: bool, as_json: bool, config_file: str | None,
-              namesrv: str | None, namespace: str | None) -> None:
+              namesrv: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Reset GROUP's offsets on TOPIC: online through the broker to running clients, else stored offsets."""
     from rmqrun.cli.settings import BY_KEY
     group = BY_KEY["group"].convert(group, "command line --group")
     topic = BY_KEY["topic"].convert(topic, "command line --topic")
     target = parse_to(to)
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
     ns = resolve_namespace(namespace, config_file)
     out = run_admin(lambda: reset(addr, wrap(ns, group), wrap(ns, topic), target, dry_run))
     rows: list[QueuePlan] = out["rows"]  # type: ignore[assignment]

@@ -23,6 +23,7 @@ from typing import AsyncIterator, Callable, Iterable, Mapping
 
 from rmqrun.client.producer import OutgoingMessage, Producer
 from rmqrun.remoting import message as m
+from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
 _TEMPLATE_RE = re.compile(r"\{i(?:%(\d+))?\}")
 #: anything that looks like a field, ``{name...}`` (JSON braces such as ``{"k": {i}}`` do not)
@@ -92,6 +93,8 @@ class ProduceReport:
     failed: int = 0
     seconds: float = 0.0
     first_error: str | None = None
+    #: the cluster refused (ACL) or a TLS handshake failed: sending stopped there (later sends would too)
+    refused: bool = False
     #: messages stored per queue id (all brokers together), to show how they spread
     per_queue: dict[str, int] = field(default_factory=dict)
 
@@ -104,6 +107,8 @@ class ProduceReport:
                 f"{self.failed} failed")
         if self.first_error:
             text += f"; first error: {self.first_error}"
+        if self.refused:
+            text += "; stopped at the refusal (the rest was not sent)"
         return text
 
 
@@ -163,6 +168,8 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
             report.failed += len(chunk)
             if report.first_error is None:
                 report.first_error = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, (AccessDeniedError, TlsError)):
+                report.refused = True  # every further send would be refused the same way
         finally:
             window.release()
             if on_sent is not None:
@@ -175,6 +182,9 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
 
     async def submit(first: int, chunk: list[bytes]) -> None:
         await window.acquire()
+        if report.refused:  # refused while this one waited for room
+            window.release()
+            return
         key = spec.sharding_key.render(first) if spec.sharding_key else None
         task = asyncio.ensure_future(send(first, chunk, key, previous.get(key) if key is not None else None))
         tasks.add(task)
@@ -186,12 +196,14 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
     chunk: list[bytes] = []
     try:
         async for body in bodies:
+            if report.refused:
+                break
             chunk.append(body)
             if len(chunk) >= batch:
                 await submit(i, chunk)
                 i += len(chunk)
                 chunk = []
-        if chunk:
+        if chunk and not report.refused:
             await submit(i, chunk)
         if tasks:
             await asyncio.wait(list(tasks))

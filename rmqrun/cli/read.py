@@ -22,20 +22,22 @@ import signal
 import sys
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
+from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import Message, MessageQueue
-from rmqrun.remoting.errors import RemotingError
+from rmqrun.remoting.errors import AccessDeniedError, RemotingError, TlsError
 
 if TYPE_CHECKING:
     from rmqrun.pull import AsyncPullConsumer, PullResult
+    from rmqrun.remoting.security import ClientSecurity
 
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
@@ -55,6 +57,8 @@ class Options:
     fmt: str
     #: topics are read under this namespace (``ns%topic`` on the wire) and printed plain
     namespace: str | None = None
+    #: ACL credentials / TLS (flags, RMQRUN_* variables)
+    security: "ClientSecurity | None" = None
 
 
 def parse_options(namesrv: str | None, topic: str | None, from_: str, count: str | None, follow: bool,
@@ -186,6 +190,8 @@ class Reader:
                     result = await self.consumer.pull_block_if_not_found(cur.mq, self.opts.tags, cur.next, 32,
                                                                          timeout=FOLLOW_HOLD)
                 except (RemotingError, ClientError) as exc:
+                    if isinstance(exc, (AccessDeniedError, TlsError)):
+                        raise  # a refusal never heals by waiting: the read ends with its line
                     # a broker restarting must not end a long-running follow: say so once, retry
                     if not failing:
                         self.note(f"{cur.mq.broker_name}:{cur.mq.queue_id}: {exc}; retrying every "
@@ -236,7 +242,7 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP, namespace=opts.namespace)
+    consumer = AsyncPullConsumer(opts.namesrv, READ_GROUP, namespace=opts.namespace, security=opts.security)
     reader = Reader(consumer, opts, emit, note)
     try:
         async with consumer:
@@ -267,11 +273,13 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
 @click.option("--format", "fmt", default="text", show_default=True, metavar="text|json",
               help="text: one readable line per message; json: one object per line with every field")
 @namespace_option
+@security_options
 def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, follow: bool, tags: str | None,
-         queue: str | None, fmt: str, namespace: str | None) -> None:
+         queue: str | None, fmt: str, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Print the messages of a topic (nothing is committed to any group)."""
     from rmqrun.cli import logs
     opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt, namespace)
+    opts.security = security_for(security_flags, None)
     logs.setup("ERROR", role="read")
     line = json_line if opts.fmt == "json" else text_line
     out = sys.stdout

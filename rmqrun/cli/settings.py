@@ -25,7 +25,7 @@ import difflib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import yaml
 
@@ -40,11 +40,16 @@ from rmqrun.errors import ConfigError
 from rmqrun.supervisor.pool import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings
 
+if TYPE_CHECKING:
+    from rmqrun.remoting.security import ClientSecurity
+
 ENV_PREFIX = "RMQRUN_"
 #: variables under this prefix belong to handlers, not to rmqrun
 HANDLER_ENV_PREFIX = "RMQRUN_HANDLER_"
 #: where a setting goes: the consumer engine, the worker pool, the supervisor's run, or the CLI itself
 CONSUMER, POOL, RUN, CLI = "consumer", "pool", "run", "cli"
+#: the connection security (ACL credentials, TLS): one ClientSecurity, see rmqrun/cli/security.py
+SECURITY = "security"
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -63,6 +68,8 @@ class Setting:
     allowed: str = ""
     #: the flag may be repeated (``--topic A --topic B``)
     multiple: bool = False
+    #: a secret: its value is never shown (errors, --print-settings, check) and never reaches workers
+    secret: bool = False
 
     @property
     def env(self) -> str:
@@ -79,17 +86,18 @@ class Setting:
 
     def convert(self, value: Any, source: str) -> Any:
         """The typed value, or a ConfigError naming the key, the value, its source and what is allowed."""
+        shown = "(hidden)" if self.secret else repr(value)
         try:
             out = self.parse(value)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{self.key}={value!r} ({source}) is invalid: {exc}") from None
+            raise ConfigError(f"{self.key}={shown} ({source}) is invalid: {exc}") from None
         if self.choices is not None:
             norm = str(out).upper()
             if norm not in self.choices:
-                raise ConfigError(f"{self.key}={value!r} ({source}) is invalid: one of {', '.join(self.choices)}")
+                raise ConfigError(f"{self.key}={shown} ({source}) is invalid: one of {', '.join(self.choices)}")
             out = norm
         if self.check is not None and not self.check(out):
-            raise ConfigError(f"{self.key}={value!r} ({source}) is invalid: {self.allowed}")
+            raise ConfigError(f"{self.key}={shown} ({source}) is invalid: {self.allowed}")
         return out
 
 
@@ -195,12 +203,36 @@ SETTINGS: tuple[Setting, ...] = (
     _S("metrics_port", parse_int, 0, "serve Prometheus metrics on this port (0: off)", CLI,
        flag="--metrics-port", check=between(0, 65535), allowed="0 to 65535"),
     _S("metrics_host", parse_str, "127.0.0.1", "address the metrics endpoint binds", CLI, flag="--metrics-host"),
+    # --- secure clusters (ACL 1.0 signatures, TLS): every connection of every command
+    _S("access_key", parse_str, None, "ACL access key: every request is signed (needs secret_key or "
+       "secret_key_file)", SECURITY, flag="--access-key"),
+    _S("secret_key", parse_str, None, "ACL secret key (YAML or RMQRUN_SECRET_KEY only: a flag would show it in "
+       "ps; never logged or shown)", SECURITY, secret=True),
+    _S("secret_key_file", parse_str, None, "file holding the ACL secret key (its first line)", SECURITY,
+       flag="--secret-key-file"),
+    _S("security_token", parse_str, None, "ACL security token (STS), sent and signed with every request "
+       "(YAML or RMQRUN_SECURITY_TOKEN only)", SECURITY, secret=True),
+    _S("tls", parse_bool, False, "connect to name servers and brokers with TLS", SECURITY, flag="--tls"),
+    _S("tls_ca_file", parse_str, None, "CA bundle (PEM) the servers' certificates are verified against "
+       "(default: the system's)", SECURITY, flag="--tls-ca-file"),
+    _S("tls_cert_file", parse_str, None, "client certificate (PEM), for servers that ask for one", SECURITY,
+       flag="--tls-cert-file"),
+    _S("tls_key_file", parse_str, None, "the client certificate's private key (PEM; default: in tls_cert_file)",
+       SECURITY, flag="--tls-key-file"),
+    _S("tls_insecure", parse_bool, False, "do not verify the servers' certificates (test clusters only)",
+       SECURITY, flag="--tls-insecure"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 #: what ``rmqrun run`` cannot start without, and how to give it
 ESSENTIALS = {"handler": "MODULE:FUNCTION", "namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group",
               "topic": "--topic"}
+
+
+def security_of(resolved: Resolved) -> "ClientSecurity | None":
+    """The one connection-security value of these settings (None: no ACL, no TLS)."""
+    from rmqrun.cli.security import client_security
+    return client_security(resolved)
 
 
 def _unknown(key: str, where: str, *, env_name: str | None = None) -> ConfigError:
@@ -227,7 +259,7 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ConfigError(f"config file {p} is not UTF-8 text: {exc}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {p} is not valid YAML: {exc}") from None
+        raise ConfigError(f"config file {p} is not valid YAML: {_yaml_problem(exc)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -246,6 +278,16 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         spelled[key] = raw_key
         out[key] = value
     return out
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where, without the quoted line: it may be the one holding secret_key."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None)
+    if mark is None or problem is None:
+        return type(exc).__name__
+    context = getattr(exc, "context", None)
+    return f"{context + ', ' if context else ''}{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 def load_env(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -386,10 +428,11 @@ def build(resolved: Resolved) -> RunSettings:
     v = resolved.values
     kw: dict[str, dict[str, Any]] = {CONSUMER: {}, POOL: {}, RUN: {}}
     for s in SETTINGS:
-        if s.target != CLI and v.get(s.key) is not None:
+        if s.target not in (CLI, SECURITY) and v.get(s.key) is not None:
             kw[s.target][s.field_name] = v[s.key]
     consumer_kw = kw[CONSUMER]
     consumer_kw["subscriptions"] = subscriptions_of(resolved)
+    consumer_kw["security"] = security_of(resolved)
     consumer_kw.setdefault("consume_timestamp", default_consume_timestamp())
     consumer = ConsumerConfig(**consumer_kw).validate()
     pool_kw = kw[POOL]
@@ -414,6 +457,8 @@ def describe(resolved: Resolved | None = None) -> str:
     for s in SETTINGS:
         if resolved is not None:
             value = resolved.values.get(s.key)
+            if s.secret and value is not None:
+                value = "(set, hidden)"
             lines.append(f"  {s.key:<32} {'' if value is None else str(value):<30} {resolved.sources[s.key]}")
             continue
         default = "" if s.default is None else s.default

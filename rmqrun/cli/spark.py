@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
+from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
 
@@ -82,9 +84,11 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--partitions", metavar="N", help="at least N Spark partitions, queues split by offset range (default: 3 x the default parallelism)")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting (repeatable)")
 @namespace_option
+@security_options
 def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,
           master: str, group: str | None, worker_init: str | None, failed_to: str | None, batch_size: str,
-          time_limit: str, partitions: str | None, conf: tuple[str, ...], namespace: str | None) -> None:
+          time_limit: str, partitions: str | None, conf: tuple[str, ...], namespace: str | None,
+          security_flags: dict[str, Any]) -> None:
     """Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark."""
     from rmqrun.cli import logs
     from rmqrun.spark.runner import RunnerOptions, run
@@ -98,6 +102,7 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
         time_limit=_seconds(time_limit, "--time-limit"),
         partitions=int_option(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf),
         namespace=resolve_namespace(namespace))
+    opts.security = security_for(security_flags, None)
     opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
     opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
     cwd = os.getcwd()

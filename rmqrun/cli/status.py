@@ -32,7 +32,8 @@ from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import BrokerError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.security import ClientSecurity
 from rmqrun.remoting.frame import RemotingCommand
 
 #: topics that belong to the broker itself, never to a consumer group
@@ -147,6 +148,8 @@ async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
             committed.update(mq.topic for mq in stats.offset_table)
         try:
             online = online or bool(await instance.broker.get_consumer_list(addr, group, timeout=TIMEOUT))
+        except AccessDeniedError:
+            raise
         except BrokerError:
             pass  # "no consumer for this group"
         subscribed |= await _subscribed_topics(instance, addr, group)
@@ -172,7 +175,8 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
 
-async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None, *,
+async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None,
+                   security: ClientSecurity | None = None, *,
                    namespace: str | None = None) -> list[QueueProgress]:
     """Every queue of ``topics`` (default: the group's topics) with its offsets, sorted.
 
@@ -181,14 +185,15 @@ async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None
     no broker knows the group.
     """
     rows = await _progress(namesrv, wrap(namespace, group), [wrap(namespace, t) for t in topics or ()],
-                           f" in namespace {namespace!r}" if namespace else "")
+                           f" in namespace {namespace!r}" if namespace else "", security)
     if not namespace:
         return rows
     return [QueueProgress(unwrap_queue(namespace, r.mq), r.broker_offset, r.consumer_offset) for r in rows]
 
 
-async def _progress(namesrv: str, group: str, topics: Sequence[str], where: str) -> list[QueueProgress]:
-    instance = ClientInstance(namesrv, instance_name="rmqrun-status")
+async def _progress(namesrv: str, group: str, topics: Sequence[str], where: str,
+                    security: ClientSecurity | None) -> list[QueueProgress]:
+    instance = ClientInstance(namesrv, instance_name="rmqrun-status", security=security)
     try:
         view = await group_view(instance, group)
         if view is None:  # a broker without GET_CONSUME_STATS: the older way, per topic

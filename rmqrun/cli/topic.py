@@ -20,8 +20,9 @@ from typing import Any
 
 import click
 
-from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
+from rmqrun.cli.admin_session import AdminError, admin_session, resolve_cluster, run_admin
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
+from rmqrun.cli.security_options import security_options
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.errors import ConfigError
@@ -70,6 +71,7 @@ async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -
 
 def _where(fn: Any) -> Any:
     fn = namespace_option(fn)
+    fn = security_options(fn)
     fn = click.option("-c", "--cluster", help="every master of this cluster (default: the only cluster)")(fn)
     fn = click.option("-b", "--broker", help="only this broker, host:port")(fn)
     fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
@@ -103,13 +105,13 @@ def topic() -> None:
 @_where
 def create(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
            order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None, namespace: str | None) -> None:
+           cluster: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Create topic NAME (8 read and 8 write queues unless told otherwise)."""
     name = _topic_name(name, namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     config = TopicConfig(name, read or 8, write or 8, parse_perm(perm) if perm else PERM_READ | PERM_WRITE,
                          bool(order))
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> list[str]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):
@@ -132,14 +134,14 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
 @_where
 def update(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
            order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None, namespace: str | None) -> None:
+           cluster: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Change topic NAME; fields not given keep their value."""
     name = _topic_name(name, namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     new_perm = parse_perm(perm) if perm else None
     if read is None and write is None and new_perm is None and order is None:
         raise ConfigError("nothing to change: give --queues, --read-queues, --write-queues, --perm or --order")
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> list[str]:
         lines = []
@@ -171,11 +173,12 @@ def update(name: str, queues: int | None, read_queues: int | None, write_queues:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @namespace_option
+@security_options
 def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str | None,
-           namespace: str | None) -> None:
+           namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Delete topic NAME from every master of the cluster, then from the name servers."""
     name = _topic_name(name, namespace, config_file)
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> list[str]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):
@@ -198,10 +201,11 @@ def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @namespace_option
+@security_options
 def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str | None,
-          namespace: str | None) -> None:
+          namespace: str | None, security_flags: dict[str, Any]) -> None:
     """The topics the name server knows, sorted (with --namespace: that namespace's, by their plain names)."""
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
     ns = resolve_namespace(namespace, config_file)
 
     async def main() -> list[str]:
@@ -232,11 +236,12 @@ def _iso(ms: int) -> str:
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
 @click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
 @namespace_option
+@security_options
 def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | None,
-             namespace: str | None) -> None:
+             namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Route, queue counts, permissions and, per queue, min/max offset and last update time."""
     name = _topic_name(name, namespace, config_file)
-    addr = resolve_namesrv(namesrv, config_file)
+    addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> dict[str, Any]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):

@@ -50,8 +50,9 @@ from rmqrun.client.route import MASTER_ID, TopicRouteData, publish_queues, subsc
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection, ConnectionPool
-from rmqrun.remoting.errors import RemotingError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, RemotingError, TopicNotExistError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
+from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 PERIODIC_FAILURE_LOG_EVERY_S = 30.0  # a periodic job failing every round is reported once per this
@@ -120,14 +121,22 @@ class ClientInstance:
                  connect_timeout: float = 3.0,
                  poll_name_server_interval: float = 30.0,
                  heartbeat_interval: float = 30.0,
-                 serialize_type: SerializeType = SerializeType.JSON) -> None:
+                 serialize_type: SerializeType = SerializeType.JSON,
+                 security: ClientSecurity | None = None) -> None:
         self.client_ip = client_ip or local_ip()
         if MessageModel.parse(message_model) is MessageModel.CLUSTERING and instance_name == DEFAULT_INSTANCE_NAME:
             instance_name = unique_instance_name()
         self.instance_name = instance_name
         self.client_id = build_client_id(self.client_ip, instance_name, unit_name)
+        #: ACL credentials and TLS, carried by every connection of this instance
+        self.security = security
+        #: the first ACL refusal any request of this instance got (None: none); see on_refusal
+        self.refusal: AccessDeniedError | None = None
+        self.refusal_listeners: list[Callable[[AccessDeniedError], None]] = []
+        self._refusals_logged: set[str] = set()
         self.pool = ConnectionPool(handler=self._serve, connect_timeout=connect_timeout,
-                                   serialize_type=serialize_type)
+                                   serialize_type=serialize_type, security=security,
+                                   on_refused=self._on_refused)
         self.namesrv = NameServerClient(namesrv, self.pool, timeout=api_timeout)
         self.broker = BrokerClient(self.pool, timeout=api_timeout)
         self.poll_name_server_interval = poll_name_server_interval
@@ -142,6 +151,19 @@ class ClientInstance:
 
     def __repr__(self) -> str:
         return f"ClientInstance({self.client_id})"
+
+    def _on_refused(self, error: AccessDeniedError) -> None:
+        """An ACL refusal: kept (the first), logged once per distinct line, passed to the listeners.
+
+        Waiting never fixes a refusal, so a long-running owner (``rmqrun run``) listens and stops.
+        """
+        if self.refusal is None:
+            self.refusal = error
+        if str(error) not in self._refusals_logged:
+            self._refusals_logged.add(str(error))
+            logger.error("{}", error)
+        for listener in list(self.refusal_listeners):
+            listener(error)
 
     # ----------------------------------------------------------------- lifecycle
 

@@ -25,7 +25,13 @@ from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.route import TopicRouteData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
-from rmqrun.remoting.errors import ConnectionClosedError, ProtocolError, RequestTimeoutError, error_for_code
+from rmqrun.remoting.errors import (
+    ConnectionClosedError,
+    ProtocolError,
+    RequestTimeoutError,
+    TlsError,
+    error_for_code,
+)
 from rmqrun.remoting.frame import RemotingCommand
 
 DEFAULT_TIMEOUT = 3.0  # ClientConfig.mqClientApiTimeout
@@ -94,7 +100,7 @@ class NameServerClient:
                 self._skip(address)
                 continue
             try:
-                return await conn.request(cmd, max(deadline - loop.time(), 0.001))
+                resp = await conn.request(cmd, max(deadline - loop.time(), 0.001))
             except ConnectionClosedError as exc:
                 self._warn(address, f"name server {address} dropped the connection: {exc}")
                 last = exc
@@ -102,6 +108,10 @@ class NameServerClient:
             except RequestTimeoutError:
                 self._skip(address)
                 raise
+            else:
+                return self.pool.check(address, cmd, resp)
+        if isinstance(last, TlsError):  # not an outage: the settings or the certificate must change
+            raise last
         raise NameServerUnavailableError(
             f"no name server answered among {';'.join(self.addresses)}") from last
 

@@ -44,7 +44,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import check_namespace, unwrap_queue, wrap, wrap_queue
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import BrokerError, RemotingError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import (
     COMPRESSION_ZLIB,
     NAME_VALUE_SEPARATOR,
@@ -62,6 +62,7 @@ from rmqrun.remoting.message import (
     java_string_hash,
     properties_to_string,
 )
+from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_CREATE_TOPIC_KEY = "TBW102"
 DEFAULT_TOPIC_QUEUE_NUMS = 4
@@ -155,11 +156,15 @@ class Producer:
                  max_message_size: int = MAX_MESSAGE_SIZE,
                  default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
                  create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         if instance is None and namesrv is None:
             raise ValueError("a Producer needs name server addresses or a ClientInstance")
+        if instance is not None and security is not None:
+            raise ValueError("give security to the ClientInstance, not beside it")
         self._owns_instance = instance is None
-        self.instance = instance if instance is not None else ClientInstance(namesrv)  # type: ignore[arg-type]
+        self.instance = (instance if instance is not None
+                         else ClientInstance(namesrv, security=security))  # type: ignore[arg-type]
         #: topics and the group live under it on the wire; None: no namespace
         self.namespace = check_namespace(namespace)
         self.group = wrap(self.namespace, group)
@@ -376,8 +381,8 @@ class Producer:
                     result = replace(result, queue=unwrap_queue(self.namespace, result.queue))
                 return result
             except BrokerError as exc:
-                if exc.code not in RETRY_CODES:
-                    raise
+                if exc.code not in RETRY_CODES or isinstance(exc, AccessDeniedError):
+                    raise  # an ACL refusal (SYSTEM_ERROR/NO_PERMISSION) is the same on every broker
                 last_error = exc
                 if topic in self._provisional:
                     # the broker may have created the topic with fewer queues than the

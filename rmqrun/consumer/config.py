@@ -17,6 +17,7 @@ from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
 from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
 from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
+from rmqrun.remoting.security import ClientSecurity
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -79,6 +80,8 @@ class ConsumerConfig:
     broker_suspend_max_time_ms: int = d.BROKER_SUSPEND_MAX_TIME_MS
     #: the instance namespace topics and the group live under on the wire (``ns%topic``); None: none
     namespace: str | None = None
+    #: ACL credentials and TLS for every connection (None: neither); never sent to workers
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @property
     def clustering(self) -> bool:

@@ -106,7 +106,7 @@ class PushConsumer:
             message_model=MessageModel.parse(config.message_model), client_ip=config.client_ip,
             unit_name=config.unit_name,
             poll_name_server_interval=config.poll_name_server_interval_ms / 1000,
-            heartbeat_interval=config.heartbeat_interval_ms / 1000)
+            heartbeat_interval=config.heartbeat_interval_ms / 1000, security=config.security)
         self._subs: dict[str, SubscriptionData] = {
             topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
         self.offset_store: OffsetStore = self._make_offset_store()

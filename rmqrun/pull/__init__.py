@@ -16,9 +16,10 @@ from rmqrun.pull.result import PullResult, PullStatus
 if TYPE_CHECKING:
     from rmqrun.pull.async_consumer import AsyncPullConsumer
     from rmqrun.pull.consumer import PullConsumer
+    from rmqrun.remoting.security import ClientSecurity
 
 __all__ = ["PullConsumer", "AsyncPullConsumer", "PullResult", "PullStatus", "TopicNotFoundError",
-           "NotStartedError", "OffsetPersistError"]
+           "NotStartedError", "OffsetPersistError", "ClientSecurity"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +29,7 @@ def __getattr__(name: str) -> Any:
     if name == "AsyncPullConsumer":
         from rmqrun.pull.async_consumer import AsyncPullConsumer
         return AsyncPullConsumer
+    if name == "ClientSecurity":  # ACL credentials and TLS: PullConsumer(..., security=ClientSecurity(...))
+        from rmqrun.remoting.security import ClientSecurity
+        return ClientSecurity
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

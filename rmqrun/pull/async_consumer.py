@@ -56,6 +56,7 @@ from rmqrun.pull.offset_table import OffsetTable
 from rmqrun.pull.result import PullResult
 from rmqrun.remoting.errors import ProtocolError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import decode_messages, decode_offset_msg_id
+from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_GROUP = "DEFAULT_CONSUMER"
 BLOCK_TIMEOUT = 20.0          # DefaultMQPullConsumer.brokerSuspendMaxTimeMillis
@@ -71,10 +72,13 @@ class AsyncPullConsumer:
     ``await close()``; ``close()`` persists the offsets updated since the last persist.
     ``namespace`` (a managed cluster's instance id) puts the group and every topic
     under it on the wire; the program keeps using the plain names.
+    ``security`` (a :class:`~rmqrun.remoting.security.ClientSecurity`) signs every request
+    with ACL credentials and/or connects with TLS.
     """
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
-                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None) -> None:
+                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None,
+                 security: ClientSecurity | None = None) -> None:
         self.namesrv = check.namesrv_address(namesrv)
         if not isinstance(group, str) or not group.strip():
             raise ValueError(f"group must be a non-empty string, got {group!r}")
@@ -89,6 +93,9 @@ class AsyncPullConsumer:
         if instance_name is not None and (not isinstance(instance_name, str) or not instance_name.strip()):
             raise ValueError(f"instance_name must be a non-empty string or None, got {instance_name!r}")
         self.instance_name = instance_name
+        if security is not None and not isinstance(security, ClientSecurity):
+            raise TypeError(f"security must be a rmqrun.ClientSecurity or None, got {type(security).__name__}")
+        self.security = security
         self._instance: ClientInstance | None = None
         self._offsets = OffsetTable()
         self._suggested: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable
@@ -108,7 +115,7 @@ class AsyncPullConsumer:
         if self._instance is not None:
             return
         instance = ClientInstance(self.namesrv, instance_name=self.instance_name or DEFAULT_INSTANCE_NAME,
-                                  api_timeout=self.timeout, connect_timeout=self.timeout)
+                                  api_timeout=self.timeout, connect_timeout=self.timeout, security=self.security)
         await instance.start()
         self._instance = instance
 

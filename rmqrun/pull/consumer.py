@@ -20,6 +20,7 @@ from rmqrun.model import Message, MessageQueue
 from rmqrun.pull.async_consumer import BLOCK_TIMEOUT, DEFAULT_GROUP, AsyncPullConsumer
 from rmqrun.pull.errors import NotStartedError
 from rmqrun.pull.result import PullResult
+from rmqrun.remoting.security import ClientSecurity
 
 T = TypeVar("T")
 
@@ -32,10 +33,11 @@ class PullConsumer:
     """
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
-                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None) -> None:
+                 timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None,
+                 security: "ClientSecurity | None" = None) -> None:
         # Arguments are checked here, in the caller's thread, before any thread exists.
         self._async = AsyncPullConsumer(namesrv, group, timeout=timeout, instance_name=instance_name,
-                                        namespace=namespace)
+                                        namespace=namespace, security=security)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()

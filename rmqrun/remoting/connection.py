@@ -10,32 +10,50 @@ reader, and their return value is sent back as the response.
 When the connection closes for any reason, every pending request fails with
 one :class:`ConnectionClosedError` that chains the cause. A malformed frame
 closes only this connection.
+
+A client connection may carry a :class:`~rmqrun.remoting.security.ClientSecurity`:
+it then opens with TLS and signs every request it sends (responses are never
+signed, as in Java). A :class:`Connection` returns every answer as it came; the
+client's :class:`ConnectionPool` turns an answer that is an ACL refusal into the
+non-retriable :class:`AccessDeniedError` naming operation, topic/group and
+access key, and tells ``on_refused`` (the client instance stops on it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 import struct
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from loguru import logger
 
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import FLAG_ONEWAY, ResponseCode, request_name
 from rmqrun.remoting.errors import (
+    AccessDeniedError,
     ConnectionClosedError,
     ProtocolError,
     RemotingError,
     RequestTimeoutError,
+    TlsError,
+    is_access_refusal,
 )
 from rmqrun.remoting.frame import DEFAULT_MAX_FRAME_SIZE, RemotingCommand, SerializeType
+from rmqrun.remoting.refusal import refusal_error
+
+if TYPE_CHECKING:
+    from rmqrun.remoting.security import ClientSecurity
 
 RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+RefusalListener = Callable[[AccessDeniedError], None]
 
 _LEN = struct.Struct(">i")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 3.0
+#: why a TLS handshake the server cut short is retried (a restart) yet worth a hint (a plain port)
+_HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
 
 
 class Connection:
@@ -49,7 +67,8 @@ class Connection:
                  name: str = "", handler: RequestHandler | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  serialize_type: SerializeType = SerializeType.JSON,
-                 on_close: Callable[["Connection"], None] | None = None) -> None:
+                 on_close: Callable[["Connection"], None] | None = None,
+                 security: "ClientSecurity | None" = None) -> None:
         self._reader = reader
         self._writer = writer
         self.name = name or _peer_name(writer)
@@ -57,6 +76,7 @@ class Connection:
         self.max_frame_size = max_frame_size
         self.serialize_type = serialize_type
         self._on_close = on_close
+        self.security = security
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._closed: ConnectionClosedError | None = None
@@ -69,14 +89,28 @@ class Connection:
     # ----------------------------------------------------------------- lifecycle
 
     @classmethod
-    async def open(cls, address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT, **kwargs: object) -> "Connection":
+    async def open(cls, address: str, *, timeout: float = DEFAULT_CONNECT_TIMEOUT,
+                   security: "ClientSecurity | None" = None, **kwargs: object) -> "Connection":
         host, _, port = address.rpartition(":")
         host = host.strip("[]")
+        ctx = security.ssl_context() if security is not None else None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout)
+            if ctx is None:
+                opening = asyncio.open_connection(host, int(port))
+            else:
+                opening = asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=host,
+                                                  ssl_handshake_timeout=timeout)
+            reader, writer = await asyncio.wait_for(opening, timeout)
+        except ssl.SSLEOFError as exc:  # the peer hung up mid-handshake: maybe a plain port, maybe a restart
+            raise ConnectionClosedError(f"cannot connect to {address}: {_HANDSHAKE_CUT}: {exc!r}") from exc
+        except ssl.SSLError as exc:
+            raise TlsError(f"TLS to {address} failed: {_tls_why(exc, security)}") from exc
+        except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
+            hint = f" ({_HANDSHAKE_CUT})" if ctx is not None else ""
+            raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}{hint}") from exc
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}") from exc
-        conn = cls(reader, writer, name=address, **kwargs)  # type: ignore[arg-type]
+        conn = cls(reader, writer, name=address, security=security, **kwargs)  # type: ignore[arg-type]
         conn.start()
         return conn
 
@@ -134,6 +168,8 @@ class Connection:
         cmd.flag &= ~FLAG_ONEWAY
         if cmd.serialize_type != self.serialize_type and cmd.serialize_type == SerializeType.JSON:
             cmd.serialize_type = self.serialize_type
+        if self.security is not None:
+            self.security.sign(cmd)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         self._pending[cmd.opaque] = fut
@@ -156,6 +192,8 @@ class Connection:
         cmd.flag |= FLAG_ONEWAY
         if cmd.serialize_type == SerializeType.JSON:
             cmd.serialize_type = self.serialize_type
+        if self.security is not None:
+            self.security.sign(cmd)
         await self._write(codec.encode(cmd))
 
     async def send_response(self, resp: RemotingCommand) -> None:
@@ -251,6 +289,16 @@ def _expire(fut: "asyncio.Future[RemotingCommand]", code: int, name: str, timeou
         fut.set_exception(RequestTimeoutError(f"{request_name(code)} to {name} got no answer in {timeout:.3g}s"))
 
 
+def _tls_why(exc: ssl.SSLError, security: "ClientSecurity | None") -> str:
+    """The handshake failure in words, with the setting that decides it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        where = (f"tls_ca_file={security.tls_ca_file}" if security is not None and security.tls_ca_file
+                 else "the system's CAs (set tls_ca_file)")
+        return (f"the server's certificate is not accepted: {exc.verify_message or exc.reason} "
+                f"(verified against {where}; tls_insecure skips the check, for test clusters only)")
+    return exc.reason or str(exc)
+
+
 def _peer_name(writer: asyncio.StreamWriter) -> str:
     peer = writer.get_extra_info("peername")
     if isinstance(peer, tuple) and len(peer) >= 2:
@@ -263,8 +311,13 @@ class ConnectionPool:
 
     def __init__(self, *, handler: RequestHandler | None = None, connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
                  serialize_type: SerializeType = SerializeType.JSON,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+                 security: "ClientSecurity | None" = None,
+                 on_refused: RefusalListener | None = None) -> None:
         self.handler = handler
+        #: carried to every connection: TLS when it opens, a signature on every request
+        self.security = security
+        self.on_refused = on_refused
         self.connect_timeout = connect_timeout
         self.serialize_type = serialize_type
         self.max_frame_size = max_frame_size
@@ -282,7 +335,8 @@ class ConnectionPool:
         self._opening[address] = fut
         try:
             conn = await Connection.open(address, timeout=self.connect_timeout, handler=self.handler,
-                                         serialize_type=self.serialize_type, max_frame_size=self.max_frame_size)
+                                         serialize_type=self.serialize_type, max_frame_size=self.max_frame_size,
+                                         security=self.security)
             self._conns[address] = conn
             fut.set_result(conn)
             return conn
@@ -294,8 +348,22 @@ class ConnectionPool:
             del self._opening[address]
 
     async def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        """The answer to ``cmd``; an ACL refusal raises :class:`AccessDeniedError` (see :meth:`check`)."""
         conn = await self.get(address)
-        return await conn.request(cmd, timeout)
+        return self.check(address, cmd, await conn.request(cmd, timeout))
+
+    def check(self, address: str, cmd: RemotingCommand, resp: RemotingCommand) -> RemotingCommand:
+        """``resp``, unless it is an ACL refusal: then the one-line error, told to ``on_refused`` first.
+
+        Callers that talk to a connection of this pool directly (the name-server client's
+        fail-over) pass its answers through here too.
+        """
+        if is_access_refusal(resp.code, resp.remark):
+            error = refusal_error(address, cmd, resp)
+            if self.on_refused is not None:
+                self.on_refused(error)
+            raise error
+        return resp
 
     async def oneway(self, address: str, cmd: RemotingCommand) -> None:
         conn = await self.get(address)

@@ -5,6 +5,11 @@
 * :class:`ConnectionClosedError`, :class:`RequestTimeoutError` – transport
   failures; every pending request of a closed connection fails with the same
   ``ConnectionClosedError`` that chains the cause.
+* :class:`TlsError` – the TLS handshake failed (certificate not trusted,
+  expired, wrong host name, a plain server): not retriable, the settings or
+  the server's certificate must change.
+* :class:`AccessDeniedError` – the peer refused the request for access
+  reasons (ACL): not retriable, names the operation, topic/group and access key.
 * :class:`BrokerError` – the peer answered with a non-success response code.
   :func:`error_for_code` maps a code to a subclass whose ``retriable`` and
   ``refresh_route`` flags say whether trying again, or refreshing the route
@@ -45,6 +50,12 @@ class RequestTimeoutError(RemotingError):
     retriable = True
 
 
+class TlsError(ConnectionClosedError):
+    """The TLS handshake failed: waiting does not help, a setting or a certificate must change."""
+
+    retriable = False
+
+
 class BrokerError(RemotingError):
     """A non-success response code, with the peer's remark."""
 
@@ -53,6 +64,23 @@ class BrokerError(RemotingError):
         self.remark = remark or ""
         self.request_code = request_code
         super().__init__(f"{response_name(code)} ({code}): {self.remark}" if self.remark else f"{response_name(code)} ({code})")
+
+
+class AccessDeniedError(BrokerError):
+    """The peer refused the request for access reasons (an ACL check failed).
+
+    A 4.x broker answers SYSTEM_ERROR with the ``AclException`` in the remark, a
+    5.x one NO_PERMISSION with the authentication/authorization failure. Never
+    retriable: the credentials or the permissions must change. ``str()`` names the
+    operation, the topic or group and the access key (never a secret) when the
+    connection that got it knew the request (:mod:`rmqrun.remoting.refusal`).
+    """
+
+    def __init__(self, code: int, remark: str | None = None, request_code: int | None = None,
+                 message: str | None = None) -> None:
+        super().__init__(code, remark, request_code)
+        if message:
+            self.args = (message,)
 
 
 class SystemBusyError(BrokerError):
@@ -122,7 +150,24 @@ _CODE_CLASSES: dict[int, type[BrokerError]] = {
 }
 
 
+#: words of a NO_PERMISSION remark that tell an ACL refusal (5.x auth) from a topic or broker
+#: whose permission forbids the operation (a state operators set, worth waiting out)
+_AUTH_WORDS = ("aclexception", "accesskey", "access key", "signature", "authentic", "authoriz", "user:", "no acl")
+
+
+def is_access_refusal(code: int, remark: str | None) -> bool:
+    """Whether a response is an ACL refusal (see :class:`AccessDeniedError`)."""
+    if code == ResponseCode.SYSTEM_ERROR:
+        return bool(remark) and "AclException" in remark  # type: ignore[operator]
+    if code == ResponseCode.NO_PERMISSION:
+        text = (remark or "").lower()
+        return any(w in text for w in _AUTH_WORDS)
+    return False
+
+
 def error_for_code(code: int, remark: str | None = None, request_code: int | None = None) -> BrokerError:
     """The exception for a response code; unknown codes keep their number."""
+    if is_access_refusal(code, remark):
+        return AccessDeniedError(code, remark, request_code)
     cls = _CODE_CLASSES.get(code, BrokerError)
     return cls(code, remark, request_code)

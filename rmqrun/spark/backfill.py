@@ -9,7 +9,10 @@ options, and tests can build reports, without a JVM.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rmqrun.remoting.security import ClientSecurity
 
 #: the group whose name the executors' pull consumers carry when --group is not given (pulls never commit)
 PULL_GROUP = "rmqrun_spark"
@@ -60,6 +63,8 @@ class TaskConfig:
     timeout: float = 10.0
     #: topics and the group are wrapped in this namespace on the wire (and failures republished under it)
     namespace: str | None = None
+    #: ACL credentials / TLS of every connection the executor opens (None: neither); never in repr
+    security: "ClientSecurity | None" = field(default=None, repr=False)
 
 
 @dataclass(slots=True)

@@ -24,7 +24,8 @@ def read_partition(opts: ReadOptions, r: QueueRange) -> Iterator[Any]:
     """Rows of one range as Arrow record batches, pulled with a consumer of this executor process
     (batch and streaming). Arrow batches cost Spark far less than a tuple per row."""
     schema = arrow_schema()
-    consumer = open_consumer(opts.namesrv, timeout=opts.pull_timeout, namespace=opts.namespace)
+    consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout, security=opts.security,
+                             namespace=opts.namespace)
     try:
         chunk = []
         for msg in read_range(consumer, r, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
@@ -46,7 +47,8 @@ class RocketMQBatchReader(DataSourceReader):
 
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts
-        consumer = open_consumer(opts.namesrv, timeout=opts.pull_timeout, namespace=opts.namespace)
+        consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout, security=opts.security,
+                                 namespace=opts.namespace)
         try:
             self.ranges = plan_batch(consumer, opts.topics, opts.starting, opts.ending,
                                      min_partitions=opts.min_partitions,

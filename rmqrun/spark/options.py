@@ -14,20 +14,25 @@ user sees it in the Analysis/Py4J exception instead of a failure deep in a task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from rmqrun.namespace import check_namespace
+from rmqrun.remoting.security import ClientSecurity
 from rmqrun.spark.errors import OptionError
 from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
 
 # Options Spark itself may add to a source's or sink's options.
 _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
 
+#: ACL credentials and TLS, as the settings access_key, secret_key, ... of rmqrun run (secretKeyFile is read
+#: where the query is planned; the secret then travels to the executors inside the pickled options)
+SECURITY_OPTIONS = ("accessKey", "secretKey", "secretKeyFile", "securityToken", "tls", "tlsCaFile", "tlsCertFile",
+                    "tlsKeyFile", "tlsInsecure")
 READ_OPTIONS = ("namesrv", "topic", "tags", "startingOffsets", "endingOffsets", "maxOffsetsPerTrigger", "group",
                 "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize",
-                "namespace")
-WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs", "namespace")
+                "namespace", *SECURITY_OPTIONS)
+WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs", "namespace", *SECURITY_OPTIONS)
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -93,6 +98,46 @@ def _topics(opts: dict[str, str], what: str) -> tuple[str, ...]:
     return topics
 
 
+def _security(opts: dict[str, str], what: str) -> ClientSecurity | None:
+    """ClientSecurity from the security options; None when none is given. Never echoes a secret."""
+    def text(name: str) -> str | None:
+        return opts.get(name.lower(), "").strip() or None
+
+    secret = text("secretKey")
+    path = text("secretKeyFile")
+    if path is not None:
+        if secret is not None:
+            raise OptionError(f"rocketmq {what}: give option secretKey or secretKeyFile, not both")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                secret = (fh.readline() or "").strip() or None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise OptionError(f"rocketmq {what} option secretKeyFile: cannot read {path}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+        if secret is None:
+            raise OptionError(f"rocketmq {what} option secretKeyFile: {path} is empty")
+    tls = _bool(opts, "tls", False, what)
+    insecure = _bool(opts, "tlsInsecure", False, what)
+    access_key = text("accessKey")
+    token = text("securityToken")
+    if access_key and not secret:
+        raise OptionError(f"rocketmq {what} option accessKey is set but neither secretKey nor secretKeyFile is")
+    if (secret or token) and not access_key:
+        raise OptionError(f"rocketmq {what} option {'secretKey' if secret else 'securityToken'} is set but "
+                          "accessKey is not")
+    files = {"tlsCaFile": text("tlsCaFile"), "tlsCertFile": text("tlsCertFile"), "tlsKeyFile": text("tlsKeyFile")}
+    if not tls and (insecure or any(files.values())):
+        given = [k for k, v in files.items() if v] + (["tlsInsecure"] if insecure else [])
+        raise OptionError(f"rocketmq {what} option {', '.join(given)} needs option tls=true")
+    if files["tlsKeyFile"] and not files["tlsCertFile"]:
+        raise OptionError(f"rocketmq {what} option tlsKeyFile needs option tlsCertFile")
+    if not (access_key or tls):
+        return None
+    return ClientSecurity(access_key=access_key, secret_key=secret, security_token=token, tls=tls,
+                          tls_ca_file=files["tlsCaFile"], tls_cert_file=files["tlsCertFile"],
+                          tls_key_file=files["tlsKeyFile"], tls_insecure=insecure)
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The parsed options of a read (batch or streaming). Picklable: shipped to executors."""
@@ -111,6 +156,8 @@ class ReadOptions:
     pull_batch_size: int = 32
     #: topics and the group are read under this namespace (``ns%topic`` on the wire); rows show plain topics
     namespace: str | None = None
+    #: ACL credentials / TLS (options accessKey, secretKey or secretKeyFile, tls, ...); never in repr
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> "ReadOptions":
@@ -139,10 +186,9 @@ class ReadOptions:
         max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, minimum=1, what=what)
         if max_per_trigger is not None and not streaming:
             raise OptionError("rocketmq source option maxOffsetsPerTrigger is for streaming queries only")
+        # a stream commits its finished batches' end offsets to the group; a batch read commits nothing,
+        # but its pulls name the group (an ACL cluster lets an account use its own groups only)
         group = opts.get("group", "").strip() or None
-        if group is not None and not streaming:
-            raise OptionError("rocketmq source option group is for streaming queries only "
-                              "(a batch read commits nothing)")
         timeout_ms = _int(opts, "pullTimeoutMs", 10000, minimum=1, what=what)
         return cls(
             namesrv=namesrv, topics=topics, tags=tags, starting=starting, ending=ending,
@@ -153,6 +199,7 @@ class ReadOptions:
             pull_timeout=(timeout_ms or 10000) / 1000.0,
             pull_batch_size=_int(opts, "pullBatchSize", 32, minimum=1, what=what) or 32,
             namespace=_namespace(opts, what),
+            security=_security(opts, what),
         )
 
 
@@ -166,6 +213,7 @@ class WriteOptions:
     send_timeout: float = 3.0
     #: the topic and producer group are wrapped in this namespace on the wire
     namespace: str | None = None
+    security: ClientSecurity | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
@@ -179,4 +227,5 @@ class WriteOptions:
         ms = _int(opts, "sendTimeoutMs", 3000, minimum=1, what=what) or 3000
         group = opts.get("producergroup", "").strip() or cls.producer_group
         return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0,
-                   namespace=_namespace(opts, what))
+                   namespace=_namespace(opts, what),
+                   security=_security(opts, what))

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from rmqrun.model import MessageQueue
 from rmqrun.spark.errors import OptionError, SourceError
 from rmqrun.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, OffsetSpec, queue_key
+
+if TYPE_CHECKING:
+    from rmqrun.remoting.security import ClientSecurity
 
 
 @dataclass(frozen=True, order=True)
@@ -47,13 +50,14 @@ class QueueRange:
 
 
 def open_consumer(namesrv: str, *, group: str | None = None, timeout: float = 10.0,  # type: ignore[no-untyped-def]
-                  namespace: str | None = None):
+                  namespace: str | None = None, security: "ClientSecurity | None" = None):
     """A started :class:`~rmqrun.pull.PullConsumer`; a bad address names option ``namesrv``."""
     from rmqrun.pull import PullConsumer
 
     kwargs = {"group": group} if group else {}
     try:
-        return PullConsumer(namesrv, timeout=timeout, namespace=namespace, **kwargs).start()  # type: ignore[arg-type]
+        return PullConsumer(namesrv, timeout=timeout, namespace=namespace, security=security,  # type: ignore[arg-type]
+                            **kwargs).start()
     except ValueError as e:
         raise OptionError(f"rocketmq option namesrv: {e}") from None
 

@@ -30,12 +30,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 from urllib.parse import urlparse
 
 from rmqrun.errors import RmqrunError
 from rmqrun.spark.backfill import PULL_GROUP, Bound, RangeReport, TaskConfig
 from rmqrun.spark.plan import Plan, make_plan
+
+if TYPE_CHECKING:
+    from rmqrun.remoting.security import ClientSecurity
 
 EXIT_OK, EXIT_RUNTIME, EXIT_CONFIG, EXIT_HANDLER = 0, 1, 2, 3
 
@@ -64,6 +67,8 @@ class RunnerOptions:
     app_name: str | None = None
     #: topics and the group live under this namespace on the wire (``ns%topic``); output shows plain names
     namespace: str | None = None
+    #: ACL credentials / TLS for the driver's and the executors' connections
+    security: "ClientSecurity | None" = field(default=None, repr=False)
 
 
 @dataclass
@@ -177,7 +182,8 @@ def _commit(opts: RunnerOptions, plan: Plan) -> None:
 
     assert opts.group is not None
     try:
-        with PullConsumer(opts.namesrv, opts.group, timeout=10.0, namespace=opts.namespace) as consumer:
+        with PullConsumer(opts.namesrv, opts.group, timeout=10.0, namespace=opts.namespace,
+                          security=opts.security) as consumer:
             for mq in plan.queues:
                 consumer.update_consume_offset(mq, plan.end[mq])
             consumer.persist_consume_offsets()
@@ -225,14 +231,15 @@ def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stde
         if problem:
             raise ConfigError(problem)
 
-    with PullConsumer(opts.namesrv, opts.group or PULL_GROUP, timeout=10.0, namespace=opts.namespace) as consumer:
+    with PullConsumer(opts.namesrv, opts.group or PULL_GROUP, timeout=10.0, namespace=opts.namespace,
+                      security=opts.security) as consumer:
         plan = make_plan(consumer, opts.topic, opts.start, opts.end)
     note(f"rmqrun spark: {opts.topic}: {len(plan.queues)} queues, {plan.total} messages from {opts.start.describe()} "
          f"to {opts.end.describe()}; master {opts.master}")
 
     cfg = TaskConfig(namesrv=opts.namesrv, handler=opts.handler, tags=opts.tags, worker_init=opts.worker_init,
                      batch_size=opts.batch_size, time_limit=opts.time_limit, group=opts.group or PULL_GROUP,
-                     failures=_failures_mode(opts), namespace=opts.namespace)
+                     failures=_failures_mode(opts), namespace=opts.namespace, security=opts.security)
     summary = Summary(planned=plan.total)
     reports: list[RangeReport] = []
     if plan.total:

@@ -127,7 +127,7 @@ async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
     from rmqrun.client.producer import Producer
 
     async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout,
-                        namespace=opts.namespace) as producer:
+                        namespace=opts.namespace, security=opts.security) as producer:
         sends = _Sends(producer, opts)
         try:
             for row in rows:

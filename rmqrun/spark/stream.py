@@ -42,12 +42,16 @@ _PLANNER_CONSUMERS: dict[tuple[Any, ...], Any] = {}
 
 
 def _planner_consumer(opts: ReadOptions) -> Any:
-    # (name server, group, timeout), plus the namespace when there is one
-    key = (opts.namesrv, opts.group or "", opts.pull_timeout) + ((opts.namespace,) if opts.namespace else ())
+    # (name server, group, timeout), plus the namespace and the security when there are any
+    key: tuple[Any, ...] = (opts.namesrv, opts.group or "", opts.pull_timeout)
+    if opts.namespace:
+        key += (opts.namespace,)
+    if opts.security is not None:  # another account or TLS setting is another connection
+        key += (opts.security,)
     consumer = _PLANNER_CONSUMERS.get(key)
     if consumer is None:
         consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout,
-                                 namespace=opts.namespace)
+                                 namespace=opts.namespace, security=opts.security)
         _PLANNER_CONSUMERS[key] = consumer
     return consumer
 

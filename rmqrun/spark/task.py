@@ -131,7 +131,7 @@ async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
     from rmqrun.client.republish import RetryPublisher
 
     instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
-                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout)
+                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout, security=cfg.security)
     await instance.start()
     # the retry topic and the original topic as the cluster names them (Java wraps both before a send-back)
     sender = RetryPublisher(instance, wrap(cfg.namespace, cfg.group))
@@ -166,8 +166,8 @@ def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     if cfg.worker_init:
         call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
     keep = cfg.failures in ("collect", "retry")
-    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace) as consumer, \
-            _TimeLimit(cfg.time_limit) as limit:
+    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace,
+                      security=cfg.security) as consumer, _TimeLimit(cfg.time_limit) as limit:
         for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
             handle_chunk(handler, chunk, report, limit, keep)
     if cfg.failures == "retry" and report.failures:

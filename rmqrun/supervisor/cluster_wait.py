@@ -12,6 +12,10 @@ caller only once a consumer has started, i.e. after its first rebalance.
 
 Signals keep working while it waits: TERM/INT end the wait (exit 0), the
 others (HUP, TTIN, TTOU) are handed to the supervisor as usual.
+
+A refusal is not an outage: an ACL refusal (wrong key, missing permission) or
+a failed TLS handshake (untrusted or expired certificate) ends the wait at
+once with that error, as waiting cannot fix it; the caller exits non-zero.
 """
 
 from __future__ import annotations
@@ -26,9 +30,12 @@ from loguru import logger
 
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
 #: failures worth another attempt: the network, the name server, the brokers
 RETRYABLE = (RmqrunError, OSError, asyncio.TimeoutError)
+#: failures no attempt can fix: the cluster refuses these credentials or certificates
+REFUSED = (AccessDeniedError, TlsError)
 
 
 @dataclass(slots=True, frozen=True)
@@ -56,10 +63,17 @@ async def start_when_reachable(make: Callable[[], PushConsumer], signals: "async
         engine = make()
         try:
             await engine.start()
-        except ConfigError:
+            refusal = engine.instance.refusal
+            if refusal is not None:  # a heartbeat or rebalance refused on the way: the start is no start
+                raise refusal
+        except (ConfigError, *REFUSED):
             await _discard(engine)
             raise
         except RETRYABLE as exc:
+            refusal = engine.instance.refusal or _tls_cause(exc)
+            if refusal is not None:
+                await _discard(engine)
+                raise refusal from exc
             await _discard(engine)
             error = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
         except Exception:
@@ -87,6 +101,18 @@ async def start_when_reachable(make: Callable[[], PushConsumer], signals: "async
         if sig is not None and on_signal is not None:
             await on_signal(sig)
         delay = min(backoff.cap_s, delay * 2)
+
+
+def _tls_cause(exc: BaseException) -> TlsError | None:
+    """A TLS failure behind a wrapped error (e.g. every name server failed the handshake)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, TlsError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return None
 
 
 async def _next_signal(signals: "asyncio.Queue[int]", timeout: float) -> int | None:

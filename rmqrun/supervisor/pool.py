@@ -80,6 +80,7 @@ from rmqrun.pipe.wire import (
     Retiring, Started, Status, Stop, WireError, describe_exit, encode, encode_run,
 )
 from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.remoting.security import SECRET_ENV
 
 __all__ = [
     "Pool", "PoolConfig", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost",
@@ -240,6 +241,12 @@ def describe_messages(batch: Batch, start: int, end: int) -> str:
         except Exception as exc:  # a record that does not decode is described by its place
             out.append(f"record {i} of batch {batch.batch_id} ({batch.queue_key}; undecodable: {exc})")
     return ", ".join(out) or f"batch {batch.batch_id} of {batch.queue_key}"
+
+
+def _worker_env() -> dict[str, str]:
+    """The supervisor's environment without the variables that carry secrets (ACL keys):
+    a handler never has them in reach, nor in ``/proc/<worker>/environ``."""
+    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
 
 
 def _pidfd_works() -> bool:
@@ -607,7 +614,7 @@ class Pool:
                 pipe_r, pipe_w = os.pipe()
             fds = (child.fileno(), prog_fd) if pipe_w < 0 else (child.fileno(), prog_fd, pipe_w)
             popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd)],
-                                     stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True)
+                                     stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True, env=_worker_env())
         except BaseException:
             parent.close()
             os.close(prog_fd)

@@ -135,11 +135,19 @@ class Supervisor:
             self.settings.on_ready()
         status_task = asyncio.ensure_future(self._status_loop())
         assert self.executor.fatal is not None
+        refused = self._watch_refusals(self.engine)
         code = EXIT_OK
         try:
             while True:
                 get_sig = asyncio.ensure_future(self._signals.get())
-                done, _ = await asyncio.wait({get_sig, self.executor.fatal}, return_when=asyncio.FIRST_COMPLETED)
+                done, _ = await asyncio.wait({get_sig, self.executor.fatal, refused},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if refused in done:
+                    # an ACL refusal never heals by waiting: stop with the line that says what to fix
+                    get_sig.cancel()
+                    logger.error("stopping: the cluster refuses this consumer: {}", refused.result())
+                    await self._stop(grace=self.settings.grace)
+                    return EXIT_FATAL
                 if self.executor.fatal in done:
                     get_sig.cancel()
                     logger.error("stopping: {}", self.executor.fatal.result())
@@ -158,6 +166,21 @@ class Supervisor:
                 await self._handle(sig)
         finally:
             status_task.cancel()
+            refused.cancel()
+
+    @staticmethod
+    def _watch_refusals(engine: PushConsumer) -> "asyncio.Future[BaseException]":
+        """A future set by the first ACL refusal any request of the consumer gets."""
+        fut: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+
+        def on_refusal(error: BaseException) -> None:
+            if not fut.done():
+                fut.set_result(error)
+
+        if engine.instance.refusal is not None:
+            on_refusal(engine.instance.refusal)
+        engine.instance.refusal_listeners.append(on_refusal)
+        return fut
 
     async def _handle(self, sig: int) -> None:
         pool = self.executor.pool

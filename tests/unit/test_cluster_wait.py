@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from types import SimpleNamespace
 
 import pytest
 from loguru import logger
 
 from rmqrun.client.errors import NameServerUnavailableError
 from rmqrun.errors import ConfigError
+from rmqrun.remoting.errors import AccessDeniedError, TlsError
 from rmqrun.supervisor.cluster_wait import Backoff, start_when_reachable
 
 FAST = Backoff(initial_s=0.01, cap_s=0.04, log_every_s=60.0)
@@ -23,6 +25,7 @@ class FakeEngine:
     def __init__(self, outcomes: list[BaseException | None]) -> None:
         self.error = outcomes.pop(0) if outcomes else None
         self.shut = False
+        self.instance = SimpleNamespace(refusal=None)  # the client instance's first ACL refusal: none
         FakeEngine.made.append(self)
 
     async def start(self) -> None:
@@ -85,3 +88,50 @@ def test_what_waiting_cannot_fix_is_raised_at_once(error: BaseException) -> None
     with pytest.raises(type(error)):
         asyncio.run(main())
     assert len(FakeEngine.made) == 1 and FakeEngine.made[0].shut
+
+
+@pytest.mark.parametrize("error", [
+    AccessDeniedError(1, "org.apache.rocketmq.acl.common.AclException: No acl config for ak", 34,
+                      message="access denied by b:1: HEART_BEAT (group G) with access key ak: No acl config for ak"),
+    TlsError("TLS to n:1 failed: the server's certificate is not accepted: certificate has expired"),
+])
+def test_a_refusal_ends_the_wait_at_once(error: BaseException, logs: list[str]) -> None:
+    """An ACL refusal or a failed TLS handshake is no outage: no second attempt, the error itself is raised."""
+    async def main():  # type: ignore[no-untyped-def]
+        return await start_when_reachable(lambda: FakeEngine([error]), asyncio.Queue(),  # type: ignore[arg-type,return-value]
+                                          backoff=FAST)
+
+    with pytest.raises(type(error)) as info:
+        asyncio.run(main())
+    assert info.value is error and len(FakeEngine.made) == 1 and FakeEngine.made[0].shut
+
+
+def test_a_refusal_swallowed_during_start_still_ends_the_wait(logs: list[str]) -> None:
+    """A heartbeat refused inside start() (logged, not raised) is recorded by the client instance: no start."""
+    refusal = AccessDeniedError(1, "AclException: x", 34, message="access denied by b:1: HEART_BEAT")
+
+    def make() -> FakeEngine:
+        engine = FakeEngine([])
+        engine.instance.refusal = refusal
+        return engine
+
+    async def main():  # type: ignore[no-untyped-def]
+        return await start_when_reachable(make, asyncio.Queue(), backoff=FAST)  # type: ignore[arg-type,return-value]
+
+    with pytest.raises(AccessDeniedError):
+        asyncio.run(main())
+    assert len(FakeEngine.made) == 1 and FakeEngine.made[0].shut
+
+
+def test_tls_failure_behind_every_name_server_ends_the_wait(logs: list[str]) -> None:
+    tls = TlsError("TLS to n:1 failed: the server does not speak TLS here")
+    wrapped = NameServerUnavailableError("no name server answered among n:1")
+    wrapped.__cause__ = tls
+
+    async def main():  # type: ignore[no-untyped-def]
+        return await start_when_reachable(lambda: FakeEngine([wrapped]), asyncio.Queue(),  # type: ignore[arg-type,return-value]
+                                          backoff=FAST)
+
+    with pytest.raises(TlsError):
+        asyncio.run(main())
+    assert len(FakeEngine.made) == 1
