@@ -1,0 +1,110 @@
+"""A running embedded broker whose disk fills up: sends refused as a Java broker refuses them.
+
+The disk-use reading is injected (``store.set_disk_usage``) and the broker's own retention
+check, every 200 ms here, sees it, as a real broker's CleanCommitLogService sees its disk.
+Clients talk to it over TCP: a producer is answered SERVICE_NOT_AVAILABLE with the disk use
+in the remark and nothing is stored; a consumer's send-back is answered SYSTEM_ERROR
+"SERVICE_NOT_AVAILABLE" (what 4.9.8 answers a failed send-back put); pulls go on; once use
+is back at or under 85%, sends are stored again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.client.errors import SendFailedError
+from rmqrun.client.instance import ClientInstance
+from rmqrun.client.producer import Producer
+from rmqrun.pull import PullStatus
+from rmqrun.pull.consumer import PullConsumer
+from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting.errors import BrokerError
+from tests.integration.signals_kit import produce, queue_max_offsets, start_broker, wait_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def disk_reads(eb: EmbeddedBroker, used: float) -> None:
+    eb.broker.store.set_disk_usage(lambda _p: used)
+
+
+async def send_once(eb: EmbeddedBroker, topic: str, body: bytes) -> BrokerError:
+    """One send attempt (no retry on another broker: there is none); the broker's refusal."""
+    async with Producer(eb.namesrv_address, "PG_diskfull", retry_times=0) as producer:
+        with pytest.raises(SendFailedError) as info:
+            await producer.send(topic, body)
+    cause = info.value.__cause__
+    assert isinstance(cause, BrokerError), repr(info.value)
+    return cause
+
+
+async def send_back(eb: EmbeddedBroker, commit_log_offset: int, msg_id: str) -> BrokerError:
+    inst = ClientInstance(eb.namesrv_address, instance_name="probe-sendback")
+    try:
+        with pytest.raises(BrokerError) as info:
+            await inst.broker.consumer_send_msg_back(
+                eb.broker_address, group="GDF", commit_log_offset=commit_log_offset, delay_level=0,
+                origin_msg_id=msg_id, origin_topic="DF", max_reconsume_times=16)
+        return info.value
+    finally:
+        await inst.close()
+
+
+def test_a_full_disk_refuses_sends_with_service_not_available_until_space_is_back(tmp_path: Path) -> None:
+    eb = start_broker(tmp_path, clean_resource_interval_ms=200)
+    store = eb.broker.store
+    try:
+        disk_reads(eb, 0.10)
+        produce(eb, "DF", 8)
+        before = queue_max_offsets(eb, "DF")
+        assert sum(before.values()) == 8
+
+        disk_reads(eb, 0.93)  # above diskSpaceWarningLevelRatio (90%)
+        wait_until(lambda: store.disk_full, 10, "the broker's check marking the disk full")
+        log_end = store.commit_log_max_offset
+        refused = asyncio.run(send_once(eb, "DF", b"refused"))
+        assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+        assert "the broker's disk is full [CL:  0.93 CQ:  0.93 INDEX:  0.93]" in refused.remark
+        assert str(store.data_dir) in refused.remark and "85%" in refused.remark
+        assert queue_max_offsets(eb, "DF") == before  # nothing stored
+
+        # Reads go on: a consumer can drain what is there, and is told where the end is.
+        with PullConsumer(eb.namesrv_address, "GDF") as pc:
+            queues = pc.fetch_subscribe_message_queues("DF")
+            first = None
+            for mq in queues:
+                res = pc.pull(mq, "*", 0, 32)
+                assert [m.queue_offset for m in res.messages] == list(range(before[mq.queue_id]))
+                if res.messages and first is None:
+                    first = res.messages[0]
+            assert first is not None
+        # A consumer's send-back cannot be stored either: Java answers SYSTEM_ERROR named after the
+        # put status, and the client then re-publishes or retries locally.
+        refused_back = asyncio.run(send_back(eb, first.commit_log_offset, first.msg_id))
+        assert (refused_back.code, refused_back.remark) == (ResponseCode.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE")
+        assert store.commit_log_max_offset == log_end  # neither refusal wrote a byte
+
+        # Under 90% but above 85%: still refused (the mark is lifted only at or under 85%).
+        disk_reads(eb, 0.88)
+        wait_until(lambda: store.retention.last_used == 0.88, 10, "a check reading 88%")
+        assert store.disk_full
+        assert asyncio.run(send_once(eb, "DF", b"still refused")).code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+        disk_reads(eb, 0.80)
+        wait_until(lambda: not store.disk_full, 10, "the broker's check clearing the mark")
+        produce(eb, "DF", 4)
+        after = queue_max_offsets(eb, "DF")
+        assert sum(after.values()) == 12
+        with PullConsumer(eb.namesrv_address, "GDF2") as pc:
+            bodies = []
+            for mq in pc.fetch_subscribe_message_queues("DF"):
+                res = pc.pull(mq, "*", 0, 32)
+                assert res.status is PullStatus.FOUND
+                bodies += [m.body for m in res.messages]
+        assert sorted(bodies) == sorted(f"msg-{i}".encode() for i in list(range(8)) + list(range(4)))
+    finally:
+        eb.stop_in_thread()
