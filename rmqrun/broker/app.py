@@ -63,7 +63,9 @@ class EmbeddedBroker:
             config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
                                  **settings)
         self.config = config
-        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port)
+        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port,
+                                  kv_path=config.data_dir / "namesrv" / "kvConfig.json",
+                                  order_message_enable=config.order_message_enable)
         self.broker = Broker(config)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -34,6 +34,10 @@ class BrokerConfig:
     #: non-loopback address, else 127.0.0.1 (see advertise.py); resolved on construction.
     advertise_host: str | None = None
 
+    #: The name server serves ORDER_TOPIC_CONFIG (``topic create --order``) in routes as
+    #: ``orderTopicConf`` (NamesrvConfig.orderMessageEnable, off by default as in RocketMQ).
+    order_message_enable: bool = False
+
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     region_id: str = "DefaultRegion"

@@ -374,9 +374,11 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
               help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
 @click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
               help="retention: above this disk use (percent) expired files are deleted at once")
+@click.option("--order-message-enable", is_flag=True,
+              help="the name server puts ordered topics' order conf (topic create --order) in their routes")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
-           disk_max_used_space_ratio: int) -> None:
+           disk_max_used_space_ratio: int, order_message_enable: bool) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError, StoreLockedError
@@ -387,7 +389,8 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
     try:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
-                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio)
+                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
+                          order_message_enable=order_message_enable)
     except ValueError as exc:  # a bad setting: named as its option, with what is allowed
         text = str(exc)
         for name in ("advertise_host", "delete_when", "file_reserved_hours", "disk_max_used_space_ratio"):
