@@ -123,12 +123,22 @@ def test_without_order_message_enable_routes_carry_no_order_conf(tmp_path: Path)
         assert order_conf(eb, "TO_Plain") == "broker-a:2"  # the entry is written ...
         assert route_order_conf(eb, "TO_Plain") is None   # ... but not served, as a default Java name server
 
-        async def raw(_admin: AdminClient, inst: ClientInstance) -> tuple[int, str | None, bytes | None]:
-            cfg = await inst.namesrv.request(RemotingCommand(RequestCode.GET_NAMESRV_CONFIG, {}))
-            miss = await inst.namesrv.request(RemotingCommand(
-                RequestCode.GET_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": "TO_Never"}))
-            return miss.code, miss.remark, cfg.body
-        code, remark, body = admin_call(eb, raw)
-        assert (code, remark) == (ResponseCode.QUERY_NOT_FOUND,
-                                  "No config item, Namespace: ORDER_TOPIC_CONFIG Key: TO_Never")
-        assert b"orderMessageEnable=false" in (body or b"")
+        async def raw(_admin: AdminClient, inst: ClientInstance) -> dict[str, RemotingCommand]:
+            async def ask(code: int, **ext: str) -> RemotingCommand:
+                return await inst.namesrv.request(RemotingCommand(code, dict(ext)))
+            return {
+                "config": await ask(RequestCode.GET_NAMESRV_CONFIG),
+                "miss": await ask(RequestCode.GET_KV_CONFIG, namespace=ORDER_TOPIC_CONFIG, key="TO_Never"),
+                "list": await ask(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace=ORDER_TOPIC_CONFIG),
+                "no_ns": await ask(RequestCode.GET_KVLIST_BY_NAMESPACE, namespace="NO_SUCH_NS"),
+                "no_key": await ask(RequestCode.PUT_KV_CONFIG, namespace=ORDER_TOPIC_CONFIG, value="x"),
+            }
+        got = admin_call(eb, raw)
+        assert (got["miss"].code, got["miss"].remark) == (
+            ResponseCode.QUERY_NOT_FOUND, "No config item, Namespace: ORDER_TOPIC_CONFIG Key: TO_Never")
+        assert b"orderMessageEnable=false" in (got["config"].body or b"")
+        assert got["list"].code == ResponseCode.SUCCESS
+        assert json.loads(got["list"].body or b"{}") == {"table": {"TO_Plain": "broker-a:2"}}
+        assert (got["no_ns"].code, got["no_ns"].remark) == (ResponseCode.QUERY_NOT_FOUND,
+                                                            "No config item, Namespace: NO_SUCH_NS")
+        assert (got["no_key"].code, got["no_key"].remark) == (ResponseCode.SYSTEM_ERROR, "namespace or key is null")
