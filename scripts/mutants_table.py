@@ -413,4 +413,18 @@ MUTANTS: list[Mutant] = [
       "        except RETRYABLE as exc:\n            await _discard(engine)\n",
       "        except RETRYABLE as exc:\n            return engine\n",
       I + "test_start_waits_for_cluster.py::test_run_started_before_the_broker_waits_and_then_handles_everything"),
+    # ---------------------------------------------------------------- disk full, order conf
+    m("store-disk-full-accepts-writes", "rmqrun/broker/store/message_store.py",
+      "a store above disk_space_warning_level_ratio still accepts writes",
+      "        if self.retention.disk_full:\n", "        if False:\n",
+      I + "test_broker_disk_full.py", U + "test_store_disk_full.py"),
+    m("retention-disk-full-no-hysteresis", "rmqrun/broker/store/retention.py",
+      "the disk-full mark is lifted as soon as use is under the warning ratio, not at the forcible ratio",
+      "self.disk_full and used > cfg.disk_space_clean_forcibly_ratio / 100)",
+      "False and used > cfg.disk_space_clean_forcibly_ratio / 100)",
+      U + "test_store_disk_full.py::test_the_mark_holds_until_use_is_back_at_or_under_the_forcible_ratio"),
+    m("namesrv-order-conf-not-served", "rmqrun/broker/namesrv.py",
+      "the name server never puts ORDER_TOPIC_CONFIG in routes",
+      "        if self.order_message_enable:\n", "        if False:\n",
+      I + "test_cli_topic_order.py::test_cluster_mode_writes_every_broker_and_producers_hash_over_it"),
 ]
