@@ -11,6 +11,7 @@ is back at or under 85%, sends are stored again.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,15 @@ async def send_once(eb: EmbeddedBroker, topic: str, body: bytes) -> BrokerError:
     return cause
 
 
+async def send_batch_once(eb: EmbeddedBroker, topic: str) -> BrokerError:
+    async with Producer(eb.namesrv_address, "PG_diskfull", retry_times=0) as producer:
+        with pytest.raises(SendFailedError) as info:
+            await producer.send_batch(topic, [b"b1", b"b2"])
+    cause = info.value.__cause__
+    assert isinstance(cause, BrokerError), repr(info.value)
+    return cause
+
+
 async def send_back(eb: EmbeddedBroker, commit_log_offset: int, msg_id: str) -> BrokerError:
     inst = ClientInstance(eb.namesrv_address, instance_name="probe-sendback")
     try:
@@ -67,6 +77,8 @@ def test_a_full_disk_refuses_sends_with_service_not_available_until_space_is_bac
         wait_until(lambda: store.disk_full, 10, "the broker's check marking the disk full")
         log_end = store.commit_log_max_offset
         refused = asyncio.run(send_once(eb, "DF", b"refused"))
+        batch_refused = asyncio.run(send_batch_once(eb, "DF"))
+        assert (batch_refused.code, batch_refused.remark) == (refused.code, refused.remark)
         assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "the broker's disk is full [CL:  0.93 CQ:  0.93 INDEX:  0.93]" in refused.remark
         assert str(store.data_dir) in refused.remark and "85%" in refused.remark
@@ -107,4 +119,45 @@ def test_a_full_disk_refuses_sends_with_service_not_available_until_space_is_bac
                 bodies += [m.body for m in res.messages]
         assert sorted(bodies) == sorted(f"msg-{i}".encode() for i in list(range(8)) + list(range(4)))
     finally:
+        eb.stop_in_thread()
+
+
+def test_delayed_messages_wait_for_space_and_are_delivered_once_it_is_back(tmp_path: Path) -> None:
+    """A delayed message due while the disk is full is not lost: its level waits (logging that
+    once) and delivers it once writes are accepted again."""
+    from loguru import logger
+
+    from rmqrun.broker.messages import SCHEDULE_TOPIC
+
+    eb = start_broker(tmp_path, clean_resource_interval_ms=200, message_delay_levels="1s")
+    store = eb.broker.store
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="INFO")
+    try:
+        disk_reads(eb, 0.10)
+
+        async def send_delayed() -> None:
+            async with Producer(eb.namesrv_address, "PG_delay_full") as producer:
+                await producer.send("DFD", b"later", delay_level=1, queue=0)
+
+        produce(eb, "DFD", 1)  # the topic exists (a delayed send stores nothing in it yet)
+        q0 = store.max_offset("DFD", 0)
+        asyncio.run(send_delayed())
+        assert store.max_offset(SCHEDULE_TOPIC, 0) == 1
+        disk_reads(eb, 0.95)
+        wait_until(lambda: store.disk_full, 10, "the disk marked full")
+        # Due after 1 s; it cannot be stored while the disk is full.
+        wait_until(lambda: any("delayed messages of level 1 wait" in ln for ln in lines), 15,
+                   "the schedule level to hit the full disk")
+        time.sleep(1.0)
+        assert store.max_offset("DFD", 0) == q0  # not delivered, not lost: still in the schedule queue
+        assert eb.broker.schedule is not None and eb.broker.schedule.delivered == 0
+        assert sum("delayed messages of level 1 wait" in ln for ln in lines) == 1  # once, not every retry
+        disk_reads(eb, 0.80)
+        wait_until(lambda: not store.disk_full, 10, "the mark lifted")
+        wait_until(lambda: eb.broker.schedule is not None and eb.broker.schedule.delivered == 1, 30,
+                   "the delayed message delivered once space is back")
+        assert store.max_offset("DFD", 0) == q0 + 1
+    finally:
+        logger.remove(sink)
         eb.stop_in_thread()
