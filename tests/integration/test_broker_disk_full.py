@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -24,9 +25,21 @@ from rmqrun.pull import PullStatus
 from rmqrun.pull.consumer import PullConsumer
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
-from tests.integration.signals_kit import produce, queue_max_offsets, start_broker, wait_until
+from tests.integration.signals_kit import (Runs, committed, oks, produce, queue_max_offsets, read_deliveries,
+                                           start_broker, wait_until)
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(180)
+
+PROBE = "tests.integration.probe_handler"
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Iterator[Runs]:
+    r = Runs(tmp_path)
+    try:
+        yield r
+    finally:
+        r.close()
 
 
 def disk_reads(eb: EmbeddedBroker, used: float) -> None:
@@ -160,4 +173,41 @@ def test_delayed_messages_wait_for_space_and_are_delivered_once_it_is_back(tmp_p
         assert store.max_offset("DFD", 0) == q0 + 1
     finally:
         logger.remove(sink)
+        eb.stop_in_thread()
+
+
+def test_a_running_consumer_loses_nothing_through_a_full_disk(tmp_path: Path, runs: Runs) -> None:
+    """`rmqrun run` while the broker refuses writes: its failed messages can be neither sent back
+    nor re-published, so they are retried locally and never committed past; once space is back
+    they go through the retry topic and everything is handled and committed."""
+    eb = start_broker(tmp_path, clean_resource_interval_ms=200)
+    store = eb.broker.store
+    try:
+        disk_reads(eb, 0.10)
+        produce(eb, "DFR", 20)
+        maxes = queue_max_offsets(eb, "DFR")
+        disk_reads(eb, 0.95)
+        wait_until(lambda: store.disk_full, 10, "the disk marked full")
+        record = tmp_path / "records.txt"
+        run = runs.start("run", f"{PROBE}:record", namesrv=eb.namesrv_address, group="GDFR", topic="DFR",
+                         args=["--workers", "1"], env={"PROBE_RECORD": str(record), "PROBE_FAIL_IDX": "3,7",
+                                                   "PROBE_FAIL_TIMES": "3"})
+        wait_until(lambda: {d.idx for d in oks(record)} == set(range(20)) - {3, 7}, 60, "the others handled")
+        first = {d.idx: d for d in read_deliveries(record) if d.event == "fail"}
+        assert set(first) == {3, 7}
+        # Past the 5 s local retry: consumed again locally (one more reconsume time, as Java counts
+        # it), failed again, still refused, and never committed past.
+        wait_until(lambda: {d.idx for d in read_deliveries(record) if d.event == "fail" and d.reconsume == 1}
+                   == {3, 7}, 30, "the local retry of 3 and 7")
+        done = committed(eb, "GDFR", "DFR")
+        for d in first.values():
+            assert done[d.queue_id] <= d.offset, (d, done, run.log()[-3000:])
+        assert {d.idx for d in oks(record)} == set(range(20)) - {3, 7}
+        assert "SERVICE_NOT_AVAILABLE" in run.log()
+        disk_reads(eb, 0.80)
+        wait_until(lambda: {d.idx for d in oks(record)} == set(range(20)), 60, "3 and 7 handled once space is back")
+        wait_until(lambda: committed(eb, "GDFR", "DFR") == maxes, 30, "every queue committed to its end")
+        run.signal(15)
+        assert run.wait(30) == 0
+    finally:
         eb.stop_in_thread()
