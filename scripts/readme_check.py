@@ -159,6 +159,9 @@ class Runner:
         if args[:2] == ["rmqrun", "run"]:
             self.run_consumer(line, args)
             return
+        if "--watch" in args or "--follow" in args:
+            self.run_until_interrupted(line, args)
+            return
         proc = subprocess.run(args, cwd=self.checkout, env=self.env, capture_output=True, text=True,
                               timeout=COMMAND_TIMEOUT)
         if proc.returncode != 0:
@@ -174,11 +177,30 @@ class Runner:
         self.background.append(bg)
         return bg
 
-    def run_consumer(self, line: str, args: list[str]) -> None:
-        """``rmqrun run``: started, consuming, its group's lag down to 0, then SIGTERM -> exit 0."""
-        group = args[args.index("--group") + 1]
+    def run_until_interrupted(self, line: str, args: list[str]) -> None:
+        """``--watch`` / ``--follow``: it must print a first line, then stop on SIGINT with exit 0."""
         bg = self.start(line, args)
-        bg.wait_for(r"\| consuming .* as group ", COMMAND_TIMEOUT)
+        bg.wait_for(r"\S", COMMAND_TIMEOUT)
+        time.sleep(1.0)
+        bg.proc.send_signal(signal.SIGINT)
+        try:
+            code = bg.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            code = bg.stop()
+        self.background.remove(bg)
+        if code != 0:
+            raise CheckFailed(f"`{line}` exited {code} after SIGINT:\n{bg.tail()}")
+        self.say(f"ok    {line}    [{bg.out[0].strip()[:100]}]")
+
+    def run_consumer(self, line: str, args: list[str]) -> None:
+        """``rmqrun run``: started, consuming, its group's lag down to 0, then SIGTERM -> exit 0.
+
+        Without ``--group`` on the line (a ``--config`` file names it) the group is read from
+        the run's own "consuming ... as group G" line."""
+        bg = self.start(line, args)
+        consuming = bg.wait_for(r"\| consuming .* as group ", COMMAND_TIMEOUT)
+        group = args[args.index("--group") + 1] if "--group" in args else \
+            consuming.split(" as group ", 1)[1].split()[0]
         deadline = time.monotonic() + COMMAND_TIMEOUT
         lag = None
         while time.monotonic() < deadline:

@@ -77,3 +77,27 @@ def test_quick_start_from_a_fresh_checkout(tmp_path: Path) -> None:
         proc.stdout[-3000:]
     assert (tmp_path / "rmqrun" / ".venv" / "bin" / "rmqrun").exists()
     assert proc.stdout.rstrip().endswith("README commands: all ok")
+
+
+@pytest.mark.timeout(420)
+def test_watch_follow_and_a_run_named_by_its_config_file_are_run_and_stopped(tmp_path: Path) -> None:
+    """Commands others may add to the README: ``--watch`` (stopped with SIGINT, must exit 0) and an
+    ``rmqrun run`` whose group comes from ``--config`` (read back from its own log)."""
+    readme = (REPO / "README.md").read_text()
+    extended = readme.replace(
+        "rmqrun topic delete Audit ",
+        "rmqrun status --group OrderScoring --watch --interval 0.5\n"
+        "rmqrun read --topic Orders --from latest --follow\n"
+        "rmqrun run --config config/example.yaml --topic Orders --workers 1\n"
+        "rmqrun topic delete Audit ", 1)
+    assert extended != readme
+    path = tmp_path / "README.md"
+    path.write_text(extended)
+    proc = run_check("--venv", str(VENV), "--readme", str(path), timeout=400)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "ok    rmqrun status --group OrderScoring --watch --interval 0.5    [group OrderScoring]" in proc.stdout
+    assert "ok    rmqrun read --topic Orders --from latest --follow    [" in proc.stdout
+    # example.yaml's group (example_group) is new: CONSUME_FROM_LAST_OFFSET, yet the broker answers 0
+    # while a queue's first message is still in memory (RocketMQ's rule), so it consumes all 1000.
+    run_line = "ok    rmqrun run --config config/example.yaml --topic Orders --workers 1    [stopped: 1000 messages"
+    assert run_line in proc.stdout
