@@ -34,6 +34,7 @@ from loguru import logger
 
 from rmqrun.broker.broker import Broker
 from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.kv_config import KVConfigTable
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
 
 READY_MARKER = "RMQRUN_BROKER_READY"
@@ -63,13 +64,14 @@ class EmbeddedBroker:
             config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
                                  **settings)
         self.config = config
-        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port,
-                                  kv_path=config.data_dir / "namesrv" / "kvConfig.json",
-                                  order_message_enable=config.order_message_enable)
+        self.namesrv = NameServer(config.namesrv_host, config.namesrv_port)
         self.broker = Broker(config)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
+        # The name server's KV table (ORDER_TOPIC_CONFIG) lives beside the broker's data.
+        self.namesrv.kv = KVConfigTable(config.data_dir / "namesrv" / "kvConfig.json")
+        self.namesrv.order_message_enable = config.order_message_enable
 
     @property
     def namesrv_address(self) -> str:

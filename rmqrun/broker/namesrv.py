@@ -22,7 +22,6 @@ carries the topic's value as ``orderTopicConf``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -55,23 +54,23 @@ class BrokerEntry:
 
 
 class NameServer:
-    def __init__(self, host: str = "127.0.0.1", port: int = 9876, *, kv_path: Path | None = None,
-                 order_message_enable: bool = False) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 9876) -> None:
         self.server = RemotingServer(host, port, name="namesrv")
         self.brokers: list[BrokerEntry] = []
-        #: PUT/GET/DELETE_KV_CONFIG's table, saved to ``kv_path`` (None: memory only).
-        self.kv = KVConfigTable(kv_path)
-        #: NamesrvConfig.orderMessageEnable: routes carry ORDER_TOPIC_CONFIG as orderTopicConf.
-        self.order_message_enable = order_message_enable
-        self.server.register(RequestCode.PUT_KV_CONFIG, self._put_kv)
-        self.server.register(RequestCode.GET_KV_CONFIG, self._get_kv)
-        self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
-        self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._get_kv_list)
         self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
         self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._get_cluster_info)
         self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._get_topic_list)
         self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
         self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
+        #: PUT/GET/DELETE_KV_CONFIG's table; the embedded broker gives it a file
+        #: (``<data-dir>/namesrv/kvConfig.json``) before start, else it lives in memory.
+        self.kv = KVConfigTable(None)
+        #: NamesrvConfig.orderMessageEnable: routes carry ORDER_TOPIC_CONFIG as orderTopicConf.
+        self.order_message_enable = False
+        self.server.register(RequestCode.PUT_KV_CONFIG, self._put_kv)
+        self.server.register(RequestCode.GET_KV_CONFIG, self._get_kv)
+        self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
+        self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._get_kv_list)
 
     @property
     def address(self) -> str:

@@ -32,8 +32,9 @@ from typing import Any
 import click
 
 from rmqrun.cli.admin_session import AdminError, admin_session, resolve_namesrv, run_admin
-from rmqrun.client.admin import ORDER_TOPIC_CONFIG, AdminClient, TopicConfig
+from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
+from rmqrun.client.admin import ORDER_TOPIC_CONFIG
 from rmqrun.errors import ConfigError
 from rmqrun.remoting.errors import TopicNotExistError
 
@@ -157,7 +158,7 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
                          bool(order))
     addr = resolve_namesrv(namesrv, config_file)
 
-    async def main() -> tuple[list[str], str | None]:
+    async def main() -> list[str]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):
             brokers, cluster_name = await targets(admin, broker, cluster)
             for b in brokers:
@@ -165,16 +166,16 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
                     raise AdminError(f"topic {name!r} already exists on broker {b} (use 'rmqrun topic update')")
             for b in brokers:
                 await admin.create_or_update_topic(b, config)
-            conf = None
             if config.order:
-                conf = await write_order_conf(admin, name, cluster_name, {b: config.write_queue_nums for b in brokers},
-                                              True)
-            return brokers, conf
+                order_conf.append(await write_order_conf(admin, name, cluster_name,
+                                                         {b: config.write_queue_nums for b in brokers}, True))
+            return brokers
 
-    done, conf = run_admin(main)
+    order_conf: list[str | None] = []
+    done = run_admin(main)
     click.echo(f"created {name}: {config.read_queue_nums} read / {config.write_queue_nums} write queue(s), "
                f"perm {perm_to_string(config.perm)}, order {str(config.order).lower()} on {', '.join(done)}"
-               + (f"; name server order conf {conf}" if conf else ""))
+               + (f"; name server order conf {order_conf[0]}" if order_conf and order_conf[0] else ""))
 
 
 @topic.command()
