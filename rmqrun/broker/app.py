@@ -34,6 +34,7 @@ from loguru import logger
 
 from rmqrun.broker.broker import Broker
 from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.kv_config import KVConfigTable
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
 from rmqrun.broker.tls import tls_server_options
 
@@ -70,6 +71,9 @@ class EmbeddedBroker:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
+        # The name server's KV table (ORDER_TOPIC_CONFIG) lives beside the broker's data.
+        self.namesrv.kv = KVConfigTable(config.data_dir / "namesrv" / "kvConfig.json")
+        self.namesrv.order_message_enable = config.order_message_enable
 
     @property
     def namesrv_address(self) -> str:

@@ -36,6 +36,10 @@ class BrokerConfig:
     #: non-loopback address, else 127.0.0.1 (see advertise.py); resolved on construction.
     advertise_host: str | None = None
 
+    #: The name server serves ORDER_TOPIC_CONFIG (``topic create --order``) in routes as
+    #: ``orderTopicConf`` (NamesrvConfig.orderMessageEnable, off by default as in RocketMQ).
+    order_message_enable: bool = False
+
     broker_name: str = "broker-a"
     cluster_name: str = "DefaultCluster"
     region_id: str = "DefaultRegion"
@@ -92,6 +96,10 @@ class BrokerConfig:
     #: Disk use (percent) above which even unexpired files go, oldest first
     #: (diskSpaceCleanForciblyRatio, 85).
     disk_space_clean_forcibly_ratio: int = 85
+    #: Disk use (percent) above which the broker refuses writes (sends answered
+    #: SERVICE_NOT_AVAILABLE) until it is back at or under the forcible ratio
+    #: (4.9's diskSpaceWarningLevelRatio, 0.90).
+    disk_space_warning_level_ratio: int = 90
     #: How often retention checks (cleanResourceInterval, 10 s).
     clean_resource_interval_ms: int = 10_000
 
@@ -161,6 +169,7 @@ class BrokerConfig:
             delete_when=self.delete_when,
             disk_max_used_space_ratio=self.disk_max_used_space_ratio,
             disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
             clean_resource_interval_ms=self.clean_resource_interval_ms,
         )
 

@@ -11,6 +11,12 @@ sends strict JSON when the request's version is >= 401 (V4_9_4) or it asks
 with ``acceptStandardJsonOnly``, and fastjson's bare integer keys
 (``"brokerAddrs":{0:"…"}``) otherwise, which older clients such as the C++
 one expect; an unknown topic gets TOPIC_NOT_EXIST with the real remark.
+
+The KV table (PUT/GET/DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE) is Java's
+``KVConfigManager``: admin tools keep the ordered topics' ``ORDER_TOPIC_CONFIG``
+there (``mqadmin updateTopic -o``, ``rmqrun topic create --order``), and with
+``order_message_enable`` (off by default, as in ``NamesrvConfig``) a route
+carries the topic's value as ``orderTopicConf``.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any
 
 from loguru import logger
 
+from rmqrun.broker.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
 from rmqrun.broker.topics import TopicTable
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode, VERSION_V4_9_4
@@ -56,6 +63,15 @@ class NameServer:
         self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._get_topic_list)
         self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
         self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
+        #: PUT/GET/DELETE_KV_CONFIG's table; the embedded broker gives it a file
+        #: (``<data-dir>/namesrv/kvConfig.json``) before start, else it lives in memory.
+        self.kv = KVConfigTable(None)
+        #: NamesrvConfig.orderMessageEnable: routes carry ORDER_TOPIC_CONFIG as orderTopicConf.
+        self.order_message_enable = False
+        self.server.register(RequestCode.PUT_KV_CONFIG, self._put_kv)
+        self.server.register(RequestCode.GET_KV_CONFIG, self._get_kv)
+        self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
+        self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._get_kv_list)
 
     @property
     def address(self) -> str:
@@ -65,6 +81,9 @@ class NameServer:
         self.brokers = [b for b in self.brokers if b.broker_name != entry.broker_name] + [entry]
 
     async def start(self) -> None:
+        self.kv.load()
+        if self.kv.problem:
+            logger.warning("name server KV table {}: {}", self.kv.path, self.kv.problem)
         await self.server.start()
 
     async def stop(self) -> None:
@@ -90,7 +109,12 @@ class NameServer:
             broker_datas.append(entry.broker_data(int_keys=not standard_json))
         if not queue_datas:
             return None
-        body = {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
+        body: dict[str, Any] = {"brokerDatas": broker_datas, "filterServerTable": {}}
+        if self.order_message_enable:
+            order_conf = self.kv.get(ORDER_TOPIC_CONFIG, topic)
+            if order_conf is not None:
+                body["orderTopicConf"] = order_conf  # fastjson's sorted field order
+        body["queueDatas"] = queue_datas
         return fastjson.dumps(body, unquoted_int_keys=not standard_json)
 
     async def _get_route(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -130,7 +154,45 @@ class NameServer:
 
     async def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_NAMESRV_CONFIG (``mqadmin getNamesrvConfig``): the settings that mean something here."""
-        props = {"listenPort": str(self.server.port), "orderMessageEnable": "false", "clusterTest": "false",
+        props = {"listenPort": str(self.server.port),
+                 "orderMessageEnable": str(self.order_message_enable).lower(), "clusterTest": "false",
                  "productEnvName": "center"}
+        if self.kv.path is not None:
+            props["kvConfigPath"] = str(self.kv.path)
         text = "".join(f"{k}={v}\n" for k, v in props.items())
         return cmd.response(ResponseCode.SUCCESS, body=text.encode())
+
+    # ------------------------------------------------------------------ KV config
+
+    async def _put_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ns, key = cmd.ext_fields.get("namespace"), cmd.ext_fields.get("key")
+        if ns is None or key is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "namespace or key is null")
+        try:
+            self.kv.put(ns, key, cmd.ext_fields.get("value", ""))
+        except OSError as exc:  # Java logs a failed persist and answers success; say it instead
+            logger.error("saving the name server KV table {} failed: {}", self.kv.path, exc.strerror or exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"saving {self.kv.path} failed: {exc.strerror or exc}")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ns, key = cmd.ext_fields.get("namespace", ""), cmd.ext_fields.get("key", "")
+        value = self.kv.get(ns, key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return cmd.response(ResponseCode.SUCCESS, ext_fields={"value": value})
+
+    async def _delete_kv(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            self.kv.delete(cmd.ext_fields.get("namespace", ""), cmd.ext_fields.get("key", ""))
+        except OSError as exc:
+            logger.error("saving the name server KV table {} failed: {}", self.kv.path, exc.strerror or exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"saving {self.kv.path} failed: {exc.strerror or exc}")
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_kv_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        ns = cmd.ext_fields.get("namespace", "")
+        table = self.kv.namespace(ns)
+        if table is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}))

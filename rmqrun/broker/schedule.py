@@ -27,7 +27,7 @@ from typing import Awaitable, Callable
 from loguru import logger
 
 from rmqrun.broker.messages import SCHEDULE_TOPIC, InnerMessage, StoredMessage, read_stored
-from rmqrun.broker.store import GetMessageStatus, MessageStore
+from rmqrun.broker.store import DiskFullError, GetMessageStatus, MessageStore
 from rmqrun.broker.store.json_file import JsonFile
 from rmqrun.remoting.message import (
     PROPERTY_DELAY_TIME_LEVEL,
@@ -39,6 +39,9 @@ from rmqrun.remoting.message import (
 DELAY_OFFSET_FILE = "delayOffset.json"
 #: Back-off after a failed delivery (RocketMQ DELAY_FOR_A_WHILE is 100 ms).
 RETRY_DELAY_S = 0.1
+#: Back-off while the store refuses writes for a full disk (RocketMQ DELAY_FOR_A_PERIOD, 10 s):
+#: retention needs a check or two to free space, and retrying every 100 ms only floods the log.
+DISK_FULL_RETRY_S = 10.0
 BATCH = 32
 
 Deliver = Callable[[InnerMessage], Awaitable[object]]
@@ -80,6 +83,8 @@ class ScheduleService:
         self._stopping = False
         #: Messages delivered since start, for tests and the log.
         self.delivered = 0
+        #: Levels whose delivery waits for a full disk (logged once per episode).
+        self._disk_full_levels: set[int] = set()
 
     @property
     def max_level(self) -> int:
@@ -179,7 +184,7 @@ class ScheduleService:
                     await asyncio.sleep((due - now) / 1000.0)
                     break  # re-read from this offset: the record is due now
                 if not await self._deliver_one(stored, level):
-                    await asyncio.sleep(RETRY_DELAY_S)
+                    await asyncio.sleep(DISK_FULL_RETRY_S if self.store.disk_full else RETRY_DELAY_S)
                     break
                 self.offsets[level] = stored.queue_offset + 1
 
@@ -193,9 +198,16 @@ class ScheduleService:
             await self._deliver(msg)
         except asyncio.CancelledError:
             raise
+        except DiskFullError as exc:
+            if level not in self._disk_full_levels:  # once per level and disk-full episode
+                logger.warning("delayed messages of level {} wait: {}; delivery retries every {:g} s",
+                               level, exc, DISK_FULL_RETRY_S)
+                self._disk_full_levels.add(level)
+            return False
         except Exception as exc:
             logger.warning("delivering delayed message {} to {} failed, will retry: {!r}", stored.offset_msg_id,
                            msg.topic, exc)
             return False
+        self._disk_full_levels.discard(level)
         self.delivered += 1
         return True

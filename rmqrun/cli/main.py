@@ -407,10 +407,12 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
 @click.option("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
 @click.option("--tls-mode", type=click.Choice(["permissive", "enforcing"]), default=None,
               help="permissive: TLS and plain clients on the same port; enforcing: TLS only [default: permissive]")
+@click.option("--order-message-enable", is_flag=True,
+              help="the name server puts ordered topics' order conf (topic create --order) in their routes")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
            disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
-           tls_mode: str | None) -> None:
+           tls_mode: str | None, order_message_enable: bool) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError, StoreLockedError
@@ -422,7 +424,8 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
-                          acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode)
+                          acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
+                          order_message_enable=order_message_enable)
     except ValueError as exc:  # a bad setting: named as its option, with what is allowed
         text = str(exc)
         for name in ("advertise_host", "delete_when", "file_reserved_hours", "disk_max_used_space_ratio"):

@@ -10,6 +10,17 @@ the cluster, then from the name servers, as ``mqadmin deleteTopic``.
 ``list`` asks the name server; ``describe`` shows the route and, per queue,
 the min/max offsets and last update time the broker reports
 (GET_TOPIC_STATS_INFO, as ``mqadmin topicStatus``).
+
+``--order`` also writes the name server's ORDER_TOPIC_CONFIG entry, as
+``mqadmin updateTopic -o true`` does: with ``-c`` (or the only cluster)
+``"<broker>:<write queues>"`` for every broker of the cluster, joined by
+``;``; with ``-b`` that broker's item merged into the entry already there.
+Producers hash an ordered topic's keys over that list (``orderTopicConf``
+in the route, when the name server has ``orderMessageEnable``). Beyond
+mqadmin: ``update --no-order`` removes the broker's item (or the entry), an
+``update`` of an ordered topic rewrites it with the new write-queue counts,
+and ``delete`` removes it, so a topic created again later is not pinned to a
+stale queue count.
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_options
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
+from rmqrun.client.admin import ORDER_TOPIC_CONFIG
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import has_namespace, unwrap, wrap
 from rmqrun.remoting.errors import TopicNotExistError
@@ -67,6 +79,45 @@ async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -
         known = ", ".join(sorted(info.clusters)) or "none"
         raise AdminError(f"cluster {cluster!r} has no master broker on the name server (clusters: {known})")
     return masters, cluster
+
+
+def _order_items(conf: str | None) -> dict[str, str]:
+    """``"a:8;b:8"`` -> {"a": "a:8", "b": "b:8"}, keyed by broker name as mqadmin merges them."""
+    items: dict[str, str] = {}
+    for item in (conf or "").split(";"):
+        if item.strip():
+            items[item.split(":")[0]] = item
+    return items
+
+
+async def write_order_conf(admin: AdminClient, topic: str, cluster: str | None, write_queues: dict[str, int],
+                           order: bool) -> str | None:
+    """Make the name server's ORDER_TOPIC_CONFIG entry of ``topic`` say what the brokers now hold.
+
+    ``write_queues``: broker address -> write-queue count just written. ``cluster`` None
+    means ``-b`` (merge this broker's item into the entry); else the whole entry is the
+    cluster's brokers. Returns the entry as written (None: there is none now).
+    """
+    info = await admin.cluster_info()
+    by_name = {info.broker_name_of(addr) or addr: count for addr, count in write_queues.items()}
+    if cluster is not None:
+        names = sorted(info.clusters.get(cluster, [])) or sorted(by_name)
+        old = _order_items(await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic))
+        items = {n: f"{n}:{by_name[n]}" if n in by_name else old.get(n, "") for n in names} if order else {}
+    else:
+        items = _order_items(await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic))
+        for n, count in by_name.items():
+            if order:
+                items[n] = f"{n}:{count}"
+            else:
+                items.pop(n, None)
+    conf = ";".join(v for v in items.values() if v)
+    if conf:
+        await admin.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf)
+        return conf
+    if await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic) is not None:
+        await admin.delete_kv_config(ORDER_TOPIC_CONFIG, topic)
+    return None
 
 
 def _where(fn: Any) -> Any:
@@ -115,17 +166,22 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
 
     async def main() -> list[str]:
         async with admin_session(addr, "rmqrun-topic") as (_, admin):
-            brokers, _cluster = await targets(admin, broker, cluster)
+            brokers, cluster_name = await targets(admin, broker, cluster)
             for b in brokers:
                 if name in await admin.topic_configs(b):
                     raise AdminError(f"topic {name!r} already exists on broker {b} (use 'rmqrun topic update')")
             for b in brokers:
                 await admin.create_or_update_topic(b, config)
+            if config.order:
+                order_conf.append(await write_order_conf(admin, name, cluster_name,
+                                                         {b: config.write_queue_nums for b in brokers}, True))
             return brokers
 
+    order_conf: list[str | None] = []
     done = run_admin(main)
     click.echo(f"created {name}: {config.read_queue_nums} read / {config.write_queue_nums} write queue(s), "
-               f"perm {perm_to_string(config.perm)}, order {str(config.order).lower()} on {', '.join(done)}")
+               f"perm {perm_to_string(config.perm)}, order {str(config.order).lower()} on {', '.join(done)}"
+               + (f"; name server order conf {order_conf[0]}" if order_conf and order_conf[0] else ""))
 
 
 @topic.command()
@@ -152,6 +208,7 @@ def update(name: str, queues: int | None, read_queues: int | None, write_queues:
             if missing:
                 raise AdminError(f"topic {name!r} does not exist on broker {', '.join(missing)} "
                                  "(use 'rmqrun topic create')")
+            written: dict[str, TopicConfig] = {}
             for b, old in current.items():
                 assert old is not None
                 cfg = TopicConfig(name, read if read is not None else old.read_queue_nums,
@@ -160,8 +217,14 @@ def update(name: str, queues: int | None, read_queues: int | None, write_queues:
                                   order if order is not None else old.order,
                                   old.topic_filter_type, old.topic_sys_flag)
                 await admin.create_or_update_topic(b, cfg)
+                written[b] = cfg
                 lines.append(f"updated {name} on {b}: {cfg.read_queue_nums} read / {cfg.write_queue_nums} write "
                              f"queue(s), perm {perm_to_string(cfg.perm)}, order {str(cfg.order).lower()}")
+            ordered = {b: c.write_queue_nums for b, c in written.items() if c.order}
+            if ordered or order is False:
+                conf = await write_order_conf(admin, name, _cluster, ordered or
+                                              {b: c.write_queue_nums for b, c in written.items()}, bool(ordered))
+                lines.append(f"name server order conf of {name}: {conf or 'none'}")
         return lines
 
     click.echo("\n".join(run_admin(main)))
@@ -189,6 +252,8 @@ def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str
             for b in brokers:
                 await admin.delete_topic_in_broker(b, name)
             await admin.delete_topic_in_namesrv(name, cluster_name)
+            if await admin.get_kv_config(ORDER_TOPIC_CONFIG, name) is not None:
+                await admin.delete_kv_config(ORDER_TOPIC_CONFIG, name)
             return holding
 
     done = run_admin(main)
@@ -267,13 +332,14 @@ def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | N
                 brokers.append({"broker": qd.broker_name, "address": master, "read_queues": qd.read_queue_nums,
                                 "write_queues": qd.write_queue_nums, "perm": perm_to_string(qd.perm),
                                 "order": order, "queues": queues})
-            return {"topic": name, "brokers": brokers}
+            order_conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, name)
+            return {"topic": name, "order_conf": order_conf, "brokers": brokers}
 
     out = run_admin(main)
     if as_json:
         click.echo(json.dumps(out))
         return
-    lines = [f"topic {name}"]
+    lines = [f"topic {name}" + (f" (name server order conf {out['order_conf']})" if out["order_conf"] else "")]
     for b in out["brokers"]:
         lines.append(f"broker {b['broker']} ({b['address'] or 'no master'}): {b['read_queues']} read / "
                      f"{b['write_queues']} write queue(s), perm {b['perm']}, order "

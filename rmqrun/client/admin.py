@@ -1,8 +1,9 @@
 """Typed admin calls, the ones ``mqadmin`` sends (``MQClientAPIImpl`` behind ``DefaultMQAdminExt``).
 
 Topic configuration (UPDATE_AND_CREATE_TOPIC, GET_ALL_TOPIC_CONFIG,
-DELETE_TOPIC_IN_BROKER / _IN_NAMESRV), the name server's topic list and
-cluster table, per-queue statistics (GET_TOPIC_STATS_INFO), a group's
+DELETE_TOPIC_IN_BROKER / _IN_NAMESRV), the name server's topic list,
+cluster table and KV table (PUT/GET/DELETE_KV_CONFIG: ORDER_TOPIC_CONFIG),
+per-queue statistics (GET_TOPIC_STATS_INFO), a group's
 consume statistics (GET_CONSUME_STATS) and the online offset reset
 (INVOKE_BROKER_TO_RESET_OFFSET). Each call builds the request the 4.9.8 Java
 tools send and returns a typed result; a failing answer raises
@@ -25,10 +26,12 @@ from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
-from rmqrun.remoting.errors import ProtocolError, error_for_code
+from rmqrun.remoting.errors import ProtocolError, RemotingError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
 
 ADMIN_TIMEOUT = 5.0  # DefaultMQAdminExt's timeoutMillis
+#: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: topic -> "brokerName:writeQueueNums;..." of ordered topics
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 DEFAULT_TOPIC = "TBW102"
 
 
@@ -155,6 +158,39 @@ class AdminClient:
         if cluster:
             ext["clusterName"] = cluster
         await self._namesrv(RequestCode.DELETE_TOPIC_IN_NAMESRV, ext)
+
+    async def _every_namesrv(self, code: int, ext: dict[str, str]) -> None:
+        """Send to every name server (each keeps its own KV table), as ``putKVConfigValue`` does:
+        all are tried, and the last refusal is raised once they have been."""
+        failed: BaseException | None = None
+        for addr in self.namesrv.addresses:
+            try:
+                resp = await self.pool.request(addr, RemotingCommand(code, dict(ext)), self.timeout)
+            except RemotingError as exc:
+                failed = exc
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                failed = error_for_code(resp.code, resp.remark, code)
+        if failed is not None:
+            raise failed
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG on every name server (``mqadmin updateKvConfig``, ``updateTopic -o``)."""
+        await self._every_namesrv(RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value})
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG from one name server; None when it has no such item (QUERY_NOT_FOUND)."""
+        resp = await self.namesrv.request(
+            RemotingCommand(RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key}), self.timeout)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        if resp.code != ResponseCode.SUCCESS:
+            raise error_for_code(resp.code, resp.remark, RequestCode.GET_KV_CONFIG)
+        return resp.ext_fields.get("value")
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG on every name server (``mqadmin deleteKvConfig``)."""
+        await self._every_namesrv(RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
 
     # ----------------------------------------------------------------- topics on a broker
 

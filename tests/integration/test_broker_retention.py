@@ -133,8 +133,9 @@ def test_disk_above_the_forcible_ratio_deletes_fresh_files_at_once(tmp_path: Pat
         eb.broker.store.set_disk_usage(lambda _p: 0.80)
         time.sleep(0.6)
         assert files(cl) == before
-        # ... until the disk reads above diskSpaceCleanForciblyRatio (85%).
-        eb.broker.store.set_disk_usage(lambda _p: 0.91)
+        # ... until the disk reads above diskSpaceCleanForciblyRatio (85%) (under the 90% at
+        # which sends would be refused: test_broker_disk_full.py).
+        eb.broker.store.set_disk_usage(lambda _p: 0.88)
         wait_until(lambda: files(cl) == before[-1:] and settled(eb), 20,
                    "forced clean of every file but the current one, the queues following")
         assert all(m > 0 for m in queue_mins(eb, "DISK").values())
@@ -169,7 +170,7 @@ def test_the_delay_schedule_follows_the_new_minimum(tmp_path: Path) -> None:
         asyncio.run(send("DLY", 3, delay_level=1))  # due in 4 s
         assert store.max_offset(SCHEDULE_TOPIC, 0) == 3
         produce(eb, "FILLER", 120)  # pushes the schedule records out of the current file
-        store.set_disk_usage(lambda _p: 0.91)
+        store.set_disk_usage(lambda _p: 0.88)  # forced clean, sends still accepted
         wait_until(lambda: settled(eb), 20, "forced clean")
         store.set_disk_usage(lambda _p: 0.10)
         assert store.min_offset(SCHEDULE_TOPIC, 0) == 3  # all three schedule entries are gone

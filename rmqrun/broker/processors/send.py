@@ -35,7 +35,7 @@ from rmqrun.broker.broker import Broker, FlushTimeout, Stored
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.messages import InnerMessage, read_stored
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, java_bool, parse_header
-from rmqrun.broker.store import MessageTooLargeError, StoreError, StoreIOError
+from rmqrun.broker.store import DiskFullError, MessageTooLargeError, StoreError, StoreIOError
 from rmqrun.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     TopicConfig,
@@ -213,12 +213,28 @@ class SendProcessor:
             return self._ok(cmd, stored, queue_id, ResponseCode.FLUSH_DISK_TIMEOUT)
         if isinstance(exc, (MessageTooLargeError, ProtocolError)):
             return self._illegal(cmd)
+        if isinstance(exc, DiskFullError):
+            return self._answer(cmd, ResponseCode.SERVICE_NOT_AVAILABLE, self._disk_full_remark(exc))
         if isinstance(exc, StoreIOError):
             return self._answer(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,
                                 f"service not available now: the message store refuses writes ({exc})")
         if isinstance(exc, StoreError):
             return self._answer(cmd, ResponseCode.SYSTEM_ERROR, f"UNKNOWN_ERROR: {exc}")
         raise exc
+
+    def _disk_full_remark(self, exc: DiskFullError) -> str:
+        """What a send refused for a full disk is told: the cause and the disk use, in the
+        ``[CL: ... CQ: ... INDEX: ...]`` form of a Java broker's answer (shares, rounded up to
+        a whole percent; commit log, consume queues and index share one directory here)."""
+        store = self.broker.store
+        try:
+            used = store.disk_used()
+        except OSError:
+            used = exc.used
+        share = f"{used:5.2f}"
+        return (f"service not available now: the broker's disk is full [CL: {share} CQ: {share} INDEX: {share}], "
+                f"above {exc.limit}% of {store.data_dir}; writes resume once it is back at or under "
+                f"{store.config.disk_space_clean_forcibly_ratio}%")
 
     # ------------------------------------------------------------------ batch
 
@@ -312,6 +328,8 @@ class SendProcessor:
         except Exception as exc:
             if isinstance(exc, FlushTimeout):
                 return answer(cmd, ResponseCode.SYSTEM_ERROR, "FLUSH_DISK_TIMEOUT", typed=False)
+            if isinstance(exc, DiskFullError):  # Java: SYSTEM_ERROR named after the put status
+                return answer(cmd, ResponseCode.SYSTEM_ERROR, "SERVICE_NOT_AVAILABLE", typed=False)
             if isinstance(exc, (StoreError, ProtocolError)):
                 return answer(cmd, ResponseCode.SYSTEM_ERROR, type(exc).__name__, typed=False)
             raise

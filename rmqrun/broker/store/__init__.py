@@ -6,6 +6,7 @@ See :mod:`.message_store` for the layout and :class:`MessageStore` for the API.
 from .config import FlushMode, StoreConfig
 from .consumer_offsets import ConsumerOffsetStore
 from .errors import (
+    DiskFullError,
     MessageTooLargeError,
     RecordFormatError,
     StoreClosedError,
@@ -22,6 +23,7 @@ from .tags_code import java_string_hash
 from .topic_configs import TopicConfig, TopicConfigStore
 
 __all__ = [
+    "DiskFullError",
     "ConsumerOffsetStore",
     "FlushMode",
     "GetMessageStatus",

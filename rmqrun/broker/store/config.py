@@ -96,6 +96,10 @@ class StoreConfig:
     #: Above this disk use even unexpired files are deleted, oldest first, never the one
     #: being written (diskSpaceCleanForciblyRatio, 0.85).
     disk_space_clean_forcibly_ratio: int = 85
+    #: Above this disk use the store is marked *disk full* and refuses every write (sends
+    #: are answered SERVICE_NOT_AVAILABLE) until use is back at or under
+    #: ``disk_space_clean_forcibly_ratio`` (RocketMQ 4.9's diskSpaceWarningLevelRatio, 0.90).
+    disk_space_warning_level_ratio: int = 90
     #: Period of the retention check (cleanResourceInterval, 10 s).
     clean_resource_interval_ms: int = 10_000
     #: Most commit-log files deleted by one check (DELETE_FILES_BATCH_MAX, 10).
@@ -117,7 +121,8 @@ class StoreConfig:
         delete_hours(self.delete_when)
         if self.file_reserved_hours <= 0:
             raise StoreError(f"file_reserved_hours must be > 0, got {self.file_reserved_hours}")
-        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio"):
+        for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
+                     "disk_space_warning_level_ratio"):
             if not 10 <= getattr(self, name) <= 95:
                 raise StoreError(f"{name} must be a percentage between 10 and 95, got {getattr(self, name)}")
         if self.delete_files_batch_max < 1:

@@ -54,3 +54,19 @@ class StoreLockedError(DataDirError):
 
 class StoreIOError(StoreError, OSError):
     """A write or fsync failed; the store refuses further writes until reopened."""
+
+
+class DiskFullError(StoreError):
+    """The data directory's disk is above ``disk_space_warning_level_ratio``: writes are refused.
+
+    Not a fence like :class:`StoreIOError`: nothing went wrong on disk, and writes are
+    accepted again as soon as retention (or the operator) brings use back at or under
+    ``disk_space_clean_forcibly_ratio``. The broker answers sends SERVICE_NOT_AVAILABLE,
+    as RocketMQ does when its running flags say DISK_FULL.
+    """
+
+    def __init__(self, data_dir: object, used: float, limit: int) -> None:
+        super().__init__(f"the disk of {data_dir} is {used:.0%} used (above {limit}%): the store refuses writes")
+        self.data_dir = data_dir
+        self.used = used
+        self.limit = limit

@@ -40,8 +40,8 @@ from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
 from .consume_queue import pack_entry
 from .consumer_offsets import ConsumerOffsetStore
-from .errors import (DataDirError, MessageTooLargeError, RecordFormatError, StoreClosedError, StoreError, StoreIOError,
-                     StoreLockedError)
+from .errors import (DataDirError, DiskFullError, MessageTooLargeError, RecordFormatError, StoreClosedError,
+                     StoreError, StoreIOError, StoreLockedError)
 from .flusher import CommitLogFlusher
 from .json_file import JsonFile
 from .log_scanner import LogScanner
@@ -321,6 +321,9 @@ class MessageStore:
         failed = self._failed or flusher.error
         if failed is not None:
             raise StoreIOError(f"store is fenced after an I/O error ({failed}); reopen it to recover")
+        if self.retention.disk_full:
+            raise DiskFullError(self.data_dir, self.retention.last_used,
+                                self.config.disk_space_warning_level_ratio)
 
     def _check_record(self, topic: str, queue_id: int, record: bytearray) -> RecordHeader:
         if len(record) > self.config.max_message_size:
@@ -434,6 +437,17 @@ class MessageStore:
         """Replace the disk-use reading retention decides on (None: the real file system's)."""
         from .retention import disk_used_ratio
         self.retention.disk_usage = fn or disk_used_ratio
+
+    @property
+    def disk_full(self) -> bool:
+        """The last retention check found the disk above ``disk_space_warning_level_ratio``:
+        writes are refused until it is back at or under ``disk_space_clean_forcibly_ratio``."""
+        return self.retention.disk_full
+
+    def disk_used(self) -> float:
+        """A fresh disk-use reading (0.0-1.0) of the data directory, through the same seam
+        retention decides on (``set_disk_usage``)."""
+        return self.retention.disk_usage(self.data_dir)
 
     def add_retention_listener(self, listener: RetentionListener) -> None:
         """Call ``listener(new_commit_log_min_offset)`` after retention deleted commit-log files."""

@@ -16,6 +16,13 @@ expectations carry over:
   commit log's new minimum, and its min offset moves to its first entry that still
   points into the log. Listeners (the key index, the broker) hear the new minimum.
 
+Disk full: above ``disk_space_warning_level_ratio`` (90) the store is marked *disk
+full* and refuses writes (:class:`~.errors.DiskFullError`; the broker answers sends
+SERVICE_NOT_AVAILABLE) while retention deletes the oldest files; the mark is lifted
+once use is back at or under ``disk_space_clean_forcibly_ratio`` (85), not before, so a
+disk hovering near the limit does not flap. This is RocketMQ's running-flags rule
+(``isSpaceToDelete`` marks DISK_FULL above 0.90 and clears it at or under 0.85).
+
 Readers never see a deleted file: the commit log refuses positions below its
 minimum, a pull below a queue's min offset is OFFSET_TOO_SMALL (PULL_OFFSET_MOVED
 on the wire, with the new min as the next offset), and descriptors of deleted
@@ -44,11 +51,19 @@ RetentionListener = Callable[[int], None]
 
 
 def disk_used_ratio(path: Path) -> float:
-    """(total - free) / total of the file system holding ``path``, as RocketMQ computes it."""
+    """The used share of the file system holding ``path``, as RocketMQ measures it.
+
+    Used blocks over used + available-to-users blocks (blocks reserved for root count
+    as unavailable, so a disk a non-root broker can no longer write to reads 100%),
+    rounded *up* to a whole percent: the same figure a Java broker on this disk would
+    compare with its ratios.
+    """
     st = os.statvfs(path)
-    if st.f_blocks == 0:
+    used = st.f_blocks - st.f_bfree
+    entire = used + st.f_bavail
+    if entire <= 0:
         return 0.0
-    return (st.f_blocks - st.f_bfree) / st.f_blocks
+    return -(-used * 100 // entire) / 100
 
 
 @dataclass
@@ -76,11 +91,17 @@ class Retention:
         #: The commit-log minimum the consume queues (and listeners) have caught up with.
         self.followed_min = log.min_offset
         self._disk_state = "ok"
+        #: True while the disk is above ``disk_space_warning_level_ratio`` (and until it is
+        #: back at or under ``disk_space_clean_forcibly_ratio``): the store refuses writes.
+        self.disk_full = False
+        #: The last disk-use reading (0.0-1.0), for the answers that quote it.
+        self.last_used = 0.0
 
     def run(self, now: float | None = None) -> RetentionReport:
         """One check: delete what is due (see the module docstring)."""
         now = time.time() if now is None else now
         used = self.disk_usage(self.data_dir)
+        self.last_used = used
         state = self._note_disk_state(used)
         if state == "forced":
             reason: str | None = "forced"
@@ -134,21 +155,37 @@ class Retention:
         return names
 
     def _note_disk_state(self, used: float) -> str:
-        if used > self.config.disk_space_clean_forcibly_ratio / 100:
+        """Classify the reading, set or clear the disk-full mark (hysteresis between the
+        warning and forcible ratios), and log one line when either changed, naming the
+        directory: a disk that stays full is not reported at every check."""
+        cfg = self.config
+        if used > cfg.disk_space_clean_forcibly_ratio / 100:
             state = "forced"
-        elif used > self.config.disk_max_used_space_ratio / 100:
+        elif used > cfg.disk_max_used_space_ratio / 100:
             state = "over"
         else:
             state = "ok"
-        if state != self._disk_state:
-            if state == "ok":
-                logger.info("disk of {} back to {:.0%} used: retention waits for delete_when again",
-                            self.data_dir, used)
-            else:
-                logger.warning("disk of {} is {:.0%} used (above {}%): deleting {} commit log files now",
-                               self.data_dir, used,
-                               self.config.disk_space_clean_forcibly_ratio if state == "forced"
-                               else self.config.disk_max_used_space_ratio,
-                               "the oldest" if state == "forced" else "expired")
-            self._disk_state = state
+        full = used > cfg.disk_space_warning_level_ratio / 100 or (
+            self.disk_full and used > cfg.disk_space_clean_forcibly_ratio / 100)
+        if state == self._disk_state and full == self.disk_full:
+            return state
+        cleaning = {"forced": "deleting the oldest commit log files now",
+                    "over": "deleting expired commit log files now",
+                    "ok": "retention waits for delete_when again"}[state]
+        if full and not self.disk_full:
+            logger.error("disk of {} is {:.0%} used (above disk_space_warning_level_ratio {}%): the store refuses "
+                         "writes (sends are answered SERVICE_NOT_AVAILABLE) until use is back at or under {}%; {}",
+                         self.data_dir, used, cfg.disk_space_warning_level_ratio,
+                         cfg.disk_space_clean_forcibly_ratio, cleaning)
+        elif self.disk_full and not full:
+            logger.info("disk of {} back to {:.0%} used: the store accepts writes again; {}", self.data_dir, used,
+                        cleaning)
+        elif state == "ok":
+            logger.info("disk of {} back to {:.0%} used: {}", self.data_dir, used, cleaning)
+        else:
+            logger.warning("disk of {} is {:.0%} used (above {}%): {}", self.data_dir, used,
+                           cfg.disk_space_clean_forcibly_ratio if state == "forced" else cfg.disk_max_used_space_ratio,
+                           cleaning)
+        self._disk_state = state
+        self.disk_full = full
         return state
