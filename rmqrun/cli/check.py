@@ -106,6 +106,8 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
                 return
             shares.append(f"{queues} queue(s) of {topic}")
         mode = "orderly" if consumer.orderly else "concurrently"
+        if consumer.order_by_key:
+            mode = f"orderly by key ({consumer.order_key})"
         subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
         report.note(f"would subscribe to {subs} as group {consumer.group}: {consumer.message_model}, {mode}, "
                     f"allocate {consumer.allocate_strategy}, a new group starts at {consumer.consume_from_where}; "

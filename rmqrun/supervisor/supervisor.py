@@ -120,6 +120,8 @@ class Supervisor:
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
+        if self.settings.consumer.order_by_key:
+            mode = f"orderly by key ({self.settings.consumer.order_key})"
         logger.info("consuming {} as group {} ({}, {}), {} workers running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, self.settings.consumer.message_model, mode,

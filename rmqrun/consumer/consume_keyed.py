@@ -1,0 +1,359 @@
+"""Orderly consumption by key (``order_by: key``): in order per key, parallel across keys.
+
+Queue-ordered consumption (``consume_orderly.py``, Java's model) runs one job
+per queue at a time, so a topic with 2 queues keeps at most 2 handler calls
+busy however many workers there are, and one failing message stops its whole
+queue. Most users need order per business key (an order id, an account), so
+this service splits each queue's messages into *lanes*, one per key
+(:mod:`rmqrun.consumer.key_order`), and runs each lane like an orderly queue:
+
+* **locks as in queue mode**: the queue is taken, renewed and required under
+  the broker lock exactly as there (the rebalancer and puller do that); no job
+  of a queue starts unless its lock is held and fresh;
+* **one job per lane at a time, strictly in offset order**, each on the worker
+  the key hashes to (the job's ``dispatch_key`` is its :class:`KeyLane`);
+  different lanes run at once, on every worker;
+* **commit below the oldest unfinished message**: finished messages leave the
+  ProcessQueue, and the offset stored is its smallest remaining offset (Java's
+  concurrent rule, ``ProcessQueue.removeMessage``), never past a message that
+  is pending or running in any lane;
+* **failures are per key**: SUSPEND (or an exception) puts the call's messages
+  back at the head of their lane with the reconsume count raised and suspends
+  only that lane (suspendCurrentQueueTimeMillis, or the handler's own); at
+  max_reconsume_times they go to the DLQ and the lane moves on. A worker death
+  hands back only the lanes that were on that worker (the executor re-runs
+  them there, isolated, in order);
+* **drain before unlock**: a dropped queue starts no new job; its running jobs
+  finish (or reach the time limit) and are committed, and only then does the
+  rebalancer persist the offset and unlock (the same ``is_busy`` /
+  ``on_orderly_idle`` handshake as queue mode);
+* **bounded memory**: messages stay in the ProcessQueue until finished, so the
+  per-queue count, size and offset-span limits of the puller stop pulling when
+  a key is stuck (the span limit is consume_concurrently_max_span, applied in
+  key mode too). The stuck key shows as the queue's oldest unfinished offset
+  and its age (metrics ``rmqrun_queue_oldest_unfinished_*``).
+
+Messages of different lanes may be handed out in any order, so after a queue
+moves to another client (or a restart) the messages above the committed
+offset that had already finished run again (at-least-once, as in concurrent
+mode), each key's redelivery again in order. Manual commit is refused in this
+mode (``ConsumerConfig.validate``).
+
+How many jobs are outstanding is bounded (a few per worker); lanes wait their
+turn in a FIFO, so the oldest messages go first and the executor's queue of
+waiting jobs stays short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from loguru import logger
+
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS, clamp_suspend_ms
+from rmqrun.consumer.context import ConsumeContext
+from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.key_order import KeyLane, key_of, parse_order_key
+from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.pull_request import PullRequest
+from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
+from rmqrun.model import MessageQueue
+from rmqrun.remoting.errors import ProtocolError
+
+#: outstanding jobs per worker process: enough to keep each worker's pipe fed, few enough that the
+#: executor's list of jobs waiting for their worker stays short
+JOBS_PER_WORKER = 8
+#: when the executor does not say how many workers it has
+DEFAULT_PARALLELISM = 4
+#: how long a queue whose lock could not be renewed waits before asking the broker again
+RELOCK_DELAY_S = 1.0
+
+
+@dataclass(eq=False)
+class _Queue:
+    """The lanes of one pulled queue (one PullRequest)."""
+
+    req: PullRequest
+    lanes: dict[str | None, deque[QueuedMessage]] = field(default_factory=dict)
+    running: set[str | None] = field(default_factory=set)
+    suspended: dict[str | None, asyncio.TimerHandle] = field(default_factory=dict)
+    #: lanes in the service's ready FIFO
+    queued: set[str | None] = field(default_factory=set)
+    #: lanes held back until the broker lock is renewed
+    unlocked: set[str | None] = field(default_factory=set)
+    #: the highest offset routed into a lane (a re-sent offset is not routed twice)
+    routed: int = -1
+    relock: asyncio.Task[None] | None = None
+
+
+class KeyedConsumeService:
+    def __init__(self, engine: ConsumeContext) -> None:
+        self.engine = engine
+        self.config = engine.config
+        self._reader = parse_order_key(self.config.order_key)
+        self._queues: dict[MessageQueue, _Queue] = {}
+        self._busy: dict[MessageQueue, int] = {}  # jobs in flight per queue (old and new PullRequests alike)
+        self._ready: deque[tuple[_Queue, str | None]] = deque()
+        self._jobs: set[asyncio.Task[None]] = set()
+        self._per_message_s = 0.001
+        self.stopping = False
+        self.suspensions = 0  # lanes suspended after a failure (for tests and logs)
+
+    # ----------------------------------------------------------------- ConsumeService
+
+    def start(self) -> None:
+        pass
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._jobs)
+
+    def is_busy(self, mq: object) -> bool:
+        """Whether a job of this queue is in flight (the rebalancer waits for none before unlocking)."""
+        return self._busy.get(mq, 0) > 0  # type: ignore[call-overload]
+
+    def lanes(self, mq: MessageQueue) -> dict[str, int]:
+        """Per queue: lanes with messages, running and suspended (for status and tests)."""
+        q = self._queues.get(mq)
+        if q is None:
+            return {"lanes": 0, "running": 0, "suspended": 0}
+        return {"lanes": len(q.lanes), "running": len(q.running), "suspended": len(q.suspended)}
+
+    async def stop(self, grace: float) -> None:
+        """Start no new job; let the running ones finish within ``grace``."""
+        self.stopping = True
+        for q in self._queues.values():
+            for handle in q.suspended.values():
+                handle.cancel()
+            q.suspended.clear()
+            if q.relock is not None:
+                q.relock.cancel()
+        jobs = list(self._jobs)
+        if jobs:
+            done, pending = await asyncio.wait(jobs, timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+        """Route newly pulled messages into their lanes and start what may start."""
+        q = self._queues.get(req.mq)
+        if q is None or q.req is not req:
+            q = self._queues[req.mq] = _Queue(req)
+        reader = self._reader
+        for entry in entries:
+            if entry.offset <= q.routed:
+                continue
+            q.routed = entry.offset
+            key = key_of(entry.payload, reader)
+            lane = q.lanes.get(key)
+            if lane is None:
+                lane = q.lanes[key] = deque()
+            lane.append(entry)
+            self._make_ready(q, key)
+        self._pump()
+
+    def kick(self, req: PullRequest) -> None:
+        """The queue's lock was renewed: lanes held back for it may run again."""
+        q = self._queues.get(req.mq)
+        if q is None or q.req is not req:
+            return
+        for key in list(q.unlocked):
+            self._make_ready(q, key)
+        q.unlocked.clear()
+        self._pump()
+
+    # ----------------------------------------------------------------- scheduling
+
+    def _window(self) -> int:
+        workers = getattr(self.engine.executor, "parallelism", None) or DEFAULT_PARALLELISM
+        return max(1, int(workers) * JOBS_PER_WORKER)
+
+    def _make_ready(self, q: _Queue, key: str | None) -> None:
+        if key in q.queued or key in q.running or key in q.suspended:
+            return
+        q.queued.add(key)
+        self._ready.append((q, key))
+
+    def _pump(self) -> None:
+        """Start lanes from the ready FIFO while the window has room."""
+        window = self._window()
+        cfg = self.config
+        while self._ready and len(self._jobs) < window and not self.stopping:
+            q, key = self._ready.popleft()
+            q.queued.discard(key)
+            pq = q.req.pq
+            if pq.dropped:
+                if not self.is_busy(q.req.mq) and self._queues.get(q.req.mq) is q:
+                    del self._queues[q.req.mq]  # its cached messages are the next owner's now
+                continue
+            if key in q.running or key in q.suspended:
+                continue
+            lane = q.lanes.get(key)
+            if not lane:
+                q.lanes.pop(key, None)
+                continue
+            if cfg.clustering and (not pq.locked or pq.is_lock_expired()):
+                q.unlocked.add(key)
+                self._relock(q)
+                continue
+            size = cfg.consume_message_batch_max_size * self._calls_per_job()
+            entries = [lane.popleft() for _ in range(min(size, len(lane)))]
+            q.running.add(key)
+            mq = q.req.mq
+            self._busy[mq] = self._busy.get(mq, 0) + 1
+            task = asyncio.ensure_future(self._run(q, key, entries))
+            self._jobs.add(task)
+
+    def _relock(self, q: _Queue) -> None:
+        """tryLockLaterAndReconsume, once per queue: ask the broker for the lock until granted."""
+        if q.relock is not None and not q.relock.done():
+            return
+
+        async def relock() -> None:
+            while not q.req.pq.dropped and not self.stopping:
+                if await self.engine.rebalancer.lock(q.req.mq):
+                    self.kick(q.req)
+                    return
+                await asyncio.sleep(RELOCK_DELAY_S)
+
+        q.relock = asyncio.ensure_future(relock())
+
+    def _resume(self, q: _Queue, key: str | None) -> None:
+        q.suspended.pop(key, None)
+        if not q.req.pq.dropped and not self.stopping:
+            self._make_ready(q, key)
+            self._pump()
+
+    def _calls_per_job(self) -> int:
+        return max(1, min(MAX_CALLS_PER_JOB, int(TARGET_JOB_SECONDS / max(self._per_message_s, 1e-6)
+                                                 / self.config.consume_message_batch_max_size)))
+
+    # ----------------------------------------------------------------- one job of one lane
+
+    async def _run(self, q: _Queue, key: str | None, entries: list[QueuedMessage]) -> None:
+        task = asyncio.current_task()
+        pause = 0.0
+        back: list[QueuedMessage] = entries
+        try:
+            pause, back = await self._consume(q, key, entries)
+        finally:
+            if back:  # unfinished: first in line again, in their order
+                lane = q.lanes.get(key)
+                if lane is None:
+                    lane = q.lanes[key] = deque()
+                lane.extendleft(reversed(back))
+            q.running.discard(key)
+            mq = q.req.mq
+            left = self._busy.get(mq, 1) - 1
+            if left > 0:
+                self._busy[mq] = left
+            else:
+                self._busy.pop(mq, None)
+            self._jobs.discard(task)  # type: ignore[arg-type]
+            pq = q.req.pq
+            if not pq.dropped and not self.stopping:
+                if pause > 0:
+                    self.suspensions += 1
+                    q.suspended[key] = asyncio.get_running_loop().call_later(pause, self._resume, q, key)
+                elif q.lanes.get(key):
+                    self._make_ready(q, key)
+                else:
+                    q.lanes.pop(key, None)
+            elif left <= 0:
+                # the queue was dropped (or we stop) and its last job is over: the rebalancer may unlock now
+                if self._queues.get(mq) is q:
+                    del self._queues[mq]
+                self.engine.rebalancer.on_orderly_idle(q.req)
+            self._pump()
+
+    async def _consume(self, q: _Queue, key: str | None,
+                       entries: list[QueuedMessage]) -> tuple[float, list[QueuedMessage]]:
+        """Run one job; returns (seconds to suspend the lane, messages to put back at its head)."""
+        cfg = self.config
+        req = q.req
+        job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
+                         auto_commit=True, pq=req.pq, dispatch_key=KeyLane(req.mq, key))
+        started = time.monotonic()
+        try:
+            result = await self.engine.executor.run(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("key {!r} of {}: job of {} not run: {}", key, req.mq, len(entries), exc)
+            return d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000, entries
+        elapsed = time.monotonic() - started
+        ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
+        self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
+        self.engine.stats.record(len(entries), elapsed, result)
+        self.engine.status.on_consumed(req.mq.topic, result, elapsed)  # type: ignore[attr-defined]
+        return await self._apply(q, key, entries, result)
+
+    async def _apply(self, q: _Queue, key: str | None, entries: list[QueuedMessage],
+                     result: JobResult) -> tuple[float, list[QueuedMessage]]:
+        cfg = self.config
+        req = q.req
+        verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
+        # automatic commit only: COMMIT and ROLLBACK count as SUCCESS, as Java treats them then
+        verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        done = entries[:first_bad]
+        rest = entries[first_bad:]
+        bad = verdicts[first_bad] if rest else None
+        suspend = 0.0
+        if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
+            call = rest[:cfg.consume_message_batch_max_size]
+            moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms)
+            if moved_on:
+                done = done + call
+                rest = rest[len(call):]
+        elif bad is Verdict.UNDECODABLE:
+            if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset):
+                done = done + rest[:1]
+                rest = rest[1:]
+            else:
+                suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
+        elif bad is Verdict.NOT_RUN and result.error:
+            # the job broke off (worker died, time limit): pause this key before redelivering
+            suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
+        if done:
+            commit_offset = req.pq.remove_messages([e.offset for e in done])
+            if commit_offset >= 0 and self._may_commit(req):
+                self.engine.offset_store.update(req.mq, commit_offset, True)
+        return suspend, rest
+
+    def _may_commit(self, req: PullRequest) -> bool:
+        """As in queue mode: a dropped queue's commit is ours while we still hold its lock."""
+        pq = req.pq
+        if not pq.dropped:
+            return True
+        return self.config.clustering and pq.locked and not pq.is_lock_expired()
+
+    async def _suspend_or_dlq(self, req: PullRequest, key: str | None, call: list[QueuedMessage],
+                              suspend_ms: int) -> tuple[bool, float]:
+        """Below max_reconsume_times: count a retry and suspend the lane; at it: dead-letter, move on."""
+        cfg = self.config
+        limit = cfg.effective_max_reconsume_times
+        self.engine.stats.failed += len(call)
+        if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
+            sent = await asyncio.gather(*(self._dead_letter(req, key, e, limit) for e in call))
+            if all(sent):
+                return True, 0.0
+        for e in call:
+            e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
+        return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
+
+    async def _dead_letter(self, req: PullRequest, key: str | None, entry: QueuedMessage, limit: int) -> bool:
+        try:
+            msg = decode_for_retry(entry.payload, req.mq.broker_name)
+        except ProtocolError:
+            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset)
+        logger.warning("{}: message {} of key {!r} at offset {} failed {} times; sending it to the DLQ", req.mq,
+                       msg.msg_id, key, entry.offset, msg.reconsume_times)
+        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)
