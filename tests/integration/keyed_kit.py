@@ -99,3 +99,23 @@ def max_overlap(calls: list[Call]) -> int:
         running += step
         best = max(best, running)
     return best
+
+
+async def stored_messages(namesrv: str, broker_address: str, topic: str) -> list:  # type: ignore[type-arg]
+    """Every message of a small topic (a DLQ), pulled from offset 0 of each queue."""
+    from rmqrun.client.headers import PullMessageRequestHeader
+    from rmqrun.client.instance import ClientInstance
+    from rmqrun.remoting.message import decode_messages
+    inst = ClientInstance(namesrv, instance_name="probe-keyed")
+    try:
+        out = []
+        for mq in await inst.subscribe_queues(topic):
+            header = PullMessageRequestHeader(consumer_group="probe", topic=topic, queue_id=mq.queue_id,
+                                              queue_offset=0, max_msg_nums=32, sys_flag=4, commit_offset=0,
+                                              suspend_timeout_millis=0, sub_version=0, subscription="*",
+                                              expression_type="TAG")
+            result = await inst.broker.pull(broker_address, header)
+            out.extend(decode_messages(result.body))
+        return out
+    finally:
+        await inst.close()
