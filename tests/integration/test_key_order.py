@@ -9,6 +9,8 @@ offset below the oldest unfinished message, failures suspending only their key.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -125,4 +127,116 @@ def test_a_failing_key_suspends_only_itself_then_goes_to_the_dlq(tmp_path: Path,
             dlq = await stored_messages(eb.namesrv_address, eb.broker_address, "%DLQ%GK2")
             assert [m.body for m in dlq] == [b"msg-7"]
             assert (await committed_offsets(eb, "GK2", "K2"))[0] == total
+    run(main())
+
+
+def test_worker_sigkill_reruns_only_its_keys_in_order(tmp_path: Path, calls_file: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL one of 4 workers mid-stream: nothing is lost, every key stays in order, and only
+    the keys that were on the killed worker run anything again (on its replacement)."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "10")
+    keys, total = 200, 2000
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            await produce_keyed(eb.namesrv_address, "K3", total, keys)
+            cfg = consumer_config(eb.namesrv_address, "GK3", "K3", order_by="key")
+            async with Running(cfg, pool_config(HANDLER, workers=4)) as r:
+                pool = r.supervisor.executor.pool
+                before = {s.worker_id: s.pid for s in pool.workers()}
+                await wait_for(lambda: len(finished(read_calls(calls_file))) >= 300, timeout=120, what="300 done")
+                victim = before[1]
+                os.kill(victim, signal.SIGKILL)
+                await wait_for(lambda: len({c.i for c in finished(read_calls(calls_file))}) >= total,
+                               timeout=180, what=f"all {total} messages")
+                after = {s.worker_id: s.pid for s in pool.workers()}
+                assert after[1] != victim and all(after[w] == before[w] for w in (0, 2, 3))
+                engine = r.supervisor.engine
+                assert engine is not None
+                await wait_for(lambda: all(req.pq.msg_count == 0 for req in engine.table.values()),
+                               what="every queue drained")
+                assert await r.stop() == 0
+            calls = read_calls(calls_file)
+            assert {c.i for c in finished(calls)} == set(range(total))  # nothing lost
+            assert_key_order(calls, keys)
+            ids = sorted(before)
+            victim_keys = {str(k) for k in range(keys) if ids[zlib.crc32(str(k).encode()) % len(ids)] == 1}
+            # a message handled more than once (or cut off) belongs to a key of the killed worker
+            runs = Counter(c.i for c in calls)
+            again = {c.key for c in calls if runs[c.i] > 1 or c.end is None}
+            assert again <= victim_keys, again - victim_keys
+            # the killed worker's keys continue on its replacement; the others never moved
+            for c in calls:
+                home = before[ids[zlib.crc32(c.key.encode()) % len(ids)]]
+                assert c.pid in ({before[1], after[1]} if c.key in victim_keys else {home}), (c.key, c.pid)
+            offsets = await committed_offsets(eb, "GK3", "K3")
+            assert offsets == {q: max(c.offset for c in calls if c.queue == q) + 1 for q in (0, 1)}
+    run(main())
+
+
+def test_second_instance_joining_drains_before_unlock(tmp_path: Path, calls_file: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second instance joins mid-stream and takes one of the two queues. The first finishes every
+    call it had running on that queue and commits below its oldest unfinished message before it
+    unlocks; the second starts exactly there. Per key: no overlap, no skipping ahead, nothing lost."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "10")
+    keys, total = 400, 2400
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            await produce_keyed(eb.namesrv_address, "K4", total, keys)
+            cfg = lambda: consumer_config(eb.namesrv_address, "GK4", "K4", order_by="key")  # noqa: E731
+            async with Running(cfg(), pool_config(HANDLER, workers=2)) as a:
+                pids_a = {s.pid for s in a.supervisor.executor.pool.workers()}
+                await wait_for(lambda: len(finished(read_calls(calls_file))) >= 400, timeout=120, what="400 done")
+                async with Running(cfg(), pool_config(HANDLER, workers=2)) as b:
+                    eb_ = b.supervisor.engine
+                    assert eb_ is not None
+                    await wait_for(lambda: any(mq.topic == "K4" for mq in eb_.table), timeout=60,
+                                   what="the second instance owning a queue")
+                    moved = next(mq.queue_id for mq in eb_.table if mq.topic == "K4")
+                    await wait_for(lambda: len({c.i for c in finished(read_calls(calls_file))}) >= total,
+                                   timeout=180, what=f"all {total} messages")
+                    assert await b.stop() == 0
+                assert await a.stop() == 0
+            calls = read_calls(calls_file)
+            assert all(c.end is not None for c in calls)  # no call was cut off, by the handover or the stops
+            assert {c.i for c in finished(calls)} == set(range(total))  # nothing lost
+            assert_key_order(calls, keys)  # across both instances: no overlap, no skipping ahead
+            on_moved = [c for c in calls if c.queue == moved]
+            by_a = [c for c in on_moved if c.pid in pids_a]
+            by_b = [c for c in on_moved if c.pid not in pids_a]
+            assert by_a and by_b
+            # drain before unlock: every call of the first instance on that queue had ended before
+            # the second started anything on it
+            assert max(c.end for c in by_a) < min(c.start for c in by_b)  # type: ignore[type-var]
+            # committed before unlock: the second starts at the first instance's oldest unfinished offset
+            queue_size = max(c.offset for c in on_moved) + 1
+            unfinished_by_a = set(range(queue_size)) - {c.offset for c in by_a if c.status == "ok"}
+            assert min(c.offset for c in by_b) == min(unfinished_by_a)
+    run(main())
+
+
+def test_stop_drains_running_keys_and_commits_below_the_oldest_unfinished(tmp_path: Path, calls_file: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stopped while calls run: every running call finishes, and the committed offset of each queue
+    is its oldest message not finished (nothing finished is behind it, nothing unfinished below it)."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "200")
+    keys, total = 40, 400
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            await produce_keyed(eb.namesrv_address, "K5", total, keys)
+            cfg = consumer_config(eb.namesrv_address, "GK5", "K5", order_by="key")
+            async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+                await wait_for(lambda: len(finished(read_calls(calls_file))) >= 10, timeout=60, what="10 done")
+                assert await r.stop() == 0
+            calls = read_calls(calls_file)
+            assert calls and all(c.end is not None and c.status == "ok" for c in calls)
+            assert_key_order(calls, keys)
+            offsets = await committed_offsets(eb, "GK5", "K5")
+            for q in (0, 1):
+                done = {c.offset for c in calls if c.queue == q}
+                oldest_unfinished = min(set(range(max(done, default=-1) + 2)) - done)
+                assert offsets[q] == oldest_unfinished, (q, offsets[q], sorted(done))
     run(main())
