@@ -9,14 +9,20 @@ offset below the oldest unfinished message, failures suspending only their key.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
+import time
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
+from prometheus_client.exposition import generate_latest
 
+from rmqrun.cli.metrics import registry_for
+from rmqrun.consumer.key_order import key_of, parse_order_key
+from tests.integration.cli_kit import run_cli
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, wait_for
 from tests.integration.keyed_kit import (
     assert_key_order, finished, max_overlap, produce_keyed, read_calls, stored_messages,
@@ -239,4 +245,68 @@ def test_stop_drains_running_keys_and_commits_below_the_oldest_unfinished(tmp_pa
                 done = {c.offset for c in calls if c.queue == q}
                 oldest_unfinished = min(set(range(max(done, default=-1) + 2)) - done)
                 assert offsets[q] == oldest_unfinished, (q, offsets[q], sorted(done))
+    run(main())
+
+
+def test_a_stuck_key_keeps_memory_bounded_and_shows_in_metrics_and_status(tmp_path: Path, calls_file: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key whose message never succeeds (unlimited reconsumes, as orderly's default): the other keys
+    flow past it until the queue's offset span limit stops pulling, so the cache stays bounded; the
+    committed offset stays at the stuck message, which metrics and ``rmqrun status --json`` show."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_FAIL", "3:3")
+    keys, total, span, pull_batch = 20, 1500, 300, 32
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce_keyed(eb.namesrv_address, "K6", total, keys)
+            cfg = consumer_config(eb.namesrv_address, "GK6", "K6", order_by="key", max_reconsume_times=-1,
+                                  suspend_current_queue_time_ms=200, consume_concurrently_max_span=span,
+                                  pull_batch_size=pull_batch)
+            async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                await wait_for(lambda: len(finished(read_calls(calls_file))) >= 250, timeout=120, what="250 done")
+                stable: list[int] = []
+
+                def settled() -> bool:  # no success for 2 s: the span limit holds the queue
+                    stable.append(len(finished(read_calls(calls_file))))
+                    return len(stable) > 20 and stable[-1] == stable[-21]
+                await wait_for(settled, timeout=120, what="progress to stop at the span limit")
+                stuck = next(c for c in read_calls(calls_file) if c.i == 3)
+                req = next(req for mq, req in engine.table.items() if mq.topic == "K6")
+                # the cache is bounded: the span limit stops pulling (the stuck key's own later messages
+                # come to fill it), and what stays cached is few
+                assert req.pq.max_span() > span
+                assert req.pq.msg_count <= span + pull_batch
+                assert req.pq.first_offset() == stuck.offset
+                pulled = req.next_offset
+                # metrics: the queue's oldest unfinished message and its age
+                text = generate_latest(registry_for(r.supervisor, time.time())).decode()
+                labels = '{broker="broker-a",queue_id="0",topic="K6"}'
+                assert f"rmqrun_queue_oldest_unfinished_offset{labels} {float(stuck.offset)}" in text
+                age = float(next(line.split()[-1] for line in text.splitlines()
+                                 if line.startswith(f"rmqrun_queue_oldest_unfinished_age_seconds{labels}")))
+                assert 1.0 <= age < 600
+                await wait_for(lambda: engine.offset_store.read_memory(req.mq) == stuck.offset, what="commit")
+                await engine.offset_store.persist(req.mq)
+                # rmqrun status --json (another process, while the loop keeps the broker serving)
+                proc = await asyncio.to_thread(run_cli, ["status", "--namesrv", eb.namesrv_address, "--group",
+                                                         "GK6", "--topic", "K6", "--json"])
+                assert proc.returncode == 0, proc.stderr
+                row = json.loads(proc.stdout)["queues"][0]
+                assert row["consumer_offset"] == row["oldest_unfinished_offset"] == stuck.offset
+                assert row["oldest_unfinished_age_s"] >= age
+                calls = read_calls(calls_file)
+                assert req.next_offset == pulled, "pulling went on past the span limit"
+                # everything pulled has run once, except what is cached: key 3's messages, waiting
+                done = sorted(c.offset for c in finished(calls))
+                missing = sorted(set(range(pulled)) - set(done))
+                assert len(done) == len(set(done)) and len(missing) == req.pq.msg_count
+                assert {key_of(req.pq.get(o).payload, parse_order_key("sharding_key")) for o in missing} == {"3"}
+                assert await r.stop() == 0
+            # only key 3 waits: none of its later messages ran; the other keys ran up to the span limit
+            assert {c.i for c in calls if c.key == "3"} == {3}
+            assert len([o for o in done if o > stuck.offset]) >= 250
+            assert_key_order(calls, keys)
+            assert (await committed_offsets(eb, "GK6", "K6"))[0] == stuck.offset
     run(main())
