@@ -70,3 +70,18 @@ def test_bad_order_settings_are_refused_by_name(eb) -> None:  # type: ignore[no-
     proc = run_cli(run_args(eb.namesrv_address, "GBAD", "BAD", "workers.noop:handle", "--order-by", "key"),
                    env=child_env(RMQRUN_AUTO_COMMIT="false"))
     assert proc.returncode != 0 and "auto_commit=False is invalid: order_by=key" in proc.stderr, proc.stderr
+
+
+def test_demo_order_by_key_uses_every_worker_on_fewer_queues(tmp_path: Path) -> None:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    proc = run_cli(["demo", "--messages", "1200", "--workers", "4", "--cpu-ms", "0.5", "--order-by", "key"],
+                   env=child_env(TMPDIR=str(tmp)), timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "1200 messages handled" in out and ", 0 failed" in out
+    assert "in order by key (1000 sharding keys on 2 queue(s)" in out
+    # the 4 workers shared the work although the topic has 2 queues
+    cpu = [float(x) for x in out.split("CPU seconds per worker:")[1].split()]
+    assert len(cpu) == 4 and min(cpu) > 0.15 * max(cpu), cpu
+    assert list(tmp.iterdir()) == []  # the demo's temporary directory is gone
