@@ -310,3 +310,51 @@ def test_a_stuck_key_keeps_memory_bounded_and_shows_in_metrics_and_status(tmp_pa
             assert_key_order(calls, keys)
             assert (await committed_offsets(eb, "GK6", "K6"))[0] == stuck.offset
     run(main())
+
+
+def test_lock_lost_no_new_key_job_until_locked_again(tmp_path: Path, calls_file: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The queue's broker lock is taken away mid-stream (as another client would): what was handed to
+    workers finishes, no lane starts a new job, the relock is asked for; once the lock is back every key
+    goes on in order."""
+    from tests.integration.test_engine_orderly_locks import Thief
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "20")
+    keys, total = 20, 400
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce_keyed(eb.namesrv_address, "K7", total, keys)
+            thief = Thief(eb, "GK7")
+            try:
+                cfg = consumer_config(eb.namesrv_address, "GK7", "K7", order_by="key", lock_interval_ms=1000,
+                                      broker_suspend_max_time_ms=300)
+                async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+                    engine = r.supervisor.engine
+                    assert engine is not None
+                    (mq,) = [mq for mq in engine.table if mq.topic == "K7"]
+                    req = engine.table[mq]
+                    await wait_for(lambda: len(finished(read_calls(calls_file))) >= 40, what="40 done")
+                    await thief.take(mq, owner=engine.instance.client_id)
+                    await wait_for(lambda: engine.rebalancer.lock_losses >= 1 and not req.pq.locked, timeout=20,
+                                   what="the lock renewal noticing the loss")
+                    seen: list[int] = []
+
+                    def quiet() -> bool:  # what was with the workers has run; nothing new starts
+                        seen.append(len(read_calls(calls_file)))
+                        return len(seen) > 15 and seen[-1] == seen[-16]
+                    await wait_for(quiet, timeout=60, what="no new call without the lock")
+                    held = len(read_calls(calls_file))
+                    assert held < total and engine.consume_service.lanes(mq)["lanes"] > 0
+                    assert engine.consume_service.in_flight == 0
+                    await thief.give_back(mq)
+                    await wait_for(lambda: len(finished(read_calls(calls_file))) >= total, timeout=120,
+                                   what=f"all {total} after relocking")
+                    await wait_for(lambda: engine.offset_store.read_memory(mq) == total, what="the commit")
+                    assert await r.stop() == 0
+                calls = read_calls(calls_file)
+                assert sorted(c.i for c in calls) == list(range(total))
+                assert_key_order(calls, keys)
+                assert (await committed_offsets(eb, "GK7", "K7"))[0] == total
+            finally:
+                await thief.close()
+    run(main())
