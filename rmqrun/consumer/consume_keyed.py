@@ -113,9 +113,9 @@ class KeyedConsumeService:
     def in_flight(self) -> int:
         return len(self._jobs)
 
-    def is_busy(self, mq: object) -> bool:
+    def is_busy(self, mq: MessageQueue) -> bool:
         """Whether a job of this queue is in flight (the rebalancer waits for none before unlocking)."""
-        return self._busy.get(mq, 0) > 0  # type: ignore[call-overload]
+        return self._busy.get(mq, 0) > 0
 
     def lanes(self, mq: MessageQueue) -> dict[str, int]:
         """Per queue: lanes with messages, running and suspended (for status and tests)."""
@@ -292,7 +292,7 @@ class KeyedConsumeService:
         ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
         self.engine.stats.record(len(entries), elapsed, result)
-        self.engine.status.on_consumed(req.mq.topic, result, elapsed)  # type: ignore[attr-defined]
+        self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         return await self._apply(q, key, entries, result)
 
     async def _apply(self, q: _Queue, key: str | None, entries: list[QueuedMessage],
