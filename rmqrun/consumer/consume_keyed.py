@@ -41,7 +41,13 @@ mode (``ConsumerConfig.validate``).
 
 How many jobs are outstanding is bounded (a few per worker); lanes wait their
 turn in a FIFO, so the oldest messages go first and the executor's queue of
-waiting jobs stays short.
+waiting jobs stays short. With thousands of keys a lane rarely holds more than
+a message or two, and a job per lane would cost a pipe round trip per message;
+so, with one message per handler call (the default), a job takes several ready
+lanes of the same queue that hash to the same worker (:func:`lane_slot`, the
+dispatcher's own rule), one lane after another. The worker still stops at the
+first message that does not succeed: that lane is suspended, the lanes behind
+it in the job are merely put back and go again at once.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ from rmqrun.consumer import defaults as d
 from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS, clamp_suspend_ms
 from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
-from rmqrun.consumer.key_order import KeyLane, key_of, parse_order_key
+from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
@@ -68,6 +74,9 @@ from rmqrun.remoting.errors import ProtocolError
 #: outstanding jobs per worker process: enough to keep each worker's pipe fed, few enough that the
 #: executor's list of jobs waiting for their worker stays short
 JOBS_PER_WORKER = 8
+#: lanes (keys) that may share one job; a job goes to the worker of its first lane, and the others are
+#: chosen among the lanes that hash to that same worker
+MAX_LANES_PER_JOB = 64
 #: when the executor does not say how many workers it has
 DEFAULT_PARALLELISM = 4
 #: how long a queue whose lock could not be renewed waits before asking the broker again
@@ -88,6 +97,9 @@ class _Queue:
     unlocked: set[str | None] = field(default_factory=set)
     #: the highest offset routed into a lane (a re-sent offset is not routed twice)
     routed: int = -1
+    #: ready lanes grouped by the worker they hash to, for the pool size ``slots`` (lanes share a job)
+    by_slot: dict[int, deque[str | None]] = field(default_factory=dict)
+    slots: int = 0
     relock: asyncio.Task[None] | None = None
 
 
@@ -171,22 +183,50 @@ class KeyedConsumeService:
 
     # ----------------------------------------------------------------- scheduling
 
+    def _parallelism(self) -> int:
+        return max(1, int(getattr(self.engine.executor, "parallelism", None) or DEFAULT_PARALLELISM))
+
     def _window(self) -> int:
-        workers = getattr(self.engine.executor, "parallelism", None) or DEFAULT_PARALLELISM
-        return max(1, int(workers) * JOBS_PER_WORKER)
+        return self._parallelism() * JOBS_PER_WORKER
+
+    def _packing(self) -> bool:
+        """Lanes share a job only with one message per handler call: then a call never mixes keys, and
+        a failure stops the job at one key's message (the lanes after it are only put back, not suspended)."""
+        return self.config.consume_message_batch_max_size == 1
 
     def _make_ready(self, q: _Queue, key: str | None) -> None:
         if key in q.queued or key in q.running or key in q.suspended:
             return
         q.queued.add(key)
         self._ready.append((q, key))
+        if self._packing():
+            self._bucket(q, key).append(key)
+
+    def _bucket(self, q: _Queue, key: str | None) -> deque[str | None]:
+        """The ready lanes of ``q`` that run on the same worker as ``key`` (candidates to share its job)."""
+        n = self._parallelism()
+        if q.slots != n:  # the pool was resized: regroup the ready lanes
+            q.slots = n
+            q.by_slot = {}
+            for other in q.queued:
+                q.by_slot.setdefault(lane_slot(KeyLane(q.req.mq, other), n), deque()).append(other)
+        slot = lane_slot(KeyLane(q.req.mq, key), n)
+        bucket = q.by_slot.get(slot)
+        if bucket is None:
+            bucket = q.by_slot[slot] = deque()
+        elif len(bucket) > 4 * len(q.queued) + 64:  # entries of lanes started from the FIFO: drop them
+            bucket = q.by_slot[slot] = deque(k for k in bucket if k in q.queued)
+        return bucket
 
     def _pump(self) -> None:
-        """Start lanes from the ready FIFO while the window has room."""
+        """Start lanes from the ready FIFO while the window has room (with company from the same worker)."""
         window = self._window()
         cfg = self.config
+        packing = self._packing()
         while self._ready and len(self._jobs) < window and not self.stopping:
             q, key = self._ready.popleft()
+            if key not in q.queued:
+                continue  # it went out in another lane's job
             q.queued.discard(key)
             pq = q.req.pq
             if pq.dropped:
@@ -203,12 +243,29 @@ class KeyedConsumeService:
                 q.unlocked.add(key)
                 self._relock(q)
                 continue
-            size = cfg.consume_message_batch_max_size * self._calls_per_job()
-            entries = [lane.popleft() for _ in range(min(size, len(lane)))]
-            q.running.add(key)
+            budget = cfg.consume_message_batch_max_size * self._calls_per_job()
+            taken = [lane.popleft() for _ in range(min(budget, len(lane)))]
+            picked: list[tuple[str | None, list[QueuedMessage]]] = [(key, taken)]
+            budget -= len(taken)
+            if packing:
+                bucket = self._bucket(q, key)
+                while bucket and budget > 0 and len(picked) < MAX_LANES_PER_JOB:
+                    other = bucket.popleft()
+                    if other not in q.queued or other in q.running or other in q.suspended:
+                        continue
+                    q.queued.discard(other)
+                    more = q.lanes.get(other)
+                    if not more:
+                        q.lanes.pop(other, None)
+                        continue
+                    taken = [more.popleft() for _ in range(min(budget, len(more)))]
+                    picked.append((other, taken))
+                    budget -= len(taken)
+            for k, _ in picked:
+                q.running.add(k)
             mq = q.req.mq
             self._busy[mq] = self._busy.get(mq, 0) + 1
-            task = asyncio.ensure_future(self._run(q, key, entries))
+            task = asyncio.ensure_future(self._run(q, picked))
             self._jobs.add(task)
 
     def _relock(self, q: _Queue) -> None:
@@ -235,21 +292,14 @@ class KeyedConsumeService:
         return max(1, min(MAX_CALLS_PER_JOB, int(TARGET_JOB_SECONDS / max(self._per_message_s, 1e-6)
                                                  / self.config.consume_message_batch_max_size)))
 
-    # ----------------------------------------------------------------- one job of one lane
+    # ----------------------------------------------------------------- one job: one or more lanes of a queue
 
-    async def _run(self, q: _Queue, key: str | None, entries: list[QueuedMessage]) -> None:
+    async def _run(self, q: _Queue, picked: list[tuple[str | None, list[QueuedMessage]]]) -> None:
         task = asyncio.current_task()
-        pause = 0.0
-        back: list[QueuedMessage] = entries
+        outcome: dict[str | None, tuple[float, list[QueuedMessage]]] = {k: (0.0, entries) for k, entries in picked}
         try:
-            pause, back = await self._consume(q, key, entries)
+            outcome = await self._consume(q, picked)
         finally:
-            if back:  # unfinished: first in line again, in their order
-                lane = q.lanes.get(key)
-                if lane is None:
-                    lane = q.lanes[key] = deque()
-                lane.extendleft(reversed(back))
-            q.running.discard(key)
             mq = q.req.mq
             left = self._busy.get(mq, 1) - 1
             if left > 0:
@@ -257,8 +307,16 @@ class KeyedConsumeService:
             else:
                 self._busy.pop(mq, None)
             self._jobs.discard(task)  # type: ignore[arg-type]
-            pq = q.req.pq
-            if not pq.dropped and not self.stopping:
+            live = not q.req.pq.dropped and not self.stopping
+            for key, (pause, back) in outcome.items():
+                if back:  # unfinished: first in line again, in their order
+                    lane = q.lanes.get(key)
+                    if lane is None:
+                        lane = q.lanes[key] = deque()
+                    lane.extendleft(reversed(back))
+                q.running.discard(key)
+                if not live:
+                    continue
                 if pause > 0:
                     self.suspensions += 1
                     q.suspended[key] = asyncio.get_running_loop().call_later(pause, self._resume, q, key)
@@ -266,42 +324,55 @@ class KeyedConsumeService:
                     self._make_ready(q, key)
                 else:
                     q.lanes.pop(key, None)
-            elif left <= 0:
+            if not live and left <= 0:
                 # the queue was dropped (or we stop) and its last job is over: the rebalancer may unlock now
                 if self._queues.get(mq) is q:
                     del self._queues[mq]
                 self.engine.rebalancer.on_orderly_idle(q.req)
             self._pump()
 
-    async def _consume(self, q: _Queue, key: str | None,
-                       entries: list[QueuedMessage]) -> tuple[float, list[QueuedMessage]]:
-        """Run one job; returns (seconds to suspend the lane, messages to put back at its head)."""
-        cfg = self.config
+    async def _consume(self, q: _Queue, picked: list[tuple[str | None, list[QueuedMessage]]]
+                       ) -> dict[str | None, tuple[float, list[QueuedMessage]]]:
+        """Run one job; per lane: (seconds to suspend it, messages to put back at its head)."""
         req = q.req
+        entries = [e for _, lane in picked for e in lane]
         job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
-                         auto_commit=True, pq=req.pq, dispatch_key=KeyLane(req.mq, key))
+                         auto_commit=True, pq=req.pq, dispatch_key=KeyLane(req.mq, picked[0][0]))
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.warning("key {!r} of {}: job of {} not run: {}", key, req.mq, len(entries), exc)
-            return d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000, entries
+            logger.warning("{}: job of {} message(s) of {} key(s) not run: {}", req.mq, len(entries), len(picked), exc)
+            return {k: (d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000, lane) for k, lane in picked}
         elapsed = time.monotonic() - started
         ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
         self.engine.stats.record(len(entries), elapsed, result)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
-        return await self._apply(q, key, entries, result)
-
-    async def _apply(self, q: _Queue, key: str | None, entries: list[QueuedMessage],
-                     result: JobResult) -> tuple[float, list[QueuedMessage]]:
-        cfg = self.config
-        req = q.req
         verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
         # automatic commit only: COMMIT and ROLLBACK count as SUCCESS, as Java treats them then
         verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        outcome: dict[str | None, tuple[float, list[QueuedMessage]]] = {}
+        done: list[QueuedMessage] = []
+        pos = 0
+        for key, lane in picked:
+            pause, finished, back = await self._apply(req, key, lane, verdicts[pos:pos + len(lane)], result)
+            pos += len(lane)
+            done.extend(finished)
+            outcome[key] = (pause, back)
+        if done:
+            commit_offset = req.pq.remove_messages([e.offset for e in done])
+            if commit_offset >= 0 and self._may_commit(req):
+                self.engine.offset_store.update(req.mq, commit_offset, True)
+        return outcome
+
+    async def _apply(self, req: PullRequest, key: str | None, entries: list[QueuedMessage],
+                     verdicts: list[Verdict], result: JobResult
+                     ) -> tuple[float, list[QueuedMessage], list[QueuedMessage]]:
+        """One lane's share of a job: (seconds to suspend it, messages finished, messages to put back)."""
+        cfg = self.config
         first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
         done = entries[:first_bad]
         rest = entries[first_bad:]
@@ -322,11 +393,8 @@ class KeyedConsumeService:
         elif bad is Verdict.NOT_RUN and result.error:
             # the job broke off (worker died, time limit): pause this key before redelivering
             suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
-        if done:
-            commit_offset = req.pq.remove_messages([e.offset for e in done])
-            if commit_offset >= 0 and self._may_commit(req):
-                self.engine.offset_store.update(req.mq, commit_offset, True)
-        return suspend, rest
+        # NOT_RUN without an error: an earlier key of the job failed; this lane simply goes again
+        return suspend, done, rest
 
     def _may_commit(self, req: PullRequest) -> bool:
         """As in queue mode: a dropped queue's commit is ours while we still hold its lock."""

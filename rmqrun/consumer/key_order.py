@@ -18,6 +18,7 @@ themselves, as in ``order_by: queue``.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -89,3 +90,9 @@ class KeyLane:
 
     def __str__(self) -> str:
         return str(self.mq) if self.key is None else self.key
+
+
+def lane_slot(lane: KeyLane, workers: int) -> int:
+    """Which of ``workers`` a lane runs on: the index the dispatcher pins it to (crc32 of ``str(lane)``
+    mod the number of workers, its stable rule), so that lanes of one slot can share a job."""
+    return zlib.crc32(str(lane).encode("utf-8")) % workers
