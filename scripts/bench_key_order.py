@@ -38,6 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import psutil  # noqa: E402
+
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.admin import AdminClient, TopicConfig  # noqa: E402
 from rmqrun.client.instance import ClientInstance  # noqa: E402
@@ -84,8 +86,19 @@ def window_rate(points: list[tuple[float, int]], total: int) -> float:
     return (hi[1] - lo[1]) / (hi[0] - lo[0])
 
 
+def cpu_split(pid: int) -> tuple[float, list[float]]:
+    """CPU seconds of the supervisor and of each worker process."""
+    try:
+        sup = psutil.Process(pid)
+        mine = sup.cpu_times()
+        workers = [c.cpu_times() for c in sup.children(recursive=True)]
+    except psutil.Error:
+        return float("nan"), []
+    return mine.user + mine.system, sorted((t.user + t.system for t in workers), reverse=True)
+
+
 def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, workers: int, cpu_ms: float,
-               timeout: float) -> float:
+               timeout: float) -> tuple[float, tuple[float, list[float]]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMQRUN_")}
     env.update(RMQRUN_STATUS_INTERVAL="0.1", RMQRUN_HANDLER_CPU_MS=str(cpu_ms), PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "rmqrun.cli.main", "run", "workers.cpu:handle", "--namesrv", namesrv,
@@ -95,6 +108,7 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, work
     points: list[tuple[float, int]] = []
     deadline = time.monotonic() + timeout
     assert proc.stderr is not None
+    split: tuple[float, list[float]] = (float("nan"), [])
     try:
         for line in proc.stderr:
             m = _STATUS.match(line)
@@ -102,6 +116,7 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, work
                 t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
                 points.append((t, int(m.group(2))))
                 if points[-1][1] >= n:
+                    split = cpu_split(proc.pid)
                     break
             if time.monotonic() > deadline:
                 print(f"  {order_by}: timed out at {points[-1][1] if points else 0}/{n}", file=sys.stderr)
@@ -112,7 +127,7 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, work
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return window_rate(points, n)
+    return window_rate(points, n), split
 
 
 def load() -> str:
@@ -145,11 +160,12 @@ def main() -> None:
             rate = asyncio.run(produce(ns, topic, args.messages, args.keys))
             print(f"[{queues} queue(s)] produced {args.messages} at {rate:,.0f} msg/s")
             for order_by in ("queue", "key"):
-                r = run_rmqrun(ns, topic, f"CG_{order_by}_{topic}", args.messages, order_by, args.workers,
-                               args.cpu_ms, args.timeout)
+                r, (sup, per_worker) = run_rmqrun(ns, topic, f"CG_{order_by}_{topic}", args.messages, order_by,
+                                                  args.workers, args.cpu_ms, args.timeout)
                 busy = min(args.workers, cores) if order_by == "key" else min(queues, args.workers, cores)
                 rows.append((queues, order_by, r, busy / cost))
-                print(f"[{queues} queue(s)] --order-by {order_by}: {r:,.0f} msg/s (load average {load()})")
+                print(f"[{queues} queue(s)] --order-by {order_by}: {r:,.0f} msg/s; CPU s supervisor {sup:.1f}, "
+                      f"workers {' '.join(f'{w:.1f}' for w in per_worker)} (load average {load()})")
     print()
     print(f"ideal cores / cost = {cores} / {args.cpu_ms:g} ms = {ideal:,.0f} msg/s; load average after: {load()}")
     print(f"| queues | order by | msg/s | of ideal | mode's ceiling |")
