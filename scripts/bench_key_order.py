@@ -11,12 +11,19 @@ fresh consumer group from the first offset:
 * ``--order-by key``:   in order per key, parallel across keys.
 
 The rate is taken between 10 % and 90 % of the backlog from rmqrun's status
-lines (start-up and tail left out). Each row gives msg/s, its share of the
+lines (start-up and tail left out); each mode runs ``--rounds`` times,
+alternating, each run with a fresh group over the same backlog, and the table
+gives the median. Each row gives msg/s, its share of the
 ideal ``cores / cost`` (all cores busy on the handler, nothing else), and the
 ceiling of its mode: ``min(queues, workers, cores) / cost`` for queue order,
-``min(workers, cores) / cost`` for key order. The load average is printed
-before and after: on a shared machine other processes take cores, so compare
-the two modes of one run, not runs of different times.
+``min(workers, cores) / cost`` for key order. Each run also prints the CPU
+seconds of the supervisor and of each worker (who did the work) and the cores
+the process tree used on average (its CPU seconds / wall seconds). The load
+average is printed too: on a shared machine other processes take cores, and
+with the kernel's session autogroups (``/proc/sys/kernel/sched_autogroup_enabled``)
+a busy machine gives the whole rmqrun tree one session's share of the CPU
+however many workers it has, which caps both modes alike; compare the modes
+of one run, and look at "cores used".
 
 Usage: python scripts/bench_key_order.py [--messages 6000] [--keys 2000] [--cpu-ms 2] [--queues 1 4]
        [--workers N]
@@ -28,6 +35,7 @@ import argparse
 import asyncio
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,17 +106,18 @@ def cpu_split(pid: int) -> tuple[float, list[float]]:
 
 
 def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, workers: int, cpu_ms: float,
-               timeout: float) -> tuple[float, tuple[float, list[float]]]:
+               timeout: float) -> tuple[float, tuple[float, list[float], float]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMQRUN_")}
     env.update(RMQRUN_STATUS_INTERVAL="0.1", RMQRUN_HANDLER_CPU_MS=str(cpu_ms), PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "rmqrun.cli.main", "run", "workers.cpu:handle", "--namesrv", namesrv,
            "--group", group, "--topic", topic, "--consume-from", "CONSUME_FROM_FIRST_OFFSET",
            "--workers", str(workers), "--orderly", "--order-by", order_by]
+    began = time.monotonic()
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     points: list[tuple[float, int]] = []
     deadline = time.monotonic() + timeout
     assert proc.stderr is not None
-    split: tuple[float, list[float]] = (float("nan"), [])
+    split: tuple[float, list[float], float] = (float("nan"), [], float("nan"))
     try:
         for line in proc.stderr:
             m = _STATUS.match(line)
@@ -116,7 +125,8 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, order_by: str, work
                 t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
                 points.append((t, int(m.group(2))))
                 if points[-1][1] >= n:
-                    split = cpu_split(proc.pid)
+                    sup, per_worker = cpu_split(proc.pid)
+                    split = (sup, per_worker, (sup + sum(per_worker)) / (time.monotonic() - began))
                     break
             if time.monotonic() > deadline:
                 print(f"  {order_by}: timed out at {points[-1][1] if points else 0}/{n}", file=sys.stderr)
@@ -142,6 +152,8 @@ def main() -> None:
     ap.add_argument("--queues", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each mode, alternating queue and key; the table gives the median")
     args = ap.parse_args()
     if args.cpu_ms <= 0 or args.messages < 10 or args.keys < 1:
         ap.error("--cpu-ms must be > 0, --messages >= 10, --keys >= 1")
@@ -149,7 +161,7 @@ def main() -> None:
     cost = args.cpu_ms / 1000
     ideal = cores / cost
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-key-"))
-    rows: list[tuple[int, str, float, float]] = []
+    rows: list[tuple[int, str, list[float], float, list[float]]] = []
     print(f"{cores} cores, {args.workers} workers, {args.cpu_ms:g} ms CPU per message, {args.messages} messages "
           f"over {args.keys} keys; load average before: {load()}")
     with BrokerProcess(data / "broker", flush_mode="async") as bp:
@@ -159,19 +171,28 @@ def main() -> None:
             asyncio.run(create_topic(ns, bp.broker_address, topic, queues))
             rate = asyncio.run(produce(ns, topic, args.messages, args.keys))
             print(f"[{queues} queue(s)] produced {args.messages} at {rate:,.0f} msg/s")
+            rates: dict[str, list[float]] = {"queue": [], "key": []}
+            cores_used: dict[str, list[float]] = {"queue": [], "key": []}
+            for round_ in range(args.rounds):
+                for order_by in ("queue", "key") if round_ % 2 == 0 else ("key", "queue"):
+                    r, (sup, per_worker, used) = run_rmqrun(ns, topic, f"CG_{order_by}_{topic}_{round_}", args.messages,
+                                                      order_by, args.workers, args.cpu_ms, args.timeout)
+                    rates[order_by].append(r)
+                    cores_used[order_by].append(used)
+                    print(f"[{queues} queue(s)] --order-by {order_by}: {r:,.0f} msg/s; CPU s supervisor {sup:.1f}, "
+                          f"workers {' '.join(f'{w:.1f}' for w in per_worker)}, {used:.2f} cores used "
+                          f"(load average {load()})")
             for order_by in ("queue", "key"):
-                r, (sup, per_worker) = run_rmqrun(ns, topic, f"CG_{order_by}_{topic}", args.messages, order_by,
-                                                  args.workers, args.cpu_ms, args.timeout)
                 busy = min(args.workers, cores) if order_by == "key" else min(queues, args.workers, cores)
-                rows.append((queues, order_by, r, busy / cost))
-                print(f"[{queues} queue(s)] --order-by {order_by}: {r:,.0f} msg/s; CPU s supervisor {sup:.1f}, "
-                      f"workers {' '.join(f'{w:.1f}' for w in per_worker)} (load average {load()})")
+                rows.append((queues, order_by, rates[order_by], busy / cost, cores_used[order_by]))
     print()
     print(f"ideal cores / cost = {cores} / {args.cpu_ms:g} ms = {ideal:,.0f} msg/s; load average after: {load()}")
-    print(f"| queues | order by | msg/s | of ideal | mode's ceiling |")
-    print(f"|---:|---|---:|---:|---:|")
-    for queues, order_by, r, ceiling in rows:
-        print(f"| {queues} | {order_by} | {r:,.0f} | {r / ideal:.2f} | {ceiling:,.0f} |")
+    print("| queues | order by | msg/s (median) | of ideal | mode's ceiling | cores used | every run |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for queues, order_by, rs, ceiling, used in rows:
+        r = statistics.median(rs)
+        print(f"| {queues} | {order_by} | {r:,.0f} | {r / ideal:.2f} | {ceiling:,.0f} | {statistics.median(used):.2f} | "
+              f"{', '.join(f'{x:,.0f}' for x in rs)} |")
 
 
 if __name__ == "__main__":
