@@ -410,7 +410,8 @@ class KeyedConsumeService:
         limit = cfg.effective_max_reconsume_times
         self.engine.stats.failed += len(call)
         if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
-            sent = await asyncio.gather(*(self._dead_letter(req, key, e, limit) for e in call))
+            # one after another, so the key's messages reach the DLQ in their order
+            sent = [await self._dead_letter(req, key, e, limit) for e in call]
             if all(sent):
                 return True, 0.0
         for e in call:

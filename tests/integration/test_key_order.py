@@ -358,3 +358,45 @@ def test_lock_lost_no_new_key_job_until_locked_again(tmp_path: Path, calls_file:
             finally:
                 await thief.close()
     run(main())
+
+
+def test_several_messages_per_call_keep_one_key_per_job(tmp_path: Path, calls_file: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With consume_message_batch_max_size > 1 a handler call could mix keys, so lanes do not share
+    jobs: each job is one key's messages. A failing call suspends only its own key and, at
+    max_reconsume_times, its messages go to the DLQ together (the orderly rule for a call)."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "2")
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_FAIL", "5:5")
+    keys, total, per_call = 100, 1000, 4
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            await produce_keyed(eb.namesrv_address, "K8", total, keys)
+            cfg = consumer_config(eb.namesrv_address, "GK8", "K8", order_by="key",
+                                  consume_message_batch_max_size=per_call, max_reconsume_times=1,
+                                  suspend_current_queue_time_ms=300)
+            async with Running(cfg, pool_config(HANDLER, workers=3)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                await wait_for(lambda: len(engine.table) >= 2 and all(
+                    req.pq.msg_count == 0 and req.next_offset > 0 for mq, req in engine.table.items()
+                    if mq.topic == "K8") and len(finished(read_calls(calls_file))) >= total - per_call,
+                    timeout=180, what="every queue drained")
+                assert await r.stop() == 0
+            calls = read_calls(calls_file)
+            dlq = await stored_messages(eb.namesrv_address, eb.broker_address, "%DLQ%GK8")
+            dead = [int(bytes(m.body).decode().split("-")[1]) for m in dlq]
+            # the failing call: message 5 and the next messages of key 5 that shared its call, in order
+            assert 1 <= len(dead) <= per_call and dead == list(range(5, 5 + keys * len(dead), keys)), dead
+            assert [(c.reconsume, c.status) for c in calls if c.i == 5] == [(0, "fail"), (1, "fail")]
+            assert_key_order(calls, keys, moved_on=set(dead))
+            ok = sorted(c.i for c in finished(calls))
+            assert ok == [i for i in range(total) if i not in dead]  # everything else once
+            # no job mixed keys: a call's messages all came from one key, so only key 5 ever waited
+            assert {c.key for c in calls if c.status == "fail"} == {"5"}
+            offsets = await committed_offsets(eb, "GK8", "K8")
+            sizes = Counter(c.queue for c in calls if c.status == "ok")
+            q5 = next(c.queue for c in calls if c.i == 5)
+            sizes[q5] += len(dead)
+            assert offsets == dict(sizes)
+    run(main())
