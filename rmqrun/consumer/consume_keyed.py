@@ -47,7 +47,8 @@ so, with one message per handler call (the default), a job takes several ready
 lanes of the same queue that hash to the same worker (:func:`lane_slot`, the
 dispatcher's own rule), one lane after another. The worker still stops at the
 first message that does not succeed: that lane is suspended, the lanes behind
-it in the job are merely put back and go again at once.
+it in the job are merely put back and go again at once (a job broken off by
+a worker death or a time limit likewise pauses only the key it broke off at).
 """
 
 from __future__ import annotations
@@ -354,11 +355,17 @@ class KeyedConsumeService:
         verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
         # automatic commit only: COMMIT and ROLLBACK count as SUCCESS, as Java treats them then
         verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        # the worker stops at the job's first message that does not succeed: only that message's lane is
+        # judged (suspended, dead-lettered); the lanes behind it never ran and simply go again
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
         outcome: dict[str | None, tuple[float, list[QueuedMessage]]] = {}
         done: list[QueuedMessage] = []
         pos = 0
         for key, lane in picked:
-            pause, finished, back = await self._apply(req, key, lane, verdicts[pos:pos + len(lane)], result)
+            if first_bad < pos:  # behind the message that stopped the job: not run, not to blame
+                pause, finished, back = 0.0, [], lane
+            else:
+                pause, finished, back = await self._apply(req, key, lane, verdicts[pos:pos + len(lane)], result)
             pos += len(lane)
             done.extend(finished)
             outcome[key] = (pause, back)
@@ -391,9 +398,8 @@ class KeyedConsumeService:
             else:
                 suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
         elif bad is Verdict.NOT_RUN and result.error:
-            # the job broke off (worker died, time limit): pause this key before redelivering
+            # the job broke off at this key's message (worker died, time limit): pause it before redelivering
             suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
-        # NOT_RUN without an error: an earlier key of the job failed; this lane simply goes again
         return suspend, done, rest
 
     def _may_commit(self, req: PullRequest) -> bool:

@@ -110,6 +110,9 @@ def test_a_failing_key_suspends_only_itself_then_goes_to_the_dlq(tmp_path: Path,
                 assert engine is not None
                 await wait_for(lambda: all(req.pq.msg_count == 0 for req in engine.table.values()),
                                what="the queue drained")
+                # only key 7 was ever suspended (twice; the third failure dead-letters it): keys that shared
+                # a job with it and stood behind it were put back, not suspended
+                assert engine.consume_service.suspensions == 2
                 assert await r.stop() == 0
             calls = read_calls(calls_file)
             assert_key_order(calls, keys, moved_on={7})
