@@ -403,3 +403,31 @@ def test_several_messages_per_call_keep_one_key_per_job(tmp_path: Path, calls_fi
             sizes[q5] += len(dead)
             assert offsets == dict(sizes)
     run(main())
+
+
+def test_broadcasting_key_order_without_locks(tmp_path: Path, calls_file: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Broadcasting takes no broker locks (as queue mode); key order holds all the same, offsets are local."""
+    monkeypatch.setenv("RMQRUN_HANDLER_KEYED_SLEEP_MS", "2")
+    keys, total = 200, 1000
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=2) as eb:
+            await produce_keyed(eb.namesrv_address, "K9", total, keys)
+            cfg = consumer_config(eb.namesrv_address, "GK9", "K9", order_by="key", message_model="BROADCASTING",
+                                  offset_store_dir=str(tmp_path / "offsets"))
+            async with Running(cfg, pool_config(HANDLER, workers=3)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                assert not any(req.pq.locked for req in engine.table.values())
+                await wait_for(lambda: len(finished(read_calls(calls_file))) >= total, timeout=120,
+                               what=f"{total} messages")
+                await wait_for(lambda: all(engine.offset_store.read_memory(mq) == req.next_offset
+                                           for mq, req in engine.table.items() if mq.topic == "K9"),
+                               what="offsets at the end")
+                assert await r.stop() == 0
+            calls = read_calls(calls_file)
+            assert sorted(c.i for c in calls) == list(range(total))
+            assert_key_order(calls, keys)
+            assert len({c.pid for c in calls}) == 3
+    run(main())
