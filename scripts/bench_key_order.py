@@ -191,7 +191,8 @@ def main() -> None:
     print("|---:|---|---:|---:|---:|---:|---|")
     for queues, order_by, rs, ceiling, used in rows:
         r = statistics.median(rs)
-        print(f"| {queues} | {order_by} | {r:,.0f} | {r / ideal:.2f} | {ceiling:,.0f} | {statistics.median(used):.2f} | "
+        print(f"| {queues} | {order_by} | {r:,.0f} | {r / ideal:.2f} | {ceiling:,.0f} | "
+              f"{statistics.median(used):.2f} | "
               f"{', '.join(f'{x:,.0f}' for x in rs)} |")
 
 

@@ -69,7 +69,7 @@ def finished(calls: list[Call]) -> list[Call]:
     return [c for c in calls if c.status == "ok"]
 
 
-def assert_key_order(calls: list[Call], keys: int, *, moved_on: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+def assert_key_order(calls: list[Call], keys: int, *, moved_on: frozenset[int] | set[int] = frozenset()) -> None:
     """Per key: calls never overlap, and a message's call starts only once the key's previous
     message has succeeded (or was dead-lettered: ``moved_on``) in an earlier call."""
     by_key: dict[str, list[Call]] = defaultdict(list)
