@@ -375,6 +375,10 @@ class ProcessQueue:
     def get(self, offset: int) -> QueuedMessage | None:
         return self._tree.entries.get(offset)
 
+    def get_taken(self, offset: int) -> QueuedMessage | None:
+        """An orderly message taken and not yet committed (for the oldest-unfinished view)."""
+        return self._consuming_msgs.get(offset)
+
     def __contains__(self, offset: object) -> bool:
         return offset in self._tree.entries
 

@@ -7,7 +7,7 @@ are the Java client's:
 
 1. cached messages > pullThresholdForQueue, or cached body MiB >
    pullThresholdSizeForQueue: retry in 50 ms;
-2. concurrent only: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
+2. concurrent and order_by key: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
 3. orderly (clustering) only: the queue must be locked; the first pull after
    a lock re-reads the offset from the broker;
 4. pull errors back off 1 s (20 ms for broker flow control).
@@ -69,7 +69,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
                                mq, pq.msg_count, _mib(pq.msg_size), limit_count, limit_mib)
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
-        if not cfg.orderly:
+        if not cfg.orderly or cfg.order_by_key:  # key mode keeps finished-out-of-order messages cached too
             if pq.max_span() > cfg.consume_concurrently_max_span:
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
@@ -77,7 +77,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
                                    mq, pq.max_span(), cfg.consume_concurrently_max_span)
                 await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
                 continue
-        elif cfg.clustering:
+        if cfg.orderly and cfg.clustering:
             if not pq.locked:
                 await asyncio.sleep(exception_delay)
                 continue

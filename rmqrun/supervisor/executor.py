@@ -90,7 +90,8 @@ class PoolExecutor:
         if self._closed is not None:
             raise ExecutorClosedError(f"not running: {self._closed}")
         mode = ConsumeMode.ORDERLY if job.orderly else ConsumeMode.CONCURRENT
-        batch = Batch(next(self._ids), job.mq, mode, job.mq.broker_name, list(job.records), job.auto_commit)
+        key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
+        batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit)
         pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
         self._waiting.append(pending)
         self._dispatch()
@@ -114,6 +115,11 @@ class PoolExecutor:
     @property
     def in_flight(self) -> int:
         return len(self._flying)
+
+    @property
+    def parallelism(self) -> int:
+        """Worker processes: how many jobs can run at once (the key-ordered service sizes its window by it)."""
+        return max(1, len(self.pool.worker_ids))
 
     @property
     def waiting(self) -> int:
