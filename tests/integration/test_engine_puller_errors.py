@@ -147,7 +147,7 @@ def test_broker_flow_control_is_retried_after_its_short_delay_not_the_error_dela
                                what="all 10 messages after 10 flow-control answers")
                 assert refused[0] == 10
                 assert await r.stop() == 0
-            assert read_records(record) == [(0, i) for i in range(10)]
+            assert sorted(read_records(record)) == [(0, i) for i in range(10)]
     run(main())
 
 
@@ -183,5 +183,5 @@ def test_a_pull_refused_for_its_subscription_asks_for_a_heartbeat(tmp_path: Path
                 assert refused[0] == 2
                 assert heartbeats_after_refusal[0] >= 1, "no heartbeat followed the refused pulls"
                 assert await r.stop() == 0
-            assert read_records(record) == [(0, i) for i in range(5)]
+            assert sorted(read_records(record)) == [(0, i) for i in range(5)]
     run(main())

@@ -155,6 +155,6 @@ def test_a_queue_whose_committed_offset_cannot_be_read_is_not_taken_at_a_guess(t
                 await wait_for(lambda: len(read_records(record)) >= 4, what="offsets 6..9")
                 await wait_for(lambda: engine.offset_store.read_memory(mq) == 10, what="the commit at 10")
                 assert await r.stop() == 0
-            assert read_records(record) == [(0, 6), (0, 7), (0, 8), (0, 9)]
+            assert sorted(read_records(record)) == [(0, 6), (0, 7), (0, 8), (0, 9)]
             assert (await committed_offsets(eb, "GSOR", "SOR"))[0] == 10
     run(main())
