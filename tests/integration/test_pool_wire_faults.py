@@ -187,3 +187,40 @@ def test_a_second_stop_waits_for_the_first(module_dir: Callable[[str, str], Path
         finally:
             await h.__aexit__(None, None, None)
     run(scenario())
+
+
+STUBBORN_HANDLER = """
+    import os, signal, time
+
+    def handle(msg):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a handler that ignores the polite stop
+        open(os.environ["RMQRUN_TEST_STUBBORN"], "w").write(str(os.getpid()))
+        time.sleep(3600)
+"""
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_and_its_batch_counted(
+        module_dir: Callable[[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module_dir("stubborn", STUBBORN_HANDLER)
+    marker = tmp_path / "stubborn.pid"
+    monkeypatch.setenv("RMQRUN_TEST_STUBBORN", str(marker))
+
+    async def scenario() -> None:
+        h = Harness("stubborn:handle", time_limit=0)
+        await h.__aenter__()
+        try:
+            batch = h.submit(0, records(2, start=3))
+            await h.wait_for(lambda: marker.exists() and marker.read_text(), what="the handler running")
+            pid = int(marker.read_text())
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            cut = await h.pool.stop(0.3)
+            took = loop.time() - t0
+            assert [b.batch_id for b in cut] == [batch.batch_id], "the batch cut short is reported"
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+            assert took < 20, f"stop took {took:.1f} s"
+            assert h.pool.state == "stopped"
+        finally:
+            await h.__aexit__(None, None, None)
+    run(scenario())
