@@ -185,3 +185,40 @@ def test_a_pull_refused_for_its_subscription_asks_for_a_heartbeat(tmp_path: Path
                 assert await r.stop() == 0
             assert sorted(read_records(record)) == [(0, i) for i in range(5)]
     run(main())
+
+
+def test_a_queue_whose_pull_hangs_past_the_idle_limit_is_dropped_and_taken_again(tmp_path: Path, record: Path) -> None:
+    """Java's isPullExpired recovery: a queue not pulled for pullMaxIdleTime (120 s; 1.5 s here, set on the
+    live process queue) is dropped by the next rebalance and created afresh, so a pull lost somewhere
+    cannot stop a queue for good; what the new pull brings is consumed once."""
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "PE6", 5)
+            hang = [True]
+            release = asyncio.Event()
+            real_pull = eb.broker.processors.pull.pull
+
+            async def pull(conn, cmd):  # type: ignore[no-untyped-def]
+                if (cmd.ext_fields.get("topic") or "") == "PE6" and hang[0]:
+                    await release.wait()  # a pull the broker never answers in time
+                return await real_pull(conn, cmd)
+            eb.broker.server.register(RequestCode.PULL_MESSAGE, pull)
+            cfg = _config(eb.namesrv_address, "GPE6", "PE6", rebalance_interval_ms=300)
+            async with Running(cfg, pool_config(HANDLER)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                (mq,) = [mq for mq in engine.table if mq.topic == "PE6"]
+                first = engine.table[mq]
+                first.pq.pull_max_idle_ms = 1500
+                await wait_for(lambda: engine.table.get(mq) is not None and engine.table[mq] is not first,
+                               timeout=30, what="the idle queue dropped and taken again")
+                assert first.pq.dropped
+                assert read_records(record) == []
+                hang[0] = False
+                release.set()
+                await wait_for(lambda: len(read_records(record)) >= 5, what="the five messages")
+                await wait_for(lambda: engine.offset_store.read_memory(mq) == 5, what="the commit at 5")
+                assert await r.stop() == 0
+            assert sorted(read_records(record)) == [(0, i) for i in range(5)], "each once"
+    run(main())
