@@ -92,3 +92,21 @@ def test_the_writer_checks_options_and_the_schema_before_anything_is_sent() -> N
         with pytest.raises(Exception) as through_source:
             RocketMQDataSource({"namesrv": "127.0.0.1:1", "topic": "Out"}).streamWriter(schema, False)
         assert words in str(through_source.value)
+
+
+def test_planning_errors_name_the_option(broker: Any) -> None:
+    produce(broker, "PlanErr", 4)
+    ns = broker.namesrv_address
+
+    def plan(**options: str) -> str:
+        with pytest.raises(Exception) as err:
+            RocketMQDataSource({"namesrv": ns, **options}).reader(None)  # type: ignore[arg-type]
+        return str(err.value)
+
+    assert "topic 'PlanNever' does not exist" in plan(topic="PlanNever")
+    assert "names queue(s) that do not exist: PlanErr broker-a:99" in plan(
+        topic="PlanErr", startingOffsets='{"PlanErr": {"broker-a:99": 0}}')
+    assert "is past the queue's end" in plan(topic="PlanErr", startingOffsets='{"PlanErr": {"broker-a:0": 500}}')
+    with pytest.raises(Exception, match="did not answer"):
+        RocketMQDataSource({"namesrv": "127.0.0.1:1", "topic": "PlanErr",
+                            "pullTimeoutMs": "500"}).reader(None)  # type: ignore[arg-type]
