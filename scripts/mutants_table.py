@@ -217,6 +217,19 @@ MUTANTS: list[Mutant] = [
     m("puller-tag-refilter", PL, "no client-side tag re-filter (tags whose hash codes collide get through)",
       "        return True\n    return sub.matches_tag(tags)", "        return True\n    return True",
       I + "test_engine_puller_errors.py::test_tags_with_colliding_hash_codes_are_filtered_by_the_client"),
+    m("puller-flow-control-as-error", PL, "a FLOW_CONTROL answer backs off the error delay, not the short one",
+      "        except FlowControlError:\n"
+      "            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000)",
+      "        except FlowControlError:\n"
+      "            await asyncio.sleep(exception_delay)",
+      I + "test_engine_puller_errors.py::test_broker_flow_control_is_retried_after_its_short_delay_not_the_error_delay"),
+    m("puller-refused-subscription-no-heartbeat", PL, "a pull refused for its subscription asks for no heartbeat",
+      "            engine.request_heartbeat()", "            pass",
+      I + "test_engine_puller_errors.py::test_a_pull_refused_for_its_subscription_asks_for_a_heartbeat"),
+    m("puller-commit-flag-to-slave", PL, "a pull sent to a slave carries the commit-offset flag",
+      "    if commit_offset > 0 and addr == engine.instance.broker_address(mq.broker_name):",
+      "    if commit_offset > 0:",
+      I + "test_engine_slave_reads.py::test_pulls_follow_the_suggested_slave_without_committing_there"),
     # ---------------------------------------------------------------- tag filtering
     m("sub-tag-match-all", "rmqrun/client/subscription.py", "client tag filter accepts any tag",
       "return tags is not None and tags in self._tags_lookup", "return True",

@@ -127,7 +127,9 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
     addr = await engine.pull_address(mq)
     commit_offset = engine.offset_store.read_memory(mq) if cfg.clustering else -1
     sys_flag = FLAG_SUSPEND
-    if commit_offset > 0:
+    # offsets are committed on the master only: a pull sent to a slave (a broker's suggestion)
+    # carries no commit-offset flag, as Java's PullAPIWrapper clears it there
+    if commit_offset > 0 and addr == engine.instance.broker_address(mq.broker_name):
         sys_flag |= FLAG_COMMIT_OFFSET
     if cfg.post_subscription_when_pull:
         sys_flag |= FLAG_SUBSCRIPTION
