@@ -164,7 +164,12 @@ class Batch:
     ``queue_key`` is opaque to the pool (the consumer's process-queue key);
     ``records`` is one blob of concatenated stored-message records or a list of
     blobs. ``count`` is derived from the records (their size fields are
-    checked here, so a malformed batch fails at submit, not in a worker).
+    checked here, so a malformed batch fails at submit, not in a worker),
+    unless the caller gives ``count``: then ``records`` must be exactly
+    ``count`` blobs of one record each, and only that is checked (each blob's
+    size field equals its length), not every record's walk, a Python loop per
+    message on the supervisor's hot path (the executor's records come from
+    :func:`~rmqrun.remoting.message.scan_records`, which validated them).
     ``auto_commit`` only matters in orderly mode (Java's ``autoCommit``).
     """
 
@@ -174,10 +179,18 @@ class Batch:
     broker_name: str
     records: RecordData | Sequence[RecordData] = field(repr=False)
     auto_commit: bool = True
-    count: int = field(init=False)
+    count: int = -1
 
     def __post_init__(self) -> None:
-        self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+        if self.count < 0:
+            self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+        else:
+            records = self.records
+            if isinstance(records, (bytes, bytearray, memoryview)) or len(records) != self.count:
+                raise ValueError(f"a batch given count={self.count} needs that many one-record blobs")
+            unpack = _INT.unpack_from
+            if not all(len(b) >= 28 and unpack(b)[0] == len(b) for b in records):
+                raise ValueError("a batch given its count has a blob that is not exactly one record")
 
     def split_records(self) -> list[bytes]:
         """Each record as its own bytes, in batch order (to re-run messages one by one)."""
@@ -374,7 +387,7 @@ def encode_run(batch: Batch) -> list[RecordData]:
     """The RUN frame of a batch, as pieces to write back to back (records are not copied)."""
     broker = batch.broker_name.encode("utf-8")
     blobs = _blobs(batch.records)
-    size = sum(len(b) for b in blobs)
+    size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
                      _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker))
     prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker
