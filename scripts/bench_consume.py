@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import statistics
+from dataclasses import dataclass
 import time
 from datetime import datetime
 from pathlib import Path
@@ -113,9 +114,34 @@ def window_rate(points: list[tuple[float, int]], total: int) -> float:
     return (hi[1] - lo[1]) / (hi[0] - lo[0])
 
 
+@dataclass
+class RunStats:
+    """One rmqrun run: the 10-90 % rate and, in that window, CPU per message of the supervisor and the workers."""
+
+    rate: float
+    supervisor_us: float = float("nan")
+    workers_us: float = float("nan")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
 def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, workers: int, cpu_ms: float,
                timeout: float, orderly: bool = False, profile: Path | None = None,
-               extra_env: dict[str, str] | None = None) -> float:
+               extra_env: dict[str, str] | None = None) -> RunStats:
     env = dict(os.environ, RMQRUN_STATUS_INTERVAL="0.1", RMQRUN_HANDLER_CPU_MS=str(cpu_ms),
                PYTHONPATH=str(ROOT), **(extra_env or {}))
     args = ["run", handler, "--namesrv", namesrv, "--group", group,
@@ -128,6 +154,7 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, worke
         cmd = [sys.executable, "-m", "rmqrun.cli.main", *args]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
     points: list[tuple[float, int]] = []
+    marks: list[tuple[int, float, float]] = []  # (consumed, supervisor cpu s, workers cpu s) at ~10 % and ~90 %
     deadline = time.monotonic() + timeout
     assert proc.stderr is not None
     try:
@@ -136,7 +163,11 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, worke
             if m:
                 t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
                 points.append((t, int(m.group(2))))
-                if points[-1][1] >= n:
+                count = points[-1][1]
+                if (not marks and count >= 0.1 * n) or (len(marks) == 1 and count >= 0.9 * n):
+                    marks.append((count, _cpu_seconds(proc.pid),
+                                  sum(_cpu_seconds(c) for c in _children(proc.pid))))
+                if count >= n:
                     break
             if time.monotonic() > deadline:
                 print(f"  rmqrun: timed out at {points[-1][1] if points else 0}/{n}", file=sys.stderr)
@@ -147,7 +178,12 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, worke
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    return window_rate(points, n)
+    stats = RunStats(window_rate(points, n))
+    if len(marks) == 2 and marks[1][0] > marks[0][0]:
+        k = marks[1][0] - marks[0][0]
+        stats.supervisor_us = (marks[1][1] - marks[0][1]) / k * 1e6
+        stats.workers_us = (marks[1][2] - marks[0][2]) / k * 1e6
+    return stats
 
 
 def run_cpp(namesrv: str, topic: str, group: str, n: int, cpu_ms: float, timeout: float,
@@ -312,7 +348,7 @@ def main() -> None:
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-"))
-    rows: list[tuple[str, float, float | None, float, str, str]] = []
+    rows: list[tuple[str, float, float | None, float, str, str, float, float]] = []
     specs = {
         "noop": ("no-op", args.messages, 0.0, "workers.noop:handle", False),
         "orderly": ("no-op orderly", args.messages, 0.0, "workers.noop:handle", True),
@@ -326,16 +362,19 @@ def main() -> None:
             topic = f"Bench_{key}"
             rate = asyncio.run(produce(ns, topic, n))
             print(f"[{label}] produced {n} x 1 KiB at {rate:,.0f} msg/s; {load()}", flush=True)
-            raws, rs, cs = [], [], []
+            raws, rs, cs, sups, wks = [], [], [], [], []
             for i in range(args.rounds):
                 raw = asyncio.run(raw_pull(ns, topic, n))
                 raws.append(raw)
                 print(f"[{label}] round {i + 1}: raw pull {raw:,.0f} msg/s; {load()}", flush=True)
                 prof = args.profile / f"{key}.prof" if args.profile and i == 0 else None
-                r = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}", n, handler, args.workers, cpu_ms, args.timeout,
-                               orderly=orderly, profile=prof, extra_env=extra_env)
-                rs.append(r)
-                print(f"[{label}] round {i + 1}: rmqrun {r:,.0f} msg/s{' (profiled)' if prof else ''}; {load()}",
+                st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}", n, handler, args.workers, cpu_ms,
+                                args.timeout, orderly=orderly, profile=prof, extra_env=extra_env)
+                rs.append(st.rate)
+                sups.append(st.supervisor_us)
+                wks.append(st.workers_us)
+                print(f"[{label}] round {i + 1}: rmqrun {st.rate:,.0f} msg/s{' (profiled)' if prof else ''}, CPU per "
+                      f"message: supervisor {st.supervisor_us:.1f} us, workers {st.workers_us:.1f} us; {load()}",
                       flush=True)
                 if prof is not None:
                     print_split(label, prof, n)
@@ -347,17 +386,17 @@ def main() -> None:
             c = statistics.median(cs) if cs else None
             raw = statistics.median(raws)
             ideal = f"{r / (cores / (cpu_ms / 1000)):.2f} of ideal {cores / (cpu_ms / 1000):,.0f}/s" if cpu_ms else ""
-            rows.append((label, r, c, raw, ideal, load()))
+            rows.append((label, r, c, raw, ideal, load(), statistics.median(sups), statistics.median(wks)))
     print()
     print(f"medians of {args.rounds} round(s)")
     print(f"{'handler':<14} {'rmqrun msg/s':>13} {'C++ msg/s':>10} {'raw pull':>10} {'rmqrun/C++':>11} "
-          f"{'rmqrun/raw':>11} {'C++/raw':>8}  {'load':<10} vs ideal")
-    for label, r, c, raw, ideal, ld in rows:
+          f"{'rmqrun/raw':>11} {'C++/raw':>8} {'sup us/msg':>10} {'wrk us/msg':>10}  {'load':<10} vs ideal")
+    for label, r, c, raw, ideal, ld, sup, wk in rows:
         cs_ = f"{c:,.0f}" if c else "-"
         ratio = f"{r / c:.2f}" if c else "-"
         craw = f"{c / raw:.2f}" if c else "-"
-        print(f"{label:<14} {r:>13,.0f} {cs_:>10} {raw:>10,.0f} {ratio:>11} {r / raw:>11.2f} {craw:>8}  {ld:<10} "
-              f"{ideal}")
+        print(f"{label:<14} {r:>13,.0f} {cs_:>10} {raw:>10,.0f} {ratio:>11} {r / raw:>11.2f} {craw:>8} {sup:>10.1f} "
+              f"{wk:>10.1f}  {ld:<10} {ideal}")
 
 
 if __name__ == "__main__":
