@@ -286,8 +286,10 @@ def stage_split(prof_file: Path) -> tuple[dict[str, float], float]:
 
 def print_split(label: str, prof_file: Path, n: int) -> None:
     split, total = stage_split(prof_file)
+    calls = sum(v[1] for v in pstats.Stats(str(prof_file)).stats.values())  # type: ignore[attr-defined]
     print(f"[{label}] supervisor CPU under cProfile: {total:.2f} s for {n} messages = "
-          f"{total / n * 1e6:.1f} us/msg (profile: {prof_file})")
+          f"{total / n * 1e6:.1f} us/msg, {calls / n:.1f} function calls/msg, start-up included "
+          f"(profile: {prof_file})")
     for stage, t in sorted(split.items(), key=lambda kv: -kv[1]):
         if t / total >= 0.005:
             print(f"    {stage:<44} {t / n * 1e6:7.1f} us/msg  {100 * t / total:5.1f} %")
