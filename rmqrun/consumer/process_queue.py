@@ -34,6 +34,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 from rmqrun.consumer.defaults import (
@@ -64,6 +66,10 @@ class QueuedMessage:
     size: int
     payload: Any = None
     consume_start_ms: int = 0
+
+
+_OFFSET = attrgetter("offset")
+_SIZE = attrgetter("size")
 
 
 class _OffsetIndex:
@@ -202,11 +208,25 @@ class ProcessQueue:
         size = self.msg_size
         top = self.queue_offset_max
         last: QueuedMessage | None = None
+        cached = tree.entries
+        order = tree._order
+        if isinstance(entries, list) and entries and not taken:
+            # A pulled batch: a run of ascending offsets above everything cached. Added as
+            # a run (C-level dict/deque/sum calls), not message by message.
+            offsets = list(map(_OFFSET, entries))
+            if ((not order or offsets[0] > order[-1]) and offsets == sorted(offsets)
+                    and len(set(offsets)) == len(offsets)):
+                cached.update(zip(offsets, entries))
+                order.extend(offsets)
+                self.msg_size = size + sum(map(_SIZE, entries))
+                self.queue_offset_max = max(top, offsets[-1])
+                return self._after_put(entries[-1], max_offset)
+        add = tree.add
         for entry in entries:
             last = entry
             if taken and entry.offset in taken:
                 continue
-            if tree.add(entry):
+            if add(entry):
                 size += entry.size
                 if entry.offset > top:
                     top = entry.offset
@@ -214,8 +234,11 @@ class ProcessQueue:
         # Java assigns the last new offset; the max is the same for an ascending
         # batch and cannot go backwards on a strange one.
         self.queue_offset_max = top
+        return self._after_put(last, max_offset)
+
+    def _after_put(self, last: QueuedMessage | None, max_offset: int | None) -> bool:
         dispatch = False
-        if len(tree) and not self.consuming:
+        if len(self._tree) and not self.consuming:
             self.consuming = True
             dispatch = True
         if last is not None and max_offset is not None:
@@ -248,14 +271,14 @@ class ProcessQueue:
         """
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
-        if not len(tree):
+        cached = tree.entries
+        if not cached:
             return -1
-        size = self.msg_size
-        for offset in offsets:
-            entry = tree.remove(offset)
-            if entry is not None:
-                size -= entry.size
-        self.msg_size = size
+        # one C-level pass: dict.pop(offset, None) for each, the misses filtered out
+        removed = list(filter(None, map(cached.pop, offsets, repeat(None))))
+        self.msg_size -= sum(map(_SIZE, removed))
+        if not cached:
+            tree._order.clear()
         first = tree.first_key()
         return self.queue_offset_max + 1 if first is None else first
 
@@ -297,13 +320,18 @@ class ProcessQueue:
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
         taken = self._consuming_msgs
+        cached = tree.entries
+        order = tree._order
         result: list[QueuedMessage] = []
-        for _ in range(batch_size):
-            entry = tree.pop_first()
-            if entry is None:
-                break
-            taken[entry.offset] = entry
-            result.append(entry)
+        # _OffsetIndex.pop_first inlined: the deque's head, skipping offsets no longer cached
+        while cached and len(result) < batch_size:
+            offset = order.popleft()
+            entry = cached.pop(offset, None)
+            if entry is not None:
+                taken[offset] = entry
+                result.append(entry)
+        if not cached:
+            order.clear()
         if not result:
             self.consuming = False
         return result
@@ -318,7 +346,7 @@ class ProcessQueue:
         if not taken:
             return -1
         last = max(taken)
-        self.msg_size -= sum(entry.size for entry in taken.values())
+        self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
         return last + 1
 
