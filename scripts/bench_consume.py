@@ -26,6 +26,7 @@ run without it.
 
 Usage: python scripts/bench_consume.py [--messages 100000] [--cpu-messages 10000] [--workers N]
                                        [--rounds 3] [--rows noop,orderly,cpu] [--profile DIR]
+                                       [--event-loop asyncio,uvloop]
 Numbers depend on the machine; compare ratios, and runs on the same machine.
 """
 
@@ -335,8 +336,9 @@ def main() -> None:
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--profile", type=Path, metavar="DIR",
                     help="run each rmqrun supervisor under cProfile, write DIR/<row>.prof, print the split")
-    ap.add_argument("--uvloop", choices=("auto", "on", "off"), default=None,
-                    help="set RMQRUN_UVLOOP for the rmqrun runs (default: the environment's)")
+    ap.add_argument("--event-loop", default="",
+                    help="comma-separated event_loop values (auto, uvloop, asyncio) to run rmqrun with, each in "
+                         "every round (default: the environment's setting)")
     args = ap.parse_args()
     wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = [r for r in wanted if r not in ROWS]
@@ -346,7 +348,7 @@ def main() -> None:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
     with_cpp = not args.no_cpp and cpp_available()
     cores = os.cpu_count() or 1
-    extra_env = {"RMQRUN_UVLOOP": args.uvloop} if args.uvloop else {}
+    loops = [x.strip() for x in args.event_loop.split(",") if x.strip()] or [""]
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-"))
@@ -364,40 +366,49 @@ def main() -> None:
             topic = f"Bench_{key}"
             rate = asyncio.run(produce(ns, topic, n))
             print(f"[{label}] produced {n} x 1 KiB at {rate:,.0f} msg/s; {load()}", flush=True)
-            raws, rs, cs, sups, wks = [], [], [], [], []
+            raws, cs = [], []
+            rs: dict[str, list[float]] = {lp: [] for lp in loops}
+            sups: dict[str, list[float]] = {lp: [] for lp in loops}
+            wks: dict[str, list[float]] = {lp: [] for lp in loops}
             for i in range(args.rounds):
                 raw = asyncio.run(raw_pull(ns, topic, n))
                 raws.append(raw)
                 print(f"[{label}] round {i + 1}: raw pull {raw:,.0f} msg/s; {load()}", flush=True)
-                prof = args.profile / f"{key}.prof" if args.profile and i == 0 else None
-                st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}", n, handler, args.workers, cpu_ms,
-                                args.timeout, orderly=orderly, profile=prof, extra_env=extra_env)
-                rs.append(st.rate)
-                sups.append(st.supervisor_us)
-                wks.append(st.workers_us)
-                print(f"[{label}] round {i + 1}: rmqrun {st.rate:,.0f} msg/s{' (profiled)' if prof else ''}, CPU per "
-                      f"message: supervisor {st.supervisor_us:.1f} us, workers {st.workers_us:.1f} us; {load()}",
-                      flush=True)
-                if prof is not None:
-                    print_split(label, prof, n)
+                for lp in loops:
+                    name = f"{label} [{lp}]" if lp else label
+                    prof = args.profile / f"{key}{'-' + lp if lp else ''}.prof" if args.profile and i == 0 else None
+                    st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}{lp}", n, handler, args.workers, cpu_ms,
+                                    args.timeout, orderly=orderly, profile=prof,
+                                    extra_env={"RMQRUN_EVENT_LOOP": lp} if lp else None)
+                    rs[lp].append(st.rate)
+                    sups[lp].append(st.supervisor_us)
+                    wks[lp].append(st.workers_us)
+                    print(f"[{name}] round {i + 1}: rmqrun {st.rate:,.0f} msg/s{' (profiled)' if prof else ''}, "
+                          f"CPU per message: supervisor {st.supervisor_us:.1f} us, workers {st.workers_us:.1f} us; "
+                          f"{load()}", flush=True)
+                    if prof is not None:
+                        print_split(name, prof, n)
                 if with_cpp:
                     c = run_cpp(ns, topic, f"CG_cpp_{topic}_{i}", n, cpu_ms, args.timeout, orderly=orderly)
                     cs.append(c)
                     print(f"[{label}] round {i + 1}: C++ {c:,.0f} msg/s; {load()}", flush=True)
-            r = statistics.median(rs)
             c = statistics.median(cs) if cs else None
             raw = statistics.median(raws)
-            ideal = f"{r / (cores / (cpu_ms / 1000)):.2f} of ideal {cores / (cpu_ms / 1000):,.0f}/s" if cpu_ms else ""
-            rows.append((label, r, c, raw, ideal, load(), statistics.median(sups), statistics.median(wks)))
+            for lp in loops:
+                r = statistics.median(rs[lp])
+                ideal = (f"{r / (cores / (cpu_ms / 1000)):.2f} of ideal {cores / (cpu_ms / 1000):,.0f}/s"
+                         if cpu_ms else "")
+                rows.append((f"{label} [{lp}]" if lp else label, r, c, raw, ideal, load(),
+                             statistics.median(sups[lp]), statistics.median(wks[lp])))
     print()
     print(f"medians of {args.rounds} round(s)")
-    print(f"{'handler':<14} {'rmqrun msg/s':>13} {'C++ msg/s':>10} {'raw pull':>10} {'rmqrun/C++':>11} "
+    print(f"{'handler':<24} {'rmqrun msg/s':>13} {'C++ msg/s':>10} {'raw pull':>10} {'rmqrun/C++':>11} "
           f"{'rmqrun/raw':>11} {'C++/raw':>8} {'sup us/msg':>10} {'wrk us/msg':>10}  {'load':<10} vs ideal")
     for label, r, c, raw, ideal, ld, sup, wk in rows:
         cs_ = f"{c:,.0f}" if c else "-"
         ratio = f"{r / c:.2f}" if c else "-"
         craw = f"{c / raw:.2f}" if c else "-"
-        print(f"{label:<14} {r:>13,.0f} {cs_:>10} {raw:>10,.0f} {ratio:>11} {r / raw:>11.2f} {craw:>8} {sup:>10.1f} "
+        print(f"{label:<24} {r:>13,.0f} {cs_:>10} {raw:>10,.0f} {ratio:>11} {r / raw:>11.2f} {craw:>8} {sup:>10.1f} "
               f"{wk:>10.1f}  {ld:<10} {ideal}")
 
 

@@ -192,6 +192,9 @@ SETTINGS: tuple[Setting, ...] = (
     _S("metrics_port", parse_int, 0, "serve Prometheus metrics on this port (0: off)", CLI,
        flag="--metrics-port", check=between(0, 65535), allowed="0 to 65535"),
     _S("metrics_host", parse_str, "127.0.0.1", "address the metrics endpoint binds", CLI, flag="--metrics-host"),
+    _S("event_loop", parse_lower, "auto", "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, "
+       "asyncio", CLI, flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
+       allowed="auto, uvloop or asyncio"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
