@@ -142,18 +142,19 @@ def _children(pid: int) -> list[int]:
 
 def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, workers: int, cpu_ms: float,
                timeout: float, orderly: bool = False, profile: Path | None = None,
-               extra_env: dict[str, str] | None = None) -> RunStats:
+               extra_env: dict[str, str] | None = None, root: Path = ROOT) -> RunStats:
     env = dict(os.environ, RMQRUN_STATUS_INTERVAL="0.1", RMQRUN_HANDLER_CPU_MS=str(cpu_ms),
-               PYTHONPATH=str(ROOT), **(extra_env or {}))
+               PYTHONPATH=str(root), **(extra_env or {}))
     args = ["run", handler, "--namesrv", namesrv, "--group", group,
             "--topic", topic, "--consume-from", "CONSUME_FROM_FIRST_OFFSET", "--workers", str(workers)]
     if orderly:
         args.append("--orderly")
     if profile is not None:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--profiled-run", str(profile), "--", *args]
+        env["PYTHONPATH"] = f"{root}{os.pathsep}{ROOT}"  # rmqrun from root; this script's helpers from ROOT
     else:
         cmd = [sys.executable, "-m", "rmqrun.cli.main", *args]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=ROOT)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env, cwd=root)
     points: list[tuple[float, int]] = []
     marks: list[tuple[int, float, float]] = []  # (consumed, supervisor cpu s, workers cpu s) at ~10 % and ~90 %
     deadline = time.monotonic() + timeout
@@ -298,6 +299,9 @@ def print_split(label: str, prof_file: Path, n: int) -> None:
 
 def profiled_run(out: str, args: list[str]) -> None:
     """``rmqrun`` in this process under cProfile with a CPU-time clock; the profile is written on exit."""
+    sys.path.insert(0, os.environ["PYTHONPATH"].split(os.pathsep)[0])  # the tree under test, not this one
+    for name in [m for m in sys.modules if m == "rmqrun" or m.startswith("rmqrun.")]:
+        del sys.modules[name]
     from rmqrun.cli.main import main as rmqrun_main
     prof = cProfile.Profile(time.process_time)
     prof.enable()
@@ -336,6 +340,9 @@ def main() -> None:
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--profile", type=Path, metavar="DIR",
                     help="run each rmqrun supervisor under cProfile, write DIR/<row>.prof, print the split")
+    ap.add_argument("--compare", type=Path, action="append", default=[], metavar="DIR",
+                    help="also run the rmqrun of another checkout (e.g. `git archive` of an older commit) in "
+                         "every round, so before and after share the machine's load")
     ap.add_argument("--event-loop", default="",
                     help="comma-separated event_loop values (auto, uvloop, asyncio) to run rmqrun with, each in "
                          "every round (default: the environment's setting)")
@@ -348,7 +355,13 @@ def main() -> None:
         ap.error(f"--rounds must be >= 1, got {args.rounds}")
     with_cpp = not args.no_cpp and cpp_available()
     cores = os.cpu_count() or 1
-    loops = [x.strip() for x in args.event_loop.split(",") if x.strip()] or [""]
+    loop_names = [x.strip() for x in args.event_loop.split(",") if x.strip()] or [""]
+    # each variant runs once per round: this tree on each --event-loop, then each --compare tree as it is
+    # (an older tree may not know the event_loop setting, so it gets none)
+    variants: dict[str, tuple[Path, str]] = {lp: (ROOT, lp) for lp in loop_names}
+    for d in args.compare:
+        variants[d.resolve().name] = (d.resolve(), "")
+    loops = list(variants)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-"))
@@ -376,10 +389,12 @@ def main() -> None:
                 print(f"[{label}] round {i + 1}: raw pull {raw:,.0f} msg/s; {load()}", flush=True)
                 for lp in loops:
                     name = f"{label} [{lp}]" if lp else label
-                    prof = args.profile / f"{key}{'-' + lp if lp else ''}.prof" if args.profile and i == 0 else None
-                    st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}{lp}", n, handler, args.workers, cpu_ms,
-                                    args.timeout, orderly=orderly, profile=prof,
-                                    extra_env={"RMQRUN_EVENT_LOOP": lp} if lp else None)
+                    prof = (args.profile / f"{key}{'-' + lp.replace(' ', '-') if lp else ''}.prof"
+                            if args.profile and i == 0 else None)
+                    root, loop_name = variants[lp]
+                    st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}{lp.replace(' ', '_')}", n, handler,
+                                    args.workers, cpu_ms, args.timeout, orderly=orderly, profile=prof,
+                                    extra_env={"RMQRUN_EVENT_LOOP": loop_name} if loop_name else None, root=root)
                     rs[lp].append(st.rate)
                     sups[lp].append(st.supervisor_us)
                     wks[lp].append(st.workers_us)
