@@ -356,11 +356,14 @@ def main() -> None:
     with_cpp = not args.no_cpp and cpp_available()
     cores = os.cpu_count() or 1
     loop_names = [x.strip() for x in args.event_loop.split(",") if x.strip()] or [""]
-    # each variant runs once per round: this tree on each --event-loop, then each --compare tree as it is
-    # (an older tree may not know the event_loop setting, so it gets none)
-    variants: dict[str, tuple[Path, str]] = {lp: (ROOT, lp) for lp in loop_names}
-    for d in args.compare:
-        variants[d.resolve().name] = (d.resolve(), "")
+    # each variant runs once per round: this tree and each --compare tree, on each --event-loop (a tree
+    # older than the event_loop setting runs once, on its standard loop)
+    variants: dict[str, tuple[Path, str]] = {}
+    for root in [ROOT, *(d.resolve() for d in args.compare)]:
+        tree = "" if root == ROOT else root.name
+        knows = '"event_loop"' in (root / "rmqrun" / "cli" / "settings.py").read_text()
+        for lp in (loop_names if knows else [""]):
+            variants[" ".join(x for x in (tree, lp) if x) or "default"] = (root, lp)
     loops = list(variants)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
