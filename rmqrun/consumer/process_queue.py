@@ -159,7 +159,7 @@ class ProcessQueue:
     """
 
     __slots__ = (
-        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "msg_acc_cnt",
+        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to", "msg_acc_cnt",
         "dropped", "locked", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
     )
@@ -179,6 +179,8 @@ class ProcessQueue:
         self._consuming_msgs: dict[int, QueuedMessage] = {}
         self.msg_size = 0
         self.queue_offset_max = 0
+        self.pulled_to = -1
+        """The next-begin offset of the last pull handled (-1: none): see :meth:`note_pulled_to`."""
         self.msg_acc_cnt = 0
         """Messages still on the broker behind this batch (MAX_OFFSET - last offset)."""
         self.dropped = False
@@ -247,6 +249,23 @@ class ProcessQueue:
                 self.msg_acc_cnt = backlog
         return dispatch
 
+    def note_pulled_to(self, next_offset: int) -> None:
+        """The queue has been pulled up to ``next_offset`` (a pull's next-begin offset), once its
+        messages, if any, were :meth:`put`.
+
+        Records below it that are not cached were filtered out by tag (by the broker, or by the
+        client's re-filter): nothing is left to do for them. So when the cache drains, the offset
+        to commit is this one, not ``queue_offset_max + 1``, which would leave a lag of one on a
+        queue whose last records did not match until the next long poll returns (Java's quirk),
+        and for good after a stop.
+        """
+        self.pulled_to = next_offset
+
+    def _drained_to(self) -> int:
+        """The offset to commit when nothing is cached or taken: everything pulled is done."""
+        top = self.queue_offset_max + 1
+        return top if self.pulled_to < top else self.pulled_to
+
     def put_messages(self, msgs: Sequence[Message]) -> bool:
         """:meth:`put` for decoded messages; the payload is the message itself.
 
@@ -265,9 +284,11 @@ class ProcessQueue:
         """Forget finished messages and return the offset to commit (Java ``removeMessage``).
 
         The result is the smallest offset still cached, or ``queue_offset_max + 1``
-        when the cache is now empty, or -1 when the cache was already empty before
-        the call (nothing to say; the caller must not commit). Offsets not cached
-        are ignored. Apply the result with ``increase_only=True``.
+        when the cache is now empty (or the last pull's next-begin offset, if
+        :meth:`note_pulled_to` said it is higher: the records between were filtered
+        out by tag), or -1 when the cache was already empty before the call
+        (nothing to say; the caller must not commit). Offsets not cached are
+        ignored. Apply the result with ``increase_only=True``.
         """
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
@@ -280,7 +301,9 @@ class ProcessQueue:
         if not cached:
             tree._order.clear()
         first = tree.first_key()
-        return self.queue_offset_max + 1 if first is None else first
+        if first is not None:
+            return first
+        return self._drained_to() if not self._consuming_msgs else self.queue_offset_max + 1
 
     def mark_consume_started(self, offsets: Iterable[int], now_ms: int | None = None) -> None:
         """Stamp dispatch time on cached messages, for :meth:`clean_expired`."""
@@ -339,8 +362,10 @@ class ProcessQueue:
     def commit(self) -> int:
         """Finish everything taken; return the next offset to consume, or -1 if nothing was taken.
 
-        That is the highest taken offset + 1 (Java ``commit``); store it with
-        ``increase_only=False``.
+        That is the highest taken offset + 1 (Java ``commit``), or, when nothing is
+        cached either, the last pull's next-begin offset if higher (records after
+        the last taken one were filtered out by tag; see :meth:`note_pulled_to`).
+        Store it with ``increase_only=False``.
         """
         taken = self._consuming_msgs
         if not taken:
@@ -348,6 +373,8 @@ class ProcessQueue:
         last = max(taken)
         self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
+        if not self._tree.entries and self.pulled_to > last + 1:
+            return self.pulled_to
         return last + 1
 
     def rollback(self) -> None:
@@ -415,6 +442,7 @@ class ProcessQueue:
         self._consuming_msgs.clear()
         self.msg_size = 0
         self.queue_offset_max = 0
+        self.pulled_to = -1
 
     # --- locks and liveness -------------------------------------------------------------
     def is_lock_expired(self, now_ms: int | None = None) -> bool:

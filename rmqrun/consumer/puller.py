@@ -167,12 +167,15 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
             entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size])
                        for h in heads if _tag_matches(sub, h)]
         if not entries:
+            pq.note_pulled_to(req.next_offset)
             _correct_offset_when_idle(engine, req)
             return
         dispatch = pq.put(entries, result.max_offset)
+        pq.note_pulled_to(req.next_offset)
         engine.consume_service.submit(req, entries, dispatch)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
         req.next_offset = result.next_begin_offset
+        pq.note_pulled_to(req.next_offset)
         _correct_offset_when_idle(engine, req)
     elif status is PullStatus.OFFSET_ILLEGAL:
         logger.warning("{}: offset {} is illegal ({}); moving to {} and dropping the queue",
