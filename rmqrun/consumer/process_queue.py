@@ -34,7 +34,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import islice, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -212,11 +212,12 @@ class ProcessQueue:
         last: QueuedMessage | None = None
         cached = tree.entries
         order = tree._order
-        if isinstance(entries, list) and entries and not taken:
-            # A pulled batch: a run of ascending offsets above everything cached. Added as
-            # a run (C-level dict/deque/sum calls), not message by message.
+        if isinstance(entries, list) and entries:
+            # A pulled batch: a run of ascending offsets above everything ever put (cached or
+            # taken: queue_offset_max bounds both, and every offset in the order deque). Added
+            # as a run (C-level dict/deque/sum calls), not message by message.
             offsets = list(map(_OFFSET, entries))
-            if ((not order or offsets[0] > order[-1]) and offsets == sorted(offsets)
+            if ((offsets[0] > top or (not cached and not taken)) and offsets == sorted(offsets)
                     and len(set(offsets)) == len(offsets)):
                 cached.update(zip(offsets, entries))
                 order.extend(offsets)
@@ -346,7 +347,19 @@ class ProcessQueue:
         cached = tree.entries
         order = tree._order
         result: list[QueuedMessage] = []
-        # _OffsetIndex.pop_first inlined: the deque's head, skipping offsets no longer cached
+        n = min(batch_size, len(cached))
+        head = list(islice(order, n)) if n > 0 else []
+        if head and len(set(head)) == n and all(map(cached.__contains__, head)):
+            # the deque's first n offsets are n distinct live ones, so they are the n smallest:
+            # taken as a run, in C-level calls
+            result = list(map(cached.pop, head))
+            taken.update(zip(head, result))
+            if n == len(order):
+                order.clear()
+            else:
+                for _ in range(n):
+                    order.popleft()
+        # otherwise _OffsetIndex.pop_first inlined: the deque's head, skipping offsets no longer cached
         while cached and len(result) < batch_size:
             offset = order.popleft()
             entry = cached.pop(offset, None)
