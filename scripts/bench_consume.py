@@ -37,6 +37,7 @@ import asyncio
 import cProfile
 import os
 import pstats
+import signal
 import re
 import subprocess
 import sys
@@ -142,7 +143,7 @@ def _children(pid: int) -> list[int]:
 
 def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, workers: int, cpu_ms: float,
                timeout: float, orderly: bool = False, profile: Path | None = None,
-               extra_env: dict[str, str] | None = None, root: Path = ROOT) -> RunStats:
+               extra_env: dict[str, str] | None = None, root: Path = ROOT, spy: Path | None = None) -> RunStats:
     env = dict(os.environ, RMQRUN_STATUS_INTERVAL="0.1", RMQRUN_HANDLER_CPU_MS=str(cpu_ms),
                PYTHONPATH=str(root), **(extra_env or {}))
     args = ["run", handler, "--namesrv", namesrv, "--group", group,
@@ -158,6 +159,7 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, worke
     points: list[tuple[float, int]] = []
     marks: list[tuple[int, float, float]] = []  # (consumed, supervisor cpu s, workers cpu s) at ~10 % and ~90 %
     deadline = time.monotonic() + timeout
+    spy_proc: subprocess.Popen[bytes] | None = None
     assert proc.stderr is not None
     try:
         for line in proc.stderr:
@@ -169,12 +171,19 @@ def run_rmqrun(namesrv: str, topic: str, group: str, n: int, handler: str, worke
                 if (not marks and count >= 0.1 * n) or (len(marks) == 1 and count >= 0.9 * n):
                     marks.append((count, _cpu_seconds(proc.pid),
                                   sum(_cpu_seconds(c) for c in _children(proc.pid))))
+                    if spy is not None and len(marks) == 1:
+                        spy_proc = _start_py_spy(proc.pid, spy)
+                    elif spy_proc is not None:
+                        _stop_py_spy(spy_proc)
+                        spy_proc = None
                 if count >= n:
                     break
             if time.monotonic() > deadline:
                 print(f"  rmqrun: timed out at {points[-1][1] if points else 0}/{n}", file=sys.stderr)
                 break
     finally:
+        if spy_proc is not None:
+            _stop_py_spy(spy_proc)
         proc.terminate()
         try:
             proc.wait(30)
@@ -208,6 +217,53 @@ def cpp_available() -> bool:
 
 
 # --------------------------------------------------------------------------- profile
+
+def _start_py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """Sample the running supervisor (no slowdown: py-spy reads it from outside) until stopped."""
+    exe = Path(sys.executable).with_name("py-spy")
+    return subprocess.Popen([str(exe), "record", "--pid", str(pid), "--rate", "500", "--format", "raw",
+                             "--output", str(out), "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _stop_py_spy(spy: subprocess.Popen[bytes]) -> None:
+    spy.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+    try:
+        spy.wait(30)
+    except subprocess.TimeoutExpired:
+        spy.kill()
+
+
+def spy_split(raw: Path) -> tuple[dict[str, int], int]:
+    """Samples per stage from py-spy's raw output, each charged to its innermost Python frame.
+
+    py-spy samples only frames that are running (not the loop waiting in epoll), and a
+    built-in's time shows in the Python function that called it.
+    """
+    split: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        filename = leaf[leaf.rfind("(") + 1:].rsplit(":", 1)[0]
+        stage = stage_of(filename)
+        split[stage] = split.get(stage, 0) + int(count)
+        total += int(count)
+    return split, total
+
+
+def print_spy_split(label: str, raw: Path) -> None:
+    if not raw.exists():
+        print(f"[{label}] py-spy wrote nothing (is py-spy installed, may it attach?)")
+        return
+    split, total = spy_split(raw)
+    print(f"[{label}] supervisor samples by py-spy in the 10-90 % window (no profiler overhead): {total}")
+    for stage, k in sorted(split.items(), key=lambda kv: -kv[1]):
+        if total and k / total >= 0.005:
+            print(f"    {stage:<44} {100 * k / total:5.1f} %")
+
 
 #: Stages of the supervisor, by the source file a function lives in (first match wins).
 STAGES: tuple[tuple[str, str], ...] = (
@@ -340,6 +396,9 @@ def main() -> None:
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--profile", type=Path, metavar="DIR",
                     help="run each rmqrun supervisor under cProfile, write DIR/<row>.prof, print the split")
+    ap.add_argument("--py-spy", type=Path, metavar="DIR", dest="spy",
+                    help="sample each rmqrun supervisor with py-spy (pip install py-spy) in the 10-90 %% window, "
+                         "write DIR/<row>.txt and print the split by stage: no profiler overhead")
     ap.add_argument("--compare", type=Path, action="append", default=[], metavar="DIR",
                     help="also run the rmqrun of another checkout (e.g. `git archive` of an older commit) in "
                          "every round, so before and after share the machine's load")
@@ -367,6 +426,8 @@ def main() -> None:
     loops = list(variants)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
+    if args.spy:
+        args.spy.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-"))
     rows: list[tuple[str, float, float | None, float, str, str, float, float]] = []
     specs = {
@@ -395,9 +456,12 @@ def main() -> None:
                     prof = (args.profile / f"{key}{'-' + lp.replace(' ', '-') if lp else ''}.prof"
                             if args.profile and i == 0 else None)
                     root, loop_name = variants[lp]
+                    spy = (args.spy / f"{key}{'-' + lp.replace(' ', '-') if lp else ''}.txt"
+                           if args.spy and i == 0 and prof is None else None)
                     st = run_rmqrun(ns, topic, f"CG_rmqrun_{topic}_{i}{lp.replace(' ', '_')}", n, handler,
                                     args.workers, cpu_ms, args.timeout, orderly=orderly, profile=prof,
-                                    extra_env={"RMQRUN_EVENT_LOOP": loop_name} if loop_name else None, root=root)
+                                    extra_env={"RMQRUN_EVENT_LOOP": loop_name} if loop_name else None, root=root,
+                                    spy=spy)
                     rs[lp].append(st.rate)
                     sups[lp].append(st.supervisor_us)
                     wks[lp].append(st.workers_us)
@@ -406,6 +470,8 @@ def main() -> None:
                           f"{load()}", flush=True)
                     if prof is not None:
                         print_split(name, prof, n)
+                    if spy is not None:
+                        print_spy_split(name, spy)
                 if with_cpp:
                     c = run_cpp(ns, topic, f"CG_cpp_{topic}_{i}", n, cpu_ms, args.timeout, orderly=orderly)
                     cs.append(c)
