@@ -69,6 +69,14 @@ MUTANTS: list[Mutant] = [
       "        if first is not None:\n            return first\n        return self._drained_to()",
       "        if first is not None:\n            return self.queue_offset_max + 1\n        return self._drained_to()",
       U + "test_process_queue.py", SLOW),
+    m("pq-commit-tail-while-cached", PQ, "an orderly commit jumps to the last pull's next-begin offset while messages "
+      "are still cached", "        if not self._tree.entries and self.pulled_to > last + 1:",
+      "        if self.pulled_to > last + 1:",
+      U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
+    m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
+      "tail keeps a lag of one)", "        dispatch = pq.put(entries, result.max_offset)\n        pq.note_pulled_to("
+      "req.next_offset)\n", "        dispatch = pq.put(entries, result.max_offset)\n",
+      I + "test_engine_tag_tail.py"),
     m("cc-commit-batch-end", CC, "concurrent commit = end of the finished batch, not the smallest unfinished offset",
       "            offset = pq.remove_messages([e.offset for e in entries])\n            if offset >= 0 and not pq.dropped:",
       "            offset = (pq.remove_messages([e.offset for e in entries]), entries[-1].offset + 1)[1]\n"
