@@ -66,9 +66,17 @@ MUTANTS: list[Mutant] = [
       ORD + "::test_orderly_suspend_redelivers_same_message_first"),
     # ---------------------------------------------------------------- commit rule / min offset
     m("pq-remove-not-min", PQ, "remove_messages returns the top offset + 1 instead of the smallest cached",
-      "return self.queue_offset_max + 1 if first is None else first",
-      "return self.queue_offset_max + 1",
+      "        if first is not None:\n            return first\n        return self._drained_to()",
+      "        if first is not None:\n            return self.queue_offset_max + 1\n        return self._drained_to()",
       U + "test_process_queue.py", SLOW),
+    m("pq-commit-tail-while-cached", PQ, "an orderly commit jumps to the last pull's next-begin offset while messages "
+      "are still cached", "        if not self._tree.entries and self.pulled_to > last + 1:",
+      "        if self.pulled_to > last + 1:",
+      U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
+    m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
+      "tail keeps a lag of one)", "        dispatch = pq.put(entries, result.max_offset)\n        pq.note_pulled_to("
+      "req.next_offset)\n", "        dispatch = pq.put(entries, result.max_offset)\n",
+      I + "test_engine_tag_tail.py"),
     m("cc-commit-batch-end", CC, "concurrent commit = end of the finished batch, not the smallest unfinished offset",
       "            offset = pq.remove_messages([e.offset for e in entries])\n            if offset >= 0 and not pq.dropped:",
       "            offset = (pq.remove_messages([e.offset for e in entries]), entries[-1].offset + 1)[1]\n"
@@ -254,7 +262,7 @@ MUTANTS: list[Mutant] = [
       "            pending.future.set_result(JobResult([Verdict.SUCCESS] * batch.count, [0] * batch.count))\n",
       I + "test_executor_worker_lost.py"),
     m("cc-dropped-result-applied", CC, "the result of a job whose queue was dropped meanwhile is applied",
-      "        if pq.dropped:\n            ran = sum(", "        if False:\n            ran = sum(",
+      "        if pq.dropped:\n            ran = len(", "        if False:\n            ran = len(",
       I + "test_engine_dropped.py"),
     # ---------------------------------------------------------------- store: fsync-before-answer, recovery
     m("store-answer-before-fsync", "rmqrun/broker/store/message_store.py", "a SYNC put returns before its fsync",

@@ -96,15 +96,17 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     logs.setup(resolved["log_level"], resolved["log_format"], namespace=resolved["namespace"])
     settings = table.build(resolved)
     _cwd_on_path()
-    sys.exit(asyncio.run(_run(settings, resolved)))
+    from rmqrun.cli import event_loop
+    sys.exit(event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"]))
 
 
-async def _run(settings: Any, resolved: Any) -> int:
+async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
     from loguru import logger
 
     from rmqrun.cli.metrics import MetricsServer
     from rmqrun.cli.systemd import SystemdNotifier
     from rmqrun.supervisor.supervisor import Supervisor
+    logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
     supervisor = Supervisor(settings)
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)

@@ -228,6 +228,9 @@ SETTINGS: tuple[Setting, ...] = (
        SECURITY, flag="--tls-key-file"),
     _S("tls_insecure", parse_bool, False, "do not verify the servers' certificates (test clusters only)",
        SECURITY, flag="--tls-insecure"),
+    _S("event_loop", parse_lower, "auto", "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, "
+       "asyncio", CLI, flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
+       allowed="auto, uvloop or asyncio"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -31,7 +31,7 @@ from rmqrun.consumer.context import PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
-from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records
+from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records, scan_spans
 
 if TYPE_CHECKING:
     from rmqrun.client.subscription import SubscriptionData
@@ -151,23 +151,33 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         prev = req.next_offset
         req.next_offset = result.next_begin_offset
         body = result.body
-        heads = scan_records(body)
-        engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
-        if heads and heads[0].queue_offset < prev:
-            logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset, prev)
+        view = memoryview(body)
         if sub.is_sub_all:
-            kept = heads
+            # the hot path: plain tuples, no RecordHead (its properties are not needed)
+            spans = scan_spans(body)
+            engine.status.on_pulled(mq.topic, len(spans), time.monotonic() - pull_started)
+            if spans and spans[0][3] < prev:
+                logger.warning("{}: broker returned offset {} below the requested {}", mq, spans[0][3], prev)
+            entries = [QueuedMessage(offset, body_size, view[start:start + size])
+                       for start, size, _qid, offset, _phys, body_size, _props in spans]
         else:
-            kept = [h for h in heads if _tag_matches(sub, h)]
-        if not kept:
+            heads = scan_records(body)
+            engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
+            if heads and heads[0].queue_offset < prev:
+                logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset,
+                               prev)
+            entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size])
+                       for h in heads if _tag_matches(sub, h)]
+        if not entries:
+            pq.note_pulled_to(req.next_offset)
             _correct_offset_when_idle(engine, req)
             return
-        view = memoryview(body)
-        entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size]) for h in kept]
         dispatch = pq.put(entries, result.max_offset)
+        pq.note_pulled_to(req.next_offset)
         engine.consume_service.submit(req, entries, dispatch)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
         req.next_offset = result.next_begin_offset
+        pq.note_pulled_to(req.next_offset)
         _correct_offset_when_idle(engine, req)
     elif status is PullStatus.OFFSET_ILLEGAL:
         logger.warning("{}: offset {} is illegal ({}); moving to {} and dropping the queue",

@@ -242,12 +242,16 @@ def test_sink_pipelines_sends_but_keeps_each_sharding_keys_order() -> None:
     ({"namesrv": "x:1", "topic": "A", "endingOffsets": "latest"}, True, "endingOffsets is for batch queries only"),
     ({"namesrv": "x:1", "topic": "A", "endingOffsets": "earliest"}, False, "endingOffsets: 'earliest' is not allowed"),
     ({"namesrv": "x:1", "topic": "A", "maxOffsetsPerTrigger": "5"}, False, "maxOffsetsPerTrigger is for streaming"),
-    ({"namesrv": "x:1", "topic": "A", "group": "g"}, False, "group is for streaming queries only"),
 ])
 def test_read_option_refusals_name_the_option(options: dict[str, str], streaming: bool, words: str) -> None:
     with pytest.raises(OptionError) as err:
         ReadOptions.parse(options, streaming=streaming)
     assert words in str(err.value)
+
+
+def test_a_batch_read_takes_a_group_to_pull_as() -> None:
+    # an ACL account may be allowed only its own group: a batch pulls as it (and commits nothing)
+    assert ReadOptions.parse({"namesrv": "x:1", "topic": "A", "group": "g"}, streaming=False).group == "g"
 
 
 def test_read_options_take_an_ending_map_and_write_options_their_timeout() -> None:
