@@ -17,6 +17,7 @@ list.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import textwrap
@@ -27,6 +28,7 @@ import psutil
 import pytest
 import yaml
 
+from rmqrun import ClientSecurity, PullConsumer
 from rmqrun.broker.app import EmbeddedBroker
 from tests.acl_kit import ADMIN_AK, ADMIN_SK, write_acl
 from tests.integration.cli_kit import ROOT, Child, child_env, run_cli, wait_for
@@ -72,6 +74,8 @@ def test_the_managed_cluster_example_runs_under_acl_tls_and_a_namespace(tmp_path
               - {wrapped_topic}=PUB|SUB
             groupPerms:
               - {wrapped_group}=SUB
+              - {NS}%rmqrun_read=SUB
+              - {NS}%Backfill=SUB
         """))
     ca = TestCA.create(tmp_path / "ca")
     certs = ca.issue(tmp_path / "server")
@@ -144,6 +148,19 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     assert r.returncode == 0, r.stdout + r.stderr
     assert topic in r.stdout and wrapped_topic not in r.stdout, r.stdout
     assert r.stdout.splitlines()[-1].split()[-1] == "0", r.stdout  # total lag 0
+
+    # read (group rmqrun_read) and the pull consumer, under the same namespace and account
+    r = run_cli(["read", "--topic", topic, "--namesrv", eb.namesrv_address, "-n", "13", "--format", "json", "--tls"],
+                env=child_env(**readme_env))
+    assert r.returncode == 0 and len(r.stdout.splitlines()) == 13, r.stdout + r.stderr
+    assert {json.loads(line)["topic"] for line in r.stdout.splitlines()} == {topic}
+    security = ClientSecurity(ak, SECRET, tls=True, tls_ca_file=str(ca))
+    with PullConsumer(eb.namesrv_address, "Backfill", namespace=NS, security=security) as consumer:
+        got = []
+        for mq in consumer.fetch_subscribe_message_queues(topic):
+            assert mq.topic == topic
+            got += consumer.pull(mq, "*", 0, 32).messages
+    assert len(got) == 13 and {m.topic for m in got} == {topic}
 
     assert eb.broker.acl is not None and eb.broker.acl.refused == 0
 
