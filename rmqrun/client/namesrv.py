@@ -24,7 +24,7 @@ from rmqrun.client.headers import GetRouteInfoRequestHeader
 from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.route import TopicRouteData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.connection import ConnectionPool
+from rmqrun.remoting.connection import HANDSHAKE_CUT, ConnectionPool
 from rmqrun.remoting.errors import (
     ConnectionClosedError,
     ProtocolError,
@@ -112,8 +112,10 @@ class NameServerClient:
                 return self.pool.check(address, cmd, resp)
         if isinstance(last, TlsError):  # not an outage: the settings or the certificate must change
             raise last
+        # a TLS handshake the server cut short (a plain port given tls) keeps its hint in the one line shown
+        hint = f" ({HANDSHAKE_CUT})" if last is not None and HANDSHAKE_CUT in str(last) else ""
         raise NameServerUnavailableError(
-            f"no name server answered among {';'.join(self.addresses)}") from last
+            f"no name server answered among {';'.join(self.addresses)}{hint}") from last
 
     async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:
         """The topic's route; raises TopicNotExistError (code 17) when the name server has none."""
