@@ -130,3 +130,34 @@ def test_produce_without_credentials_meets_a_5x_refusal(tmp_path: Path) -> None:
     out = r.stdout + r.stderr
     assert "GET_ROUTEINFO_BY_TOPIC (topic Orders) with no access key (set access_key and secret_key): " \
            f"{V5_NO_USER}" in out, out
+
+
+def test_run_says_a_refused_heartbeat_once_and_why_it_stops(tmp_path: Path) -> None:
+    """A 4.x ACL broker refusing the group: one ERROR line with the refusal, one saying the consumer stops."""
+    from rmqrun.broker.app import EmbeddedBroker
+    from rmqrun.broker.topics import TopicConfig
+    from tests.acl_kit import write_acl
+
+    acl = write_acl(tmp_path / "acl.yml", f"""\
+        accounts:
+          - accessKey: {AK}
+            secretKey: '{SK}'
+            defaultTopicPerm: PUB|SUB
+            defaultGroupPerm: DENY
+        """)
+    eb = EmbeddedBroker(tmp_path / "broker", flush_mode="async", acl_file=str(acl)).start_in_thread()
+    try:
+        eb.broker.topics.put(TopicConfig("Orders", 4, 4))
+        env = child_env(RMQRUN_ACCESS_KEY=AK, RMQRUN_SECRET_KEY=SK)
+        args = ["run", "workers.noop:handle", "--namesrv", eb.namesrv_address, "--group", "OrderScoring",
+                "--topic", "Orders", "--workers", "1"]
+        with Child(args, tmp_path, env=env) as run:
+            code = run.wait(90)
+            err = run.stderr
+    finally:
+        eb.stop_in_thread()
+    assert code == 1, err[-3000:]
+    lines = [ln for ln in err.splitlines() if "access denied" in ln]
+    why = f"HEART_BEAT (group OrderScoring) with access key {AK}: No default permission for group:OrderScoring"
+    assert len(lines) == 2 and all(why in ln for ln in lines), lines
+    assert "| ERROR" in lines[0] and "consumer cannot start: access denied" in lines[1], lines
