@@ -477,4 +477,17 @@ MUTANTS: list[Mutant] = [
       "permissive mode treats a plain client as TLS (plain clients are cut off)",
       "use_tls = first == TLS_HANDSHAKE", "use_tls = True",
       I + "test_broker_tls.py::test_permissive_serves_tls_and_plain_on_the_same_ports"),
+    # ---------------------------------------------------------------- secure clusters, the gaps closed last (#9)
+    m("acl-republish-as-inner-producer", "rmqrun/client/republish.py",
+      "re-publishes name Java's CLIENT_INNER_PRODUCER group (an ACL granting the group refuses orderly DLQ sends)",
+      "Producer(instance=self.instance, group=self.group)", "Producer(instance=self.instance, group=INNER_PRODUCER_GROUP)",
+      I + "test_acl_dead_letter.py::test_failed_messages_reach_the_dlq_with_only_the_group_granted[orderly]"),
+    m("check-probes-the-plain-topic", "rmqrun/cli/check.py",
+      "check under a namespace probes the plain topic's permission, not the wrapped one the ACL lists",
+      "_probe_topic_access(instance, addr, wire_topic, timeout)", "_probe_topic_access(instance, addr, topic, timeout)",
+      I + "test_secure_namespace.py"),
+    m("refusal-5x-no-username-waits", "rmqrun/remoting/errors.py",
+      "a 5.x broker's 'username cannot be null.' is taken for an operator's permission and waited out",
+      '               "username")', "               )",
+      I + "test_refusal_mapping.py::test_produce_without_credentials_meets_a_5x_refusal"),
 ]

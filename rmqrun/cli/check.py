@@ -175,7 +175,7 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
                 raise
             except BrokerError:
                 pass  # "no consumer for this group": the broker's way of saying none is online
-            await _probe_topic_access(instance, addr, topic, timeout)
+            await _probe_topic_access(instance, addr, wire_topic, timeout)  # the name the ACL file lists
         except AccessDeniedError as exc:
             report.fail("access", str(exc), EXIT_UNREACHABLE)
             return None
