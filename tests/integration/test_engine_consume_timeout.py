@@ -137,3 +137,52 @@ def test_messages_waiting_behind_a_stuck_call_are_never_swept(tmp_path: Path, mo
             assert [m.body for m in retry] == [b"msg-5"] and retry[0].reconsume_times == 1
             assert (await committed_offsets(eb, "GCTW", "CTW"))[0] == 10
     run(main())
+
+
+def test_in_one_batch_only_the_stuck_call_is_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One pull of ten messages is one pool batch; the call on offset 5 hangs.
+
+    0..4 are finished (their results wait for the batch) and 6..9 have not begun: only 5 is
+    sent back. Finished messages are passed over, as Java would already have removed them.
+    """
+    gate = tmp_path / "gate"
+    records = tmp_path / "records.txt"
+    monkeypatch.setenv("RMQRUN_HANDLER_GATE_FILE", str(gate))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(records))
+    passes: list[int] = []
+    real_clean_expired = ProcessQueue.clean_expired
+
+    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        passes.append(1)
+        return real_clean_expired(self, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessQueue, "clean_expired", counting)
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1, message_delay_levels=FAST_DELAYS) as eb:
+            await produce(eb.namesrv_address, "CTB", 10, props={})
+            cfg = consumer_config(eb.namesrv_address, "GCTB", "CTB", pull_batch_size=10,
+                                  broker_suspend_max_time_ms=300, consume_timeout_minutes=0.02)  # 1.2 s
+            async with Running(cfg, pool_config(HANDLER, workers=2, time_limit=0)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                (mq,) = [mq for mq in engine.table if mq.topic == "CTB"]
+                req = engine.table[mq]
+                await wait_for(lambda: len(read_records(records)) >= 5, what="offsets 0..4")
+                await wait_for(lambda: 5 not in req.pq, timeout=30, what="the stuck offset 5 swept")
+                seen = len(passes)
+                await wait_for(lambda: len(passes) >= seen + 3, timeout=30, what="three more sweep passes")
+                assert not gate.exists(), "the handler is still stuck"
+                assert [m.body for m in await _topic_messages(eb, "%RETRY%GCTB")] == [b"msg-5"], \
+                    "a finished or waiting message of the batch was sent back"
+                assert all(o in req.pq for o in (0, 1, 2, 3, 4, 6, 7, 8, 9))
+                # the retry copy runs on the other worker meanwhile
+                await wait_for(lambda: len(read_records(records)) >= 6, timeout=30, what="the retry copy of 5")
+                gate.write_text("go")
+                await wait_for(lambda: engine.offset_store.read_memory(mq) == 10, what="the commit at 10")
+                assert await r.stop() == 0
+            got = read_records(records)
+            assert len(got) == 11 and sorted(got) == sorted([(0, i) for i in range(10)] + [(0, 0)])
+            assert [m.body for m in await _topic_messages(eb, "%RETRY%GCTB")] == [b"msg-5"]
+            assert (await committed_offsets(eb, "GCTB", "CTB"))[0] == 10
+    run(main())
