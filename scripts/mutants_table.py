@@ -264,6 +264,17 @@ MUTANTS: list[Mutant] = [
     m("cc-dropped-result-applied", CC, "the result of a job whose queue was dropped meanwhile is applied",
       "        if pq.dropped:\n            ran = len(", "        if False:\n            ran = len(",
       I + "test_engine_dropped.py"),
+    # ---------------------------------------------------------------- consume-timeout sweep (cleanExpireMsg)
+    m("sweep-waiting-by-handover", PQ, "the sweep judges a message whose handler call has not begun by when it was "
+      "handed over (sent back from behind a stuck call, then handled twice)",
+      "            elif entry.offset not in started_ms:\n                break  # waiting for its call: never swept",
+      "            elif entry.offset not in started_ms:\n                began = entry.consume_start_ms",
+      U + "test_process_queue.py::test_clean_expired_by_handler_call_begin_times_skips_waiting_and_finished_messages"),
+    m("sweep-ignores-call-times", CC, "the sweep ignores the pool's handler-call begin times (with the pool, nothing "
+      "is ever swept: a stuck call holds the commit)",
+      "expired = req.pq.clean_expired(timeout_ms, started_ms=self._call_starts(req))",
+      "expired = req.pq.clean_expired(timeout_ms, started_ms=None)",
+      I + "test_engine_consume_timeout.py"),
     # ---------------------------------------------------------------- store: fsync-before-answer, recovery
     m("store-answer-before-fsync", "rmqrun/broker/store/message_store.py", "a SYNC put returns before its fsync",
       "            await self.flush_to(result.end_offset)\n        return result", "            pass\n        return result",

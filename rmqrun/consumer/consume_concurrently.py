@@ -28,7 +28,7 @@ from typing import Sequence
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.context import ConsumeContext
+from rmqrun.consumer.context import ConsumeContext, HandlerCalls
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
@@ -41,6 +41,8 @@ class ConcurrentConsumeService:
         self.config = engine.config
         self._tasks: set[asyncio.Task[None]] = set()
         self._cleaner: asyncio.Task[None] | None = None
+        #: the executor's word on whose handler call has begun (None: count from the hand-over)
+        self._calls: HandlerCalls | None = engine.executor if isinstance(engine.executor, HandlerCalls) else None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -84,8 +86,9 @@ class ConcurrentConsumeService:
         if pq.dropped:
             return
         offsets = [e.offset for e in entries]
-        if self._cleaner is not None:
-            # the stamps are read only by the consume-timeout sweep; without it, skip a loop per message
+        if self._cleaner is not None and self._calls is None:
+            # the stamps are read only by the consume-timeout sweep, and only when the executor cannot
+            # say when a call began; otherwise skip a loop per message
             pq.mark_consume_started(offsets)
         job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets, pq=pq)
         started = time.monotonic()
@@ -174,21 +177,32 @@ class ConcurrentConsumeService:
     async def _clean_expired_loop(self, period: float) -> None:
         """cleanExpireMsg: messages stuck in a handler past consumeTimeout go back to the broker.
 
-        Only for executors that do not enforce the limit themselves: the worker pool
-        stops a slow call and always answers, and this sweep, which counts from when
-        a job was handed to the executor, would send back messages still queued for
-        a worker or running within their limit.
+        Only for executors that do not enforce the limit themselves (the worker pool
+        with ``time_limit: 0``; the pool with a limit stops a slow call and always
+        answers). A message counts from when its handler call began, as Java's
+        consumeStartTimeStamp, when the executor can tell (:class:`HandlerCalls`):
+        one waiting behind a stuck call is never sent back, so never handled twice.
+        Otherwise it counts from when its job was handed to the executor.
         """
         timeout_ms = int(self.config.consume_timeout_minutes * 60_000)
         while True:
             await asyncio.sleep(period)
             for req in list(self.engine.pull_requests()):
-                expired = req.pq.clean_expired(timeout_ms)
+                expired = req.pq.clean_expired(timeout_ms, started_ms=self._call_starts(req))
                 for entry in expired:
                     if await self._send_back(req, entry, 3):
                         offset = req.pq.remove_messages([entry.offset])
                         if offset >= 0 and not req.pq.dropped:
                             self.engine.offset_store.update(req.mq, offset, True)
+
+    def _call_starts(self, req: PullRequest) -> dict[int, int | None] | None:
+        """The executor's handler-call begin times for the queue's messages, in wall-clock ms."""
+        if self._calls is None:
+            return None
+        calls = self._calls.handler_calls(req.pq)
+        now_ms, now_mono = time.time() * 1000, time.monotonic()
+        return {offset: None if began is None else int(now_ms - (now_mono - began) * 1000)
+                for offset, began in calls.items()}
 
 
 def _log_failure(task: "asyncio.Task[None]") -> None:

@@ -11,14 +11,14 @@ a part a small fake instead of a whole engine.
 
 from __future__ import annotations
 
-from typing import Iterable, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import Executor, JobResult, RecordData
 from rmqrun.consumer.offsets import OffsetStore
-from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import SendBack
 from rmqrun.model import MessageQueue
@@ -66,6 +66,22 @@ class ConsumeStatusSink(Protocol):
     """The per-topic TPS/RT table a service reports each job to (GET_CONSUMER_RUNNING_INFO's statusTable)."""
 
     def on_consumed(self, topic: str, result: JobResult, elapsed_s: float) -> None: ...
+
+
+@runtime_checkable
+class HandlerCalls(Protocol):
+    """An executor that can say whose handler call has begun: what the consume-timeout sweep needs.
+
+    Java's cleanExpireMsg sends back only messages stamped with consumeStartTimeStamp,
+    which is set just before the listener runs; a message handed to an executor may still
+    wait (in a worker's pipe, behind a stuck call) and must not be swept. An executor
+    without this method gets the fallback: a message counts as started when handed over.
+    """
+
+    def handler_calls(self, pq: ProcessQueue) -> Mapping[int, float | None]:
+        """Queue offset -> ``time.monotonic()`` its handler call began, or None once that call
+        has ended (its result not yet back); offsets whose call has not begun are absent."""
+        ...
 
 
 class ConsumeContext(Protocol):

@@ -67,10 +67,11 @@ class JobResult:
 
 class Executor(Protocol):
     #: True when the executor stops a handler call itself at consumeTimeout and always
-    #: answers for every job (the worker pool does). The concurrent service then skips
-    #: Java's cleanExpireMsg sweep, which judges by when a job was handed over, and would
-    #: send back (and commit past) messages still waiting or running within their limit.
-    #: Optional: an executor without the attribute gets the sweep.
+    #: answers for every job (the worker pool with a time limit does). The concurrent
+    #: service then skips Java's cleanExpireMsg sweep: the executor's own limit already
+    #: ends a stuck call. Optional: an executor without the attribute gets the sweep,
+    #: which counts from when a message's handler call began if the executor can say
+    #: (:class:`~rmqrun.consumer.context.HandlerCalls`), else from the hand-over.
     enforces_time_limit: bool
 
     async def run(self, job: ConsumeJob) -> JobResult:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice, repeat
 from operator import attrgetter
@@ -315,7 +315,8 @@ class ProcessQueue:
             if entry is not None:
                 entry.consume_start_ms = now
 
-    def clean_expired(self, consume_timeout_ms: int, now_ms: int | None = None) -> list[QueuedMessage]:
+    def clean_expired(self, consume_timeout_ms: int, now_ms: int | None = None,
+                      started_ms: Mapping[int, int | None] | None = None) -> list[QueuedMessage]:
         """Head messages stuck in a consumer longer than ``consume_timeout_ms``.
 
         Java's ``cleanExpiredMsg`` walks at most 16 messages from the head and
@@ -324,11 +325,25 @@ class ProcessQueue:
         does both (send back, then :meth:`remove_messages`), so a failed send
         leaves the message cached. Orderly consumers must not call this (Java
         skips orderly queues).
+
+        ``started_ms``, when the executor can tell, maps an offset to the time
+        (ms) its handler call began, or to None when that call has ended and its
+        result waits for the rest of its batch: such a message is passed over, as
+        Java would have removed it already. An offset missing from it has not
+        started. Without it, the stamps of :meth:`mark_consume_started` count.
         """
         now = _now(now_ms)
         expired: list[QueuedMessage] = []
         for entry in self._tree.head(CLEAN_EXPIRED_MAX_PER_PASS):
-            if entry.consume_start_ms and now - entry.consume_start_ms > consume_timeout_ms:
+            if started_ms is None:
+                began: int | None = entry.consume_start_ms
+            elif entry.offset not in started_ms:
+                break  # waiting for its call: never swept
+            else:
+                began = started_ms[entry.offset]
+                if began is None:
+                    continue  # its call is over; the result comes with its batch
+            if began and now - began > consume_timeout_ms:
                 expired.append(entry)
             else:
                 break

@@ -6,19 +6,28 @@ was inside the handler call at that moment (the likely killer). Telling it over
 the pipe would cost a write per message on the fast path; instead each worker
 gets a small memfd, mapped by both processes, that the worker updates with a
 few ``struct.pack_into`` calls per handler call (no system call). The
-supervisor reads it only after the worker is dead, so no locking is needed:
+supervisor reads it after the worker is dead, so no locking is needed:
 the worker writes statuses before it advances ``done``.
+
+The consume-timeout sweep (Java's cleanExpireMsg) also reads it while the
+worker lives, to learn since when the handler call on a message has been
+running (Java stamps ``consumeStartTimeStamp`` as the call begins): see
+:func:`read_live`, which retries a read torn by a concurrent write. The worker
+writes a call's begin time before the fields that announce the call, and
+never clears it (``in call`` = 0 makes it meaningless), so a read torn anyway
+can only make a call look younger than it is: never swept too early.
 
 Layout (native byte order, one writer per field)::
 
     0    int64   batch id being run (0 = none)                  worker
-    8    int32   done: messages [0, done) have final statuses     worker
-    12   int32   call start  } the handler call in progress        worker
-    16   int32   call end    }
-    20   int32   in call: 1 while the handler runs                 worker
-    24   64 x int64  batch ids to skip (their queue was dropped;  supervisor
+    8    float64 call began: time.monotonic() (system-wide clock)  worker
+    16   int32   done: messages [0, done) have final statuses     worker
+    20   int32   call start  } the handler call in progress        worker
+    24   int32   call end    }
+    28   int32   in call: 1 while the handler runs                 worker
+    32   64 x int64  batch ids to skip (their queue was dropped;  supervisor
                      -1 = empty)
-    536  CAPACITY bytes  status per message (wire.Status)         worker
+    544  CAPACITY bytes  status per message (wire.Status)         worker
     ...  CAPACITY int8   delay level per message                  worker
 
 Batches longer than ``CAPACITY`` messages record progress for their first
@@ -35,10 +44,11 @@ from dataclasses import dataclass
 
 CAPACITY = 4096
 SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
-_HEAD = struct.Struct("=qiiii")
-_STATE = struct.Struct("=iiii")  # done, call start, call end, in call
+_HEAD = struct.Struct("=qdiiii")
+_STATE = struct.Struct("=diiii")  # when the call began, done, call start, call end, in call
+_FIELDS = struct.Struct("=iiii")  # done, call start, call end, in call
 _SKIP = struct.Struct(f"={SKIP_SLOTS}q")
-SKIP_AT = 24
+SKIP_AT = 32
 STATUS_AT = SKIP_AT + _SKIP.size
 DELAY_AT = STATUS_AT + CAPACITY
 SIZE = DELAY_AT + CAPACITY
@@ -71,14 +81,45 @@ class Progress:
     in_call: bool  # it died inside a handler call
     call_start: int
     call_end: int
+    #: time.monotonic() in the worker when the call on [call_start, call_end) began (0: none)
+    call_began: float = 0.0
 
 
 def read(mm: mmap.mmap) -> Progress:
-    batch_id, done, start, end, in_call = _HEAD.unpack_from(mm, 0)
+    batch_id, began, done, start, end, in_call = _HEAD.unpack_from(mm, 0)
     done = max(0, min(done, CAPACITY))
     statuses = bytes(mm[STATUS_AT:STATUS_AT + done])
     delays = struct.unpack_from(f"={done}b", mm, DELAY_AT) if done else ()
-    return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end)
+    return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end, began)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveCall:
+    """Where a living worker is in a batch: what the consume-timeout sweep needs."""
+
+    batch_id: int
+    done: int  # messages [0, done) have finished (their results come with the batch's DONE)
+    in_call: bool
+    call_start: int
+    call_end: int
+    call_began: float  # time.monotonic() when the call on [call_start, call_end) began
+
+
+def read_live(mm: mmap.mmap, attempts: int = 8) -> LiveCall | None:
+    """The head of a living worker's block, or None if every read was torn by a write.
+
+    The worker rewrites the head without a lock before each call (a few stores,
+    well under a microsecond); two equal reads in a row cannot be a mix of two
+    writes unless a whole call ran in between and left the very same bytes.
+    """
+    prev = bytes(mm[0:_HEAD.size])
+    for _ in range(attempts):
+        cur = bytes(mm[0:_HEAD.size])
+        if cur == prev:
+            batch_id, began, done, start, end, in_call = _HEAD.unpack(cur)
+            return LiveCall(batch_id, max(0, min(done, CAPACITY)), bool(in_call), start, end, began)
+        prev = cur
+    return None
 
 
 class Writer:
@@ -91,14 +132,16 @@ class Writer:
         self.done = 0
 
     def begin(self, batch_id: int) -> None:
-        _HEAD.pack_into(self.mm, 0, batch_id, 0, 0, 0, 0)
+        struct.pack_into("=q", self.mm, 0, batch_id)
+        _FIELDS.pack_into(self.mm, 16, 0, 0, 0, 0)
         self.done = 0
 
     def skipped(self, batch_id: int) -> bool:
         return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
 
-    def call(self, statuses: bytearray, delays: list[int], start: int, end: int) -> None:
-        """Publish results up to ``start`` and announce the call on [start, end) (the hot path: ~0.5 us)."""
+    def call(self, statuses: bytearray, delays: list[int], start: int, end: int, began: float) -> None:
+        """Publish results up to ``start`` and announce the call on [start, end), begun at ``began``
+        (time.monotonic()) (the hot path: ~0.5 us)."""
         lo = self.done
         if start == lo + 1 and start <= CAPACITY:  # one message per call: single-byte writes
             mm = self.mm
@@ -108,13 +151,13 @@ class Writer:
             self.done = start
         elif start > lo:
             self._copy(statuses, delays, start)
-        _STATE.pack_into(self.mm, 8, self.done, start, end, 1)
+        _STATE.pack_into(self.mm, 8, began, self.done, start, end, 1)
 
     def publish(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         """Messages [0, upto) are final; no call is in progress."""
         if upto > self.done:
             self._copy(statuses, delays, upto)
-        _STATE.pack_into(self.mm, 8, self.done, 0, 0, 0)
+        _FIELDS.pack_into(self.mm, 16, self.done, 0, 0, 0)
 
     def _copy(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         upto = min(upto, CAPACITY)

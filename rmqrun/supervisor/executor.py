@@ -114,6 +114,33 @@ class PoolExecutor:
         if self._flying and self._closed is None:
             self._sweeper = asyncio.get_running_loop().call_later(_SKIP_SWEEP_S, self._sweep)
 
+    def handler_calls(self, pq: object) -> dict[int, float | None]:
+        """The messages of ``pq`` whose handler call has begun and whose result is not back yet.
+
+        Maps a queue offset to the ``time.monotonic()`` its call began, or to None
+        when the call has ended (the result comes with the rest of its batch).
+        Messages waiting here or in a worker's pipe are absent: their call has not
+        begun, so the consume-timeout sweep leaves them alone (Java sweeps only
+        messages with a consumeStartTimeStamp, set as the listener is called).
+        """
+        calls: dict[int, float | None] = {}
+        for batch_id, pending in list(self._flying.items()):
+            job = pending.job
+            if job is None or job.pq is not pq:
+                continue
+            live = self.pool.live_call(batch_id)
+            if live is None:
+                continue
+            # an isolated re-run carries one record of its job: read the offsets from the batch itself
+            offsets = job.offsets if pending.batch.count == len(job.offsets) else pending.batch.queue_offsets()
+            n = len(offsets)
+            for i in range(min(live.done, n)):
+                calls[offsets[i]] = None
+            if live.in_call:
+                for i in range(max(0, live.call_start), min(live.call_end, n)):
+                    calls[offsets[i]] = live.call_began
+        return calls
+
     @property
     def in_flight(self) -> int:
         return len(self._flying)

@@ -492,6 +492,21 @@ class Pool:
         self._where[batch.batch_id] = proc
         proc.write(encode_run(batch))
 
+    def live_call(self, batch_id: int) -> progress_mem.LiveCall | None:
+        """Where the worker running ``batch_id`` is in it, read from its progress block.
+
+        None when the batch has not started (it waits in a worker's pipe), is not in
+        flight, or its worker is dead. For the consume-timeout sweep, which must judge
+        a message by when its handler call began, not by when it was handed over.
+        """
+        proc = self._where.get(batch_id)
+        if proc is None or proc.dead or proc.running != batch_id:
+            return None
+        live = progress_mem.read_live(proc.progress)
+        if live is None or live.batch_id != batch_id:
+            return None  # STARTED was sent, the block not yet switched to this batch: no call yet
+        return live
+
     def skip(self, batch_id: int) -> bool:
         """Ask the worker holding a batch not to run it (its queue was dropped); True if asked in time.
 

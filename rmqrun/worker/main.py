@@ -350,10 +350,13 @@ class Worker:
                         break  # recycle after the call that went over: the rest go to the replacement
                     arg = msgs[start:end] if is_batch else msgs[start]
                     context.index = start
+                    # one clock read per call: the progress block's "call began" (the consume-timeout
+                    # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
+                    now = time.monotonic()
                     if prog is not None:
-                        prog.call(statuses, delays, start, end)
+                        prog.call(statuses, delays, start, end, now)
                     if limit > 0:
-                        now = self._call_started = time.monotonic()
+                        self._call_started = now
                         if now - announced > announce_every:
                             announced = now
                             self.pipe.send(Started(run.batch_id))

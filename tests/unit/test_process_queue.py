@@ -166,6 +166,31 @@ def test_clean_expired_returns_stuck_heads_only() -> None:
     assert pq2.clean_expired(1, now_ms=T0 + 100) == []
 
 
+def test_clean_expired_by_handler_call_begin_times_skips_waiting_and_finished_messages() -> None:
+    """With the executor's call begin times, a message counts only once its call has begun.
+
+    Hand-over stamps are ignored then: offsets 3..5 were handed over long ago but wait behind
+    the stuck call on 2; 0 finished (its result waits for its batch), 1 is in a call within the
+    limit, 2 is in a call past it.
+    """
+    pq = new_pq()
+    pq.put(entries(range(6)))
+    pq.mark_consume_started(range(6), now_ms=T0)
+    timeout = 1_000
+    now = T0 + 10_000
+    calls: dict[int, int | None] = {0: None, 1: now - 10, 2: now - timeout - 1}
+    # the head's call is over: passed over; 1 is within its limit: the scan stops there
+    assert pq.clean_expired(timeout, now_ms=now, started_ms=calls) == []
+    calls[1] = None
+    assert [e.offset for e in pq.clean_expired(timeout, now_ms=now, started_ms=calls)] == [2]
+    pq.remove_messages([2])
+    # 3..5 have not begun (absent): never swept, however old their hand-over stamp
+    assert pq.clean_expired(timeout, now_ms=now, started_ms=calls) == []
+    assert pq.clean_expired(timeout, now_ms=now, started_ms={}) == []
+    # without the executor's word, the hand-over stamps count (an in-process executor)
+    assert [e.offset for e in pq.clean_expired(timeout, now_ms=now)] == [0, 1, 3, 4, 5]
+
+
 # --- orderly: takeMessages / commit / rollback --------------------------------------------
 
 

@@ -20,10 +20,11 @@ def test_results_before_the_call_and_the_call_in_progress_are_read_back() -> Non
     statuses, delays = bytearray([0, 1, 0, 5, 5]), [0, -1, 0, 0, 0]
     w.begin(42)
     for i in range(3):
-        w.call(statuses, delays, i, i + 1)
+        w.call(statuses, delays, i, i + 1, 100.0 + i)
     got = p.read(mm)
     assert (got.batch_id, got.done, got.in_call, got.call_start, got.call_end) == (42, 2, True, 2, 3)
     assert got.statuses == bytes([0, 1]) and got.delay_levels == (0, -1)
+    assert got.call_began == 102.0
     w.publish(statuses, delays, 5)
     got = p.read(mm)
     assert got.done == 5 and not got.in_call and got.statuses == bytes(statuses)
@@ -33,8 +34,8 @@ def test_a_batch_handler_call_covers_several_messages_and_a_new_batch_starts_cle
     mm = _mapped()
     w = p.Writer(mm)
     w.begin(1)
-    w.call(bytearray(8), [0] * 8, 0, 4)
-    w.call(bytearray(8), [3] * 8, 4, 8)
+    w.call(bytearray(8), [0] * 8, 0, 4, 1.0)
+    w.call(bytearray(8), [3] * 8, 4, 8, 2.0)
     got = p.read(mm)
     assert (got.done, got.call_start, got.call_end) == (4, 4, 8) and got.delay_levels == (3, 3, 3, 3)
     w.begin(2)
@@ -59,3 +60,22 @@ def test_skip_ring_starts_empty_and_keeps_the_last_ids() -> None:
     for batch_id in range(1, p.SKIP_SLOTS + 3):
         ring.add(batch_id)
     assert w.skipped(p.SKIP_SLOTS + 2) and not w.skipped(1)  # the oldest were overwritten
+
+
+def test_a_living_worker_s_call_is_read_with_its_begin_time_and_publishing_ends_it() -> None:
+    """What the consume-timeout sweep reads: since when the call on which messages has been running."""
+    mm = _mapped()
+    w = p.Writer(mm)
+    assert p.read_live(mm) == p.LiveCall(0, 0, False, 0, 0, 0.0)  # a fresh block: no batch, no call
+    w.begin(9)
+    assert p.read_live(mm) == p.LiveCall(9, 0, False, 0, 0, 0.0)  # started, no call yet
+    statuses, delays = bytearray(4), [0] * 4
+    w.call(statuses, delays, 0, 1, 50.5)
+    w.call(statuses, delays, 1, 3, 51.25)
+    assert p.read_live(mm) == p.LiveCall(9, 1, True, 1, 3, 51.25)
+    w.publish(statuses, delays, 4)
+    live = p.read_live(mm)
+    assert live is not None and (live.done, live.in_call) == (4, False)
+    w.begin(10)  # a new batch: no call in progress whatever the old begin time
+    live = p.read_live(mm)
+    assert live is not None and (live.batch_id, live.done, live.in_call) == (10, 0, False)
