@@ -456,8 +456,8 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- start-up: waiting for the cluster
     m("cluster-wait-ready-early", "rmqrun/supervisor/cluster_wait.py",
       "a start that failed (no cluster yet) is taken as started: READY=1 before the first rebalance",
-      "        except RETRYABLE as exc:\n            await _discard(engine)\n",
-      "        except RETRYABLE as exc:\n            return engine\n",
+      "                raise refusal from exc\n            await _discard(engine)\n",
+      "                raise refusal from exc\n            return engine\n",
       I + "test_start_waits_for_cluster.py::test_run_started_before_the_broker_waits_and_then_handles_everything"),
     # ---------------------------------------------------------------- ACL and TLS on the embedded broker (#9)
     m("acl-signature-not-checked", "rmqrun/broker/acl/validator.py",
