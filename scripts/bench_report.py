@@ -70,7 +70,7 @@ class Sizes:
 
 FULL = Sizes(rounds=3, backlog=200_000, cpu1_messages=20_000, cpu10_messages=2_000, memory_messages=1_000_000,
              latency_seconds=30.0, timeout=900.0)
-QUICK = Sizes(rounds=2, backlog=20_000, cpu1_messages=3_000, cpu10_messages=300, memory_messages=100_000,
+QUICK = Sizes(rounds=3, backlog=50_000, cpu1_messages=5_000, cpu10_messages=500, memory_messages=100_000,
               latency_seconds=8.0, timeout=300.0)
 
 # --- machine ----------------------------------------------------------------------------------------------------
@@ -785,10 +785,10 @@ SECTIONS = ("overhead", "scaling", "latency", "memory", "stages")
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a few minutes); the report is marked QUICK")
-    ap.add_argument("--rounds", type=int, help="rounds per row (default 3, quick 2)")
-    ap.add_argument("--backlog", type=int, help="no-op backlog per row (default 200000, quick 20000)")
-    ap.add_argument("--cpu1-messages", type=int, help="1 ms handler backlog (default 20000, quick 3000)")
-    ap.add_argument("--cpu10-messages", type=int, help="10 ms handler backlog (default 2000, quick 300)")
+    ap.add_argument("--rounds", type=int, help="rounds per row (default 3, quick 3)")
+    ap.add_argument("--backlog", type=int, help="no-op backlog per row (default 200000, quick 50000)")
+    ap.add_argument("--cpu1-messages", type=int, help="1 ms handler backlog (default 20000, quick 5000)")
+    ap.add_argument("--cpu10-messages", type=int, help="10 ms handler backlog (default 2000, quick 500)")
     ap.add_argument("--memory-messages", type=int, help="memory-run backlog (default 1000000, quick 100000)")
     ap.add_argument("--latency-seconds", type=float, help="send time per latency rate (default 30, quick 8)")
     ap.add_argument("--timeout", type=float, help="per-drain time limit in seconds")
