@@ -47,7 +47,7 @@ ROOT = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(ROOT))
 
-from bench_consume import _STATUS, BODY, cpp_available, produce, raw_pull, run_cpp, window_rate  # noqa: E402
+from bench_consume import _STATUS, BODY, cpp_available, produce, raw_pull, window_rate  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
@@ -105,6 +105,7 @@ class Sample:
     sup_cpu: float  # supervisor CPU seconds so far
     sup_rss: int  # bytes
     worker_rss: list[int]
+    worker_cpu: float = 0.0  # CPU seconds of the live workers so far
 
 
 # `rmqrun` under cProfile timed by the main thread's CPU clock: the event loop runs there, and time
@@ -163,15 +164,18 @@ class RmqrunRun:
                 ct = self.ps.cpu_times()
                 rss = self.ps.memory_info().rss
                 wrss = []
+                wcpu = 0.0
                 for c in self.ps.children(recursive=True):
                     try:
                         wrss.append(c.memory_info().rss)
+                        wt = c.cpu_times()
+                        wcpu += wt.user + wt.system
                     except psutil.Error:
                         pass
             except psutil.Error:
                 break
             with self.cond:
-                self.samples.append(Sample(t, int(m.group(2)), ct.user + ct.system, rss, wrss))
+                self.samples.append(Sample(t, int(m.group(2)), ct.user + ct.system, rss, wrss, wcpu))
                 self.cond.notify_all()
         with self.cond:
             self.cond.notify_all()
@@ -205,6 +209,14 @@ class RmqrunRun:
     def rate(self, n: int) -> float:
         return window_rate([(s.t, s.consumed) for s in self.samples], n)
 
+    def cores_used(self, n: int) -> float:
+        """CPU (supervisor + workers) per wall second between 10 % and 90 % of ``n``: the cores rmqrun got."""
+        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
+        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
+        if lo is None or hi is None or hi.t <= lo.t:
+            return float("nan")
+        return (hi.sup_cpu + hi.worker_cpu - lo.sup_cpu - lo.worker_cpu) / (hi.t - lo.t)
+
     def supervisor_us_per_msg(self, n: int) -> float:
         """Supervisor CPU between 10 % and 90 % of ``n`` over the messages consumed in that window, in µs."""
         lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
@@ -212,6 +224,41 @@ class RmqrunRun:
         if lo is None or hi is None or hi.consumed <= lo.consumed:
             return float("nan")
         return (hi.sup_cpu - lo.sup_cpu) / (hi.consumed - lo.consumed) * 1e6
+
+
+def run_cpp(ns: str, topic: str, group: str, n: int, cpu_ms: float, timeout: float) -> tuple[float, float]:
+    """The C++ peer (``scripts/cpp_bench_consumer.py``) on a fresh group: (msg/s, cores it got), both 10–90 %.
+
+    As ``bench_consume.run_cpp``, plus the peer's CPU time sampled at each of its progress lines.
+    """
+    env = dict(os.environ, HOME=tempfile.mkdtemp(prefix="rmqrun-bench-cpp-"))
+    cmd = [sys.executable, str(SCRIPTS / "cpp_bench_consumer.py"), "--namesrv", ns, "--group", group,
+           "--topic", topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    ps = psutil.Process(proc.pid)
+    points: list[tuple[float, int, float]] = []
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            try:
+                ct = ps.cpu_times()
+            except psutil.Error:
+                break
+            points.append((float(parts[0]), int(parts[1]), ct.user + ct.system))
+    finally:
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    rate = window_rate([(t, c) for t, c, _ in points], n)
+    lo = next((p for p in points if p[1] >= 0.1 * n), None)
+    hi = next((p for p in points if p[1] >= 0.9 * n), None)
+    cores = (hi[2] - lo[2]) / (hi[0] - lo[0]) if lo and hi and hi[0] > lo[0] else float("nan")
+    return rate, cores
 
 
 def drain(ns: str, topic: str, group: str, n: int, handler: str, workers: int, timeout: float,
@@ -291,7 +338,7 @@ def section_overhead(ns: str, sz: Sizes, workers: int, with_cpp: bool) -> dict[s
         kinds["rmqrun @rmqrun.batch (32)"].append(run.rate(n))
         loads.append(load())
         if with_cpp:
-            kinds["C++ push consumer"].append(run_cpp(ns, "BenchNoop", f"CG_cpp_{tag}", n, 0.0, sz.timeout))
+            kinds["C++ push consumer"].append(run_cpp(ns, "BenchNoop", f"CG_cpp_{tag}", n, 0.0, sz.timeout)[0])
         loads.append(load())
         print(f"[overhead] round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in kinds.items()), flush=True)
     return {"messages": n, "workers": workers, "rows": {k: {"values": v, **spread(v)} for k, v in kinds.items()},
@@ -307,23 +354,31 @@ def section_scaling(ns: str, sz: Sizes, max_workers: int, with_cpp: bool) -> dic
         asyncio.run(produce(ns, topic, n))
         env = {"RMQRUN_HANDLER_CPU_MS": str(cpu_ms)}
         rmq: dict[int, list[float]] = {w: [] for w in range(1, max_workers + 1)}
+        got: dict[int, list[float]] = {w: [] for w in rmq}
         cpp: list[float] = []
+        cpp_got: list[float] = []
         loads: list[float] = []
         for r in range(sz.rounds):
             for w in rmq:
                 loads.append(load())
                 run = drain(ns, topic, f"CG_cpu{int(cpu_ms)}_w{w}_r{r}", n, CPU, w, sz.timeout, env)
                 rmq[w].append(run.rate(n))
+                got[w].append(run.cores_used(n))
             if with_cpp:
                 loads.append(load())
-                cpp.append(run_cpp(ns, topic, f"CG_cpp{int(cpu_ms)}_r{r}", n, cpu_ms, sz.timeout))
+                rate, cores = run_cpp(ns, topic, f"CG_cpp{int(cpu_ms)}_r{r}", n, cpu_ms, sz.timeout)
+                cpp.append(rate)
+                cpp_got.append(cores)
             loads.append(load())
             print(f"[scaling {cpu_ms:g} ms] round {r + 1}: "
                   + ", ".join(f"{w}w {v[-1]:,.0f}" for w, v in rmq.items())
                   + (f", C++ {cpp[-1]:,.0f}" if cpp else ""), flush=True)
         out[f"{cpu_ms:g}"] = {"cpu_ms": cpu_ms, "messages": n,
                               "rmqrun": {str(w): {"values": v, **spread(v)} for w, v in rmq.items()},
-                              "cpp": {"values": cpp, **spread(cpp)}, "load": spread(loads)}
+                              "cores_used": {str(w): {"values": v, **spread(v)} for w, v in got.items()},
+                              "cpp": {"values": cpp, **spread(cpp)}, "cpp_cores_used": {"values": cpp_got,
+                                                                                        **spread(cpp_got)},
+                              "load": spread(loads)}
     return out
 
 
@@ -664,22 +719,33 @@ def report(res: dict[str, Any], images: list[str]) -> str:
         L.append("Handlers burning 1 ms and 10 ms of pure-Python CPU per message (`workers.cpu:handle`, thread CPU "
                  "time). The C++ peer is the Apache C++ client's push consumer (PyPI `rocketmq==0.4.4`) driven from "
                  "Python: its callback holds the GIL, so it cannot use more than one core for Python work. "
-                 "Efficiency = msg/s ÷ (workers ÷ cost); the machine's ideal is cores ÷ cost.")
+                 "Efficiency = msg/s ÷ (workers ÷ cost); the machine's ideal is cores ÷ cost. *Cores rmqrun got* is "
+                 "the CPU time of the supervisor and its workers per wall second over the same window (psutil): on "
+                 "a shared machine it is below the worker count, and *handler share* = msg/s × cost ÷ that figure "
+                 "is the part of the CPU rmqrun did get that went into the handler — the efficiency that other "
+                 "processes' load does not change.")
         L.append("")
         for key, sc in res["scaling"].items():
             L.append(f"**{key} ms per message**, {sc['messages']:,} messages, load average "
                      f"{fmt_spread(sc['load'], 1)} — {cap}")
             L.append("")
-            L.append("| consumer | msg/s | efficiency vs workers/cost | vs C++ |")
-            L.append("|---|---:|---:|---:|")
+            L.append("| consumer | msg/s | efficiency vs workers/cost | cores rmqrun got | handler share of "
+                     "the CPU it got | vs C++ |")
+            L.append("|---|---:|---:|---:|---:|---:|")
             cpp = sc["cpp"]
             for w, st in sc["rmqrun"].items():
                 ideal = int(w) * 1000 / sc["cpu_ms"]
                 vs = f"{st['median'] / cpp['median']:.2f}×" if cpp["n"] else "-"
-                L.append(f"| rmqrun, {w} worker(s) | {fmt_spread(st)} | {st['median'] / ideal:.0%} | {vs} |")
+                got = sc.get("cores_used", {}).get(w, {"n": 0, "median": float("nan")})
+                share = st["median"] * sc["cpu_ms"] / 1000 / got["median"] if got["n"] else float("nan")
+                L.append(f"| rmqrun, {w} worker(s) | {fmt_spread(st)} | {st['median'] / ideal:.0%} | "
+                         f"{fmt_spread(got, 2)} | {'-' if share != share else f'{share:.0%}'} | {vs} |")
             if cpp["n"]:
+                cgot = sc.get("cpp_cores_used", {"n": 0, "median": float("nan")})
+                cshare = cpp["median"] * sc["cpu_ms"] / 1000 / cgot["median"] if cgot["n"] else float("nan")
                 L.append(f"| C++ push consumer | {fmt_spread(cpp)} | {cpp['median'] / (1000 / sc['cpu_ms']):.0%} "
-                         f"of one core | 1.00× |")
+                         f"of one core | {fmt_spread(cgot, 2)} | {'-' if cshare != cshare else f'{cshare:.0%}'} "
+                         f"| 1.00× |")
             L.append("")
         if "scaling.png" in images:
             L.append(f"![CPU-bound scaling]({'scaling.png'})")
@@ -769,6 +835,13 @@ def report(res: dict[str, Any], images: list[str]) -> str:
             L.append(f"| {k} drained | {fmt(v['sup_mib'], 1)} | {fmt(v['worker_max_mib'], 1)} |")
         L.append(f"| peak | {fmt(mm['peak_sup_mib'], 1)} | {fmt(mm['peak_worker_mib'], 1)} |")
         L.append("")
+        q1, end = mm["marks"]["25%"], mm["marks"]["100%"]
+        if q1["sup_mib"] == q1["sup_mib"] and end["sup_mib"] == end["sup_mib"] and q1["sup_mib"] > 0:
+            L.append(f"From a quarter of the backlog drained to the end, the supervisor's RSS changed by "
+                     f"{(end['sup_mib'] / q1['sup_mib'] - 1):+.0%} and the largest worker's by "
+                     f"{(end['worker_max_mib'] / q1['worker_max_mib'] - 1):+.0%}, while the backlog left in the "
+                     f"broker went from {0.75 * mm['messages']:,.0f} messages to none.")
+            L.append("")
         if "memory.png" in images:
             L.append("![Memory](memory.png)")
             L.append("")
@@ -796,7 +869,19 @@ def main() -> int:
     ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="report directory")
+    ap.add_argument("--render", type=Path, metavar="JSON",
+                    help="measure nothing: rewrite report.md and the plots in --out from a saved report.json")
     args = ap.parse_args()
+    if args.render is not None:
+        try:
+            saved = json.loads(args.render.read_text())
+        except (OSError, ValueError) as e:
+            ap.error(f"--render {args.render}: {e}")
+        args.out.mkdir(parents=True, exist_ok=True)
+        images = plots(saved, args.out)
+        (args.out / "report.md").write_text(report(saved, images))
+        print(f"wrote {args.out / 'report.md'} and {', '.join(images)} from {args.render}")
+        return 0
 
     base = QUICK if args.quick else FULL
     sz = Sizes(**{k: (getattr(args, k) if getattr(args, k, None) is not None else v)
