@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import pstats
+import shutil
 import statistics
 import subprocess
 import sys
@@ -435,6 +436,7 @@ def section_latency(ns: str, sz: Sizes, workers: int, capacity: float) -> dict[s
                 parts = line.split()
                 if len(parts) == 2 and int(parts[0]) >= warm * 1000:
                     lats.append(float(parts[1]))
+        shutil.rmtree(lat_dir, ignore_errors=True)
         lats.sort()
         rows[str(pct)] = {"rate": rate, "sent": sent, "measured": len(lats), "p50": percentile(lats, 50),
                           "p99": percentile(lats, 99), "max": lats[-1] if lats else float("nan"),
@@ -544,6 +546,7 @@ def section_stages(ns: str, sz: Sizes, workers: int, us_per_msg: float) -> dict[
     if not prof.exists():
         return {"error": "the profiled supervisor wrote no profile", "us_per_msg": us_per_msg}
     shares = profile_split(prof)
+    shutil.rmtree(prof.parent, ignore_errors=True)
     return {"us_per_msg": us_per_msg, "shares": shares,
             "us_by_stage": {k: v * us_per_msg for k, v in shares.items()}}
 
@@ -644,11 +647,11 @@ def plots(res: dict[str, Any], out: Path) -> list[str]:
 
     if "stages" in res and "us_by_stage" in res["stages"]:
         st = res["stages"]["us_by_stage"]
-        fig, ax = plt.subplots(figsize=(8, 3.5))
+        fig, ax = plt.subplots(figsize=(9, 3.8))
         ax.barh(list(st), list(st.values()), color="tab:purple")
         ax.invert_yaxis()
         ax.set_xlabel("supervisor CPU µs per message")
-        ax.set_title(f"Supervisor CPU per message by stage ({res['stages']['us_per_msg']:.1f} µs in all) — {cap}",
+        ax.set_title(f"Supervisor CPU per message by stage ({res['stages']['us_per_msg']:.1f} µs in all)\n{cap}",
                      fontsize=9)
         fig.tight_layout()
         fig.savefig(out / "stages.png", dpi=100)
@@ -918,6 +921,7 @@ def main() -> int:
             res["memory"] = section_memory(ns, sz, args.workers)
         if "stages" in sections:
             res["stages"] = section_stages(ns, sz, args.workers, res["overhead"]["supervisor_us_per_msg"]["median"])
+    shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     args.out.mkdir(parents=True, exist_ok=True)
