@@ -91,6 +91,24 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "kernel": platform.release()}
 
 
+def code_version() -> str:
+    """The commit measured (with ``+changes`` when the work tree differs) and the supervisor's event loop."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT,
+                             timeout=10).stdout.strip() or "unknown commit"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=ROOT, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rev, dirty = "unknown commit", ""
+    try:
+        import uvloop  # noqa: F401
+
+        loop = "uvloop installed (event_loop: auto uses it)"
+    except ImportError:
+        loop = "standard asyncio loop (uvloop not installed)"
+    return f"commit {rev}{' +changes' if dirty else ''}, {loop}"
+
+
 def load() -> float:
     """The 1-minute load average now."""
     return os.getloadavg()[0]
@@ -716,6 +734,9 @@ def report(res: dict[str, Any], images: list[str]) -> str:
     L.append(f"**{mode}**, {res['started']} → {res['finished']}, produced by `{res['command']}`.")
     L.append("")
     L.append(f"Machine: {cap}. Load average (1 min) at start {res['load_start']:.2f}, at end {res['load_end']:.2f}.")
+    if "code" in res:
+        L.append("")
+        L.append(f"Code: {res['code']}.")
     quiet = max(res["load_start"], res["load_end"]) < 0.5 * m["cores"]
     if not quiet:
         L.append("")
@@ -959,7 +980,7 @@ def main() -> int:
     res: dict[str, Any] = {"machine": machine(), "quick": args.quick, "sizes": vars(sz), "workers": args.workers,
                            "command": " ".join(["python", "scripts/bench_report.py"] + sys.argv[1:]),
                            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                           "load_start": load(), "with_cpp": with_cpp}
+                           "load_start": load(), "with_cpp": with_cpp, "code": code_version()}
     print(f"machine: {res['machine']}; load {res['load_start']:.2f}; sizes {vars(sz)}", flush=True)
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-report-"))
     with BrokerProcess(data / "broker", flush_mode="async") as bp:
