@@ -33,6 +33,7 @@ def main() -> int:
     ap.add_argument("--cpu-ms", type=float, default=0.0)
     ap.add_argument("--threads", type=int, default=0, help="consume threads (0: the library's default)")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--orderly", action="store_true", help="an orderly push consumer (per-queue order, broker locks)")
     args = ap.parse_args()
 
     from rocketmq.client import PushConsumer  # loads librocketmq.so
@@ -51,7 +52,7 @@ def main() -> int:
             if count >= args.count:
                 done.set()
 
-    consumer = PushConsumer(args.group)
+    consumer = PushConsumer(args.group, orderly=args.orderly)
     consumer.set_namesrv_addr(args.namesrv)
     if args.threads:
         consumer.set_thread_count(args.threads)

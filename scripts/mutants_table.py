@@ -66,9 +66,17 @@ MUTANTS: list[Mutant] = [
       ORD + "::test_orderly_suspend_redelivers_same_message_first"),
     # ---------------------------------------------------------------- commit rule / min offset
     m("pq-remove-not-min", PQ, "remove_messages returns the top offset + 1 instead of the smallest cached",
-      "return self.queue_offset_max + 1 if first is None else first",
-      "return self.queue_offset_max + 1",
+      "        if first is not None:\n            return first\n        return self._drained_to()",
+      "        if first is not None:\n            return self.queue_offset_max + 1\n        return self._drained_to()",
       U + "test_process_queue.py", SLOW),
+    m("pq-commit-tail-while-cached", PQ, "an orderly commit jumps to the last pull's next-begin offset while messages "
+      "are still cached", "        if not self._tree.entries and self.pulled_to > last + 1:",
+      "        if self.pulled_to > last + 1:",
+      U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
+    m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
+      "tail keeps a lag of one)", "        dispatch = pq.put(entries, result.max_offset)\n        pq.note_pulled_to("
+      "req.next_offset)\n", "        dispatch = pq.put(entries, result.max_offset)\n",
+      I + "test_engine_tag_tail.py"),
     m("cc-commit-batch-end", CC, "concurrent commit = end of the finished batch, not the smallest unfinished offset",
       "            offset = pq.remove_messages([e.offset for e in entries])\n            if offset >= 0 and not pq.dropped:",
       "            offset = (pq.remove_messages([e.offset for e in entries]), entries[-1].offset + 1)[1]\n"
@@ -217,6 +225,19 @@ MUTANTS: list[Mutant] = [
     m("puller-tag-refilter", PL, "no client-side tag re-filter (tags whose hash codes collide get through)",
       "        return True\n    return sub.matches_tag(tags)", "        return True\n    return True",
       I + "test_engine_puller_errors.py::test_tags_with_colliding_hash_codes_are_filtered_by_the_client"),
+    m("puller-flow-control-as-error", PL, "a FLOW_CONTROL answer backs off the error delay, not the short one",
+      "        except FlowControlError:\n"
+      "            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000)",
+      "        except FlowControlError:\n"
+      "            await asyncio.sleep(exception_delay)",
+      I + "test_engine_puller_errors.py::test_broker_flow_control_is_retried_after_its_short_delay_not_the_error_delay"),
+    m("puller-refused-subscription-no-heartbeat", PL, "a pull refused for its subscription asks for no heartbeat",
+      "            engine.request_heartbeat()", "            pass",
+      I + "test_engine_puller_errors.py::test_a_pull_refused_for_its_subscription_asks_for_a_heartbeat"),
+    m("puller-commit-flag-to-slave", PL, "a pull sent to a slave carries the commit-offset flag",
+      "    if commit_offset > 0 and addr == engine.instance.broker_address(mq.broker_name):",
+      "    if commit_offset > 0:",
+      I + "test_engine_slave_reads.py::test_pulls_follow_the_suggested_slave_without_committing_there"),
     # ---------------------------------------------------------------- tag filtering
     m("sub-tag-match-all", "rmqrun/client/subscription.py", "client tag filter accepts any tag",
       "return tags is not None and tags in self._tags_lookup", "return True",
@@ -241,7 +262,7 @@ MUTANTS: list[Mutant] = [
       "            pending.future.set_result(JobResult([Verdict.SUCCESS] * batch.count, [0] * batch.count))\n",
       I + "test_executor_worker_lost.py"),
     m("cc-dropped-result-applied", CC, "the result of a job whose queue was dropped meanwhile is applied",
-      "        if pq.dropped:\n            ran = sum(", "        if False:\n            ran = sum(",
+      "        if pq.dropped:\n            ran = len(", "        if False:\n            ran = len(",
       I + "test_engine_dropped.py"),
     # ---------------------------------------------------------------- store: fsync-before-answer, recovery
     m("store-answer-before-fsync", "rmqrun/broker/store/message_store.py", "a SYNC put returns before its fsync",
@@ -456,4 +477,17 @@ MUTANTS: list[Mutant] = [
       "permissive mode treats a plain client as TLS (plain clients are cut off)",
       "use_tls = first == TLS_HANDSHAKE", "use_tls = True",
       I + "test_broker_tls.py::test_permissive_serves_tls_and_plain_on_the_same_ports"),
+    # ---------------------------------------------------------------- secure clusters, the gaps closed last (#9)
+    m("acl-republish-as-inner-producer", "rmqrun/client/republish.py",
+      "re-publishes name Java's CLIENT_INNER_PRODUCER group (an ACL granting the group refuses orderly DLQ sends)",
+      "Producer(instance=self.instance, group=self.group)", "Producer(instance=self.instance, group=INNER_PRODUCER_GROUP)",
+      I + "test_acl_dead_letter.py::test_failed_messages_reach_the_dlq_with_only_the_group_granted[orderly]"),
+    m("check-probes-the-plain-topic", "rmqrun/cli/check.py",
+      "check under a namespace probes the plain topic's permission, not the wrapped one the ACL lists",
+      "_probe_topic_access(instance, addr, wire_topic, timeout)", "_probe_topic_access(instance, addr, topic, timeout)",
+      I + "test_secure_namespace.py"),
+    m("refusal-5x-no-username-waits", "rmqrun/remoting/errors.py",
+      "a 5.x broker's 'username cannot be null.' is taken for an operator's permission and waited out",
+      '               "username")', "               )",
+      I + "test_refusal_mapping.py::test_produce_without_credentials_meets_a_5x_refusal"),
 ]

@@ -118,6 +118,8 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
                 return
             shares.append(f"{queues} queue(s) of {topic}")
         mode = "orderly" if consumer.orderly else "concurrently"
+        if consumer.order_by_key:
+            mode = f"orderly by key ({consumer.order_key})"
         subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
         in_ns = f" in namespace {ns} ({wire_group} on the wire)" if ns else ""
         report.note(f"would subscribe to {subs} as group {consumer.group}{in_ns}: {consumer.message_model}, {mode}, "
@@ -173,7 +175,7 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
                 raise
             except BrokerError:
                 pass  # "no consumer for this group": the broker's way of saying none is online
-            await _probe_topic_access(instance, addr, topic, timeout)
+            await _probe_topic_access(instance, addr, wire_topic, timeout)  # the name the ACL file lists
         except AccessDeniedError as exc:
             report.fail("access", str(exc), EXIT_UNREACHABLE)
             return None

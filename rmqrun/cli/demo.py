@@ -7,6 +7,11 @@ burns ``--cpu-ms`` of CPU per message), shows live progress and ends with a
 summary: how many messages, how long, how many workers, and the throughput
 against the ideal ``workers / handler cost``.
 
+``--order-by queue|key`` consumes in order instead, from a topic with fewer
+queues than workers (``--queues``, default half the workers) and messages
+spread over many sharding keys: queue order can keep at most one worker per
+queue busy, key order all of them. Run both to see the difference.
+
 Everything runs in this process except the workers, so cleaning up is
 simple and certain: the supervisor stops its workers, the broker stops with
 the loop, and the temporary directory is removed in a ``finally``. Ctrl-C
@@ -30,6 +35,9 @@ from typing import Callable
 import psutil
 
 from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.cli.admin_session import admin_session
+from rmqrun.client.admin import TopicConfig
+from rmqrun.errors import RmqrunError
 from rmqrun.cli.produce import ProduceSpec, Template, generated, produce
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
@@ -53,6 +61,18 @@ class DemoOptions:
     log_level: str = "ERROR"
     #: seconds between progress updates (default: 0.2 on a TTY, 2 otherwise)
     interval: float | None = None
+    #: None: consume concurrently; "queue" or "key": orderly, by queue or by key
+    order_by: str | None = None
+    #: queues of the demo topic (None: the broker's default; with order_by: half the workers)
+    queues: int | None = None
+    #: sharding keys of the backlog when ordering
+    keys: int = 1000
+
+    @property
+    def topic_queues(self) -> int | None:
+        if self.queues is not None or self.order_by is None:
+            return self.queues
+        return max(1, self.workers // 2)
 
 
 @dataclass
@@ -145,9 +165,13 @@ async def _produce_backlog(namesrv: str, opts: DemoOptions, display: Display, st
 
     started = time.monotonic()
     async with Producer(namesrv, "rmqrun_demo_producer") as producer:
-        job = asyncio.ensure_future(produce(producer, ProduceSpec(TOPIC, tags="demo"),
+        # ordered: every message carries one of opts.keys sharding keys (one by one: a batch has no key)
+        spec = (ProduceSpec(TOPIC, tags="demo", sharding_key=Template(f"key-{{i%{opts.keys}}}"))
+                if opts.order_by else ProduceSpec(TOPIC, tags="demo"))
+        job = asyncio.ensure_future(produce(producer, spec,
                                             generated(opts.messages, Template("demo message {i}")),
-                                            concurrency=16, batch=64, on_sent=on_sent))
+                                            concurrency=64 if opts.order_by else 16,
+                                            batch=1 if opts.order_by else 64, on_sent=on_sent))
         halt = asyncio.ensure_future(stop.wait())
         await asyncio.wait({job, halt}, return_when=asyncio.FIRST_COMPLETED)
         halt.cancel()
@@ -165,10 +189,26 @@ async def _produce_backlog(namesrv: str, opts: DemoOptions, display: Display, st
                  f"({report.rate:.0f} msg/s) on {len(report.per_queue)} queues")
 
 
+async def _create_topic(broker: EmbeddedBroker, queues: int, *, ordered: bool) -> None:
+    """The demo topic with exactly ``queues`` queues, before the first send (an auto-created topic gets the
+    broker's default, and sends by sharding key racing its creation could pick a queue it does not have)."""
+    async with admin_session(broker.namesrv_address, "rmqrun-demo-admin") as (instance, admin):
+        await admin.create_or_update_topic(broker.broker_address, TopicConfig(TOPIC, queues, queues, order=ordered))
+        for _ in range(100):  # until the name server has the route
+            try:
+                route = await instance.update_route(TOPIC)
+            except RmqrunError:
+                route = None
+            if route is not None:
+                return
+            await asyncio.sleep(0.05)
+
+
 def _settings(namesrv: str, opts: DemoOptions, on_ready: Callable[[], None]) -> RunSettings:
     consumer = ConsumerConfig(group=GROUP, namesrv=namesrv, subscriptions={TOPIC: "*"},
                               consume_from_where="CONSUME_FROM_FIRST_OFFSET", persist_offset_interval_ms=1000,
-                              instance_name="rmqrun-demo")
+                              instance_name="rmqrun-demo", orderly=opts.order_by is not None,
+                              order_by=opts.order_by or "queue")
     pool = PoolConfig(handler=opts.handler, workers=opts.workers, log_level=opts.log_level)
     return RunSettings(consumer=consumer, pool=pool, grace=5.0, status_interval=0, on_ready=on_ready)
 
@@ -244,10 +284,12 @@ async def _demo(opts: DemoOptions, data_dir: Path, display: Display) -> DemoResu
     try:
         display.line(f"embedded broker: name server {broker.namesrv_address}, broker {broker.broker_address}, "
                      f"data in {data_dir}")
+        if opts.topic_queues is not None:
+            await _create_topic(broker, opts.topic_queues, ordered=opts.order_by is not None)
         await _produce_backlog(broker.namesrv_address, opts, display, stop, result)
         if not result.interrupted and not stop.is_set():
             display.line(f"starting {opts.workers} workers running {opts.handler} ({opts.cpu_ms:g} ms CPU per "
-                         f"message)")
+                         f"message){_mode(opts)}")
             await _consume(broker.namesrv_address, opts, display, stop, result)
     finally:
         await broker.stop()
@@ -257,6 +299,13 @@ async def _demo(opts: DemoOptions, data_dir: Path, display: Display) -> DemoResu
     return result
 
 
+def _mode(opts: DemoOptions) -> str:
+    if opts.order_by is None:
+        return ""
+    return (f", in order by {opts.order_by} ({opts.keys} sharding keys on {opts.topic_queues} queue(s): "
+            f"{'one worker per queue at most' if opts.order_by == 'queue' else 'every worker, one key at a time'})")
+
+
 def summary(opts: DemoOptions, r: DemoResult) -> str:
     if r.interrupted and not r.consume_seconds:
         return f"interrupted before consuming began ({r.produced} of {opts.messages} messages produced)"
@@ -264,7 +313,7 @@ def summary(opts: DemoOptions, r: DemoResult) -> str:
     ideal = opts.workers / (opts.cpu_ms / 1000) if opts.cpu_ms > 0 else float("inf")
     head = "interrupted: " if r.interrupted else ""
     lines = [f"{head}{r.handled} messages handled in {r.consume_seconds:.1f} s by {opts.workers} workers "
-             f"({opts.handler}, {opts.cpu_ms:g} ms CPU per message), {r.failed} failed",
+             f"({opts.handler}, {opts.cpu_ms:g} ms CPU per message{_mode(opts)}), {r.failed} failed",
              f"throughput {rate:.0f} msg/s; ideal {opts.workers} workers / {opts.cpu_ms:g} ms = {ideal:.0f} msg/s: "
              f"{100 * rate / ideal:.0f}% of ideal" if ideal != float("inf") else f"throughput {rate:.0f} msg/s",
              f"produced {r.produced} in {r.produce_seconds:.1f} s; workers ready in {r.boot_seconds:.1f} s"]

@@ -96,15 +96,17 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     logs.setup(resolved["log_level"], resolved["log_format"], namespace=resolved["namespace"])
     settings = table.build(resolved)
     _cwd_on_path()
-    sys.exit(asyncio.run(_run(settings, resolved)))
+    from rmqrun.cli import event_loop
+    sys.exit(event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"]))
 
 
-async def _run(settings: Any, resolved: Any) -> int:
+async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
     from loguru import logger
 
     from rmqrun.cli.metrics import MetricsServer
     from rmqrun.cli.systemd import SystemdNotifier
     from rmqrun.supervisor.supervisor import Supervisor
+    logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
     supervisor = Supervisor(settings)
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)
@@ -366,7 +368,13 @@ cli.add_command(_offsets)
               help="handler to run (reads RMQRUN_HANDLER_CPU_MS)")
 @click.option("--log-level", default="ERROR", show_default=True,
               type=click.Choice(["TRACE", "DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
-def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_level: str) -> None:
+@click.option("--order-by", type=click.Choice(["queue", "key"]), default=None,
+              help="consume in order, by queue or by key (default: concurrently), from a topic with fewer queues "
+                   "than workers")
+@click.option("--queues", type=click.IntRange(1, 64), default=None,
+              help="queues of the demo topic [the broker's default; with --order-by: half the workers]")
+def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_level: str,
+         order_by: str | None, queues: int | None) -> None:
     """Start an embedded broker, produce a backlog and consume it with a worker pool.
 
     Everything lives in a temporary directory that is removed at the end, Ctrl-C included.
@@ -375,7 +383,7 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
     logs.setup(log_level.upper(), role="demo")
     _cwd_on_path()
     opts = DemoOptions(messages=messages, cpu_ms=cpu_ms, workers=workers or os.cpu_count() or 1, handler=handler,
-                       tty=sys.stdout.isatty(), log_level=log_level.upper())
+                       tty=sys.stdout.isatty(), log_level=log_level.upper(), order_by=order_by, queues=queues)
     sys.exit(run_demo(opts))
 
 

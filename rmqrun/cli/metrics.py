@@ -37,6 +37,7 @@ from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
 from rmqrun.cli.health import liveness, readiness
+from rmqrun.consumer.oldest import oldest_unfinished
 from rmqrun.namespace import unwrap
 
 if TYPE_CHECKING:
@@ -138,10 +139,22 @@ def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyp
     committed = GaugeMetricFamily("rmqrun_queue_consumer_offset",
                                   "the group's consumer offset as this process holds it", labels=_LABELS)
     namespace = engine.config.namespace
+    oldest = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_offset",
+                               "offset of the queue's oldest message not finished yet (the committed offset stops "
+                               "there: a stuck key or queue)", labels=_LABELS)
+    oldest_age = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_age_seconds",
+                                   "how long ago the broker stored the queue's oldest unfinished message",
+                                   labels=_LABELS)
+    now_ms = int(time.time() * 1000)
     for mq, req in sorted(engine.table.items()):
         # the user's topic names: the namespace is the cluster's spelling, not the user's
         labels = [unwrap(namespace, mq.topic), mq.broker_name, str(mq.queue_id)]
         inflight.add_metric(labels, req.pq.msg_count)
+        stuck = oldest_unfinished(req.pq, now_ms)
+        if stuck is not None:
+            oldest.add_metric(labels, stuck[0])
+            if stuck[1] is not None:
+                oldest_age.add_metric(labels, stuck[1])
         done = engine.offset_store.read_memory(mq)
         if done >= 0:
             committed.add_metric(labels, done)
@@ -149,7 +162,7 @@ def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyp
             high.add_metric(labels, req.broker_max_offset)
             if done >= 0:
                 lag.add_metric(labels, max(0, req.broker_max_offset - done))
-    return [inflight, lag, high, committed]
+    return [inflight, lag, high, committed, oldest, oldest_age]
 
 
 def registry_for(supervisor: "Supervisor", started_at: float) -> CollectorRegistry:

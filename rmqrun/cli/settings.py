@@ -36,6 +36,7 @@ from rmqrun.cli.values import (
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
+from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.supervisor.pool import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings
@@ -121,6 +122,12 @@ SETTINGS: tuple[Setting, ...] = (
     _S("tags", parse_tags, "*", "tag expression, e.g. 'TagA || TagB'", CLI, flag="--tags"),
     _S("orderly", parse_bool, False, "consume each queue in order (broker-locked, one worker per queue)",
        CONSUMER, flag="--orderly"),
+    _S("order_by", parse_lower, "queue", "orderly unit: queue (one job per queue, Java's) or key (in order per "
+       "message key, parallel across keys; implies orderly)", CONSUMER, flag="--order-by",
+       check=lambda v: v in ("queue", "key"), allowed="queue or key"),
+    _S("order_key", parse_str, "sharding_key", "order_by key: where the key comes from: sharding_key "
+       "(__SHARDINGKEY, else the first of keys), keys, tags or property:NAME", CONSUMER, flag="--order-key",
+       check=valid_order_key, allowed="sharding_key, keys, tags or property:NAME"),
     _S("message_model", parse_str, d.MESSAGE_MODEL, "CLUSTERING or BROADCASTING", CONSUMER,
        flag="--message-model", choices=("CLUSTERING", "BROADCASTING")),
     _S("consume_from_where", parse_str, d.CONSUME_FROM_WHERE, "where a new group starts", CONSUMER,
@@ -221,6 +228,9 @@ SETTINGS: tuple[Setting, ...] = (
        SECURITY, flag="--tls-key-file"),
     _S("tls_insecure", parse_bool, False, "do not verify the servers' certificates (test clusters only)",
        SECURITY, flag="--tls-insecure"),
+    _S("event_loop", parse_lower, "auto", "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, "
+       "asyncio", CLI, flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
+       allowed="auto, uvloop or asyncio"),
 )
 
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -21,20 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from rmqrun.client.admin import AdminClient
+from rmqrun.client.headers import PullMessageRequestHeader
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
+from rmqrun.consumer.oldest import store_timestamp_ms
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.remoting.message import scan_records
 
 #: topics that belong to the broker itself, never to a consumer group
 SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
@@ -56,6 +59,9 @@ class QueueProgress:
     broker_offset: int
     #: None: the group has no committed offset for this queue
     consumer_offset: int | None
+    #: with lag: seconds since the broker stored the message at the consumer offset, the queue's oldest
+    #: unfinished one (None: no lag, or it could not be read)
+    oldest_age_s: float | None = None
 
     @property
     def lag(self) -> int | None:
@@ -66,7 +72,9 @@ class QueueProgress:
 
     def to_json(self) -> dict[str, object]:
         return {"topic": self.mq.topic, "broker": self.mq.broker_name, "queue": self.mq.queue_id,
-                "broker_offset": self.broker_offset, "consumer_offset": self.consumer_offset, "lag": self.lag}
+                "broker_offset": self.broker_offset, "consumer_offset": self.consumer_offset, "lag": self.lag,
+                "oldest_unfinished_offset": self.consumer_offset if self.oldest_age_s is not None else None,
+                "oldest_unfinished_age_s": None if self.oldest_age_s is None else round(self.oldest_age_s, 3)}
 
 
 async def _request(instance: ClientInstance, addr: str, code: int, ext: dict[str, str]) -> RemotingCommand:
@@ -170,9 +178,28 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
             raise StatusError(f"broker {mq.broker_name} of {topic} has no master")
         high = await instance.broker.get_max_offset(addr, mq, timeout=TIMEOUT)
         stored = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT) if committed else None
-        return QueueProgress(mq, high, stored)
+        age = await _age_at(instance, addr, group, mq, stored) if stored is not None and stored < high else None
+        return QueueProgress(mq, high, stored, age)
 
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
+
+
+async def _age_at(instance: ClientInstance, addr: str, group: str, mq: MessageQueue, offset: int) -> float | None:
+    """Seconds since the message at ``offset`` (the oldest unfinished: committed offsets stop there) was
+    stored; None when it cannot be read (retention deleted it, a broker error). A stuck key shows here."""
+    header = PullMessageRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id,
+                                      queue_offset=offset, max_msg_nums=1, sys_flag=0x4, commit_offset=0,
+                                      suspend_timeout_millis=0, sub_version=0, subscription="*",
+                                      expression_type="TAG", bname=mq.broker_name)
+    try:
+        result = await instance.broker.pull(addr, header, timeout=TIMEOUT)
+        heads = scan_records(result.body) if result.body else []
+    except (RemotingError, OSError, asyncio.TimeoutError):  # the table does not fail for its extra column
+        return None
+    if not heads or heads[0].queue_offset != offset:
+        return None
+    stored = store_timestamp_ms(result.body[heads[0].start:heads[0].start + heads[0].size])
+    return None if stored is None else max(0.0, time.time() - stored / 1000)
 
 
 async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None,
@@ -188,7 +215,7 @@ async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None
                            f" in namespace {namespace!r}" if namespace else "", security)
     if not namespace:
         return rows
-    return [QueueProgress(unwrap_queue(namespace, r.mq), r.broker_offset, r.consumer_offset) for r in rows]
+    return [replace(r, mq=unwrap_queue(namespace, r.mq)) for r in rows]
 
 
 async def _progress(namesrv: str, group: str, topics: Sequence[str], where: str,
@@ -225,22 +252,41 @@ def to_json(rows: Sequence[QueueProgress], group: str, namespace: str | None = N
                       "lag": sum(lags) if lags else None}}
 
 
+#: ``rmqrun status`` adds the "oldest unfinished" column once a queue's oldest unfinished message is this old
+STUCK_AFTER_S = 60.0
+
+
+def _age_text(age: float | None) -> str:
+    if age is None:
+        return "-"
+    if age < 120:
+        return f"{age:.0f} s"
+    if age < 7200:
+        return f"{age / 60:.0f} min"
+    return f"{age / 3600:.1f} h"
+
+
 def render(rows: Sequence[QueueProgress], group: str, namespace: str | None = None) -> str:
     """A table like mqadmin consumerProgress, with totals."""
     if namespace:
         group = f"{group} (namespace {namespace})"
     if not rows:
         return f"group {group}: no topics found (give --topic, or has the group never consumed?)"
-    header = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag")
-    body = [(r.mq.topic, r.mq.broker_name, str(r.mq.queue_id), str(r.broker_offset),
-             "-" if r.consumer_offset is None else str(r.consumer_offset), "-" if r.lag is None else str(r.lag))
-            for r in rows]
+    header: tuple[str, ...] = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag")
+    body: list[tuple[str, ...]] = [
+        (r.mq.topic, r.mq.broker_name, str(r.mq.queue_id), str(r.broker_offset),
+         "-" if r.consumer_offset is None else str(r.consumer_offset), "-" if r.lag is None else str(r.lag))
+        for r in rows]
     total_lag = sum(r.lag or 0 for r in rows)
     total_high = sum(r.broker_offset for r in rows)
     total_committed = sum(r.consumer_offset or 0 for r in rows)
     body.append(("total", "", str(len(rows)), str(total_high), str(total_committed), str(total_lag)))
+    if any(r.oldest_age_s is not None and r.oldest_age_s >= STUCK_AFTER_S for r in rows):
+        # something waits at its consumer offset for long (a stuck key or queue): say since when
+        header += ("oldest unfinished",)
+        body = [row + (_age_text(r.oldest_age_s),) for row, r in zip(body, rows)] + [body[-1] + ("",)]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    numeric = {2, 3, 4, 5}
+    numeric = {2, 3, 4, 5, 6}
 
     def fmt(row: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))

@@ -150,7 +150,8 @@ def parse_ref(value: Any) -> str:
     if not _REF_RE.match(text):
         module, _, attr = text.partition(":")
         if module.endswith(".py") or "/" in module or "\\" in module:
-            dotted = module.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
+            parts = module.removesuffix(".py").replace("\\", "/").split("/")
+            dotted = ".".join(p for p in parts if p not in ("", "."))  # ./jobs/app.py -> jobs.app
             raise ValueError(f"expected module:function, not a file path; did you mean {dotted}:{attr or 'handle'}?")
         raise ValueError("expected module:function, e.g. myapp.handlers:handle")
     return text

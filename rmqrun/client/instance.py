@@ -365,6 +365,8 @@ class ClientInstance:
             try:
                 await self.broker.heartbeat(addr, data)
                 return True
+            except AccessDeniedError:
+                return False  # logged once, with its line, by _on_refused
             except RemotingError as exc:
                 logger.warning("heartbeat to {} failed: {}", addr, exc)
                 return False

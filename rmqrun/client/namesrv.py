@@ -24,7 +24,7 @@ from rmqrun.client.headers import GetRouteInfoRequestHeader
 from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.route import TopicRouteData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.connection import ConnectionPool
+from rmqrun.remoting.connection import HANDSHAKE_CUT, ConnectionPool
 from rmqrun.remoting.errors import (
     ConnectionClosedError,
     ProtocolError,
@@ -35,6 +35,10 @@ from rmqrun.remoting.errors import (
 from rmqrun.remoting.frame import RemotingCommand
 
 DEFAULT_TIMEOUT = 3.0  # ClientConfig.mqClientApiTimeout
+
+
+#: why a plain connection the server closed without an answer may need ``tls``
+PLAIN_DROPPED = "the server closed the connection without answering; if it serves TLS only, set tls"
 
 
 def parse_addresses(addresses: str | Sequence[str]) -> list[str]:
@@ -87,6 +91,7 @@ class NameServerClient:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self.timeout if timeout is None else timeout)
         last: BaseException | None = None
+        dropped = False
         for _ in range(len(self.addresses)):
             address = self.preferred
             remaining = deadline - loop.time()
@@ -103,6 +108,7 @@ class NameServerClient:
                 resp = await conn.request(cmd, max(deadline - loop.time(), 0.001))
             except ConnectionClosedError as exc:
                 self._warn(address, f"name server {address} dropped the connection: {exc}")
+                dropped = True
                 last = exc
                 self._skip(address)
             except RequestTimeoutError:
@@ -112,8 +118,15 @@ class NameServerClient:
                 return self.pool.check(address, cmd, resp)
         if isinstance(last, TlsError):  # not an outage: the settings or the certificate must change
             raise last
+        # a TLS handshake the server cut short (a plain port given tls) keeps its hint in the one line shown;
+        # a plain connection closed unanswered is what a TLS-only (enforcing) server does to plain clients
+        hint = ""
+        if last is not None and HANDSHAKE_CUT in str(last):
+            hint = f" ({HANDSHAKE_CUT})"
+        elif dropped and not (self.pool.security is not None and self.pool.security.tls):
+            hint = f" ({PLAIN_DROPPED})"
         raise NameServerUnavailableError(
-            f"no name server answered among {';'.join(self.addresses)}") from last
+            f"no name server answered among {';'.join(self.addresses)}{hint}") from last
 
     async def get_route(self, topic: str, timeout: float | None = None) -> TopicRouteData:
         """The topic's route; raises TopicNotExistError (code 17) when the name server has none."""

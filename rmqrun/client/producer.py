@@ -14,6 +14,8 @@ Java, because brokers and consumers can tell the difference:
   sharding key is tried once, as ``send(msg, selector, arg)`` is;
 * a sharding key picks ``abs(hash) % n`` with Java's String.hashCode
   (SelectMessageQueueByHash), so every process, Java or Python, agrees;
+  it is also recorded in the ``__SHARDINGKEY`` property (as RocketMQ 5's
+  clients do), so a consumer with ``order_by: key`` can order by it;
 * SEND_MESSAGE_V2 headers (``sendSmartMsg``), SEND_BATCH_MESSAGE for batches;
 * the group is announced by the instance's heartbeat and unregistered on close;
 * with a ``namespace`` the group and every topic are wrapped on the wire
@@ -52,6 +54,7 @@ from rmqrun.remoting.message import (
     PROPERTY_KEYS,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
+    PROPERTY_SHARDING_KEY,
     PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
@@ -305,6 +308,9 @@ class Producer:
         if self.namespace:
             props[PROPERTY_INSTANCE_ID] = self.namespace
         uniq = props.setdefault(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, self.ids.next_id())
+        if sharding_key is not None:
+            # recorded on the message too, so that a consumer can order by it (order_by: key)
+            props.setdefault(PROPERTY_SHARDING_KEY, sharding_key)
         body = bytes(msg.body)
         sys_flag = 0
         if len(body) >= self.compress_over:

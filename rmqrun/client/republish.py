@@ -19,6 +19,7 @@ from rmqrun.client.producer import RETRY_TOPIC_PREFIX, OutgoingMessage, Producer
 from rmqrun.model import Message
 from rmqrun.remoting import message as codec
 
+#: the Java client's inner producer group, which its re-publishes name (rmqrun names the consumer group instead)
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 
 
@@ -34,7 +35,16 @@ def retry_copy(msg: Message, max_reconsume_times: int, reconsume_time: int) -> O
 
 
 class RetryPublisher:
-    """Re-publishes messages of one consumer group to ``%RETRY%<group>`` through an inner producer."""
+    """Re-publishes messages of one consumer group to ``%RETRY%<group>`` through an inner producer.
+
+    The inner producer's group is the consumer group itself, where the Java client names
+    ``CLIENT_INNER_PRODUCER``. A broker derives the retry and dead-letter handling from the topic,
+    never from the producer group, so nothing changes there; but an ACL broker (4.9.8
+    ``PlainAccessValidator``) checks a send to a retry topic as a send-back, with SUB on the retry
+    topic of the producer group the request names. Named this way, the account's own group
+    permission (which consuming needs anyway) covers it; named ``CLIENT_INNER_PRODUCER`` it is
+    refused unless the account may also use that group, and the orderly consumer could not dead-letter.
+    """
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
@@ -43,7 +53,7 @@ class RetryPublisher:
 
     async def _inner_producer(self) -> Producer:
         if self._producer is None:
-            self._producer = Producer(instance=self.instance, group=INNER_PRODUCER_GROUP)
+            self._producer = Producer(instance=self.instance, group=self.group)
             await self._producer.start()
         return self._producer
 

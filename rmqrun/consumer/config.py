@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rmqrun.consumer import defaults as d
+from rmqrun.consumer.key_order import ORDER_BY, parse_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
 from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
@@ -82,6 +83,19 @@ class ConsumerConfig:
     namespace: str | None = None
     #: ACL credentials and TLS for every connection (None: neither); never sent to workers
     security: ClientSecurity | None = field(default=None, repr=False)
+    #: orderly unit: "queue" (Java: one job per queue at a time) or "key" (per message key, parallel
+    #: across keys; implies orderly, see rmqrun/consumer/consume_keyed.py)
+    order_by: str = "queue"
+    #: where a message's key comes from in key mode: sharding_key, keys, tags or property:NAME
+    order_key: str = "sharding_key"
+
+    def __post_init__(self) -> None:
+        if self.order_by == "key":
+            self.orderly = True  # ordering by key is an orderly mode: locks, suspend, DLQ as in queue mode
+
+    @property
+    def order_by_key(self) -> bool:
+        return self.order_by == "key"
 
     @property
     def clustering(self) -> bool:
@@ -156,6 +170,15 @@ class ConsumerConfig:
         in_range("suspend_current_queue_time_ms", 1, 2**31 - 1)
         if not (isinstance(self.consume_timeout_minutes, (int, float)) and self.consume_timeout_minutes > 0):
             raise bad("consume_timeout_minutes", self.consume_timeout_minutes, "a positive number of minutes")
+        if self.order_by not in ORDER_BY:
+            raise bad("order_by", self.order_by, f"one of {', '.join(ORDER_BY)}")
+        try:
+            parse_order_key(self.order_key)
+        except ValueError as exc:
+            raise bad("order_key", self.order_key, str(exc)) from None
+        if self.order_by == "key" and not self.auto_commit:
+            raise bad("auto_commit", self.auto_commit, "order_by=key commits per key and needs auto_commit=true "
+                      "(manual Commit()/Rollback() are queue-wide; use order_by=queue for them)")
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")

@@ -84,7 +84,9 @@ class ConcurrentConsumeService:
         if pq.dropped:
             return
         offsets = [e.offset for e in entries]
-        pq.mark_consume_started(offsets)
+        if self._cleaner is not None:
+            # the stamps are read only by the consume-timeout sweep; without it, skip a loop per message
+            pq.mark_consume_started(offsets)
         job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets, pq=pq)
         started = time.monotonic()
         try:
@@ -105,13 +107,13 @@ class ConcurrentConsumeService:
     async def _process_result(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> None:
         pq = req.pq
         if pq.dropped:
-            ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN)
+            ran = len(result.verdicts) - result.verdicts.count(Verdict.NOT_RUN)
             if ran:
                 logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the "
                                "new owner redelivers them", req.mq, ran)
             return
         verdicts = result.verdicts
-        if len(verdicts) == len(entries) and all(v is Verdict.SUCCESS for v in verdicts):
+        if len(verdicts) == len(entries) and verdicts.count(Verdict.SUCCESS) == len(entries):
             # the common case, kept cheap: everything succeeded
             offset = pq.remove_messages([e.offset for e in entries])
             if offset >= 0 and not pq.dropped:

@@ -37,6 +37,15 @@ class ConsumeService(Protocol):
     def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None: ...
 
 
+class OrderedConsumeService(ConsumeService, Protocol):
+    """An orderly service (by queue or by key), as the rebalancer sees it: a queue with a job in flight
+    is unlocked only once the job is over, and a relocked queue is kicked to consume again."""
+
+    def is_busy(self, mq: MessageQueue) -> bool: ...
+
+    def kick(self, req: PullRequest) -> None: ...
+
+
 class OrderlyQueueLocks(Protocol):
     """The rebalancer as the orderly service sees it: broker queue locks and idle queues."""
 
@@ -53,6 +62,12 @@ class ConsumeCounters(Protocol):
     def record(self, n: int, elapsed: float, result: JobResult) -> None: ...
 
 
+class ConsumeStatusSink(Protocol):
+    """The per-topic TPS/RT table a service reports each job to (GET_CONSUMER_RUNNING_INFO's statusTable)."""
+
+    def on_consumed(self, topic: str, result: JobResult, elapsed_s: float) -> None: ...
+
+
 class ConsumeContext(Protocol):
     """What a consume service uses of the push consumer."""
 
@@ -61,6 +76,7 @@ class ConsumeContext(Protocol):
     offset_store: OffsetStore
     send_back: SendBack
     stats: ConsumeCounters
+    status: ConsumeStatusSink
     rebalancer: OrderlyQueueLocks
 
     def pull_requests(self) -> Iterable[PullRequest]: ...

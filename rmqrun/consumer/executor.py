@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence, Union
+from typing import Any, Hashable, Protocol, Sequence, Union
 
 from rmqrun.model import MessageQueue
 
@@ -42,6 +42,9 @@ class ConsumeJob:
     #: the ProcessQueue the job comes from (anything with a ``dropped`` flag): an executor does
     #: not start a job whose queue was dropped meanwhile (Java checks it as a consume request starts)
     pq: Any = None
+    #: what the executor pins and serialises an orderly job on (None: the queue). Key mode passes a
+    #: KeyLane, so each key runs one job at a time on the worker its key hashes to
+    dispatch_key: Hashable | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)

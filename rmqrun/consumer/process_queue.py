@@ -34,6 +34,8 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice, repeat
+from operator import attrgetter
 from typing import Any
 
 from rmqrun.consumer.defaults import (
@@ -64,6 +66,10 @@ class QueuedMessage:
     size: int
     payload: Any = None
     consume_start_ms: int = 0
+
+
+_OFFSET = attrgetter("offset")
+_SIZE = attrgetter("size")
 
 
 class _OffsetIndex:
@@ -153,7 +159,7 @@ class ProcessQueue:
     """
 
     __slots__ = (
-        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "msg_acc_cnt",
+        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to", "msg_acc_cnt",
         "dropped", "locked", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
     )
@@ -173,6 +179,8 @@ class ProcessQueue:
         self._consuming_msgs: dict[int, QueuedMessage] = {}
         self.msg_size = 0
         self.queue_offset_max = 0
+        self.pulled_to = -1
+        """The next-begin offset of the last pull handled (-1: none): see :meth:`note_pulled_to`."""
         self.msg_acc_cnt = 0
         """Messages still on the broker behind this batch (MAX_OFFSET - last offset)."""
         self.dropped = False
@@ -202,11 +210,26 @@ class ProcessQueue:
         size = self.msg_size
         top = self.queue_offset_max
         last: QueuedMessage | None = None
+        cached = tree.entries
+        order = tree._order
+        if isinstance(entries, list) and entries:
+            # A pulled batch: a run of ascending offsets above everything ever put (cached or
+            # taken: queue_offset_max bounds both, and every offset in the order deque). Added
+            # as a run (C-level dict/deque/sum calls), not message by message.
+            offsets = list(map(_OFFSET, entries))
+            if ((offsets[0] > top or (not cached and not taken)) and offsets == sorted(offsets)
+                    and len(set(offsets)) == len(offsets)):
+                cached.update(zip(offsets, entries))
+                order.extend(offsets)
+                self.msg_size = size + sum(map(_SIZE, entries))
+                self.queue_offset_max = max(top, offsets[-1])
+                return self._after_put(entries[-1], max_offset)
+        add = tree.add
         for entry in entries:
             last = entry
             if taken and entry.offset in taken:
                 continue
-            if tree.add(entry):
+            if add(entry):
                 size += entry.size
                 if entry.offset > top:
                     top = entry.offset
@@ -214,8 +237,11 @@ class ProcessQueue:
         # Java assigns the last new offset; the max is the same for an ascending
         # batch and cannot go backwards on a strange one.
         self.queue_offset_max = top
+        return self._after_put(last, max_offset)
+
+    def _after_put(self, last: QueuedMessage | None, max_offset: int | None) -> bool:
         dispatch = False
-        if len(tree) and not self.consuming:
+        if len(self._tree) and not self.consuming:
             self.consuming = True
             dispatch = True
         if last is not None and max_offset is not None:
@@ -223,6 +249,23 @@ class ProcessQueue:
             if backlog > 0:
                 self.msg_acc_cnt = backlog
         return dispatch
+
+    def note_pulled_to(self, next_offset: int) -> None:
+        """The queue has been pulled up to ``next_offset`` (a pull's next-begin offset), once its
+        messages, if any, were :meth:`put`.
+
+        Records below it that are not cached were filtered out by tag (by the broker, or by the
+        client's re-filter): nothing is left to do for them. So when the cache drains, the offset
+        to commit is this one, not ``queue_offset_max + 1``, which would leave a lag of one on a
+        queue whose last records did not match until the next long poll returns (Java's quirk),
+        and for good after a stop.
+        """
+        self.pulled_to = next_offset
+
+    def _drained_to(self) -> int:
+        """The offset to commit when nothing is cached or taken: everything pulled is done."""
+        top = self.queue_offset_max + 1
+        return top if self.pulled_to < top else self.pulled_to
 
     def put_messages(self, msgs: Sequence[Message]) -> bool:
         """:meth:`put` for decoded messages; the payload is the message itself.
@@ -242,22 +285,26 @@ class ProcessQueue:
         """Forget finished messages and return the offset to commit (Java ``removeMessage``).
 
         The result is the smallest offset still cached, or ``queue_offset_max + 1``
-        when the cache is now empty, or -1 when the cache was already empty before
-        the call (nothing to say; the caller must not commit). Offsets not cached
-        are ignored. Apply the result with ``increase_only=True``.
+        when the cache is now empty (or the last pull's next-begin offset, if
+        :meth:`note_pulled_to` said it is higher: the records between were filtered
+        out by tag), or -1 when the cache was already empty before the call
+        (nothing to say; the caller must not commit). Offsets not cached are
+        ignored. Apply the result with ``increase_only=True``.
         """
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
-        if not len(tree):
+        cached = tree.entries
+        if not cached:
             return -1
-        size = self.msg_size
-        for offset in offsets:
-            entry = tree.remove(offset)
-            if entry is not None:
-                size -= entry.size
-        self.msg_size = size
+        # one C-level pass: dict.pop(offset, None) for each, the misses filtered out
+        removed = list(filter(None, map(cached.pop, offsets, repeat(None))))
+        self.msg_size -= sum(map(_SIZE, removed))
+        if not cached:
+            tree._order.clear()
         first = tree.first_key()
-        return self.queue_offset_max + 1 if first is None else first
+        if first is not None:
+            return first
+        return self._drained_to() if not self._consuming_msgs else self.queue_offset_max + 1
 
     def mark_consume_started(self, offsets: Iterable[int], now_ms: int | None = None) -> None:
         """Stamp dispatch time on cached messages, for :meth:`clean_expired`."""
@@ -297,13 +344,30 @@ class ProcessQueue:
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
         taken = self._consuming_msgs
+        cached = tree.entries
+        order = tree._order
         result: list[QueuedMessage] = []
-        for _ in range(batch_size):
-            entry = tree.pop_first()
-            if entry is None:
-                break
-            taken[entry.offset] = entry
-            result.append(entry)
+        n = min(batch_size, len(cached))
+        head = list(islice(order, n)) if n > 0 else []
+        if head and len(set(head)) == n and all(map(cached.__contains__, head)):
+            # the deque's first n offsets are n distinct live ones, so they are the n smallest:
+            # taken as a run, in C-level calls
+            result = list(map(cached.pop, head))
+            taken.update(zip(head, result))
+            if n == len(order):
+                order.clear()
+            else:
+                for _ in range(n):
+                    order.popleft()
+        # otherwise _OffsetIndex.pop_first inlined: the deque's head, skipping offsets no longer cached
+        while cached and len(result) < batch_size:
+            offset = order.popleft()
+            entry = cached.pop(offset, None)
+            if entry is not None:
+                taken[offset] = entry
+                result.append(entry)
+        if not cached:
+            order.clear()
         if not result:
             self.consuming = False
         return result
@@ -311,15 +375,19 @@ class ProcessQueue:
     def commit(self) -> int:
         """Finish everything taken; return the next offset to consume, or -1 if nothing was taken.
 
-        That is the highest taken offset + 1 (Java ``commit``); store it with
-        ``increase_only=False``.
+        That is the highest taken offset + 1 (Java ``commit``), or, when nothing is
+        cached either, the last pull's next-begin offset if higher (records after
+        the last taken one were filtered out by tag; see :meth:`note_pulled_to`).
+        Store it with ``increase_only=False``.
         """
         taken = self._consuming_msgs
         if not taken:
             return -1
         last = max(taken)
-        self.msg_size -= sum(entry.size for entry in taken.values())
+        self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
+        if not self._tree.entries and self.pulled_to > last + 1:
+            return self.pulled_to
         return last + 1
 
     def rollback(self) -> None:
@@ -375,6 +443,10 @@ class ProcessQueue:
     def get(self, offset: int) -> QueuedMessage | None:
         return self._tree.entries.get(offset)
 
+    def get_taken(self, offset: int) -> QueuedMessage | None:
+        """An orderly message taken and not yet committed (for the oldest-unfinished view)."""
+        return self._consuming_msgs.get(offset)
+
     def __contains__(self, offset: object) -> bool:
         return offset in self._tree.entries
 
@@ -387,6 +459,7 @@ class ProcessQueue:
         self._consuming_msgs.clear()
         self.msg_size = 0
         self.queue_offset_max = 0
+        self.pulled_to = -1
 
     # --- locks and liveness -------------------------------------------------------------
     def is_lock_expired(self, now_ms: int | None = None) -> bool:

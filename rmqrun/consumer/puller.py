@@ -7,7 +7,7 @@ are the Java client's:
 
 1. cached messages > pullThresholdForQueue, or cached body MiB >
    pullThresholdSizeForQueue: retry in 50 ms;
-2. concurrent only: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
+2. concurrent and order_by key: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
 3. orderly (clustering) only: the queue must be locked; the first pull after
    a lock re-reads the offset from the broker;
 4. pull errors back off 1 s (20 ms for broker flow control).
@@ -31,7 +31,7 @@ from rmqrun.consumer.context import PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
-from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records
+from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records, scan_spans
 
 if TYPE_CHECKING:
     from rmqrun.client.subscription import SubscriptionData
@@ -69,7 +69,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
                                mq, pq.msg_count, _mib(pq.msg_size), limit_count, limit_mib)
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
-        if not cfg.orderly:
+        if not cfg.orderly or cfg.order_by_key:  # key mode keeps finished-out-of-order messages cached too
             if pq.max_span() > cfg.consume_concurrently_max_span:
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
@@ -77,7 +77,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
                                    mq, pq.max_span(), cfg.consume_concurrently_max_span)
                 await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
                 continue
-        elif cfg.clustering:
+        if cfg.orderly and cfg.clustering:
             if not pq.locked:
                 await asyncio.sleep(exception_delay)
                 continue
@@ -127,7 +127,9 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
     addr = await engine.pull_address(mq)
     commit_offset = engine.offset_store.read_memory(mq) if cfg.clustering else -1
     sys_flag = FLAG_SUSPEND
-    if commit_offset > 0:
+    # offsets are committed on the master only: a pull sent to a slave (a broker's suggestion)
+    # carries no commit-offset flag, as Java's PullAPIWrapper clears it there
+    if commit_offset > 0 and addr == engine.instance.broker_address(mq.broker_name):
         sys_flag |= FLAG_COMMIT_OFFSET
     if cfg.post_subscription_when_pull:
         sys_flag |= FLAG_SUBSCRIPTION
@@ -149,23 +151,33 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         prev = req.next_offset
         req.next_offset = result.next_begin_offset
         body = result.body
-        heads = scan_records(body)
-        engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
-        if heads and heads[0].queue_offset < prev:
-            logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset, prev)
+        view = memoryview(body)
         if sub.is_sub_all:
-            kept = heads
+            # the hot path: plain tuples, no RecordHead (its properties are not needed)
+            spans = scan_spans(body)
+            engine.status.on_pulled(mq.topic, len(spans), time.monotonic() - pull_started)
+            if spans and spans[0][3] < prev:
+                logger.warning("{}: broker returned offset {} below the requested {}", mq, spans[0][3], prev)
+            entries = [QueuedMessage(offset, body_size, view[start:start + size])
+                       for start, size, _qid, offset, _phys, body_size, _props in spans]
         else:
-            kept = [h for h in heads if _tag_matches(sub, h)]
-        if not kept:
+            heads = scan_records(body)
+            engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
+            if heads and heads[0].queue_offset < prev:
+                logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset,
+                               prev)
+            entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size])
+                       for h in heads if _tag_matches(sub, h)]
+        if not entries:
+            pq.note_pulled_to(req.next_offset)
             _correct_offset_when_idle(engine, req)
             return
-        view = memoryview(body)
-        entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size]) for h in kept]
         dispatch = pq.put(entries, result.max_offset)
+        pq.note_pulled_to(req.next_offset)
         engine.consume_service.submit(req, entries, dispatch)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
         req.next_offset = result.next_begin_offset
+        pq.note_pulled_to(req.next_offset)
         _correct_offset_when_idle(engine, req)
     elif status is PullStatus.OFFSET_ILLEGAL:
         logger.warning("{}: offset {} is illegal ({}); moving to {} and dropping the queue",

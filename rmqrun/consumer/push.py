@@ -29,6 +29,7 @@ from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
+from rmqrun.consumer.consume_keyed import KeyedConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
@@ -111,7 +112,8 @@ class PushConsumer:
             topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
         self.offset_store: OffsetStore = self._make_offset_store()
         self.send_back = SendBack(self.instance, config.group)
-        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService = (
+        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | KeyedConsumeService = (
+            KeyedConsumeService(self) if config.order_by_key else
             OrderlyConsumeService(self) if config.orderly else ConcurrentConsumeService(self))
         self.rebalancer = Rebalancer(self)
         self.table: dict[MessageQueue, PullRequest] = {}

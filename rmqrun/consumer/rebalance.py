@@ -21,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
+from typing import cast
 
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import get_strategy
-from rmqrun.consumer.context import RebalanceContext
+from rmqrun.consumer.context import OrderedConsumeService, RebalanceContext
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
@@ -48,6 +49,10 @@ class Rebalancer:
     @property
     def orderly_locks(self) -> bool:
         return self.config.orderly and self.config.clustering
+
+    def _orderly_service(self) -> OrderedConsumeService:
+        """The consume service, known to be an orderly one (by queue or by key) whenever locks are taken."""
+        return cast(OrderedConsumeService, self.engine.consume_service)
 
     # ----------------------------------------------------------------- rebalance
 
@@ -146,7 +151,7 @@ class Rebalancer:
         """RebalancePushImpl.removeUnnecessaryMessageQueue; False = try again later."""
         engine = self.engine
         mq = req.mq
-        if self.orderly_locks and engine.consume_service.is_busy(mq):  # type: ignore[attr-defined]
+        if self.orderly_locks and self._orderly_service().is_busy(mq):
             # a job of this queue is in flight: the orderly loop finishes the removal
             req.pq.inc_try_unlock_times()
             engine.removing.add(mq)
@@ -231,7 +236,7 @@ class Rebalancer:
                         logger.info("{} locked again", mq)
                     req.pq.locked = True
                     req.pq.last_lock_timestamp = now
-                    self.engine.consume_service.kick(req)  # type: ignore[attr-defined]
+                    self._orderly_service().kick(req)
                 elif req.pq.locked:
                     logger.warning("{} lost its broker lock; pausing it", mq)
                     self.lock_losses += 1

@@ -99,9 +99,11 @@ class ConsumeStatusTable:
     def on_consumed(self, topic: str, result: JobResult, elapsed_s: float) -> None:
         now = time.monotonic()
         s = self._of(topic)
-        ok = sum(1 for v in result.verdicts if v in (Verdict.SUCCESS, Verdict.COMMIT))
-        failed = sum(1 for v in result.verdicts if v in (Verdict.RECONSUME_LATER, Verdict.SUSPEND,
-                                                           Verdict.ROLLBACK, Verdict.UNDECODABLE))
+        verdicts = result.verdicts
+        count = verdicts.count  # C-level counting: this runs once per job on the hot path
+        ok = count(Verdict.SUCCESS) + count(Verdict.COMMIT)
+        failed = (count(Verdict.RECONSUME_LATER) + count(Verdict.SUSPEND) + count(Verdict.ROLLBACK)
+                  + count(Verdict.UNDECODABLE))
         s.ok.add(ok, now)
         s.failed.add(failed, now)
         s.failed_hour.add(failed, now)

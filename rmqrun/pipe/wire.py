@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 import signal
 import struct
 from dataclasses import dataclass, field
@@ -164,7 +165,12 @@ class Batch:
     ``queue_key`` is opaque to the pool (the consumer's process-queue key);
     ``records`` is one blob of concatenated stored-message records or a list of
     blobs. ``count`` is derived from the records (their size fields are
-    checked here, so a malformed batch fails at submit, not in a worker).
+    checked here, so a malformed batch fails at submit, not in a worker),
+    unless the caller gives ``count``: then ``records`` must be exactly
+    ``count`` blobs of one record each, and only that is checked (each blob's
+    size field equals its length), not every record's walk, a Python loop per
+    message on the supervisor's hot path (the executor's records come from
+    :func:`~rmqrun.remoting.message.scan_records`, which validated them).
     ``auto_commit`` only matters in orderly mode (Java's ``autoCommit``).
     """
 
@@ -174,10 +180,23 @@ class Batch:
     broker_name: str
     records: RecordData | Sequence[RecordData] = field(repr=False)
     auto_commit: bool = True
-    count: int = field(init=False)
+    count: int = -1
 
     def __post_init__(self) -> None:
-        self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+        if self.count < 0:
+            self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
+        else:
+            records = self.records
+            if isinstance(records, (bytes, bytearray, memoryview)) or len(records) != self.count:
+                raise ValueError(f"a batch given count={self.count} needs that many one-record blobs")
+            # each blob's size field equals its length, checked in C (no Python loop per message)
+            try:
+                ok = (not records or min(map(len, records)) >= 28) and all(map(
+                    operator.eq, map(len, records), map(_FIRST, map(_INT.unpack_from, records))))
+            except struct.error:
+                ok = False
+            if not ok:
+                raise ValueError("a batch given its count has a blob that is not exactly one record")
 
     def split_records(self) -> list[bytes]:
         """Each record as its own bytes, in batch order (to re-run messages one by one)."""
@@ -284,6 +303,7 @@ class Kind(enum.IntEnum):
 
 _HEADER = struct.Struct(">IB")
 _INT = struct.Struct(">i")
+_FIRST = operator.itemgetter(0)
 _LONG = struct.Struct(">q")
 _RUN = struct.Struct(">QBBH")  # batch id, mode, flags, broker-name length
 _DONE = struct.Struct(">QQiBHI")  # batch id, elapsed us, suspend ms, flags, error length, count
@@ -374,7 +394,7 @@ def encode_run(batch: Batch) -> list[RecordData]:
     """The RUN frame of a batch, as pieces to write back to back (records are not copied)."""
     broker = batch.broker_name.encode("utf-8")
     blobs = _blobs(batch.records)
-    size = sum(len(b) for b in blobs)
+    size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
                      _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker))
     prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker

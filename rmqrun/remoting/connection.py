@@ -53,7 +53,7 @@ _LEN = struct.Struct(">i")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 DEFAULT_CONNECT_TIMEOUT = 3.0
 #: why a TLS handshake the server cut short is retried (a restart) yet worth a hint (a plain port)
-_HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
+HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
 
 
 class Connection:
@@ -102,11 +102,11 @@ class Connection:
                                                   ssl_handshake_timeout=timeout)
             reader, writer = await asyncio.wait_for(opening, timeout)
         except ssl.SSLEOFError as exc:  # the peer hung up mid-handshake: maybe a plain port, maybe a restart
-            raise ConnectionClosedError(f"cannot connect to {address}: {_HANDSHAKE_CUT}: {exc!r}") from exc
+            raise ConnectionClosedError(f"cannot connect to {address}: {HANDSHAKE_CUT}: {exc!r}") from exc
         except ssl.SSLError as exc:
             raise TlsError(f"TLS to {address} failed: {_tls_why(exc, security)}") from exc
         except (ConnectionResetError, asyncio.IncompleteReadError) as exc:
-            hint = f" ({_HANDSHAKE_CUT})" if ctx is not None else ""
+            hint = f" ({HANDSHAKE_CUT})" if ctx is not None else ""
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}{hint}") from exc
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}") from exc

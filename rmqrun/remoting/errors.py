@@ -152,7 +152,9 @@ _CODE_CLASSES: dict[int, type[BrokerError]] = {
 
 #: words of a NO_PERMISSION remark that tell an ACL refusal (5.x auth) from a topic or broker
 #: whose permission forbids the operation (a state operators set, worth waiting out)
-_AUTH_WORDS = ("aclexception", "accesskey", "access key", "signature", "authentic", "authoriz", "user:", "no acl")
+#: ("username cannot be null." is what a 5.x broker answers a request that carries no AccessKey)
+_AUTH_WORDS = ("aclexception", "accesskey", "access key", "signature", "authentic", "authoriz", "user:", "no acl",
+               "username")
 
 
 def is_access_refusal(code: int, remark: str | None) -> bool:

@@ -38,7 +38,8 @@ def _heartbeat_groups(body: bytes | None) -> list[str]:
         return []
     groups = [c.get("groupName") for c in data.get("consumerDataSet") or [] if isinstance(c, dict)]
     groups += [p.get("groupName") for p in data.get("producerDataSet") or [] if isinstance(p, dict)]
-    return [g for g in groups if g and g != "CLIENT_INNER_PRODUCER"]
+    # a consumer's group is also its re-publishing producer's: each group once
+    return list(dict.fromkeys(g for g in groups if g and g != "CLIENT_INNER_PRODUCER"))
 
 
 def subjects(cmd: RemotingCommand) -> str:

@@ -90,7 +90,10 @@ class PoolExecutor:
         if self._closed is not None:
             raise ExecutorClosedError(f"not running: {self._closed}")
         mode = ConsumeMode.ORDERLY if job.orderly else ConsumeMode.CONCURRENT
-        batch = Batch(next(self._ids), job.mq, mode, job.mq.broker_name, list(job.records), job.auto_commit)
+        key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
+        # one record per entry, each checked by the puller's scan: the batch need not walk them again
+        batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
+                      len(job.offsets))
         pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
         self._waiting.append(pending)
         self._dispatch()
@@ -114,6 +117,11 @@ class PoolExecutor:
     @property
     def in_flight(self) -> int:
         return len(self._flying)
+
+    @property
+    def parallelism(self) -> int:
+        """Worker processes: how many jobs can run at once (the key-ordered service sizes its window by it)."""
+        return max(1, len(self.pool.worker_ids))
 
     @property
     def waiting(self) -> int:
@@ -159,8 +167,11 @@ class PoolExecutor:
             self.dispatcher.done(result.batch_id, ran=not result.timed_out)
         if pending is not None and not pending.future.done():
             # statuses are one byte per message in batch order, with the same values as Verdict
+            statuses = result.statuses
             pending.future.set_result(JobResult(
-                verdicts=[_VERDICTS[b] for b in result.statuses],
+                # all SUCCESS (status byte 0) is the common case: build that list in C
+                verdicts=([Verdict.SUCCESS] * len(statuses) if statuses.count(0) == len(statuses)
+                          else [_VERDICTS[b] for b in statuses]),
                 delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
                 error=result.error,
@@ -232,7 +243,7 @@ class PoolExecutor:
             if parent.future.done():
                 return Verdict.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
-                                 batch.auto_commit), loop.create_future(), job=parent.job)
+                                 batch.auto_commit, 1), loop.create_future(), job=parent.job)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:

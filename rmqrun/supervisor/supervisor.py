@@ -124,6 +124,8 @@ class Supervisor:
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
         ns = self.settings.consumer.namespace
+        if self.settings.consumer.order_by_key:
+            mode = f"orderly by key ({self.settings.consumer.order_key})"
         logger.info("consuming {} as group {}{} ({}, {}), {} workers running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",

@@ -238,3 +238,23 @@ def test_name_server_down_is_one_line_and_exit_1() -> None:
     r = run_cli(["read", "--topic", "T", "--namesrv", f"127.0.0.1:{port}"])
     assert r.returncode == 1
     assert r.stderr.strip().splitlines() == [f"rmqrun: error: no name server answered among 127.0.0.1:{port}"]
+
+
+def test_a_reader_that_goes_away_ends_the_read_quietly(eb: EmbeddedBroker) -> None:
+    """``rmqrun read ... | head -1``: the pipe closes under the reader; exit 0, no traceback, no error line."""
+    import subprocess
+
+    from tests.integration.cli_kit import RMQRUN
+
+    send(eb, "ReadPipe", [(0, None, b"x" * 200)] * 400)  # far more than a pipe buffer
+    reader = subprocess.Popen([*RMQRUN, "read", "--namesrv", eb.namesrv_address, "--topic", "ReadPipe"],
+                              env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL)
+    assert reader.stdout is not None and reader.stderr is not None
+    first = reader.stdout.readline()
+    assert first, "nothing was printed"
+    reader.stdout.close()  # what head does after its first line
+    code = reader.wait(60)
+    err = reader.stderr.read().decode("utf-8", "replace")
+    assert code == 0, err
+    assert "Traceback" not in err and "rmqrun: error" not in err

@@ -122,3 +122,103 @@ def test_refused_pulls_are_retried_and_nothing_is_lost(tmp_path: Path, record: P
                 assert await r.stop() == 0
             assert sorted(read_records(record)) == sorted((q, o) for q, n in sizes.items() for o in range(n))
     run(main())
+
+
+def test_broker_flow_control_is_retried_after_its_short_delay_not_the_error_delay(tmp_path: Path, record: Path) -> None:
+    """FLOW_CONTROL answers back off 20 ms (Java's PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL), not the 1 s
+    error delay. The error delay is set to 30 s here, so one flow-control answer taken for an error would hold
+    the queue far past this test's wait."""
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "PE4", 10)
+            refused = [0]
+            real_pull = eb.broker.processors.pull.pull
+
+            async def pull(conn, cmd):  # type: ignore[no-untyped-def]
+                if (cmd.ext_fields.get("topic") or "") == "PE4" and refused[0] < 10:
+                    refused[0] += 1
+                    return answer(cmd, ResponseCode.FLOW_CONTROL, "too many requests by the test")
+                return await real_pull(conn, cmd)
+            eb.broker.server.register(RequestCode.PULL_MESSAGE, pull)
+            cfg = _config(eb.namesrv_address, "GPE4", "PE4", pull_time_delay_ms_when_exception=30_000)
+            async with Running(cfg, pool_config(HANDLER)) as r:
+                await wait_for(lambda: len(read_records(record)) >= 10, timeout=25,
+                               what="all 10 messages after 10 flow-control answers")
+                assert refused[0] == 10
+                assert await r.stop() == 0
+            assert sorted(read_records(record)) == [(0, i) for i in range(10)]
+    run(main())
+
+
+def test_a_pull_refused_for_its_subscription_asks_for_a_heartbeat(tmp_path: Path, record: Path) -> None:
+    """SUBSCRIPTION_NOT_LATEST: the broker has not seen this subscription yet. The consumer heartbeats at once
+    (the periodic heartbeat is set to 10 minutes here, so only the refusal can cause one) and pulls again."""
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "PE5", 5)
+            refused = [0]
+            heartbeats_after_refusal = [0]
+            real_pull = eb.broker.processors.pull.pull
+            server = eb.broker.server
+            real_heartbeat = server.processors[RequestCode.HEART_BEAT]
+
+            async def pull(conn, cmd):  # type: ignore[no-untyped-def]
+                if (cmd.ext_fields.get("topic") or "") == "PE5" and refused[0] < 2:
+                    refused[0] += 1
+                    return answer(cmd, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the subscription is not latest")
+                return await real_pull(conn, cmd)
+
+            async def heartbeat(conn, cmd):  # type: ignore[no-untyped-def]
+                if refused[0]:
+                    heartbeats_after_refusal[0] += 1
+                return await real_heartbeat(conn, cmd)
+            server.register(RequestCode.PULL_MESSAGE, pull)
+            server.register(RequestCode.HEART_BEAT, heartbeat)
+            cfg = _config(eb.namesrv_address, "GPE5", "PE5", heartbeat_interval_ms=600_000,
+                          pull_time_delay_ms_when_exception=200)
+            async with Running(cfg, pool_config(HANDLER)) as r:
+                await wait_for(lambda: len(read_records(record)) >= 5, what="all 5 messages")
+                assert refused[0] == 2
+                assert heartbeats_after_refusal[0] >= 1, "no heartbeat followed the refused pulls"
+                assert await r.stop() == 0
+            assert sorted(read_records(record)) == [(0, i) for i in range(5)]
+    run(main())
+
+
+def test_a_queue_whose_pull_hangs_past_the_idle_limit_is_dropped_and_taken_again(tmp_path: Path, record: Path) -> None:
+    """Java's isPullExpired recovery: a queue not pulled for pullMaxIdleTime (120 s; 1.5 s here, set on the
+    live process queue) is dropped by the next rebalance and created afresh, so a pull lost somewhere
+    cannot stop a queue for good; what the new pull brings is consumed once."""
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "PE6", 5)
+            hang = [True]
+            release = asyncio.Event()
+            real_pull = eb.broker.processors.pull.pull
+
+            async def pull(conn, cmd):  # type: ignore[no-untyped-def]
+                if (cmd.ext_fields.get("topic") or "") == "PE6" and hang[0]:
+                    await release.wait()  # a pull the broker never answers in time
+                return await real_pull(conn, cmd)
+            eb.broker.server.register(RequestCode.PULL_MESSAGE, pull)
+            cfg = _config(eb.namesrv_address, "GPE6", "PE6", rebalance_interval_ms=300)
+            async with Running(cfg, pool_config(HANDLER)) as r:
+                engine = r.supervisor.engine
+                assert engine is not None
+                (mq,) = [mq for mq in engine.table if mq.topic == "PE6"]
+                first = engine.table[mq]
+                first.pq.pull_max_idle_ms = 1500
+                await wait_for(lambda: engine.table.get(mq) is not None and engine.table[mq] is not first,
+                               timeout=30, what="the idle queue dropped and taken again")
+                assert first.pq.dropped
+                assert read_records(record) == []
+                hang[0] = False
+                release.set()
+                await wait_for(lambda: len(read_records(record)) >= 5, what="the five messages")
+                await wait_for(lambda: engine.offset_store.read_memory(mq) == 5, what="the commit at 5")
+                assert await r.stop() == 0
+            assert sorted(read_records(record)) == [(0, i) for i in range(5)], "each once"
+    run(main())

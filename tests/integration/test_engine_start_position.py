@@ -111,3 +111,50 @@ def test_a_topic_created_after_the_start_is_picked_up_from_its_first_message(tmp
                 "every message from offset 0, each once"
             assert await committed_offsets(eb, "GSP3", "SP3") == ends
     run(main())
+
+
+def test_a_queue_whose_committed_offset_cannot_be_read_is_not_taken_at_a_guess(tmp_path: Path, record: Path) -> None:
+    """The broker refuses QUERY_CONSUMER_OFFSET for the topic: rebalance leaves the queue alone (it would
+    otherwise start at consume-from-where, here the first offset, and handle 0..5 again), and takes it
+    at the group's committed offset once the broker answers."""
+    from rmqrun.broker.processors.common import answer
+    from rmqrun.client.instance import ClientInstance
+    from rmqrun.model import MessageQueue
+    from rmqrun.remoting.codes import RequestCode, ResponseCode
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce(eb.namesrv_address, "SOR", 10)
+            mq = MessageQueue("SOR", eb.config.broker_name, 0)
+            probe = ClientInstance(eb.namesrv_address, instance_name="probe")
+            try:
+                await probe.broker.update_consumer_offset(eb.broker_address, "GSOR", mq, 6, oneway=False)
+            finally:
+                await probe.close()
+            refusing = [True]
+            refused = [0]
+            server = eb.broker.server
+            real_query = server.processors[RequestCode.QUERY_CONSUMER_OFFSET]
+
+            async def query(conn, cmd):  # type: ignore[no-untyped-def]
+                if refusing[0] and cmd.ext_fields.get("topic") == "SOR":
+                    refused[0] += 1
+                    return answer(cmd, ResponseCode.SYSTEM_ERROR, "offset store unavailable (test)")
+                return await real_query(conn, cmd)
+            server.register(RequestCode.QUERY_CONSUMER_OFFSET, query)
+            cfg = consumer_config(eb.namesrv_address, "GSOR", "SOR", rebalance_interval_ms=300,
+                                  broker_suspend_max_time_ms=300)
+            async with Running(cfg, pool_config(HANDLER)) as r:  # it holds the group's retry queue
+                engine = r.supervisor.engine
+                assert engine is not None
+                await wait_for(lambda: refused[0] >= 3, what="three refused offset queries")
+                assert mq not in engine.table, "the queue was taken without its committed offset"
+                assert read_records(record) == []
+                refusing[0] = False
+                await wait_for(lambda: mq in engine.table, what="the queue taken once its offset is known")
+                await wait_for(lambda: len(read_records(record)) >= 4, what="offsets 6..9")
+                await wait_for(lambda: engine.offset_store.read_memory(mq) == 10, what="the commit at 10")
+                assert await r.stop() == 0
+            assert sorted(read_records(record)) == [(0, 6), (0, 7), (0, 8), (0, 9)]
+            assert (await committed_offsets(eb, "GSOR", "SOR"))[0] == 10
+    run(main())

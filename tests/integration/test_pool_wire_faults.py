@@ -9,6 +9,7 @@ the machine is out of processes.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import subprocess
@@ -139,3 +140,87 @@ def test_a_spawn_failure_at_start_kills_the_workers_already_started(monkeypatch:
     with pytest.raises(PoolClosedError):
         h.pool.submit(0, records(1))  # type: ignore[arg-type]
     assert _fds() <= fds_before
+
+
+STRAY_HANDLER = """
+    import os, sys
+
+    from rmqrun.pipe.wire import Done, Stop, encode
+
+    def handle(msg):
+        kind = msg.properties.get("STRAY")
+        if not kind:
+            return
+        frame = {"unknown-done": Done(987654, b"\\x00", (0,), (0,)),
+                 "stop": Stop()}[kind]
+        # sys.argv[1] is the worker's end of the socket pair; between two frames of its own
+        os.write(int(sys.argv[1]), encode(frame))
+"""
+
+
+@pytest.mark.parametrize("kind", ["unknown-done", "stop"])
+def test_a_well_formed_frame_the_pool_does_not_expect_is_logged_and_changes_nothing(
+        kind: str, module_dir: Callable[[str, str], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result for a batch the worker was never given, or a supervisor-only frame coming back: the pool
+    ignores it (no result made up, nothing killed) and the batch in flight finishes normally."""
+    module_dir("stray_writer", STRAY_HANDLER)
+
+    async def scenario() -> None:
+        async with Harness("stray_writer:handle", time_limit=0) as h:
+            (pid,) = h.pids(0)
+            batch = h.submit(0, records([{}, {"STRAY": kind}, {}], start=10))
+            result = await h.result(batch)
+            assert statuses(result) == [S.SUCCESS] * 3 and result.pid == pid
+            assert 987654 not in h.results, "no result was made up for a batch nobody sent"
+            assert h.pids(0) == [pid] and not h.lost and not h.fatal and h.pool.restarts == 0
+    run(scenario())
+
+
+def test_a_second_stop_waits_for_the_first(module_dir: Callable[[str, str], Path]) -> None:
+    async def scenario() -> None:
+        h = Harness("workers.noop:handle", workers=2)
+        await h.__aenter__()
+        try:
+            first, second = await asyncio.gather(h.pool.stop(5.0), h.pool.stop(5.0))
+            assert first == [] and second == []
+            assert h.pool.state == "stopped" and h.pids() == []
+        finally:
+            await h.__aexit__(None, None, None)
+    run(scenario())
+
+
+STUBBORN_HANDLER = """
+    import os, signal, time
+
+    def handle(msg):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a handler that ignores the polite stop
+        open(os.environ["RMQRUN_TEST_STUBBORN"], "w").write(str(os.getpid()))
+        time.sleep(3600)
+"""
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_and_its_batch_counted(
+        module_dir: Callable[[str, str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module_dir("stubborn", STUBBORN_HANDLER)
+    marker = tmp_path / "stubborn.pid"
+    monkeypatch.setenv("RMQRUN_TEST_STUBBORN", str(marker))
+
+    async def scenario() -> None:
+        h = Harness("stubborn:handle", time_limit=0)
+        await h.__aenter__()
+        try:
+            batch = h.submit(0, records(2, start=3))
+            await h.wait_for(lambda: marker.exists() and marker.read_text(), what="the handler running")
+            pid = int(marker.read_text())
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            cut = await h.pool.stop(0.3)
+            took = loop.time() - t0
+            assert [b.batch_id for b in cut] == [batch.batch_id], "the batch cut short is reported"
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+            assert took < 20, f"stop took {took:.1f} s"
+            assert h.pool.state == "stopped"
+        finally:
+            await h.__aexit__(None, None, None)
+    run(scenario())

@@ -50,6 +50,12 @@ def heartbeat(group: str, *topics: str) -> bytes:
     # a send to a retry topic is a consumer's send-back: its group needs SUB, the topic is not looked at
     (user(R.SEND_MESSAGE_V2, a="OpenGroup", b="%RETRY%OpenGroup"), None),
     (user(R.SEND_MESSAGE_V2, a="ClosedGroup", b="%RETRY%ClosedGroup"), "No default permission for group:ClosedGroup"),
+    # SEND_MESSAGE (full names) to a retry topic: 4.9.8 reads the field "group", which a send's header does not
+    # have (it has producerGroup), so only the signature counts; a request that does carry "group" is checked
+    (user(R.SEND_MESSAGE, producerGroup="ClosedGroup", topic="%RETRY%ClosedGroup"), None),
+    (user(R.SEND_MESSAGE, producerGroup="OpenGroup", group="ClosedGroup", topic="%RETRY%OpenGroup"),
+     "No default permission for group:ClosedGroup"),
+    (user(R.SEND_MESSAGE, producerGroup="PG", topic="ClosedTopic"), "No default permission for topic:ClosedTopic"),
     (user(R.CONSUMER_SEND_MSG_BACK, group="ClosedGroup", offset="0"), "No default permission for group:ClosedGroup"),
     (user(R.CONSUMER_SEND_MSG_BACK, group="AnyGroup", offset="0"), None),  # defaultGroupPerm SUB
     (user(R.PULL_MESSAGE, topic="ReadOnlyTopic", consumerGroup="OpenGroup"), None),

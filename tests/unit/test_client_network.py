@@ -39,6 +39,7 @@ from rmqrun.remoting.connection import Connection, ConnectionPool
 from rmqrun.remoting.errors import (
     ConnectionClosedError,
     MessageIllegalError,
+    ProtocolError,
     RequestTimeoutError,
     SubscriptionError,
     TopicNotExistError,
@@ -480,4 +481,32 @@ def test_producer_retries_on_another_broker_and_gives_up_cleanly() -> None:
                 r = await producer.send("T", b"x")  # connection refused on b: retried on a
                 assert r.queue.broker_name == "broker-a"
         await stop(ns, a)
+    run(main())
+
+
+def test_a_name_server_that_drops_the_connection_is_skipped_and_an_empty_route_refused() -> None:
+    async def main() -> None:
+        dropping, good = FakeNameServer(), FakeNameServer()
+
+        async def drop(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+            dropping.asked.append((cmd.ext_fields["topic"], cmd.version))
+            conn.close()  # a name server going down in the middle of the request
+            return None
+        dropping.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, drop)
+        await start(dropping, good)
+        good.routes["T"] = route_of("T", FakeBroker("broker-a"))
+        pool = ConnectionPool()
+        client = NameServerClient([dropping.address, good.address], pool)
+        client._index = 0  # noqa: SLF001 - make the dropping one preferred
+        route = await client.get_route("T")
+        assert route.topic == "T" and dropping.asked == [("T", 409)] and good.asked == [("T", 409)]
+        assert client.preferred == good.address
+
+        async def empty(conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
+            return cmd.response(ResponseCode.SUCCESS)  # SUCCESS without a body
+        good.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, empty)
+        with pytest.raises(ProtocolError, match="answered the route of 'T' with an empty body"):
+            await client.get_route("T")
+        await pool.close()
+        await stop(dropping, good)
     run(main())

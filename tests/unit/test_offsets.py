@@ -333,3 +333,42 @@ def test_broker_names_with_odd_characters_round_trip() -> None:
         MessageQueue("T", "经纪人", 1): 7,
     }
     assert parse_offset_table(format_offset_table(table)) == table
+
+
+def test_local_store_read_from_store_with_both_files_corrupt_is_not_found(tmp_path: Path) -> None:
+    """A read at queue assignment does not raise on unreadable files: the queue starts by consume-from-where."""
+    store = LocalFileOffsetStore("G", "c", tmp_path)
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text("garbage")
+    store.backup_path.write_text("also garbage")
+    assert run(store.read(MQ0, ReadOffsetType.READ_FROM_STORE)) == OFFSET_NOT_FOUND
+    store.backup_path.write_text("   ")  # an empty backup counts as a first start
+    assert run(store.read(MQ0, ReadOffsetType.READ_FROM_STORE)) == OFFSET_NOT_FOUND
+
+
+def test_local_store_persist_of_an_unknown_queue_writes_nothing(tmp_path: Path) -> None:
+    store = LocalFileOffsetStore("G", "c", tmp_path)
+    assert run(store.persist(MQ0)) is False
+    assert run(store.persist_all([])) == {}
+    assert not store.path.exists()
+
+
+def test_local_store_unreadable_or_unwritable_files_are_reported_not_raised(tmp_path: Path) -> None:
+    store = LocalFileOffsetStore("G", "c", tmp_path)
+    store.update(MQ0, 3, True)
+    assert run(store.persist(MQ0))
+    store.update(MQ0, 4, True)
+    assert run(store.persist(MQ0))  # the backup now holds 3
+    # the main file turns into a directory: unreadable (not missing); the backup answers
+    store.path.unlink()
+    store.path.mkdir()
+    assert run(LocalFileOffsetStore("G", "c", tmp_path).read(MQ0, ReadOffsetType.READ_FROM_STORE)) == 3
+    # writing over a directory fails: persist says False instead of raising, and the table is kept
+    store.update(MQ0, 5, True)
+    assert run(store.persist(MQ0)) is False
+    assert store.read_memory(MQ0) == 5
+    # the backup unreadable as well: the read is refused loudly, nothing is guessed
+    store.backup_path.unlink()
+    store.backup_path.mkdir()
+    with pytest.raises(OffsetStoreError, match="cannot read"):
+        store.load()

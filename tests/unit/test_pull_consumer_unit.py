@@ -242,3 +242,26 @@ def test_use_after_fork_fails_instead_of_hanging() -> None:
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         c.close()
+
+
+def test_calls_from_its_own_loop_thread_are_refused_and_the_settings_readable() -> None:
+    """A callback running on the consumer's loop thread must not call the blocking API (it would wait on
+    itself forever): a clear RuntimeError instead."""
+    import concurrent.futures
+
+    with PullConsumer("127.0.0.1:9", "CG_own", timeout=0.5) as c:
+        assert (c.namesrv, c.group, c.timeout) == ("127.0.0.1:9", "CG_own", 0.5)
+        assert c.client_id is not None and repr(c).startswith("PullConsumer")
+        outcome: concurrent.futures.Future[BaseException | None] = concurrent.futures.Future()
+
+        def on_loop() -> None:
+            try:
+                c.max_offset(MQ)
+            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                outcome.set_result(exc)
+            else:
+                outcome.set_result(None)
+        assert c._loop is not None  # noqa: SLF001
+        c._loop.call_soon_threadsafe(on_loop)  # noqa: SLF001
+        err = outcome.result(10)
+        assert isinstance(err, RuntimeError) and "cannot be called from its own loop thread" in str(err)

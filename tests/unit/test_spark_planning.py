@@ -232,3 +232,33 @@ def test_sink_pipelines_sends_but_keeps_each_sharding_keys_order() -> None:
 
     with pytest.raises(SourceError, match="sending to topic T via ns:1 failed .*CODE: 14 broker busy"):
         asyncio.run(run(SlowProducer(fail_on=b"50"), rows))
+
+
+@pytest.mark.parametrize(("options", "streaming", "words"), [
+    ({"namesrv": "x:1", "topic": "A", "colour": "red"}, False, "rocketmq source: unknown option(s) colour"),
+    ({"topic": "A"}, False, "rocketmq source option namesrv is required"),
+    ({"namesrv": "x:1", "topic": " , "}, False, "rocketmq source option topic names no topic"),
+    ({"namesrv": "x:1", "topic": "A", "startingOffsets": "latest"}, False, "'latest' is not allowed in a batch"),
+    ({"namesrv": "x:1", "topic": "A", "endingOffsets": "latest"}, True, "endingOffsets is for batch queries only"),
+    ({"namesrv": "x:1", "topic": "A", "endingOffsets": "earliest"}, False, "endingOffsets: 'earliest' is not allowed"),
+    ({"namesrv": "x:1", "topic": "A", "maxOffsetsPerTrigger": "5"}, False, "maxOffsetsPerTrigger is for streaming"),
+])
+def test_read_option_refusals_name_the_option(options: dict[str, str], streaming: bool, words: str) -> None:
+    with pytest.raises(OptionError) as err:
+        ReadOptions.parse(options, streaming=streaming)
+    assert words in str(err.value)
+
+
+def test_a_batch_read_takes_a_group_to_pull_as() -> None:
+    # an ACL account may be allowed only its own group: a batch pulls as it (and commits nothing)
+    assert ReadOptions.parse({"namesrv": "x:1", "topic": "A", "group": "g"}, streaming=False).group == "g"
+
+
+def test_read_options_take_an_ending_map_and_write_options_their_timeout() -> None:
+    opts = ReadOptions.parse({"namesrv": "x:1", "topic": "A", "endingOffsets": '{"A": {"broker-a:0": 3}}',
+                              "pullTimeoutMs": "2500", "pullBatchSize": "8"})
+    assert opts.ending.as_map() == {mq(0, "A"): 3} and opts.pull_timeout == 2.5 and opts.pull_batch_size == 8
+    out = WriteOptions.parse({"namesrv": "x:1", "topic": "Out", "sendTimeoutMs": "1500", "producerGroup": "PG"})
+    assert (out.topic, out.send_timeout, out.producer_group) == ("Out", 1.5, "PG")
+    with pytest.raises(OptionError, match="rocketmq sink option topic must name one topic, got 'A,B'"):
+        WriteOptions.parse({"namesrv": "x:1", "topic": "A,B"})

@@ -229,3 +229,18 @@ def test_put_result_reports_the_store_timestamp(tmp_path) -> None:
         assert r.store_timestamp > 5 and s.store_time_at("T", 0, 0) == r.store_timestamp
     with MessageStore(tmp_path / "b", small_config(stamp_store_timestamp=False)) as s:
         assert s.put("T", 0, build_record("T", 0, b"x", store_ts=5), 0).store_timestamp == 5
+
+
+def test_read_at_refuses_positions_that_hold_no_record(store) -> None:
+    """Positions come from clients (view by id, send-back): a field inside a record, or the
+    end-of-segment marker, is not a record, whatever its bytes say."""
+    results = [store.put("T", 0, build_record("T", 0, _body(i)), 0) for i in range(60)]
+    first = results[0]
+    # 12 bytes in: the QUEUEID field (0), read as a TOTALSIZE of 0
+    assert store.read_at(first.commit_log_offset + 12) is None
+    # the end-of-segment marker after the last record of the first segment
+    in_first = [r for r in results if r.end_offset <= 4096]
+    marker = in_first[-1].end_offset
+    assert marker < 4096 and store.read_at(marker) is None
+    assert store.read_at(marker, 8) is None
+    assert decode_record(store.read_at(results[-1].commit_log_offset)).body == _body(59)

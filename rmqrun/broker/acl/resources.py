@@ -4,9 +4,14 @@ A group is checked as its retry topic (``%RETRY%group``). The codes and the
 fields read are those of 4.9.8's ``PlainAccessValidator``:
 
 =========================  =====================================================
-SEND_MESSAGE (10)          topic: PUB; a retry topic instead needs the producer
-                           group's retry topic: SUB (a consumer's send-back)
-SEND_MESSAGE_V2 (310)      the same with the short names (``b`` topic, ``a`` group)
+SEND_MESSAGE (10)          topic: PUB; a retry topic instead needs the retry topic
+                           of the field ``group``: SUB. That field is not part of
+                           a send's header (it has ``producerGroup``), so a 4.9.8
+                           broker checks nothing for it but the signature; the
+                           embedded broker reads the same field, to answer alike
+SEND_MESSAGE_V2 (310)      topic (``b``): PUB; a retry topic instead needs the
+                           retry topic of the producer group (``a``): SUB (a
+                           consumer's send-back)
 CONSUMER_SEND_MSG_BACK     group: SUB
 PULL_MESSAGE               topic: SUB and group: SUB
 QUERY_MESSAGE              topic: SUB
@@ -75,8 +80,8 @@ def needed(cmd: RemotingCommand) -> dict[str, int]:
             out[resource] = perm
 
     if code in (R.SEND_MESSAGE, R.SEND_MESSAGE_V2):
-        topic, group = (ext.get("topic"), ext.get("producerGroup")) if code == R.SEND_MESSAGE else (ext.get("b"),
-                                                                                                   ext.get("a"))
+        # 4.9.8 reads "group" for SEND_MESSAGE (a field its header lacks) and "a" (producerGroup) for V2
+        topic, group = (ext.get("topic"), ext.get("group")) if code == R.SEND_MESSAGE else (ext.get("b"), ext.get("a"))
         if topic is not None and topic.startswith(RETRY_TOPIC_PREFIX):
             add(retry_topic(group), SUB)
         else:

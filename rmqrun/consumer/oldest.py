@@ -1,0 +1,58 @@
+"""The oldest unfinished message of a queue: where a stuck key (or a stuck queue) shows.
+
+In every mode the committed offset of a queue stops at its oldest unfinished
+message, so one message that keeps failing (a stuck key in ``order_by: key``)
+holds the queue's progress there while everything behind it is consumed, up to
+the flow-control limits. Its offset and how long ago it was stored say where
+and since when; the metrics export both per queue
+(``rmqrun_queue_oldest_unfinished_offset``, ``..._age_seconds``).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Any
+
+from rmqrun.remoting.message import BORN_HOST_POS, SYSFLAG_BORNHOST_V6, SYSFLAG_POS
+
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+
+
+def store_timestamp_ms(payload: Any) -> int | None:
+    """When the broker stored a cached message: from a raw record (the push path) or a decoded one."""
+    ts = getattr(payload, "store_timestamp", None)
+    if ts is not None:
+        return int(ts) or None
+    try:
+        (sys_flag,) = _INT.unpack_from(payload, SYSFLAG_POS)
+        pos = BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
+        (stored,) = _LONG.unpack_from(payload, pos)
+    except (struct.error, TypeError):
+        return None
+    return stored if stored > 0 else None
+
+
+def oldest_unfinished(pq: Any, now_ms: int | None = None) -> tuple[int, float | None] | None:
+    """(offset, seconds since it was stored) of the queue's oldest cached unfinished message; None if none.
+
+    Messages an orderly queue has taken count too (they are unfinished until committed).
+    """
+    candidates = []
+    first = pq.first_offset()
+    if first is not None:
+        candidates.append(first)
+    if pq.has_consuming():
+        candidates.append(pq.info()["transactionMsgMinOffset"])
+    if not candidates:
+        return None
+    offset = min(candidates)
+    entry = pq.get(offset)
+    if entry is None:
+        entry = pq.get_taken(offset)
+    stored = store_timestamp_ms(entry.payload) if entry is not None else None
+    if stored is None:
+        return offset, None
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    return offset, max(0.0, (now - stored) / 1000)
