@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
@@ -125,6 +125,7 @@ class Sample:
     sup_rss: int  # bytes
     worker_rss: list[int]
     worker_cpu: float = 0.0  # CPU seconds of the live workers so far
+    broker_cpu: float = 0.0  # CPU seconds of the embedded broker so far (shared by everything in the run)
 
 
 # `rmqrun` under cProfile timed by the main thread's CPU clock: the event loop runs there, and time
@@ -155,6 +156,7 @@ class RmqrunRun:
     env: dict[str, str] = field(default_factory=dict)
     profile: Path | None = None
     samples: list[Sample] = field(default_factory=list)
+    broker: ClassVar[Any] = None  # psutil.Process of the embedded broker, set by main(): its CPU is sampled too
 
     def start(self) -> RmqrunRun:
         env = dict(os.environ, RMQRUN_STATUS_INTERVAL="0.1", PYTHONPATH=str(ROOT), **self.env)
@@ -193,8 +195,15 @@ class RmqrunRun:
                         pass
             except psutil.Error:
                 break
+            bcpu = 0.0
+            if self.broker is not None:
+                try:
+                    bt = self.broker.cpu_times()
+                    bcpu = bt.user + bt.system
+                except psutil.Error:
+                    pass
             with self.cond:
-                self.samples.append(Sample(t, int(m.group(2)), ct.user + ct.system, rss, wrss, wcpu))
+                self.samples.append(Sample(t, int(m.group(2)), ct.user + ct.system, rss, wrss, wcpu, bcpu))
                 self.cond.notify_all()
         with self.cond:
             self.cond.notify_all()
@@ -235,6 +244,14 @@ class RmqrunRun:
         if lo is None or hi is None or hi.t <= lo.t:
             return float("nan")
         return (hi.sup_cpu + hi.worker_cpu - lo.sup_cpu - lo.worker_cpu) / (hi.t - lo.t)
+
+    def broker_us_per_msg(self, n: int) -> float:
+        """The embedded broker's CPU between 10 % and 90 % of ``n`` over the messages consumed then, in µs."""
+        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
+        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
+        if self.broker is None or lo is None or hi is None or hi.consumed <= lo.consumed:
+            return float("nan")
+        return (hi.broker_cpu - lo.broker_cpu) / (hi.consumed - lo.consumed) * 1e6
 
     def worker_us_per_msg(self, n: int) -> float:
         """All workers' CPU between 10 % and 90 % of ``n`` over the messages consumed in that window, in µs."""
@@ -350,6 +367,7 @@ def section_overhead(ns: str, sz: Sizes, workers: int, with_cpp: bool) -> dict[s
         kinds["C++ push consumer"] = []
     sup_us: list[float] = []
     worker_us: list[float] = []
+    broker_us: list[float] = []
     loads: list[float] = []
     for r in range(sz.rounds):
         tag = f"r{r}"
@@ -359,6 +377,7 @@ def section_overhead(ns: str, sz: Sizes, workers: int, with_cpp: bool) -> dict[s
         kinds["rmqrun concurrent"].append(run.rate(n))
         sup_us.append(run.supervisor_us_per_msg(n))
         worker_us.append(run.worker_us_per_msg(n))
+        broker_us.append(run.broker_us_per_msg(n))
         loads.append(load())
         run = drain(ns, "BenchOrderly", f"CG_ord_{tag}", n, NOOP, workers, sz.timeout, {"RMQRUN_ORDERLY": "true"})
         kinds["rmqrun orderly, 16 queues"].append(run.rate(n))
@@ -372,7 +391,8 @@ def section_overhead(ns: str, sz: Sizes, workers: int, with_cpp: bool) -> dict[s
         print(f"[overhead] round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in kinds.items()), flush=True)
     return {"messages": n, "workers": workers, "rows": {k: {"values": v, **spread(v)} for k, v in kinds.items()},
             "supervisor_us_per_msg": {"values": sup_us, **spread(sup_us)},
-            "worker_us_per_msg": {"values": worker_us, **spread(worker_us)}, "load": spread(loads)}
+            "worker_us_per_msg": {"values": worker_us, **spread(worker_us)},
+            "broker_us_per_msg": {"values": broker_us, **spread(broker_us)}, "load": spread(loads)}
 
 
 def section_scaling(ns: str, sz: Sizes, max_workers: int, with_cpp: bool) -> dict[str, Any]:
@@ -833,14 +853,24 @@ def report(res: dict[str, Any], images: list[str]) -> str:
             L.append("")
             sup = st["us_per_msg"]
             wk = res["overhead"].get("worker_us_per_msg", {"n": 0})
+            bk = res["overhead"].get("broker_us_per_msg", {"n": 0})
             if sup == sup and sup > 0:
-                L.append(f"What this explains: at {sup:.1f} µs per message the supervisor alone could feed "
-                         f"{1e6 / sup:,.0f} msg/s from one core."
-                         + (f" The workers together spent {fmt_spread(wk, 1)} µs of CPU per no-op message (decoding, "
-                            f"calling the handler, reporting the result), so with the supervisor the no-op path costs "
-                            f"about {sup + wk['median']:.1f} µs of CPU per message: at most "
-                            f"{m['cores'] * 1e6 / (sup + wk['median']):,.0f} msg/s on {m['cores']} idle cores."
-                            if wk["n"] else ""))
+                line = (f"What this explains: at {sup:.1f} µs per message the supervisor alone could feed "
+                        f"{1e6 / sup:,.0f} msg/s from one core.")
+                if wk["n"]:
+                    total = sup + wk["median"]
+                    line += (f" The workers together spent {fmt_spread(wk, 1)} µs of CPU per no-op message "
+                             f"(decoding, calling the handler, reporting the result)")
+                    if bk["n"]:
+                        total += bk["median"]
+                        line += (f" and the embedded broker, on the same cores, {fmt_spread(bk, 1)} µs serving the "
+                                 f"pulls and offset commits")
+                    conc = res["overhead"]["rows"]["rmqrun concurrent"]["median"]
+                    line += (f", so the whole no-op path costs about {total:.1f} µs of CPU per message: at most "
+                             f"{m['cores'] * 1e6 / total:,.0f} msg/s on {m['cores']} idle cores, against "
+                             f"{fmt(conc)} measured ({conc * total / 1e6:.2f} cores busy on it; the rest went to "
+                             f"other processes on this machine or to waiting).")
+                L.append(line)
                 for key, sc in res.get("scaling", {}).items():
                     w = str(max(int(x) for x in sc["rmqrun"]))
                     rate = sc["rmqrun"][w]["median"]
@@ -985,6 +1015,7 @@ def main() -> int:
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-report-"))
     with BrokerProcess(data / "broker", flush_mode="async") as bp:
         ns = bp.namesrv_address
+        RmqrunRun.broker = psutil.Process(bp.pid)
         if "overhead" in sections or "stages" in sections:
             res["overhead"] = section_overhead(ns, sz, args.workers, with_cpp)
         if "scaling" in sections or "latency" in sections:
