@@ -611,8 +611,13 @@ def section_stages(ns: str, sz: Sizes, workers: int, us_per_msg: float) -> dict[
 
 
 def plots(res: dict[str, Any], out: Path) -> list[str]:
-    """Write the PNGs; return their file names."""
-    import matplotlib
+    """Write the PNGs; return their file names (none, with a warning, when matplotlib is not installed)."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed (pip install -e '.[bench]'): the report has tables but no plots",
+              file=sys.stderr)
+        return []
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -771,6 +776,9 @@ def report(res: dict[str, Any], images: list[str]) -> str:
              "`.venv/bin/pip install -e '.[test,bench]' && .venv/bin/python scripts/bench_report.py` "
              "(full sizes; add `--quick` for a few-minute run).")
     L.append("")
+    if not images:
+        L.append("(No plots: matplotlib was not installed when this report was written; `pip install -e '.[bench]'`.)")
+        L.append("")
     L.append("## Headline")
     L.append("")
     for h in headline(res):
