@@ -275,7 +275,8 @@ def run_cpp(ns: str, topic: str, group: str, n: int, cpu_ms: float, timeout: flo
 
     As ``bench_consume.run_cpp``, plus the peer's CPU time sampled at each of its progress lines.
     """
-    env = dict(os.environ, HOME=tempfile.mkdtemp(prefix="rmqrun-bench-cpp-"))
+    home = tempfile.mkdtemp(prefix="rmqrun-bench-report-cpp-")  # the C++ library's logs and offsets go here
+    env = dict(os.environ, HOME=home)
     cmd = [sys.executable, str(SCRIPTS / "cpp_bench_consumer.py"), "--namesrv", ns, "--group", group,
            "--topic", topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -298,6 +299,7 @@ def run_cpp(ns: str, topic: str, group: str, n: int, cpu_ms: float, timeout: flo
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
     rate = window_rate([(t, c) for t, c, _ in points], n)
     lo = next((p for p in points if p[1] >= 0.1 * n), None)
     hi = next((p for p in points if p[1] >= 0.9 * n), None)
