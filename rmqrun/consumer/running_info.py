@@ -34,13 +34,25 @@ HOUR_S = 3600.0
 
 @dataclass(slots=True)
 class _Window:
-    """Sum of values added within the last ``span`` seconds."""
+    """Sum of values added within the last ``span`` seconds, kept in one-second buckets.
+
+    Buckets, not one entry per ``add``: ``add`` runs for every pull and every
+    consumed batch, and the hour-long window would otherwise hold an hour of
+    events (millions at tens of thousands of messages per second: the
+    supervisor's RSS grew for as long as it ran). With buckets a window holds at
+    most ``span + 1`` entries; the edge of the window is exact to one second,
+    finer than the per-minute TPS it feeds.
+    """
 
     span: float
-    events: deque[tuple[float, float]] = field(default_factory=deque)
+    events: deque[list[float]] = field(default_factory=deque)  # [whole second, sum of values in it]
 
     def add(self, value: float, now: float) -> None:
-        self.events.append((now, value))
+        second = float(int(now))
+        if self.events and self.events[-1][0] == second:
+            self.events[-1][1] += value
+            return
+        self.events.append([second, value])
         self._trim(now)
 
     def _trim(self, now: float) -> None:

@@ -1,0 +1,84 @@
+"""scripts/bench_report.py: the stage split charges work where it was done, and bad sizes are refused by name."""
+
+from __future__ import annotations
+
+import cProfile
+import importlib.util
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from rmqrun.remoting.message import decode_message, encode_stored
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "bench_report.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_report_under_test", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _wire_work() -> None:
+    for i in range(3000):
+        raw = bytes(encode_stored(topic="T", body=b"x" * 1024, properties={"TAGS": "a", "UNIQ_KEY": f"K{i}"},
+                                  queue_id=0, queue_offset=i, commit_log_offset=i * 1200, born_timestamp=1,
+                                  store_timestamp=2))
+        decode_message(raw)
+
+
+def test_profile_split_charges_the_codec_and_its_builtins_to_the_wire_stage(tmp_path: Path) -> None:
+    br = _load()
+    prof = cProfile.Profile(time.thread_time)
+    prof.runcall(_wire_work)
+    path = tmp_path / "p.prof"
+    prof.dump_stats(str(path))
+
+    shares = br.profile_split(path)
+
+    assert sum(shares.values()) == pytest.approx(1.0)
+    # struct/bytes built-ins called by the codec count as the codec's: nearly everything is wire work,
+    # the little left is this test's own loop
+    assert shares["wire: frames, encode/decode"] > 0.8, shares
+    assert "start-up (imports)" not in shares
+
+
+def test_stage_table_sorts_rmqrun_files_by_package() -> None:
+    br = _load()
+    assert br._stage_of("/x/rmqrun/pipe/wire.py") == "pipe: framing to/from workers"
+    assert br._stage_of("/x/rmqrun/consumer/process_queue.py").startswith("consumer:")
+    assert br._stage_of("/usr/lib/python3.11/asyncio/base_events.py") == "event loop, sockets, selectors"
+    assert br._stage_of("~") is None  # a built-in: charged to its callers
+
+
+def test_percentile_and_spread() -> None:
+    br = _load()
+    values = sorted(float(v) for v in range(1, 101))
+    assert br.percentile(values, 50) == 50.0 or br.percentile(values, 50) == 51.0
+    assert br.percentile(values, 99) == 99.0 or br.percentile(values, 99) == 100.0
+    assert br.percentile(values, 100) == 100.0
+    s = br.spread([3.0, float("nan"), 1.0, 2.0])
+    assert (s["median"], s["min"], s["max"], s["n"]) == (2.0, 1.0, 3.0, 3)
+    assert br.spread([float("nan")])["n"] == 0
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--backlog", "0"], "--backlog"),
+    (["--rounds", "-1"], "--rounds"),
+    (["--sections", "overhead,nope"], "nope"),
+    (["--workers", "0"], "--workers"),
+])
+def test_bad_options_are_refused_naming_the_option(args: list[str], named: str, tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert named in out.stderr
+    assert not (tmp_path / "out").exists()  # refused before any broker started or file was written
