@@ -10,6 +10,13 @@ reader, and their return value is sent back as the response.
 When the connection closes for any reason, every pending request fails with
 one :class:`ConnectionClosedError` that chains the cause. A malformed frame
 closes only this connection.
+
+A client's connections (those of a :class:`ConnectionPool`) are closed when a
+request gets no answer in time, as the Java client does by default
+(``clientCloseSocketIfTimeout``): a peer that stopped answering without closing
+(a half-open connection: the broker's host gone, a NAT or firewall that dropped
+the flow) would otherwise keep every later request timing out on the same dead
+socket forever; closed, the next request opens a fresh connection.
 """
 
 from __future__ import annotations
@@ -49,7 +56,8 @@ class Connection:
                  name: str = "", handler: RequestHandler | None = None,
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  serialize_type: SerializeType = SerializeType.JSON,
-                 on_close: Callable[["Connection"], None] | None = None) -> None:
+                 on_close: Callable[["Connection"], None] | None = None,
+                 close_on_timeout: bool = False) -> None:
         self._reader = reader
         self._writer = writer
         self.name = name or _peer_name(writer)
@@ -57,6 +65,7 @@ class Connection:
         self.max_frame_size = max_frame_size
         self.serialize_type = serialize_type
         self._on_close = on_close
+        self.close_on_timeout = close_on_timeout
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._closed: ConnectionClosedError | None = None
@@ -144,6 +153,11 @@ class Connection:
         try:
             await self._write(codec.encode(cmd))
             return await fut
+        except RequestTimeoutError as exc:
+            if self.close_on_timeout and self._closed is None:
+                logger.warning("closing connection {}: {}", self.name, exc)
+                self.close(exc)
+            raise
         finally:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
@@ -282,7 +296,8 @@ class ConnectionPool:
         self._opening[address] = fut
         try:
             conn = await Connection.open(address, timeout=self.connect_timeout, handler=self.handler,
-                                         serialize_type=self.serialize_type, max_frame_size=self.max_frame_size)
+                                         serialize_type=self.serialize_type, max_frame_size=self.max_frame_size,
+                                         close_on_timeout=True)
             self._conns[address] = conn
             fut.set_result(conn)
             return conn
