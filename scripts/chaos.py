@@ -338,14 +338,14 @@ class Chaos:
         order = list(FAULT_KINDS)
         self.rng.shuffle(order)  # every kind once first (in a seeded order), then at random
         stuck_after = max(300.0, self.o.half_open_limit * 3)
-        while time.monotonic() < end:
+        while time.monotonic() < end or order:  # the time is up once every kind was injected
             if not await self.wait_progress(self.o.progress, time.monotonic() + stuck_after):
                 self.notes.append(f"no progress for {stuck_after:g} s before a fault at "
                                   f"{time.strftime('%H:%M:%S')}: completed {self.completed()}")
                 break
             if self.faults:
                 self.faults[-1].t_end = time.time()
-            if time.monotonic() >= end:
+            if time.monotonic() >= end and not order:
                 break
             self.check_unexpected_exits()
             kind = order.pop(0) if order else self.rng.choice(FAULT_KINDS)
@@ -498,6 +498,9 @@ class Chaos:
                                       await self.offsets(group), self.faults, rows, {q: 0 for q in range(QUEUES)}))
         return self.report(audits, rows, stored, calls_by_group, settled, elapsed)
 
+    def all_logs(self) -> list[str]:
+        return [p.read_text(errors="replace") for p in sorted(self.work.glob("chaos_*.log"))]
+
     def report(self, audits: list[GroupAudit], rows: dict[str, KindRow], stored: list[Stored],
                calls_by_group: dict, settled: bool, elapsed: float) -> int:  # type: ignore[type-arg]
         o = self.o
@@ -522,6 +525,8 @@ class Chaos:
         print(f"memory (max RSS): supervisor {self.rss_max['supervisor'] / MIB:.0f} MiB "
               f"(bound {o.max_supervisor_mb}), worker {self.rss_max['worker'] / MIB:.0f} MiB "
               f"(recycled above {o.max_worker_mb}, + one {o.leak_mb} MiB leak), broker {self.rss_max['broker'] / MIB:.0f} MiB")
+        recycled = sum(run_log.count("recycling (") for run_log in self.all_logs())
+        print(f"workers recycled by rmqrun (memory or message limits): {recycled}")
         if self.proxy.half_open_noticed or self.proxy.half_open_unnoticed:
             noticed = sorted(self.proxy.half_open_noticed)
             print(f"half-open connections: {len(noticed)} closed by rmqrun"
@@ -564,7 +569,7 @@ class Chaos:
                 "rows": {k: asdict(v) for k, v in rows.items()},
                 "groups": [asdict(a) for a in audits], "faults": [asdict(f) for f in self.faults],
                 "acknowledged": len(self.producer.acked), "stored": len(stored), "rss_max": self.rss_max,
-                "half_open_noticed_s": self.proxy.half_open_noticed,
+                "half_open_noticed_s": self.proxy.half_open_noticed, "workers_recycled": recycled,
                 "half_open_unnoticed": self.proxy.half_open_unnoticed, "notes": self.notes,
                 "unexpected_exits": self.unexpected_exits}, indent=1))
         return 0 if not problems else 1
@@ -585,7 +590,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
                    help="seconds to wait for everything to be consumed and committed after the faults (default 600)")
     p.add_argument("--half-open-limit", type=float, default=60.0,
                    help="seconds a half-open connection is left before the proxy resets it (default 60)")
-    p.add_argument("--max-worker-mb", type=int, default=160, help="rmqrun's max_memory_per_worker (default 160)")
+    p.add_argument("--max-worker-mb", type=int, default=64,
+                   help="rmqrun's max_memory_per_worker: one leak passes it (default 64)")
     p.add_argument("--leak-mb", type=int, default=48, help="what a leaking handler call keeps (default 48)")
     p.add_argument("--max-supervisor-mb", type=int, default=400, help="bound of a supervisor's RSS (default 400)")
     p.add_argument("--workdir", type=Path, default=None, help="where data, logs and records go (default: a temp dir)")
