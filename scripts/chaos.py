@@ -18,7 +18,7 @@ What runs (all real processes, loopback only):
 Faults, one at a time, in an order drawn from ``--seed``; each is followed by a wait
 for its recovery condition (the process is back and consuming, the broker is ready,
 rmqrun closed a half-open connection) and then for both groups to complete
-``--progress`` more messages, so their timing depends on what the system does, not on
+``--progress`` to twice as many more messages, so their timing depends on what the system does, not on
 the clock: ``worker_kill`` (SIGKILL of a worker), ``run_kill`` / ``run_term`` (SIGKILL of
 a whole ``rmqrun run``, or SIGTERM, then a restart), ``join_leave`` (another instance
 joins a group, or one leaves), ``broker_kill`` (``kill -9`` of the broker, restart on the
@@ -339,7 +339,8 @@ class Chaos:
         self.rng.shuffle(order)  # every kind once first (in a seeded order), then at random
         stuck_after = max(300.0, self.o.half_open_limit * 3)
         while time.monotonic() < end or order:  # the time is up once every kind was injected
-            if not await self.wait_progress(self.o.progress, time.monotonic() + stuck_after):
+            gap = int(self.o.progress * self.rng.uniform(1.0, 2.0))
+            if not await self.wait_progress(gap, time.monotonic() + stuck_after):
                 self.notes.append(f"no progress for {stuck_after:g} s before a fault at "
                                   f"{time.strftime('%H:%M:%S')}: completed {self.completed()}")
                 break
@@ -584,8 +585,9 @@ def parse_args(argv: list[str] | None = None) -> Options:
     p.add_argument("--rate", type=float, default=40.0, help="messages produced per second (default 40)")
     p.add_argument("--keys", type=int, default=16, help="sharding keys (default 16)")
     p.add_argument("--workers", type=int, default=2, help="workers per rmqrun run instance (default 2)")
-    p.add_argument("--progress", type=int, default=40,
-                   help="messages each group completes after a fault's recovery before the next (default 40)")
+    p.add_argument("--progress", type=int, default=150,
+                   help="messages each group completes after a fault's recovery before the next fault: between "
+                        "this and twice this, drawn from the seed (default 150)")
     p.add_argument("--settle-timeout", type=float, default=600.0,
                    help="seconds to wait for everything to be consumed and committed after the faults (default 600)")
     p.add_argument("--half-open-limit", type=float, default=60.0,
@@ -616,7 +618,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"chaos: seed {opts.seed}, work directory {opts.workdir}", flush=True)
     from rmqrun.cli import logs
     logs.setup("ERROR", role="chaos")
-    code = asyncio.run(Chaos(opts).run())
+    async def run() -> int:
+        # SIGTERM / SIGINT cancel the run, so its finally blocks stop every process it started
+        task = asyncio.current_task()
+        assert task is not None
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
+        return await Chaos(opts).run()
+
+    try:
+        code = asyncio.run(run())
+    except asyncio.CancelledError:
+        print(f"chaos: stopped by a signal; work directory kept: {opts.workdir}")
+        return 130
     if code == 0 and not opts.keep:
         shutil.rmtree(opts.workdir, ignore_errors=True)
     else:
