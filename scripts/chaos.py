@@ -240,15 +240,15 @@ class Chaos:
             self.rss_max["broker"] = max(self.rss_max["broker"], self.broker.rss())
             await asyncio.sleep(1.0)
 
-    def check_unexpected_exits(self) -> None:
-        """An instance that should run but has exited on its own is a finding; restart it."""
+    async def check_unexpected_exits(self) -> None:
+        """An instance that should run but has exited on its own is a finding; it is restarted, so the run goes on."""
         for slots in self.instances.values():
             for run in slots:
                 if run.proc is not None and getattr(run, "wanted", False) and not run.running:
                     code = run.proc.returncode
                     self.unexpected_exits.append(f"{run.name} exited by itself with {code}; log tail:\n"
                                                  + run.log()[-1500:])
-                    run.wanted = False  # type: ignore[attr-defined]
+                    await self.start_run(run)
 
     async def start_run(self, run: RunProc) -> None:
         run.start()
@@ -348,7 +348,7 @@ class Chaos:
                 self.faults[-1].t_end = time.time()
             if time.monotonic() >= end and not order:
                 break
-            self.check_unexpected_exits()
+            await self.check_unexpected_exits()
             kind = order.pop(0) if order else self.rng.choice(FAULT_KINDS)
             fault = await self.inject(kind)
             print(f"[{time.strftime('%H:%M:%S')}] {fault.kind}: {fault.detail}", flush=True)
@@ -378,7 +378,7 @@ class Chaos:
         said = 0.0
         why = "not checked"
         while time.monotonic() < deadline:
-            self.check_unexpected_exits()
+            await self.check_unexpected_exits()
             try:
                 why = await self.not_drained()
             except Exception as exc:  # a timeout under load: ask again
@@ -468,7 +468,7 @@ class Chaos:
                         code = await self.stop_run(run)
                         if code != 0:
                             self.notes.append(f"{run.name} exited with {code} on the final SIGTERM")
-            self.check_unexpected_exits()
+            await self.check_unexpected_exits()
             return await self.audit(settled, time.time() - t0)
         finally:
             sampler.cancel()
