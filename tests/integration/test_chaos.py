@@ -38,8 +38,9 @@ def test_chaos_run_loses_nothing_and_keeps_order(tmp_path: Path) -> None:
     result = json.loads(result_path.read_text())
     assert result["pass"], report
     assert result["verdict"].startswith("PASS"), report
-    for kind in FAULT_KINDS:  # every fault kind really happened
+    for kind in (*FAULT_KINDS, "handler_raise", "handler_hang", "handler_leak"):  # every fault kind happened
         assert result["rows"][kind]["injected"] >= 1, (kind, report)
+    assert result["workers_recycled"] >= 1, report  # the leaking worker was replaced
     assert result["acknowledged"] >= 500 and result["stored"] >= result["acknowledged"], report
     for group in result["groups"]:
         assert group["stored"] == result["stored"] and group["completed"] == group["stored"], report
