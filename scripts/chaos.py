@@ -246,7 +246,7 @@ class Chaos:
         """An instance that should run but has exited on its own is a finding; it is restarted, so the run goes on."""
         for slots in self.instances.values():
             for run in slots:
-                if run.proc is not None and getattr(run, "wanted", False) and not run.running:
+                if run.proc is not None and run.wanted and not run.running:
                     code = run.proc.returncode
                     self.unexpected_exits.append(f"{run.name} exited by itself with {code}; log tail:\n"
                                                  + run.log()[-1500:])
@@ -254,11 +254,11 @@ class Chaos:
 
     async def start_run(self, run: RunProc) -> None:
         run.start()
-        run.wanted = True  # type: ignore[attr-defined]
+        run.wanted = True
         await run.wait_consuming()
 
     async def stop_run(self, run: RunProc) -> int:
-        run.wanted = False  # type: ignore[attr-defined]
+        run.wanted = False
         return await run.term()
 
     # ------------------------------------------------------------------ faults
@@ -285,7 +285,7 @@ class Chaos:
         elif kind in ("run_kill", "run_term"):
             run = rng.choice(self.running_runs())
             if kind == "run_kill":
-                run.wanted = False  # type: ignore[attr-defined]
+                run.wanted = False
                 run.kill9()
                 fault.detail = f"SIGKILL {run.name} (supervisor and workers), restart"
             else:

@@ -132,6 +132,8 @@ class RunProc:
         self.starts = 0
         self.log_path = workdir / f"{name}.0.log"
         self.exit_codes: list[int] = []
+        #: whether the suite wants it running: an instance that is wanted but has exited has crashed
+        self.wanted = False
 
     @property
     def running(self) -> bool:
