@@ -577,6 +577,7 @@ class Chaos:
                 "rows": {k: asdict(v) for k, v in rows.items()},
                 "groups": [asdict(a) for a in audits], "faults": [asdict(f) for f in self.faults],
                 "acknowledged": len(self.producer.acked), "stored": len(stored), "rss_max": self.rss_max,
+                "supervisor_rss_first_last": {n: [self.rss_first[n], self.rss_last.get(n, 0)] for n in self.rss_first},
                 "half_open_noticed_s": self.proxy.half_open_noticed, "workers_recycled": recycled,
                 "half_open_unnoticed": self.proxy.half_open_unnoticed, "notes": self.notes,
                 "unexpected_exits": self.unexpected_exits}, indent=1))
