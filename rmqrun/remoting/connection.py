@@ -17,6 +17,13 @@ signed, as in Java). A :class:`Connection` returns every answer as it came; the
 client's :class:`ConnectionPool` turns an answer that is an ACL refusal into the
 non-retriable :class:`AccessDeniedError` naming operation, topic/group and
 access key, and tells ``on_refused`` (the client instance stops on it).
+
+A client's connections (those of a :class:`ConnectionPool`) are closed when a
+request gets no answer in time, as the Java client does by default
+(``clientCloseSocketIfTimeout``): a peer that stopped answering without closing
+(a half-open connection: the broker's host gone, a NAT or firewall that dropped
+the flow) would otherwise keep every later request timing out on the same dead
+socket forever; closed, the next request opens a fresh connection.
 """
 
 from __future__ import annotations
@@ -68,7 +75,7 @@ class Connection:
                  max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
                  serialize_type: SerializeType = SerializeType.JSON,
                  on_close: Callable[["Connection"], None] | None = None,
-                 security: "ClientSecurity | None" = None) -> None:
+                 security: "ClientSecurity | None" = None, close_on_timeout: bool = False) -> None:
         self._reader = reader
         self._writer = writer
         self.name = name or _peer_name(writer)
@@ -77,6 +84,7 @@ class Connection:
         self.serialize_type = serialize_type
         self._on_close = on_close
         self.security = security
+        self.close_on_timeout = close_on_timeout
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaque = itertools.count(1)
         self._closed: ConnectionClosedError | None = None
@@ -180,6 +188,11 @@ class Connection:
         try:
             await self._write(codec.encode(cmd))
             return await fut
+        except RequestTimeoutError as exc:
+            if self.close_on_timeout and self._closed is None:
+                logger.warning("closing connection {}: {}", self.name, exc)
+                self.close(exc)
+            raise
         finally:
             timer.cancel()
             self._pending.pop(cmd.opaque, None)
@@ -336,7 +349,7 @@ class ConnectionPool:
         try:
             conn = await Connection.open(address, timeout=self.connect_timeout, handler=self.handler,
                                          serialize_type=self.serialize_type, max_frame_size=self.max_frame_size,
-                                         security=self.security)
+                                         security=self.security, close_on_timeout=True)
             self._conns[address] = conn
             fut.set_result(conn)
             return conn
