@@ -764,10 +764,16 @@ def report(res: dict[str, Any], images: list[str]) -> str:
     if "code" in res:
         L.append("")
         L.append(f"Code: {res['code']}.")
-    quiet = max(res["load_start"], res["load_end"]) < 0.5 * m["cores"]
-    if not quiet:
+    # Only the load before the first measurement tells of other processes: the load at the end (and the
+    # per-row figures) include the benchmark's own broker, consumers and producers.
+    quiet = res["load_start"] < 0.5 * m["cores"]
+    if quiet:
         L.append("")
-        L.append(f"> **Loaded machine.** The load average was above half the core count during this run: other "
+        L.append("The machine was otherwise idle when the run started (load average below half the core count); "
+                 "the load figures during and after the run include the benchmark's own processes.")
+    else:
+        L.append("")
+        L.append(f"> **Loaded machine.** The load average was above half the core count when this run started: other "
                  f"processes took CPU from both rmqrun and its peers. Absolute rates here are *not* quiet-machine "
                  f"figures; the ratios between rows, measured side by side and interleaved round by round, are the "
                  f"meaningful part, and even they carry the noise shown in the min–max ranges.")
