@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -31,15 +30,6 @@ from tests.integration.signals_kit import (Runs, committed, oks, produce, queue_
 pytestmark = pytest.mark.timeout(180)
 
 PROBE = "tests.integration.probe_handler"
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def disk_reads(eb: EmbeddedBroker, used: float) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -27,15 +26,6 @@ PROBE = "tests.integration.probe_handler"
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 SHORT = dict(segment_size=4096, max_message_size=1024, consume_queue_entries_per_file=8,
              file_reserved_hours=2 / 3600, delete_when=EVERY_HOUR, clean_resource_interval_ms=200)
-
-
-@pytest.fixture
-def runs(tmp_path: Path) -> Iterator[Runs]:
-    r = Runs(tmp_path)
-    try:
-        yield r
-    finally:
-        r.close()
 
 
 def files(d: Path) -> list[str]:

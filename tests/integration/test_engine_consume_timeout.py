@@ -78,17 +78,13 @@ def test_a_message_stuck_past_the_consume_timeout_is_sent_back_and_the_commit_mo
     run(main())
 
 
-def test_messages_waiting_behind_a_stuck_call_are_never_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """One worker, ten messages, offset 5 hangs: 6..9 are handed to the pool but their calls cannot begin.
-
-    Only 5 goes to the retry topic; the commit stops at 6 however many sweeps pass; once the call ends,
-    6..9 and the retry copy of 5 are each handled once.
-    """
+def _gated_and_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, list[int]]:
+    """The gate file the hanging handler waits on, its record file, and a list that grows by one at
+    each pass of the consume-timeout sweep over a queue (to wait on passes rather than on a clock)."""
     gate = tmp_path / "gate"
     records = tmp_path / "records.txt"
     monkeypatch.setenv("RMQRUN_HANDLER_GATE_FILE", str(gate))
     monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(records))
-    # count the sweep's passes over the queue, to wait on passes rather than on a clock
     passes: list[int] = []
     real_clean_expired = ProcessQueue.clean_expired
 
@@ -97,6 +93,16 @@ def test_messages_waiting_behind_a_stuck_call_are_never_swept(tmp_path: Path, mo
         return real_clean_expired(self, *args, **kwargs)
 
     monkeypatch.setattr(ProcessQueue, "clean_expired", counting)
+    return gate, records, passes
+
+
+def test_messages_waiting_behind_a_stuck_call_are_never_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker, ten messages, offset 5 hangs: 6..9 are handed to the pool but their calls cannot begin.
+
+    Only 5 goes to the retry topic; the commit stops at 6 however many sweeps pass; once the call ends,
+    6..9 and the retry copy of 5 are each handled once.
+    """
+    gate, records, passes = _gated_and_counted(tmp_path, monkeypatch)
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1, message_delay_levels=FAST_DELAYS) as eb:
@@ -145,18 +151,7 @@ def test_in_one_batch_only_the_stuck_call_is_swept(tmp_path: Path, monkeypatch: 
     0..4 are finished (their results wait for the batch) and 6..9 have not begun: only 5 is
     sent back. Finished messages are passed over, as Java would already have removed them.
     """
-    gate = tmp_path / "gate"
-    records = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_GATE_FILE", str(gate))
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(records))
-    passes: list[int] = []
-    real_clean_expired = ProcessQueue.clean_expired
-
-    def counting(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        passes.append(1)
-        return real_clean_expired(self, *args, **kwargs)
-
-    monkeypatch.setattr(ProcessQueue, "clean_expired", counting)
+    gate, records, passes = _gated_and_counted(tmp_path, monkeypatch)
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1, message_delay_levels=FAST_DELAYS) as eb:
