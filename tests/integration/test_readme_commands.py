@@ -67,6 +67,7 @@ def test_a_readme_command_that_does_not_work_is_reported(tmp_path: Path) -> None
     assert "ok    stopped `rmqrun broker" in proc.stdout
 
 
+@pytest.mark.slow  # a fresh venv and pip install: about a minute and a half; CI's own fresh install covers it
 @pytest.mark.timeout(900)
 def test_quick_start_from_a_fresh_checkout(tmp_path: Path) -> None:
     """The quick start exactly as written: a new venv, pip install -e ., rmqrun demo; then the
