@@ -14,7 +14,7 @@ import struct
 import time
 from typing import Any
 
-from rmqrun.remoting.message import BORN_HOST_POS, SYSFLAG_BORNHOST_V6, SYSFLAG_POS
+from rmqrun.remoting.message import SYSFLAG_POS, store_timestamp_pos
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
@@ -27,8 +27,7 @@ def store_timestamp_ms(payload: Any) -> int | None:
         return int(ts) or None
     try:
         (sys_flag,) = _INT.unpack_from(payload, SYSFLAG_POS)
-        pos = BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
-        (stored,) = _LONG.unpack_from(payload, pos)
+        (stored,) = _LONG.unpack_from(payload, store_timestamp_pos(sys_flag))
     except (struct.error, TypeError):
         return None
     return stored if stored > 0 else None

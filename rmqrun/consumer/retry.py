@@ -59,8 +59,8 @@ def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
 def reconsume_times_position(record: RecordData) -> int:
     """Byte position of RECONSUMETIMES in a stored record (after both host fields)."""
     (sys_flag,) = _INT.unpack_from(record, codec.SYSFLAG_POS)
-    pos = codec.BORN_HOST_POS + (20 if sys_flag & codec.SYSFLAG_BORNHOST_V6 else 8) + 8
-    return pos + (20 if sys_flag & codec.SYSFLAG_STOREHOST_V6 else 8)
+    store_host = codec.store_timestamp_pos(sys_flag) + 8
+    return store_host + (20 if sys_flag & codec.SYSFLAG_STOREHOST_V6 else 8)
 
 
 def reconsume_times(record: RecordData) -> int:

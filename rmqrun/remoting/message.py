@@ -46,6 +46,11 @@ SYSFLAG_TRANSACTION_COMMIT = 0x8
 SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Where STORETIMESTAMP sits in a stored record: right after BORNHOST, 8 or 20 bytes wide."""
+    return BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
 SYSFLAG_NEED_UNWRAP = 0x40
 SYSFLAG_INNER_BATCH = 0x80
 COMPRESSION_MASK = 0x700  # bits 8..10; 0 and 3 both mean zlib (4.x compatibility)
