@@ -168,6 +168,7 @@ class RmqrunRun:
                                      cwd=ROOT)
         self.ps = psutil.Process(self.proc.pid)
         self.cond = threading.Condition()
+        self.stopping = False
         self.tail: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -179,6 +180,10 @@ class RmqrunRun:
             m = _STATUS.match(line)
             if not m:
                 self.tail = (self.tail + [line.rstrip()])[-20:]
+                continue
+            if self.stopping:
+                # A line read after the stop was asked for is sampled late: its workers may have exited by now,
+                # so its CPU and RSS would not be the figures of the time it was logged.
                 continue
             t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
             try:
@@ -226,6 +231,7 @@ class RmqrunRun:
         return True
 
     def stop(self) -> None:
+        self.stopping = True
         self.proc.terminate()
         try:
             self.proc.wait(60)
