@@ -82,3 +82,15 @@ def test_bad_options_are_refused_naming_the_option(args: list[str], named: str, 
     assert out.returncode == 2
     assert named in out.stderr
     assert not (tmp_path / "out").exists()  # refused before any broker started or file was written
+
+
+def test_the_java_comparison_sets_each_ratio_of_this_run_beside_the_issues() -> None:
+    br = _load()
+    rows = {"rmqrun concurrent": {"median": 100_000.0}, "rmqrun orderly, 4 queues": {"median": 90_000.0}}
+    text = br.java_comparison(rows, raw=200_000.0, cpp=20_000.0)
+    # Java: 71.7k and 83.4k against the issue's ~120k raw pulls and a 17-29k C++ peer
+    assert "concurrent: Java 0.60 of its raw pull rate and 2.5–4.2× its C++ peer; rmqrun here 0.50 of the raw " \
+           "pull rate and 5.0× the C++ peer" in text
+    assert "orderly, 4 queues: Java 0.69 of its raw pull rate and 2.9–4.9× its C++ peer; rmqrun here 0.45 of the " \
+           "raw pull rate and 4.5× the C++ peer" in text
+    assert "(C++ peer not measured)" in br.java_comparison(rows, raw=200_000.0, cpp=0.0)
