@@ -253,9 +253,10 @@ class Worker:
                 msgs.append(None)
                 errors.append(f"record {len(offsets) - 1} does not decode: {exc}")
             else:
-                retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
-                if retry_topic and msg.topic.startswith(RETRY_TOPIC_PREFIX):
-                    msg.topic = retry_topic  # Java's resetRetryAndNamespace
+                if msg.topic.startswith(RETRY_TOPIC_PREFIX):  # (properties are parsed only for these)
+                    retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
+                    if retry_topic:
+                        msg.topic = retry_topic  # Java's resetRetryAndNamespace
                 if namespace:
                     msg.topic = unwrap(namespace, msg.topic)
                 msgs.append(msg)
