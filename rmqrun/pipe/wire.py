@@ -489,7 +489,7 @@ class FrameBuffer:
         self._buf = bytearray()
         self._pos = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
@@ -514,7 +514,8 @@ class FrameBuffer:
             raise WireError(f"frame length {length} out of range")
         start = self._pos + _HEADER.size
         end = self._pos + 4 + length
-        payload = memoryview(bytes(self._buf[start:end]))
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice, then bytes(), made two)
+            payload = memoryview(view[start:end].tobytes())
         self._pos = end
         return decode(kind, payload)
 
