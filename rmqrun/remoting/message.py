@@ -92,6 +92,7 @@ _PORT_OFFSET = struct.Struct(">iq")  # the tail of an offset message id: port, c
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 # born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
 _V4_MIDDLE = struct.Struct(">4siq4siiqi")
+_V4_HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")  # _HEAD then _V4_MIDDLE: a record's fixed fields
 
 
 def java_string_hash(text: str) -> int:
@@ -336,15 +337,24 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
     """
     end_of_data = len(data)
     try:
-        (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag,
-         born_ts) = _HEAD.unpack_from(data, pos)
+        v4 = False
+        if end_of_data - pos >= _V4_HEAD.size:
+            # the common case, both hosts IPv4: every fixed field in one unpack
+            (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
+             store_ts, store_ip, store_port, reconsume, prepared, body_len) = _V4_HEAD.unpack_from(data, pos)
+            v4 = not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+        if not v4:
+            (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag,
+             born_ts) = _HEAD.unpack_from(data, pos)
         if total < _HEAD.size or pos + total > end_of_data:
             raise ProtocolError(f"record at {pos} claims {total} bytes, {end_of_data - pos} available")
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
         end = pos + total
         p = pos + _HEAD.size
-        if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        if v4:
+            p = pos + _V4_HEAD.size
+        elif not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
             # the common case in one unpack: both hosts IPv4
             (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
              body_len) = _V4_MIDDLE.unpack_from(data, p)

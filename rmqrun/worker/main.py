@@ -244,30 +244,36 @@ class Worker:
     # ------------------------------------------------------------------ batches
     def _decode(self, run: Run) -> tuple[list[Any], list[int], list[str | None]]:
         """Messages (None where a record does not decode), queue offsets, decode errors."""
-        data = run.records
+        data, pos = run.records_in_bytes()
         msgs: list[Any] = []
         offsets: list[int] = []
-        errors: list[str | None] = []
-        pos, n = 0, len(data)
+        bad: dict[int, str] = {}
+        n = len(data)
         namespace = self.config.namespace
+        broker_name = run.broker_name
+        add_msg = msgs.append
+        add_offset = offsets.append
         while pos < n:
-            (size,) = _SIZE.unpack_from(data, pos)
-            offsets.append(_OFFSET.unpack_from(data, pos + 20)[0])
             try:
-                msg, _ = decode_message(data, pos, broker_name=run.broker_name)
+                msg, end = decode_message(data, pos, broker_name=broker_name)
             except ProtocolError as exc:
-                msgs.append(None)
-                errors.append(f"record {len(offsets) - 1} does not decode: {exc}")
-            else:
-                if msg.topic.startswith(RETRY_TOPIC_PREFIX):  # (properties are parsed only for these)
-                    retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
-                    if retry_topic:
-                        msg.topic = retry_topic  # Java's resetRetryAndNamespace
-                if namespace:
-                    msg.topic = unwrap(namespace, msg.topic)
-                msgs.append(msg)
-                errors.append(None)
-            pos += size
+                add_offset(_OFFSET.unpack_from(data, pos + 20)[0])
+                add_msg(None)
+                bad[len(msgs) - 1] = f"record {len(msgs) - 1} does not decode: {exc}"
+                pos += _SIZE.unpack_from(data, pos)[0]
+                continue
+            add_offset(msg.queue_offset)  # the same field the supervisor reads at byte 20
+            if msg.topic.startswith(RETRY_TOPIC_PREFIX):  # (properties are parsed only for these)
+                retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
+                if retry_topic:
+                    msg.topic = retry_topic  # Java's resetRetryAndNamespace
+            if namespace:
+                msg.topic = unwrap(namespace, msg.topic)
+            add_msg(msg)
+            pos = end  # a record that decodes ends where its size field says
+        errors: list[str | None] = [None] * len(msgs)
+        for i, text in bad.items():
+            errors[i] = text
         return msgs, offsets, errors
 
     def rss(self) -> int:

@@ -64,3 +64,21 @@ def test_many_frames_in_one_read_and_frames_cut_at_odd_sizes_come_out_whole() ->
                 assert bytes(got.records) == b"".join(records), piece
         assert isinstance(worker._next_frame(), Stop)
         sender.join(5)
+
+
+def test_a_decoded_run_gives_its_records_as_bytes_without_a_copy_and_a_hand_made_one_as_a_copy() -> None:
+    from rmqrun.pipe.wire import FrameBuffer
+
+    frame, records = _run_frame(3, [b"a", b"bb", os.urandom(3000)])
+    buf = FrameBuffer()
+    buf.feed(frame)
+    run = buf.next()
+    assert isinstance(run, Run)
+    data, at = run.records_in_bytes()
+    assert type(data) is bytes and data is run.records.obj and data[at:] == b"".join(records)  # type: ignore[union-attr]
+    by_hand = Run(3, ConsumeMode.CONCURRENT, True, "b", memoryview(b"xx" + b"".join(records))[2:])
+    data, at = by_hand.records_in_bytes()
+    assert (data[at:], at) == (b"".join(records), 0), "a view decode did not make: copied, from its start"
+    raw = b"".join(records)
+    assert Run(3, ConsumeMode.CONCURRENT, True, "b", raw).records_in_bytes() == (raw, 0)
+    assert run == Run(3, ConsumeMode.CONCURRENT, True, "b", b"".join(records)), "records_at is not compared"
