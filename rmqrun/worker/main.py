@@ -341,7 +341,8 @@ class Worker:
         # Re-announce the batch before a call once the last announcement is this old, so the
         # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
         announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
-        announced = self._call_started = time.monotonic()
+        monotonic = time.monotonic
+        announced = self._call_started = monotonic()
         try:
             self._in_batch = True
             try:
@@ -349,8 +350,9 @@ class Worker:
                     signal.setitimer(signal.ITIMER_REAL, limit)
                 is_batch = self.handler.is_batch
                 any_bad = any(decode_errors)
+                # (start, end) of each handler call; the usual case is built in C
                 chunks = (_chunks_around(decode_errors, step) if any_bad
-                          else ((s, min(n, s + step)) for s in range(0, n, step)))
+                          else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
                 for start, end in chunks:
                     if any_bad and decode_errors[start]:
                         # never handed to the handler; the supervisor dead-letters it as stored
@@ -365,7 +367,7 @@ class Worker:
                     context.index = start
                     # one clock read per call: the progress block's "call began" (the consume-timeout
                     # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
-                    now = time.monotonic()
+                    now = monotonic()
                     if prog is not None:
                         prog.call(statuses, delays, start, end, now)
                     if limit > 0:
