@@ -93,6 +93,9 @@ _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLe
 # born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
 _V4_MIDDLE = struct.Struct(">4siq4siiqi")
 _V4_HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")  # _HEAD then _V4_MIDDLE: a record's fixed fields
+# what scan_spans reads of a record with both hosts IPv4: total size, magic, queue id, queue offset,
+# commit-log offset, sysFlag, body length (the rest skipped)
+_SCAN_V4 = struct.Struct(">ii4xi4xqqi44xi")
 
 
 def java_string_hash(text: str) -> int:
@@ -482,21 +485,29 @@ def scan_spans(body: bytes | memoryview) -> list[RecordSpan]:
     append = out.append
     pos = 0
     n = len(body)
+    unpack_fixed = _SCAN_V4.unpack_from
     unpack_head = _HEAD.unpack_from
     unpack_int = _INT.unpack_from
     unpack_short = _SHORT.unpack_from
+    v6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
     try:
         while pos < n:
-            (total, magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
-             _born) = unpack_head(body, pos)
+            if n - pos >= _SCAN_V4.size:
+                # one unpack for what is read of a record with both hosts IPv4 (the body length too)
+                total, magic, queue_id, queue_offset, phys_offset, sys_flag, body_len = unpack_fixed(body, pos)
+                p = pos + _SCAN_V4.size - 4
+            else:
+                (total, magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
+                 _born) = unpack_head(body, pos)
             if total < _HEAD.size or pos + total > n:
                 raise ProtocolError(f"record at {pos} claims {total} bytes, {n - pos} available")
             if magic != MAGIC_V1 and magic != MAGIC_V2:
                 raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
             end = pos + total
-            p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
-            p += (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
-            (body_len,) = unpack_int(body, p)
+            if n - pos < _SCAN_V4.size or sys_flag & v6:
+                p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
+                p += (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
+                (body_len,) = unpack_int(body, p)
             if body_len < 0:
                 raise ProtocolError(f"record at {pos}: negative body length")
             p += 4 + body_len
