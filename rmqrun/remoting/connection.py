@@ -63,22 +63,6 @@ DEFAULT_CONNECT_TIMEOUT = 3.0
 HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
 
 
-#: bytes asked of one socket read on a client connection (see :func:`_smaller_reads`)
-READ_SIZE = 1 << 16
-
-
-def _smaller_reads(transport: asyncio.BaseTransport) -> None:
-    """Have asyncio's plain socket transport read at most READ_SIZE bytes at a time.
-
-    It calls ``recv(max_size)`` with 256 KiB, which allocates that much first: from
-    128 KiB up malloc maps fresh pages for it, and one read of a 40 KB pull response
-    cost ~37 us instead of ~3 us. (``max_size`` is that transport's own attribute;
-    uvloop and the TLS transport read into a buffer they keep and do not have it.)
-    """
-    if isinstance(getattr(transport, "max_size", None), int):
-        transport.max_size = READ_SIZE  # type: ignore[attr-defined]
-
-
 class Connection:
     """A framed, multiplexed remoting connection.
 
@@ -134,7 +118,6 @@ class Connection:
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}{hint}") from exc
         except (OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ConnectionClosedError(f"cannot connect to {address}: {exc!r}") from exc
-        _smaller_reads(writer.transport)
         conn = cls(reader, writer, name=address, security=security, **kwargs)  # type: ignore[arg-type]
         conn.start()
         return conn

@@ -262,12 +262,6 @@ def _pidfd_works() -> bool:
 _HAS_PIDFD = _pidfd_works()
 
 
-#: bytes asked of one read of a worker's pipe. recv allocates a bytes object of this size first:
-#: from 128 KiB up malloc maps fresh pages for it, and a read of a small DONE frame cost ~12 us
-#: instead of ~1.2 us (a longer frame just takes more reads)
-_READ_SIZE = 1 << 16
-
-
 class _Proc:
     """One worker process and its end of the socket pair (non-blocking)."""
 
@@ -349,7 +343,7 @@ class _Proc:
     def _read_once(self) -> bool:
         """One recv; False when nothing more is available now."""
         try:
-            data = self.sock.recv(_READ_SIZE)
+            data = self.sock.recv(1 << 18)
         except BlockingIOError:
             return False
         except OSError:
