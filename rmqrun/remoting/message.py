@@ -87,8 +87,8 @@ _SHORT = struct.Struct(">h")
 _HOST4 = struct.Struct(">4si")
 _HOST6 = struct.Struct(">16si")
 _MID = struct.Struct(">qiiq")  # storeTimestamp, (host handled apart), reconsumeTimes, preparedOffset
-_AFTER_HOST = struct.Struct(">iq")
-_PORT_OFFSET = struct.Struct(">iq")  # the tail of an offset message id: port, commit-log offset  # reconsumeTimes, preparedTransactionOffset
+_AFTER_HOST = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
+_PORT_OFFSET = struct.Struct(">iq")  # the tail of an offset message id: port, commit-log offset
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 # born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
 _V4_MIDDLE = struct.Struct(">4siq4siiqi")

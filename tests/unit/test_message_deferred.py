@@ -127,7 +127,8 @@ def test_each_field_equals_the_eager_decode_with_the_same_type(case: tuple) -> N
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 @pytest.mark.parametrize("first", DEFERRED)
-def test_whichever_deferred_field_is_read_first_all_five_come_out_right(case: tuple, first: str) -> None:  # type: ignore[type-arg]
+def test_whichever_deferred_field_is_read_first_all_five_come_out_right(
+        case: tuple, first: str) -> None:  # type: ignore[type-arg]
     record, eager = _pair(case)
     msg = _decoded(record)
     assert getattr(msg, first) == getattr(eager, first)
@@ -135,7 +136,8 @@ def test_whichever_deferred_field_is_read_first_all_five_come_out_right(case: tu
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_the_whole_message_compares_reprs_pickles_and_copies_as_the_eager_one(case: tuple) -> None:  # type: ignore[type-arg]
+def test_the_whole_message_compares_reprs_pickles_and_copies_as_the_eager_one(
+        case: tuple) -> None:  # type: ignore[type-arg]
     record, eager = _pair(case)
     # each check on a fresh message, so each one is the first to touch the deferred fields
     assert _decoded(record) == eager

@@ -75,7 +75,8 @@ def test_a_decoded_run_gives_its_records_as_bytes_without_a_copy_and_a_hand_made
     run = buf.next()
     assert isinstance(run, Run)
     data, at = run.records_in_bytes()
-    assert type(data) is bytes and data is run.records.obj and data[at:] == b"".join(records)  # type: ignore[union-attr]
+    assert type(data) is bytes and data is run.records.obj  # type: ignore[union-attr]
+    assert data[at:] == b"".join(records)
     by_hand = Run(3, ConsumeMode.CONCURRENT, True, "b", memoryview(b"xx" + b"".join(records))[2:])
     data, at = by_hand.records_in_bytes()
     assert (data[at:], at) == (b"".join(records), 0), "a view decode did not make: copied, from its start"
