@@ -53,12 +53,41 @@ class MessageQueue:
         return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
-@dataclass(slots=True)
+class _Marker:
+    """A private marker value (never a field's real value): its repr is its name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: What a codec stores in ``properties``, ``offset_msg_id``, ``born_host`` and ``store_host`` of a
+#: message whose derived fields it defers; ``msg_id`` then holds ``(PENDING, fill, *raw)``, and
+#: ``fill(*raw)`` returns ``(properties, msg_id, offset_msg_id, born_host, store_host)``.
+PENDING: Any = _Marker("PENDING")
+_NEW_DICT: Any = _Marker("<factory>")  # the default of ``properties``: a fresh dict per message (as dataclass)
+
+
+@dataclass(slots=True, init=False)
 class Message:
     """A consumed message, as a handler receives it.
 
     ``msg_id`` is the client-visible id: the producer's ``UNIQ_KEY`` when it
     set one, else the broker's offset message id (``offset_msg_id``).
+
+    Five fields are derived from raw bytes of the stored record and many
+    handlers never read them: ``properties`` (a dict parsed from text),
+    ``msg_id``, ``offset_msg_id``, ``born_host`` and ``store_host``. Building
+    them was about a quarter of a no-op worker's CPU per message, so a decoder
+    may defer them (:data:`PENDING`): the first read of any of the five computes
+    all five, with the values the eager decode gave. Nothing else changes: the
+    same dataclass fields, equality, ``repr``, pickling, ``dataclasses.replace``
+    and ``asdict`` (they read through the same attributes), and ``properties``
+    is a real dict, computed once, that a handler may change.
     """
 
     topic: str
@@ -79,6 +108,32 @@ class Message:
     sys_flag: int = 0
     body_crc: int = 0
     prepared_transaction_offset: int = 0
+
+    # The dataclass __init__, written out: it stores the five derived fields into their slots
+    # directly (the public attributes are properties, installed below the class).
+    def __init__(self, topic: str, body: bytes, properties: dict[str, str] = _NEW_DICT, msg_id: str = "",
+                 offset_msg_id: str = "", broker_name: str = "", queue_id: int = 0, queue_offset: int = 0,
+                 commit_log_offset: int = 0, born_timestamp: int = 0, store_timestamp: int = 0,
+                 born_host: str = "", store_host: str = "", reconsume_times: int = 0, flag: int = 0,
+                 sys_flag: int = 0, body_crc: int = 0, prepared_transaction_offset: int = 0) -> None:
+        self.topic = topic
+        self.body = body
+        _PROPERTIES_SET(self, {} if properties is _NEW_DICT else properties)
+        _MSG_ID_SET(self, msg_id)
+        _OFFSET_MSG_ID_SET(self, offset_msg_id)
+        self.broker_name = broker_name
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        _BORN_HOST_SET(self, born_host)
+        _STORE_HOST_SET(self, store_host)
+        self.reconsume_times = reconsume_times
+        self.flag = flag
+        self.sys_flag = sys_flag
+        self.body_crc = body_crc
+        self.prepared_transaction_offset = prepared_transaction_offset
 
     @property
     def tags(self) -> str | None:
@@ -104,3 +159,78 @@ class Message:
             f"queue={self.broker_name}:{self.queue_id}, offset={self.queue_offset}, "
             f"msg_id={self.msg_id!r}, reconsume_times={self.reconsume_times}, body={len(self.body)} bytes)"
         )
+
+
+# --------------------------------------------------------------------------- deferred fields
+# The slots of the five derived fields keep their member descriptors (read and written from C);
+# the public attributes become properties that fill the fields on first read.
+_SLOTS = {name: Message.__dict__[name] for name in ("properties", "msg_id", "offset_msg_id", "born_host",
+                                                      "store_host")}
+_PROPERTIES_GET, _PROPERTIES_SET = _SLOTS["properties"].__get__, _SLOTS["properties"].__set__
+_MSG_ID_GET, _MSG_ID_SET = _SLOTS["msg_id"].__get__, _SLOTS["msg_id"].__set__
+_OFFSET_MSG_ID_GET, _OFFSET_MSG_ID_SET = _SLOTS["offset_msg_id"].__get__, _SLOTS["offset_msg_id"].__set__
+_BORN_HOST_GET, _BORN_HOST_SET = _SLOTS["born_host"].__get__, _SLOTS["born_host"].__set__
+_STORE_HOST_GET, _STORE_HOST_SET = _SLOTS["store_host"].__get__, _SLOTS["store_host"].__set__
+
+
+def _fill(msg: Message) -> None:
+    """Compute the deferred fields; a field set meanwhile (no longer PENDING) keeps its value."""
+    state = _MSG_ID_GET(msg)
+    properties, msg_id, offset_msg_id, born_host, store_host = state[1](*state[2:])
+    if _PROPERTIES_GET(msg) is PENDING:
+        _PROPERTIES_SET(msg, properties)
+    if _OFFSET_MSG_ID_GET(msg) is PENDING:
+        _OFFSET_MSG_ID_SET(msg, offset_msg_id)
+    if _BORN_HOST_GET(msg) is PENDING:
+        _BORN_HOST_SET(msg, born_host)
+    if _STORE_HOST_GET(msg) is PENDING:
+        _STORE_HOST_SET(msg, store_host)
+    _MSG_ID_SET(msg, msg_id)
+
+
+def _is_deferred(value: Any) -> bool:
+    """True for the raw pieces a codec left in msg_id's slot."""
+    return type(value) is tuple and len(value) > 1 and value[0] is PENDING
+
+
+def _deferred_field(get: Any, set_: Any, doc: str) -> property:
+    def read(self: Message) -> Any:
+        value = get(self)
+        if value is PENDING:
+            _fill(self)
+            value = get(self)
+        return value
+
+    # writing before the first read needs no fill: _fill skips a field that is no longer PENDING
+    return property(read, set_, doc=doc)
+
+
+def _read_msg_id(self: Message) -> str:
+    value = _MSG_ID_GET(self)
+    if _is_deferred(value):
+        _fill(self)
+        value = _MSG_ID_GET(self)
+    return value  # type: ignore[no-any-return]
+
+
+def _write_msg_id(self: Message, value: str) -> None:
+    # msg_id's slot holds the raw pieces of a deferred message: compute the others before they go
+    try:
+        current = _MSG_ID_GET(self)
+    except AttributeError:  # not set yet (unpickling)
+        current = None
+    if _is_deferred(current):
+        _fill(self)
+    _MSG_ID_SET(self, value)
+
+
+Message.properties = _deferred_field(  # type: ignore[assignment]
+    _PROPERTIES_GET, _PROPERTIES_SET, "The message's properties (a dict; parsed on first read).")
+Message.msg_id = property(_read_msg_id, _write_msg_id,  # type: ignore[assignment]
+                          doc="UNIQ_KEY when the producer set one, else offset_msg_id.")
+Message.offset_msg_id = _deferred_field(  # type: ignore[assignment]
+    _OFFSET_MSG_ID_GET, _OFFSET_MSG_ID_SET, "The broker's message id: store host and commit-log offset, in hex.")
+Message.born_host = _deferred_field(  # type: ignore[assignment]
+    _BORN_HOST_GET, _BORN_HOST_SET, "``ip:port`` of the producer that sent the message.")
+Message.store_host = _deferred_field(  # type: ignore[assignment]
+    _STORE_HOST_GET, _STORE_HOST_SET, "``ip:port`` of the broker that stored the message.")

@@ -329,6 +329,22 @@ class Run:
     auto_commit: bool
     broker_name: str
     records: RecordData
+    #: where ``records`` start inside the bytes object they are a view of (set by :func:`decode`;
+    #: -1 = unknown): see :meth:`records_in_bytes`
+    records_at: int = field(default=-1, repr=False, compare=False)
+
+    def records_in_bytes(self) -> tuple[bytes, int]:
+        """The records as a bytes object and the position they start at, without a copy when possible.
+
+        The worker decodes every record of a batch; slicing bytes is cheaper than slicing a
+        memoryview (about 0.2 us a message), and a decoder takes a start position anyway.
+        """
+        records = self.records
+        if type(records) is bytes:
+            return records, 0
+        if self.records_at >= 0 and isinstance(records, memoryview) and type(records.obj) is bytes:
+            return records.obj, self.records_at
+        return bytes(records), 0
 
 
 @dataclass(slots=True)
@@ -455,8 +471,10 @@ def decode(kind: int, payload: memoryview) -> Frame:
             batch_id, mode, flags, blen = _RUN.unpack_from(payload, 0)
             p = _RUN.size
             broker = bytes(payload[p:p + blen]).decode("utf-8")
+            base = payload.obj
+            whole = type(base) is bytes and payload.nbytes == len(base) and payload.format == "B"
             return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
-                       payload[p + blen:])
+                       payload[p + blen:], p + blen if whole else -1)
         if kind == Kind.STOP:
             return Stop()
         if kind == Kind.BOOT:
@@ -489,7 +507,7 @@ class FrameBuffer:
         self._buf = bytearray()
         self._pos = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | memoryview) -> None:
         if self._pos and self._pos == len(self._buf):
             self._buf.clear()
             self._pos = 0
@@ -514,7 +532,8 @@ class FrameBuffer:
             raise WireError(f"frame length {length} out of range")
         start = self._pos + _HEADER.size
         end = self._pos + 4 + length
-        payload = memoryview(bytes(self._buf[start:end]))
+        with memoryview(self._buf) as view:  # one copy (a bytearray slice, then bytes(), made two)
+            payload = memoryview(view[start:end].tobytes())
         self._pos = end
         return decode(kind, payload)
 

@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterable
 
-from rmqrun.model import Message
+from rmqrun.model import PENDING, Message
 from rmqrun.remoting.errors import ProtocolError
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -88,9 +88,14 @@ _HOST4 = struct.Struct(">4si")
 _HOST6 = struct.Struct(">16si")
 _MID = struct.Struct(">qiiq")  # storeTimestamp, (host handled apart), reconsumeTimes, preparedOffset
 _AFTER_HOST = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
+_PORT_OFFSET = struct.Struct(">iq")  # the tail of an offset message id: port, commit-log offset
 _BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 # born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
 _V4_MIDDLE = struct.Struct(">4siq4siiqi")
+_V4_HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")  # _HEAD then _V4_MIDDLE: a record's fixed fields
+# what scan_spans reads of a record with both hosts IPv4: total size, magic, queue id, queue offset,
+# commit-log offset, sysFlag, body length (the rest skipped)
+_SCAN_V4 = struct.Struct(">ii4xi4xqqi44xi")
 
 
 def java_string_hash(text: str) -> int:
@@ -314,6 +319,15 @@ def _decompress(body: bytes, sys_flag: int) -> bytes:
         raise ProtocolError(f"{kind} body does not inflate: {exc}") from exc
 
 
+def _derived_fields(props_text: str, born_ip: bytes, born_port: int, store_ip: bytes, store_port: int,
+                    phys_offset: int) -> tuple[dict[str, str], str, str, str, str]:
+    """A decoded message's deferred fields: properties, msg_id, offset_msg_id, born_host, store_host."""
+    props = string_to_properties(props_text)
+    off_id = (bytes(store_ip) + _PORT_OFFSET.pack(store_port, phys_offset)).hex().upper()
+    return (props, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or off_id, off_id,
+            _fmt_host(born_ip, born_port), _fmt_host(store_ip, store_port))
+
+
 def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True,
                    broker_name: str = "", properties_errors: str = "strict") -> tuple[Message, int]:
     """Decode the record at ``pos``; returns it and the position after it.
@@ -326,15 +340,24 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
     """
     end_of_data = len(data)
     try:
-        (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag,
-         born_ts) = _HEAD.unpack_from(data, pos)
+        v4 = False
+        if end_of_data - pos >= _V4_HEAD.size:
+            # the common case, both hosts IPv4: every fixed field in one unpack
+            (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
+             store_ts, store_ip, store_port, reconsume, prepared, body_len) = _V4_HEAD.unpack_from(data, pos)
+            v4 = not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6)
+        if not v4:
+            (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag,
+             born_ts) = _HEAD.unpack_from(data, pos)
         if total < _HEAD.size or pos + total > end_of_data:
             raise ProtocolError(f"record at {pos} claims {total} bytes, {end_of_data - pos} available")
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
         end = pos + total
         p = pos + _HEAD.size
-        if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        if v4:
+            p = pos + _V4_HEAD.size
+        elif not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
             # the common case in one unpack: both hosts IPv4
             (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
              body_len) = _V4_MIDDLE.unpack_from(data, p)
@@ -364,13 +387,14 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
             p += 2
         if topic_len < 0 or p + topic_len > end:
             raise ProtocolError(f"record at {pos}: topic length {topic_len} runs past the record")
-        topic = bytes(data[p:p + topic_len]).decode("utf-8")
+        topic = str(data[p:p + topic_len], "utf-8")
         p += topic_len
         (props_len,) = _SHORT.unpack_from(data, p)
         p += 2
         if props_len < 0 or p + props_len > end:
             raise ProtocolError(f"record at {pos}: properties length {props_len} runs past the record")
-        props = string_to_properties(bytes(data[p:p + props_len]).decode("utf-8", properties_errors))
+        # decoded here, so a record whose properties are not UTF-8 fails now; parsed on first read
+        props_text = str(data[p:p + props_len], "utf-8", properties_errors)
         p += props_len
     except struct.error as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
@@ -380,28 +404,12 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
         raise ProtocolError(f"record at {pos}: fields end at {p - pos} bytes but total size is {total}")
     if decompress and sys_flag & SYSFLAG_COMPRESSED:
         body = _decompress(body, sys_flag)
-    store_host = _fmt_host(store_ip, store_port)
-    off_id = (store_ip + struct.pack(">iq", store_port, phys_offset)).hex().upper()
-    msg = Message(
-        topic=topic,
-        body=body,
-        properties=props,
-        msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or off_id,
-        offset_msg_id=off_id,
-        broker_name=broker_name,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commit_log_offset=phys_offset,
-        born_timestamp=born_ts,
-        store_timestamp=store_ts,
-        born_host=_fmt_host(born_ip, born_port),
-        store_host=store_host,
-        reconsume_times=reconsume,
-        flag=flag,
-        sys_flag=sys_flag,
-        body_crc=crc,
-        prepared_transaction_offset=prepared,
-    )
+    # positional (a keyword call of 18 arguments costs four times as much); the five derived fields
+    # are deferred (see Message): a handler that never reads them never pays for them
+    msg = Message(topic, body, PENDING,
+                  (PENDING, _derived_fields, props_text, born_ip, born_port, store_ip, store_port, phys_offset),
+                  PENDING, broker_name, queue_id, queue_offset, phys_offset, born_ts, store_ts, PENDING, PENDING,
+                  reconsume, flag, sys_flag, crc, prepared)
     return msg, end
 
 
@@ -477,21 +485,29 @@ def scan_spans(body: bytes | memoryview) -> list[RecordSpan]:
     append = out.append
     pos = 0
     n = len(body)
+    unpack_fixed = _SCAN_V4.unpack_from
     unpack_head = _HEAD.unpack_from
     unpack_int = _INT.unpack_from
     unpack_short = _SHORT.unpack_from
+    v6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
     try:
         while pos < n:
-            (total, magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
-             _born) = unpack_head(body, pos)
+            if n - pos >= _SCAN_V4.size:
+                # one unpack for what is read of a record with both hosts IPv4 (the body length too)
+                total, magic, queue_id, queue_offset, phys_offset, sys_flag, body_len = unpack_fixed(body, pos)
+                p = pos + _SCAN_V4.size - 4
+            else:
+                (total, magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
+                 _born) = unpack_head(body, pos)
             if total < _HEAD.size or pos + total > n:
                 raise ProtocolError(f"record at {pos} claims {total} bytes, {n - pos} available")
             if magic != MAGIC_V1 and magic != MAGIC_V2:
                 raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
             end = pos + total
-            p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
-            p += (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
-            (body_len,) = unpack_int(body, p)
+            if n - pos < _SCAN_V4.size or sys_flag & v6:
+                p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
+                p += (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
+                (body_len,) = unpack_int(body, p)
             if body_len < 0:
                 raise ProtocolError(f"record at {pos}: negative body length")
             p += 4 + body_len
