@@ -49,7 +49,7 @@ ROOT = SCRIPTS.parent
 sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(ROOT))
 
-from bench_consume import _STATUS, BODY, cpp_available, produce, raw_pull, window_rate  # noqa: E402
+from bench_consume import _STATUS, BODY, _children, cpp_available, produce, raw_pull, window_rate  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
@@ -181,16 +181,12 @@ class RmqrunRun:
 
         ``children(recursive=True)`` walks every process of the machine (about 0.9 ms here); at ten samples
         a second that is about 1 % of a core taken from the run being measured, which on 2 cores shows in
-        the 1 ms row's share of the ideal. Linux lists a thread's children in /proc; the workers are
-        started by the supervisor's main thread.
+        the 1 ms row's share of the ideal. bench_consume's ``_children`` reads the list Linux keeps in /proc
+        for the supervisor's main thread, which starts the workers.
         """
-        try:
-            pids = [int(c) for c in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
-        except OSError:
-            pids = [c.pid for c in self.ps.children()]
         known = self._procs
         out = []
-        for pid in pids:
+        for pid in _children(self.proc.pid):
             proc = known.get(pid)
             if proc is None:
                 try:
@@ -769,7 +765,8 @@ def plots(res: dict[str, Any], out: Path) -> list[str]:
 # a 100k backlog of 1 KiB messages from a real Apache 4.9.8 broker; the embedded broker's raw pulls were ~120k msg/s
 # there and the C++ push consumer driven from Python 17-29k msg/s. There is no Java client on this machine, so the
 # comparison is between ratios: each consumer against the raw pull rate and the C++ peer of its own run.
-JAVA_REFERENCE = {"rmqrun concurrent": ("concurrent", 71_700), "rmqrun orderly, 4 queues": ("orderly, 4 queues", 83_400)}
+JAVA_REFERENCE = {"rmqrun concurrent": ("concurrent", 71_700),
+                  "rmqrun orderly, 4 queues": ("orderly, 4 queues", 83_400)}
 JAVA_RAW_PULL = 120_000
 JAVA_CPP = (17_000, 29_000)
 
@@ -782,8 +779,8 @@ def java_comparison(rows: dict[str, Any], raw: float, cpp: float) -> str:
             continue
         ours = rows[key]["median"]
         text = (f"{what}: Java {java / JAVA_RAW_PULL:.2f} of its raw pull rate and "
-                f"{java / JAVA_CPP[1]:.1f}–{java / JAVA_CPP[0]:.1f}× its C++ peer; rmqrun here {ours / raw:.2f} of the "
-                f"raw pull rate")
+                f"{java / JAVA_CPP[1]:.1f}–{java / JAVA_CPP[0]:.1f}× its C++ peer; "
+                f"rmqrun here {ours / raw:.2f} of the raw pull rate")
         text += f" and {ours / cpp:.1f}× the C++ peer" if cpp else " (C++ peer not measured)"
         parts.append(text)
     return ("Against issue #10's Java figures (no Java client here, so ratios: each consumer against the raw pull "
