@@ -47,10 +47,6 @@ SYSFLAG_TRANSACTION_ROLLBACK = 0xC
 SYSFLAG_BORNHOST_V6 = 0x10
 SYSFLAG_STOREHOST_V6 = 0x20
 
-
-def store_timestamp_pos(sys_flag: int) -> int:
-    """Where STORETIMESTAMP sits in a stored record: right after BORNHOST, 8 or 20 bytes wide."""
-    return BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
 SYSFLAG_NEED_UNWRAP = 0x40
 SYSFLAG_INNER_BATCH = 0x80
 COMPRESSION_MASK = 0x700  # bits 8..10; 0 and 3 both mean zlib (4.x compatibility)
@@ -96,6 +92,11 @@ _V4_HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")  # _HEAD then _V4_MIDDLE: a rec
 # what scan_spans reads of a record with both hosts IPv4: total size, magic, queue id, queue offset,
 # commit-log offset, sysFlag, body length (the rest skipped)
 _SCAN_V4 = struct.Struct(">ii4xi4xqqi44xi")
+
+
+def store_timestamp_pos(sys_flag: int) -> int:
+    """Where STORETIMESTAMP sits in a stored record: right after BORNHOST, 8 or 20 bytes wide."""
+    return BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
 
 
 def java_string_hash(text: str) -> int:
@@ -505,7 +506,7 @@ def scan_spans(body: bytes | memoryview) -> list[RecordSpan]:
                 raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
             end = pos + total
             if n - pos < _SCAN_V4.size or sys_flag & v6:
-                p = pos + 48 + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
+                p = pos + store_timestamp_pos(sys_flag) + 8
                 p += (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
                 (body_len,) = unpack_int(body, p)
             if body_len < 0:
