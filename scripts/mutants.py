@@ -56,12 +56,9 @@ class Outcome:
 
 
 def _copy_repo(dest: Path) -> Path:
-    """The repository (without venv and git) at ``dest/repo``; ``dest/shared`` points at the captures."""
+    """The repository (without venv and git) at ``dest/repo``; the captures travel inside it (tests/data)."""
     repo = dest / "repo"
     shutil.copytree(ROOT, repo, ignore=_IGNORE, symlinks=True)
-    shared = ROOT.parent / "shared"
-    if shared.exists():
-        (dest / "shared").symlink_to(shared.resolve())
     return repo
 
 

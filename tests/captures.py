@@ -1,8 +1,9 @@
-"""Access to the frames captured from Apache RocketMQ 4.9.8 in ../shared/protocol/.
+"""Access to the frames captured from Apache RocketMQ 4.9.8, kept in ``tests/data/protocol/``.
 
-Tests read them where they lie (they are never copied or edited). When the
-folder is missing the tests that need it are skipped with the reason, so a
-checkout without ``shared/`` still runs the rest.
+The captures are real traffic between a real Apache RocketMQ 4.9.8 name server and broker and
+the Apache Java and C++ clients (``tests/data/protocol/README.md`` says how they were made).
+They travel with the repository so that every clone runs every conformance test: a missing
+file is a failure, never a skip. ``CAPTURES_DIR`` points the tests at another copy.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-PROTOCOL_DIR = Path(os.environ.get(
-    "CAPTURES_DIR", Path(__file__).resolve().parent.parent.parent / "shared" / "protocol"))
+PROTOCOL_DIR = Path(os.environ.get("CAPTURES_DIR", Path(__file__).resolve().parent / "data" / "protocol"))
 
 SCENARIOS = {
     "a": "scenario_a_producer",
@@ -63,11 +63,9 @@ class CapturedFrame:
         return f"<{self.scenario}#{self.seq} {self.record['kind']} {self.record['code_name']}>"
 
 
-def available() -> bool:
-    return all((PROTOCOL_DIR / f"{name}.jsonl").is_file() for name in SCENARIOS.values())
-
-
-requires_captures = pytest.mark.skipif(not available(), reason=f"captured frames not found in {PROTOCOL_DIR}")
+#: Marks the tests that read the captures (``-m captures`` selects them). It skips nothing: the files ship with the
+#: repository, and a test that cannot open them fails with the path it tried.
+requires_captures = pytest.mark.captures
 
 
 @lru_cache(maxsize=None)

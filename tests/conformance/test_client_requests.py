@@ -110,7 +110,7 @@ def _answers() -> dict[tuple[str, int], captures.CapturedFrame]:
     return out
 
 
-_ANSWERS: dict[tuple[str, int], captures.CapturedFrame] = _answers() if captures.available() else {}
+_ANSWERS: dict[tuple[str, int], captures.CapturedFrame] = _answers()
 
 
 def java_requests(code: int, direction: str = "c2s") -> list[captures.CapturedFrame]:

@@ -3,7 +3,7 @@
 This is NOT rmqrun's embedded broker and nothing outside ``tests/`` may use it.
 It exists so the harness (``cpp_peer.py`` / ``cpp.py``) can be exercised end to
 end before the real embedded broker is ready: it answers the dozen requests the
-C++ client sends (see ``/work/shared/protocol`` scenario f) with just enough
+C++ client sends (see ``tests/data/protocol`` scenario f) with just enough
 truth for a producer to get SEND_OK and a push consumer to receive, fail and
 get back its messages. No persistence, no delay levels (a sent-back message is
 redelivered at once), no DLQ, one broker, JSON headers only.

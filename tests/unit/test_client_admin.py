@@ -1,6 +1,6 @@
 """The admin requests rmqrun builds, against what ``mqadmin`` 4.9.8 sent and a 4.9.8 broker answered.
 
-``../shared/protocol/scenario_g_admin.jsonl`` holds the frames: each request
+``tests/data/protocol/scenario_g_admin.jsonl`` holds the frames: each request
 rmqrun builds must carry the same header fields as mqadmin's (its ACL
 signature aside), and each captured answer must parse into the typed result.
 """

@@ -25,8 +25,6 @@ from tests import captures
 
 
 def _route_responses() -> list[captures.CapturedFrame]:
-    if not captures.available():
-        return []
     return [f for f in captures.responses_to(RequestCode.GET_ROUTEINFO_BY_TOPIC) if f["code"] == ResponseCode.SUCCESS]
 
 
