@@ -20,7 +20,7 @@ import rmqrun
 PACKAGE_DIR = Path(rmqrun.__file__).resolve().parent
 
 #: The layer order as what each part may import (besides itself and the standard library / third parties).
-#: A name is a part (``client``) or one module of a part (``client.bodies``).
+#: A name is a part (``client``) or one module of a part (``worker.handler``).
 ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the bottom: plain data, the root exception, asyncio helpers
     "errors": (),
@@ -30,26 +30,29 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "namespace": ("model",),
     # codecs and the connection
     "remoting": ("errors", "model"),
-    # routes, typed broker calls, the producer, and the wire bodies/headers/subscriptions
-    "client": ("namespace", "remoting", "errors", "model", "aio"),
+    # the wire schema (headers, bodies, subscriptions and tag matching): below both the client and the broker
+    "protocol": ("remoting", "model"),
+    # routes, typed broker calls, the producer, the retry-topic re-publish
+    "client": ("namespace", "protocol", "remoting", "errors", "model", "aio"),
     # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
     "pipe": ("namespace", "remoting", "errors", "model"),
     # the push consumer's logic (rebalance, process queues, offsets, retry)
-    "consumer": ("namespace", "client", "remoting", "errors", "model", "aio"),
+    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
     # the pull consumer stands on the client, never on the push consumer
-    "pull": ("namespace", "client", "remoting", "errors", "model", "aio"),
-    # the embedded broker: remoting and the client's wire types only, never consumer logic
-    "broker": ("remoting", "errors", "model", "aio", "client.bodies", "client.headers", "client.subscription"),
+    "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
+    # the embedded broker: the wire schema and remoting, never the client or consumer logic
+    "broker": ("protocol", "remoting", "errors", "model", "aio"),
     # a worker process knows the pipe and the message codec, nothing of the supervisor or RocketMQ clients
     "worker": ("namespace", "pipe", "remoting", "errors", "model"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
     "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "aio"),
     # Spark stands on the pull consumer and the client; it runs handlers with the worker's handler contract
     # (module:function loading, result types), not the worker process or the push consumer
-    "spark": ("namespace", "pull", "client", "remoting", "errors", "model", "worker.handler", "worker.results"),
+    "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "worker.handler",
+              "worker.results"),
     # the command line sits on top of everything
-    "cli": ("rmqrun", "supervisor", "consumer", "client", "pull", "spark", "broker", "worker", "pipe", "remoting",
-            "errors", "model", "aio", "namespace"),
+    "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "pipe",
+            "remoting", "errors", "model", "aio", "namespace"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "worker.handler", "worker.results", "pull", "model", "errors"),
 }.items()}

@@ -15,7 +15,8 @@ from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.store import StoreError
 from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
 from rmqrun.broker.topics import TopicConfig, topic_problem
-from rmqrun.client.headers import Header, ViewMessageRequestHeader, bool_field, int_field, str_field
+from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
+from rmqrun.protocol.headers import ViewMessageRequestHeader
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection

@@ -15,14 +15,14 @@ from rmqrun.broker.groups import ClientChannel
 from rmqrun.broker.javamap import hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE, retry_topic
-from rmqrun.client.bodies import (
+from rmqrun.protocol.bodies import (
     ConsumerListBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from rmqrun.client.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from rmqrun.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection

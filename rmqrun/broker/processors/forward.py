@@ -27,8 +27,8 @@ from rmqrun.broker.broker import Broker
 from rmqrun.broker.groups import ClientChannel
 from rmqrun.broker.processors.common import answer, java_bool
 from rmqrun.broker.processors.inspect import mq_order
-from rmqrun.client.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError, RemotingError, RequestTimeoutError

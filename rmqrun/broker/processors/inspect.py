@@ -23,8 +23,8 @@ from rmqrun.broker.broker import Broker
 from rmqrun.broker.javamap import JavaPropertyMap, hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import answer
 from rmqrun.broker.store.key_index import KeyIndex
-from rmqrun.client.bodies import dumps as fj_dumps
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import dumps as fj_dumps
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection

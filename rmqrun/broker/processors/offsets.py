@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from rmqrun.broker.broker import Broker
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
-from rmqrun.client.headers import (
+from rmqrun.protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,

@@ -39,13 +39,13 @@ from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, pars
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.broker.store import GetResult
 from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
-from rmqrun.client.headers import (
+from rmqrun.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection

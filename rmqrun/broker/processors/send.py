@@ -48,7 +48,7 @@ from rmqrun.broker.topics import (
     retry_topic,
     topic_problem,
 )
-from rmqrun.client.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rmqrun.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from rmqrun.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError
