@@ -23,9 +23,9 @@ import asyncio
 
 from loguru import logger
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.groups import ClientChannel
 from rmqrun.broker.processors.common import answer, java_bool
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.inspect import mq_order
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.bodies import GetConsumerStatusBody, ResetOffsetBody
@@ -42,7 +42,7 @@ UNSET_REMARK = "not set any response code"
 
 
 class ForwardProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     # ------------------------------------------------------------------ reset offsets

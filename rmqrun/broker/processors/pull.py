@@ -31,11 +31,11 @@ import time
 
 from loguru import logger
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.longpoll import HeldPull
 from rmqrun.broker.messages import InnerMessage
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.broker.store import GetResult
 from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
@@ -65,7 +65,7 @@ _RETRY = {S.NO_MATCHED_MESSAGE, S.MESSAGE_WAS_REMOVING}
 
 
 class PullProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self._sending: set[asyncio.Task[object]] = set()
 
