@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 import psutil  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
-from rmqrun.client.bodies import ConsumerData, HeartbeatData  # noqa: E402
+from rmqrun.protocol.bodies import ConsumerData, HeartbeatData  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
-from rmqrun.client.subscription import SubscriptionData  # noqa: E402
+from rmqrun.protocol.subscription import SubscriptionData  # noqa: E402
 from rmqrun.remoting.codes import RequestCode, ResponseCode  # noqa: E402
 from rmqrun.remoting.connection import Connection  # noqa: E402
 from rmqrun.remoting.frame import RemotingCommand  # noqa: E402

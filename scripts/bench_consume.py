@@ -53,7 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
-from rmqrun.client.headers import PullMessageRequestHeader  # noqa: E402
+from rmqrun.protocol.headers import PullMessageRequestHeader  # noqa: E402
 from rmqrun.client.instance import ClientInstance  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
 from rmqrun.remoting.message import scan_records  # noqa: E402

@@ -239,10 +239,10 @@ MUTANTS: list[Mutant] = [
       "    if commit_offset > 0:",
       I + "test_engine_slave_reads.py::test_pulls_follow_the_suggested_slave_without_committing_there"),
     # ---------------------------------------------------------------- tag filtering
-    m("sub-tag-match-all", "rmqrun/client/subscription.py", "client tag filter accepts any tag",
+    m("sub-tag-match-all", "rmqrun/protocol/subscription.py", "client tag filter accepts any tag",
       "return tags is not None and tags in self._tags_lookup", "return True",
       U + "test_subscription.py"),
-    m("sub-tags-code-all", "rmqrun/client/subscription.py", "broker tags-code filter accepts any code",
+    m("sub-tags-code-all", "rmqrun/protocol/subscription.py", "broker tags-code filter accepts any code",
       "return tags_code in self._codes_lookup", "return True",
       U + "test_subscription.py"),
     m("broker-pull-no-filter", "rmqrun/broker/processors/pull.py", "the broker does not filter pulls by tag",

@@ -16,7 +16,6 @@ queue are woken.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from typing import Sequence
 
 import psutil
@@ -29,32 +28,17 @@ from rmqrun.broker.groups import ConsumerManager
 from rmqrun.broker.locks import RebalanceLockManager
 from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
+from rmqrun.broker.processors.registry import register_all
 from rmqrun.broker.schedule import ScheduleService
 from rmqrun.broker.stats import BrokerStats
-from rmqrun.broker.store import MessageStore, PutResult
+from rmqrun.broker.store import MessageStore
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
 from rmqrun.broker.tls import tls_server_options
 from rmqrun.broker.topics import TopicTable
+from rmqrun.broker.writes import FlushTimeout, Stored
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
 from rmqrun.remoting.server import RemotingServer
-
-class FlushTimeout(Exception):
-    """Stored, but not fsync'ed within the timeout (answered FLUSH_DISK_TIMEOUT)."""
-
-    def __init__(self, results: list[PutResult]) -> None:
-        super().__init__("flush timed out")
-        self.results = results
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """Where one put landed, with the message as finally stored (topic may be the schedule topic)."""
-
-    result: PutResult
-    topic: str
-    queue_id: int
-    offset_msg_id: str
 
 
 class Broker:
@@ -84,7 +68,7 @@ class Broker:
         self.memory_window = psutil.virtual_memory().total * config.access_message_in_memory_max_ratio // 100
         self._housekeeping: asyncio.Task[None] | None = None
         self._started = False
-        from rmqrun.broker.processors.registry import register_all  # processors import this module
+        # The processors see this broker only through processors.context.BrokerContext, which it satisfies.
         self.processors = register_all(self)
 
     # ------------------------------------------------------------------ lifecycle

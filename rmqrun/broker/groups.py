@@ -23,8 +23,8 @@ from typing import Callable, Iterable
 
 from loguru import logger
 
-from rmqrun.client.bodies import ConsumerData, ConsumeFromWhere, ConsumeType, MessageModel
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.bodies import ConsumerData, ConsumeFromWhere, ConsumeType, MessageModel
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand

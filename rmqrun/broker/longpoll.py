@@ -18,7 +18,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Callable
 
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
 

@@ -39,7 +39,7 @@ def int_option(value: str, option: str, minimum: int) -> int:
 def tags_option(topic: str, tags: str | None) -> str:
     """``--tags``: a tag expression (``*`` when not given) that a subscription accepts."""
     expression = tags if tags is not None else "*"
-    from rmqrun.client.subscription import build_subscription_data
+    from rmqrun.protocol.subscription import build_subscription_data
     try:
         build_subscription_data(topic, expression)
     except ValueError as exc:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from rmqrun.client.admin import AdminClient
-from rmqrun.client.headers import PullMessageRequestHeader
+from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic

@@ -105,7 +105,7 @@ def parse_tags(value: Any) -> str:
     if isinstance(value, str) and not value.strip():
         return "*"
     text = parse_str(value)
-    from rmqrun.client.subscription import build_subscription_data
+    from rmqrun.protocol.subscription import build_subscription_data
     try:
         build_subscription_data("T", text)
     except ValueError:

@@ -1,7 +1,8 @@
 """The typed client over the remoting layer: what a 4.9.8 Java client sends, and how.
 
-* :mod:`.headers` / :mod:`.bodies` – request and response headers and JSON bodies, both directions
-  (the embedded broker parses and answers with the same classes);
+The wire schema it sends (headers, bodies, subscriptions) is :mod:`rmqrun.protocol`, shared with the
+embedded broker, which parses and answers with the same classes.
+
 * :mod:`.route` – topic routes from the name server, and the queues they imply;
 * :mod:`.namesrv` – :class:`~.namesrv.NameServerClient` (routes, failover);
 * :mod:`.broker` – :class:`~.broker.BrokerClient` (send, pull, offsets, heartbeat, locks, send-back);

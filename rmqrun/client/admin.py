@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rmqrun.client.bodies import _load, _mq_from, _mq_table
 from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import _load, _mq_from, _mq_table
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool

@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
 
-from rmqrun.client.bodies import (
+from rmqrun.model import Message, MessageQueue
+from rmqrun.protocol.bodies import (
     ConsumerListBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from rmqrun.client.headers import (
+from rmqrun.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -44,7 +45,6 @@ from rmqrun.client.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from rmqrun.model import Message, MessageQueue
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code

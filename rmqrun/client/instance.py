@@ -26,7 +26,7 @@ from typing import Any, Awaitable, Callable, Iterable, Sequence
 from loguru import logger
 
 from rmqrun.aio import cancel_and_wait
-from rmqrun.client.bodies import (
+from rmqrun.protocol.bodies import (
     ConsumerData,
     GetConsumerStatusBody,
     HeartbeatData,
@@ -37,7 +37,7 @@ from rmqrun.client.bodies import (
 )
 from rmqrun.client.broker import BrokerClient
 from rmqrun.client.log_limit import LogLimit, held_note
-from rmqrun.client.headers import (
+from rmqrun.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
@@ -70,7 +70,7 @@ class ConsumerCallbacks:
     request is answered with REQUEST_CODE_NOT_SUPPORTED.
 
     ``running_info`` and ``consume_message_directly`` return the response body: bytes,
-    or an object :func:`rmqrun.client.bodies.dumps` can write (dicts keyed by
+    or an object :func:`rmqrun.protocol.bodies.dumps` can write (dicts keyed by
     MessageQueue are written the fastjson way). ``consume_message_directly`` gets the
     raw stored-message record.
     """

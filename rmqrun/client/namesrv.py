@@ -20,9 +20,9 @@ from typing import Sequence
 from loguru import logger
 
 from rmqrun.client.errors import NameServerUnavailableError
-from rmqrun.client.headers import GetRouteInfoRequestHeader
 from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.client.route import TopicRouteData
+from rmqrun.protocol.headers import GetRouteInfoRequestHeader
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import HANDSHAKE_CUT, ConnectionPool
 from rmqrun.remoting.errors import (

@@ -38,13 +38,13 @@ from typing import Mapping, Sequence
 
 from rmqrun.client.broker import SEND_TIMEOUT, SendResult
 from rmqrun.client.errors import BrokerNotFoundError, NoRouteError, SendFailedError
-from rmqrun.client.headers import SendMessageRequestHeader
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.msgid import UniqueIdGenerator
 from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
 from rmqrun.model import MessageQueue
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import check_namespace, unwrap_queue, wrap, wrap_queue
+from rmqrun.protocol.headers import SendMessageRequestHeader
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import (

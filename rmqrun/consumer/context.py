@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from rmqrun.client.instance import ClientInstance
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import Executor, JobResult, RecordData
 from rmqrun.consumer.offsets import OffsetStore
@@ -22,6 +21,7 @@ from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import SendBack
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.subscription import SubscriptionData
 
 
 class ConsumeService(Protocol):

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 from loguru import logger
 
 from rmqrun.client.broker import PullStatus
-from rmqrun.client.headers import PullMessageRequestHeader
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
+from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
 from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records, scan_spans
 
 if TYPE_CHECKING:
-    from rmqrun.client.subscription import SubscriptionData
+    from rmqrun.protocol.subscription import SubscriptionData
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2

@@ -23,10 +23,8 @@ from typing import Any, Iterable
 from loguru import logger
 
 from rmqrun.aio import cancel_and_wait
-from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_keyed import KeyedConsumeService
@@ -40,6 +38,8 @@ from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
+from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.message import decode_messages
 

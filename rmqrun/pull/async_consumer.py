@@ -44,12 +44,12 @@ from typing import Any
 from rmqrun.client.broker import PullResult as WirePullResult
 from rmqrun.client.broker import PullStatus
 from rmqrun.client.errors import BrokerNotFoundError
-from rmqrun.client.headers import PullMessageRequestHeader, pull_sys_flag
 from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance
 from rmqrun.client.route import MASTER_ID, TopicRouteData, subscribe_queues
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import Message, MessageQueue
 from rmqrun.namespace import check_namespace, unwrap, unwrap_queue, wrap, wrap_queue
+from rmqrun.protocol.headers import PullMessageRequestHeader, pull_sys_flag
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.pull import arguments as check
 from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
 from rmqrun.pull.offset_table import OffsetTable

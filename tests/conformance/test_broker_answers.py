@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import ResetOffsetBody
+from rmqrun.protocol.bodies import ResetOffsetBody
 from rmqrun.remoting import fastjson, frame
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode

@@ -18,14 +18,6 @@ from typing import Any, Awaitable, Callable
 
 import pytest
 
-from rmqrun.client.bodies import (
-    ConsumerListBody,
-    GetConsumerStatusBody,
-    HeartbeatData,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    ResetOffsetBody,
-)
 from rmqrun.client.broker import (
     BrokerClient,
     PullStatus,
@@ -33,7 +25,19 @@ from rmqrun.client.broker import (
     pull_result_from_response,
     send_result_from_response,
 )
-from rmqrun.client.headers import (
+from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.client.namesrv import NameServerClient
+from rmqrun.client.route import TopicRouteData
+from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import (
+    ConsumerListBody,
+    GetConsumerStatusBody,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    ResetOffsetBody,
+)
+from rmqrun.protocol.headers import (
     V2_NAMES,
     GetEarliestMsgStoretimeResponseHeader,
     OffsetResponseHeader,
@@ -41,10 +45,6 @@ from rmqrun.client.headers import (
     SendMessageRequestHeader,
     pull_sys_flag,
 )
-from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
-from rmqrun.client.namesrv import NameServerClient
-from rmqrun.client.route import TopicRouteData
-from rmqrun.model import MessageQueue
 from rmqrun.remoting import frame
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import (
@@ -456,7 +456,7 @@ def test_broker_to_client_requests_reach_callbacks_and_answers_match() -> None:
 def test_binary_fast_codes_headers_use_declared_order() -> None:
     # Java's binary encoder writes PullMessageRequestHeader, PullMessageResponseHeader and
     # SendMessageResponseHeader field by field in declaration order (FastCodesHeader).
-    from rmqrun.client.headers import PullMessageResponseHeader, SendMessageResponseHeader
+    from rmqrun.protocol.headers import PullMessageResponseHeader, SendMessageResponseHeader
     checked = 0
     for cf in captures.load("e"):
         if cf["serialize"] != "ROCKETMQ" or cf["header"]["language"] != "JAVA":
@@ -478,7 +478,7 @@ def test_binary_fast_codes_headers_use_declared_order() -> None:
 def test_every_json_header_reencodes_in_java_order() -> None:
     # from_ext -> to_ext keeps Java's extFields order for every typed header in a JSON frame,
     # requests and answers alike (the embedded broker answers with to_ext).
-    from rmqrun.client import headers as H
+    from rmqrun.protocol import headers as H
     typed = {
         ("request", RequestCode.PULL_MESSAGE): H.PullMessageRequestHeader,
         ("response", RequestCode.PULL_MESSAGE): H.PullMessageResponseHeader,

@@ -12,9 +12,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmqrun.client.bodies import ConsumerData, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import Message, MessageQueue
+from rmqrun.protocol.bodies import ConsumerData, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand

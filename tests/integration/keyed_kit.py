@@ -103,7 +103,7 @@ def max_overlap(calls: list[Call]) -> int:
 
 async def stored_messages(namesrv: str, broker_address: str, topic: str) -> list:  # type: ignore[type-arg]
     """Every message of a small topic (a DLQ), pulled from offset 0 of each queue."""
-    from rmqrun.client.headers import PullMessageRequestHeader
+    from rmqrun.protocol.headers import PullMessageRequestHeader
     from rmqrun.client.instance import ClientInstance
     from rmqrun.remoting.message import decode_messages
     inst = ClientInstance(namesrv, instance_name="probe-keyed")

@@ -63,7 +63,7 @@ def queue_max_offsets(eb: EmbeddedBroker, topic: str) -> dict[int, int]:
 def topic_messages(eb: EmbeddedBroker, topic: str) -> list:  # type: ignore[type-arg]
     """Every message stored in a topic (e.g. ``%DLQ%<group>``), pulled from offset 0."""
     async def main() -> list:  # type: ignore[type-arg]
-        from rmqrun.client.headers import PullMessageRequestHeader
+        from rmqrun.protocol.headers import PullMessageRequestHeader
         from rmqrun.client.instance import ClientInstance
         from rmqrun.remoting.errors import TopicNotExistError
         from rmqrun.remoting.message import decode_messages

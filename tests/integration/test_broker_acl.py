@@ -11,8 +11,8 @@ import pytest
 from loguru import logger
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import ConsumerData, HeartbeatData
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.bodies import ConsumerData, HeartbeatData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode as R, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand, SerializeType, decode_with_prefix

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.client.producer import Producer
+from rmqrun.protocol.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode

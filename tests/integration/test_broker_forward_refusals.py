@@ -12,7 +12,7 @@ import asyncio
 from pathlib import Path
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import GetConsumerStatusBody
+from rmqrun.protocol.bodies import GetConsumerStatusBody
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
 

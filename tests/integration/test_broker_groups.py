@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import ConsumerListBody
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import ConsumerListBody
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import ConsumerData, HeartbeatData
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.bodies import ConsumerData, HeartbeatData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode as R, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ConnectionClosedError

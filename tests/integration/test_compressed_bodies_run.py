@@ -163,7 +163,7 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
 def _dlq_records(eb: EmbeddedBroker, dlq: str) -> dict[int, tuple[bytes, int, str]]:
     """The DLQ's messages by idx, bodies as stored (not inflated)."""
     from rmqrun.remoting import message as codec
-    from rmqrun.client.headers import PullMessageRequestHeader
+    from rmqrun.protocol.headers import PullMessageRequestHeader
     from rmqrun.client.instance import ClientInstance
 
     async def main() -> dict[int, tuple[bytes, int, str]]:

@@ -112,7 +112,7 @@ def test_orderly_dead_letters_after_max_reconsume_times(tmp_path: Path, record_f
 
 
 async def _topic_messages(eb, topic: str):  # type: ignore[no-untyped-def]
-    from rmqrun.client.headers import PullMessageRequestHeader
+    from rmqrun.protocol.headers import PullMessageRequestHeader
     from rmqrun.client.instance import ClientInstance
     from rmqrun.remoting.message import decode_messages
     inst = ClientInstance(eb.namesrv_address, instance_name="probe")

@@ -11,8 +11,8 @@ import asyncio
 from pathlib import Path
 
 
-from rmqrun.client.bodies import ResetOffsetBody
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import ResetOffsetBody
 from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.frame import RemotingCommand
 from tests.integration.engine_kit import (

@@ -15,10 +15,10 @@ import asyncio
 from pathlib import Path
 
 from rmqrun.broker.processors.common import answer
-from rmqrun.client.headers import PullMessageRequestHeader
 from rmqrun.client.instance import ClientInstance
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting import message as codec
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.engine_kit import broker, produce

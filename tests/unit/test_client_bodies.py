@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from rmqrun.client.bodies import (
+from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
     ConsumerListBody,
@@ -21,8 +22,7 @@ from rmqrun.client.bodies import (
     UnlockBatchRequestBody,
     dumps,
 )
-from rmqrun.client.subscription import SubscriptionData
-from rmqrun.model import MessageQueue
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.errors import ProtocolError
 
 MQ0 = MessageQueue("T", "broker-a", 0)

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.client.broker import PullStatus, SendStatus
-from rmqrun.client.headers import PullMessageRequestHeader, pull_sys_flag
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.protocol.headers import PullMessageRequestHeader, pull_sys_flag
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
 from rmqrun.remoting.message import decode_messages, scan_records

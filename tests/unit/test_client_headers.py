@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqrun.client import headers as H
+from rmqrun.protocol import headers as H
+from rmqrun.protocol.header_codec import Header
 from rmqrun.remoting.errors import ProtocolError
 
 # One hand-written instance per header, with the ext fields Java would send for it.
-CASES: list[tuple[H.Header, dict[str, str]]] = [
+CASES: list[tuple[Header, dict[str, str]]] = [
     (H.SendMessageRequestHeader(
         producer_group="PG", topic="T", default_topic="TBW102", default_topic_queue_nums=4, queue_id=1,
         sys_flag=769, born_timestamp=1795303759249, flag=0, properties="TAGS\x01A", reconsume_times=0,
@@ -67,18 +68,18 @@ ALL_HEADER_CLASSES = sorted({type(h) for h, _ in CASES}, key=lambda c: c.__name_
 
 def test_cases_cover_every_header_class() -> None:
     declared = {obj for obj in vars(H).values()
-                if isinstance(obj, type) and issubclass(obj, H.Header) and obj is not H.Header}
+                if isinstance(obj, type) and issubclass(obj, Header) and obj is not Header}
     assert declared == set(ALL_HEADER_CLASSES)
 
 
-@pytest.mark.parametrize("header,ext", CASES, ids=lambda v: type(v).__name__ if isinstance(v, H.Header) else "")
-def test_to_ext_and_back(header: H.Header, ext: dict[str, str]) -> None:
+@pytest.mark.parametrize("header,ext", CASES, ids=lambda v: type(v).__name__ if isinstance(v, Header) else "")
+def test_to_ext_and_back(header: Header, ext: dict[str, str]) -> None:
     assert header.to_ext() == ext
     assert type(header).from_ext(ext) == header
 
 
 @pytest.mark.parametrize("cls", ALL_HEADER_CLASSES, ids=lambda c: c.__name__)
-def test_missing_required_field_is_named(cls: type[H.Header]) -> None:
+def test_missing_required_field_is_named(cls: type[Header]) -> None:
     full = next(ext for h, ext in CASES if type(h) is cls)
     required = [s.wire for s in cls.specs() if s.required]
     assert required, cls
@@ -151,7 +152,7 @@ def test_pull_sys_flag_bits() -> None:
     assert H.pull_sys_flag(commit_offset=False, suspend=True, subscription=True, lite_pull=True) == 22
 
 
-def _strategy_for(cls: type[H.Header]) -> st.SearchStrategy[H.Header]:
+def _strategy_for(cls: type[Header]) -> st.SearchStrategy[Header]:
     kinds = {s.attr: (s.kind, s.required) for s in cls.specs()}
     text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
     parts = {}
@@ -165,7 +166,7 @@ def _strategy_for(cls: type[H.Header]) -> st.SearchStrategy[H.Header]:
 @pytest.mark.parametrize("cls", ALL_HEADER_CLASSES, ids=lambda c: c.__name__)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_any_header_roundtrips(cls: type[H.Header], data: st.DataObject) -> None:
+def test_any_header_roundtrips(cls: type[Header], data: st.DataObject) -> None:
     header = data.draw(_strategy_for(cls))
     ext = header.to_ext()
     assert all(isinstance(v, str) for v in ext.values())

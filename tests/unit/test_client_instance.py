@@ -10,12 +10,12 @@ import re
 import pytest
 
 from rmqrun.client import msgid
-from rmqrun.client.bodies import GetConsumerStatusBody, MessageModel
-from rmqrun.client.headers import NotifyConsumerIdsChangedRequestHeader
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks, build_client_id
 from rmqrun.client.netutil import choose_address, local_ip
 from rmqrun.client.route import BrokerData, QueueData, TopicRouteData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import GetConsumerStatusBody, MessageModel
+from rmqrun.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
@@ -178,7 +178,7 @@ def test_dispatch_to_group_callbacks() -> None:
 
 
 def test_heartbeat_data_lists_groups() -> None:
-    from rmqrun.client.bodies import ConsumerData
+    from rmqrun.protocol.bodies import ConsumerData
     inst = ClientInstance("127.0.0.1:9876", client_ip="10.0.0.1")
     assert run(inst.send_heartbeat()) == 0, "nothing registered, nothing sent"
     inst.register_producer("PG2")

@@ -19,20 +19,20 @@ from typing import Any
 
 import pytest
 
-from rmqrun.client.bodies import HeartbeatData
 from rmqrun.client.broker import BrokerClient, PullStatus, SendStatus
 from rmqrun.client.errors import NameServerUnavailableError, SendFailedError
-from rmqrun.client.headers import (
-    PullMessageRequestHeader,
-    SendMessageRequestHeader,
-    SendMessageResponseHeader,
-    UnregisterClientRequestHeader,
-)
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.producer import Producer
 from rmqrun.client.route import BrokerData, QueueData, TopicRouteData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import HeartbeatData
+from rmqrun.protocol.headers import (
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+)
 from rmqrun.remoting import frame
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection, ConnectionPool
@@ -343,7 +343,7 @@ def test_broker_requests_reach_the_instance_callbacks() -> None:
 
         async def running_info(header: Any) -> dict[str, Any]:
             return {"properties": {"clientId": header.client_id}}
-        from rmqrun.client.bodies import ConsumerData
+        from rmqrun.protocol.bodies import ConsumerData
         inst.register_consumer("G", data=lambda: ConsumerData("G"),
                                callbacks=ConsumerCallbacks(consumer_ids_changed=ids_changed, running_info=running_info))
         await inst.get_route("T")

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from rmqrun.client.broker import PullResult as WirePullResult
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.pull import NotStartedError, PullStatus
 from rmqrun.pull.async_consumer import AsyncPullConsumer
 from rmqrun.pull.consumer import PullConsumer
@@ -198,7 +198,7 @@ class _RecordingBroker:
 
 
 def test_pull_requests_carry_the_subscription_and_never_a_commit() -> None:
-    from rmqrun.client.headers import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
+    from rmqrun.protocol.headers import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 
     async def main() -> list[tuple[str, object, float]]:
         async with AsyncPullConsumer("127.0.0.1:9", "CG_unit", timeout=2.5) as c:

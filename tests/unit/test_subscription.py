@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rmqrun.client.subscription import (
+from rmqrun.protocol.java_order import java_hash_set_order
+from rmqrun.protocol.subscription import (
     SUB_ALL,
     SubscriptionData,
     build_subscription_data,
-    java_hash_set_order,
     java_trim,
 )
 from rmqrun.remoting import fastjson

@@ -32,8 +32,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from rmqrun.broker.acl.config import SUB, PUB
-from rmqrun.client.bodies import HeartbeatData
 from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.protocol.bodies import HeartbeatData
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.frame import RemotingCommand
 

@@ -10,12 +10,13 @@ may send is answered REQUEST_CODE_NOT_SUPPORTED by the server, never left hangin
 
 from __future__ import annotations
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import StoreError
 from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
 from rmqrun.broker.topics import TopicConfig, topic_problem
-from rmqrun.client.headers import Header, ViewMessageRequestHeader, bool_field, int_field, str_field
+from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
+from rmqrun.protocol.headers import ViewMessageRequestHeader
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -38,7 +39,7 @@ class CreateTopicRequestHeader(Header):
 
 
 class AdminProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     async def update_and_create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -10,19 +10,19 @@ the orderly consumers' half of group membership.
 
 from __future__ import annotations
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.groups import ClientChannel
 from rmqrun.broker.javamap import hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE, retry_topic
-from rmqrun.client.bodies import (
+from rmqrun.protocol.bodies import (
     ConsumerListBody,
     HeartbeatData,
     LockBatchRequestBody,
     LockBatchResponseBody,
     UnlockBatchRequestBody,
 )
-from rmqrun.client.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
+from rmqrun.protocol.headers import GetConsumerListByGroupRequestHeader, UnregisterClientRequestHeader
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -31,7 +31,7 @@ from rmqrun.remoting.frame import RemotingCommand
 
 
 class ClientProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     async def heartbeat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from typing import Any, Mapping, TypeVar
 
 from rmqrun.broker.javamap import JavaPropertyMap
-from rmqrun.client.headers import Header
+from rmqrun.protocol.header_codec import Header
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType

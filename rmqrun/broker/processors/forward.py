@@ -23,12 +23,12 @@ import asyncio
 
 from loguru import logger
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.groups import ClientChannel
 from rmqrun.broker.processors.common import answer, java_bool
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.inspect import mq_order
-from rmqrun.client.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import GetConsumerStatusBody, ResetOffsetBody
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError, RemotingError, RequestTimeoutError
@@ -42,7 +42,7 @@ UNSET_REMARK = "not set any response code"
 
 
 class ForwardProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     # ------------------------------------------------------------------ reset offsets

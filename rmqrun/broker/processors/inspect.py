@@ -19,12 +19,12 @@ import shutil
 import time
 from typing import Any
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.javamap import JavaPropertyMap, hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import answer
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store.key_index import KeyIndex
-from rmqrun.client.bodies import dumps as fj_dumps
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.bodies import dumps as fj_dumps
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -71,7 +71,7 @@ def _config_text(value: Any) -> str:
 
 
 class InspectProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self.key_index = KeyIndex(broker.store)
 

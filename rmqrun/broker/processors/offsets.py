@@ -14,9 +14,9 @@ one before every message the first.
 
 from __future__ import annotations
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
-from rmqrun.client.headers import (
+from rmqrun.broker.processors.context import BrokerContext
+from rmqrun.protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
@@ -35,7 +35,7 @@ _LONG = struct.Struct(">q")
 
 
 class OffsetProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     async def query_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

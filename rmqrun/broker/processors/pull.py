@@ -31,21 +31,22 @@ import time
 
 from loguru import logger
 
-from rmqrun.broker.broker import Broker
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.longpoll import HeldPull
 from rmqrun.broker.messages import InnerMessage
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.broker.store import GetResult
+from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
 from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
-from rmqrun.client.headers import (
+from rmqrun.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
     PullMessageRequestHeader,
 )
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -65,7 +66,7 @@ _RETRY = {S.NO_MATCHED_MESSAGE, S.MESSAGE_WAS_REMOVING}
 
 
 class PullProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self._sending: set[asyncio.Task[object]] = set()
 
@@ -110,12 +111,32 @@ class PullProcessor:
             logger.warning("storing an OFFSET_MOVED_EVENT failed: {!r}", task.exception())
 
     def process(self, conn: Connection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+        """One pull, in the real broker's order: parse, refuse, find the subscription, read, answer, commit.
+
+        None means the pull is held (long polling) and answered later by :meth:`replay`.
+        """
         header = _fast_header(cmd.ext_fields)
         if header is None:
             try:
                 header = parse_header(cmd, PullMessageRequestHeader)
             except BadRequest as bad:
                 return bad.response
+        sgc = self._group_and_queue(conn, cmd, header)
+        if isinstance(sgc, RemotingCommand):
+            return sgc
+        sub = self._subscription(cmd, header, sgc)
+        if isinstance(sub, RemotingCommand):
+            return sub
+        result = self._read(header, sub)
+        response = self._answer(conn, cmd, header, sub, result, allow_suspend=allow_suspend)
+        if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET:
+            self.broker.store.consumer_offsets.commit(header.consumer_group, header.topic, header.queue_id,
+                                                      header.commit_offset)
+        return response
+
+    def _group_and_queue(self, conn: Connection, cmd: RemotingCommand,
+                         header: PullMessageRequestHeader) -> SubscriptionGroupConfig | RemotingCommand:
+        """The group's config, or the refusal: group unknown or disabled, topic unknown or unreadable, bad queue id."""
         broker = self.broker
         assert broker.groups is not None and broker.topics is not None
         group = header.consumer_group
@@ -125,8 +146,6 @@ class PullProcessor:
                           f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
         if not sgc.consume_enable:
             return answer(cmd, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
-        flags = header.sys_flag
-        suspend = bool(flags & PULL_FLAG_SUSPEND)
         topic = header.topic
         tc = broker.topics.get(topic)
         if tc is None:
@@ -139,14 +158,19 @@ class PullProcessor:
             return answer(cmd, ResponseCode.SYSTEM_ERROR,
                           f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                           f"[{tc.read_queue_nums}] consumer:[{conn.name}]")
+        return sgc
 
-        if flags & PULL_FLAG_SUBSCRIPTION:
+    def _subscription(self, cmd: RemotingCommand, header: PullMessageRequestHeader,
+                      sgc: SubscriptionGroupConfig) -> SubscriptionData | RemotingCommand:
+        """The request's own subscription (subscription bit), else the one the group's heartbeat registered."""
+        group, topic = header.consumer_group, header.topic
+        if header.sys_flag & PULL_FLAG_SUBSCRIPTION:
             try:
                 sub = SubscriptionData.build(topic, header.subscription, header.expression_type or "TAG")
             except ValueError:
                 return answer(cmd, ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed")
         else:
-            info = broker.consumers.group(group)
+            info = self.broker.consumers.group(group)
             if info is None:
                 return answer(cmd, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                               f"the consumer's group info not exist{FAQ_SUFFIX}")
@@ -163,14 +187,26 @@ class PullProcessor:
         if not sub.is_tag_type:
             return answer(cmd, ResponseCode.SYSTEM_ERROR,
                           f"The broker does not support consumer to filter message by {sub.expression_type}")
+        return sub
 
+    def _read(self, header: PullMessageRequestHeader, sub: SubscriptionData) -> GetResult:
+        """At most the in-memory batch, filtered by tags code; smaller when it starts far behind the log's end."""
+        broker = self.broker
         cfg = broker.config
         accept = None if sub.is_sub_all or sub.class_filter_mode else sub.matches_tags_code
         max_msgs = min(header.max_msg_nums, cfg.max_transfer_count_in_memory)
-        result = broker.store.get(topic, queue_id, header.queue_offset, max(1, max_msgs),
+        result = broker.store.get(header.topic, header.queue_id, header.queue_offset, max(1, max_msgs),
                                   cfg.max_transfer_bytes_in_memory, accept)
         if result.records and broker.in_disk(_LONG.unpack_from(result.records[0], PHYSICAL_OFFSET_POS)[0]):
             _cap_on_disk(result, cfg.max_transfer_count_on_disk, cfg.max_transfer_bytes_on_disk)
+        return result
+
+    def _answer(self, conn: Connection, cmd: RemotingCommand, header: PullMessageRequestHeader,
+                sub: SubscriptionData, result: GetResult, *, allow_suspend: bool) -> RemotingCommand | None:
+        """The store's status as the real broker answers it (None: held for a long poll)."""
+        broker = self.broker
+        cfg = broker.config
+        group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
         status = result.status
         fields = {
             "suggestWhichBrokerId": 0,
@@ -178,30 +214,24 @@ class PullProcessor:
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         }
-        response: RemotingCommand | None
         broker.stats.on_get(group, topic, result.message_count if status is S.FOUND else 0)
         if status is S.FOUND:
-            response = answer(cmd, ResponseCode.SUCCESS, status.value, header=fields, body=b"".join(result.records))
-        elif status in _NOT_FOUND or (status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE)
-                                      and header.queue_offset == 0):
-            if allow_suspend and suspend:
+            return answer(cmd, ResponseCode.SUCCESS, status.value, header=fields, body=b"".join(result.records))
+        if status in _NOT_FOUND or (status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE)
+                                    and header.queue_offset == 0):
+            if allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
                 timeout = header.suspend_timeout_millis if cfg.long_polling else cfg.short_polling_ms
                 broker.hold.suspend(HeldPull(conn, cmd, topic, queue_id, header.queue_offset, sub), timeout)
-                response = None
-            else:
-                response = answer(cmd, ResponseCode.PULL_NOT_FOUND, status.value, header=fields)
-        elif status in _MOVED or status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE):
+                return None
+            return answer(cmd, ResponseCode.PULL_NOT_FOUND, status.value, header=fields)
+        if status in _MOVED or status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE):
             logger.info("PULL_OFFSET_MOVED: group={} topic={} queue={} requested={} next={}", group, topic,
                         queue_id, header.queue_offset, result.next_begin_offset)
             response = answer(cmd, ResponseCode.PULL_OFFSET_MOVED, status.value, header=fields)
             self._offset_moved_event(group, topic, queue_id, header.queue_offset, result.next_begin_offset)
-        else:
-            assert status in _RETRY, status
-            response = answer(cmd, ResponseCode.PULL_RETRY_IMMEDIATELY, status.value, header=fields)
-
-        if allow_suspend and flags & PULL_FLAG_COMMIT_OFFSET:
-            broker.store.consumer_offsets.commit(group, topic, queue_id, header.commit_offset)
-        return response
+            return response
+        assert status in _RETRY, status
+        return answer(cmd, ResponseCode.PULL_RETRY_IMMEDIATELY, status.value, header=fields)
 
 
 def _fast_header(ext: dict[str, str]) -> PullMessageRequestHeader | None:

@@ -1,47 +1,39 @@
 """Which processor serves which request code.
 
 Anything not listed here is answered REQUEST_CODE_NOT_SUPPORTED by the
-remoting server (never left unanswered).
+remoting server (never left unanswered). The registry is handed the broker as a
+:class:`~rmqrun.broker.processors.context.BrokerContext` (what the processors
+may use of it, including the server to register on), so nothing here or in a
+processor imports :mod:`rmqrun.broker.broker` back.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from rmqrun.broker.processors.admin import AdminProcessor
+from rmqrun.broker.processors.clients import ClientProcessor
+from rmqrun.broker.processors.context import BrokerContext
+from rmqrun.broker.processors.forward import ForwardProcessor
+from rmqrun.broker.processors.inspect import InspectProcessor
+from rmqrun.broker.processors.offsets import OffsetProcessor
+from rmqrun.broker.processors.pull import PullProcessor
+from rmqrun.broker.processors.send import SendProcessor
 from rmqrun.remoting.codes import RequestCode as R
-
-if TYPE_CHECKING:
-    from rmqrun.broker.broker import Broker
-    from rmqrun.broker.processors.admin import AdminProcessor
-    from rmqrun.broker.processors.clients import ClientProcessor
-    from rmqrun.broker.processors.forward import ForwardProcessor
-    from rmqrun.broker.processors.inspect import InspectProcessor
-    from rmqrun.broker.processors.offsets import OffsetProcessor
-    from rmqrun.broker.processors.pull import PullProcessor
-    from rmqrun.broker.processors.send import SendProcessor
 
 
 @dataclass(frozen=True, slots=True)
 class Processors:
-    send: "SendProcessor"
-    pull: "PullProcessor"
-    offsets: "OffsetProcessor"
-    clients: "ClientProcessor"
-    admin: "AdminProcessor"
-    inspect: "InspectProcessor"
-    forward: "ForwardProcessor"
+    send: SendProcessor
+    pull: PullProcessor
+    offsets: OffsetProcessor
+    clients: ClientProcessor
+    admin: AdminProcessor
+    inspect: InspectProcessor
+    forward: ForwardProcessor
 
 
-def register_all(broker: "Broker") -> Processors:
-    from rmqrun.broker.processors.admin import AdminProcessor
-    from rmqrun.broker.processors.clients import ClientProcessor
-    from rmqrun.broker.processors.forward import ForwardProcessor
-    from rmqrun.broker.processors.inspect import InspectProcessor
-    from rmqrun.broker.processors.offsets import OffsetProcessor
-    from rmqrun.broker.processors.pull import PullProcessor
-    from rmqrun.broker.processors.send import SendProcessor
-
+def register_all(broker: BrokerContext) -> Processors:
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
                    ClientProcessor(broker), AdminProcessor(broker),
                    InspectProcessor(broker), ForwardProcessor(broker))

@@ -31,10 +31,10 @@ import random
 
 from loguru import logger
 
-from rmqrun.broker.broker import Broker, FlushTimeout, Stored
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.messages import InnerMessage, read_stored
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, java_bool, parse_header
+from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import DiskFullError, MessageTooLargeError, StoreError, StoreIOError
 from rmqrun.broker.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -48,7 +48,8 @@ from rmqrun.broker.topics import (
     retry_topic,
     topic_problem,
 )
-from rmqrun.client.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
+from rmqrun.broker.writes import FlushTimeout, Stored
+from rmqrun.protocol.headers import ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader
 from rmqrun.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError
@@ -74,7 +75,7 @@ PROPERTIES_MAX = 32767
 
 
 class SendProcessor:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
 
     # ------------------------------------------------------------------ plumbing

@@ -1,21 +1,10 @@
 """Typed custom headers: the ``extFields`` of each request and response.
 
-Java turns a header object into ``extFields`` by ``toString()``-ing every
-non-null field (``makeCustomHeaderToNet``) and back by parsing the strings,
-refusing a missing ``@CFNotNull`` field. Each class here declares its fields
-once, with the exact wire name and kind, and gets both directions from
-:class:`Header`:
-
-* :meth:`Header.to_ext` writes every field that is not ``None`` as a string
-  (booleans as ``true``/``false``), like Java;
-* :meth:`Header.from_ext` is tolerant where peers differ: values may be
-  numbers (the C++ client sends some as JSON numbers), unknown keys (ACL
-  signatures, ``ReqT``) are ignored, a missing optional field keeps its
-  default; a missing required field raises :class:`ProtocolError` naming it.
-
-Field sets are those of the 4.9.8 Java classes in
-``common/.../protocol/header/``; ``bname`` is the broker name 4.9.8 adds to
-every ``RpcRequestHeader`` subclass (the captures show it on the wire).
+Each class declares its fields with the exact wire name and kind (the codec is
+:class:`~rmqrun.protocol.header_codec.Header`). Field sets are those of the
+4.9.8 Java classes in ``common/.../protocol/header/``; ``bname`` is the broker
+name 4.9.8 adds to every ``RpcRequestHeader`` subclass (the captures show it on
+the wire).
 
 The embedded broker parses requests with ``from_ext`` and answers with
 ``to_ext``, so both directions are exercised against the captured frames.
@@ -23,187 +12,10 @@ The embedded broker parses requests with ``from_ext`` and answers with
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
-from functools import lru_cache
-from typing import Any, ClassVar, Mapping, TypeVar
+from dataclasses import dataclass
+from typing import Any, Mapping
 
-from rmqrun.client.subscription import java_hash_set_order
-from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import java_string_hash
-
-T = TypeVar("T", bound="Header")
-
-_STR, _INT, _BOOL = "str", "int", "bool"
-
-
-def _field(wire: str, kind: str, default: Any = MISSING) -> Any:
-    meta = {"wire": wire, "kind": kind}
-    if default is MISSING:
-        return field(metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def str_field(wire: str, default: Any = MISSING) -> Any:
-    """A string field; no default means required."""
-    return _field(wire, _STR, default)
-
-
-def int_field(wire: str, default: Any = MISSING) -> Any:
-    """An integer field (Java Integer or Long); no default means required."""
-    return _field(wire, _INT, default)
-
-
-def bool_field(wire: str, default: Any = MISSING) -> Any:
-    """A boolean field. Java primitive booleans default to False and are always sent."""
-    return _field(wire, _BOOL, default)
-
-
-@dataclass(frozen=True, slots=True)
-class _Spec:
-    attr: str
-    wire: str
-    kind: str
-    required: bool
-
-
-def format_value(value: Any, kind: str) -> str:
-    if kind == _BOOL:
-        return "true" if value else "false"
-    if kind == _INT:
-        return str(int(value))
-    return str(value)
-
-
-def parse_value(raw: Any, kind: str, where: str) -> Any:
-    """One ext value to its Python type; numbers and strings are both accepted."""
-    if kind == _STR:
-        return raw if isinstance(raw, str) else format_value(raw, _BOOL if isinstance(raw, bool) else _STR)
-    if kind == _INT:
-        if isinstance(raw, bool):
-            return int(raw)
-        if isinstance(raw, int):
-            return raw
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        try:
-            return int(str(raw).strip())
-        except ValueError:
-            raise ProtocolError(f"{where}: {raw!r} is not an integer") from None
-    # Java's Boolean.parseBoolean: only "true" (any case) is true. "1" is
-    # accepted too because the C++ client writes flags as 0/1.
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, (int, float)):
-        return raw != 0
-    text = str(raw).strip().lower()
-    return text == "true" or text == "1"
-
-
-_ORDER_CACHE: dict[tuple[str, ...], tuple[str, ...]] = {}
-
-
-def java_map_order(ext: dict[str, str]) -> dict[str, str]:
-    """``ext`` re-keyed in the iteration order of a Java ``HashMap`` filled in this order.
-
-    Java keeps ``extFields`` in a HashMap and a JSON header lists them in its
-    iteration order (by String.hashCode bucket), so emitting that order makes
-    our JSON frames byte-identical to a Java peer's. (A binary frame of a
-    "fast codes" header lists the declared order instead: :meth:`Header.to_ext_declared`.)
-    """
-    keys = tuple(ext)
-    order = _ORDER_CACHE.get(keys)
-    if order is None:
-        order = tuple(java_hash_set_order(keys, java_string_hash))
-        if len(_ORDER_CACHE) < 4096:
-            _ORDER_CACHE[keys] = order
-    return {k: ext[k] for k in order}
-
-
-JAVA_HEADER_PACKAGE = "org.apache.rocketmq.common.protocol.header."
-JAVA_RPC_REQUEST_HEADER = "org.apache.rocketmq.common.rpc.RpcRequestHeader"
-
-
-@lru_cache(maxsize=None)
-def java_field_order(java_class: str, names: tuple[tuple[str, bool], ...]) -> tuple[str, ...]:
-    """The order Java's ``makeCustomHeaderToNet`` puts a header's fields into ``extFields``.
-
-    It walks a ``HashSet<Field>`` of the class's and its superclasses' fields, and a
-    Field hashes as ``declaringClass.getName().hashCode() ^ name.hashCode()``. That
-    order only shows when two keys share a HashMap bucket, but then it decides
-    which comes first. ``names`` are (field name, declared in RpcRequestHeader).
-    """
-    items = [(JAVA_RPC_REQUEST_HEADER if in_base else java_class, name) for name, in_base in names]
-    ordered = java_hash_set_order(items, lambda it: java_string_hash(it[0]) ^ java_string_hash(it[1]))
-    return tuple(name for _, name in ordered)
-
-
-class Header:
-    """Base of every custom header; subclasses are keyword-only dataclasses.
-
-    ``JAVA_CLASS`` names the 4.9.8 class (for the ext-field order, see
-    :meth:`to_ext`); ``JAVA_EXTRAS`` are keys a Java processor adds to the
-    command before the header is written (e.g. the send answer's MSG_REGION).
-    """
-
-    __slots__ = ()
-    _specs: ClassVar[tuple[_Spec, ...]]
-    JAVA_CLASS: ClassVar[str | None] = None
-    JAVA_EXTRAS: ClassVar[tuple[str, ...]] = ()
-
-    @classmethod
-    def specs(cls) -> tuple[_Spec, ...]:
-        specs = cls.__dict__.get("_specs")
-        if not specs:
-            specs = tuple(
-                _Spec(f.name, f.metadata["wire"], f.metadata["kind"],
-                      f.default is MISSING and f.default_factory is MISSING)  # type: ignore[misc]
-                for f in fields(cls)  # type: ignore[arg-type]
-                if "wire" in f.metadata
-            )
-            cls._specs = specs
-        return specs
-
-    def to_ext(self) -> dict[str, str]:
-        """The ext fields, in Java HashMap order (what a Java JSON frame shows)."""
-        return self._java_ordered(self.to_ext_declared(), self.JAVA_CLASS, None)
-
-    @classmethod
-    def _java_ordered(cls, declared: dict[str, str], java_class: str | None,
-                      rename: dict[str, str] | None) -> dict[str, str]:
-        if java_class is None:
-            return declared
-        names = [(rename.get(s.wire, s.wire) if rename else s.wire, s.wire == "bname" and not rename)
-                 for s in cls.specs() if s.wire not in cls.JAVA_EXTRAS]
-        if rename is not None and "bname" in rename:
-            names.append(("bname", True))  # V2 inherits an (always null) bname besides its own "n"
-        order = cls.JAVA_EXTRAS + java_field_order(JAVA_HEADER_PACKAGE + java_class, tuple(names))
-        return java_map_order({k: declared[k] for k in order if k in declared})
-
-    def to_ext_declared(self) -> dict[str, str]:
-        """The ext fields in declaration order (a Java binary frame of a fast-codes header)."""
-        out: dict[str, str] = {}
-        for spec in self.specs():
-            value = getattr(self, spec.attr)
-            if value is None:
-                if spec.required:
-                    raise ProtocolError(f"{type(self).__name__}: required field {spec.wire!r} is None")
-                continue
-            out[spec.wire] = format_value(value, spec.kind)
-        return out
-
-    @classmethod
-    def from_ext(cls: type[T], ext: Mapping[str, Any] | None) -> T:
-        ext = ext or {}
-        kwargs: dict[str, Any] = {}
-        for spec in cls.specs():
-            raw = ext.get(spec.wire)
-            if raw is None:
-                if spec.required:
-                    raise ProtocolError(f"{cls.__name__}: required field {spec.wire!r} is missing")
-                continue
-            kwargs[spec.attr] = parse_value(raw, spec.kind, f"{cls.__name__}.{spec.wire}")
-        return cls(**kwargs)
-
+from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
 
 # --------------------------------------------------------------------------- send
 
@@ -508,24 +320,8 @@ class GetRouteInfoRequestHeader(Header):
     accept_standard_json_only: bool | None = bool_field("acceptStandardJsonOnly", None)
 
 
-# Bodies live in bodies.py; re-exported so one import covers the protocol types.
-from rmqrun.client.bodies import (  # noqa: E402
-    ConsumeFromWhere,
-    ConsumerData,
-    ConsumerListBody,
-    ConsumeType,
-    GetConsumerStatusBody,
-    HeartbeatData,
-    LockBatchRequestBody,
-    LockBatchResponseBody,
-    MessageModel,
-    ProducerData,
-    ResetOffsetBody,
-    UnlockBatchRequestBody,
-)
-
 __all__ = [
-    "Header", "java_map_order", "java_field_order", "str_field", "int_field", "bool_field", "V2_NAMES", "V1_NAMES", "format_value", "parse_value",
+    "V2_NAMES", "V1_NAMES",
     "SendMessageRequestHeader", "SendMessageResponseHeader",
     "PULL_FLAG_COMMIT_OFFSET", "PULL_FLAG_SUSPEND", "PULL_FLAG_SUBSCRIPTION", "PULL_FLAG_CLASS_FILTER",
     "PULL_FLAG_LITE_PULL", "pull_sys_flag", "PullMessageRequestHeader", "PullMessageResponseHeader",
@@ -537,7 +333,4 @@ __all__ = [
     "GetConsumerListByGroupRequestHeader", "NotifyConsumerIdsChangedRequestHeader",
     "GetConsumerRunningInfoRequestHeader", "ResetOffsetRequestHeader", "GetConsumerStatusRequestHeader",
     "ConsumeMessageDirectlyResultRequestHeader", "GetRouteInfoRequestHeader",
-    "ConsumeFromWhere", "ConsumerData", "ConsumerListBody", "ConsumeType", "GetConsumerStatusBody",
-    "HeartbeatData", "LockBatchRequestBody", "LockBatchResponseBody", "MessageModel", "ProducerData",
-    "ResetOffsetBody", "UnlockBatchRequestBody",
 ]

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.message import java_string_hash
 
 SUB_ALL = "*"
@@ -34,41 +35,6 @@ _JAVA_TRIM_CHARS = "".join(chr(c) for c in range(0x21))
 def java_trim(text: str) -> str:
     """Java's ``String.trim()``: strip code points <= U+0020 at both ends."""
     return text.strip(_JAVA_TRIM_CHARS)
-
-
-def java_hash_set_order(items: Iterable[Any], hash_of: Any) -> list[Any]:
-    """Iteration order of a default ``java.util.HashSet`` built by adding ``items``.
-
-    fastjson writes a set in its iteration order, so producing the same order
-    makes our heartbeat body byte-identical to a Java client's. The model:
-    buckets ordered by ``(h ^ (h >>> 16)) & (capacity - 1)``, insertion order
-    within a bucket, capacity 16 doubling past a 0.75 load factor or when a bin
-    would treeify in a table smaller than 64. (Order inside a treeified bin, nine
-    or more colliding tags in a table of 64+, is not modelled.)
-    """
-    distinct: list[Any] = []
-    seen: set[Any] = set()
-    for item in items:
-        if item not in seen:
-            seen.add(item)
-            distinct.append(item)
-    spread = []
-    for item in distinct:
-        h = hash_of(item) & 0xFFFFFFFF
-        spread.append(h ^ (h >> 16))
-    capacity = 16
-    while len(distinct) > capacity * 3 // 4:
-        capacity *= 2
-    # A ninth entry in one bin resizes a table below 64 instead of treeifying it.
-    while capacity < 64:
-        bins: dict[int, int] = {}
-        for s in spread:
-            bins[s & (capacity - 1)] = bins.get(s & (capacity - 1), 0) + 1
-        if max(bins.values(), default=0) <= 8:
-            break
-        capacity *= 2
-    order = sorted(range(len(distinct)), key=lambda i: spread[i] & (capacity - 1))
-    return [distinct[i] for i in order]
 
 
 def _java_int_hash(value: int) -> int:

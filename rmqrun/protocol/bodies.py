@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Iterable, Mapping
 
-from rmqrun.client.subscription import SubscriptionData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.errors import ProtocolError
 
