@@ -71,5 +71,6 @@ def error_line(text: str) -> None:
 
 def fail(exc: BaseException, text: str | None = None) -> NoReturn:
     """Say what went wrong (``text``, else the exception or its type's name) and exit with its code."""
-    error_line(text if text is not None else f"{exc or type(exc).__name__}")
+    # ``exc or name`` would never fall back (an exception is always true): an empty text says the type instead
+    error_line(text if text is not None else str(exc) or type(exc).__name__)
     sys.exit(exit_code_for(exc))

@@ -71,7 +71,7 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
     except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
         if not watch:
             fail(exc)
-        error_line(f"{exc or type(exc).__name__}")
+        error_line(str(exc) or type(exc).__name__)
         return
     if as_json:
         click.echo(json.dumps(to_json(rows, group, namespace)))
