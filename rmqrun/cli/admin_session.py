@@ -8,19 +8,16 @@ touches the network); a cluster that cannot answer or refuses is an
 from __future__ import annotations
 
 import asyncio
-import sys
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
-import click
-
+from rmqrun.cli.exit_codes import fail
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.remoting.security import ClientSecurity
 
-EXIT_RUNTIME = 1
 T = TypeVar("T")
 
 
@@ -71,5 +68,4 @@ def run_admin(main: Callable[[], Awaitable[T]]) -> T:
     except ConfigError:
         raise
     except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
-        click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
-        sys.exit(EXIT_RUNTIME)
+        fail(exc)

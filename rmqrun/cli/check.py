@@ -23,6 +23,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from rmqrun.cli import settings as table
+from rmqrun.cli.exit_codes import EXIT_CONFIG, EXIT_HANDLER, EXIT_OK, EXIT_RUNTIME
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError, RmqrunError
@@ -34,7 +35,8 @@ from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.supervisor.supervisor import RunSettings
 from rmqrun.worker.handler import load_handler, load_hook
 
-EXIT_OK, EXIT_UNREACHABLE, EXIT_CONFIG, EXIT_HANDLER = 0, 1, 2, 3
+#: the name server, the topic or a broker is not usable: a runtime failure
+EXIT_UNREACHABLE = EXIT_RUNTIME
 
 
 @dataclass

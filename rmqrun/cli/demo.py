@@ -36,6 +36,7 @@ import psutil
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.cli.admin_session import admin_session
+from rmqrun.cli.exit_codes import EXIT_INTERRUPTED
 from rmqrun.client.admin import TopicConfig
 from rmqrun.errors import RmqrunError
 from rmqrun.cli.produce import ProduceSpec, Template, generated, produce
@@ -47,7 +48,10 @@ from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 TOPIC = "RmqrunDemo"
 GROUP = "rmqrun_demo"
 CPU_ENV = "RMQRUN_HANDLER_CPU_MS"  # read by workers.cpu at import, i.e. in each worker
-EXIT_INTERRUPTED = 130
+
+
+class DemoError(RmqrunError):
+    """The demo could not do its part (the backlog was not sent)."""
 
 
 @dataclass(frozen=True)
@@ -184,7 +188,7 @@ async def _produce_backlog(namesrv: str, opts: DemoOptions, display: Display, st
     result.produced = report.sent
     result.produce_seconds = time.monotonic() - started
     if report.failed:
-        raise RuntimeError(f"{report.failed} message(s) could not be sent: {report.first_error}")
+        raise DemoError(f"{report.failed} message(s) could not be sent: {report.first_error}")
     display.line(f"produced {report.sent} messages in {result.produce_seconds:.1f} s "
                  f"({report.rate:.0f} msg/s) on {len(report.per_queue)} queues")
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from rmqrun.supervisor.snapshot import HealthSnapshot, health_of
+
 if TYPE_CHECKING:
     from rmqrun.supervisor.supervisor import Supervisor
 
@@ -35,25 +37,30 @@ BROKER_SILENCE_S = 60.0
 
 def liveness(supervisor: "Supervisor") -> tuple[bool, str]:
     """Always alive when asked: answering at all is the proof (see the module docstring)."""
-    return True, f"alive: {supervisor.phase}"
+    return True, f"alive: {health_of(supervisor).phase}"
 
 
 def readiness(supervisor: "Supervisor", *, now: float | None = None,
               silence_s: float = BROKER_SILENCE_S) -> tuple[bool, str]:
     """(ready, reason) from the supervisor's phase and its brokers' latest answer."""
-    phase, detail = supervisor.phase, supervisor.phase_detail
+    return decide(health_of(supervisor), now=now, silence_s=silence_s)
+
+
+def decide(health: HealthSnapshot, *, now: float | None = None,
+           silence_s: float = BROKER_SILENCE_S) -> tuple[bool, str]:
+    """(ready, reason) from a health snapshot (the supervisor's own, see :mod:`rmqrun.supervisor.snapshot`)."""
+    phase, detail = health.phase, health.phase_detail
     if phase == "starting":
         return False, "not ready: starting (no rebalance yet)"
     if phase == "waiting":
         return False, f"not ready: {detail}" if detail else "not ready: waiting for the cluster"
     if phase in ("draining", "stopped"):
         return False, f"not ready: {phase}" + (f" ({detail})" if detail else "")
-    engine = supervisor.engine
-    if engine is None:  # consuming without an engine cannot happen; say so rather than claim ready
+    last = health.last_broker_answer
+    if last is None:  # consuming without an engine cannot happen; say so rather than claim ready
         return False, f"not ready: {phase}, no consumer"
-    last = engine.instance.broker.last_answer
     now = time.monotonic() if now is None else now
     if last <= 0.0 or now - last > silence_s:
         ago = "ever" if last <= 0.0 else f"for {now - last:.0f} s"
         return False, f"not ready: no broker has answered {ago} (limit {silence_s:g} s)"
-    return True, f"ready: consuming, {len(engine.table)} queues, last broker answer {now - last:.0f} s ago"
+    return True, f"ready: consuming, {health.assigned_queues} queues, last broker answer {now - last:.0f} s ago"

@@ -3,10 +3,11 @@
 The exposition is built with ``prometheus_client`` (the Prometheus project's
 own client), so the text format's rules (escaping, counter ``_total`` names,
 histogram buckets, number formatting) are the reference implementation's,
-not ours. Its metric classes are not used: every number is read from the
-supervisor's live objects at scrape time by one custom collector (the
-engine's :class:`~rmqrun.consumer.push.ConsumeStats`, its queue table, the
-rebalancer and the pool), so the consume path increments nothing extra,
+not ours. Its metric classes are not used: every number is read at scrape
+time by one custom collector from the supervisor's frozen snapshot
+(:meth:`~rmqrun.supervisor.supervisor.Supervisor.snapshot`, built from the
+engine's counters, its queue table, the rebalancer and the pool by the
+supervisor, which owns them), so the consume path increments nothing extra,
 nothing is counted twice and nothing has to be kept in sync. The collector
 sits in a private registry: no process or GC collectors, only ``rmqrun_*``.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from loguru import logger
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -37,8 +38,7 @@ from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
 from rmqrun.cli.health import liveness, readiness
-from rmqrun.consumer.oldest import oldest_unfinished
-from rmqrun.namespace import unwrap
+from rmqrun.supervisor.snapshot import HistogramSnapshot, QueueSnapshot
 
 if TYPE_CHECKING:
     from rmqrun.supervisor.supervisor import Supervisor
@@ -63,59 +63,55 @@ def _gauge(name: str, doc: str, value: float | None = None) -> GaugeMetricFamily
 
 
 class SupervisorCollector:
-    """Builds every family from the supervisor's current state at each scrape (``Collector`` protocol)."""
+    """Builds every family from the supervisor's snapshot at each scrape (``Collector`` protocol)."""
 
     def __init__(self, supervisor: "Supervisor", started_at: float) -> None:
         self.supervisor = supervisor
         self.started_at = started_at
 
     def collect(self) -> Iterator[Metric]:
-        sup = self.supervisor
-        settings = sup.settings
-        executor = sup.executor
-        pool = executor.pool
+        snap = self.supervisor.snapshot()
         info = GaugeMetricFamily("rmqrun_info", "rmqrun version, consumer group and handler (always 1)",
                                  labels=["version", "group", "handler"])
-        info.add_metric([__version__, settings.consumer.group, settings.pool.handler], 1)
+        info.add_metric([__version__, snap.group, snap.handler], 1)
         yield info
         yield _gauge("rmqrun_start_time_seconds", "when this rmqrun process started, Unix time", self.started_at)
-        yield _gauge("rmqrun_ready", "1 once the consumer has started (READY=1), else 0", int(sup.ready))
-        yield _gauge("rmqrun_workers", "worker processes (slots) in the pool", pool.size)
+        yield _gauge("rmqrun_ready", "1 once the consumer has started (READY=1), else 0", int(snap.ready))
+        yield _gauge("rmqrun_workers", "worker processes (slots) in the pool", snap.workers)
         yield _counter("rmqrun_worker_restarts_total",
-                       "workers replaced after dying unexpectedly (crash, kill, hard time limit)", pool.restarts)
+                       "workers replaced after dying unexpectedly (crash, kill, hard time limit)", snap.restarts)
         yield _counter("rmqrun_worker_recycles_total",
                        "workers replaced after reaching max_messages_per_worker or max_memory_per_worker",
-                       pool.recycles)
-        yield _gauge("rmqrun_inflight_batches", "batches handed to workers and not finished", executor.in_flight)
-        yield _gauge("rmqrun_waiting_batches", "batches waiting for room in a worker", executor.waiting)
+                       snap.recycles)
+        yield _gauge("rmqrun_inflight_batches", "batches handed to workers and not finished", snap.inflight_batches)
+        yield _gauge("rmqrun_waiting_batches", "batches waiting for room in a worker", snap.waiting_batches)
         busy = GaugeMetricFamily("rmqrun_worker_inflight_batches",
                                  "batches handed to each worker slot and not finished", labels=["worker"])
-        for status in pool.workers():
-            if status.current:
-                busy.add_metric([str(status.worker_id)], status.in_flight)
+        for slot in snap.slots:
+            busy.add_metric([str(slot.worker_id)], slot.in_flight)
         yield busy
-        engine = sup.engine
-        if engine is None:
+        consume = snap.consume
+        if consume is None:
             return
-        stats = engine.stats
         yield _counter("rmqrun_messages_consumed_total", "messages the handler consumed successfully",
-                       stats.consumed)
+                       consume.consumed)
         yield _counter("rmqrun_messages_failed_total",
-                       "messages the handler failed (sent back for retry, suspended or dead-lettered)", stats.failed)
+                       "messages the handler failed (sent back for retry, suspended or dead-lettered)",
+                       consume.failed)
         yield _counter("rmqrun_messages_undecodable_total",
                        "messages that did not decode (unknown compression, corrupt body, bad properties), sent to "
-                       "the DLQ without reaching the handler", stats.undecodable)
-        yield _counter("rmqrun_batches_total", "consume jobs finished (one pull batch each)", stats.jobs)
-        yield _histogram(stats.handler_latency)
+                       "the DLQ without reaching the handler", consume.undecodable)
+        yield _counter("rmqrun_batches_total", "consume jobs finished (one pull batch each)", consume.jobs)
+        yield _histogram(consume.handler_latency)
         yield _counter("rmqrun_rebalances_total", "rebalances that changed this consumer's queues",
-                       engine.rebalancer.rebalances)
+                       consume.rebalances)
         yield _counter("rmqrun_lock_losses_total", "orderly queues whose broker lock was lost",
-                       engine.rebalancer.lock_losses)
-        yield _gauge("rmqrun_assigned_queues", "message queues assigned to this consumer", len(engine.table))
-        yield from _queue_families(engine)
+                       consume.lock_losses)
+        yield _gauge("rmqrun_assigned_queues", "message queues assigned to this consumer", len(consume.queues))
+        yield from _queue_families(consume.queues)
 
 
-def _histogram(hist) -> HistogramMetricFamily:  # type: ignore[no-untyped-def]
+def _histogram(hist: HistogramSnapshot) -> HistogramMetricFamily:
     buckets: list[tuple[str, float]] = []
     running = 0
     for bound, n in zip(hist.bounds, hist.counts):
@@ -127,7 +123,7 @@ def _histogram(hist) -> HistogramMetricFamily:  # type: ignore[no-untyped-def]
                                  buckets=buckets, sum_value=hist.total)
 
 
-def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyped-def]
+def _queue_families(queues: Sequence[QueueSnapshot]) -> list[GaugeMetricFamily]:
     inflight = GaugeMetricFamily("rmqrun_queue_inflight_messages",
                                  "messages pulled from the queue and not finished yet (cached in its process queue)",
                                  labels=_LABELS)
@@ -138,30 +134,26 @@ def _queue_families(engine) -> list[GaugeMetricFamily]:  # type: ignore[no-untyp
                              labels=_LABELS)
     committed = GaugeMetricFamily("rmqrun_queue_consumer_offset",
                                   "the group's consumer offset as this process holds it", labels=_LABELS)
-    namespace = engine.config.namespace
     oldest = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_offset",
                                "offset of the queue's oldest message not finished yet (the committed offset stops "
                                "there: a stuck key or queue)", labels=_LABELS)
     oldest_age = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_age_seconds",
                                    "how long ago the broker stored the queue's oldest unfinished message",
                                    labels=_LABELS)
-    now_ms = int(time.time() * 1000)
-    for mq, req in sorted(engine.table.items()):
+    for q in queues:
         # the user's topic names: the namespace is the cluster's spelling, not the user's
-        labels = [unwrap(namespace, mq.topic), mq.broker_name, str(mq.queue_id)]
-        inflight.add_metric(labels, req.pq.msg_count)
-        stuck = oldest_unfinished(req.pq, now_ms)
-        if stuck is not None:
-            oldest.add_metric(labels, stuck[0])
-            if stuck[1] is not None:
-                oldest_age.add_metric(labels, stuck[1])
-        done = engine.offset_store.read_memory(mq)
-        if done >= 0:
-            committed.add_metric(labels, done)
-        if req.broker_max_offset >= 0:
-            high.add_metric(labels, req.broker_max_offset)
-            if done >= 0:
-                lag.add_metric(labels, max(0, req.broker_max_offset - done))
+        labels = [q.topic, q.mq.broker_name, str(q.mq.queue_id)]
+        inflight.add_metric(labels, q.inflight_messages)
+        if q.oldest_unfinished is not None:
+            oldest.add_metric(labels, q.oldest_unfinished[0])
+            if q.oldest_unfinished[1] is not None:
+                oldest_age.add_metric(labels, q.oldest_unfinished[1])
+        if q.consumer_offset is not None:
+            committed.add_metric(labels, q.consumer_offset)
+        if q.broker_offset is not None:
+            high.add_metric(labels, q.broker_offset)
+        if q.lag is not None:
+            lag.add_metric(labels, q.lag)
     return [inflight, lag, high, committed, oldest, oldest_age]
 
 

@@ -102,6 +102,19 @@ class ProduceReport:
     def rate(self) -> float:
         return self.sent / self.seconds if self.seconds > 0 else 0.0
 
+    def stored(self, n: int, queue_id: int) -> None:
+        """``n`` messages stored in queue ``queue_id``."""
+        self.sent += n
+        self.per_queue[str(queue_id)] = self.per_queue.get(str(queue_id), 0) + n
+
+    def lost(self, n: int, exc: BaseException) -> None:
+        """``n`` messages whose send failed with ``exc``; the first error is kept for the summary."""
+        self.failed += n
+        if self.first_error is None:
+            self.first_error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, (AccessDeniedError, TlsError)):
+            self.refused = True  # every further send would be refused the same way
+
     def summary(self, topic: str) -> str:
         text = (f"sent {self.sent} message(s) to {topic} in {self.seconds:.2f} s ({self.rate:.0f} msg/s), "
                 f"{self.failed} failed")
@@ -161,15 +174,9 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
                 result = await producer.send_message(spec.topic, msgs[0], sharding_key=key)
             else:
                 result = await producer.send_batch(spec.topic, msgs)
-            report.sent += len(msgs)
-            qid = str(result.queue.queue_id)
-            report.per_queue[qid] = report.per_queue.get(qid, 0) + len(msgs)
+            report.stored(len(msgs), result.queue.queue_id)
         except Exception as exc:  # a failed send is reported, not fatal to the rest
-            report.failed += len(chunk)
-            if report.first_error is None:
-                report.first_error = f"{type(exc).__name__}: {exc}"
-            if isinstance(exc, (AccessDeniedError, TlsError)):
-                report.refused = True  # every further send would be refused the same way
+            report.lost(len(chunk), exc)
         finally:
             window.release()
             if on_sent is not None:

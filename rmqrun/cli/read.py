@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
@@ -42,7 +43,6 @@ if TYPE_CHECKING:
 READ_GROUP = "rmqrun_read"
 FOLLOW_HOLD = 15.0  # seconds the broker holds a follow pull (the push consumer's suspend time)
 FOLLOW_RETRY = 1.0  # seconds between tries while a broker does not answer (the push consumer's back-off)
-EXIT_RUNTIME, EXIT_INTERRUPTED = 1, 130  # bad options: ConfigError, exit 2 from main
 
 
 @dataclass
@@ -300,10 +300,8 @@ def read(topic: str | None, namesrv: str | None, from_: str, count: str | None, 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(0)
     except RmqrunError as exc:
-        click.echo(f"rmqrun: error: {exc}", err=True)
-        sys.exit(EXIT_RUNTIME)
+        fail(exc, str(exc))
     except (OSError, asyncio.TimeoutError) as exc:
-        click.echo(f"rmqrun: error: {exc or type(exc).__name__}", err=True)
-        sys.exit(EXIT_RUNTIME)
+        fail(exc)
     note(f"{printed} message(s)" + (" (stopped by signal)" if interrupted else ""))
     sys.exit(EXIT_INTERRUPTED if interrupted and not opts.follow else 0)

@@ -8,19 +8,19 @@ answer, a missing topic, pyspark or Java missing, a failed Spark job: exit 1; Ct
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
 import click
 
+from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
+from rmqrun.cli.handler_path import cwd_on_path
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
 
-EXIT_RUNTIME, EXIT_CONFIG, EXIT_HANDLER, EXIT_INTERRUPTED = 1, 2, 3, 130
 
 
 def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow_earliest: bool,
@@ -105,15 +105,12 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
     opts.security = security_for(security_flags, None)
     opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
     opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
-    cwd = os.getcwd()
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.insert(0, cwd)
+    cwd_on_path()
     logs.setup("ERROR", role="spark")
     try:
         code = run(opts)
     except HandlerLoadError as exc:
-        click.echo(f"rmqrun: error: {exc}", err=True)
-        sys.exit(EXIT_HANDLER)
+        fail(exc, str(exc))
     except ConfigError:
         raise
     except KeyboardInterrupt:
@@ -121,8 +118,7 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
         sys.exit(EXIT_INTERRUPTED)
     except (RmqrunError, RuntimeError) as exc:
         # pyspark or Java missing, the name server silent, the topic missing, the Spark job failed
-        click.echo(f"rmqrun: error: {exc}", err=True)
-        sys.exit(EXIT_RUNTIME)
+        fail(exc, str(exc))
     sys.exit(code)
 
 

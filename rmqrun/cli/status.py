@@ -30,13 +30,12 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rmqrun.consumer.oldest import store_timestamp_ms
+from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
-from rmqrun.remoting import fastjson
-from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
-from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import scan_records
 
 #: topics that belong to the broker itself, never to a consumer group
@@ -45,7 +44,7 @@ SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SE
 TIMEOUT = 5.0
 
 
-class StatusError(Exception):
+class StatusError(RmqrunError):
     """The name server or a broker could not answer."""
 
 
@@ -77,16 +76,17 @@ class QueueProgress:
                 "oldest_unfinished_age_s": None if self.oldest_age_s is None else round(self.oldest_age_s, 3)}
 
 
-async def _request(instance: ClientInstance, addr: str, code: int, ext: dict[str, str]) -> RemotingCommand:
-    return await instance.pool.request(addr, RemotingCommand(code, ext), TIMEOUT)
+def _admin(instance: ClientInstance) -> AdminClient:
+    return AdminClient(instance.pool, instance.namesrv, timeout=TIMEOUT)
 
 
 async def all_topics(instance: ClientInstance) -> list[str]:
-    resp = await instance.namesrv.request(RemotingCommand(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}),
-                                          TIMEOUT)
-    if resp.code != ResponseCode.SUCCESS:
-        raise StatusError(f"the name server refused the topic list: {resp.remark or resp.code}")
-    return list(fastjson.loads(resp.body or b"{}").get("topicList", []))
+    try:
+        return await _admin(instance).topic_list()
+    except AccessDeniedError:
+        raise
+    except BrokerError as exc:
+        raise StatusError(f"the name server refused the topic list: {exc.remark or exc.code}") from None
 
 
 async def _consumed_by(instance: ClientInstance, topic: str, group: str) -> bool:
@@ -95,9 +95,13 @@ async def _consumed_by(instance: ClientInstance, topic: str, group: str) -> bool
         addr = bd.master_address
         if addr is None:
             continue
-        resp = await _request(instance, addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})
-        if resp.code == ResponseCode.SUCCESS and group in fastjson.loads(resp.body or b"{}").get("groupList", []):
-            return True
+        try:
+            if group in await _admin(instance).consumer_groups_of_topic(addr, topic):
+                return True
+        except AccessDeniedError:
+            raise
+        except BrokerError:
+            continue  # this broker does not say; another may
     return False
 
 
@@ -115,11 +119,12 @@ async def _legacy_group_topics(instance: ClientInstance, group: str) -> list[str
 
 async def _subscribed_topics(instance: ClientInstance, addr: str, group: str) -> set[str]:
     """The topics the group's online clients subscribe to (GET_CONSUMER_CONNECTION_LIST), if the broker says."""
-    resp = await _request(instance, addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
-    if resp.code != ResponseCode.SUCCESS or not resp.body:
+    try:
+        return set((await _admin(instance).consumer_connection(addr, group)).topics)
+    except AccessDeniedError:
+        raise
+    except BrokerError:  # nobody online (206), or a broker that does not say
         return set()
-    table = fastjson.loads(resp.body).get("subscriptionTable") or {}
-    return {str(t) for t in table}
 
 
 @dataclass
@@ -138,7 +143,7 @@ class GroupView:
 
 async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
     """The group as every master broker sees it; None when a broker lacks GET_CONSUME_STATS."""
-    admin = AdminClient(instance.pool, instance.namesrv, timeout=TIMEOUT)
+    admin = _admin(instance)
     masters = (await admin.cluster_info()).all_masters()
     committed: set[str] = set()
     subscribed: set[str] = set()

@@ -4,7 +4,9 @@ Topic configuration (UPDATE_AND_CREATE_TOPIC, GET_ALL_TOPIC_CONFIG,
 DELETE_TOPIC_IN_BROKER / _IN_NAMESRV), the name server's topic list,
 cluster table and KV table (PUT/GET/DELETE_KV_CONFIG: ORDER_TOPIC_CONFIG),
 per-queue statistics (GET_TOPIC_STATS_INFO), a group's
-consume statistics (GET_CONSUME_STATS) and the online offset reset
+consume statistics (GET_CONSUME_STATS), who consumes a topic
+(QUERY_TOPIC_CONSUME_BY_WHO), what a group's online clients subscribe to
+(GET_CONSUMER_CONNECTION_LIST) and the online offset reset
 (INVOKE_BROKER_TO_RESET_OFFSET). Each call builds the request the 4.9.8 Java
 tools send and returns a typed result; a failing answer raises
 ``error_for_code``, whose ``code`` lets callers tell "not supported" or
@@ -82,6 +84,18 @@ class ConsumeProgress:
 class ConsumeStats:
     offset_table: dict[MessageQueue, ConsumeProgress] = field(default_factory=dict)
     consume_tps: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST: the group's online clients as one broker sees them.
+
+    Only what callers read is kept: the client ids and the topics of the
+    subscription table (the group's subscriptions, merged by the broker).
+    """
+
+    client_ids: frozenset[str] = frozenset()
+    topics: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -231,3 +245,22 @@ class AdminClient:
         ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()}
         resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
         return _mq_table(_load(resp.body).get("offsetTable")) if resp.body else {}
+
+    async def consumer_groups_of_topic(self, addr: str, topic: str) -> frozenset[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO: the groups that broker has consumers or offsets of ``topic`` for
+        (``mqadmin topicStatus``'s older sibling; what ``rmqrun status`` asks brokers without
+        GET_CONSUME_STATS)."""
+        body = _load((await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})).body
+                     or b"{}")
+        return frozenset(str(g) for g in body.get("groupList") or ())
+
+    async def consumer_connection(self, addr: str, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST; raises (CONSUMER_NOT_ONLINE, 206) when no client of the group is
+        online there. An empty answer is an empty connection."""
+        resp = await self._broker(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+        if not resp.body:
+            return ConsumerConnection()
+        body = _load(resp.body)
+        ids = frozenset(str(c.get("clientId", "")) for c in body.get("connectionSet") or ()
+                        if isinstance(c, Mapping))
+        return ConsumerConnection(ids, frozenset(str(t) for t in body.get("subscriptionTable") or {}))

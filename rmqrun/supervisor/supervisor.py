@@ -34,6 +34,7 @@ from rmqrun.errors import ConfigError
 from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool import PoolConfig, PoolError, WorkerBootError
+from rmqrun.supervisor.snapshot import SupervisorSnapshot, snapshot_of
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -253,6 +254,10 @@ class Supervisor:
         self._set_phase("waiting", text)
         if self.settings.on_status:
             self.settings.on_status(text)
+
+    def snapshot(self) -> SupervisorSnapshot:
+        """A frozen picture of the pool, executor and consumer for the metrics (call it on the loop)."""
+        return snapshot_of(self)
 
     def status_text(self) -> str:
         engine = self.engine

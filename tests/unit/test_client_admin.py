@@ -116,3 +116,26 @@ def test_a_refusal_keeps_its_code() -> None:
     with pytest.raises(BrokerError) as err:
         asyncio.run(AdminClient(rec, rec).reset_offset_online("b", "G", "T", 0))  # type: ignore[arg-type]
     assert err.value.code == 206 and "Consumer not online" in str(err.value)
+
+
+def test_consumer_groups_of_topic_sends_mqadmins_fields_and_reads_the_group_list() -> None:
+    groups, sent, theirs = call(300, lambda a: a.consumer_groups_of_topic("b", "ScnG_Topic"))
+    assert sent.ext_fields == theirs
+    assert groups == frozenset({"CG_scng"})
+
+
+def test_consumer_connection_sends_mqadmins_fields_and_reads_clients_and_topics() -> None:
+    conn, sent, theirs = call(203, lambda a: a.consumer_connection("b", "CG_scng"))
+    assert sent.ext_fields == theirs
+    assert conn.client_ids == frozenset({"192.0.2.2@12840#3456117512264"})
+    assert conn.topics == frozenset({"ScnG_Topic", "%RETRY%CG_scng"})
+
+
+def test_consumer_connection_refused_when_nobody_is_online_and_empty_on_an_empty_answer() -> None:
+    rec = Recorder({"code": 206, "header": {"remark": "the consumer group not online"}})
+    with pytest.raises(BrokerError) as err:
+        asyncio.run(AdminClient(rec, rec).consumer_connection("b", "G"))  # type: ignore[arg-type]
+    assert err.value.code == 206
+    rec = Recorder({"code": 0, "header": {}})
+    conn = asyncio.run(AdminClient(rec, rec).consumer_connection("b", "G"))  # type: ignore[arg-type]
+    assert conn.client_ids == frozenset() and conn.topics == frozenset()

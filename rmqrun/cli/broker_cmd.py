@@ -1,0 +1,91 @@
+"""``rmqrun broker``: the embedded name server and broker as a command (:mod:`rmqrun.broker.app`).
+
+The flags are checked here, each under its own name, before the broker is
+built: the broker's own checks speak in its settings' names
+(``advertise_host=...``), which are not what the operator typed. What the
+broker refuses afterwards (an ACL file, TLS files) is a setting too: exit 2.
+The data directory and the ports are decided at start; their exit codes
+(in use or a full disk: 1; a file or a read-only directory: 2) come from
+:func:`rmqrun.cli.exit_codes.exit_code_for`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rmqrun.cli import logs
+from rmqrun.cli.exit_codes import fail
+from rmqrun.errors import ConfigError
+
+
+def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -> None:
+    """A ConfigError naming the flag for a value the broker would refuse."""
+    from rmqrun.broker.advertise import check_advertise_host
+    from rmqrun.broker.store.config import delete_hours
+    from rmqrun.broker.store.errors import StoreError
+    from rmqrun.cli.settings import LOG_LEVELS
+    if log_level.upper() not in LOG_LEVELS:
+        raise ConfigError(f"--log-level {log_level!r} is invalid: one of {', '.join(LOG_LEVELS)}")
+    if advertise_host is not None:
+        try:
+            check_advertise_host(advertise_host)
+        except ValueError:
+            raise ConfigError(f"--advertise-host {advertise_host!r} is not an IP address (e.g. 10.0.0.5)") from None
+    try:
+        delete_hours(delete_when)
+    except StoreError:
+        raise ConfigError(f"--delete-when {delete_when!r}: give hours 00-23 of the day (several: '04;16')") from None
+
+
+@click.command()
+@click.option("--data-dir", default="./rmqrun-data", show_default=True, help="where messages and state are stored")
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (loopback by default)")
+@click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True,
+              help="sync: SEND_OK only after fsync")
+@click.option("--log-level", default="INFO", show_default=True,
+              help="TRACE, DEBUG, INFO, SUCCESS, WARNING, ERROR or CRITICAL")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--advertise-host", default=None,
+              help="IP registered with the name server for clients [default: --host if concrete, else the first "
+                   "non-loopback address]")
+@click.option("--file-reserved-hours", type=click.FloatRange(min=0, min_open=True), default=72, show_default=True,
+              help="retention: commit-log files last written longer ago are deleted")
+@click.option("--delete-when", default="04", show_default=True,
+              help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
+@click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
+              help="retention: above this disk use (percent) expired files are deleted at once")
+@click.option("--acl", "acl_file", default=None, metavar="FILE",
+              help="check every broker request against this plain_acl.yml (RocketMQ 4.x layout); "
+                   "the name server stays open")
+@click.option("--tls-cert", default=None, metavar="PEM", help="certificate chain: both servers speak TLS")
+@click.option("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
+@click.option("--tls-mode", type=click.Choice(["permissive", "enforcing"]), default=None,
+              help="permissive: TLS and plain clients on the same port; enforcing: TLS only [default: permissive]")
+@click.option("--order-message-enable", is_flag=True,
+              help="the name server puts ordered topics' order conf (topic create --order) in their routes")
+def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
+           log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
+           disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
+           tls_mode: str | None, order_message_enable: bool) -> None:
+    """Run the embedded name server and broker until SIGINT/SIGTERM."""
+    from rmqrun.broker.app import run as run_broker
+    from rmqrun.broker.store.errors import DataDirError
+    _check_flags(log_level, advertise_host, delete_when)
+    logs.setup(log_level.upper(), log_format, role="broker")
+    try:
+        code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,
+                          advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
+                          delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
+                          acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
+                          order_message_enable=order_message_enable)
+    except ValueError as exc:  # the broker refused a setting (an ACL file, TLS files): its text names it
+        raise ConfigError(str(exc)) from None
+    except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named
+        fail(exc, f"cannot start the broker: {exc}")
+    except OSError as exc:
+        fail(exc, f"cannot start the broker: {exc.strerror or exc} (ports {namesrv_port}/{broker_port} on {host})")
+    sys.exit(code)

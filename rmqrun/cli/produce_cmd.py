@@ -1,0 +1,130 @@
+"""``rmqrun produce``: the command's options and checks; sending is :mod:`rmqrun.cli.produce`.
+
+Every option is checked before anything connects, so a bad template or a
+forbidden combination is exit 2 with the option named, never a half-sent run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+import click
+
+from rmqrun.cli import logs
+from rmqrun.cli.admin_session import resolve_namesrv
+from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
+from rmqrun.cli.security_options import security_for, security_options
+from rmqrun.errors import ConfigError
+
+
+def _stdin_is_data() -> bool:
+    """stdin is a pipe or a redirected file (not a terminal, not /dev/null): produce reads its lines."""
+    import stat
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def _one_topic(topics: tuple[str, ...]) -> str | None:
+    """The --topic given, if any; produce sends to one topic."""
+    if len(topics) > 1:
+        raise ConfigError(f"--topic is given {len(topics)} times ({', '.join(topics)}): produce sends to one "
+                          "topic; run it once per topic")
+    return topics[0] if topics else None
+
+
+def _topic_of(topic: str | None, config_file: str | None) -> str:
+    """--topic, else the config's; checked as the settings table checks it."""
+    from rmqrun.cli import settings as table
+    if topic is None and config_file:
+        topic = table.resolve({}, config_file=config_file)["topic"]
+    if not topic:
+        raise ConfigError("missing topic (--topic)")
+    return str(table.BY_KEY["topic"].convert(topic, "command line --topic"))
+
+
+def _template(option: str, text: str | None) -> Any:
+    """``text`` as a template (None when not given); a bad one is a ConfigError naming ``option``."""
+    from rmqrun.cli import produce as p
+    try:
+        return p.Template(text) if text else None
+    except ValueError as exc:
+        raise ConfigError(f"{option}: {exc}") from None
+
+
+def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | None,
+          properties: tuple[str, ...], delay_level: int) -> Any:
+    from rmqrun.cli import produce as p
+    try:
+        return p.ProduceSpec(topic, tags=tags, keys=_template("--keys", keys),
+                             sharding_key=_template("--sharding-key", sharding_key),
+                             properties=p.parse_properties(properties), delay_level=delay_level)
+    except ValueError as exc:  # parse_properties names the --property it refuses
+        raise ConfigError(str(exc)) from None
+
+
+@click.command()
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/topic from this YAML")
+@click.option("--topic", "topics", multiple=True, help="topic to send to (default: the config's topic)")
+@click.option("-n", "--count", type=click.IntRange(min=0),
+              help="send N messages: the first N lines of --file or piped stdin, else N generated ones")
+@click.option("--file", "file", type=click.File("rb"),
+              help="send each line of FILE as a message ('-': stdin; default: stdin when it is a pipe or a file)")
+@click.option("--body", default="message {i}", show_default=True, help="body template of generated messages")
+@click.option("--tags", help="tag of every message")
+@click.option("--keys", help="KEYS template, e.g. 'order-{i}'")
+@click.option("--property", "properties", multiple=True, metavar="K=V", help="user property (repeatable)")
+@click.option("--sharding-key", help="orderly send: messages with equal keys go to one queue, in order; "
+                                     "template, e.g. 'user-{i%8}'")
+@click.option("--delay-level", type=click.IntRange(0, 18), default=0, show_default=True,
+              help="delay level (1=1s ... 18=2h; 0: none)")
+@click.option("--concurrency", type=click.IntRange(1, 4096), default=64, show_default=True,
+              help="sends in flight at once")
+@click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
+              help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
+@click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
+@namespace_option
+@security_options
+def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
+            body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
+            delay_level: int, concurrency: int, batch: int, group: str, namespace: str | None,
+            security_flags: dict[str, Any]) -> None:
+    """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
+    from rmqrun.cli import produce as p
+    from rmqrun.client.producer import Producer
+    given = _one_topic(topics)
+    addr = resolve_namesrv(namesrv, config_file)
+    security = security_for(security_flags, config_file)
+    topic = _topic_of(given, config_file)
+    namespace = resolve_namespace(namespace, config_file)
+    template = _template("--body", body)
+    spec = _spec(topic, tags, keys, sharding_key, properties, delay_level)
+    if batch > 1 and (sharding_key or delay_level):
+        raise ConfigError("--batch cannot be combined with --sharding-key or --delay-level")
+    if file is None and _stdin_is_data():
+        file = click.get_binary_stream("stdin")
+    if file is None and count is None:
+        raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
+    logs.setup("ERROR", role="produce")
+    show_bar = sys.stderr.isatty() and count is not None
+
+    async def main() -> p.ProduceReport:
+        bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
+        async with Producer(addr, group, namespace=namespace, security=security) as producer:
+            if not show_bar:
+                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
+            with click.progressbar(length=count, label=f"sending to {topic}", file=sys.stderr,
+                                   show_pos=True, show_eta=True) as bar:
+                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch,
+                                       on_sent=bar.update)
+
+    report = asyncio.run(main())
+    click.echo(report.summary(topic))
+    sys.exit(EXIT_RUNTIME if report.failed else EXIT_OK)

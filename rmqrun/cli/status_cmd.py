@@ -1,0 +1,81 @@
+"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import click
+
+from rmqrun.cli import logs
+from rmqrun.cli.exit_codes import error_line, fail
+from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
+from rmqrun.cli.security_options import security_for, security_options
+from rmqrun.errors import RmqrunError
+
+
+@click.command()
+@click.option("--group", help="consumer group (default: the config's group)")
+@click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
+@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
+@click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="seconds between rounds of --watch")
+@namespace_option
+@security_options
+def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, config_file: str | None,
+           as_json: bool, watch: bool, interval: float, namespace: str | None,
+           security_flags: dict[str, Any]) -> None:
+    """Per queue: broker offset, consumer offset and lag of a consumer group.
+
+    Exit 1 when the cluster cannot answer or no broker knows the group.
+    """
+    import time
+
+    from rmqrun.cli import settings as table
+    resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
+    gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
+    if gap is not None:
+        raise gap
+    chosen = [table.BY_KEY["topic"].convert(t, "command line --topic") for t in topics]
+    namespace = resolve_namespace(namespace, config_file)
+    security = security_for(security_flags, config_file)
+    logs.setup("ERROR", role="status")
+    group_name = resolved["group"]
+    try:
+        while True:
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace, security)
+            if not watch:
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:  # the end of --watch, wherever Ctrl-C lands
+        if not watch:
+            raise
+
+
+def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
+                  namespace: str | None = None, security: Any = None) -> None:
+    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch
+    (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
+    import json
+
+    from rmqrun.cli.status import UnknownGroupError, progress, render, to_json
+    from rmqrun.remoting.errors import AccessDeniedError, TlsError
+    try:
+        rows = asyncio.run(progress(namesrv, group, topics, security, namespace=namespace))
+    except (UnknownGroupError, AccessDeniedError, TlsError) as exc:
+        fail(exc, str(exc))
+    except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        if not watch:
+            fail(exc)
+        error_line(str(exc) or type(exc).__name__)
+        return
+    if as_json:
+        click.echo(json.dumps(to_json(rows, group, namespace)))
+        return
+    if watch and sys.stdout.isatty():
+        click.clear()
+    click.echo(render(rows, group, namespace))
