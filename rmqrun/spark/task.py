@@ -2,10 +2,10 @@
 
 This runs on an executor, in Spark's Python worker. It uses the same pieces as
 an ``rmqrun run`` worker process, so a handler behaves the same on both:
-:func:`~rmqrun.worker.handler.load_handler` (plain or ``@rmqrun.batch``),
-:func:`~rmqrun.worker.handler.map_concurrent` for what it returns, raising
+:func:`~rmqrun.handler.loading.load_handler` (plain or ``@rmqrun.batch``),
+:func:`~rmqrun.handler.outcome.map_concurrent` for what it returns, raising
 counts as a failure, and a soft time limit per call that raises
-:class:`~rmqrun.worker.results.SoftTimeLimitExceeded` inside the handler
+:class:`~rmqrun.handler.results.SoftTimeLimitExceeded` inside the handler
 (SIGALRM, so only where the task runs in the main thread, as Spark's Python
 workers do). ``worker_init`` runs once per partition, with the partition index
 as the worker id.
@@ -32,10 +32,9 @@ from rmqrun.spark.backfill import (
     BAD_RESULT, MAX_RECONSUME_TIMES, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
     TaskConfig,
 )
-from rmqrun.worker.handler import (
-    BadResultError, Handler, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
-)
-from rmqrun.worker.results import ReconsumeLater, SoftTimeLimitExceeded
+from rmqrun.handler.loading import Handler, WorkerInfo, call_hook, load_handler, load_hook
+from rmqrun.handler.outcome import BadResultError, map_concurrent
+from rmqrun.handler.results import ReconsumeLater, SoftTimeLimitExceeded
 
 SAMPLE_REASONS = 5
 
