@@ -35,11 +35,12 @@ from rmqrun.broker.store import MessageStore, PutResult
 from rmqrun.broker.subscription_groups import SubscriptionGroupTable
 from rmqrun.broker.tls import tls_server_options
 from rmqrun.broker.topics import TopicTable
+from rmqrun.errors import RmqrunError
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
 from rmqrun.remoting.server import RemotingServer
 
-class FlushTimeout(Exception):
+class FlushTimeout(RmqrunError):
     """Stored, but not fsync'ed within the timeout (answered FLUSH_DISK_TIMEOUT)."""
 
     def __init__(self, results: list[PutResult]) -> None:

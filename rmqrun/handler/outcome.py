@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rmqrun.errors import RmqrunError
 from rmqrun.handler.results import CONCURRENT_RESULTS, ORDERLY_RESULTS, AckIndex, HandlerResult, ReconsumeLater
 
 
-class BadResultError(TypeError):
+class BadResultError(RmqrunError, TypeError):
     """A handler returned something that is not a valid result for its mode."""
 
 

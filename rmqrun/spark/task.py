@@ -26,6 +26,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator
 
+from rmqrun.errors import RmqrunError
 from rmqrun.model import Message
 from rmqrun.namespace import wrap
 from rmqrun.spark.backfill import (
@@ -39,8 +40,13 @@ from rmqrun.handler.results import ReconsumeLater, SoftTimeLimitExceeded
 SAMPLE_REASONS = 5
 
 
-class RetrySendError(RuntimeError):
+class RetrySendError(RmqrunError, RuntimeError):
     """Failed messages could not be republished to the retry topic (the task fails; Spark retries it)."""
+
+
+class PartitionFailedError(RmqrunError, RuntimeError):
+    """One partition of ``rmqrun spark`` failed; the text (one line naming the range, then the cause's
+    traceback) is what Spark shows in the driver's error, where the runner finds it again."""
 
 
 class _TimeLimit:
@@ -190,7 +196,7 @@ def partition_function(cfg: TaskConfig, done: Any = None, parts: Any = None
                 report = run_range(index, r, cfg)
             except Exception as exc:
                 # One line on top, the cause below: Spark shows this text in the driver's error.
-                raise RuntimeError(f"rmqrun spark: partition {index} ({r.topic} {r.broker}:{r.queue_id} "
+                raise PartitionFailedError(f"rmqrun spark: partition {index} ({r.topic} {r.broker}:{r.queue_id} "
                                    f"[{r.start}, {r.end})) failed: {type(exc).__name__}: {exc}\n"
                                    + "".join(traceback.format_exception(exc))) from None
             if done is not None:

@@ -33,6 +33,7 @@ from typing import Mapping
 
 from rmqrun.broker.acl.config import SUB, PUB
 from rmqrun.client.bodies import HeartbeatData
+from rmqrun.errors import RmqrunError
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.frame import RemotingCommand
@@ -52,7 +53,7 @@ _REQUIRED = {
 }
 
 
-class RequestUnreadable(Exception):
+class RequestUnreadable(RmqrunError):
     """The request's fields or body cannot be read to know what it touches (refused)."""
 
 

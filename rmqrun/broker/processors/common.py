@@ -20,6 +20,7 @@ from typing import Any, Mapping, TypeVar
 
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.client.headers import Header
+from rmqrun.errors import RmqrunError
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
@@ -27,7 +28,7 @@ from rmqrun.remoting.frame import RemotingCommand, SerializeType
 H = TypeVar("H", bound=Header)
 
 
-class BadRequest(Exception):
+class BadRequest(RmqrunError):
     """A request the processor refuses; ``response`` is the answer to send."""
 
     def __init__(self, response: RemotingCommand) -> None:
