@@ -27,9 +27,9 @@ supervisor or any I/O.
 """
 
 from rmqrun.model import Message, MessageQueue
-from rmqrun.worker.handler import WorkerInfo, batch
-from rmqrun.worker.results import AckIndex, Commit, ReconsumeLater, Rollback, SuspendCurrentQueue
-from rmqrun.worker.results import SoftTimeLimitExceeded
+from rmqrun.handler.loading import WorkerInfo, batch
+from rmqrun.handler.results import AckIndex, Commit, ReconsumeLater, Rollback, SuspendCurrentQueue
+from rmqrun.handler.results import SoftTimeLimitExceeded
 
 __version__ = "0.1.0"
 

@@ -60,7 +60,7 @@ def measure(batches: int, batch: int, body_size: int, handler: str, orderly: boo
     fd = progress_mem.create_fd()
     writer = progress_mem.Writer(progress_mem.map_fd(fd))
     worker = Worker(WorkerConfig(handler, time_limit=900.0), 1, wsock, writer)
-    worker.handler = __import__("rmqrun.worker.handler", fromlist=["load_handler"]).load_handler(handler)
+    worker.handler = __import__("rmqrun.handler.loading", fromlist=["load_handler"]).load_handler(handler)
     mode = ConsumeMode.ORDERLY if orderly else ConsumeMode.CONCURRENT
     frames = []
     for b in range(16):  # a few distinct batches, reused round robin

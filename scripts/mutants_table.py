@@ -125,7 +125,7 @@ MUTANTS: list[Mutant] = [
       "            elif verdict is Verdict.NOT_RUN:\n                redo.append(entry)",
       "            elif verdict is Verdict.NOT_RUN:\n                done.append(entry.offset)",
       I + "test_engine_not_run.py"),
-    m("worker-ack-index-all", "rmqrun/worker/handler.py", "AckIndex(n) acknowledges the whole call",
+    m("worker-ack-index-all", "rmqrun/handler/outcome.py", "AckIndex(n) acknowledges the whole call",
       "return ConcurrentOutcome(min(value.index + 1, count), value.delay_level)",
       "return ConcurrentOutcome(count, value.delay_level)",
       U + "test_handler_results.py"),

@@ -37,6 +37,7 @@ from rmqrun.broker.config import BrokerConfig
 from rmqrun.broker.kv_config import KVConfigTable
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
 from rmqrun.broker.tls import tls_server_options
+from rmqrun.errors import RmqrunError
 
 READY_MARKER = "RMQRUN_BROKER_READY"
 
@@ -51,6 +52,13 @@ def make_config(data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", na
         raise ValueError(f"unknown broker setting(s) {unknown}; valid: {sorted(_CONFIG_FIELDS - {'data_dir'})}")
     settings.setdefault("namesrv_host", host)
     return BrokerConfig(data_dir=Path(data_dir), host=host, port=broker_port, namesrv_port=namesrv_port, **settings)
+
+
+class EmbeddedBrokerError(RmqrunError, RuntimeError):
+    """The embedded broker cannot be started as asked: already running, or its process never became ready.
+
+    A ``RuntimeError`` too, as it was before it had a class of its own.
+    """
 
 
 class EmbeddedBroker:
@@ -122,7 +130,7 @@ class EmbeddedBroker:
     def start_in_thread(self, timeout: float = 60.0) -> "EmbeddedBroker":
         """Start on a private event loop in a daemon thread; returns once both servers listen."""
         if self._thread is not None:
-            raise RuntimeError("already running in a thread")
+            raise EmbeddedBrokerError("already running in a thread")
         started = threading.Event()
         failure: list[BaseException] = []
 
@@ -223,7 +231,7 @@ class BrokerProcess:
         if marker is None:
             self.kill()
             tail = self.log_path.read_text(encoding="utf-8", errors="replace")[-4000:]
-            raise RuntimeError(f"broker process did not become ready within {timeout}s; log tail:\n{tail}")
+            raise EmbeddedBrokerError(f"broker process did not become ready within {timeout}s; log tail:\n{tail}")
         info = dict(part.split("=", 1) for part in marker.split()[1:])
         self.namesrv_address, self.broker_address = info["namesrv"], info["broker"]
         return self

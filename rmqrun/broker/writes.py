@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmqrun.broker.store import PutResult
+from rmqrun.errors import RmqrunError
 
 
-class FlushTimeout(Exception):
+class FlushTimeout(RmqrunError):
     """Stored, but not fsync'ed within the timeout (answered FLUSH_DISK_TIMEOUT)."""
 
     def __init__(self, results: list[PutResult]) -> None:

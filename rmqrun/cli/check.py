@@ -33,7 +33,7 @@ from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.supervisor.supervisor import RunSettings
-from rmqrun.worker.handler import load_handler, load_hook
+from rmqrun.handler.loading import load_handler, load_hook
 
 #: the name server, the topic or a broker is not usable: a runtime failure
 EXIT_UNREACHABLE = EXIT_RUNTIME

@@ -48,7 +48,7 @@ def exit_code_for(exc: BaseException) -> int:
     """The exit code of a command that stops on ``exc`` (see the module docstring's table)."""
     # imported here: ``rmqrun --version`` and ``--help`` load neither the worker nor the broker
     from rmqrun.broker.store.errors import DataDirError, StoreLockedError
-    from rmqrun.worker.handler import HandlerLoadError
+    from rmqrun.handler.loading import HandlerLoadError
 
     if isinstance(exc, HandlerLoadError):
         return EXIT_HANDLER

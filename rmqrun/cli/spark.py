@@ -92,7 +92,7 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
     """Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark."""
     from rmqrun.cli import logs
     from rmqrun.spark.runner import RunnerOptions, run
-    from rmqrun.worker.handler import HandlerLoadError
+    from rmqrun.handler.loading import HandlerLoadError
 
     opts = RunnerOptions(
         handler=_required(handler, "the handler argument MODULE:FUNC"),

@@ -29,6 +29,7 @@ from typing import Any
 
 from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.consumer.defaults import LOCAL_OFFSET_FILE_NAME, LOCAL_OFFSET_STORE_DIR
+from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.remoting import fastjson
 
@@ -52,8 +53,16 @@ class ReadOffsetType(Enum):
     MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
 
 
-class OffsetStoreError(Exception):
+class OffsetStoreError(RmqrunError):
     """The local offset file and its backup are both unreadable."""
+
+
+class OffsetUnreadableError(RmqrunError):
+    """The store could not read a queue's committed offset (the broker did not answer, ``OFFSET_READ_FAILED``).
+
+    Raised where a newly assigned queue's start is computed: the queue is not taken
+    at a guessed offset, and the next rebalance (or lock) tries again.
+    """
 
 
 class OffsetStore(ABC):

@@ -30,7 +30,9 @@ from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_keyed import KeyedConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
-from rmqrun.consumer.offsets import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteOffsetStore
+from rmqrun.consumer.offsets import (
+    LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
+)
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
@@ -136,7 +138,7 @@ class PushConsumer:
             async def commit(mq: MessageQueue, offset: int) -> None:
                 addr = self.instance.broker_address(mq.broker_name)
                 if addr is None:
-                    raise RuntimeError(f"no address for broker {mq.broker_name}")
+                    raise BrokerNotFoundError(f"no address for broker {mq.broker_name}")
                 await self.instance.broker.update_consumer_offset(addr, self.config.group, mq, offset)
 
             async def fetch(mq: MessageQueue) -> int | None:
@@ -145,7 +147,7 @@ class PushConsumer:
                     await self.instance.update_route(mq.topic)
                     addr = self.instance.broker_address(mq.broker_name)
                 if addr is None:
-                    raise RuntimeError(f"no address for broker {mq.broker_name}")
+                    raise BrokerNotFoundError(f"no address for broker {mq.broker_name}")
                 return await self.instance.broker.query_consumer_offset(addr, self.config.group, mq)
             return RemoteOffsetStore(self.config.group, commit, fetch)
         store = LocalFileOffsetStore(self.config.group, self.instance.client_id, self.config.offset_store_dir)
@@ -243,7 +245,7 @@ class PushConsumer:
             await self.instance.update_route(mq.topic)
             addr = self.instance.broker_address(mq.broker_name)
         if addr is None:
-            raise RuntimeError(f"broker {mq.broker_name} of {mq.topic} has no known address")
+            raise BrokerNotFoundError(f"broker {mq.broker_name} of {mq.topic} has no known address")
         return addr
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
@@ -257,7 +259,7 @@ class PushConsumer:
         if last >= 0:
             return last
         if last != -1:
-            raise RuntimeError(f"the offset store could not read the offset of {mq}")
+            raise OffsetUnreadableError(f"the offset store could not read the offset of {mq}")
         where = self.config.consume_from_where
         is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         if where == "CONSUME_FROM_FIRST_OFFSET":

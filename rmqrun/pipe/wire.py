@@ -39,6 +39,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence, Union
 
+from rmqrun.errors import RmqrunError
 from rmqrun.remoting.message import QUEUE_OFFSET_POS
 
 RecordData = Union[bytes, bytearray, memoryview]
@@ -318,7 +319,7 @@ _FLAG_AUTO_COMMIT = 1
 _FLAG_TIMED_OUT = 1
 
 
-class WireError(ValueError):
+class WireError(RmqrunError, ValueError):
     """Bytes on the pipe that are not a valid frame (a bug or a corrupted pipe)."""
 
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, Mapping, TypeVar
 
 from rmqrun.protocol.java_order import java_hash_set_order
-from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.errors import MissingFieldError, ProtocolError
 from rmqrun.remoting.message import java_string_hash
 
 T = TypeVar("T", bound="Header")
@@ -195,7 +195,7 @@ class Header:
             raw = ext.get(spec.wire)
             if raw is None:
                 if spec.required:
-                    raise ProtocolError(f"{cls.__name__}: required field {spec.wire!r} is missing")
+                    raise MissingFieldError(cls.__name__, spec.wire)
                 continue
             kwargs[spec.attr] = parse_value(raw, spec.kind, f"{cls.__name__}.{spec.wire}")
         return cls(**kwargs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
+from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError, WrongCallerError
 from rmqrun.pull.result import PullResult, PullStatus
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
 
 __all__ = ["PullConsumer", "AsyncPullConsumer", "PullResult", "PullStatus", "TopicNotFoundError",
-           "NotStartedError", "OffsetPersistError", "ClientSecurity"]
+           "NotStartedError", "OffsetPersistError", "WrongCallerError", "ClientSecurity"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,7 @@ from typing import Any, Coroutine, TypeVar
 
 from rmqrun.model import Message, MessageQueue
 from rmqrun.pull.async_consumer import BLOCK_TIMEOUT, DEFAULT_GROUP, AsyncPullConsumer
-from rmqrun.pull.errors import NotStartedError
+from rmqrun.pull.errors import NotStartedError, WrongCallerError
 from rmqrun.pull.result import PullResult
 from rmqrun.remoting.security import ClientSecurity
 
@@ -130,11 +130,11 @@ class PullConsumer:
             # A forked child (a Spark Python worker) has the loop object but not its thread:
             # waiting on it would hang forever.
             coro.close()
-            raise RuntimeError(f"this PullConsumer was started in process {self._pid} and cannot be used "
+            raise WrongCallerError(f"this PullConsumer was started in process {self._pid} and cannot be used "
                                f"after a fork (in process {os.getpid()}); create one per process")
         if self._thread is threading.current_thread():
             coro.close()
-            raise RuntimeError("PullConsumer methods cannot be called from its own loop thread")
+            raise WrongCallerError("PullConsumer methods cannot be called from its own loop thread")
         future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
             return future.result()

@@ -19,6 +19,15 @@ class TopicNotFoundError(NoRouteError):
         self.topic = topic
 
 
+class WrongCallerError(ClientError, RuntimeError):
+    """The blocking :class:`~rmqrun.pull.PullConsumer` was called where it cannot answer.
+
+    After a fork (its loop thread did not survive it) or from its own loop thread (it
+    would wait on itself): either call would hang forever, so it fails at once. A
+    ``RuntimeError`` too, as it was before it had a class of its own.
+    """
+
+
 class NotStartedError(ClientError):
     """A call on a consumer that is not started (or already closed)."""
 

@@ -34,6 +34,20 @@ class ProtocolError(RemotingError):
     """Malformed bytes: a bad frame, header or message body."""
 
 
+class MissingFieldError(ProtocolError):
+    """A typed header's required field is absent from the ext fields.
+
+    Carries the header class's name and the wire name of the field, so a caller that
+    answers in another wording (the broker says Java's "the custom field <x> is null")
+    reads them instead of parsing this text.
+    """
+
+    def __init__(self, header: str, field: str) -> None:
+        super().__init__(f"{header}: required field {field!r} is missing")
+        self.header = header
+        self.field = field
+
+
 class FrameTooLargeError(ProtocolError):
     """A length prefix outside 0..max_frame_size."""
 

@@ -16,13 +16,15 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from rmqrun.errors import RmqrunError
+
 SHORT_NAME = "rocketmq"
 
 _MISSING_PYSPARK = ("rmqrun.spark needs PySpark 4.x: pip install 'rmqrun[spark]' "
                     "(Python >= 3.11 and Java 17+ required)")
 
 
-class SparkSupportMissing(RuntimeError):
+class SparkSupportMissing(RmqrunError, RuntimeError):
     """pyspark (the ``spark`` extra) or Java is not installed."""
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import functools
 
+from rmqrun.errors import RmqrunError
 
-class OptionError(ValueError):
+
+class OptionError(RmqrunError, ValueError):
     """A bad option value; the message names the option."""
 
 
-class SourceError(RuntimeError):
+class SourceError(RmqrunError, RuntimeError):
     """The source cannot read what it was asked to (topic missing, name server silent, data lost)."""
 
 

@@ -123,7 +123,7 @@ def _loopback(master: str) -> bool:
 
 def _check_handler(opts: RunnerOptions) -> None:
     """Import the handler and hook here first: a typo is one line (HandlerLoadError), no Spark started."""
-    from rmqrun.worker.handler import load_handler, load_hook
+    from rmqrun.handler.loading import load_handler, load_hook
 
     load_handler(opts.handler, batch_size=opts.batch_size)
     if opts.worker_init:

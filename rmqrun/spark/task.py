@@ -2,10 +2,10 @@
 
 This runs on an executor, in Spark's Python worker. It uses the same pieces as
 an ``rmqrun run`` worker process, so a handler behaves the same on both:
-:func:`~rmqrun.worker.handler.load_handler` (plain or ``@rmqrun.batch``),
-:func:`~rmqrun.worker.handler.map_concurrent` for what it returns, raising
+:func:`~rmqrun.handler.loading.load_handler` (plain or ``@rmqrun.batch``),
+:func:`~rmqrun.handler.outcome.map_concurrent` for what it returns, raising
 counts as a failure, and a soft time limit per call that raises
-:class:`~rmqrun.worker.results.SoftTimeLimitExceeded` inside the handler
+:class:`~rmqrun.handler.results.SoftTimeLimitExceeded` inside the handler
 (SIGALRM, so only where the task runs in the main thread, as Spark's Python
 workers do). ``worker_init`` runs once per partition, with the partition index
 as the worker id.
@@ -26,22 +26,27 @@ import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator
 
+from rmqrun.errors import RmqrunError
 from rmqrun.model import Message
 from rmqrun.namespace import wrap
 from rmqrun.spark.backfill import (
     BAD_RESULT, MAX_RECONSUME_TIMES, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
     TaskConfig,
 )
-from rmqrun.worker.handler import (
-    BadResultError, Handler, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
-)
-from rmqrun.worker.results import ReconsumeLater, SoftTimeLimitExceeded
+from rmqrun.handler.loading import Handler, WorkerInfo, call_hook, load_handler, load_hook
+from rmqrun.handler.outcome import BadResultError, map_concurrent
+from rmqrun.handler.results import ReconsumeLater, SoftTimeLimitExceeded
 
 SAMPLE_REASONS = 5
 
 
-class RetrySendError(RuntimeError):
+class RetrySendError(RmqrunError, RuntimeError):
     """Failed messages could not be republished to the retry topic (the task fails; Spark retries it)."""
+
+
+class PartitionFailedError(RmqrunError, RuntimeError):
+    """One partition of ``rmqrun spark`` failed; the text (one line naming the range, then the cause's
+    traceback) is what Spark shows in the driver's error, where the runner finds it again."""
 
 
 class _TimeLimit:
@@ -191,7 +196,7 @@ def partition_function(cfg: TaskConfig, done: Any = None, parts: Any = None
                 report = run_range(index, r, cfg)
             except Exception as exc:
                 # One line on top, the cause below: Spark shows this text in the driver's error.
-                raise RuntimeError(f"rmqrun spark: partition {index} ({r.topic} {r.broker}:{r.queue_id} "
+                raise PartitionFailedError(f"rmqrun spark: partition {index} ({r.topic} {r.broker}:{r.queue_id} "
                                    f"[{r.start}, {r.end})) failed: {type(exc).__name__}: {exc}\n"
                                    + "".join(traceback.format_exception(exc))) from None
             if done is not None:

@@ -1,237 +1,20 @@
-"""Loading a ``module:function`` handler, and turning what it returns into statuses.
+"""The worker's side of the handler contract: orderly return values as pipe statuses.
 
-Loading happens once per worker at boot, so a typo fails the start-up with
-one precise message (gunicorn's ``import_app`` is the model: "Failed to find
-attribute 'x' in 'y'", "did you mean 'a:b'?", module not found, not
-callable) instead of failing every message.
-
-Handler forms:
-
-* plain: ``def handle(msg: Message) -> None | result``, called once per message;
-* batch: decorated with :func:`batch`, called with a list of up to
-  ``consumeMessageBatchMaxSize`` messages. The form is declared, not guessed
-  from the signature, so changing the batch size setting can never silently
-  hand a list to a function written for one message (a plain handler with a
-  batch size > 1 is refused at start-up).
-
-The mapping functions below are pure so every return type can be unit-tested
-without processes.
+The contract itself (loading, results, the concurrent mapping) is
+:mod:`rmqrun.handler`, shared with the Spark runner; only the orderly mapping
+needs the pipe's :class:`~rmqrun.pipe.wire.Status`, so it stays here.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
-import importlib.util
-import inspect
-import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any
 
-from rmqrun.errors import ConfigError
+from rmqrun.handler.outcome import bad_result
+from rmqrun.handler.results import Commit, Rollback, SuspendCurrentQueue
 from rmqrun.pipe.wire import Status
-from rmqrun.worker.results import (
-    CONCURRENT_RESULTS, ORDERLY_RESULTS, AckIndex, Commit, HandlerResult, ReconsumeLater, Rollback,
-    SuspendCurrentQueue,
-)
 
-F = TypeVar("F", bound=Callable[..., Any])
-BATCH_ATTR = "__rmqrun_batch__"
-DEFAULT_ATTR = "handle"
-
-
-class HandlerLoadError(ConfigError):
-    """A handler or hook reference cannot be imported or is not usable."""
-
-
-class BadResultError(TypeError):
-    """A handler returned something that is not a valid result for its mode."""
-
-
-def batch(fn: F) -> F:
-    """Declare a handler that takes a list of messages (``consumeMessageBatchMaxSize`` at most).
-
-    ::
-
-        @rmqrun.batch
-        def handle(msgs: list[rmqrun.Message]) -> rmqrun.AckIndex | None: ...
-    """
-    try:
-        setattr(fn, BATCH_ATTR, True)
-        return fn
-    except (AttributeError, TypeError):  # e.g. a bound method or a builtin
-        def wrapper(msgs):  # type: ignore[no-untyped-def]
-            return fn(msgs)
-        wrapper.__name__ = getattr(fn, "__name__", "batch_handler")
-        wrapper.__qualname__ = getattr(fn, "__qualname__", wrapper.__name__)
-        setattr(wrapper, BATCH_ATTR, True)
-        return wrapper  # type: ignore[return-value]
-
-
-def is_batch_handler(fn: Callable[..., Any]) -> bool:
-    return bool(getattr(fn, BATCH_ATTR, False))
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """What ``worker_init`` / ``worker_exit`` hooks receive (if they take an argument)."""
-
-    worker_id: int
-    pid: int
-
-
-@dataclass(frozen=True, slots=True)
-class Handler:
-    """A loaded handler: its reference (for messages), the callable, and its form."""
-
-    ref: str
-    fn: Callable[..., Any]
-    is_batch: bool
-
-
-# --------------------------------------------------------------------------- loading
-
-def _import_module(module_name: str, ref: str, what: str) -> Any:
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        missing = exc.name or ""
-        if missing and (module_name == missing or module_name.startswith(missing + ".")):
-            hint = ""
-            if ":" not in ref and "." in module_name:
-                parent, _, last = module_name.rpartition(".")
-                try:
-                    if hasattr(importlib.import_module(parent), last):
-                        hint = f"; did you mean '{parent}:{last}'?"
-                except Exception:
-                    pass
-            raise HandlerLoadError(f"Module '{module_name}' not found for {what} '{ref}'{hint}") from None
-        raise HandlerLoadError(
-            f"Importing module '{module_name}' for {what} '{ref}' failed: {exc}\n"
-            + "".join(traceback.format_exception(exc)).rstrip()) from None
-    except (Exception, SystemExit) as exc:
-        raise HandlerLoadError(
-            f"Importing module '{module_name}' for {what} '{ref}' failed: {type(exc).__name__}: {exc}\n"
-            + "".join(traceback.format_exception(exc)).rstrip()) from None
-
-
-def _close_matches(obj: Any, name: str) -> list[str]:
-    names = [n for n in dir(obj) if not n.startswith("_") and callable(getattr(obj, n, None))]
-    return difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-
-
-def _is_submodule(module_name: str, name: str) -> bool:
-    try:
-        return importlib.util.find_spec(f"{module_name}.{name}") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def resolve(ref: str, *, what: str = "handler", default_attr: str = DEFAULT_ATTR) -> Callable[..., Any]:
-    """Import ``module:attr`` (``attr`` may be dotted, e.g. ``mod:obj.method``) and return it.
-
-    ``module`` alone means ``module:<default_attr>``. Raises
-    :class:`HandlerLoadError` with a message meant for the person who wrote
-    the reference.
-    """
-    if not isinstance(ref, str) or not ref.strip():
-        raise HandlerLoadError(f"The {what} reference is empty; expected 'module:function'")
-    ref = ref.strip()
-    module_name, sep, attr = ref.partition(":")
-    if module_name.endswith(".py") or "/" in module_name or "\\" in module_name:
-        dotted = module_name.removesuffix(".py").replace("\\", "/").strip("/").replace("/", ".")
-        raise HandlerLoadError(
-            f"The {what} '{ref}' is a file path, not a module; did you mean '{dotted}:{attr or default_attr}'?")
-    if not module_name:
-        raise HandlerLoadError(f"The {what} '{ref}' has no module before ':'; expected 'module:function'")
-    if sep and not attr:
-        raise HandlerLoadError(f"The {what} '{ref}' has nothing after ':'; expected 'module:function'")
-    if not all(part.isidentifier() for part in module_name.split(".")):
-        raise HandlerLoadError(f"The {what} '{ref}': '{module_name}' is not a module name")
-    attr = attr or default_attr
-    if not all(part.isidentifier() for part in attr.split(".")):
-        raise HandlerLoadError(
-            f"The {what} '{ref}': '{attr}' is not an attribute name (expressions and calls are not supported)")
-    module = _import_module(module_name, ref, what)
-    obj: Any = module
-    done: list[str] = []
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            where = ".".join([module_name, *done]) if done else module_name
-            close = _close_matches(obj, part)
-            hint = ""
-            if close:
-                hint = "; did you mean " + " or ".join(
-                    f"'{module_name}:{'.'.join([*done, c])}'" for c in close) + "?"
-            elif not done and _is_submodule(module_name, part):
-                hint = f"; did you mean '{module_name}.{part}:{default_attr}'?"
-            raise HandlerLoadError(
-                f"Failed to find attribute '{part}' in '{where}' for {what} '{ref}'{hint}") from None
-        done.append(part)
-    if not callable(obj):
-        raise HandlerLoadError(f"The {what} '{ref}' is not callable (it is a {type(obj).__name__})")
-    if inspect.isclass(obj):
-        raise HandlerLoadError(f"The {what} '{ref}' is a class; give a function (or an instance with __call__)")
-    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
-        raise HandlerLoadError(
-            f"The {what} '{ref}' is an async function; workers are processes and call plain functions")
-    if inspect.isgeneratorfunction(obj):
-        raise HandlerLoadError(f"The {what} '{ref}' is a generator function; it must return, not yield")
-    return obj
-
-
-def _accepts(fn: Callable[..., Any], nargs: int) -> bool:
-    try:
-        inspect.signature(fn).bind(*([None] * nargs))
-    except TypeError:
-        return False
-    except ValueError:  # no signature available (some builtins): trust the user
-        return True
-    return True
-
-
-def load_handler(ref: str, *, batch_size: int = 1) -> Handler:
-    """Load the handler ``ref`` and check it fits ``batch_size`` (consumeMessageBatchMaxSize)."""
-    fn = resolve(ref, what="handler")
-    is_b = is_batch_handler(fn)
-    if not _accepts(fn, 1):
-        sig = inspect.signature(fn)
-        kind = "a list of messages" if is_b else "the message"
-        raise HandlerLoadError(f"The handler '{ref}' must accept one argument ({kind}); its signature is {sig}")
-    if batch_size > 1 and not is_b:
-        raise HandlerLoadError(
-            f"consumeMessageBatchMaxSize is {batch_size} but the handler '{ref}' takes one message; "
-            f"decorate it with @rmqrun.batch to receive lists, or set consumeMessageBatchMaxSize to 1")
-    return Handler(ref.strip(), fn, is_b)
-
-
-def load_hook(ref: str, what: str) -> Callable[..., Any]:
-    """Load a ``worker_init`` / ``worker_exit`` hook: a function of no argument or of one (WorkerInfo)."""
-    fn = resolve(ref, what=what, default_attr=what)
-    if not (_accepts(fn, 0) or _accepts(fn, 1)):
-        raise HandlerLoadError(f"The {what} hook '{ref}' must take no argument or one (the worker info); "
-                               f"its signature is {inspect.signature(fn)}")
-    return fn
-
-
-def call_hook(fn: Callable[..., Any], info: Any) -> None:
-    """Call a hook with the worker info if it takes an argument, else with none."""
-    if _accepts(fn, 1):
-        fn(info)
-    else:
-        fn()
-
-
-# --------------------------------------------------------------------------- results
-
-@dataclass(frozen=True, slots=True)
-class ConcurrentOutcome:
-    """Messages ``[0, acked)`` of the call succeeded; the rest are retried with ``delay_level``."""
-
-    acked: int
-    delay_level: int = 0
+__all__ = ["OrderlyOutcome", "map_orderly"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,38 +24,6 @@ class OrderlyOutcome:
     status: Status
     suspend_ms: int = -1
     warning: str | None = None
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{text} ({type(value).__name__})"
-
-
-def _bad(value: Any, handler_ref: str, orderly: bool) -> BadResultError:
-    who = f"handler '{handler_ref}'"
-    if isinstance(value, type) and issubclass(value, HandlerResult):
-        return BadResultError(f"{who} returned the class {value.__name__}; return an instance: {value.__name__}()")
-    if orderly and isinstance(value, CONCURRENT_RESULTS):
-        return BadResultError(f"{who} returned {value!r}, a concurrent-mode result, but its queue is consumed "
-                              f"orderly; return SuspendCurrentQueue() to have the messages delivered again")
-    if not orderly and isinstance(value, ORDERLY_RESULTS):
-        return BadResultError(f"{who} returned {value!r}, an orderly-mode result, but its queue is consumed "
-                              f"concurrently; return ReconsumeLater() or AckIndex(n)")
-    expected = ("SuspendCurrentQueue, Commit, Rollback" if orderly else "ReconsumeLater, AckIndex")
-    return BadResultError(f"{who} returned {_describe(value)}; expected None or one of {expected}")
-
-
-def map_concurrent(value: Any, count: int, handler_ref: str) -> ConcurrentOutcome:
-    """A concurrent-mode return value for a call over ``count`` messages (raises BadResultError)."""
-    if value is None:
-        return ConcurrentOutcome(count)
-    if isinstance(value, ReconsumeLater):
-        return ConcurrentOutcome(0, value.delay_level)
-    if isinstance(value, AckIndex):
-        return ConcurrentOutcome(min(value.index + 1, count), value.delay_level)
-    raise _bad(value, handler_ref, orderly=False)
 
 
 def map_orderly(value: Any, handler_ref: str, *, auto_commit: bool = True) -> OrderlyOutcome:
@@ -287,4 +38,4 @@ def map_orderly(value: Any, handler_ref: str, *, auto_commit: bool = True) -> Or
                 f"handler '{handler_ref}' returned {type(value).__name__}() but the consumer commits "
                 f"automatically; treating it as SUCCESS (as the Java client does)"))
         return OrderlyOutcome(Status.COMMIT if isinstance(value, Commit) else Status.ROLLBACK)
-    raise _bad(value, handler_ref, orderly=True)
+    raise bad_result(value, handler_ref, orderly=True)

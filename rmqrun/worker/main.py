@@ -54,11 +54,10 @@ from rmqrun.pipe.wire import (
 )
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.worker import logs as worker_logs
-from rmqrun.worker.results import SoftTimeLimitExceeded, WorkerTerminated
-from rmqrun.worker.handler import (
-    BadResultError, Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook, map_concurrent,
-    map_orderly,
-)
+from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
+from rmqrun.handler.outcome import BadResultError, map_concurrent
+from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
+from rmqrun.worker.handler import map_orderly
 
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")

@@ -16,7 +16,7 @@ from rmqrun.spark import failures
 from rmqrun.spark.backfill import FailedMessage, RangeReport
 from rmqrun.spark.shipping import files_to_ship
 from rmqrun.spark.task import _TimeLimit, handle_chunk
-from rmqrun.worker.handler import Handler
+from rmqrun.handler.loading import Handler
 from rmqrun.cli.spark import parse_bound
 
 
@@ -108,7 +108,7 @@ def test_shipping_a_module_and_a_package_but_not_what_is_installed(tmp_path: Pat
     out = tmp_path / "out"
     out.mkdir()
     shipped = files_to_ship(["solo_handler_mod:handle", "pkg_handler_mod.sub.h:handle", "pkg_handler_mod.sub.h:x",
-                             "rmqrun.worker.handler:batch", "json:loads", None], out)
+                             "rmqrun.handler.loading:batch", "json:loads", None], out)
     assert shipped == [str(tmp_path / "solo_handler_mod.py"), str(out / "pkg_handler_mod.zip")]
     import zipfile
     names = sorted(zipfile.ZipFile(out / "pkg_handler_mod.zip").namelist())

@@ -20,7 +20,7 @@ from rmqrun.cli.exit_codes import EXIT_CONFIG, EXIT_HANDLER, EXIT_INTERRUPTED, E
 from rmqrun.cli.status import StatusError, UnknownGroupError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.remoting.errors import AccessDeniedError, TlsError
-from rmqrun.worker.handler import HandlerLoadError
+from rmqrun.handler.loading import HandlerLoadError
 
 README = Path(__file__).resolve().parents[2] / "config" / "README.md"
 

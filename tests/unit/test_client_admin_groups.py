@@ -14,10 +14,10 @@ import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.admin import AdminClient
-from rmqrun.client.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
+from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
-from rmqrun.client.subscription import SubscriptionData
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
 

@@ -10,7 +10,7 @@ import pytest
 
 import rmqrun
 from rmqrun.errors import ConfigError
-from rmqrun.worker.handler import HandlerLoadError, batch, call_hook, load_handler, load_hook, resolve
+from rmqrun.handler.loading import HandlerLoadError, batch, call_hook, load_handler, load_hook, resolve
 
 
 @pytest.fixture()

@@ -16,9 +16,9 @@ import pytest
 import rmqrun
 from rmqrun.remoting.message import encode_stored
 from rmqrun.pipe.wire import ConsumeMode, Done, FrameBuffer, Run, Started, Status
-from rmqrun.worker.handler import (
-    BadResultError, ConcurrentOutcome, Handler, OrderlyOutcome, batch, map_concurrent, map_orderly,
-)
+from rmqrun.handler.loading import Handler, batch
+from rmqrun.handler.outcome import BadResultError, ConcurrentOutcome, map_concurrent
+from rmqrun.worker.handler import OrderlyOutcome, map_orderly
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.worker.main import Worker
 

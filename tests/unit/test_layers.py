@@ -12,6 +12,8 @@ edge with its file and line.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +36,9 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "protocol": ("remoting", "model"),
     # routes, typed broker calls, the producer, the retry-topic re-publish
     "client": ("namespace", "protocol", "remoting", "errors", "model", "aio"),
+    # the handler contract (results, @batch, WorkerInfo, module:function loading): shared by the worker, Spark
+    # and users, so it stands below all of them
+    "handler": ("errors",),
     # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
     "pipe": ("namespace", "remoting", "errors", "model"),
     # the push consumer's logic (rebalance, process queues, offsets, retry)
@@ -42,19 +47,19 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
     # the embedded broker: the wire schema and remoting, never the client or consumer logic
     "broker": ("protocol", "remoting", "errors", "model", "aio"),
-    # a worker process knows the pipe and the message codec, nothing of the supervisor or RocketMQ clients
-    "worker": ("namespace", "pipe", "remoting", "errors", "model"),
+    # a worker process knows the handler contract, the pipe and the message codec, nothing of the supervisor or
+    # RocketMQ clients
+    "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
     "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "aio"),
-    # Spark stands on the pull consumer and the client; it runs handlers with the worker's handler contract
+    # Spark stands on the pull consumer and the client; it runs handlers with the handler contract
     # (module:function loading, result types), not the worker process or the push consumer
-    "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "worker.handler",
-              "worker.results"),
+    "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "handler"),
     # the command line sits on top of everything
-    "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "pipe",
-            "remoting", "errors", "model", "aio", "namespace"),
+    "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "handler",
+            "pipe", "remoting", "errors", "model", "aio", "namespace"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
-    "rmqrun": ("namespace", "worker.handler", "worker.results", "pull", "model", "errors"),
+    "rmqrun": ("namespace", "handler", "pull", "model", "errors"),
 }.items()}
 
 #: Cycles inside one part that are known and accepted, each with its reason (a set of module names). Empty: the
@@ -187,6 +192,21 @@ def test_no_import_cycles() -> None:
     assert not unknown, "import cycles:\n" + "\n\n".join("\n".join(map(str, c)) for c in unknown)
 
 
+def test_importing_the_wire_codec_loads_no_process_or_consumer_layer() -> None:
+    """``import rmqrun.remoting.frame`` runs ``rmqrun/__init__`` (the handler contract) and no more.
+
+    Checked in a fresh interpreter, where nothing else has loaded those modules yet: the layer table above
+    sees only the import statements, this sees what loading them really pulls in.
+    """
+    code = ("import sys, rmqrun.remoting.frame\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('rmqrun'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "rmqrun.remoting.frame" in loaded and "rmqrun.handler.results" in loaded  # the probe itself works
+    above = [m for m in loaded
+             if part(m) in ("worker", "supervisor", "consumer", "cli", "pipe", "pull", "client", "spark", "broker")]
+    assert not above, f"import rmqrun.remoting.frame loads layers above it: {above}"
+
+
 # ---------------------------------------------------------------- the checker itself (so the above cannot pass
 # vacuously)
 
@@ -215,7 +235,7 @@ def test_the_checker_flags_an_upward_edge_and_a_cycle(tmp_path: Path) -> None:
     modules, edges = scan(pkg)
     bad = layer_violations(edges)
     assert bad == ["rmqrun/worker/main.py:2: rmqrun.worker.main -> rmqrun.supervisor.pool   "
-                   "(worker may import only: errors, model, namespace, pipe, remoting)"]
+                   "(worker may import only: errors, handler, model, namespace, pipe, remoting)"]
     [cycle] = cycles(modules, edges)
     assert sorted(map(str, cycle)) == ["rmqrun/consumer/a.py:3: rmqrun.consumer.a -> rmqrun.consumer.b",
                                        "rmqrun/consumer/b.py:1: rmqrun.consumer.b -> rmqrun.consumer.a"]

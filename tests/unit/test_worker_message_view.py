@@ -16,7 +16,7 @@ from rmqrun.model import Message
 from rmqrun.pipe.wire import Batch, ConsumeMode, Done, FrameBuffer, Started, encode_run
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.remoting.message import encode_stored
-from rmqrun.worker.handler import Handler
+from rmqrun.handler.loading import Handler
 from rmqrun.worker.main import Worker
 
 RECORDS = [  # (topic as stored, properties, the topic the handler must see)

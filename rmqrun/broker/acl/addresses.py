@@ -19,8 +19,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from rmqrun.errors import RmqrunError
 
-class AddressPatternError(ValueError):
+
+class AddressPatternError(RmqrunError, ValueError):
     """A white-address pattern that cannot be understood."""
 
 

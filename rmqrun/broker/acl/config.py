@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from rmqrun.broker.acl.addresses import AddressPatternError, AddressRule, compile_rule
+from rmqrun.errors import RmqrunError
 from rmqrun.model import RETRY_TOPIC_PREFIX
 
 DENY = 1
@@ -46,7 +47,7 @@ _TOP_KEYS = ("globalWhiteRemoteAddresses", "accounts", "dataVersion")
 _KEY_MIN_LENGTH = 6
 
 
-class AclConfigError(ValueError):
+class AclConfigError(RmqrunError, ValueError):
     """The ACL file cannot be used; the message names the file and what is wrong."""
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from rmqrun.broker.acl.config import SUB, PUB
+from rmqrun.errors import RmqrunError
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.bodies import HeartbeatData
 from rmqrun.remoting.codes import RequestCode as R
@@ -52,7 +53,7 @@ _REQUIRED = {
 }
 
 
-class RequestUnreadable(Exception):
+class RequestUnreadable(RmqrunError):
     """The request's fields or body cannot be read to know what it touches (refused)."""
 
 

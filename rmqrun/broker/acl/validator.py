@@ -32,6 +32,7 @@ from loguru import logger
 from rmqrun.broker.acl import signature
 from rmqrun.broker.acl.config import ANY, DENY, PUB, SUB, AclConfig, Account
 from rmqrun.broker.acl.resources import ADMIN_CODES, RequestUnreadable, is_group_resource, needed
+from rmqrun.errors import RmqrunError
 from rmqrun.remoting.codes import ResponseCode, request_name
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
@@ -44,7 +45,7 @@ _LOGGED_MAX = 10_000
 _WHERE = "rmqrun.broker.acl.validator.AclValidator.check"
 
 
-class AclRefused(Exception):
+class AclRefused(RmqrunError):
     """A request the ACL does not let through; ``str()`` is 4.9.8's message."""
 
 

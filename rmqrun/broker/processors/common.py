@@ -19,15 +19,16 @@ from functools import lru_cache
 from typing import Any, Mapping, TypeVar
 
 from rmqrun.broker.javamap import JavaPropertyMap
+from rmqrun.errors import RmqrunError
 from rmqrun.protocol.header_codec import Header
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.errors import MissingFieldError, ProtocolError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
 
 H = TypeVar("H", bound=Header)
 
 
-class BadRequest(Exception):
+class BadRequest(RmqrunError):
     """A request the processor refuses; ``response`` is the answer to send."""
 
     def __init__(self, response: RemotingCommand) -> None:
@@ -38,16 +39,10 @@ class BadRequest(Exception):
 def parse_header(cmd: RemotingCommand, cls: type[H]) -> H:
     try:
         return cls.from_ext(cmd.ext_fields)
+    except MissingFieldError as exc:  # Java's wording for a null @CFNotNull field
+        raise BadRequest(cmd.response(ResponseCode.SYSTEM_ERROR, f"the custom field <{exc.field}> is null")) from None
     except ProtocolError as exc:
-        raise BadRequest(cmd.response(ResponseCode.SYSTEM_ERROR, _java_remark(str(exc)))) from None
-
-
-def _java_remark(message: str) -> str:
-    # "PullMessageRequestHeader: required field 'queueId' is missing" -> Java's wording.
-    if "required field" in message and message.endswith("is missing"):
-        name = message.split("'")[1] if "'" in message else message
-        return f"the custom field <{name}> is null"
-    return message
+        raise BadRequest(cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))) from None
 
 
 def java_bool(value: Any) -> bool:

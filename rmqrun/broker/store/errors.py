@@ -9,8 +9,10 @@ the disk.
 
 from __future__ import annotations
 
+from rmqrun.errors import RmqrunError
 
-class StoreError(Exception):
+
+class StoreError(RmqrunError):
     """Base class of every error the store raises on purpose."""
 
 

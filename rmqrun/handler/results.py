@@ -15,12 +15,14 @@ instead of an instance), is a programming error: the worker logs it once with
 the handler's name and treats the call as failed, so nothing is committed by
 accident.
 
-This module has no dependencies so ``import rmqrun`` stays cheap.
+This module imports only the root exception, so ``import rmqrun`` stays cheap.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from rmqrun.errors import RmqrunError
 
 
 class HandlerResult:
@@ -102,11 +104,11 @@ CONCURRENT_RESULTS = (ReconsumeLater, AckIndex)
 ORDERLY_RESULTS = (SuspendCurrentQueue, Commit, Rollback)
 
 
-class SoftTimeLimitExceeded(Exception):
+class SoftTimeLimitExceeded(RmqrunError):
     """Raised inside a handler when its batch ran past the soft time limit (consumeTimeout).
 
-    An ``Exception`` (as in Celery) so a handler may catch it to clean up; the
-    call counts as failed. A handler that swallows it and keeps running is
+    An ``Exception`` (as in Celery; an :class:`~rmqrun.errors.RmqrunError`) so a
+    handler may catch it to clean up; the call counts as failed. A handler that swallows it and keeps running is
     killed by the supervisor at the hard limit.
     """
 
@@ -116,4 +118,6 @@ class WorkerTerminated(BaseException):
 
     A ``BaseException`` so that ``except Exception`` in a handler does not
     stop it; the interrupted messages are reported NOT_RUN and redelivered.
+    It is a control-flow signal, not an error, so it stands outside the
+    :class:`~rmqrun.errors.RmqrunError` tree on purpose (see :mod:`rmqrun.errors`).
     """
