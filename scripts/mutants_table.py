@@ -450,7 +450,7 @@ MUTANTS: list[Mutant] = [
       "return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times)",
       "return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, 0, max_reconsume_times)",
       I + "test_compressed_bodies_run.py::test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on"),
-    m("codec-lz4-zstd-swapped", "rmqrun/remoting/message.py", "the LZ4 and ZSTD compression-type bits are swapped",
+    m("codec-lz4-zstd-swapped", "rmqrun/remoting/compression.py", "the LZ4 and ZSTD compression-type bits are swapped",
       "{0: \"ZLIB\", 1: \"LZ4\", 2: \"ZSTD\", 3: \"ZLIB\"}", "{0: \"ZLIB\", 1: \"ZSTD\", 2: \"LZ4\", 3: \"ZLIB\"}",
       U + "test_compressed_bodies.py"),
     # ---------------------------------------------------------------- start-up: waiting for the cluster
