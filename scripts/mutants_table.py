@@ -56,13 +56,13 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- canaries (worker processes)
     m("canary-worker-raise-is-success", "rmqrun/worker/main.py",
       "a handler exception is reported as SUCCESS (runs only in worker processes)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes([fail]) * (end - start)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes(end - start)",
+      "            except Exception as exc:\n                statuses[start:end] = bytes([fail]) * (end - start)",
+      "            except Exception as exc:\n                statuses[start:end] = bytes(end - start)",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("canary-worker-orderly-goes-on", "rmqrun/worker/main.py",
       "an orderly batch keeps calling the handler after a failed call",
-      "                        self._log_exception(exc, offsets[start])\n                        if orderly:\n                            break",
-      "                        self._log_exception(exc, offsets[start])\n                        if False:\n                            break",
+      "                self._log_exception(exc, offsets[start])\n                if orderly:\n                    break",
+      "                self._log_exception(exc, offsets[start])\n                if False:\n                    break",
       ORD + "::test_orderly_suspend_redelivers_same_message_first"),
     # ---------------------------------------------------------------- commit rule / min offset
     m("pq-remove-not-min", PQ, "remove_messages returns the top offset + 1 instead of the smallest cached",
