@@ -146,8 +146,9 @@ def _middle_fields(data: bytes | memoryview, p: int,
                    sys_flag: int) -> tuple[bytes, int, int, bytes, int, int, int, int, int]:
     """The fields from bornHost to bodyLen, read at ``p``, and the position after them.
 
-    :func:`decode_message`'s path for what its single unpack does not cover: an
-    IPv6 host, or a record too near the end of the data for that unpack's width.
+    :func:`decode_message`'s path for what its single unpack does not cover (an
+    IPv6 host, or a record too near the end of the data for that unpack's width),
+    and :func:`record_ids`' way past the hosts.
     """
     if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
         # both hosts IPv4 in one unpack
@@ -260,14 +261,9 @@ def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
     try:
         (_total, _magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
          _born) = _HEAD.unpack_from(data, pos)
-        p = pos + _HEAD.size + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
-        host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
-        store_ip, store_port = host.unpack_from(data, p)
-        p += host.size
-        reconsume, _prepared = _AFTER_HOST.unpack_from(data, p)
-        p += _AFTER_HOST.size
-        (body_len,) = _INT.unpack_from(data, p)
-        p += 4 + max(body_len, 0)
+        (_born_ip, _born_port, _store_ts, store_ip, store_port, reconsume, _prepared, body_len,
+         p) = _middle_fields(data, pos + _HEAD.size, sys_flag)
+        p += max(body_len, 0)
         if _magic == MAGIC_V1:
             topic_len = data[p]
             p += 1
