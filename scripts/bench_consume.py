@@ -277,6 +277,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("rmqrun/supervisor/executor.py", "supervisor: executor"),
     ("rmqrun/supervisor/dispatch.py", "supervisor: dispatcher"),
     ("rmqrun/supervisor/pool.py", "supervisor: pool (pipe I/O)"),
+    ("rmqrun/supervisor/worker_process.py", "supervisor: pool (pipe I/O)"),
     ("rmqrun/supervisor/", "supervisor: other"),
     ("rmqrun/pipe/", "pipe codec (RUN/DONE frames)"),
     ("rmqrun/", "rmqrun: other"),

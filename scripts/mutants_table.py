@@ -56,13 +56,13 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- canaries (worker processes)
     m("canary-worker-raise-is-success", "rmqrun/worker/main.py",
       "a handler exception is reported as SUCCESS (runs only in worker processes)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes([fail]) * (end - start)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes(end - start)",
+      "            except Exception as exc:\n                statuses[start:end] = bytes([fail]) * (end - start)",
+      "            except Exception as exc:\n                statuses[start:end] = bytes(end - start)",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("canary-worker-orderly-goes-on", "rmqrun/worker/main.py",
       "an orderly batch keeps calling the handler after a failed call",
-      "                        self._log_exception(exc, offsets[start])\n                        if orderly:\n                            break",
-      "                        self._log_exception(exc, offsets[start])\n                        if False:\n                            break",
+      "                self._log_exception(exc, offsets[start])\n                if orderly:\n                    break",
+      "                self._log_exception(exc, offsets[start])\n                if False:\n                    break",
       ORD + "::test_orderly_suspend_redelivers_same_message_first"),
     # ---------------------------------------------------------------- commit rule / min offset
     m("pq-remove-not-min", PQ, "remove_messages returns the top offset + 1 instead of the smallest cached",
@@ -450,7 +450,7 @@ MUTANTS: list[Mutant] = [
       "return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times)",
       "return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, 0, max_reconsume_times)",
       I + "test_compressed_bodies_run.py::test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on"),
-    m("codec-lz4-zstd-swapped", "rmqrun/remoting/message.py", "the LZ4 and ZSTD compression-type bits are swapped",
+    m("codec-lz4-zstd-swapped", "rmqrun/remoting/compression.py", "the LZ4 and ZSTD compression-type bits are swapped",
       "{0: \"ZLIB\", 1: \"LZ4\", 2: \"ZSTD\", 3: \"ZLIB\"}", "{0: \"ZLIB\", 1: \"ZSTD\", 2: \"LZ4\", 3: \"ZLIB\"}",
       U + "test_compressed_bodies.py"),
     # ---------------------------------------------------------------- start-up: waiting for the cluster

@@ -1,4 +1,4 @@
-"""The message codec: stored-message records, send-side bodies, properties, ids.
+"""The message codec: stored-message records, their byte positions, decoding and encoding them.
 
 A pull response body (and a VIEW_MESSAGE_BY_ID or QUERY_MESSAGE body) is a run
 of stored-message records in commit-log layout, all big-endian::
@@ -13,19 +13,40 @@ of stored-message records in commit-log layout, all big-endian::
 The embedded broker stores exactly these bytes, so this module serves both
 sides: :func:`decode_messages` for consumers, :func:`encode_stored` for the
 store. No I/O here.
+
+The rest of the codec lives beside it, one concern a module: the property
+string and property names in :mod:`rmqrun.remoting.message_props`, host
+addresses and offset message ids in :mod:`rmqrun.remoting.msg_id`, body
+compression in :mod:`rmqrun.remoting.compression` and the batch-send body in
+:mod:`rmqrun.remoting.message_batch`. Their names are imported here too, so
+``from rmqrun.remoting.message import X`` keeps working for every importer
+(client, broker, CLI, Spark) that has used this module as the one codec.
 """
 
 from __future__ import annotations
 
-import functools
-import socket
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterable
 
 from rmqrun.model import PENDING, Message
+from rmqrun.remoting.compression import (  # noqa: F401  (re-exported, see the module docstring)
+    COMPRESSION_LZ4, COMPRESSION_MASK, COMPRESSION_TYPES, COMPRESSION_ZLIB, COMPRESSION_ZSTD, compression_type,
+)
+from rmqrun.remoting.compression import decompress as _decompress  # decode_message has a `decompress` flag
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.message_batch import BatchItem, decode_batch, encode_batch  # noqa: F401  (re-exported)
+from rmqrun.remoting.message_props import (  # noqa: F401  (re-exported, see the module docstring)
+    NAME_VALUE_SEPARATOR, PROPERTY_CLUSTER, PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS, PROPERTY_MAX_OFFSET, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_MIN_OFFSET,
+    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_RECONSUME_TIME,
+    PROPERTY_RETRY_TOPIC, PROPERTY_SEPARATOR, PROPERTY_SHARDING_KEY, PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK, java_string_hash, properties_to_string,
+    string_to_properties, tags_code,
+)
+from rmqrun.remoting.msg_id import (  # noqa: F401  (re-exported, see the module docstring)
+    decode_offset_msg_id, fmt_host, host_bytes, offset_msg_id, parse_address,
+)
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB: the topic length is a short
@@ -49,32 +70,7 @@ SYSFLAG_STOREHOST_V6 = 0x20
 
 SYSFLAG_NEED_UNWRAP = 0x40
 SYSFLAG_INNER_BATCH = 0x80
-COMPRESSION_MASK = 0x700  # bits 8..10; 0 and 3 both mean zlib (4.x compatibility)
-COMPRESSION_LZ4 = 0x100
-COMPRESSION_ZSTD = 0x200
-COMPRESSION_ZLIB = 0x300
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-# Property names (MessageConst).
-PROPERTY_KEYS = "KEYS"
-PROPERTY_TAGS = "TAGS"
-PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_MIN_OFFSET = "MIN_OFFSET"
-PROPERTY_MAX_OFFSET = "MAX_OFFSET"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
-PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
-PROPERTY_CLUSTER = "CLUSTER"
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # up to and including bornTimestamp (48 bytes)
 _INT = struct.Struct(">i")
@@ -82,10 +78,8 @@ _LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _HOST4 = struct.Struct(">4si")
 _HOST6 = struct.Struct(">16si")
-_MID = struct.Struct(">qiiq")  # storeTimestamp, (host handled apart), reconsumeTimes, preparedOffset
 _AFTER_HOST = struct.Struct(">iq")  # reconsumeTimes, preparedTransactionOffset
 _PORT_OFFSET = struct.Struct(">iq")  # the tail of an offset message id: port, commit-log offset
-_BATCH_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
 # born IPv4 + port, storeTimestamp, store IPv4 + port, reconsumeTimes, preparedOffset, bodyLen
 _V4_MIDDLE = struct.Struct(">4siq4siiqi")
 _V4_HEAD = struct.Struct(">iiiiiqqiq4siq4siiqi")  # _HEAD then _V4_MIDDLE: a record's fixed fields
@@ -99,99 +93,9 @@ def store_timestamp_pos(sys_flag: int) -> int:
     return BORN_HOST_POS + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8)
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, signed 32-bit.
-
-    The broker stores this for a message's TAGS as the consume-queue tags code,
-    and a subscription's codeSet holds it for each tag.
-    """
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
-
-
-def tags_code(tags: str | None) -> int:
-    """The consume-queue tags code of a message (0 when it has no tags)."""
-    return java_string_hash(tags) if tags else 0
-
-
 def body_crc(body: bytes) -> int:
     """UtilAll.crc32: CRC32 masked to a non-negative int."""
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-# --------------------------------------------------------------------------- properties
-
-def properties_to_string(props: dict[str, str]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02``, as the 4.9.8 Java client and broker write them.
-
-    (5.x and the C++ client add a trailing separator; the decoder accepts both.)
-    """
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
-
-
-def string_to_properties(text: str) -> dict[str, str]:
-    """The inverse; tolerates a trailing separator or none (4.9.8 writes none, 5.x and C++ one)."""
-    if not text:
-        return {}
-    try:
-        # fast path: every item is name\x01value
-        return dict(item.split(NAME_VALUE_SEPARATOR, 1) for item in text.rstrip(PROPERTY_SEPARATOR)
-                    .split(PROPERTY_SEPARATOR))  # type: ignore[misc]
-    except ValueError:
-        pass
-    props: dict[str, str] = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        if not item:
-            continue
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep:
-            props[name] = value
-    return props
-
-
-# --------------------------------------------------------------------------- ids
-
-def _host_bytes(host: str) -> bytes:
-    try:
-        return socket.inet_pton(socket.AF_INET, host)
-    except OSError:
-        return socket.inet_pton(socket.AF_INET6, host)
-
-
-def parse_address(addr: str) -> tuple[str, int]:
-    """``"ip:port"`` or ``"[v6]:port"`` to a (host, port) pair."""
-    host, _, port = addr.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not host or not port.isdigit():
-        raise ValueError(f"not a host:port address: {addr!r}")
-    return host, int(port)
-
-
-def offset_msg_id(store_host: str, commit_log_offset: int) -> str:
-    """The broker-side message id: store IP, port and commit-log offset in hex."""
-    host, port = parse_address(store_host)
-    return (_host_bytes(host) + struct.pack(">iq", port, commit_log_offset)).hex().upper()
-
-
-def decode_offset_msg_id(msg_id: str) -> tuple[str, int]:
-    """(store address, commit-log offset) from an offset message id (32 or 56 hex digits)."""
-    try:
-        raw = bytes.fromhex(msg_id)
-    except ValueError as exc:
-        raise ProtocolError(f"message id {msg_id!r} is not hex") from exc
-    if len(raw) == 16:
-        host = socket.inet_ntop(socket.AF_INET, raw[:4])
-        port, offset = struct.unpack(">iq", raw[4:])
-        return f"{host}:{port}", offset
-    if len(raw) == 28:
-        host = socket.inet_ntop(socket.AF_INET6, raw[:16])
-        port, offset = struct.unpack(">iq", raw[16:])
-        return f"[{host}]:{port}", offset
-    raise ProtocolError(f"message id {msg_id!r} has {len(raw)} bytes; expected 16 or 28")
 
 
 # --------------------------------------------------------------------------- decode
@@ -229,104 +133,40 @@ class RecordHead:
         return self.properties.get(PROPERTY_TAGS)
 
 
-def _fmt_host(raw: bytes | memoryview, port: int) -> str:
-    """``ip:port`` text of a record's born or store host.
-
-    Every decoded message needs two of these and a batch repeats the same few hosts
-    (one store host per broker, one born host per producer), so the text is cached:
-    the formatting was a tenth of a no-op worker's busy time.
-    """
-    return _host_text(bytes(raw), port)
-
-
-@functools.lru_cache(maxsize=4096)
-def _host_text(raw: bytes, port: int) -> str:
-    if len(raw) == 4:
-        return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{port}"
-    return f"[{socket.inet_ntop(socket.AF_INET6, raw)}]:{port}"
-
-
-#: Java's ``CompressionType`` values (``MessageSysFlag.getCompressionType``: bits 8..10 shifted down).
-#: 0 is what a 4.x producer writes (no type bits) and means zlib, as in Java's ``findByValue``.
-COMPRESSION_TYPES: dict[int, str] = {0: "ZLIB", 1: "LZ4", 2: "ZSTD", 3: "ZLIB"}
-
-
-def compression_type(sys_flag: int) -> str:
-    """The name of the codec a compressed body was written with (``ZLIB``, ``LZ4``, ``ZSTD``).
-
-    Raises :class:`ProtocolError` for the type values 4..7, which no Java version writes.
-    """
-    value = (sys_flag & COMPRESSION_MASK) >> 8
-    try:
-        return COMPRESSION_TYPES[value]
-    except KeyError:
-        raise ProtocolError(f"unknown compression type {value} in sysFlag {sys_flag:#x}") from None
-
-
-def _inflate_zlib(body: bytes) -> bytes:
-    # Java's Deflater/DeflaterOutputStream: a zlib stream (RFC 1950), not raw deflate.
-    d = zlib.decompressobj()
-    out = d.decompress(body)
-    if not d.eof:
-        raise ProtocolError("ZLIB body is truncated")
-    return out
-
-
-def _inflate_lz4(body: bytes) -> bytes:
-    # Lz4Compressor writes through lz4-java's LZ4FrameOutputStream: the LZ4 *frame*
-    # format (magic 0x184D2204, 4 MiB independent blocks), not a bare LZ4 block.
-    import lz4.frame  # imported here: only 5.x LZ4 producers need it, and import rmqrun stays cheap
-
-    try:
-        d = lz4.frame.LZ4FrameDecompressor()
-        out = d.decompress(body)
-    except RuntimeError as exc:
-        raise ProtocolError(f"LZ4 body does not inflate: {exc}") from exc
-    if not d.eof:
-        raise ProtocolError("LZ4 body is truncated (frame incomplete)")
-    return out
-
-
-def _inflate_zstd(body: bytes) -> bytes:
-    # ZstdCompressor writes through zstd-jni's ZstdOutputStream: standard zstd frames
-    # without a content size in the header, so decompress as a stream, frame after frame.
-    import zstandard
-
-    parts: list[bytes] = []
-    rest = body
-    try:
-        while rest:
-            d = zstandard.ZstdDecompressor().decompressobj()
-            parts.append(d.decompress(rest))
-            if not d.eof:
-                raise ProtocolError("ZSTD body is truncated (frame incomplete)")
-            rest = d.unused_data
-    except zstandard.ZstdError as exc:
-        raise ProtocolError(f"ZSTD body does not inflate: {exc}") from exc
-    if not parts:
-        raise ProtocolError("ZSTD body is empty")
-    return b"".join(parts)
-
-
-_INFLATERS = {"ZLIB": _inflate_zlib, "LZ4": _inflate_lz4, "ZSTD": _inflate_zstd}
-
-
-def _decompress(body: bytes, sys_flag: int) -> bytes:
-    """The body as the producer gave it, whichever of Java's three codecs compressed it."""
-    kind = compression_type(sys_flag)
-    try:
-        return _INFLATERS[kind](body)
-    except zlib.error as exc:
-        raise ProtocolError(f"{kind} body does not inflate: {exc}") from exc
-
-
 def _derived_fields(props_text: str, born_ip: bytes, born_port: int, store_ip: bytes, store_port: int,
                     phys_offset: int) -> tuple[dict[str, str], str, str, str, str]:
     """A decoded message's deferred fields: properties, msg_id, offset_msg_id, born_host, store_host."""
     props = string_to_properties(props_text)
     off_id = (bytes(store_ip) + _PORT_OFFSET.pack(store_port, phys_offset)).hex().upper()
     return (props, props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or off_id, off_id,
-            _fmt_host(born_ip, born_port), _fmt_host(store_ip, store_port))
+            fmt_host(born_ip, born_port), fmt_host(store_ip, store_port))
+
+
+def _middle_fields(data: bytes | memoryview, p: int,
+                   sys_flag: int) -> tuple[bytes, int, int, bytes, int, int, int, int, int]:
+    """The fields from bornHost to bodyLen, read at ``p``, and the position after them.
+
+    :func:`decode_message`'s path for what its single unpack does not cover (an
+    IPv6 host, or a record too near the end of the data for that unpack's width),
+    and :func:`record_ids`' way past the hosts.
+    """
+    if not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
+        # both hosts IPv4 in one unpack
+        (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
+         body_len) = _V4_MIDDLE.unpack_from(data, p)
+        return born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared, body_len, p + _V4_MIDDLE.size
+    host = _HOST6 if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST4
+    born_ip, born_port = host.unpack_from(data, p)
+    p += host.size
+    (store_ts,) = _LONG.unpack_from(data, p)
+    p += 8
+    host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
+    store_ip, store_port = host.unpack_from(data, p)
+    p += host.size
+    reconsume, prepared = _AFTER_HOST.unpack_from(data, p)
+    p += _AFTER_HOST.size
+    (body_len,) = _INT.unpack_from(data, p)
+    return born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared, body_len, p + 4
 
 
 def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool = True,
@@ -355,27 +195,11 @@ def decode_message(data: bytes | memoryview, pos: int = 0, *, decompress: bool =
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
         end = pos + total
-        p = pos + _HEAD.size
         if v4:
             p = pos + _V4_HEAD.size
-        elif not sys_flag & (SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6):
-            # the common case in one unpack: both hosts IPv4
-            (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared,
-             body_len) = _V4_MIDDLE.unpack_from(data, p)
-            p += _V4_MIDDLE.size
         else:
-            host = _HOST6 if sys_flag & SYSFLAG_BORNHOST_V6 else _HOST4
-            born_ip, born_port = host.unpack_from(data, p)
-            p += host.size
-            (store_ts,) = _LONG.unpack_from(data, p)
-            p += 8
-            host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
-            store_ip, store_port = host.unpack_from(data, p)
-            p += host.size
-            reconsume, prepared = _AFTER_HOST.unpack_from(data, p)
-            p += _AFTER_HOST.size
-            (body_len,) = _INT.unpack_from(data, p)
-            p += 4
+            (born_ip, born_port, store_ts, store_ip, store_port, reconsume, prepared, body_len,
+             p) = _middle_fields(data, pos + _HEAD.size, sys_flag)
         if body_len < 0 or p + body_len > end:
             raise ProtocolError(f"record at {pos}: body length {body_len} runs past the record")
         body = bytes(data[p:p + body_len])
@@ -437,14 +261,9 @@ def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
     try:
         (_total, _magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
          _born) = _HEAD.unpack_from(data, pos)
-        p = pos + _HEAD.size + (20 if sys_flag & SYSFLAG_BORNHOST_V6 else 8) + 8
-        host = _HOST6 if sys_flag & SYSFLAG_STOREHOST_V6 else _HOST4
-        store_ip, store_port = host.unpack_from(data, p)
-        p += host.size
-        reconsume, _prepared = _AFTER_HOST.unpack_from(data, p)
-        p += _AFTER_HOST.size
-        (body_len,) = _INT.unpack_from(data, p)
-        p += 4 + max(body_len, 0)
+        (_born_ip, _born_port, _store_ts, store_ip, store_port, reconsume, _prepared, body_len,
+         p) = _middle_fields(data, pos + _HEAD.size, sys_flag)
+        p += max(body_len, 0)
         if _magic == MAGIC_V1:
             topic_len = data[p]
             p += 1
@@ -455,7 +274,7 @@ def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
     except (struct.error, IndexError) as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
     off_id = (bytes(store_ip) + struct.pack(">iq", store_port, phys_offset)).hex().upper()
-    return RecordIds(queue_id, queue_offset, phys_offset, sys_flag, _fmt_host(store_ip, store_port), off_id,
+    return RecordIds(queue_id, queue_offset, phys_offset, sys_flag, fmt_host(store_ip, store_port), off_id,
                      reconsume, topic)
 
 
@@ -546,7 +365,7 @@ def scan_records(body: bytes | memoryview) -> list[RecordHead]:
 
 def _host_field(addr: str) -> tuple[bytes, bool]:
     host, port = parse_address(addr)
-    raw = _host_bytes(host)
+    raw = host_bytes(host)
     return raw + _INT.pack(port), len(raw) == 16
 
 
@@ -591,52 +410,3 @@ def encode_stored(*, topic: str, body: bytes, properties: str | dict[str, str] =
     return out
 
 
-@dataclass(slots=True)
-class BatchItem:
-    """One message of a SEND_BATCH_MESSAGE body."""
-
-    body: bytes
-    properties: dict[str, str]
-    flag: int = 0
-
-
-def encode_batch(items: Iterable[BatchItem]) -> bytes:
-    """The body of a batch send: one compact record per message (MessageDecoder.encodeMessage)."""
-    parts: list[bytes] = []
-    for item in items:
-        props_b = properties_to_string(item.properties).encode("utf-8")
-        total = _BATCH_HEAD.size + len(item.body) + 2 + len(props_b)
-        # The Java client leaves magic code and body CRC zero here; the broker
-        # computes the CRC when it stores the message.
-        parts.append(_BATCH_HEAD.pack(total, 0, 0, item.flag, len(item.body)))
-        parts.append(item.body)
-        parts.append(_SHORT.pack(len(props_b)))
-        parts.append(props_b)
-    return b"".join(parts)
-
-
-def decode_batch(body: bytes | memoryview) -> list[BatchItem]:
-    """The inverse of :func:`encode_batch`, for the broker; validates every length."""
-    out: list[BatchItem] = []
-    pos = 0
-    n = len(body)
-    try:
-        while pos < n:
-            total, _magic, _crc, flag, body_len = _BATCH_HEAD.unpack_from(body, pos)
-            if total < _BATCH_HEAD.size + 2 or pos + total > n or body_len < 0:
-                raise ProtocolError(f"batch record at {pos} claims {total} bytes, {n - pos} available")
-            p = pos + _BATCH_HEAD.size
-            msg_body = bytes(body[p:p + body_len])
-            p += body_len
-            (props_len,) = _SHORT.unpack_from(body, p)
-            p += 2
-            if props_len < 0 or p + props_len != pos + total:
-                raise ProtocolError(f"batch record at {pos}: fields do not add up to {total} bytes")
-            props = string_to_properties(bytes(body[p:p + props_len]).decode("utf-8"))
-            out.append(BatchItem(msg_body, props, flag))
-            pos += total
-    except struct.error as exc:
-        raise ProtocolError(f"batch record at {pos} is truncated: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"batch record at {pos}: properties are not UTF-8") from exc
-    return out

@@ -34,7 +34,8 @@ from loguru import logger
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
-from rmqrun.supervisor.pool import Pool, PoolConfig, PoolError, WorkerLost
+from rmqrun.supervisor.pool import Pool, PoolError, WorkerLost
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3

@@ -55,6 +55,14 @@ as a ``BatchResult`` with ``timed_out=True``: the messages the worker had
 finished keep their statuses, the hung call fails and the rest are NOT_RUN
 (nothing of the hung call is ever a success); batches queued behind it come
 back through ``on_worker_lost`` untouched.
+
+Layout: this module is the orchestration (slots, submission, frames, deaths,
+stop); one process's spawn, socket buffering and death detection live in
+:mod:`rmqrun.supervisor.worker_process`, the settings in
+:mod:`rmqrun.supervisor.pool_config`, the crash-loop rule in
+:mod:`rmqrun.supervisor.crash_guard`, and what is said about a death (OOM
+hint, the messages a dead call was on, a hard-limit result) in
+:mod:`rmqrun.supervisor.death_report`.
 """
 
 from __future__ import annotations
@@ -62,25 +70,23 @@ from __future__ import annotations
 import asyncio
 import atexit
 import dataclasses
-import os
 import signal
-import socket
-import subprocess
 import sys
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from loguru import logger
 
-from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.errors import RmqrunError
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
-    Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, MessageOutcome, Ready,
-    Retiring, Started, Status, Stop, WireError, describe_exit, encode, encode_run,
+    Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, Frame, MessageOutcome, Ready, Retiring,
+    Started, Status, Stop, describe_exit, encode, encode_run,
 )
-from rmqrun.pipe.worker_config import WorkerConfig
-from rmqrun.remoting.security import SECRET_ENV
+from rmqrun.supervisor.crash_guard import CrashGuard
+from rmqrun.supervisor.death_report import OomWatch, describe_messages, hard_limit_result
+from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
 __all__ = [
     "Pool", "PoolConfig", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost",
@@ -109,72 +115,6 @@ class CrashLoopError(PoolError):
 
 
 @dataclass(frozen=True)
-class PoolConfig:
-    """Settings of the pool (the settings table maps rmqrun's options onto these).
-
-    ``batch_size`` is consumeMessageBatchMaxSize (messages per handler call of
-    an ``@rmqrun.batch`` handler). ``time_limit`` is consumeTimeout in seconds,
-    per handler call (0 = none); ``kill_grace`` is how long after it the worker
-    is SIGKILLed. ``max_messages_jitter`` defaults to 10% of
-    ``max_messages_per_worker``; ``max_memory_per_worker`` is RSS in bytes.
-    ``crash_limit`` defaults to max(10, 2 * workers); it counts only deaths that
-    no message explains (outside a handler call, or at boot).
-    """
-
-    handler: str
-    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    worker_init: str | None = None
-    worker_exit: str | None = None
-    batch_size: int = 1
-    time_limit: float = 15 * 60.0
-    kill_grace: float = 10.0
-    max_messages_per_worker: int = 0
-    max_messages_jitter: int | None = None
-    max_memory_per_worker: int = 0
-    boot_timeout: float = 60.0
-    crash_limit: int | None = None
-    crash_window: float = 60.0
-    log_level: str = "INFO"
-    log_format: str = "text"
-    #: the consumer's namespace, which workers take off message topics (the supervisor sets it)
-    namespace: str | None = None
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
-            (self.batch_size >= 1, f"batch_size (consumeMessageBatchMaxSize) must be >= 1, got {self.batch_size}"),
-            (self.time_limit >= 0, f"time_limit must be >= 0 (0 = none), got {self.time_limit}"),
-            (self.kill_grace > 0, f"kill_grace must be > 0, got {self.kill_grace}"),
-            (self.max_messages_per_worker >= 0, f"max_messages_per_worker must be >= 0, got "
-                                                f"{self.max_messages_per_worker}"),
-            (self.max_messages_jitter is None or self.max_messages_jitter >= 0,
-             f"max_messages_jitter must be >= 0, got {self.max_messages_jitter}"),
-            (self.max_memory_per_worker >= 0, f"max_memory_per_worker must be >= 0, got "
-                                              f"{self.max_memory_per_worker}"),
-            (self.boot_timeout > 0, f"boot_timeout must be > 0, got {self.boot_timeout}"),
-            (self.crash_limit is None or self.crash_limit >= 1, f"crash_limit must be >= 1, got {self.crash_limit}"),
-            (self.crash_window > 0, f"crash_window must be > 0, got {self.crash_window}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ConfigError(message)
-
-    def worker_config(self) -> WorkerConfig:
-        jitter = self.max_messages_jitter
-        if jitter is None:
-            jitter = self.max_messages_per_worker // 10
-        return WorkerConfig(handler=self.handler, worker_init=self.worker_init, worker_exit=self.worker_exit,
-                            batch_size=self.batch_size, time_limit=self.time_limit, kill_grace=self.kill_grace,
-                            max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
-                            max_memory=self.max_memory_per_worker, log_level=self.log_level,
-                            log_format=self.log_format, namespace=self.namespace)
-
-    @property
-    def effective_crash_limit(self) -> int:
-        return self.crash_limit if self.crash_limit is not None else max(10, 2 * self.workers)
-
-
-@dataclass(frozen=True)
 class WorkerLost:
     """A worker process ended holding batches it never finished.
 
@@ -195,203 +135,8 @@ class WorkerLost:
     in_call: bool = False
 
 
-@dataclass(frozen=True)
-class WorkerStatus:
-    """A snapshot of one live worker process, for status pages and metrics."""
-
-    worker_id: int
-    pid: int
-    state: str  # "starting", "ready", "retiring"
-    current: bool  # the process new batches of this slot go to
-    in_flight: int  # batches submitted and not finished
-    running_batch_id: int | None
-    batches_done: int
-
-
 _KILL_TIME_LIMIT = "hard time limit"
 _TERM_WAIT = 1.0  # after the stop grace: how long SIGTERM may take before SIGKILL
-
-
-def _oom_kills() -> int | None:
-    """The cgroup v2 ``oom_kill`` counter of this process's cgroup, or None when unreadable."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            rel = next((line.split(":", 2)[2].strip() for line in f if line.startswith("0::")), None)
-        if rel is None:
-            return None
-        with open(f"/sys/fs/cgroup{rel}/memory.events") as f:
-            for line in f:
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def describe_messages(batch: Batch, start: int, end: int) -> str:
-    """topic, queue, offset and msg id of messages [start, end) of a batch, for the logs."""
-    from rmqrun.remoting.message import decode_message
-    records = batch.split_records()
-    out = []
-    for i in range(max(0, start), min(end, len(records))):
-        try:
-            msg, _ = decode_message(records[i], broker_name=batch.broker_name, decompress=False)
-            out.append(f"message {msg.msg_id} ({msg.topic}, queue {batch.queue_key}, offset {msg.queue_offset})")
-        except Exception as exc:  # a record that does not decode is described by its place
-            out.append(f"record {i} of batch {batch.batch_id} ({batch.queue_key}; undecodable: {exc})")
-    return ", ".join(out) or f"batch {batch.batch_id} of {batch.queue_key}"
-
-
-def _worker_env() -> dict[str, str]:
-    """The supervisor's environment without the variables that carry secrets (ACL keys):
-    a handler never has them in reach, nor in ``/proc/<worker>/environ``."""
-    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
-
-
-def _pidfd_works() -> bool:
-    if not hasattr(os, "pidfd_open"):
-        return False
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except OSError:
-        return False
-    return True
-
-
-_HAS_PIDFD = _pidfd_works()
-
-
-class _Proc:
-    """One worker process and its end of the socket pair (non-blocking)."""
-
-    def __init__(self, pool: "Pool", slot: int, popen: subprocess.Popen, sock: socket.socket,
-                 sentinel: int, progress_fd: int) -> None:
-        self.pool = pool
-        self.progress_fd = progress_fd
-        self.progress = progress_mem.map_fd(progress_fd)
-        self.skips = progress_mem.SkipRing(self.progress)
-        self.slot = slot
-        self.popen = popen
-        self.pid: int = popen.pid
-        self.sock = sock
-        self.fd = sock.fileno()
-        self.sentinel = sentinel
-        self.frames = FrameBuffer()
-        self.out = bytearray()
-        self.flush_scheduled = False
-        self.writer_armed = False
-        self.pending: dict[int, Batch] = {}
-        self.running: int | None = None
-        self.running_since = 0.0
-        self.state = "starting"
-        self.spawned_at = pool._loop.time()
-        self.candidate = False  # spawned by reload(), not yet installed in its slot
-        self.stop_sent = False
-        self.kill_reason: str | None = None
-        self.boot_error: str | None = None
-        self.boot_code: int | None = None
-        self.batches_done = 0
-        self.dead = False
-        self.broken = False
-        self.eof = False
-
-    # -- writing
-    def write(self, parts: list) -> None:
-        """Queue bytes for the worker; they leave in one send at the end of this loop iteration.
-
-        Coalescing matters when the supervisor hands out several batches at
-        once (one pull split into small batches): one syscall and one wake-up
-        of the worker instead of one per batch.
-        """
-        if self.broken:
-            return
-        for part in parts:
-            self.out += part
-        if not self.flush_scheduled and not self.writer_armed:
-            self.flush_scheduled = True
-            self.pool._loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        self.flush_scheduled = False
-        if self.broken or self.dead:
-            self.out.clear()
-            return
-        try:
-            sent = self.sock.send(self.out)
-        except BlockingIOError:
-            sent = 0
-        except OSError:
-            self.broken = True
-            self.out.clear()
-            return
-        del self.out[:sent]
-        if self.out and not self.writer_armed:
-            self.writer_armed = True
-            self.pool._loop.add_writer(self.fd, self._on_writable)
-
-    def _on_writable(self) -> None:
-        self._flush()
-        if not self.out and self.writer_armed:
-            self.writer_armed = False
-            self.pool._loop.remove_writer(self.fd)
-
-    # -- reading
-    def on_readable(self) -> None:
-        self._read_once()
-
-    def _read_once(self) -> bool:
-        """One recv; False when nothing more is available now."""
-        try:
-            data = self.sock.recv(1 << 18)
-        except BlockingIOError:
-            return False
-        except OSError:
-            data = b""
-        if not data:
-            self.eof = True
-            self.pool._loop.remove_reader(self.fd)
-            return False
-        self.frames.feed(data)
-        try:
-            while (frame := self.frames.next()) is not None:
-                self.pool._on_frame(self, frame)
-        except WireError as exc:
-            logger.error("worker {} (pid {}) sent a malformed frame: {}; killing it", self.slot, self.pid, exc)
-            self.kill("protocol error")
-            self.eof = True
-            self.pool._loop.remove_reader(self.fd)
-            return False
-        return True
-
-    def drain(self) -> None:
-        """Read everything the (dead) worker wrote before it died."""
-        while not self.eof and self._read_once():
-            pass
-
-    def kill(self, reason: str, sig: int = signal.SIGKILL) -> None:
-        if self.kill_reason is None:
-            self.kill_reason = reason
-        try:
-            os.kill(self.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    def close(self) -> None:
-        loop = self.pool._loop
-        if not self.eof:
-            loop.remove_reader(self.fd)
-        if self.writer_armed:
-            loop.remove_writer(self.fd)
-            self.writer_armed = False
-        self.sock.close()
-        os.close(self.sentinel)
-        self.progress.close()
-        os.close(self.progress_fd)
-
-    def status(self, current: bool) -> WorkerStatus:
-        return WorkerStatus(self.slot, self.pid, self.state, current, len(self.pending), self.running,
-                            self.batches_done)
 
 
 class Pool:
@@ -416,15 +161,15 @@ class Pool:
         self._wcfg = config.worker_config()
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._state = "new"
-        self._slots: list[_Proc] = []
-        self._procs: set[_Proc] = set()
-        self._where: dict[int, _Proc] = {}
-        self._deaths: deque[float] = deque()
+        self._slots: list[WorkerProcess] = []
+        self._procs: set[WorkerProcess] = set()
+        self._where: dict[int, WorkerProcess] = {}
+        self._crash_guard = CrashGuard(config.effective_crash_limit, config.crash_window)
         self._leftovers: list[Batch] = []
         self._changed: asyncio.Event | None = None
         self._tick_handle: asyncio.TimerHandle | None = None
         self._reloading = False
-        self._oom_seen = _oom_kills() or 0
+        self._oom = OomWatch()
         #: batches cut short by the last stop() (killed or interrupted), for the log and tests
         self.cut_short: list[Batch] = []
         self.fatal: PoolError | None = None
@@ -620,46 +365,20 @@ class Pool:
         return leftovers
 
     # ------------------------------------------------------------------ processes
-    def _spawn(self, slot: int) -> _Proc:
-        parent, child = socket.socketpair()
-        pipe_r = pipe_w = -1
-        prog_fd = progress_mem.create_fd()
-        try:
-            if not _HAS_PIDFD:
-                pipe_r, pipe_w = os.pipe()
-            fds = (child.fileno(), prog_fd) if pipe_w < 0 else (child.fileno(), prog_fd, pipe_w)
-            popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd)],
-                                     stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True, env=_worker_env())
-        except BaseException:
-            parent.close()
-            os.close(prog_fd)
-            for fd in (pipe_r, pipe_w):
-                if fd >= 0:
-                    os.close(fd)
-            raise
-        finally:
-            child.close()
-        if pipe_w >= 0:
-            os.close(pipe_w)
-            sentinel = pipe_r
-        else:
-            sentinel = os.pidfd_open(popen.pid)
-        parent.setblocking(False)
-        proc = _Proc(self, slot, popen, parent, sentinel, prog_fd)
+    def _spawn(self, slot: int) -> WorkerProcess:
+        boot = encode(Boot(slot, dataclasses.asdict(self._wcfg), list(sys.path)))
+        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death)
         self._procs.add(proc)
-        proc.write([encode(Boot(slot, dataclasses.asdict(self._wcfg), list(sys.path)))])
-        self._loop.add_reader(proc.fd, proc.on_readable)
-        self._loop.add_reader(proc.sentinel, self._on_sentinel, proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
         return proc
 
-    def _retire(self, proc: _Proc) -> None:
+    def _retire(self, proc: WorkerProcess) -> None:
         if not proc.stop_sent and not proc.dead:
             proc.stop_sent = True
             proc.state = "retiring"
             proc.write([encode(Stop())])
 
-    def _on_frame(self, proc: _Proc, frame: Frame) -> None:
+    def _on_frame(self, proc: WorkerProcess, frame: Frame) -> None:
         if isinstance(frame, Done):
             batch = proc.pending.pop(frame.batch_id, None)
             if batch is None:
@@ -691,7 +410,7 @@ class Pool:
         else:
             logger.error("worker {} sent an unexpected {} frame", proc.slot, type(frame).__name__)
 
-    def _recycle(self, proc: _Proc, reason: str) -> None:
+    def _recycle(self, proc: WorkerProcess, reason: str) -> None:
         if self._state != "running" or proc.stop_sent or proc.slot >= len(self._slots) \
                 or self._slots[proc.slot] is not proc:
             return
@@ -706,19 +425,8 @@ class Pool:
         self._retire(proc)
         logger.info("worker {} (pid {}) recycling ({}); replacement pid {}", proc.slot, proc.pid, reason, new.pid)
 
-    def _on_sentinel(self, proc: _Proc) -> None:
-        self._loop.remove_reader(proc.sentinel)
-        proc.drain()
-        self._reap(proc)
-
-    def _reap(self, proc: _Proc) -> None:
-        code = proc.popen.poll()
-        if code is None:  # the sentinel fired a moment before the exit status exists
-            self._loop.call_later(0.005, self._reap, proc)
-            return
-        self._on_death(proc, code)
-
-    def _on_death(self, proc: _Proc, code: int) -> None:
+    def _on_death(self, proc: WorkerProcess, code: int) -> None:
+        """A process exited: settle its batches, replace it if it was current, report what it held."""
         proc.dead = True
         progress = progress_mem.read(proc.progress) if proc.running is not None else None
         if progress is not None and progress.batch_id != proc.running:
@@ -735,26 +443,18 @@ class Pool:
             else f"exit code {code}"
         if proc.kill_reason:
             what += f" ({proc.kill_reason})"
-        hint = self._oom_hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
         running = next((b for b in batches if b.batch_id == proc.running), None)
         in_call = bool(was_ready and running is not None and progress is not None and progress.in_call
                        and proc.kill_reason is None)
         if not was_ready and proc.boot_error is None:
             proc.boot_error = f"worker {proc.slot} (pid {proc.pid}) exited before it was ready: {what}"
             proc.boot_code = code
-        is_current = proc.slot < len(self._slots) and self._slots[proc.slot] is proc
-        expected = proc.stop_sent and code == ExitCode.OK
-        if expected:
-            logger.debug("worker {} (pid {}) exited", proc.slot, proc.pid)
-        else:
-            logger.warning("worker {} (pid {}) {}{}{}", proc.slot, proc.pid, what, hint,
-                           f" holding {len(batches)} batch(es)" if batches else "")
-        if in_call and running is not None and progress is not None:
-            logger.error("worker {} (pid {}) {}{} inside the handler call on {}", proc.slot, proc.pid, what, hint,
-                         describe_messages(running, progress.call_start, progress.call_end))
+        self._log_death(proc, code, what, batches, running if in_call else None, progress)
         timed_out: BatchResult | None = None
         if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
-            timed_out = self._hard_limit_result(proc, batches.pop(0), progress)
+            timed_out = hard_limit_result(batches.pop(0), proc.slot, proc.pid,
+                                          self._loop.time() - proc.running_since, progress)
+        is_current = proc.slot < len(self._slots) and self._slots[proc.slot] is proc
         if self._state == "running" and is_current and self.fatal is None:
             self._replace(proc, code, was_ready, in_call)
         self._signal_change()
@@ -768,30 +468,30 @@ class Pool:
                 self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started,
                                                             progress if started is not None else None, in_call))
 
-    def _oom_hint(self) -> str:
-        """For a SIGKILL rmqrun did not send: the kernel's OOM killer is the usual sender."""
-        count = _oom_kills()
-        if count is not None and count > self._oom_seen:
-            self._oom_seen = count
-            return " (OOM-killed: the cgroup's memory.events oom_kill count rose)"
-        return " (not sent by rmqrun: possibly the OOM killer)"
+    def _log_death(self, proc: WorkerProcess, code: int, what: str, batches: list[Batch],
+                   in_call: Batch | None, progress: progress_mem.Progress | None) -> None:
+        """One line per death; a second naming the messages when it died inside a handler call."""
+        hint = self._oom.hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
+        if proc.stop_sent and code == ExitCode.OK:
+            logger.debug("worker {} (pid {}) exited", proc.slot, proc.pid)
+        else:
+            logger.warning("worker {} (pid {}) {}{}{}", proc.slot, proc.pid, what, hint,
+                           f" holding {len(batches)} batch(es)" if batches else "")
+        if in_call is not None and progress is not None:
+            logger.error("worker {} (pid {}) {}{} inside the handler call on {}", proc.slot, proc.pid, what, hint,
+                         describe_messages(in_call, progress.call_start, progress.call_end))
 
-    def _replace(self, proc: _Proc, code: int, was_ready: bool, explained: bool = False) -> None:
+    def _replace(self, proc: WorkerProcess, code: int, was_ready: bool, explained: bool = False) -> None:
         if not was_ready and proc.boot_code == ExitCode.BOOT_ERROR:
             self._fail(WorkerBootError(f"a replacement for worker {proc.slot} cannot load the handler: "
                                        f"{proc.boot_error}", code))
             return
         if proc.kill_reason != _KILL_TIME_LIMIT and not explained:
-            now = self._loop.time()
-            self._deaths.append(now)
-            while self._deaths and self._deaths[0] < now - self.config.crash_window:
-                self._deaths.popleft()
-            limit = self.config.effective_crash_limit
-            if len(self._deaths) > limit:
+            if self._crash_guard.record(self._loop.time()):
                 self._fail(CrashLoopError(
-                    f"workers died {len(self._deaths)} times within {self.config.crash_window:g} s "
-                    f"(limit {limit}); last: worker {proc.slot} (pid {proc.pid}) {describe_exit(code)}"
-                    + (f": {proc.boot_error}" if proc.boot_error else "")
+                    f"workers died {self._crash_guard.count} times within {self.config.crash_window:g} s "
+                    f"(limit {self._crash_guard.limit}); last: worker {proc.slot} (pid {proc.pid}) "
+                    f"{describe_exit(code)}" + (f": {proc.boot_error}" if proc.boot_error else "")
                     + " (deaths counted: at boot or outside a handler call, which no message explains;"
                       " settings crash_limit / crash_window)"))
                 return
@@ -800,29 +500,6 @@ class Pool:
             self.restarts += 1
         except OSError as exc:  # out of processes or fds: nothing sensible left to do but stop
             self._fail(PoolError(f"cannot start a replacement for worker {proc.slot}: {exc}"))
-
-    def _hard_limit_result(self, proc: _Proc, batch: Batch,
-                           progress: progress_mem.Progress | None = None) -> BatchResult:
-        """The result of a batch whose worker was killed at the hard limit.
-
-        Messages the worker had finished keep their statuses; the call that hung
-        fails (retry / suspend); messages after it never ran (NOT_RUN). Without
-        progress, every message fails, as nothing is known to have finished.
-        """
-        status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
-        offsets = tuple(batch.queue_offsets())
-        n = len(offsets)
-        elapsed = self._loop.time() - proc.running_since
-        if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
-            done = min(progress.done, n)
-            end = min(max(progress.call_end, done + 1), n)
-            statuses = progress.statuses[:done] + bytes([status]) * (end - done) + bytes([Status.NOT_RUN]) * (n - end)
-            delays = tuple(progress.delay_levels[:done]) + (0,) * (n - done)
-        else:
-            statuses, delays = bytes([status]) * n, (0,) * n
-        return BatchResult(batch, proc.slot, proc.pid, statuses, delays, offsets, -1, True,
-                           f"hard time limit: worker {proc.slot} (pid {proc.pid}) killed after {elapsed:.1f} s",
-                           elapsed)
 
     def _fail(self, error: PoolError) -> None:
         if self.fatal is not None:
@@ -871,7 +548,7 @@ class Pool:
         except asyncio.TimeoutError:
             pass
 
-    async def _await_ready(self, procs: list[_Proc]) -> None:
+    async def _await_ready(self, procs: list[WorkerProcess]) -> None:
         deadline = self._loop.time() + self.config.boot_timeout + 1.0
         while True:
             failed = [p for p in procs if p.boot_error is not None]

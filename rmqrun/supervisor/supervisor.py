@@ -33,7 +33,8 @@ from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
-from rmqrun.supervisor.pool import PoolConfig, PoolError, WorkerBootError
+from rmqrun.supervisor.pool import PoolError, WorkerBootError
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.snapshot import SupervisorSnapshot, snapshot_of
 
 EXIT_OK = 0

@@ -46,7 +46,7 @@ from loguru import logger
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, decode_message
+from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, QUEUE_OFFSET_POS, decode_message
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
@@ -91,6 +91,22 @@ class _Pipe:
     def read(self) -> memoryview:
         """What one read returned; valid until the next read (feed it to ``frames`` at once)."""
         return self._inbuf[:self.sock.recv_into(self._inbuf)]
+
+
+class _BatchOutcome:
+    """What one batch comes to, filled in call by call and sent back in its DONE frame."""
+
+    __slots__ = ("statuses", "delays", "suspend_ms", "error", "timed_out")
+
+    def __init__(self, n: int) -> None:
+        #: one status per message; NOT_RUN until a call (or a decode error) decides it
+        self.statuses = bytearray([Status.NOT_RUN]) * n
+        #: delay levels the handler asked for (ReconsumeLater(delay_level=n)), 0 = the broker's
+        self.delays = [0] * n
+        self.suspend_ms = -1
+        #: the first error of the batch, for the log line and the result
+        self.error = ""
+        self.timed_out = False
 
 
 class Worker:
@@ -256,12 +272,12 @@ class Worker:
             try:
                 msg, end = decode_message(data, pos, broker_name=broker_name)
             except ProtocolError as exc:
-                add_offset(_OFFSET.unpack_from(data, pos + 20)[0])
+                add_offset(_OFFSET.unpack_from(data, pos + QUEUE_OFFSET_POS)[0])
                 add_msg(None)
                 bad[len(msgs) - 1] = f"record {len(msgs) - 1} does not decode: {exc}"
                 pos += _SIZE.unpack_from(data, pos)[0]
                 continue
-            add_offset(msg.queue_offset)  # the same field the supervisor reads at byte 20
+            add_offset(msg.queue_offset)  # the same field the supervisor reads at QUEUE_OFFSET_POS
             if msg.topic.startswith(RETRY_TOPIC_PREFIX):  # (properties are parsed only for these)
                 retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
                 if retry_topic:
@@ -301,13 +317,14 @@ class Worker:
         offsets = []
         data, pos = run.records, 0
         while pos < len(data):
-            offsets.append(_OFFSET.unpack_from(data, pos + 20)[0])
+            offsets.append(_OFFSET.unpack_from(data, pos + QUEUE_OFFSET_POS)[0])
             pos += _SIZE.unpack_from(data, pos)[0]
         n = len(offsets)
         self.pipe.send(Done(run.batch_id, bytes([Status.NOT_RUN]) * n, (0,) * n, tuple(offsets), -1, False,
                             why, 0))
 
     def _run_batch(self, run: Run) -> None:
+        """One RUN: skip it, or announce it, decode, call the handler within the limits, report DONE."""
         assert self.handler is not None
         prog = self.progress
         if prog is not None and prog.skipped(run.batch_id):
@@ -325,118 +342,156 @@ class Worker:
         n = len(msgs)
         context = worker_logs.CONTEXT
         context.begin(msgs, offsets)  # by reference: what the handler logs is labelled only when it logs
-        check_memory = self.config.max_memory > 0
-        orderly = run.mode is ConsumeMode.ORDERLY
-        fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
-        statuses = bytearray([Status.NOT_RUN]) * n
-        delays = [0] * n
-        suspend_ms = -1
-        error = ""
-        timed_out = False
-        fn = self.handler.fn
-        ref = self.handler.ref
-        step = self.config.batch_size if self.handler.is_batch else 1
+        outcome = _BatchOutcome(n)
+        self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
+        context.end()
+        if prog is not None:
+            prog.publish(outcome.statuses, outcome.delays, n)
+        self.handled += n
+        self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
+                            outcome.suspend_ms, outcome.timed_out, outcome.error,
+                            int((time.perf_counter() - t0) * 1e6)))
+
+    def _call_within_limits(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
+                            outcome: _BatchOutcome) -> None:
+        """The batch's handler calls under the soft time limit, the memory limit and SIGTERM.
+
+        The timer is armed once for the batch (the alarm handler re-arms it per
+        call). A limit or SIGTERM that fires between calls, outside the loop's own
+        ``try``, lands here: the messages not yet called stay NOT_RUN.
+        """
         limit = self.config.time_limit
-        # Re-announce the batch before a call once the last announcement is this old, so the
-        # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
-        announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
-        monotonic = time.monotonic
-        announced = self._call_started = monotonic()
+        self._call_started = time.monotonic()
         try:
             self._in_batch = True
             try:
                 if limit > 0:
                     signal.setitimer(signal.ITIMER_REAL, limit)
-                is_batch = self.handler.is_batch
-                any_bad = any(decode_errors)
-                # (start, end) of each handler call; the usual case is built in C
-                chunks = (_chunks_around(decode_errors, step) if any_bad
-                          else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
-                for start, end in chunks:
-                    if any_bad and decode_errors[start]:
-                        # never handed to the handler; the supervisor dead-letters it as stored
-                        statuses[start] = Status.UNDECODABLE
-                        error = error or str(decode_errors[start])
-                        if orderly:
-                            break  # the queue's order: nothing after it runs before it is dead-lettered
-                        continue
-                    if check_memory and start and self._memory_check():
-                        break  # recycle after the call that went over: the rest go to the replacement
-                    arg = msgs[start:end] if is_batch else msgs[start]
-                    context.index = start
-                    # one clock read per call: the progress block's "call began" (the consume-timeout
-                    # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
-                    now = monotonic()
-                    if prog is not None:
-                        prog.call(statuses, delays, start, end, now)
-                    if limit > 0:
-                        self._call_started = now
-                        if now - announced > announce_every:
-                            announced = now
-                            self.pipe.send(Started(run.batch_id))
-                            self.pipe.flush()
-                    try:
-                        value = fn(arg)
-                        if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
-                            if step == 1:
-                                statuses[start] = 0
-                            else:
-                                statuses[start:end] = bytes(end - start)
-                            continue
-                    except SoftTimeLimitExceeded as exc:
-                        statuses[start:end] = bytes([fail]) * (end - start)
-                        error = error or f"handler '{ref}': {exc}"
-                        timed_out = True
-                        self.log.warning("handler '{}': {} (queue offset {})", ref, exc, offsets[start])
-                        break
-                    except Exception as exc:
-                        statuses[start:end] = bytes([fail]) * (end - start)
-                        error = error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
-                        self._log_exception(exc, offsets[start])
-                        if orderly:
-                            break
-                        continue
-                    try:
-                        if orderly:
-                            out = map_orderly(value, ref, auto_commit=run.auto_commit)
-                            if out.warning:
-                                self._warn_once(("illegal", type(value)), out.warning)
-                            statuses[start:end] = bytes([out.status]) * (end - start)
-                            if out.status is Status.SUSPEND or out.status is Status.ROLLBACK:
-                                suspend_ms = out.suspend_ms
-                                break
-                        else:
-                            c = map_concurrent(value, end - start, ref)
-                            acked = start + c.acked
-                            statuses[start:acked] = bytes([Status.SUCCESS]) * c.acked
-                            if acked < end:
-                                statuses[acked:end] = bytes([fail]) * (end - acked)
-                                delays[acked:end] = [c.delay_level] * (end - acked)
-                    except BadResultError as exc:
-                        statuses[start:end] = bytes([fail]) * (end - start)
-                        error = error or str(exc)
-                        self._warn_once(("bad", type(value)), str(exc))
-                        if orderly:
-                            break
-                if check_memory and n:
+                self._call_handler(run, msgs, offsets, decode_errors, outcome)
+                if self.config.max_memory > 0 and msgs:
                     self._memory_check()
             finally:
                 self._in_batch = False
                 if limit > 0:
                     signal.setitimer(signal.ITIMER_REAL, 0)
         except SoftTimeLimitExceeded as exc:  # fired outside the handler call: the rest stays NOT_RUN
-            timed_out = True
-            error = error or f"handler '{ref}': {exc}"
+            outcome.timed_out = True
+            outcome.error = outcome.error or f"handler '{self.handler.ref}': {exc}"  # type: ignore[union-attr]
         except WorkerTerminated:  # SIGTERM: the interrupted call and the rest stay NOT_RUN
             self._terminating = True
-            error = error or "worker terminated (SIGTERM)"
+            outcome.error = outcome.error or "worker terminated (SIGTERM)"
         self._in_batch = False
-        context.end()
-        if prog is not None:
-            prog.publish(statuses, delays, n)
-        self.handled += n
-        self.pipe.send(Done(run.batch_id, bytes(statuses), tuple(delays), tuple(offsets), suspend_ms,
-                            timed_out, error, int((time.perf_counter() - t0) * 1e6)))
+
+    def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
+                      outcome: _BatchOutcome) -> None:
+        """Call the handler per message (or per chunk of a batch handler) and record each call's statuses.
+
+        The hot loop of the worker: the usual call returns None and costs one
+        ``fn(arg)`` and one status byte; anything else is mapped by
+        :meth:`_map_result`.
+        """
+        assert self.handler is not None
+        prog = self.progress
+        statuses = outcome.statuses
+        delays = outcome.delays
+        context = worker_logs.CONTEXT
+        n = len(msgs)
+        check_memory = self.config.max_memory > 0
+        orderly = run.mode is ConsumeMode.ORDERLY
+        fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
+        fn = self.handler.fn
+        ref = self.handler.ref
+        is_batch = self.handler.is_batch
+        step = self.config.batch_size if is_batch else 1
+        limit = self.config.time_limit
+        # Re-announce the batch before a call once the last announcement is this old, so the
+        # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
+        announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
+        monotonic = time.monotonic
+        announced = self._call_started
+        any_bad = any(decode_errors)
+        # (start, end) of each handler call; the usual case is built in C
+        chunks = (_chunks_around(decode_errors, step) if any_bad
+                  else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
+        for start, end in chunks:
+            if any_bad and decode_errors[start]:
+                # never handed to the handler; the supervisor dead-letters it as stored
+                statuses[start] = Status.UNDECODABLE
+                outcome.error = outcome.error or str(decode_errors[start])
+                if orderly:
+                    break  # the queue's order: nothing after it runs before it is dead-lettered
+                continue
+            if check_memory and start and self._memory_check():
+                break  # recycle after the call that went over: the rest go to the replacement
+            arg = msgs[start:end] if is_batch else msgs[start]
+            context.index = start
+            # one clock read per call: the progress block's "call began" (the consume-timeout
+            # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
+            now = monotonic()
+            if prog is not None:
+                prog.call(statuses, delays, start, end, now)
+            if limit > 0:
+                self._call_started = now
+                if now - announced > announce_every:
+                    announced = now
+                    self.pipe.send(Started(run.batch_id))
+                    self.pipe.flush()
+            try:
+                value = fn(arg)
+                if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
+                    if step == 1:
+                        statuses[start] = 0
+                    else:
+                        statuses[start:end] = bytes(end - start)
+                    continue
+            except SoftTimeLimitExceeded as exc:
+                statuses[start:end] = bytes([fail]) * (end - start)
+                outcome.error = outcome.error or f"handler '{ref}': {exc}"
+                outcome.timed_out = True
+                self.log.warning("handler '{}': {} (queue offset {})", ref, exc, offsets[start])
+                break
+            except Exception as exc:
+                statuses[start:end] = bytes([fail]) * (end - start)
+                outcome.error = outcome.error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
+                self._log_exception(exc, offsets[start])
+                if orderly:
+                    break
+                continue
+            if self._map_result(value, run, start, end, outcome):
+                break
+
+    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome) -> bool:
+        """Statuses of messages [start, end) from what a call returned; True when the batch stops here.
+
+        An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at
+        a result that is not one (after its warning); a concurrent batch goes on.
+        """
+        ref = self.handler.ref  # type: ignore[union-attr]
+        statuses = outcome.statuses
+        orderly = run.mode is ConsumeMode.ORDERLY
+        fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
+        try:
+            if orderly:
+                out = map_orderly(value, ref, auto_commit=run.auto_commit)
+                if out.warning:
+                    self._warn_once(("illegal", type(value)), out.warning)
+                statuses[start:end] = bytes([out.status]) * (end - start)
+                if out.status is Status.SUSPEND or out.status is Status.ROLLBACK:
+                    outcome.suspend_ms = out.suspend_ms
+                    return True
+            else:
+                c = map_concurrent(value, end - start, ref)
+                acked = start + c.acked
+                statuses[start:acked] = bytes([Status.SUCCESS]) * c.acked
+                if acked < end:
+                    statuses[acked:end] = bytes([fail]) * (end - acked)
+                    outcome.delays[acked:end] = [c.delay_level] * (end - acked)
+        except BadResultError as exc:
+            statuses[start:end] = bytes([fail]) * (end - start)
+            outcome.error = outcome.error or str(exc)
+            self._warn_once(("bad", type(value)), str(exc))
+            return orderly
+        return False
 
     def _log_exception(self, exc: Exception, offset: int) -> None:
         key = ("exc", type(exc))

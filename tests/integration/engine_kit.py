@@ -20,7 +20,7 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.model import MessageQueue
-from rmqrun.supervisor.pool import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"

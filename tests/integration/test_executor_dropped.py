@@ -21,7 +21,7 @@ from rmqrun.consumer.executor import ConsumeJob, Verdict
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
-from rmqrun.supervisor.pool import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig
 
 pytestmark = pytest.mark.timeout(90)
 

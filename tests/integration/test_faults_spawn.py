@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-import rmqrun.supervisor.pool as pool_mod
+import rmqrun.supervisor.worker_process as process_mod
 from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
 )
@@ -46,12 +46,12 @@ def test_a_worker_that_cannot_be_replaced_stops_the_run_with_1_and_nothing_is_lo
                 (mq,) = [m for m in engine.table if m.topic == "SF1"]
                 await wait_for(lambda: engine.offset_store.read_memory(mq) == 5, what="the first 5 committed")
                 (worker,) = r.supervisor.executor.pool.workers()
-                monkeypatch.setattr(pool_mod.subprocess, "Popen", no_more_processes)
+                monkeypatch.setattr(process_mod.subprocess, "Popen", no_more_processes)
                 os.kill(worker.pid, signal.SIGKILL)
                 assert r.task is not None
                 code = await asyncio.wait_for(asyncio.shield(r.task), 60)
                 assert code == 1, "a pool that cannot replace its worker ends the run with 1"
-                monkeypatch.setattr(pool_mod.subprocess, "Popen", real_popen)
+                monkeypatch.setattr(process_mod.subprocess, "Popen", real_popen)
             assert (await committed_offsets(eb, "GSF1", "SF1"))[0] == 5
             assert read_records(record) == [(0, o) for o in range(5)]
 

@@ -17,8 +17,9 @@ import pytest
 
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.pool import (
-    Batch, BatchResult, ConsumeMode, Pool, PoolConfig, PoolError, Status, WorkerBootError, WorkerLost,
+    Batch, BatchResult, ConsumeMode, Pool, PoolError, Status, WorkerBootError, WorkerLost,
 )
+from rmqrun.supervisor.pool_config import PoolConfig
 
 C = ConsumeMode.CONCURRENT
 O = ConsumeMode.ORDERLY

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-import rmqrun.supervisor.pool as pool_mod
+import rmqrun.supervisor.worker_process as process_mod
 from rmqrun.supervisor.pool import PoolClosedError, PoolError
 from tests.integration.test_pool_basic import Harness, S, module_dir, records, run, statuses  # noqa: F401
 
@@ -79,7 +79,7 @@ def test_a_replacement_that_cannot_be_spawned_fails_the_pool_and_loses_no_batch(
         async with Harness("workers.misbehave:by_property") as h:
             (pid,) = h.pids(0)
             fds_before = _fds()
-            monkeypatch.setattr(pool_mod.subprocess, "Popen", _failing_popen(subprocess.Popen, lambda: True))
+            monkeypatch.setattr(process_mod.subprocess, "Popen", _failing_popen(subprocess.Popen, lambda: True))
             bad = h.submit(0, records([{"MISBEHAVE": "exit_hard"}, {}], start=7))
             (fatal,) = await h.wait_for(lambda: h.fatal, what="on_fatal")
             assert isinstance(fatal, PoolError)
@@ -101,7 +101,7 @@ def test_a_worker_that_wants_recycling_keeps_working_when_no_replacement_can_sta
             (pid,) = h.pids(0)
             fds_before = _fds()
             attempts: list[int] = []
-            monkeypatch.setattr(pool_mod.subprocess, "Popen",
+            monkeypatch.setattr(process_mod.subprocess, "Popen",
                                 _failing_popen(subprocess.Popen, lambda: attempts.append(1) is None))
             first = h.submit(0, records(1))
             assert statuses(await h.result(first)) == [S.SUCCESS]
@@ -125,7 +125,7 @@ def test_a_spawn_failure_at_start_kills_the_workers_already_started(monkeypatch:
         started.append(real(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(pool_mod.subprocess, "Popen", popen)
+    monkeypatch.setattr(process_mod.subprocess, "Popen", popen)
     fds_before = _fds()
     h = Harness("workers.noop:handle", workers=2)
 

@@ -10,7 +10,7 @@ from rmqrun.cli import settings as table
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.errors import ConfigError
-from rmqrun.supervisor.pool import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 BASE = {"handler": "workers.noop:handle", "namesrv": "127.0.0.1:9876", "group": "G", "topic": "T"}

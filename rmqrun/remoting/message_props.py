@@ -1,0 +1,75 @@
+"""The message property codec: RocketMQ's property names and their ``name\\x01value\\x02`` text form.
+
+Properties travel as one string in a stored record, in a send request's
+header and in a batch body; this is that string's codec, plus the tags hash
+the broker derives from the TAGS property. No I/O, nothing about records.
+"""
+
+from __future__ import annotations
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# Property names (MessageConst).
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
+PROPERTY_CLUSTER = "CLUSTER"
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, signed 32-bit.
+
+    The broker stores this for a message's TAGS as the consume-queue tags code,
+    and a subscription's codeSet holds it for each tag.
+    """
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def tags_code(tags: str | None) -> int:
+    """The consume-queue tags code of a message (0 when it has no tags)."""
+    return java_string_hash(tags) if tags else 0
+
+
+def properties_to_string(props: dict[str, str]) -> str:
+    """``name\\x01value`` pairs joined by ``\\x02``, as the 4.9.8 Java client and broker write them.
+
+    (5.x and the C++ client add a trailing separator; the decoder accepts both.)
+    """
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
+
+
+def string_to_properties(text: str) -> dict[str, str]:
+    """The inverse; tolerates a trailing separator or none (4.9.8 writes none, 5.x and C++ one)."""
+    if not text:
+        return {}
+    try:
+        # fast path: every item is name\x01value
+        return dict(item.split(NAME_VALUE_SEPARATOR, 1) for item in text.rstrip(PROPERTY_SEPARATOR)
+                    .split(PROPERTY_SEPARATOR))  # type: ignore[misc]
+    except ValueError:
+        pass
+    props: dict[str, str] = {}
+    for item in text.split(PROPERTY_SEPARATOR):
+        if not item:
+            continue
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep:
+            props[name] = value
+    return props

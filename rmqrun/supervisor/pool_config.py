@@ -1,0 +1,82 @@
+"""The pool's settings and their validation, apart from the pool that acts on them.
+
+Validation happens when the settings are built (``__post_init__``), so a bad
+value is refused with its name and value before any process is spawned; the
+settings table (:mod:`rmqrun.cli.settings`) maps rmqrun's options onto these.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rmqrun.errors import ConfigError
+from rmqrun.pipe.worker_config import WorkerConfig
+
+__all__ = ["PoolConfig"]
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """Settings of the pool (the settings table maps rmqrun's options onto these).
+
+    ``batch_size`` is consumeMessageBatchMaxSize (messages per handler call of
+    an ``@rmqrun.batch`` handler). ``time_limit`` is consumeTimeout in seconds,
+    per handler call (0 = none); ``kill_grace`` is how long after it the worker
+    is SIGKILLed. ``max_messages_jitter`` defaults to 10% of
+    ``max_messages_per_worker``; ``max_memory_per_worker`` is RSS in bytes.
+    ``crash_limit`` defaults to max(10, 2 * workers); it counts only deaths that
+    no message explains (outside a handler call, or at boot).
+    """
+
+    handler: str
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    worker_init: str | None = None
+    worker_exit: str | None = None
+    batch_size: int = 1
+    time_limit: float = 15 * 60.0
+    kill_grace: float = 10.0
+    max_messages_per_worker: int = 0
+    max_messages_jitter: int | None = None
+    max_memory_per_worker: int = 0
+    boot_timeout: float = 60.0
+    crash_limit: int | None = None
+    crash_window: float = 60.0
+    log_level: str = "INFO"
+    log_format: str = "text"
+    #: the consumer's namespace, which workers take off message topics (the supervisor sets it)
+    namespace: str | None = None
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
+            (self.batch_size >= 1, f"batch_size (consumeMessageBatchMaxSize) must be >= 1, got {self.batch_size}"),
+            (self.time_limit >= 0, f"time_limit must be >= 0 (0 = none), got {self.time_limit}"),
+            (self.kill_grace > 0, f"kill_grace must be > 0, got {self.kill_grace}"),
+            (self.max_messages_per_worker >= 0, f"max_messages_per_worker must be >= 0, got "
+                                                f"{self.max_messages_per_worker}"),
+            (self.max_messages_jitter is None or self.max_messages_jitter >= 0,
+             f"max_messages_jitter must be >= 0, got {self.max_messages_jitter}"),
+            (self.max_memory_per_worker >= 0, f"max_memory_per_worker must be >= 0, got "
+                                              f"{self.max_memory_per_worker}"),
+            (self.boot_timeout > 0, f"boot_timeout must be > 0, got {self.boot_timeout}"),
+            (self.crash_limit is None or self.crash_limit >= 1, f"crash_limit must be >= 1, got {self.crash_limit}"),
+            (self.crash_window > 0, f"crash_window must be > 0, got {self.crash_window}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    def worker_config(self) -> WorkerConfig:
+        jitter = self.max_messages_jitter
+        if jitter is None:
+            jitter = self.max_messages_per_worker // 10
+        return WorkerConfig(handler=self.handler, worker_init=self.worker_init, worker_exit=self.worker_exit,
+                            batch_size=self.batch_size, time_limit=self.time_limit, kill_grace=self.kill_grace,
+                            max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
+                            max_memory=self.max_memory_per_worker, log_level=self.log_level,
+                            log_format=self.log_format, namespace=self.namespace)
+
+    @property
+    def effective_crash_limit(self) -> int:
+        return self.crash_limit if self.crash_limit is not None else max(10, 2 * self.workers)

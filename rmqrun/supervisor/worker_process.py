@@ -1,0 +1,260 @@
+"""One worker process as the supervisor sees it: spawn, socket buffering, death detection.
+
+Nothing here decides what a frame or a death means; that is the pool's
+business. A :class:`WorkerProcess` is given the event loop and two
+callbacks, ``on_frame(proc, frame)`` for each frame the worker sends and
+``on_exit(proc, exit_code)`` once, after the process died and everything it
+wrote before dying was read. It never reaches back into the pool.
+
+The socket is non-blocking: reads run from ``loop.add_reader``; writes are
+gathered until the end of the loop iteration and sent in one syscall, the
+rest finished with ``add_writer``. Death is watched with a pidfd (Linux >=
+5.3), else with a pipe whose write end only the child holds
+(multiprocessing's sentinel trick). Why the worker is started with
+fork+exec of ``python -m rmqrun.worker`` rather than fork or
+multiprocessing is told in :mod:`rmqrun.supervisor.pool`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from loguru import logger
+
+from rmqrun.pipe import progress as progress_mem
+from rmqrun.pipe.wire import Batch, Frame, FrameBuffer, WireError
+from rmqrun.remoting.security import SECRET_ENV
+
+__all__ = ["WorkerProcess", "WorkerStatus", "spawn_worker"]
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A snapshot of one live worker process, for status pages and metrics."""
+
+    worker_id: int
+    pid: int
+    state: str  # "starting", "ready", "retiring"
+    current: bool  # the process new batches of this slot go to
+    in_flight: int  # batches submitted and not finished
+    running_batch_id: int | None
+    batches_done: int
+
+
+def _worker_env() -> dict[str, str]:
+    """The supervisor's environment without the variables that carry secrets (ACL keys):
+    a handler never has them in reach, nor in ``/proc/<worker>/environ``."""
+    return {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+
+
+def _pidfd_works() -> bool:
+    if not hasattr(os, "pidfd_open"):
+        return False
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
+_HAS_PIDFD = _pidfd_works()
+
+OnFrame = Callable[["WorkerProcess", Frame], None]
+OnExit = Callable[["WorkerProcess", int], None]
+
+
+class WorkerProcess:
+    """One worker process and its end of the socket pair (non-blocking)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, slot: int, popen: subprocess.Popen, sock: socket.socket,
+                 sentinel: int, progress_fd: int, on_frame: OnFrame, on_exit: OnExit) -> None:
+        self._loop = loop
+        self._on_frame = on_frame
+        self._on_exit = on_exit
+        self.progress_fd = progress_fd
+        self.progress = progress_mem.map_fd(progress_fd)
+        self.skips = progress_mem.SkipRing(self.progress)
+        self.slot = slot
+        self.popen = popen
+        self.pid: int = popen.pid
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.sentinel = sentinel
+        self.frames = FrameBuffer()
+        self.out = bytearray()
+        self.flush_scheduled = False
+        self.writer_armed = False
+        self.pending: dict[int, Batch] = {}
+        self.running: int | None = None
+        self.running_since = 0.0
+        self.state = "starting"
+        self.spawned_at = loop.time()
+        self.candidate = False  # spawned by reload(), not yet installed in its slot
+        self.stop_sent = False
+        self.kill_reason: str | None = None
+        self.boot_error: str | None = None
+        self.boot_code: int | None = None
+        self.batches_done = 0
+        self.dead = False
+        self.broken = False
+        self.eof = False
+
+    def watch(self) -> None:
+        """Start reading the socket and watching for the death (once the caller has the object)."""
+        self._loop.add_reader(self.fd, self.on_readable)
+        self._loop.add_reader(self.sentinel, self._on_sentinel)
+
+    # -- writing
+    def write(self, parts: list) -> None:
+        """Queue bytes for the worker; they leave in one send at the end of this loop iteration.
+
+        Coalescing matters when the supervisor hands out several batches at
+        once (one pull split into small batches): one syscall and one wake-up
+        of the worker instead of one per batch.
+        """
+        if self.broken:
+            return
+        for part in parts:
+            self.out += part
+        if not self.flush_scheduled and not self.writer_armed:
+            self.flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self.flush_scheduled = False
+        if self.broken or self.dead:
+            self.out.clear()
+            return
+        try:
+            sent = self.sock.send(self.out)
+        except BlockingIOError:
+            sent = 0
+        except OSError:
+            self.broken = True
+            self.out.clear()
+            return
+        del self.out[:sent]
+        if self.out and not self.writer_armed:
+            self.writer_armed = True
+            self._loop.add_writer(self.fd, self._on_writable)
+
+    def _on_writable(self) -> None:
+        self._flush()
+        if not self.out and self.writer_armed:
+            self.writer_armed = False
+            self._loop.remove_writer(self.fd)
+
+    # -- reading
+    def on_readable(self) -> None:
+        self._read_once()
+
+    def _read_once(self) -> bool:
+        """One recv; False when nothing more is available now."""
+        try:
+            data = self.sock.recv(1 << 18)
+        except BlockingIOError:
+            return False
+        except OSError:
+            data = b""
+        if not data:
+            self.eof = True
+            self._loop.remove_reader(self.fd)
+            return False
+        self.frames.feed(data)
+        try:
+            while (frame := self.frames.next()) is not None:
+                self._on_frame(self, frame)
+        except WireError as exc:
+            logger.error("worker {} (pid {}) sent a malformed frame: {}; killing it", self.slot, self.pid, exc)
+            self.kill("protocol error")
+            self.eof = True
+            self._loop.remove_reader(self.fd)
+            return False
+        return True
+
+    def drain(self) -> None:
+        """Read everything the (dead) worker wrote before it died."""
+        while not self.eof and self._read_once():
+            pass
+
+    # -- death
+    def _on_sentinel(self) -> None:
+        self._loop.remove_reader(self.sentinel)
+        self.drain()
+        self._reap()
+
+    def _reap(self) -> None:
+        code = self.popen.poll()
+        if code is None:  # the sentinel fired a moment before the exit status exists
+            self._loop.call_later(0.005, self._reap)
+            return
+        self._on_exit(self, code)
+
+    def kill(self, reason: str, sig: int = signal.SIGKILL) -> None:
+        if self.kill_reason is None:
+            self.kill_reason = reason
+        try:
+            os.kill(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        loop = self._loop
+        if not self.eof:
+            loop.remove_reader(self.fd)
+        if self.writer_armed:
+            loop.remove_writer(self.fd)
+            self.writer_armed = False
+        self.sock.close()
+        os.close(self.sentinel)
+        self.progress.close()
+        os.close(self.progress_fd)
+
+    def status(self, current: bool) -> WorkerStatus:
+        return WorkerStatus(self.slot, self.pid, self.state, current, len(self.pending), self.running,
+                            self.batches_done)
+
+
+def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,
+                 on_exit: OnExit) -> WorkerProcess:
+    """Start ``python -m rmqrun.worker`` for a slot, queue its boot frame and start watching it.
+
+    The child inherits only its socket, its progress block and (without
+    pidfds) the write end of the death pipe; every fd is closed on any
+    failure, so a spawn that fails (out of processes or fds) leaks nothing.
+    """
+    parent, child = socket.socketpair()
+    pipe_r = pipe_w = -1
+    prog_fd = progress_mem.create_fd()
+    try:
+        if not _HAS_PIDFD:
+            pipe_r, pipe_w = os.pipe()
+        fds = (child.fileno(), prog_fd) if pipe_w < 0 else (child.fileno(), prog_fd, pipe_w)
+        popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd)],
+                                 stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True, env=_worker_env())
+    except BaseException:
+        parent.close()
+        os.close(prog_fd)
+        for fd in (pipe_r, pipe_w):
+            if fd >= 0:
+                os.close(fd)
+        raise
+    finally:
+        child.close()
+    if pipe_w >= 0:
+        os.close(pipe_w)
+        sentinel = pipe_r
+    else:
+        sentinel = os.pidfd_open(popen.pid)
+    parent.setblocking(False)
+    proc = WorkerProcess(loop, slot, popen, parent, sentinel, prog_fd, on_frame, on_exit)
+    proc.write([boot_frame])
+    proc.watch()
+    return proc
