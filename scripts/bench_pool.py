@@ -34,7 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rmqrun.remoting.message import decode_message, encode_stored  # noqa: E402
 from rmqrun.supervisor.dispatch import Dispatcher  # noqa: E402
-from rmqrun.supervisor.pool import Batch, BatchResult, ConsumeMode, Pool, Status  # noqa: E402
+from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
+from rmqrun.supervisor.pool import Pool
 from rmqrun.supervisor.pool_config import PoolConfig  # noqa: E402
 
 

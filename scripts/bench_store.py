@@ -22,7 +22,8 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rmqrun.broker.store import FlushMode, GetMessageStatus, MessageStore, StoreConfig  # noqa: E402
-from rmqrun.remoting.message import encode_stored, tags_code  # noqa: E402
+from rmqrun.remoting.message import encode_stored
+from rmqrun.remoting.message_props import tags_code
 
 TOPIC = "BenchTopic"
 

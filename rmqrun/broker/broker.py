@@ -37,7 +37,8 @@ from rmqrun.broker.tls import tls_server_options
 from rmqrun.broker.topics import TopicTable
 from rmqrun.broker.writes import FlushTimeout, Stored
 from rmqrun.remoting.connection import Connection
-from rmqrun.remoting.message import PROPERTY_TRANSACTION_PREPARED, offset_msg_id
+from rmqrun.remoting.message_props import PROPERTY_TRANSACTION_PREPARED
+from rmqrun.remoting.msg_id import offset_msg_id
 from rmqrun.remoting.server import RemotingServer
 
 

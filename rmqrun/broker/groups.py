@@ -28,7 +28,7 @@ from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 
 def broker_subscription(sub: SubscriptionData) -> SubscriptionData:
     """A heartbeat subscription as the broker should filter by it.

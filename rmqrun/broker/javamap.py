@@ -21,7 +21,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable, Iterator
 
-from rmqrun.remoting.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
+from rmqrun.remoting.message_props import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
 
 _DEFAULT_CAPACITY = 16
 _MIN_TREEIFY_CAPACITY = 64

@@ -19,13 +19,12 @@ from functools import lru_cache
 
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.store.record import parse_header
-from rmqrun.remoting.message import (
+from rmqrun.remoting.message import decode_message, encode_stored
+from rmqrun.remoting.message_props import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TAGS,
-    decode_message,
-    encode_stored,
     tags_code as message_tags_code,
 )
 

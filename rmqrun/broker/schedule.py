@@ -29,7 +29,7 @@ from loguru import logger
 from rmqrun.broker.messages import SCHEDULE_TOPIC, InnerMessage, StoredMessage, read_stored
 from rmqrun.broker.store import DiskFullError, GetMessageStatus, MessageStore
 from rmqrun.broker.store.json_file import JsonFile
-from rmqrun.remoting.message import (
+from rmqrun.remoting.message_props import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
     PROPERTY_REAL_TOPIC,

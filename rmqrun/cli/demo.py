@@ -42,7 +42,7 @@ from rmqrun.errors import RmqrunError
 from rmqrun.cli.produce import ProduceSpec, Template, generated, produce
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.supervisor.pool import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 TOPIC = "RmqrunDemo"

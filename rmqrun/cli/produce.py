@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterable, Mapping
 
 from rmqrun.client.producer import OutgoingMessage, Producer
-from rmqrun.remoting import message as m
+from rmqrun.remoting import message_props as m
 from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
 _TEMPLATE_RE = re.compile(r"\{i(?:%(\d+))?\}")

@@ -38,7 +38,7 @@ from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
 from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
-from rmqrun.supervisor.pool import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings
 
 if TYPE_CHECKING:

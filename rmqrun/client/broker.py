@@ -49,12 +49,9 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import (
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    decode_message,
-    decode_offset_msg_id,
-    string_to_properties,
-)
+from rmqrun.remoting.message import decode_message
+from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
+from rmqrun.remoting.msg_id import decode_offset_msg_id
 
 API_TIMEOUT = 3.0            # ClientConfig.mqClientApiTimeout
 PULL_TIMEOUT = 30.0          # CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND

@@ -47,8 +47,10 @@ from rmqrun.namespace import check_namespace, unwrap_queue, wrap, wrap_queue
 from rmqrun.protocol.headers import SendMessageRequestHeader
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
-from rmqrun.remoting.message import (
-    COMPRESSION_ZLIB,
+from rmqrun.remoting.compression import COMPRESSION_ZLIB
+from rmqrun.remoting.message import SYSFLAG_COMPRESSED
+from rmqrun.remoting.message_batch import BatchItem, encode_batch
+from rmqrun.remoting.message_props import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
@@ -59,9 +61,6 @@ from rmqrun.remoting.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
-    SYSFLAG_COMPRESSED,
-    BatchItem,
-    encode_batch,
     java_string_hash,
     properties_to_string,
 )

@@ -17,7 +17,7 @@ from loguru import logger
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import RETRY_TOPIC_PREFIX, OutgoingMessage, Producer
 from rmqrun.model import Message
-from rmqrun.remoting import message as codec
+from rmqrun.remoting import message_props as codec
 
 #: the Java client's inner producer group, which its re-publishes name (rmqrun names the consumer group instead)
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"

@@ -24,7 +24,8 @@ from typing import Callable, Optional
 
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import PROPERTY_KEYS, PROPERTY_SHARDING_KEY, PROPERTY_TAGS, scan_records
+from rmqrun.remoting.message import scan_records
+from rmqrun.remoting.message_props import PROPERTY_KEYS, PROPERTY_SHARDING_KEY, PROPERTY_TAGS
 
 ORDER_BY = ("queue", "key")
 ORDER_KEYS = ("sharding_key", "keys", "tags", "property:NAME")

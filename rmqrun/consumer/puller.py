@@ -31,7 +31,8 @@ from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
-from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records, scan_spans
+from rmqrun.remoting.message import RecordHead, scan_records, scan_spans
+from rmqrun.remoting.message_props import PROPERTY_TAGS
 
 if TYPE_CHECKING:
     from rmqrun.protocol.subscription import SubscriptionData

@@ -20,6 +20,8 @@ from rmqrun.client.republish import RetryPublisher
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
 from rmqrun.remoting import message as codec
+from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
 
 _INT = struct.Struct(">i")
 
@@ -27,7 +29,7 @@ _INT = struct.Struct(">i")
 def decode_for_retry(record: RecordData, broker_name: str) -> Message:
     """The message as the handler saw it: body inflated, retry topic restored."""
     msg, _ = codec.decode_message(record, broker_name=broker_name)
-    real = msg.properties.get(codec.PROPERTY_RETRY_TOPIC)
+    real = msg.properties.get(PROPERTY_RETRY_TOPIC)
     if real:
         msg.topic = real
     return msg
@@ -37,7 +39,7 @@ def undecodable_label(record: RecordData, mq: object) -> str:
     """How a record that does not decode is named in the logs: queue, offset and offset msg id."""
     try:
         ids = codec.record_ids(record)
-    except codec.ProtocolError:
+    except ProtocolError:
         return f"an unreadable record of {mq}"
     return f"message {ids.offset_msg_id} ({mq}, queue offset {ids.queue_offset})"
 
@@ -51,9 +53,9 @@ def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
     ids = codec.record_ids(record)
     try:
         head, _ = codec.decode_message(record, decompress=False)
-    except codec.ProtocolError:
+    except ProtocolError:
         return ids, ids.offset_msg_id, ids.topic
-    return ids, head.msg_id, head.properties.get(codec.PROPERTY_RETRY_TOPIC) or head.topic
+    return ids, head.msg_id, head.properties.get(PROPERTY_RETRY_TOPIC) or head.topic
 
 
 def reconsume_times_position(record: RecordData) -> int:
@@ -100,7 +102,7 @@ class SendBack:
         """
         try:
             ids, msg_id, origin_topic = _send_back_fields(record)
-        except codec.ProtocolError as exc:
+        except ProtocolError as exc:
             logger.error("a failed record of {} cannot be read for its send-back ({}); it stays cached",
                          broker_name, exc)
             return False
@@ -108,7 +110,7 @@ class SendBack:
             return True
         try:
             msg = decode_for_retry(record, broker_name)
-        except codec.ProtocolError as exc:
+        except ProtocolError as exc:
             logger.error("{} cannot be re-published either: it does not decode ({}); it stays cached and is "
                          "retried", msg_id, exc)
             return False
@@ -123,7 +125,7 @@ class SendBack:
         """
         try:
             ids, msg_id, origin_topic = _send_back_fields(record)
-        except codec.ProtocolError as exc:
+        except ProtocolError as exc:
             logger.error("a record of {} is too damaged to name for the DLQ: {}", broker_name, exc)
             return False
         return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times)

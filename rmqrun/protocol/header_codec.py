@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Mapping, TypeVar
 
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.errors import MissingFieldError, ProtocolError
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 
 T = TypeVar("T", bound="Header")
 

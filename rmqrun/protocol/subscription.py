@@ -22,7 +22,7 @@ from typing import Any
 
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.java_order import java_hash_set_order
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"

@@ -55,7 +55,8 @@ from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoun
 from rmqrun.pull.offset_table import OffsetTable
 from rmqrun.pull.result import PullResult
 from rmqrun.remoting.errors import ProtocolError, RemotingError, TopicNotExistError
-from rmqrun.remoting.message import decode_messages, decode_offset_msg_id
+from rmqrun.remoting.message import decode_messages
+from rmqrun.remoting.msg_id import decode_offset_msg_id
 from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_GROUP = "DEFAULT_CONSUMER"

@@ -18,9 +18,8 @@ The rest of the codec lives beside it, one concern a module: the property
 string and property names in :mod:`rmqrun.remoting.message_props`, host
 addresses and offset message ids in :mod:`rmqrun.remoting.msg_id`, body
 compression in :mod:`rmqrun.remoting.compression` and the batch-send body in
-:mod:`rmqrun.remoting.message_batch`. Their names are imported here too, so
-``from rmqrun.remoting.message import X`` keeps working for every importer
-(client, broker, CLI, Spark) that has used this module as the one codec.
+:mod:`rmqrun.remoting.message_batch`. Import each name from the module that
+owns it.
 """
 
 from __future__ import annotations
@@ -30,23 +29,12 @@ import zlib
 from dataclasses import dataclass
 
 from rmqrun.model import PENDING, Message
-from rmqrun.remoting.compression import (  # noqa: F401  (re-exported, see the module docstring)
-    COMPRESSION_LZ4, COMPRESSION_MASK, COMPRESSION_TYPES, COMPRESSION_ZLIB, COMPRESSION_ZSTD, compression_type,
-)
 from rmqrun.remoting.compression import decompress as _decompress  # decode_message has a `decompress` flag
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message_batch import BatchItem, decode_batch, encode_batch  # noqa: F401  (re-exported)
-from rmqrun.remoting.message_props import (  # noqa: F401  (re-exported, see the module docstring)
-    NAME_VALUE_SEPARATOR, PROPERTY_CLUSTER, PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS, PROPERTY_MAX_OFFSET, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_MIN_OFFSET,
-    PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC, PROPERTY_RECONSUME_TIME,
-    PROPERTY_RETRY_TOPIC, PROPERTY_SEPARATOR, PROPERTY_SHARDING_KEY, PROPERTY_TAGS, PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, PROPERTY_WAIT_STORE_MSG_OK, java_string_hash, properties_to_string,
-    string_to_properties, tags_code,
+from rmqrun.remoting.message_props import (
+    PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, properties_to_string, string_to_properties,
 )
-from rmqrun.remoting.msg_id import (  # noqa: F401  (re-exported, see the module docstring)
-    decode_offset_msg_id, fmt_host, host_bytes, offset_msg_id, parse_address,
-)
+from rmqrun.remoting.msg_id import fmt_host, host_bytes, parse_address
 
 MAGIC_V1 = -626843481  # 0xDAA320A7
 MAGIC_V2 = -626843477  # 0xDAA320AB: the topic length is a short

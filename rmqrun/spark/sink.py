@@ -23,7 +23,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from rmqrun.remoting import message as m
+from rmqrun.remoting import message_props as m
 from rmqrun.spark.errors import OptionError, SourceError
 from rmqrun.spark.options import WriteOptions
 from rmqrun.spark.schema import SINK_OPTIONAL, SINK_REQUIRED

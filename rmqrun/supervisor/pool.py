@@ -80,7 +80,7 @@ from loguru import logger
 from rmqrun.errors import RmqrunError
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
-    Batch, BatchResult, Boot, BootFailed, ConsumeMode, Done, ExitCode, Frame, MessageOutcome, Ready, Retiring,
+    Batch, BatchResult, Boot, BootFailed, Done, ExitCode, Frame, Ready, Retiring,
     Started, Status, Stop, describe_exit, encode, encode_run,
 )
 from rmqrun.supervisor.crash_guard import CrashGuard
@@ -88,10 +88,7 @@ from rmqrun.supervisor.death_report import OomWatch, describe_messages, hard_lim
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
-__all__ = [
-    "Pool", "PoolConfig", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost",
-    "WorkerStatus", "Batch", "BatchResult", "MessageOutcome", "Status", "ConsumeMode",
-]
+__all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost"]
 
 
 class PoolError(RmqrunError):

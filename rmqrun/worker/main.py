@@ -46,7 +46,8 @@ from loguru import logger
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import PROPERTY_RETRY_TOPIC, QUEUE_OFFSET_POS, decode_message
+from rmqrun.remoting.message import QUEUE_OFFSET_POS, decode_message
+from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,

@@ -43,7 +43,8 @@ from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import decode_messages, decode_offset_msg_id
+from rmqrun.remoting.message import decode_messages
+from rmqrun.remoting.msg_id import decode_offset_msg_id
 from tests import captures
 from tests.conformance.shapes import shape as _shape
 

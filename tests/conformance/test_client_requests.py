@@ -54,14 +54,10 @@ from rmqrun.remoting.errors import (
     TopicNotExistError,
 )
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import (
-    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    decode_batch,
-    decode_message,
-    offset_msg_id,
-    scan_records,
-    string_to_properties,
-)
+from rmqrun.remoting.message import decode_message, scan_records
+from rmqrun.remoting.message_batch import decode_batch
+from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
+from rmqrun.remoting.msg_id import offset_msg_id
 from tests import captures
 
 pytestmark = captures.requires_captures

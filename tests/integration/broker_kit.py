@@ -18,7 +18,8 @@ from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import decode_messages, properties_to_string
+from rmqrun.remoting.message import decode_messages
+from rmqrun.remoting.message_props import properties_to_string
 
 TIMEOUT = 5.0
 

@@ -24,7 +24,7 @@ import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.message import BatchItem, encode_batch
+from rmqrun.remoting.message_batch import BatchItem, encode_batch
 from tests.integration.broker_kit import Client, drain, messages, send_ext
 
 pytestmark = pytest.mark.timeout(120)

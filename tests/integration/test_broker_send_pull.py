@@ -13,7 +13,8 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
-from rmqrun.remoting.message import BatchItem, decode_offset_msg_id, encode_batch
+from rmqrun.remoting.message_batch import BatchItem, encode_batch
+from rmqrun.remoting.msg_id import decode_offset_msg_id
 from tests.integration.broker_kit import Client, drain, messages, pull_ext
 
 pytestmark = pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.message import BatchItem, encode_batch
+from rmqrun.remoting.message_batch import BatchItem, encode_batch
 from tests.integration.broker_kit import Client, drain, send_ext
 
 

@@ -138,12 +138,13 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
 
     # as stored: the body still compressed (or foreign), sysFlag kept, so nothing is lost
     from rmqrun.remoting import message as codec
+    from rmqrun.remoting import compression
     stored = _dlq_records(eb, dlq)
     assert sorted(stored) == sorted(bad)
     for idx, (body, flag) in bad.items():
         got_body, got_flag, retry_topic = stored[idx]
         assert got_body == body
-        assert got_flag & (codec.COMPRESSION_MASK | codec.SYSFLAG_COMPRESSED) == flag
+        assert got_flag & (compression.COMPRESSION_MASK | codec.SYSFLAG_COMPRESSED) == flag
         assert retry_topic == topic
 
     metrics = scrape(port)
@@ -197,9 +198,10 @@ def store_bad_properties(eb: EmbeddedBroker, topic: str, idx: int) -> None:
     """A record whose properties are not UTF-8, written to the store directly (no client can send one:
     properties travel in a JSON header). Nobody holds a pull yet, so no waking is missed."""
     from rmqrun.remoting import message as codec
+    from rmqrun.remoting import message_props
     placeholder = "\u00ff"  # two bytes in UTF-8, replaced by two bytes that are not UTF-8
     props = f"TAGS\x01TagA\x02idx\x01{idx}\x02broken\x01{placeholder}"
     record = codec.encode_stored(topic=topic, body=b"bad properties", properties=props, queue_id=0,
                                  store_host=eb.broker_address, born_host=eb.broker_address)
     record = bytearray(bytes(record).replace(placeholder.encode(), b"\xff\xfe"))
-    eb.broker.store.put(topic, 0, record, codec.tags_code("TagA"))
+    eb.broker.store.put(topic, 0, record, message_props.tags_code("TagA"))

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from rmqrun.remoting import message as codec
+
+from rmqrun.remoting import message_props
 from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
 )
@@ -33,7 +35,7 @@ def _store_undecodable(eb, topic: str) -> None:  # type: ignore[no-untyped-def]
     record = codec.encode_stored(topic=topic, body=b"bad properties", properties=props, queue_id=0,
                                  store_host=eb.broker_address, born_host=eb.broker_address)
     record = bytearray(bytes(record).replace(placeholder.encode(), b"\xff\xfe"))
-    eb.broker.store.put(topic, 0, record, codec.tags_code("TagA"))
+    eb.broker.store.put(topic, 0, record, message_props.tags_code("TagA"))
 
 
 def test_broadcasting_drops_an_undecodable_record_and_moves_on(tmp_path: Path, record: Path) -> None:

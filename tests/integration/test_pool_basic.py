@@ -16,9 +16,8 @@ from typing import Any, Awaitable, Callable, Hashable
 import pytest
 
 from rmqrun.remoting.message import encode_stored
-from rmqrun.supervisor.pool import (
-    Batch, BatchResult, ConsumeMode, Pool, PoolError, Status, WorkerBootError, WorkerLost,
-)
+from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
+from rmqrun.supervisor.pool import Pool, PoolError, WorkerBootError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
 
 C = ConsumeMode.CONCURRENT

@@ -22,7 +22,7 @@ from rmqrun.client.producer import Producer
 from rmqrun.model import MessageQueue
 from rmqrun.pull import OffsetPersistError, PullStatus, TopicNotFoundError
 from rmqrun.remoting.errors import RequestTimeoutError
-from rmqrun.remoting.message import offset_msg_id
+from rmqrun.remoting.msg_id import offset_msg_id
 from tests.integration.signals_kit import start_broker
 
 pytestmark = pytest.mark.timeout(120)

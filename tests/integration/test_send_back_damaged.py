@@ -20,6 +20,8 @@ from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting import message as codec
+from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.engine_kit import broker, produce
 from tests.integration.test_guarantees_retry import dlq_messages
@@ -62,7 +64,7 @@ def test_a_record_with_broken_properties_is_sent_back_by_its_fixed_fields(tmp_pa
                 damaged = _break_properties(raw)
                 try:
                     codec.decode_message(damaged)
-                except codec.ProtocolError:
+                except ProtocolError:
                     pass
                 else:
                     raise AssertionError("the damaged copy still decodes: the test damages nothing")
@@ -71,7 +73,7 @@ def test_a_record_with_broken_properties_is_sent_back_by_its_fixed_fields(tmp_pa
                 dlq = await dlq_messages(eb, GROUP)
                 assert [m.body for m in dlq] == [b"msg-0"]
                 # the broker copied its own stored record: the real topic and message id survive
-                assert dlq[0].properties.get(codec.PROPERTY_RETRY_TOPIC) == "SBD1"
+                assert dlq[0].properties.get(PROPERTY_RETRY_TOPIC) == "SBD1"
                 assert dlq[0].msg_id == original.msg_id
             finally:
                 await sender.close()

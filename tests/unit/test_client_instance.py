@@ -18,7 +18,7 @@ from rmqrun.protocol.bodies import GetConsumerStatusBody, MessageModel
 from rmqrun.protocol.headers import NotifyConsumerIdsChangedRequestHeader
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
+from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
 from tests import captures
 
 

@@ -45,13 +45,10 @@ from rmqrun.remoting.errors import (
     TopicNotExistError,
 )
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import (
-    decode_batch,
-    java_string_hash,
-    offset_msg_id,
-    scan_records,
-    string_to_properties,
-)
+from rmqrun.remoting.message import scan_records
+from rmqrun.remoting.message_batch import decode_batch
+from rmqrun.remoting.message_props import java_string_hash, string_to_properties
+from rmqrun.remoting.msg_id import offset_msg_id
 from rmqrun.remoting.server import RemotingServer
 from tests import captures
 

@@ -13,6 +13,12 @@ import struct
 import pytest
 
 from rmqrun.remoting import message as m
+
+from rmqrun.remoting import message_batch
+
+from rmqrun.remoting import message_props
+
+from rmqrun.remoting import msg_id
 from rmqrun.remoting.errors import ProtocolError
 
 LONG_TOPIC = "T" * 200  # over 127 bytes: the record is written with MAGIC_V2
@@ -46,23 +52,23 @@ def test_both_magic_codes_decode_scan_and_name_alike(topic: str) -> None:
     assert head.queue_offset == 5 and head.tags == "a"
     ids = m.record_ids(rec)
     assert ids.topic == topic and ids.commit_log_offset == 77 and ids.store_host == "[::1]:10911"
-    assert m.decode_offset_msg_id(ids.offset_msg_id) == ("[::1]:10911", 77), "a 28-byte (IPv6) message id"
+    assert msg_id.decode_offset_msg_id(ids.offset_msg_id) == ("[::1]:10911", 77), "a 28-byte (IPv6) message id"
 
 
 def test_offset_message_ids_of_a_wrong_length_are_refused() -> None:
     with pytest.raises(ProtocolError, match="has 8 bytes; expected 16 or 28"):
-        m.decode_offset_msg_id("00" * 8)
+        msg_id.decode_offset_msg_id("00" * 8)
 
 
 @pytest.mark.parametrize("addr", ["10911", "host:", ":80", "host:port"])
 def test_parse_address_refuses_what_is_not_host_port(addr: str) -> None:
     with pytest.raises(ValueError, match="not a host:port address"):
-        m.parse_address(addr)
+        msg_id.parse_address(addr)
 
 
 def test_properties_with_items_lacking_a_value_separator_keep_the_rest() -> None:
     text = "a\x01b\x02junk\x02\x02c\x01d=e\x02"
-    assert m.string_to_properties(text) == {"a": "b", "c": "d=e"}
+    assert message_props.string_to_properties(text) == {"a": "b", "c": "d=e"}
 
 
 def test_a_record_whose_properties_are_not_utf8_is_scanned_but_its_properties_refused() -> None:
@@ -129,17 +135,17 @@ def test_properties_over_the_short_limit_cannot_be_encoded() -> None:
 
 
 def test_decode_batch_round_trip_and_refusals() -> None:
-    items = [m.BatchItem(b"one", {"KEYS": "1"}), m.BatchItem(b"", {}, flag=3)]
-    body = m.encode_batch(items)
-    assert m.decode_batch(body) == items
+    items = [message_batch.BatchItem(b"one", {"KEYS": "1"}), message_batch.BatchItem(b"", {}, flag=3)]
+    body = message_batch.encode_batch(items)
+    assert message_batch.decode_batch(body) == items
     first = bytearray(body)
     with pytest.raises(ProtocolError, match="batch record at 0 claims 9999 bytes"):
-        m.decode_batch(_set_int(bytearray(first), 0, 9999))
+        message_batch.decode_batch(_set_int(bytearray(first), 0, 9999))
     with pytest.raises(ProtocolError, match="fields do not add up"):
-        m.decode_batch(_set_int(bytearray(first), 16, 1))  # body length 1 instead of 3
+        message_batch.decode_batch(_set_int(bytearray(first), 16, 1))  # body length 1 instead of 3
     with pytest.raises(ProtocolError, match="batch record at 0 is truncated"):
-        m.decode_batch(bytes(first[:10]))
-    bad_utf8 = bytearray(m.encode_batch([m.BatchItem(b"x", {"K": "v"})]))
+        message_batch.decode_batch(bytes(first[:10]))
+    bad_utf8 = bytearray(message_batch.encode_batch([message_batch.BatchItem(b"x", {"K": "v"})]))
     bad_utf8[-1] = 0xFF
     with pytest.raises(ProtocolError, match="properties are not UTF-8"):
-        m.decode_batch(bad_utf8)
+        message_batch.decode_batch(bad_utf8)

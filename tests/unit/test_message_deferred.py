@@ -25,6 +25,7 @@ import zstandard
 
 from rmqrun.model import Message
 from rmqrun.remoting import message as codec
+from rmqrun.remoting import compression
 from rmqrun.remoting.errors import ProtocolError
 
 DEFERRED = ("properties", "msg_id", "offset_msg_id", "born_host", "store_host")
@@ -79,9 +80,9 @@ CASES = [
     ("zlib-4x", "Orders", _zlib(b"zipped " * 300), b"zipped " * 300, {"TAGS": "z"}, None,
      codec.SYSFLAG_COMPRESSED, "127.0.0.1:1", "127.0.0.1:2"),
     ("lz4-5x", "Orders", _lz4(b"lz4 body " * 300), b"lz4 body " * 300, {"TAGS": "z", "UNIQ_KEY": "U"}, None,
-     codec.SYSFLAG_COMPRESSED | codec.COMPRESSION_LZ4, "127.0.0.1:1", "127.0.0.1:2"),
+     codec.SYSFLAG_COMPRESSED | compression.COMPRESSION_LZ4, "127.0.0.1:1", "127.0.0.1:2"),
     ("zstd-5x", "Orders", _zstd(b"zstd body " * 300), b"zstd body " * 300, {"TAGS": "z"}, None,
-     codec.SYSFLAG_COMPRESSED | codec.COMPRESSION_ZSTD, "127.0.0.1:1", "127.0.0.1:2"),
+     codec.SYSFLAG_COMPRESSED | compression.COMPRESSION_ZSTD, "127.0.0.1:1", "127.0.0.1:2"),
 ]
 
 

@@ -17,7 +17,8 @@ from rmqrun.pull import NotStartedError, PullStatus, WrongCallerError
 from rmqrun.pull.async_consumer import AsyncPullConsumer
 from rmqrun.pull.consumer import PullConsumer
 from rmqrun.pull.offset_table import OffsetTable
-from rmqrun.remoting.message import encode_stored, java_string_hash
+from rmqrun.remoting.message import encode_stored
+from rmqrun.remoting.message_props import java_string_hash
 
 MQ = MessageQueue("T", "broker-a", 1)
 

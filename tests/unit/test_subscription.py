@@ -16,7 +16,7 @@ from rmqrun.protocol.subscription import (
     java_trim,
 )
 from rmqrun.remoting import fastjson
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 from tests import captures
 
 # Printed by Java 17's String.hashCode() for each string.

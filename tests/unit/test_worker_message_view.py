@@ -53,7 +53,7 @@ def _run(handler: Any, mode: ConsumeMode = ConsumeMode.CONCURRENT) -> Done:
 
 
 def _expected(i: int) -> dict[str, Any]:
-    from rmqrun.remoting.message import offset_msg_id
+    from rmqrun.remoting.msg_id import offset_msg_id
 
     stored_topic, props, topic = RECORDS[i]
     off_id = offset_msg_id("[::1]:10911", 1000 * i)

@@ -33,7 +33,7 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError, RemotingError, RequestTimeoutError
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import decode_offset_msg_id
+from rmqrun.remoting.msg_id import decode_offset_msg_id
 
 #: How long the broker waits for a client's answer (Java: 5 s for status, 5 s for running info).
 CLIENT_TIMEOUT_S = 5.0

@@ -51,13 +51,8 @@ from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
-from rmqrun.remoting.message import (
-    PHYSICAL_OFFSET_POS,
-    PROPERTY_DELAY_TIME_LEVEL,
-    PROPERTY_KEYS,
-    PROPERTY_TAGS,
-    QUEUE_OFFSET_POS,
-)
+from rmqrun.remoting.message import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS
+from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS
 
 _LONG = struct.Struct(">q")
 _NOT_FOUND = {S.OFFSET_FOUND_NULL, S.OFFSET_OVERFLOW_ONE}

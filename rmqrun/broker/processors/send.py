@@ -54,7 +54,9 @@ from rmqrun.remoting.codes import VERSION_V3_4_9, RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import (
+from rmqrun.remoting.message import SYSFLAG_TRANSACTION_ROLLBACK
+from rmqrun.remoting.message_batch import decode_batch
+from rmqrun.remoting.message_props import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CLUSTER,
     PROPERTY_DELAY_TIME_LEVEL,
@@ -63,10 +65,8 @@ from rmqrun.remoting.message import (
     PROPERTY_SEPARATOR,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_WAIT_STORE_MSG_OK,
-    SYSFLAG_TRANSACTION_ROLLBACK,
-    decode_batch,
-    offset_msg_id,
 )
+from rmqrun.remoting.msg_id import offset_msg_id
 
 
 DLQ_NUMS_PER_GROUP = 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 
 from .config import parse_delay_levels
 
