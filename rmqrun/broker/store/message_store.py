@@ -36,6 +36,7 @@ from loguru import logger
 import fcntl
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -62,6 +63,10 @@ from .tags_code import TagsCodeFn, make_tags_code_fn
 from .topic_configs import TopicConfigStore
 
 
+#: While a write that found no space holds the disk-full mark, refused writes ask retention to
+#: check again at most this often (seconds).
+NO_SPACE_RECHECK_S = 1.0
+
 #: Called after every successful put with (topic, queue id, new max offset); used by
 #: the broker to wake long-polling pulls. Runs in the putting thread: keep it cheap.
 ArrivalListener = Callable[[str, int, int], None]
@@ -86,6 +91,7 @@ class MessageStore:
         self._tasks: PeriodicTasks | None = None
         self._lock_fd: int | None = None
         self._failed: BaseException | None = None
+        self._space_checked = -NO_SPACE_RECHECK_S
         self._known_topics: set[str] = set()
         self._last_checkpoint: Checkpoint | None = None
         self.arrival_listeners: list[ArrivalListener] = []
@@ -351,10 +357,20 @@ class MessageStore:
             raise StoreIOError(f"store is fenced after an I/O error ({failed}); reopen it to recover")
         if self.retention.disk_full:
             if self.retention.no_space:
+                self._recheck_space()
                 raise NoSpaceError(self.data_dir, self.retention.last_used, self.config.disk_space_warning_level_ratio,
                                    "a write failed: no space left")
             raise DiskFullError(self.data_dir, self.retention.last_used,
                                 self.config.disk_space_warning_level_ratio)
+
+    def _recheck_space(self) -> None:
+        """Have retention check now (at most once a second) while a write that found no space holds
+        the mark: writes then resume within about a second of space coming back, not a whole
+        ``clean_resource_interval_ms`` later."""
+        now = time.monotonic()
+        if self._tasks is not None and now - self._space_checked >= NO_SPACE_RECHECK_S:
+            self._space_checked = now
+            self._tasks.run_soon("retention")
 
     def _roll_back(self, cq: ConsumeQueue, queue_end: int, log_end: int, log_last: int, cause: OSError) -> bool:
         """Undo a put that failed for lack of space: the commit log and the queue go back to
@@ -371,8 +387,7 @@ class MessageStore:
     def _no_space(self, exc: OSError) -> NoSpaceError:
         """Hold the disk-full mark after a write failed for lack of space, and have retention check now."""
         self.retention.note_no_space()
-        if self._tasks is not None:
-            self._tasks.run_soon("retention")
+        self._recheck_space()
         return NoSpaceError(self.data_dir, self.retention.last_used, self.config.disk_space_warning_level_ratio,
                             exc.strerror or str(exc))
 
