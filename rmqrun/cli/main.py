@@ -433,7 +433,7 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
                           acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
-                          order_message_enable=order_message_enable)
+                          order_message_enable=order_message_enable, ready_line=log_format != "json")
     except ValueError as exc:  # a bad setting: named as its option, with what is allowed
         text = str(exc)
         for name in ("advertise_host", "delete_when", "file_reserved_hours", "disk_max_used_space_ratio"):
