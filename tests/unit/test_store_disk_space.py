@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -53,7 +54,6 @@ def bodies(store: MessageStore) -> list[bytes]:
 
 
 def at_hour(hour: int) -> float:
-    import time
     lt = time.localtime()
     return time.mktime((lt.tm_year, lt.tm_mon, lt.tm_mday, hour, 30, 0, 0, 0, -1))
 
@@ -77,6 +77,10 @@ def test_retention_frees_space_as_df_sees_it(tmp_path: Path) -> None:
         age_all(tmp_path)
         report = store.clean_expired_files(now=at_hour(4))
         assert report is not None and report.deleted_commit_log_files == files[:-1]
+        # (the checkpoint thread may be fsyncing a deleted queue file: it lets go right after)
+        deadline = time.monotonic() + 2
+        while disk.held_fds() and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert disk.held_fds() == [], "deleted files are still open: df does not see their space freed"
         freed = before - disk.used_blocks()
         assert freed >= 4 * len(files[:-1]), (freed, len(files))
@@ -243,5 +247,48 @@ def test_messages_skipped_by_retention_are_counted_once_per_group(tmp_path: Path
         assert retention.count_skipped("G", "T", 0, 10, 20) == 8  # 12..19: only what is new
         assert retention.count_skipped("G2", "T", 0, 0, 20) == 20
         assert retention.skipped_messages == 35
+    finally:
+        store.close()
+
+
+class _IndexedThenRolledBack(FakeDisk):
+    """The first consume-queue write after ``arm`` runs ``hook`` (the key index catching up,
+    as a query on another thread may, while the record is in the log) and then finds no space."""
+
+    def __init__(self, root: Path, capacity: int) -> None:
+        super().__init__(root, capacity)
+        self.paths: dict[int, str] = {}
+        self.hook = None
+
+    def open(self, path: object, flags: int, mode: int = 0o777) -> int:  # type: ignore[override]
+        fd = super().open(path, flags, mode)
+        self.paths[fd] = str(path)
+        return fd
+
+    def pwrite(self, fd: int, data: object, offset: int) -> int:  # type: ignore[override]
+        if self.hook is not None and "consumequeue" in self.paths.get(fd, ""):
+            hook, self.hook = self.hook, None
+            hook()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().pwrite(fd, data, offset)  # type: ignore[arg-type]
+
+
+def test_a_rolled_back_write_the_key_index_saw_is_not_found_by_its_key(tmp_path: Path) -> None:
+    from rmqrun.broker.store.key_index import KeyIndex
+
+    disk = _IndexedThenRolledBack(tmp_path, 1 << 30)
+    store = open_store(tmp_path, disk)
+    try:
+        index = KeyIndex(store)
+        store.put("T", 0, build_record("T", 0, b"first", properties={"KEYS": "k1"}), 0)
+        assert len(index.query("T", "k1", 8)) == 1
+        disk.hook = index.catch_up
+        with pytest.raises(NoSpaceError):
+            store.put("T", 0, build_record("T", 0, b"rolled back", properties={"KEYS": "gone"}), 0)
+        store.clean_expired_files()  # space (the disk never was full): the mark is lifted
+        pos = store.put("T", 0, build_record("T", 0, b"second", properties={"KEYS": "k2"}), 0).commit_log_offset
+        assert index.query("T", "gone", 8) == [], "a key of a rolled-back write finds another message"
+        assert [h.commit_log_offset for h in index.query("T", "k2", 8)] == [pos]
+        assert len(index.query("T", "k1", 8)) == 1
     finally:
         store.close()

@@ -484,6 +484,12 @@ class MessageStore:
         return self._log.write_pos
 
     @property
+    def commit_log_cuts(self) -> int:
+        """How many times the commit log's tail was cut (recovery, a write rolled back for lack of
+        space): derived indexes that read the log without the put lock start again when it changes."""
+        return self._log.file.truncations
+
+    @property
     def flushed_offset(self) -> int:
         """Every commit-log byte below this is fsync'ed."""
         return self._log.file.synced_pos
