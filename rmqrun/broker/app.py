@@ -36,6 +36,7 @@ from rmqrun.broker.broker import Broker
 from rmqrun.broker.config import BrokerConfig
 from rmqrun.broker.kv_config import KVConfigTable
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
+from rmqrun.broker.store.errors import StoreError
 from rmqrun.broker.tls import tls_server_options
 from rmqrun.errors import RmqrunError
 
@@ -263,26 +264,39 @@ class BrokerProcess:
 # --------------------------------------------------------------------------- CLI entry point
 
 def run(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", namesrv_port: int = 9876,
-        broker_port: int = 10911, **settings: Any) -> int:
+        broker_port: int = 10911, *, ready_line: bool = True, **settings: Any) -> int:
     """Serve until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
 
-    Prints ``RMQRUN_BROKER_READY namesrv=<addr> broker=<addr> pid=<pid>`` on
-    stdout once both servers listen (what :class:`BrokerProcess` waits for).
+    With ``ready_line`` it prints ``RMQRUN_BROKER_READY namesrv=<addr> broker=<addr>
+    pid=<pid>`` on stdout once both servers listen (what :class:`BrokerProcess` waits
+    for). Without it (``rmqrun broker --log-format json``) stdout carries nothing: the
+    same addresses are in the "name server on ..." log record (its ``extra`` holds
+    ``namesrv``, ``broker`` and ``pid``), so a JSON log stream stays one JSON object a line.
+
+    A stop that cannot save everything (a full disk: the checkpoint, offsets) logs one
+    error line saying what was not saved and returns 1; it is not a start failure.
     """
     config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)
-    return asyncio.run(_serve(config))
+    return asyncio.run(_serve(config, ready_line))
 
 
-async def _serve(config: BrokerConfig) -> int:
+async def _serve(config: BrokerConfig, ready_line: bool = True) -> int:
     eb = EmbeddedBroker(config=config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     await eb.start()
-    print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}", flush=True)
-    logger.info("name server on {}, broker on {}; SIGINT or SIGTERM stops", eb.namesrv_address, eb.broker_address)
+    if ready_line:
+        print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}",
+              flush=True)
+    logger.bind(namesrv=eb.namesrv_address, broker=eb.broker_address, pid=os.getpid()).info(
+        "name server on {}, broker on {}; SIGINT or SIGTERM stops", eb.namesrv_address, eb.broker_address)
     await stop.wait()
     logger.info("stopping")
-    await eb.stop()
+    try:
+        await eb.stop()
+    except (OSError, StoreError) as exc:
+        logger.error("the broker stopped, but not cleanly: {}", exc)
+        return 1
     return 0

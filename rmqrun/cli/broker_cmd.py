@@ -81,7 +81,7 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
                           acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
-                          order_message_enable=order_message_enable)
+                          order_message_enable=order_message_enable, ready_line=log_format != "json")
     except ValueError as exc:  # the broker refused a setting (an ACL file, TLS files): its text names it
         raise ConfigError(str(exc)) from None
     except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named

@@ -2,7 +2,7 @@
 
 A batch is one write of several records to one queue. Arguments that do not
 match are refused before anything is written; a write the file system refuses
-fences the store (no later write may land after a hole), exactly as for one
+(an I/O error; a full disk is rolled back instead) fences the store (no later write may land after a hole), exactly as for one
 record; in SYNC mode ``put_many_sync`` returns only once the whole batch is on
 disk. Also: a store whose commit log has a file after a gap refuses to open.
 """
@@ -10,12 +10,13 @@ disk. Also: a store whose commit log has a file after a gap refuses to open.
 from __future__ import annotations
 
 import asyncio
+import errno
 from pathlib import Path
 
 import pytest
 
 from rmqrun.broker.store import MessageStore, RecordFormatError, StoreError, StoreIOError
-from rmqrun.broker.store import segmented_file
+from tests.unit.fake_disk import FakeDisk
 from tests.unit.store_records import build_record, small_config
 
 
@@ -29,17 +30,16 @@ def test_mismatched_or_empty_batches_write_nothing(tmp_path: Path) -> None:
         assert store.max_offset("T", 0) == 0
 
 
-def test_a_failed_batch_write_fences_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = MessageStore(tmp_path, small_config()).open()
+def test_a_failed_batch_write_fences_the_store(tmp_path: Path) -> None:
+    """An I/O error (not a full disk: that one is rolled back, see test_store_no_space.py)."""
+    disk = FakeDisk(tmp_path, 1 << 30)
+    store = MessageStore(tmp_path, small_config(), disk=disk).open()
     store.put("T", 0, build_record("T", 0, b"before"), 0)
 
-    def refuse(*args: object) -> int:
-        raise OSError(28, "No space left on device")
-    monkeypatch.setattr(segmented_file.os, "pwritev", refuse)
-    monkeypatch.setattr(segmented_file.os, "pwrite", refuse)
-    with pytest.raises(StoreIOError, match="store write failed: .*No space left"):
+    disk.fail_errno = errno.EIO
+    with pytest.raises(StoreIOError, match="store write failed: .*Input/output error"):
         store.put_many("T", 0, [build_record("T", 0, b"x"), build_record("T", 0, b"y")], [0, 0])
-    monkeypatch.undo()
+    disk.fail_errno = None
     with pytest.raises(StoreIOError, match="fenced"):
         store.put("T", 0, build_record("T", 0, b"after"), 0)
     assert store.clean_expired_files() is None, "a fenced store deletes nothing"

@@ -217,24 +217,26 @@ def test_bad_retention_settings_are_refused() -> None:
     assert small_config(delete_when="04;16").delete_when == "04;16"
 
 
-def test_a_reader_holding_a_deleted_segment_never_recreates_its_file(tmp_path, store) -> None:
-    """A read racing with deletion (it found the segment before the list was swapped)."""
+def test_a_read_in_flight_finishes_on_a_deleted_file_which_closes_after_it(tmp_path, store) -> None:
+    """A read racing with deletion holds its segment (for one pread): the descriptor is closed by
+    that read's release, never under it; every other deleted file is closed at once (its space is
+    free); a reader coming later through a stale segment list reads nothing, never a new file."""
     fill(store, 60)
     age_all(tmp_path, 2 * HOUR)
     log_file = store._log.file
     old_list = log_file.segments
     head = old_list[0]
-    store._log.close()  # descriptors closed, as after open: a reader would reopen on demand
+    expected = log_file.read(head.start, 8)
+    fd = log_file._hold(head)  # a read in flight on the head file
     store.clean_expired_files(now=at_hour(4))
     assert head.gone and not head.path.exists()
-    # Reading through the old segment object: the descriptor opened before the unlink serves
-    # the bytes; after the next deletion closes it, the read is empty; never a new file.
-    assert len(os.pread(head.fd, 8, 0)) == 8
+    assert head.fd == fd and os.pread(fd, 8, 0) == expected, "closed under a read in flight"
+    assert all(seg.fd is None for seg in old_list[1:-1]), "a deleted file nobody reads is still open"
+    log_file._release(head)
+    assert head.fd is None, "the last reader did not close the deleted file"
     current = log_file.segments
     log_file.segments = old_list  # the reader's stale view
     try:
-        assert log_file.read(head.start, 8) != b""
-        log_file._close_fd(head)
         assert log_file.read(head.start, 8) == b""
         assert log_file.read_into(head.start, 8) == bytearray()
         assert not head.path.exists()

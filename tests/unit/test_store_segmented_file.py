@@ -9,11 +9,12 @@ deleted, and destroying the whole space.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
 
-from rmqrun.broker.store import segmented_file
+from rmqrun.broker.store.disk import Disk
 from rmqrun.broker.store.segmented_file import SegmentedFile, segment_name
 
 SIZE = 64
@@ -27,26 +28,22 @@ def _space(tmp_path: Path) -> SegmentedFile:
 
 @pytest.mark.parametrize("buffers", [[b"0123456789abcdef"], [b"0123", b"", b"456789", b"abcdef"]],
                          ids=["one-buffer", "several-buffers"])
-def test_a_short_write_is_completed_at_the_right_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       buffers: list[bytes]) -> None:
+def test_a_short_write_is_completed_at_the_right_place(tmp_path: Path, buffers: list[bytes]) -> None:
     """The kernel writes at most 5 bytes per call here; every byte must still land once, in order."""
-    real_pwrite, real_pwritev = os.pwrite, os.pwritev
     calls = [0]
 
-    def short_pwrite(fd: int, data: bytes, offset: int) -> int:
-        calls[0] += 1
-        return real_pwrite(fd, bytes(data)[:5], offset)
+    class ShortWrites(Disk):
+        def pwrite(self, fd: int, data: bytes, offset: int) -> int:  # type: ignore[override]
+            calls[0] += 1
+            return os.pwrite(fd, bytes(data)[:5], offset)
 
-    def short_pwritev(fd: int, bufs: list[bytes], offset: int) -> int:
-        calls[0] += 1
-        return real_pwrite(fd, b"".join(bytes(b) for b in bufs)[:5], offset)
-    monkeypatch.setattr(segmented_file.os, "pwrite", short_pwrite)
-    monkeypatch.setattr(segmented_file.os, "pwritev", short_pwritev)
-    sf = _space(tmp_path)
+        def pwritev(self, fd: int, bufs: list[bytes], offset: int) -> int:  # type: ignore[override]
+            calls[0] += 1
+            return os.pwrite(fd, b"".join(bytes(b) for b in bufs)[:5], offset)
+    sf = SegmentedFile(tmp_path / "log", SIZE, ShortWrites())
+    sf.load()
     sf.write(0, [b"head"])
     sf.write(4, buffers)
-    monkeypatch.setattr(segmented_file.os, "pwrite", real_pwrite)
-    monkeypatch.setattr(segmented_file.os, "pwritev", real_pwritev)
     assert calls[0] >= 5, "the writes were not cut short"
     assert sf.read(0, 100) == b"head0123456789abcdef"
     assert (tmp_path / "log" / segment_name(0)).read_bytes() == b"head0123456789abcdef"
@@ -100,3 +97,43 @@ def test_destroy_removes_every_segment_and_the_directory(tmp_path: Path) -> None
     empty = SegmentedFile(tmp_path / "never", SIZE)
     empty.destroy()  # nothing there: no error
     assert not (tmp_path / "never").exists()
+
+
+def test_reads_racing_with_deletion_never_serve_another_files_bytes(tmp_path: Path) -> None:
+    """Readers on other threads hammer the head segments while they are deleted and other files
+    are opened (reusing descriptor numbers): each read returns the segment's own bytes or nothing."""
+    sf = SegmentedFile(tmp_path / "log", SIZE)
+    sf.load()
+    rounds = 60
+    for i in range(rounds + 1):
+        sf.write(i * SIZE, [bytes([65 + i % 26]) * SIZE])
+    old = list(sf.segments)
+    wrong: list[tuple[int, bytes]] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        while not stop.is_set():
+            for seg in old[:rounds]:
+                got = sf.read(seg.start, SIZE)
+                if got and got != bytes([65 + seg.start // SIZE % 26]) * SIZE:
+                    wrong.append((seg.start, got[:8]))
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    for t in threads:
+        t.start()
+    others = []
+    try:
+        for i in range(rounds):
+            sf.drop_head(1)
+            fd = os.open(tmp_path / f"other-{i}", os.O_RDWR | os.O_CREAT, 0o644)  # may take a freed number
+            os.pwrite(fd, b"Z" * SIZE, 0)
+            others.append(fd)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        for fd in others:
+            os.close(fd)
+    assert not wrong, wrong[:3]
+    assert all(seg.fd is None for seg in old[:rounds]), "a deleted segment's descriptor was left open"
+    sf.release_fds()

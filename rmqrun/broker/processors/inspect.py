@@ -105,7 +105,7 @@ class InspectProcessor:
         data_dir = str(b.config.data_dir)
         try:
             usage = shutil.disk_usage(data_dir)
-            ratio = f"{(usage.total - usage.free) / usage.total:.2f}" if usage.total else "0.00"
+            ratio = f"{store.disk_used():.2f}"  # as df: reserved blocks are not "used"
             capacity = (f"Total : {usage.total / 2**30:.1f} GiB, Free : {usage.free / 2**30:.1f} GiB.")
         except OSError:
             ratio, capacity = "-1", "Total : 0 B, Free : 0 B."

@@ -223,6 +223,8 @@ class PullProcessor:
             logger.info("PULL_OFFSET_MOVED: group={} topic={} queue={} requested={} next={}", group, topic,
                         queue_id, header.queue_offset, result.next_begin_offset)
             response = answer(cmd, ResponseCode.PULL_OFFSET_MOVED, status.value, header=fields)
+            if status is S.OFFSET_TOO_SMALL:
+                broker.store.retention.count_skipped(group, topic, queue_id, header.queue_offset, result.min_offset)
             self._offset_moved_event(group, topic, queue_id, header.queue_offset, result.next_begin_offset)
             return response
         assert status in _RETRY, status

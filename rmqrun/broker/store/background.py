@@ -34,10 +34,19 @@ class PeriodicTasks:
         self._where = where
         self._tasks: list[_Task] = []
         self._stop = threading.Event()
+        self._kick = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, name: str, interval_s: float, fn: Callable[[], object]) -> None:
         self._tasks.append(_Task(name, interval_s, fn, time.monotonic() + interval_s))
+
+    def run_soon(self, name: str) -> None:
+        """Run task ``name`` now instead of at its next period (a write just found the disk full:
+        retention should not wait up to a whole interval to free space)."""
+        for task in self._tasks:
+            if task.name == name:
+                task.due = 0.0
+        self._kick.set()
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
@@ -45,6 +54,7 @@ class PeriodicTasks:
 
     def stop(self) -> None:
         self._stop.set()
+        self._kick.set()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
@@ -57,7 +67,8 @@ class PeriodicTasks:
                     task.due = now + task.interval_s
                     self._run_task(task)
             next_due = min((t.due for t in self._tasks), default=now + 1.0)
-            self._stop.wait(max(0.005, next_due - time.monotonic()))
+            self._kick.wait(max(0.005, next_due - time.monotonic()))
+            self._kick.clear()
 
     def _run_task(self, task: _Task) -> None:
         try:

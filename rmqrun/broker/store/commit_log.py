@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .config import StoreConfig
+from .disk import REAL_DISK, DiskLike
 from .errors import RecordFormatError
 from .record import (
     BLANK_HEADER_SIZE,
@@ -40,9 +41,9 @@ from .segmented_file import SegmentedFile
 class CommitLog:
     """Appends (under the store's put lock) and random reads of stored-message records."""
 
-    def __init__(self, directory: Path, config: StoreConfig) -> None:
+    def __init__(self, directory: Path, config: StoreConfig, disk: DiskLike = REAL_DISK) -> None:
         self.config = config
-        self.file = SegmentedFile(directory, config.segment_size)
+        self.file = SegmentedFile(directory, config.segment_size, disk)
         #: Next append position. Every byte below it is fully written (maybe not fsync'ed).
         self.write_pos = 0
         #: Start of the last record below ``write_pos`` (-1: none), kept for the checkpoint.
@@ -164,9 +165,11 @@ class CommitLog:
 
     # -- lifecycle -------------------------------------------------------------------
     def truncate(self, pos: int, last_record_pos: int) -> None:
-        self.file.truncate(pos)
+        # write_pos first: the flusher reads it after the file's truncate count, so a sync
+        # that could still see the old end also sees the truncate and claims nothing past it.
         self.write_pos = pos
         self.last_record_pos = last_record_pos
+        self.file.truncate(pos)
 
     def close(self) -> None:
         self.file.close()

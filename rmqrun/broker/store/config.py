@@ -94,7 +94,7 @@ class StoreConfig:
     #: are deleted at once, whatever the hour (diskMaxUsedSpaceRatio, 75).
     disk_max_used_space_ratio: int = 75
     #: Above this disk use even unexpired files are deleted, oldest first, never the one
-    #: being written (diskSpaceCleanForciblyRatio, 0.85).
+    #: being written, until use is back at or under it (diskSpaceCleanForciblyRatio, 0.85).
     disk_space_clean_forcibly_ratio: int = 85
     #: Above this disk use the store is marked *disk full* and refuses every write (sends
     #: are answered SERVICE_NOT_AVAILABLE) until use is back at or under

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from .disk import REAL_DISK, DiskLike
 from .segmented_file import SegmentedFile
 
 ENTRY = struct.Struct(">qiq")
@@ -43,10 +44,11 @@ def iter_entries(data: bytes) -> Iterator[tuple[int, int, int]]:
 
 
 class ConsumeQueue:
-    def __init__(self, root: Path, topic: str, queue_id: int, entries_per_file: int) -> None:
+    def __init__(self, root: Path, topic: str, queue_id: int, entries_per_file: int,
+                 disk: DiskLike = REAL_DISK) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.file = SegmentedFile(root / topic / str(queue_id), entries_per_file * ENTRY_SIZE)
+        self.file = SegmentedFile(root / topic / str(queue_id), entries_per_file * ENTRY_SIZE, disk)
         #: Number of entries = the next offset to be written (RocketMQ's max offset).
         self.max_offset = 0
         #: Set on append, cleared when the checkpoint service picks the queue up for fsync.

@@ -72,3 +72,20 @@ class DiskFullError(StoreError):
         self.data_dir = data_dir
         self.used = used
         self.limit = limit
+
+
+class NoSpaceError(DiskFullError):
+    """A write failed with ENOSPC (or EDQUOT) before a retention check saw the disk fill.
+
+    The store rolled the failed write back (nothing of it stays, nothing acknowledged
+    before it is touched) and holds the disk-full mark, so it is answered like
+    :class:`DiskFullError`; writes resume once a check finds use at or under
+    ``disk_space_clean_forcibly_ratio``, without a restart.
+    """
+
+    def __init__(self, data_dir: object, used: float, limit: int, reason: str) -> None:
+        StoreError.__init__(self, f"the disk of {data_dir} is full ({reason}; {used:.0%} used): the store refuses "
+                            "writes")
+        self.data_dir = data_dir
+        self.used = used
+        self.limit = limit

@@ -135,10 +135,11 @@ class CommitLogFlusher:
                 if not self._waiters and not self._stopping:
                     self._cond.wait(self._interval)
                 stopping = self._stopping
+            truncations = self._file.truncations  # before the target: see SegmentedFile.sync
             target = self._write_pos()
             if self.error is None and target > self._file.synced_pos:
                 try:
-                    self._file.sync(target)
+                    self._file.sync(target, truncations)
                     self.fsync_count += 1
                 except OSError as exc:
                     logger.error("commit log fsync failed; refusing further writes: {}", exc)

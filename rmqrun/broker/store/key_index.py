@@ -14,6 +14,9 @@ recovered log holds is found, and nothing it lost can be. That trades a
 one-off scan (fine at the sizes an embedded broker holds) for having no second
 file that could disagree with the log after a crash. Entries whose record has
 been deleted by retention are dropped once the log's minimum offset passes them.
+A write rolled back for lack of space may have been indexed in between (the index
+reads the log without the put lock); the next position may then hold another
+record, so after any cut of the log's tail the index starts again from scratch.
 """
 
 from __future__ import annotations
@@ -51,12 +54,18 @@ class KeyIndex:
         self._entries: dict[str, list[IndexHit]] = {}
         self._indexed_to = -1
         self._floor = 0  # entries below this commit-log offset were dropped (retention moved the minimum)
+        self._cuts = store.commit_log_cuts  # the log's tail cuts this index has seen
         #: Position and store time of the last record indexed (QueryMessageResponseHeader).
         self.last_update_offset = 0
         self.last_update_timestamp = 0
 
     def catch_up(self) -> int:
         """Index every record written since the last call; returns how many were indexed."""
+        cuts = self._store.commit_log_cuts
+        if cuts != self._cuts:  # a rolled-back write may be indexed: what is at its position now is not it
+            self._cuts = cuts
+            self._entries.clear()
+            self._indexed_to = -1
         self._prune(self._store.commit_log_min_offset)
         start = max(self._indexed_to, self._store.commit_log_min_offset)
         end = self._store.commit_log_max_offset

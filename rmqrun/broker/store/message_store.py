@@ -17,7 +17,12 @@ queues and the checkpoint are fsync'ed by a second background thread.
 
 Old commit-log files go by RocketMQ's retention rules, consume queues following (a
 background check, see :mod:`.retention`); a data directory that cannot be used is a
-:class:`DataDirError` naming it.
+:class:`DataDirError` naming it. A write that fails for lack of space is rolled back
+(the log and the queue cut to where they were before it: nothing of it stays, and
+nothing acknowledged before it is touched) and answered :class:`NoSpaceError`; the
+store then waits for space like a disk read above its warning ratio, instead of
+refusing writes until reopened as after any other I/O error. Segment files are
+written through one :class:`~.disk.Disk` (``disk=``, a seam for tests).
 
 Every record leaves the store (pull, view, send-back) exactly as RocketMQ stores it;
 on disk its PHYSICALOFFSET holds a seal instead (see :mod:`.record` for why there,
@@ -31,6 +36,7 @@ from loguru import logger
 import fcntl
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -38,10 +44,11 @@ from .background import PeriodicTasks
 from .checkpoint import Checkpoint, CheckpointFile
 from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
-from .consume_queue import pack_entry
+from .consume_queue import ConsumeQueue, pack_entry
 from .consumer_offsets import ConsumerOffsetStore
-from .errors import (DataDirError, DiskFullError, MessageTooLargeError, RecordFormatError, StoreClosedError,
-                     StoreError, StoreIOError, StoreLockedError)
+from .disk import REAL_DISK, DiskLike, is_no_space
+from .errors import (DataDirError, DiskFullError, MessageTooLargeError, NoSpaceError, RecordFormatError,
+                     StoreClosedError, StoreError, StoreIOError, StoreLockedError)
 from .flusher import CommitLogFlusher
 from .json_file import JsonFile
 from .log_scanner import LogScanner
@@ -56,6 +63,10 @@ from .tags_code import TagsCodeFn, make_tags_code_fn
 from .topic_configs import TopicConfigStore
 
 
+#: While a write that found no space holds the disk-full mark, refused writes ask retention to
+#: check again at most this often (seconds).
+NO_SPACE_RECHECK_S = 1.0
+
 #: Called after every successful put with (topic, queue id, new max offset); used by
 #: the broker to wake long-polling pulls. Runs in the putting thread: keep it cheap.
 ArrivalListener = Callable[[str, int, int], None]
@@ -63,25 +74,29 @@ ArrivalListener = Callable[[str, int, int], None]
 
 class MessageStore:
     def __init__(self, data_dir: str | os.PathLike[str], config: StoreConfig | None = None, *,
-                 tags_code_fn: TagsCodeFn | None = None) -> None:
+                 tags_code_fn: TagsCodeFn | None = None, disk: DiskLike | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.config = config or StoreConfig()
         #: Recomputes a tags code when recovery rebuilds a consume queue; the default is
         #: RocketMQ's rule (hash of TAGS; delivery time for SCHEDULE_TOPIC_XXXX).
         self.tags_code_fn = tags_code_fn or make_tags_code_fn(self.config.message_delay_levels)
-        self._log = CommitLog(self.data_dir / "commitlog", self.config)
-        self._queues = QueueTable(self.data_dir / "consumequeue", self.config.consume_queue_entries_per_file)
+        #: Where segment files are opened, written and deleted, and disk use is read (the real ``os`` calls).
+        self.disk = disk or REAL_DISK
+        self._log = CommitLog(self.data_dir / "commitlog", self.config, self.disk)
+        self._queues = QueueTable(self.data_dir / "consumequeue", self.config.consume_queue_entries_per_file,
+                                  self.disk)
         self._checkpoint_file = CheckpointFile(self.data_dir / "checkpoint.json")
         self._put_lock = threading.Lock()
         self._flusher: CommitLogFlusher | None = None
         self._tasks: PeriodicTasks | None = None
         self._lock_fd: int | None = None
         self._failed: BaseException | None = None
+        self._space_checked = -NO_SPACE_RECHECK_S
         self._known_topics: set[str] = set()
         self._last_checkpoint: Checkpoint | None = None
         self.arrival_listeners: list[ArrivalListener] = []
         #: Deletes old files (retention.py); its ``disk_usage`` and ``listeners`` are public.
-        self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock)
+        self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock, self.disk)
         config_dir = self.data_dir / "config"
         self.consumer_offsets = ConsumerOffsetStore(config_dir / ConsumerOffsetStore.FILE_NAME)
         self.topic_configs = TopicConfigStore(config_dir / TopicConfigStore.FILE_NAME)
@@ -152,7 +167,13 @@ class MessageStore:
         self._tasks.start()
 
     def close(self) -> None:
-        """Flush everything (commit log, consume queues, checkpoint, JSON stores) and release files."""
+        """Flush everything (commit log, consume queues, checkpoint, JSON stores) and release files.
+
+        On a full disk the small files (checkpoint, offsets, configs) may not be saved:
+        every step is still tried and the files released, then one :class:`DataDirError`
+        says what was not saved. Nothing acknowledged depends on them: the commit log is
+        flushed first, and the next open recovers from it.
+        """
         if not self.is_open:
             return
         assert self._tasks is not None and self._flusher is not None
@@ -161,18 +182,28 @@ class MessageStore:
         self._flusher.stop()
         failed = self._flusher.error or self._failed
         self._flusher = None
+        unsaved: list[tuple[str, OSError]] = []
         try:
             if failed is None:
                 with self._put_lock:  # a put racing with close is synced here, not lost
                     self._log.file.sync(self._log.write_pos)
                 for cq in self._queues:
                     cq.sync()
-                self._write_checkpoint(clean=True)
-            self.flush_configs()
+                try:
+                    self._write_checkpoint(clean=True)
+                except OSError as exc:
+                    unsaved.append(("the checkpoint (the next open recovers from the commit log)", exc))
+            try:
+                self.flush_configs()
+            except OSError as exc:
+                unsaved.append(("consumer offsets or configs (consumers may get messages again)", exc))
         finally:
             self._log.close()
             self._queues.close()
             self._release_dir_lock()
+        if unsaved:
+            what = "; ".join(f"{name}: {_os_reason(exc)}" for name, exc in unsaved)
+            raise DataDirError(self.data_dir, f"closed, but could not save {what}") from unsaved[0][1]
 
     def __enter__(self) -> "MessageStore":
         return self.open()
@@ -260,11 +291,14 @@ class MessageStore:
             self._check_writable()
             cq = self._queues.get_or_create(topic, queue_id)
             first = cq.max_offset
+            log_end, log_last = self._log.write_pos, self._log.last_record_pos
             try:
                 positions, store_ts = self._log.append(records, headers, first)
                 cq.append(b"".join(pack_entry(p, len(r), t) for p, r, t in zip(positions, records, tags_codes)),
                           len(records))
             except OSError as exc:
+                if is_no_space(exc) and self._roll_back(cq, first, log_end, log_last, exc):
+                    raise self._no_space(exc) from exc
                 # The log and the queue may now disagree; only recovery (reopen) may fix that.
                 self._failed = exc
                 logger.error("store write failed, refusing further writes until reopened: {}", exc)
@@ -322,8 +356,40 @@ class MessageStore:
         if failed is not None:
             raise StoreIOError(f"store is fenced after an I/O error ({failed}); reopen it to recover")
         if self.retention.disk_full:
+            if self.retention.no_space:
+                self._recheck_space()
+                raise NoSpaceError(self.data_dir, self.retention.last_used, self.config.disk_space_warning_level_ratio,
+                                   "a write failed: no space left")
             raise DiskFullError(self.data_dir, self.retention.last_used,
                                 self.config.disk_space_warning_level_ratio)
+
+    def _recheck_space(self) -> None:
+        """Have retention check now (at most once a second) while a write that found no space holds
+        the mark: writes then resume within about a second of space coming back, not a whole
+        ``clean_resource_interval_ms`` later."""
+        now = time.monotonic()
+        if self._tasks is not None and now - self._space_checked >= NO_SPACE_RECHECK_S:
+            self._space_checked = now
+            self._tasks.run_soon("retention")
+
+    def _roll_back(self, cq: ConsumeQueue, queue_end: int, log_end: int, log_last: int, cause: OSError) -> bool:
+        """Undo a put that failed for lack of space: the commit log and the queue go back to
+        where they were before it (a torn record, a blank marker, a new empty file: all cut).
+        False if even that failed (the store is then fenced as after any I/O error)."""
+        try:
+            self._log.truncate(log_end, log_last)
+            cq.truncate(queue_end)
+        except OSError as exc:
+            logger.error("rolling back a write that failed ({}) failed too: {}", cause, exc)
+            return False
+        return True
+
+    def _no_space(self, exc: OSError) -> NoSpaceError:
+        """Hold the disk-full mark after a write failed for lack of space, and have retention check now."""
+        self.retention.note_no_space()
+        self._recheck_space()
+        return NoSpaceError(self.data_dir, self.retention.last_used, self.config.disk_space_warning_level_ratio,
+                            exc.strerror or str(exc))
 
     def _check_record(self, topic: str, queue_id: int, record: bytearray) -> RecordHeader:
         if len(record) > self.config.max_message_size:
@@ -418,6 +484,12 @@ class MessageStore:
         return self._log.write_pos
 
     @property
+    def commit_log_cuts(self) -> int:
+        """How many times the commit log's tail was cut (recovery, a write rolled back for lack of
+        space): derived indexes that read the log without the put lock start again when it changes."""
+        return self._log.file.truncations
+
+    @property
     def flushed_offset(self) -> int:
         """Every commit-log byte below this is fsync'ed."""
         return self._log.file.synced_pos
@@ -434,9 +506,8 @@ class MessageStore:
         return self.retention.run(now)
 
     def set_disk_usage(self, fn: DiskUsage | None) -> None:
-        """Replace the disk-use reading retention decides on (None: the real file system's)."""
-        from .retention import disk_used_ratio
-        self.retention.disk_usage = fn or disk_used_ratio
+        """Replace the disk-use reading retention decides on (None: the store's :class:`~.disk.Disk`'s)."""
+        self.retention.disk_usage = fn or self.retention.real_disk_usage
 
     @property
     def disk_full(self) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Iterator
 
 from .consume_queue import ConsumeQueue
+from .disk import REAL_DISK, DiskLike
 
 
 _MAX_TOPIC_LEN = 127  # RocketMQ's limit for V1 records (TOPIC length is a byte)
@@ -27,9 +28,10 @@ def topic_name_problem(topic: str) -> str | None:
 
 
 class QueueTable:
-    def __init__(self, root: Path, entries_per_file: int) -> None:
+    def __init__(self, root: Path, entries_per_file: int, disk: DiskLike = REAL_DISK) -> None:
         self.root = Path(root)
         self.entries_per_file = entries_per_file
+        self.disk = disk
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._create_lock = threading.Lock()
 
@@ -49,7 +51,7 @@ class QueueTable:
                 if not (qdir.is_dir() and qdir.name.isdigit()) or topic_name_problem(topic_dir.name):
                     logger.warning("ignoring unexpected path {}", qdir)
                     continue
-                cq = ConsumeQueue(self.root, topic_dir.name, int(qdir.name), self.entries_per_file)
+                cq = ConsumeQueue(self.root, topic_dir.name, int(qdir.name), self.entries_per_file, self.disk)
                 if cq.load():
                     bad.append(cq.key)
                 self._queues[cq.key] = cq
@@ -65,7 +67,7 @@ class QueueTable:
             with self._create_lock:
                 cq = self._queues.get((topic, queue_id))
                 if cq is None:
-                    cq = ConsumeQueue(self.root, topic, queue_id, self.entries_per_file)
+                    cq = ConsumeQueue(self.root, topic, queue_id, self.entries_per_file, self.disk)
                     self._queues[cq.key] = cq
         return cq
 
