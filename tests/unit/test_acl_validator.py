@@ -142,6 +142,32 @@ def test_admin_with_listed_perms_falls_back_to_defaults(tmp_path: Path) -> None:
     assert refusal(acl, other) == "No default permission for topic:Other"
 
 
+def test_non_admin_without_listed_perms_gets_only_its_defaults(tmp_path: Path) -> None:
+    # 4.9.8: only an *admin* account without listed permissions is unrestricted; a non-admin
+    # one with none listed has its defaults for every topic and group (missing ones: DENY)
+    acl = AclValidator(load_acl_file(write_acl(tmp_path / "acl.yml", """\
+        accounts:
+          - accessKey: PlainUser
+            secretKey: secret-34
+            admin: false
+            defaultTopicPerm: SUB
+          - accessKey: BareUser
+            secretKey: secret-56
+        """)))
+
+    def as_(ak: str, sk: str, code: int, **fields: str) -> RemotingCommand:
+        return sign(RemotingCommand(code, dict(fields)), ak, sk)
+
+    assert refusal(acl, as_("PlainUser", "secret-34", R.SEND_MESSAGE_V2, a="PG", b="Any")) == \
+        "No default permission for topic:Any"
+    assert refusal(acl, as_("PlainUser", "secret-34", R.PULL_MESSAGE, consumerGroup="G", topic="Any",
+                            queueId="0", queueOffset="0")) == "No default permission for group:G"
+    assert refusal(acl, as_("BareUser", "secret-56", R.SEND_MESSAGE_V2, a="PG", b="Any")) == \
+        "No default permission for topic:Any"
+    assert refusal(acl, as_("BareUser", "secret-56", R.UPDATE_AND_CREATE_TOPIC, topic="New")) == \
+        f"Need admin permission for request code={R.UPDATE_AND_CREATE_TOPIC}, but accessKey=BareUser is not"
+
+
 def test_permission_bits() -> None:
     from rmqrun.broker.acl.config import ANY, DENY, PUB, SUB
     from rmqrun.broker.acl.validator import perm_allows
