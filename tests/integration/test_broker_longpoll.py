@@ -29,7 +29,7 @@ async def _setup(eb: EmbeddedBroker) -> tuple[Client, Client]:
     return consumer, producer
 
 
-async def _until_held(eb: EmbeddedBroker, pull: "asyncio.Task", topic: str = "LP", queue_id: int = 0) -> None:  # type: ignore[type-arg]
+async def _until_held(eb: EmbeddedBroker, pull: "asyncio.Task[object]", topic: str = "LP", queue_id: int = 0) -> None:
     """Wait until the broker holds the pull (a sleep cannot tell a held pull from one still on its way)."""
     deadline = time.monotonic() + 20
     while eb.broker.hold.held_on(topic, queue_id) == 0:

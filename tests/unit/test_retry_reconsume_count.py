@@ -29,7 +29,8 @@ V6_BORN, V6_STORE = ("fd00::1", 50000), ("fd00::a:2", 10911)
     (V6_BORN, V4_STORE, BORNHOST_V6),
     (V4_BORN, V4_STORE, 0),
 ], ids=["store-v6", "both-v6", "born-v6", "v4"])
-def test_the_reconsume_count_is_found_after_hosts_of_either_width(born, store, flags) -> None:  # type: ignore[no-untyped-def]
+def test_the_reconsume_count_is_found_after_hosts_of_either_width(born: tuple[str, int], store: tuple[str, int],
+                                                                  flags: int) -> None:
     record = build_record("Orders", 3, b"payload", born_host=born, store_host=store, reconsume_times=15,
                           properties={"KEYS": "k1"})
     (sys_flag,) = struct.unpack_from(">i", record, codec.SYSFLAG_POS)
