@@ -50,6 +50,10 @@ class PullHoldService:
     def __len__(self) -> int:
         return sum(len(v) for v in self._held.values())
 
+    def held_on(self, topic: str, queue_id: int) -> int:
+        """How many pulls wait on one queue (tests wait for a pull to be held, not for time to pass)."""
+        return len(self._held.get((topic, queue_id), ()))
+
     def suspend(self, held: HeldPull, timeout_ms: int) -> None:
         loop = asyncio.get_running_loop()
         held.timer = loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)

@@ -11,7 +11,12 @@ arrives when the queue is drained.
 Delivery rebuilds the message like ``messageTimeup`` (same body, born time and
 host, reconsume count; stored properties keep DELAY, REAL_TOPIC and REAL_QID,
 as the real broker's do) and stores it in the real topic, durably in SYNC
-flush mode, before the level's offset moves past it. The offsets are saved to
+flush mode, before the level's offset moves past it. A delivery and the offset
+move that covers it are one step a stop cannot split: the step runs in its own
+task, shielded from the level task's cancellation, and :meth:`ScheduleService.stop`
+waits for the steps in flight before it saves, so after a clean stop every
+message stored in its real topic is behind the saved offset and a restart
+delivers none of them again. The offsets are saved to
 ``config/delayOffset.json`` periodically and at stop, so a restart resumes
 where delivery stopped; a crash between a delivery and the next save delivers
 those messages again (at least once, like RocketMQ).
@@ -79,6 +84,8 @@ class ScheduleService:
         self._saved: dict[int, int] = {}
         self._events = {level: asyncio.Event() for level in range(1, len(self.delays) + 1)}
         self._tasks: list[asyncio.Task[None]] = []
+        #: Delivery steps under way (see :meth:`_deliver_and_record`); stop() waits for them.
+        self._steps: set[asyncio.Task[bool]] = set()
         self._persist_interval = persist_interval_s
         self._stopping = False
         #: Messages delivered since start, for tests and the log.
@@ -125,6 +132,8 @@ class ScheduleService:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
+        while self._steps:  # a step outlives its cancelled level task: its offset must be in the save below
+            await asyncio.gather(*self._steps, return_exceptions=True)
         if self._on_arrival in self.store.arrival_listeners:
             self.store.arrival_listeners.remove(self._on_arrival)
         self.persist()
@@ -183,10 +192,30 @@ class ScheduleService:
                 if due > now:
                     await asyncio.sleep((due - now) / 1000.0)
                     break  # re-read from this offset: the record is due now
-                if not await self._deliver_one(stored, level):
+                if not await self._deliver_and_record(stored, level):
                     await asyncio.sleep(DISK_FULL_RETRY_S if self.store.disk_full else RETRY_DELAY_S)
                     break
-                self.offsets[level] = stored.queue_offset + 1
+
+    async def _deliver_and_record(self, stored: StoredMessage, level: int) -> bool:
+        """Deliver one due record and move its level's offset past it, as one step.
+
+        The level task is cancelled by stop(), and a cancel landing while the
+        delivery waits for its SYNC flush used to leave the message stored in its
+        real topic with the offset still before it: the next start delivered it
+        again. So the step runs in a task of its own that the cancel does not reach
+        (shield), and stop() waits for it before saving the offsets.
+        """
+        step = asyncio.get_running_loop().create_task(self._delivery_step(stored, level),
+                                                      name=f"schedule-delivery-{level}")
+        self._steps.add(step)
+        step.add_done_callback(self._steps.discard)
+        return await asyncio.shield(step)
+
+    async def _delivery_step(self, stored: StoredMessage, level: int) -> bool:
+        if not await self._deliver_one(stored, level):
+            return False
+        self.offsets[level] = stored.queue_offset + 1
+        return True
 
     async def _deliver_one(self, stored: StoredMessage, level: int) -> bool:
         msg = message_timeup(stored)

@@ -29,14 +29,23 @@ async def _setup(eb: EmbeddedBroker) -> tuple[Client, Client]:
     return consumer, producer
 
 
+async def _until_held(eb: EmbeddedBroker, pull: "asyncio.Task[object]", topic: str = "LP", queue_id: int = 0) -> None:
+    """Wait until the broker holds the pull (a sleep cannot tell a held pull from one still on its way)."""
+    deadline = time.monotonic() + 20
+    while eb.broker.hold.held_on(topic, queue_id) == 0:
+        assert not pull.done(), f"a pull at the end of {topic}:{queue_id} must be held, got {pull.result()!r}"
+        assert time.monotonic() < deadline, f"the broker never held the pull on {topic}:{queue_id}"
+        await asyncio.sleep(0.005)
+    assert not pull.done()
+
+
 def test_held_pull_is_woken_by_an_arriving_message(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
             consumer, producer = await _setup(eb)
             started = time.monotonic()
             held = asyncio.create_task(consumer.pull("CG", "LP", 0, 1, suspend_ms=15_000, timeout=20))
-            await asyncio.sleep(0.3)
-            assert not held.done(), "a pull at the end of the queue must be held"
+            await _until_held(eb, held)
             await producer.send("LP", b"second", queue_id=0, tags="TagA")
             resp = await asyncio.wait_for(held, 5)
             assert time.monotonic() - started < 3
@@ -74,10 +83,11 @@ def test_a_message_for_another_tag_does_not_wake_a_filtered_pull(tmp_path: Path)
         async with EmbeddedBroker(tmp_path / "d") as eb:
             consumer, producer = await _setup(eb)
             held = asyncio.create_task(consumer.pull("CG", "LP", 0, 1, suspend_ms=10_000, timeout=15))
-            await asyncio.sleep(0.2)
+            await _until_held(eb, held)
             await producer.send("LP", b"other", queue_id=0, tags="TagB")
-            await asyncio.sleep(0.5)
-            assert not held.done()
+            # The send is answered after the broker looked at the held pulls: a wake would have
+            # taken this one off the queue already.
+            assert eb.broker.hold.held_on("LP", 0) == 1 and not held.done()
             await producer.send("LP", b"mine", queue_id=0, tags="TagA")
             resp = await asyncio.wait_for(held, 5)
             assert [m.body for m in messages(resp)] == [b"mine"]

@@ -34,11 +34,17 @@ HOLD_S = 20.0
 GROUP = "G"
 
 
-async def _held(c: Client, topic: str, queue_id: int, offset: int) -> "asyncio.Task":  # type: ignore[type-arg]
+async def _held(eb: EmbeddedBroker, c: Client, topic: str, queue_id: int,
+                offset: int) -> "asyncio.Task":  # type: ignore[type-arg]
+    """A pull at the end of the queue, returned once the broker holds it (not after a guessed sleep:
+    a pull still on its way when the append lands would find the message without any wake)."""
     task = asyncio.create_task(c.pull(GROUP, topic, queue_id, offset, suspend_ms=int(HOLD_S * 1000),
                                       timeout=HOLD_S + 10))
-    await asyncio.sleep(0.3)
-    assert not task.done(), f"a pull at the end of {topic}:{queue_id} must be held"
+    deadline = time.monotonic() + HOLD_S / 2
+    while eb.broker.hold.held_on(topic, queue_id) == 0:
+        assert not task.done(), f"a pull at the end of {topic}:{queue_id} must be held, got {task.result()!r}"
+        assert time.monotonic() < deadline, f"the broker never held the pull on {topic}:{queue_id}"
+        await asyncio.sleep(0.005)
     return task
 
 
@@ -140,7 +146,7 @@ def test_a_held_pull_is_woken_by_every_append_path(tmp_path: Path, path) -> None
                 # the DLQ topic is created on first use; an empty one is held at offset 0 once it exists
                 eb.broker.topics.create_for_send_back(topic, 1)
             offset = eb.broker.store.max_offset(topic, queue_id)
-            held = await _held(holder, topic, queue_id, offset)
+            held = await _held(eb, holder, topic, queue_id, offset)
             appended_at = time.monotonic()
             await append()
             got = await _woken(held, appended_at)

@@ -257,7 +257,11 @@ def test_delay_queue_progress_is_restored_after_a_restart(tmp_path: Path) -> Non
                 assert (await c.send("Later", b"d%d" % i, queue_id=0, props={"DELAY": "1"})).code == \
                     ResponseCode.SUCCESS
             store = eb.broker.store
-            await _wait_for(lambda: store.max_offset("Later", 0) == 3, "three level-1 deliveries")
+            # Waits for the recorded progress: a message is stored in its real topic a flush
+            # before the level's offset moves past it, so the target queue's end is no sign
+            # that the progress a clean stop saves covers it.
+            await _wait_for(lambda: eb.broker.schedule.offsets.get(1) == 3, "level 1's progress past three deliveries")
+            assert store.max_offset("Later", 0) == 3
             assert store.max_offset(SCHEDULE_TOPIC, 0) == 3
             await c.close()
         # The clean stop saved the level's progress.
@@ -275,6 +279,53 @@ def test_delay_queue_progress_is_restored_after_a_restart(tmp_path: Path) -> Non
             pulled = await c.pull("G", "Later", 0, 0, subscription="*")
             assert [m.body for m in messages(pulled)] == [b"d0", b"d1", b"d2", b"d3"]
             assert store.max_offset("Later", 0) == 4
+            await c.close()
+
+    run(first_life())
+    run(second_life())
+
+
+def test_a_stop_during_a_delayed_delivery_saves_the_progress_that_covers_it(tmp_path: Path) -> None:
+    """The stop lands while a delivery is stored in its real topic but waits for its SYNC
+    flush (the gate holds the fsync): the clean stop must still save the level's offset
+    past it, so the next start delivers it no second time."""
+    data = tmp_path / "d"
+
+    async def first_life() -> None:
+        async with EmbeddedBroker(data, message_delay_levels="1s 30s", flush_mode="sync") as eb:
+            store, schedule = eb.broker.store, eb.broker.schedule
+            c = await Client.connect(eb.namesrv_address, eb.broker_address)
+            assert (await c.send("Later", b"d0", queue_id=0, props={"DELAY": "1"})).code == ResponseCode.SUCCESS
+            await c.close()
+            gate = FsyncGate()
+            store.set_commit_log_fsync(gate)
+            try:
+                await gate.wait_calls(1)
+                await _wait_for(lambda: store.max_offset("Later", 0) == 1, "the delivery to be stored")
+                assert schedule.offsets.get(1, 0) == 0, "the delivery is still waiting for its fsync"
+                level_tasks = list(schedule._tasks)
+
+                async def open_once_the_level_tasks_are_cancelled() -> None:
+                    await _wait_for(lambda: all(t.done() for t in level_tasks), "stop to cancel the level tasks")
+                    gate.open()
+
+                releaser = asyncio.create_task(open_once_the_level_tasks_are_cancelled())
+                await eb.broker.stop()
+                await releaser
+            finally:
+                gate.open()
+        saved = data / "config" / "delayOffset.json"
+        assert saved.exists() and '"1":1' in saved.read_text().replace(" ", ""), \
+            "the clean stop did not save level 1's progress past the delivery it waited for"
+
+    async def second_life() -> None:
+        async with EmbeddedBroker(data, message_delay_levels="1s 30s") as eb:
+            assert eb.broker.schedule.offsets[1] == 1
+            c = await Client.connect(eb.namesrv_address, eb.broker_address)
+            assert (await c.send("Later", b"d1", queue_id=0, props={"DELAY": "1"})).code == ResponseCode.SUCCESS
+            await _wait_for(lambda: eb.broker.schedule.offsets.get(1) == 2, "the new delivery's progress")
+            pulled = await c.pull("G", "Later", 0, 0, subscription="*")
+            assert [m.body for m in messages(pulled)] == [b"d0", b"d1"]
             await c.close()
 
     run(first_life())

@@ -64,6 +64,21 @@ def test_batch_reads_exactly_the_offset_range_and_filters_tags(spark: Any, broke
     assert len(tagged) == 20 and {r.tags for r in tagged} == {"TagB"}
 
 
+def test_a_tag_filtered_read_split_inside_a_queue_reads_each_message_once(spark: Any, broker: Any) -> None:
+    # One queue (one sharding key) tagged B,B,B,B,A,A,B,A,B, read with tags=TagA in pieces of
+    # at most 5 offsets: the broker's tag filter scans past a pull's maxMsgNums, so the
+    # first piece's pull is answered offsets beyond its end, which belong to the next piece.
+    tags = ["TagB", "TagB", "TagB", "TagB", "TagA", "TagA", "TagB", "TagA", "TagB"]
+    produce(broker, "SparkTagSplit", len(tags), tags=tags, sharding_keys=1)
+    maxes = {q: m for q, m in queue_max_offsets(broker, "SparkTagSplit").items() if m}
+    assert list(maxes.values()) == [9]
+    df = _reader(spark, broker, "SparkTagSplit", tags="TagA", maxRecordsPerPartition="5")
+    assert df.rdd.getNumPartitions() == 2
+    rows = df.select("queue_offset", "tags", "body").collect()
+    assert sorted((r.queue_offset, r.tags, r.body) for r in rows) == [
+        (4, "TagA", b"msg-4"), (5, "TagA", b"msg-5"), (7, "TagA", b"msg-7")], "each TagA message exactly once"
+
+
 def test_batch_read_of_an_empty_range_is_empty(spark: Any, broker: Any) -> None:
     produce(broker, "SparkEmpty", 4)
     maxes = queue_max_offsets(broker, "SparkEmpty")

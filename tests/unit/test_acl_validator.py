@@ -25,6 +25,10 @@ def user(code: int, body: bytes | None = None, **fields: str) -> RemotingCommand
     return sign(RemotingCommand(code, dict(fields), body), USER_AK, USER_SK)
 
 
+def signed_by(access_key: str, secret_key: str, code: int, **fields: str) -> RemotingCommand:
+    return sign(RemotingCommand(code, dict(fields)), access_key, secret_key)
+
+
 def refusal(acl: AclValidator, cmd: RemotingCommand, ip: str = IP) -> str | None:
     try:
         acl.check(cmd, ip)
@@ -136,10 +140,30 @@ def test_admin_with_listed_perms_falls_back_to_defaults(tmp_path: Path) -> None:
             admin: true
             topicPerms: [Mine=PUB]
         """)))
-    mine = sign(RemotingCommand(R.SEND_MESSAGE_V2, {"a": "PG", "b": "Mine"}), "AdminWithPerms", "secret-12")
-    other = sign(RemotingCommand(R.SEND_MESSAGE_V2, {"a": "PG", "b": "Other"}), "AdminWithPerms", "secret-12")
-    assert refusal(acl, mine) is None
-    assert refusal(acl, other) == "No default permission for topic:Other"
+    assert refusal(acl, signed_by("AdminWithPerms", "secret-12", R.SEND_MESSAGE_V2, a="PG", b="Mine")) is None
+    assert refusal(acl, signed_by("AdminWithPerms", "secret-12", R.SEND_MESSAGE_V2, a="PG", b="Other")) == \
+        "No default permission for topic:Other"
+
+
+def test_non_admin_without_listed_perms_gets_only_its_defaults(tmp_path: Path) -> None:
+    # 4.9.8: only an *admin* account without listed permissions is unrestricted; a non-admin
+    # one with none listed has its defaults for every topic and group (missing ones: DENY)
+    acl = AclValidator(load_acl_file(write_acl(tmp_path / "acl.yml", """\
+        accounts:
+          - accessKey: PlainUser
+            secretKey: secret-34
+            admin: false
+            defaultTopicPerm: SUB
+          - accessKey: BareUser
+            secretKey: secret-56
+        """)))
+    plain, bare = ("PlainUser", "secret-34"), ("BareUser", "secret-56")
+    assert refusal(acl, signed_by(*plain, R.SEND_MESSAGE_V2, a="PG", b="Any")) == "No default permission for topic:Any"
+    assert refusal(acl, signed_by(*plain, R.PULL_MESSAGE, consumerGroup="G", topic="Any", queueId="0",
+                                  queueOffset="0")) == "No default permission for group:G"
+    assert refusal(acl, signed_by(*bare, R.SEND_MESSAGE_V2, a="PG", b="Any")) == "No default permission for topic:Any"
+    assert refusal(acl, signed_by(*bare, R.UPDATE_AND_CREATE_TOPIC, topic="New")) == \
+        f"Need admin permission for request code={R.UPDATE_AND_CREATE_TOPIC}, but accessKey=BareUser is not"
 
 
 def test_permission_bits() -> None:

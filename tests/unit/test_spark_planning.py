@@ -154,6 +154,46 @@ def test_read_range_stops_at_its_end_and_handles_lost_offsets() -> None:
         list(read_range(_Queue(0, 7), whole))
 
 
+class _TaggedQueue:
+    """A pull consumer over one queue of tagged messages that filters as a broker does: it scans
+    the consume queue past ``max_nums`` entries (RocketMQ scans up to 16000 bytes of entries)
+    until ``max_nums`` messages match, so a pull can answer offsets beyond the ones asked for."""
+
+    def __init__(self, tags: list[str]) -> None:
+        self.tags = tags
+
+    def pull(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        from rmqrun.model import Message
+        from rmqrun.pull import PullResult, PullStatus
+
+        end = len(self.tags)
+        if offset >= end:
+            return PullResult(PullStatus.NO_NEW_MSG, offset, 0, end)
+        wanted = {t.strip() for t in tags.split("||")}
+        picked = [o for o in range(offset, end) if tags == "*" or self.tags[o] in wanted][:max_nums]
+        if not picked:
+            return PullResult(PullStatus.NO_MATCHED_MSG, end, 0, end)
+        next_begin = picked[-1] + 1 if len(picked) == max_nums else end
+        return PullResult(PullStatus.FOUND, next_begin, 0, end,
+                          [Message("T", b"x", {"TAGS": self.tags[o]}, queue_id=0, queue_offset=o) for o in picked])
+
+
+def test_read_range_with_a_tag_filter_keeps_what_the_broker_scanned_past_its_end_out() -> None:
+    from rmqrun.spark.pulling import read_range
+
+    queue = _TaggedQueue(["B", "B", "B", "B", "A", "A", "B", "A", "B"])
+    # The premise: asked for 5 entries from 0, the broker answers offsets 4, 5 and 7.
+    assert [m.queue_offset for m in queue.pull(None, "A", 0, max_nums=5).messages] == [4, 5, 7]
+    first, second = QueueRange("T", "broker-a", 0, 0, 5), QueueRange("T", "broker-a", 0, 5, 9)
+    assert [m.queue_offset for m in read_range(queue, first, "A")] == [4]
+    assert [m.queue_offset for m in read_range(queue, second, "A")] == [5, 7]
+    # However the pieces are cut, each matching offset is read by exactly one of them.
+    for cut in range(1, 9):
+        pieces = [QueueRange("T", "broker-a", 0, 0, cut), QueueRange("T", "broker-a", 0, cut, 9)]
+        got = [m.queue_offset for r in pieces for m in read_range(queue, r, "A", batch_size=2)]
+        assert got == [4, 5, 7], cut
+
+
 def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> None:
     pytest.importorskip("pyspark")
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows

@@ -159,3 +159,29 @@ def test_close_flushes_everything(tmp_path) -> None:
     with MessageStore(tmp_path, small_config()) as s:
         assert s.recovery.checkpoint_used and s.recovery.scanned_from == s.commit_log_max_offset
         assert s.max_offset("T", 0) == 50
+
+
+def test_one_fsync_round_across_a_segment_boundary_syncs_every_file_it_covers(tmp_path) -> None:
+    """Records at the tail of one segment and the head of the next, made durable by one
+    group-commit round: that round must fsync both files. Counting rounds cannot tell; the
+    files the fsync calls reach can (a round syncing only the newest file would still move
+    the flushed offset, and a SYNC send at the old segment's tail would be acknowledged
+    with its bytes only in the page cache)."""
+    cfg = small_config(flush_mode=FlushMode.SYNC, flush_interval_ms=60_000, checkpoint_interval_ms=60_000)
+    with MessageStore(tmp_path, cfg) as store:
+        asyncio.run(store.put_sync("T", 0, build_record("T", 0, b"durable"), 0))
+        synced: list[str] = []
+
+        def recording_fsync(fd: int) -> None:
+            synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+            os.fdatasync(fd)
+
+        store.set_commit_log_fsync(recording_fsync)
+        rounds_before = store._flusher.fsync_count
+        tail = []  # plain puts: in SYNC mode nothing fsyncs them until someone waits
+        while not tail or tail[-1].commit_log_offset < cfg.segment_size:
+            tail.append(store.put("T", 0, build_record("T", 0, b"x" * 200), 0))
+        assert tail[-2].commit_log_offset < cfg.segment_size <= tail[-1].commit_log_offset  # the premise
+        asyncio.run(store.flush_to(tail[-1].end_offset))
+        assert store._flusher.fsync_count - rounds_before == 1, "one round covers both segments"
+        assert sorted(set(synced)) == [f"{0:020d}", f"{cfg.segment_size:020d}"], synced
