@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from rmqrun.remoting import fastjson, frame, message
+from rmqrun.remoting import compression, fastjson, frame, message, message_batch, message_props, msg_id
 from rmqrun.remoting.codes import FLAG_RESPONSE, RequestCode
 from rmqrun.remoting.frame import SerializeType
 from tests import captures
@@ -116,8 +116,8 @@ def test_every_message_body_decodes_and_scans_alike(scenario: str) -> None:
         for m in msgs:
             assert message.body_crc(m.body) == m.body_crc or m.sys_flag & message.SYSFLAG_COMPRESSED
             assert m.store_host == "127.0.0.1:10911"
-            assert m.offset_msg_id == message.offset_msg_id(m.store_host, m.commit_log_offset)
-            assert message.decode_offset_msg_id(m.offset_msg_id) == (m.store_host, m.commit_log_offset)
+            assert m.offset_msg_id == msg_id.offset_msg_id(m.store_host, m.commit_log_offset)
+            assert msg_id.decode_offset_msg_id(m.offset_msg_id) == (m.store_host, m.commit_log_offset)
             assert m.msg_id == m.properties.get("UNIQ_KEY", m.offset_msg_id)
         # Re-encoding each record with the store-side encoder gives the same bytes.
         for h, m in zip(heads, msgs):
@@ -202,21 +202,21 @@ def test_compressed_send_inflates_to_the_original_size() -> None:
     (cf,) = [f for f in captures.load("a") if f.seq == 26]
     cmd = frame.decode_with_prefix(cf.raw)
     sys_flag = int(cmd.ext_fields["f"])
-    assert sys_flag & message.SYSFLAG_COMPRESSED and sys_flag & message.COMPRESSION_MASK == message.COMPRESSION_ZLIB
+    assert sys_flag & message.SYSFLAG_COMPRESSED and sys_flag & compression.COMPRESSION_MASK == compression.COMPRESSION_ZLIB
     assert len(zlib.decompress(cmd.body)) == 9200
 
 
 def test_batch_bodies_decode_and_java_batch_reencodes_exactly() -> None:
     (java,) = [f for f in captures.load("a") if f.seq == 40]
-    items = message.decode_batch(java.body)
+    items = message_batch.decode_batch(java.body)
     assert [i.properties["batchIndex"] for i in items] == ["0", "1", "2", "3"]
     assert all(i.properties["TAGS"] == "TagBatch" for i in items)
-    assert message.encode_batch(items) == java.body
+    assert message_batch.encode_batch(items) == java.body
     cpp = [f for f in captures.load("f") if f["kind"] == "request" and f["code"] == RequestCode.SEND_MESSAGE
            and f["header"]["extFields"].get("batch") in ("1", 1)]
     assert cpp
     for cf in cpp:
-        got = message.decode_batch(cf.body)
+        got = message_batch.decode_batch(cf.body)
         assert [i.body for i in got] == [f"batch from the C++ client #{n}".encode() for n in range(len(got))]
 
 
@@ -269,5 +269,5 @@ def test_heartbeat_code_set_is_java_string_hash() -> None:
             if s["tagsSet"]]
     assert subs
     for s in subs:
-        assert s["codeSet"] == [message.java_string_hash(t) for t in s["tagsSet"]] or \
-            sorted(s["codeSet"]) == sorted(message.java_string_hash(t) for t in s["tagsSet"])
+        assert s["codeSet"] == [message_props.java_string_hash(t) for t in s["tagsSet"]] or \
+            sorted(s["codeSet"]) == sorted(message_props.java_string_hash(t) for t in s["tagsSet"])

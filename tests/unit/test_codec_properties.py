@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from rmqrun.remoting import fastjson, frame, message
+from rmqrun.remoting import compression, fastjson, frame, message, message_batch, message_props, msg_id
 from rmqrun.remoting.errors import FrameTooLargeError, ProtocolError
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
 
@@ -66,7 +66,7 @@ def test_random_bytes_never_escape_as_anything_but_protocol_error(data: bytes) -
     _only_protocol_errors(lambda d: list(frame.iter_frames(bytearray(d))), data)
     _only_protocol_errors(message.decode_messages, data)
     _only_protocol_errors(message.scan_records, data)
-    _only_protocol_errors(message.decode_batch, data)
+    _only_protocol_errors(message_batch.decode_batch, data)
     _only_protocol_errors(fastjson.loads, data)
 
 
@@ -144,14 +144,14 @@ def test_stored_record_roundtrip(topic, body, properties, born, store, queue_id,
     assume(len(topic.encode()) <= 32767)
     stored = zlib.compress(body, 5) if compress else body
     raw = message.encode_stored(topic=topic, body=stored, properties=properties, queue_id=queue_id,
-                                sys_flag=(message.SYSFLAG_COMPRESSED | message.COMPRESSION_ZLIB) if compress else 0,
+                                sys_flag=(message.SYSFLAG_COMPRESSED | compression.COMPRESSION_ZLIB) if compress else 0,
                                 born_timestamp=1, born_host=born, store_timestamp=2, store_host=store,
                                 reconsume_times=reconsume, queue_offset=queue_offset, commit_log_offset=phys)
     (m,) = message.decode_messages(bytes(raw))
     assert (m.topic, m.body, m.properties, m.queue_id, m.queue_offset, m.commit_log_offset, m.reconsume_times) == \
         (topic, body, properties, queue_id, queue_offset, phys, reconsume)
     assert (m.born_host, m.store_host) == (born, store)
-    assert message.decode_offset_msg_id(m.offset_msg_id)[1] == phys
+    assert msg_id.decode_offset_msg_id(m.offset_msg_id)[1] == phys
     (head,) = message.scan_records(raw)
     assert (head.size, head.queue_offset, head.properties) == (len(raw), queue_offset, properties)
 
@@ -177,15 +177,15 @@ def test_corrupt_compressed_body_is_a_protocol_error() -> None:
 
 
 def test_unsupported_compression_names_itself() -> None:
-    raw = message.encode_stored(topic="T", body=b"x", sys_flag=message.SYSFLAG_COMPRESSED | message.COMPRESSION_ZSTD)
+    raw = message.encode_stored(topic="T", body=b"x", sys_flag=message.SYSFLAG_COMPRESSED | compression.COMPRESSION_ZSTD)
     with pytest.raises(ProtocolError, match="ZSTD"):
         message.decode_messages(raw)
 
 
-@given(st.lists(st.builds(message.BatchItem, body=st.binary(max_size=50), properties=props,
+@given(st.lists(st.builds(message_batch.BatchItem, body=st.binary(max_size=50), properties=props,
                           flag=st.integers(0, 2**31 - 1)), max_size=5))
 def test_batch_roundtrip(items) -> None:
-    assert message.decode_batch(message.encode_batch(items)) == items
+    assert message_batch.decode_batch(message_batch.encode_batch(items)) == items
 
 
 @pytest.mark.parametrize("text,expected", [
@@ -194,12 +194,12 @@ def test_batch_roundtrip(items) -> None:
 ])
 def test_java_string_hash(text: str, expected: int) -> None:
     # Values computed by the rule in java.lang.String.hashCode over UTF-16 units.
-    assert message.java_string_hash(text) == expected
+    assert message_props.java_string_hash(text) == expected
 
 
 @given(st.text(max_size=50))
 def test_java_string_hash_is_signed_32_bit(s: str) -> None:
-    h = message.java_string_hash(s)
+    h = message_props.java_string_hash(s)
     assert -(2**31) <= h < 2**31
     units = s.encode("utf-16-be")
     expect = 0

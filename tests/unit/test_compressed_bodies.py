@@ -18,7 +18,7 @@ import lz4.frame
 import pytest
 import zstandard
 
-from rmqrun.remoting import message
+from rmqrun.remoting import compression, message, msg_id
 from rmqrun.remoting.errors import ProtocolError
 
 COMPRESSED = 0x1
@@ -45,15 +45,15 @@ BODIES = [b"", b"x", "héllo wörld ".encode() * 500, os.urandom(3000), bytes(ra
 
 def test_flag_bits_match_the_java_table() -> None:
     assert message.SYSFLAG_COMPRESSED == COMPRESSED
-    assert message.COMPRESSION_LZ4 == LZ4_TYPE
-    assert message.COMPRESSION_ZSTD == ZSTD_TYPE
-    assert message.COMPRESSION_ZLIB == ZLIB_TYPE
-    assert message.COMPRESSION_MASK == 0x7 << 8
-    table = {flag: message.compression_type(flag | COMPRESSED) for flag in (0, LZ4_TYPE, ZSTD_TYPE, ZLIB_TYPE)}
+    assert compression.COMPRESSION_LZ4 == LZ4_TYPE
+    assert compression.COMPRESSION_ZSTD == ZSTD_TYPE
+    assert compression.COMPRESSION_ZLIB == ZLIB_TYPE
+    assert compression.COMPRESSION_MASK == 0x7 << 8
+    table = {flag: compression.compression_type(flag | COMPRESSED) for flag in (0, LZ4_TYPE, ZSTD_TYPE, ZLIB_TYPE)}
     assert table == {0: "ZLIB", LZ4_TYPE: "LZ4", ZSTD_TYPE: "ZSTD", ZLIB_TYPE: "ZLIB"}
     for value in range(4, 8):
         with pytest.raises(ProtocolError, match=f"unknown compression type {value}"):
-            message.compression_type(COMPRESSED | value << 8)
+            compression.compression_type(COMPRESSED | value << 8)
 
 
 @pytest.mark.parametrize("codec", sorted(CODECS))
@@ -65,7 +65,7 @@ def test_decodes_each_codec(codec: str, body: bytes) -> None:
     msg, end = message.decode_message(raw)
     assert end == len(raw)
     assert msg.body == body
-    assert msg.sys_flag & message.COMPRESSION_MASK == flag
+    assert msg.sys_flag & compression.COMPRESSION_MASK == flag
     # without decompression the stored bytes come back as they are
     assert message.decode_message(raw, decompress=False)[0].body == compress(body)
 
@@ -120,4 +120,4 @@ def test_record_ids_read_without_the_body_or_properties() -> None:
     assert (ids.topic, ids.queue_id, ids.queue_offset, ids.commit_log_offset, ids.reconsume_times) == \
         ("Orders", 3, 17, 4096, 2)
     assert ids.store_host == "10.1.2.3:10911"
-    assert ids.offset_msg_id == message.offset_msg_id("10.1.2.3:10911", 4096)
+    assert ids.offset_msg_id == msg_id.offset_msg_id("10.1.2.3:10911", 4096)
