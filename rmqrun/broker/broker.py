@@ -58,7 +58,7 @@ class Broker:
         self.locks = RebalanceLockManager(config.lock_max_live_ms)
         self.hold = PullHoldService(self._replay_held_pull)
         self.delays_ms = config.delay_levels_ms
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(config.cluster_name)
         #: The name server this broker is known by (set by whoever starts both; admin answers show it).
         self.namesrv_address: str | None = None
         self.topics: TopicTable | None = None
@@ -147,7 +147,7 @@ class Broker:
         records = [m.to_record() for m in msgs]
         codes = [m.tags_code for m in msgs]
         results = self.store.put_many(topic, queue_id, records, codes)
-        self.stats.on_put(len(results), sum(len(r) for r in records))
+        self.stats.on_put(len(results), sum(len(r) for r in records), topic)
         for result, code in zip(results, codes):
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
         if self.config.flush_mode is FlushMode.SYNC:

@@ -120,13 +120,17 @@ class SendProcessor:
                header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
         """``msgCheck``: the topic config to send to, or the answer that refuses the send."""
         topic = header.topic
+        cfg, topics = self.broker.config, self.broker.topics
+        assert topics is not None
+        if not is_writeable(cfg.broker_permission) and getattr(topics.get(topic), "order", False):
+            # Java refuses only ordered topics here: the route already sends the others elsewhere.
+            return self._answer(cmd, ResponseCode.NO_PERMISSION,
+                                f"the broker[{cfg.store_host}] sending message is forbidden")
         problem = topic_problem(topic)
         if problem:
             return self._answer(cmd, ResponseCode.SYSTEM_ERROR, problem)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return self._answer(cmd, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        topics = self.broker.topics
-        assert topics is not None
         tc = topics.get(topic)
         if tc is None:
             sys_flag = 0
@@ -336,6 +340,7 @@ class SendProcessor:
             if isinstance(exc, (StoreError, ProtocolError)):
                 return answer(cmd, ResponseCode.SYSTEM_ERROR, type(exc).__name__, typed=False)
             raise
+        broker.stats.on_send_back(header.group, props.get(PROPERTY_RETRY_TOPIC) or original.topic)
         return answer(cmd, typed=False)
 
 
