@@ -50,7 +50,7 @@ _PUT_MESSAGES_HEAD = (
     "        records = [m.to_record() for m in msgs]\n"
     "        codes = [m.tags_code for m in msgs]\n"
     "        results = self.store.put_many(topic, queue_id, records, codes)\n"
-    "        self.stats.on_put(len(results), sum(len(r) for r in records), topic)\n")
+    "        self.stats.on_put(len(results), sum(len(r) for r in records))\n")
 
 MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- canaries (worker processes)

@@ -147,7 +147,7 @@ class Broker:
         records = [m.to_record() for m in msgs]
         codes = [m.tags_code for m in msgs]
         results = self.store.put_many(topic, queue_id, records, codes)
-        self.stats.on_put(len(results), sum(len(r) for r in records), topic)
+        self.stats.on_put(len(results), sum(len(r) for r in records))
         for result, code in zip(results, codes):
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
         if self.config.flush_mode is FlushMode.SYNC:

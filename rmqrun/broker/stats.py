@@ -118,7 +118,9 @@ class StatsTable:
 class BrokerStats:
     """Puts, gets and per-(group, topic) gets; TPS over the last minute, totals since start.
 
-    Every put and get also feeds :attr:`table`, the named statistics of VIEW_BROKER_STATS_DATA.
+    :attr:`table` holds the named statistics of VIEW_BROKER_STATS_DATA, fed where Java feeds them: a
+    producer's send (:meth:`on_send`, not the schedule service's or a send-back's re-put), a pull that
+    found messages, a send-back.
     """
 
     def __init__(self, cluster_name: str = "DefaultCluster") -> None:
@@ -132,13 +134,14 @@ class BrokerStats:
         self.cluster_name = cluster_name
         self.table = StatsTable()
 
-    def on_put(self, n: int, size: int, topic: str | None = None) -> None:
-        """``n`` messages of ``size`` bytes stored by one put (of ``topic``, after a delay diverted it)."""
+    def on_put(self, n: int, size: int) -> None:
         self._puts.add(n, time.monotonic())
         self.put_bytes += size
-        if topic is not None:
-            self.table.add(TOPIC_PUT_NUMS, topic, n)
-            self.table.add(TOPIC_PUT_SIZE, topic, size)
+
+    def on_send(self, topic: str, n: int, size: int) -> None:
+        """A producer's send of ``n`` messages stored under ``topic`` (the schedule topic for a delayed one)."""
+        self.table.add(TOPIC_PUT_NUMS, topic, n)
+        self.table.add(TOPIC_PUT_SIZE, topic, size)
         self.table.add(BROKER_PUT_NUMS, self.cluster_name, n)
 
     def on_get(self, group: str, topic: str, n: int, size: int = 0) -> None:

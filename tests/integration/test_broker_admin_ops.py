@@ -17,12 +17,12 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.protocol.admin import (
     BrokerStatsData, ProducerTableInfo, TopicList, parse_properties, properties_text, stats_key,
 )
-from rmqrun.protocol.bodies import ProducerData
-from rmqrun.protocol.bodies import HeartbeatData
+from rmqrun.protocol.bodies import HeartbeatData, ProducerData
+from rmqrun.remoting.message import BatchItem, encode_batch
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode
-from tests.integration.broker_kit import Client, messages
+from tests.integration.broker_kit import Client, messages, send_ext
 
 MAX_TS = str(2**63 - 1)
 
@@ -141,7 +141,20 @@ def test_view_broker_stats_data_shows_real_put_and_get_rates_for_stats_all(tmp_p
         assert got.stats_minute.sum == 12 and got.stats_minute.tps > 0 and got.stats_minute.avgpt == 12.0
         size = await stats("TOPIC_PUT_SIZE", "StatT")
         assert size.stats_minute.sum > 12 * len(b"m-0")
-        assert (await stats("BROKER_PUT_NUMS", eb.config.cluster_name)).stats_day.sum >= 12
+        assert (await stats("BROKER_PUT_NUMS", eb.config.cluster_name)).stats_day.sum == 12
+        batch = await c.call(R.SEND_BATCH_MESSAGE, send_ext("StatT", queue_id=0, batch=True),
+                             encode_batch([BatchItem(b"b1", {}), BatchItem(b"b2", {})]))
+        assert batch.code == ResponseCode.SUCCESS, batch.remark
+        after = await stats("TOPIC_PUT_NUMS", "StatT")
+        assert (after.stats_minute.sum, after.stats_minute.avgpt) == (14, 14 / 13)  # 13 put calls
+        # a delayed message counts under the schedule topic, once (exportMetrics' scheduleInTps), not when due
+        delayed = await c.send("DelayT", b"later", queue_id=0, props={"DELAY": "1"})
+        assert delayed.code == ResponseCode.SUCCESS
+        assert (await stats("TOPIC_PUT_NUMS", "SCHEDULE_TOPIC_XXXX")).stats_minute.sum == 1
+        await asyncio.sleep(1.5)
+        assert eb.broker.store.max_offset("DelayT", 0) == 1, "delivered when due"
+        gone = await c.call(R.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "DelayT"})
+        assert gone.code == ResponseCode.SYSTEM_ERROR, "the due delivery is not a producer's send"
 
         missing = await c.call(R.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "NoSuchT"})
         assert (missing.code, missing.remark) == (ResponseCode.SYSTEM_ERROR,

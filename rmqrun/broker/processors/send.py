@@ -200,6 +200,7 @@ class SendProcessor:
             stored = await broker.put_message(msg)
         except Exception as exc:
             return self._put_failed(cmd, exc, queue_id)
+        broker.stats.on_send(stored.topic, 1, stored.result.size)  # a delayed message: under the schedule topic
         return self._ok(cmd, [stored], queue_id)
 
     def _ok(self, cmd: RemotingCommand, stored: list[Stored], queue_id: int,
@@ -273,6 +274,7 @@ class SendProcessor:
             stored = await broker.put_messages(msgs)
         except Exception as exc:
             return self._put_failed(cmd, exc, queue_id)
+        broker.stats.on_send(header.topic, len(stored), sum(s.result.size for s in stored))
         return self._ok(cmd, stored, queue_id)
 
     # ------------------------------------------------------------------ send-back
