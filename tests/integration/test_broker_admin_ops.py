@@ -91,13 +91,21 @@ def test_broker_permission_read_only_takes_writes_away_from_routes_and_write_onl
         assert ro.code == ResponseCode.SUCCESS
         assert route_perm(await c.route("PermT")) == 4
         assert (await broker_config(c))["brokerPermission"] == "4"
+        # an ordered topic's sends are refused (Java's msgCheck); the others' routes already send them elsewhere
+        created = await c.call(R.UPDATE_AND_CREATE_TOPIC, {"topic": "PermOrdT", "readQueueNums": "1",
+                                                           "writeQueueNums": "1", "perm": "6", "order": "true"})
+        assert created.code == ResponseCode.SUCCESS
+        ordered = await c.send("PermOrdT", b"x", queue_id=0)
+        assert (ordered.code, ordered.remark) == (ResponseCode.NO_PERMISSION,
+                                                  f"the broker[{eb.config.store_host}] sending message is forbidden")
+        assert (await c.send("PermT", b"y", queue_id=0)).code == ResponseCode.SUCCESS
         await c.call(R.UPDATE_BROKER_CONFIG, body=b"brokerPermission=2\n")
         refused = await c.pull("PermG", "PermT", 0, 0)
         assert refused.code == ResponseCode.NO_PERMISSION
         assert refused.remark == f"the broker[{eb.config.store_host}] pulling message is forbidden"
         await c.call(R.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n")
         assert route_perm(await c.route("PermT")) == 6
-        assert len(messages(await c.pull("PermG", "PermT", 0, 0))) == 1
+        assert len(messages(await c.pull("PermG", "PermT", 0, 0))) == 2
     with_broker(tmp_path, body)
 
 

@@ -98,7 +98,9 @@ class MaintenanceProcessor:
         left to read. A live topic's empty queue keeps its offsets (Java would start it again at 0)."""
         store, topics = self.broker.store, self.broker.topics
         assert topics is not None
-        followed = await asyncio.to_thread(store.retention.follow)
+        # One regular retention check (serialised with the periodic one): the queues follow the commit log.
+        report = await asyncio.to_thread(store.clean_expired_files)
+        followed = report.deleted_queue_files if report is not None else 0
         gone = [t for t in _store_topics(store.queues()) if t not in topics and t != SCHEDULE_TOPIC
                 and all(store.min_offset(t, q) >= store.max_offset(t, q) for tt, q in store.queues() if tt == t)]
         for topic in gone:

@@ -122,7 +122,8 @@ class SendProcessor:
         topic = header.topic
         cfg, topics = self.broker.config, self.broker.topics
         assert topics is not None
-        if not is_writeable(cfg.broker_permission) and getattr(topics.get(topic), "order", False):
+        existing = topics.get(topic)
+        if not is_writeable(cfg.broker_permission) and existing is not None and existing.order:
             # Java refuses only ordered topics here: the route already sends the others elsewhere.
             return self._answer(cmd, ResponseCode.NO_PERMISSION,
                                 f"the broker[{cfg.store_host}] sending message is forbidden")
