@@ -284,8 +284,7 @@ def test_clean_unused_topic_and_expired_consume_queues_remove_only_queues_withou
 
 def test_delete_expired_commit_log_deletes_expired_files_now_whatever_the_hour(tmp_path: Path) -> None:
     hour = (time.localtime().tm_hour + 12) % 24  # delete_when is far from now: only the request deletes
-    settings = {"segment_size": 4096, "max_message_size": 1024, "file_reserved_hours": 1,
-                "delete_when": f"{hour:02d}"}
+    settings = {"segment_size": 4096, "max_message_size": 1024, "delete_when": f"{hour:02d}"}  # 72 h reserved
 
     async def body(eb: EmbeddedBroker, c: Client) -> None:
         big = b"x" * 900
@@ -297,6 +296,11 @@ def test_delete_expired_commit_log_deletes_expired_files_now_whatever_the_hour(t
         old = time.time() - 2 * 3600
         for f in files[:2]:
             os.utime(f, (old, old))
+        kept = await c.call(R.DELETE_EXPIRED_COMMITLOG)
+        assert kept.code == ResponseCode.SUCCESS and sorted(log_dir.iterdir()) == files, "2 h old, 72 h reserved"
+        # updateBrokerConfig fileReservedTime reaches the store's retention at once, as on a Java broker
+        fewer = await c.call(R.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=1\n")
+        assert fewer.code == ResponseCode.SUCCESS, fewer.remark
         resp = await c.call(R.DELETE_EXPIRED_COMMITLOG)
         assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, None)
         assert sorted(log_dir.iterdir()) == files[2:], "exactly the two expired files"

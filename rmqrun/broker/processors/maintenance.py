@@ -7,8 +7,9 @@ lacks, so a script written for a Java broker still runs). Unlike Java, which wri
 its config object and so lets ``getBrokerConfig`` show a port it is not listening on, a known
 setting that only a restart would apply is refused with SYSTEM_ERROR naming it, and so is a value
 of the wrong type; nothing of such a request is applied. What applies at once is :data:`LIVE`:
-settings the processors read at every request, and ``brokerPermission`` (the route's perm, pulls
-refused when not readable). Changes last until the broker stops: the embedded broker has no
+settings the processors read at every request, the retention settings the store reads at every check
+(``fileReservedTime``, the disk ratios), and ``brokerPermission`` (the route's perm, pulls refused when
+not readable). Changes last until the broker stops: the embedded broker has no
 ``broker.conf`` to write them to (give them as settings to keep them).
 
 CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC and DELETE_EXPIRED_COMMITLOG run the store's clean-ups
@@ -34,8 +35,12 @@ from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import java_string_hash
 
-#: BrokerConfig fields read at every request: ``updateBrokerConfig`` applies them at once.
-LIVE = frozenset({
+#: Retention settings the store reads at every check (``fileReservedTime`` and the disk ratios): handed to
+#: the store as well, so ``updateBrokerConfig -k fileReservedTime`` works as on a Java broker.
+STORE_LIVE = frozenset({"file_reserved_hours", "disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
+                        "disk_space_warning_level_ratio"})
+#: BrokerConfig fields read at every request (or check): ``updateBrokerConfig`` applies them at once.
+LIVE = STORE_LIVE | frozenset({
     "long_polling", "short_polling_ms", "max_transfer_count_in_memory", "max_transfer_bytes_in_memory",
     "max_transfer_count_on_disk", "max_transfer_bytes_on_disk", "retry_max_times", "trace_on", "region_id",
     "sync_flush_timeout_ms", "broker_permission",
@@ -87,6 +92,10 @@ class MaintenanceProcessor:
             logger.warning("updateBrokerConfig from {}: no such setting here, ignored as Java ignores it: {}",
                            conn.name, ", ".join(ignored))
         self.broker.config = new
+        store_changes = {k: v for k, v in changes.items() if k in STORE_LIVE}
+        if store_changes:  # the store and its retention share one frozen StoreConfig: swap both at once
+            store = self.broker.store
+            store.config = store.retention.config = dataclasses.replace(store.config, **store_changes)
         logger.info("updateBrokerConfig from {}: {}", conn.name,
                     ", ".join(f"{k}={props[k]}" for k in props if k not in ignored) or "nothing to change")
         return answer(cmd, typed=False)
