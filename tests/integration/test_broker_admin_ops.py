@@ -308,3 +308,32 @@ def test_delete_expired_commit_log_deletes_expired_files_now_whatever_the_hour(t
         again = await c.call(R.DELETE_EXPIRED_COMMITLOG)
         assert again.code == ResponseCode.SUCCESS and sorted(log_dir.iterdir()) == files[2:]
     with_broker(tmp_path, body, **settings)
+
+
+# --------------------------------------------------------------------------- the export commands' reads
+
+def test_export_metadata_and_export_metrics_find_and_parse_everything_they_read(tmp_path: Path) -> None:
+    """ExportMetadataCommand / ExportMetricsCommand's reads, parsed as the Java tool parses them."""
+    async def body(eb: EmbeddedBroker, c: Client) -> None:
+        await send_n(c, "UserT", 2)
+        await c.heartbeat("exp@1", "ExpG", {"UserT": "*"})
+        # getUserTopicConfig: GET_ALL_TOPIC_CONFIG minus GET_SYSTEM_TOPIC_LIST_FROM_BROKER minus %RETRY%/%DLQ%
+        table = fastjson.loads((await c.call(R.GET_ALL_TOPIC_CONFIG)).body)["topicConfigTable"]
+        system = set(TopicList.from_json((await c.call(R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)).body or b"").topic_list)
+        user = {t for t in table if t not in system and not t.startswith(("%RETRY%", "%DLQ%"))}
+        assert "UserT" in user and "%RETRY%ExpG" in table and not user & system
+        assert not {t for t in user if t.startswith("rmq_sys_") or t == "SCHEDULE_TOPIC_XXXX"}
+        # getRuntimeQuota: Double.parseDouble(putTps.split(" ")[0]), Long.parseLong of the day totals
+        kv = fastjson.loads((await c.call(R.GET_BROKER_RUNTIME_INFO)).body)["table"]
+        for key in ("putTps", "getTransferedTps"):
+            float(kv[key].split(" ")[0])
+        for key in ("msgPutTotalTodayMorning", "msgPutTotalYesterdayMorning", "msgGetTotalTodayMorning",
+                    "msgGetTotalYesterdayMorning"):
+            int(kv[key])
+        assert {"commitLogDiskRatio", "consumeQueueDiskRatio", "putMessageAverageSize"} <= set(kv)
+        int((await broker_config(c))["clientCallbackExecutorThreads"])
+        # no transaction half topic here: the tool catches the error and counts 0, as against a Java broker
+        half = await c.call(R.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS",
+                                                      "statsKey": "RMQ_SYS_TRANS_HALF_TOPIC"})
+        assert half.code == ResponseCode.SYSTEM_ERROR
+    with_broker(tmp_path, body)
