@@ -15,6 +15,7 @@ broker answers with them and rmqrun's tests (and any Python admin tool) read the
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -90,20 +91,24 @@ def properties_text(props: Mapping[str, Any]) -> str:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """``MixAll.string2Properties`` for the simple form the tools write: ``key=value`` (or ``key:value``) lines.
+    """``MixAll.string2Properties`` for the form the tools write: one ``key=value`` a line.
 
-    Blank lines and ``#``/``!`` comments are skipped; the value keeps everything after the
-    first separator, stripped of surrounding blanks, as ``java.util.Properties`` reads it.
+    As ``java.util.Properties`` reads a line: blank lines and ``#``/``!`` comments are skipped, the key
+    ends at the first ``=``, ``:`` or blank, and the value is the rest after that separator (blanks
+    around it dropped). Backslash escapes are not interpreted (the tools never write them).
     """
     out: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        key, value = (line, "") if cut < 0 else (line[:cut].strip(), line[cut + 1:].strip())
-        out[key] = value
+        m = _PROPERTY_LINE.match(line)
+        assert m is not None  # the pattern matches any line
+        out[m.group(1)] = m.group(2)
     return out
+
+
+_PROPERTY_LINE = re.compile(r"([^=:\s]*)\s*[=:]?\s*(.*)$")
 
 
 # --------------------------------------------------------------------------- bodies

@@ -68,5 +68,5 @@ def test_stats_data_round_trips_with_java_field_names() -> None:
 
 def test_properties_text_both_ways_as_java_properties_reads_it() -> None:
     assert parse_properties(properties_text({"a": "1", "b": "x=y"})) == {"a": "1", "b": "x=y"}
-    text = "# comment\n! other\n\n  key = value  \nflag:true\nempty=\nbare\n"
-    assert parse_properties(text) == {"key": "value", "flag": "true", "empty": "", "bare": ""}
+    text = "# comment\n! other\n\n  key = value  \nflag:true\nempty=\nbare\nspaced 1s 5s\n"
+    assert parse_properties(text) == {"key": "value", "flag": "true", "empty": "", "bare": "", "spaced": "1s 5s"}
