@@ -106,8 +106,9 @@ class EmbeddedBroker:
     async def start(self) -> None:
         await self.broker.start()
         assert self.broker.topics is not None
-        self.namesrv.attach(BrokerEntry(self.config.cluster_name, self.config.broker_name, self.broker.address,
-                                        self.broker.topics))
+        broker = self.broker
+        self.namesrv.attach(BrokerEntry(self.config.cluster_name, self.config.broker_name, broker.address,
+                                        broker.topics, permission=lambda: broker.config.broker_permission))
         try:
             await self.namesrv.start()
         except BaseException:

@@ -59,7 +59,7 @@ class Broker:
         self.locks = RebalanceLockManager(config.lock_max_live_ms)
         self.hold = PullHoldService(self._replay_held_pull)
         self.delays_ms = config.delay_levels_ms
-        self.stats = BrokerStats()
+        self.stats = BrokerStats(config.cluster_name)
         #: The name server this broker is known by (set by whoever starts both; admin answers show it).
         self.namesrv_address: str | None = None
         self.topics: TopicTable | None = None

@@ -41,6 +41,10 @@ class BrokerConfig:
     order_message_enable: bool = False
 
     broker_name: str = "broker-a"
+    #: What the broker lets clients do whatever a topic's own perm says (brokerPermission): 6 read and
+    #: write, 4 read only (routes say so and producers go elsewhere), 2 write only (pulls refused).
+    #: ``mqadmin updateBrokerConfig -k brokerPermission -v 4`` changes it while the broker runs.
+    broker_permission: int = 6
     cluster_name: str = "DefaultCluster"
     region_id: str = "DefaultRegion"
     trace_on: bool = True
@@ -132,6 +136,8 @@ class BrokerConfig:
             value = getattr(self, name)
             if not 0 <= value <= 65535:
                 raise ValueError(f"{name}={value} is not a TCP port")
+        if not 0 <= self.broker_permission <= 7:
+            raise ValueError(f"broker_permission={self.broker_permission} is not a permission (0-7; 6 read-write)")
         if self.default_topic_queue_nums < 1:
             raise ValueError(f"default_topic_queue_nums={self.default_topic_queue_nums} must be >= 1")
         if self.auto_create_queue_nums is not None and self.auto_create_queue_nums < 1:

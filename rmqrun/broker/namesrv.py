@@ -22,12 +22,19 @@ carries the topic's value as ``orderTopicConf``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from loguru import logger
 
 from rmqrun.broker.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
-from rmqrun.broker.topics import TopicTable
+from rmqrun.broker.topics import PERM_READ, PERM_WRITE, TopicConfig, TopicTable
+from rmqrun.protocol.admin import (
+    AddWritePermOfBrokerResponseHeader, BrokerNameRequestHeader, TopicList, WipeWritePermOfBrokerResponseHeader,
+    parse_properties,
+)
+from rmqrun.protocol.java_order import java_hash_set_order
+from rmqrun.remoting.errors import MissingFieldError
+from rmqrun.remoting.message import java_string_hash
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode, VERSION_V4_9_4
 from rmqrun.remoting.connection import Connection
@@ -47,6 +54,17 @@ class BrokerEntry:
     address: str
     topics: TopicTable
     broker_id: int = MASTER_ID
+    #: The broker's brokerPermission, read at every route (``updateBrokerConfig`` changes it while it runs).
+    permission: Callable[[], int] = lambda: PERM_READ | PERM_WRITE
+    #: ``mqadmin wipeWritePerm`` took write away from every topic of this broker, until ``addWritePerm``.
+    write_wiped: bool = False
+
+    def perm(self, tc: TopicConfig) -> int:
+        """A topic's perm in routes: the broker's permission replaces it unless read-write (as Java registers
+        it), and a wiped broker's topics lose write."""
+        broker_perm = self.permission()
+        perm = tc.perm if broker_perm == PERM_READ | PERM_WRITE else broker_perm
+        return perm & ~PERM_WRITE if self.write_wiped else perm
 
     def broker_data(self, *, int_keys: bool) -> dict[str, Any]:
         addrs: dict[Any, str] = {self.broker_id if int_keys else str(self.broker_id): self.address}
@@ -72,6 +90,13 @@ class NameServer:
         self.server.register(RequestCode.GET_KV_CONFIG, self._get_kv)
         self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
         self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._get_kv_list)
+        #: NamesrvConfig.productEnvName / clusterTest: shown and settable, they change nothing here.
+        self.product_env_name = "center"
+        self.cluster_test = False
+        self.server.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self._wipe_write_perm)
+        self.server.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self._add_write_perm)
+        self.server.register(RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config)
+        self.server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self._get_system_topic_list)
 
     @property
     def address(self) -> str:
@@ -101,7 +126,7 @@ class NameServer:
                 continue
             queue_datas.append({
                 "brokerName": entry.broker_name,
-                "perm": tc.perm,
+                "perm": entry.perm(tc),
                 "readQueueNums": tc.read_queue_nums,
                 "topicSysFlag": tc.topic_sys_flag,
                 "writeQueueNums": tc.write_queue_nums,
@@ -155,8 +180,8 @@ class NameServer:
     async def _get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """GET_NAMESRV_CONFIG (``mqadmin getNamesrvConfig``): the settings that mean something here."""
         props = {"listenPort": str(self.server.port),
-                 "orderMessageEnable": str(self.order_message_enable).lower(), "clusterTest": "false",
-                 "productEnvName": "center"}
+                 "orderMessageEnable": str(self.order_message_enable).lower(),
+                 "clusterTest": str(self.cluster_test).lower(), "productEnvName": self.product_env_name}
         if self.kv.path is not None:
             props["kvConfigPath"] = str(self.kv.path)
         text = "".join(f"{k}={v}\n" for k, v in props.items())
@@ -196,3 +221,76 @@ class NameServer:
         if table is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
         return cmd.response(ResponseCode.SUCCESS, body=fastjson.dumps({"table": table}))
+
+    # ------------------------------------------------------------------ operator requests
+
+    async def _wipe_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """WIPE_WRITE_PERM_OF_BROKER (``mqadmin wipeWritePerm``): producers stop routing to the broker.
+
+        Java strips write from the name server's copy of each topic until the broker registers a changed
+        topic table; here the broker stays wiped, new topics included, until ``addWritePerm``.
+        """
+        return self._operate_write_perm(conn, cmd, wipe=True)
+
+    async def _add_write_perm(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """ADD_WRITE_PERM_OF_BROKER (``mqadmin addWritePerm``): each topic gets its own perm back (Java
+        makes every one read-write, read-only topics too)."""
+        return self._operate_write_perm(conn, cmd, wipe=False)
+
+    def _operate_write_perm(self, conn: Connection, cmd: RemotingCommand, *, wipe: bool) -> RemotingCommand:
+        try:
+            name = BrokerNameRequestHeader.from_ext(cmd.ext_fields).broker_name
+        except MissingFieldError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the custom field <{exc.field}> is null")
+        count = 0
+        for entry in self.brokers:
+            if entry.broker_name == name:
+                entry.write_wiped = wipe
+                count += len(entry.topics.names())
+        logger.info("{} write perm of broker[{}], client: {}, {}", "wipe" if wipe else "add", name, conn.name, count)
+        header = (WipeWritePermOfBrokerResponseHeader(wipe_topic_count=count) if wipe
+                  else AddWritePermOfBrokerResponseHeader(add_topic_count=count))
+        return cmd.response(ResponseCode.SUCCESS, ext_fields=header.to_ext())
+
+    async def _update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """UPDATE_NAMESRV_CONFIG (``mqadmin updateNamesrvConfig``).
+
+        ``orderMessageEnable``, ``productEnvName`` and ``clusterTest`` change at once (until a restart);
+        the black-listed names are NO_PERMISSION as in Java; ``listenPort`` needs a restart and is refused;
+        names this name server has no setting for are ignored, as Java ignores them.
+        """
+        if cmd.body is None:
+            return cmd.response(ResponseCode.SUCCESS)
+        try:
+            props = parse_properties(cmd.body.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"UnsupportedEncodingException {exc}")
+        if NAMESRV_CONFIG_BLACK_LIST & props.keys():
+            return cmd.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        if "listenPort" in props:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "listenPort cannot change while the name server runs")
+        flags = {}
+        for key in ("orderMessageEnable", "clusterTest"):
+            if key in props:
+                if props[key].lower() not in ("true", "false"):
+                    return cmd.response(ResponseCode.SYSTEM_ERROR, f"{key}={props[key]!r} is not true or false")
+                flags[key] = props[key].lower() == "true"
+        self.order_message_enable = flags.get("orderMessageEnable", self.order_message_enable)
+        self.cluster_test = flags.get("clusterTest", self.cluster_test)
+        self.product_env_name = props.get("productEnvName", self.product_env_name)
+        logger.info("updateNamesrvConfig from {}: {}", conn.name, props)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_system_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS: cluster and broker names (topics of their own in RocketMQ), and the
+        address of a broker to ask for the rest."""
+        names: list[str] = []
+        for entry in self.brokers:
+            names += [entry.cluster, entry.broker_name]
+        body = TopicList(list(java_hash_set_order(dict.fromkeys(names), java_string_hash)),
+                         self.brokers[0].address if self.brokers else None)
+        return cmd.response(ResponseCode.SUCCESS, body=body.encode())
+
+
+#: NamesrvConfig names ``updateNamesrvConfig`` may not change.
+NAMESRV_CONFIG_BLACK_LIST = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})

@@ -5,6 +5,13 @@
 per-minute snapshots of many counters; the embedded broker keeps, per key, the
 events of the last minute (timestamps with counts), which is enough for "per
 second over the last minute" and costs nothing when nobody asks.
+
+VIEW_BROKER_STATS_DATA (``mqadmin statsAll``, ``exportMetrics``) asks for named statistics
+(``TOPIC_PUT_NUMS`` of a topic, ``GROUP_GET_NUMS`` of ``topic@group``, ...) over the last minute,
+hour and day, as Java's ``StatsItem`` keeps them: a sum, a rate and a per-call average. They live in
+:class:`StatsTable`, bucketed (10 s buckets for the minute, 1 min for the hour, 1 h for the day), so
+an item costs at most 90 buckets however busy it is; an item nobody wrote does not exist, and the
+answer says so, as Java's does.
 """
 
 from __future__ import annotations
@@ -12,6 +19,12 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
+
+from rmqrun.protocol.admin import (
+    BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE, BrokerStatsData, StatsWindow, stats_key,
+)
 
 WINDOW_S = 60.0
 
@@ -35,28 +48,117 @@ class _Window:
         return sum(n for _, n in self.events) / WINDOW_S
 
 
-class BrokerStats:
-    """Puts, gets and per-(group, topic) gets; TPS over the last minute, totals since start."""
+@dataclass(slots=True)
+class _Buckets:
+    """Value and call count per ``width`` seconds, the last ``count`` buckets (one window of a StatsItem)."""
 
-    def __init__(self) -> None:
+    width: float
+    count: int
+    buckets: deque[list[float]] = field(default_factory=deque)  # [bucket start, value, calls]
+
+    def add(self, value: int, calls: int, now: float) -> None:
+        start = now - now % self.width
+        if self.buckets and self.buckets[-1][0] == start:
+            self.buckets[-1][1] += value
+            self.buckets[-1][2] += calls
+        else:
+            self.buckets.append([start, value, calls])
+        self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self.buckets and self.buckets[0][0] <= now - self.width * self.count:
+            self.buckets.popleft()
+
+    def window(self, now: float, age: float) -> StatsWindow:
+        """Sum, per second and per call over the window (per second over the item's age while younger)."""
+        self._trim(now)
+        total = int(sum(b[1] for b in self.buckets))
+        calls = sum(b[2] for b in self.buckets)
+        seconds = max(min(self.width * self.count, age), self.width)
+        return StatsWindow(total, total / seconds, total / calls if calls else 0.0)
+
+
+class StatsItem:
+    """One named statistic of one key (Java ``StatsItem``): the last minute, hour and day."""
+
+    def __init__(self, now: float) -> None:
+        self.created = now
+        self.minute = _Buckets(10.0, 6)
+        self.hour = _Buckets(60.0, 60)
+        self.day = _Buckets(3600.0, 24)
+
+    def add(self, value: int, calls: int, now: float) -> None:
+        for w in (self.minute, self.hour, self.day):
+            w.add(value, calls, now)
+
+    def data(self, now: float) -> BrokerStatsData:
+        age = now - self.created
+        return BrokerStatsData(self.minute.window(now, age), self.hour.window(now, age), self.day.window(now, age))
+
+
+class StatsTable:
+    """Statistics by (name, key), created by their first value (``BrokerStatsManager.statsTable``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._items: dict[tuple[str, str], StatsItem] = {}
+        self._clock = clock
+
+    def add(self, name: str, key: str, value: int, calls: int = 1) -> None:
+        now = self._clock()
+        item = self._items.get((name, key))
+        if item is None:
+            item = self._items[(name, key)] = StatsItem(now)
+        item.add(value, calls, now)
+
+    def get(self, name: str, key: str) -> BrokerStatsData | None:
+        item = self._items.get((name, key))
+        return item.data(self._clock()) if item is not None else None
+
+
+class BrokerStats:
+    """Puts, gets and per-(group, topic) gets; TPS over the last minute, totals since start.
+
+    :attr:`table` holds the named statistics of VIEW_BROKER_STATS_DATA, fed where Java feeds them: a
+    producer's send (:meth:`on_send`, not the schedule service's or a send-back's re-put), a pull that
+    found messages, a send-back.
+    """
+
+    def __init__(self, cluster_name: str = "DefaultCluster") -> None:
         self.boot_ms = int(time.time() * 1000)
         self._puts = _Window()
         self._gets = _Window()
         self._misses = _Window()
         self._group_gets: dict[tuple[str, str], _Window] = {}
         self.put_bytes = 0
+        #: the key of the broker-wide statistics (BROKER_PUT_NUMS, BROKER_GET_NUMS), as in Java
+        self.cluster_name = cluster_name
+        self.table = StatsTable()
 
     def on_put(self, n: int, size: int) -> None:
         self._puts.add(n, time.monotonic())
         self.put_bytes += size
 
-    def on_get(self, group: str, topic: str, n: int) -> None:
+    def on_send(self, topic: str, n: int, size: int) -> None:
+        """A producer's send of ``n`` messages stored under ``topic`` (the schedule topic for a delayed one)."""
+        self.table.add(TOPIC_PUT_NUMS, topic, n)
+        self.table.add(TOPIC_PUT_SIZE, topic, size)
+        self.table.add(BROKER_PUT_NUMS, self.cluster_name, n)
+
+    def on_get(self, group: str, topic: str, n: int, size: int = 0) -> None:
         now = time.monotonic()
         if n <= 0:
             self._misses.add(1, now)
             return
         self._gets.add(n, now)
         self._group_gets.setdefault((group, topic), _Window()).add(n, now)
+        key = stats_key(topic, group)
+        self.table.add(GROUP_GET_NUMS, key, n)
+        self.table.add(GROUP_GET_SIZE, key, size)
+        self.table.add(BROKER_GET_NUMS, self.cluster_name, n)
+
+    def on_send_back(self, group: str, topic: str) -> None:
+        """A message of ``topic`` sent back by ``group`` for a retry (SNDBCK_PUT_NUMS)."""
+        self.table.add(SNDBCK_PUT_NUMS, stats_key(topic, group), 1)
 
     @property
     def put_total(self) -> int:

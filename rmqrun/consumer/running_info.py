@@ -25,6 +25,7 @@ from typing import Any, Mapping, Protocol
 
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import JobResult, Verdict
+from rmqrun.consumer.thread_dump import thread_dump
 from rmqrun.model import MessageQueue
 
 CLIENT_VERSION = "V4_9_8"
@@ -184,7 +185,8 @@ def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str
         "PROP_CONSUMER_START_TIMESTAMP": consumer.started_at_ms,
         "PROP_CLIENT_VERSION": CLIENT_VERSION,
     }
-    body: dict[str, Any] = {"jstack": ""} if jstack else {}  # no JVM threads to dump; fastjson puts it first
+    # The supervisor's threads and asyncio tasks stand for Java's thread dump; fastjson puts it first.
+    body: dict[str, Any] = {"jstack": thread_dump()} if jstack else {}
     body.update({
         "mqTable": {mq: req.pq.info(consumer.offset_store.read_memory(mq))
                     for mq, req in sorted(consumer.table.items())},

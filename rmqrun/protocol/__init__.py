@@ -3,6 +3,7 @@
 * :mod:`.header_codec` – the :class:`~.header_codec.Header` base (ext fields both ways, in Java's order);
 * :mod:`.headers` – the typed request and response headers;
 * :mod:`.bodies` – the JSON bodies (heartbeat, locks, consumer lists, offset tables) and their enums;
+* :mod:`.admin` – the operator requests' headers and bodies (stats, broker/name-server config, consume queues);
 * :mod:`.subscription` – :class:`~.subscription.SubscriptionData`, tag expressions and tag matching;
 * :mod:`.java_order` – Java ``HashSet`` iteration order, which the two above reproduce.
 

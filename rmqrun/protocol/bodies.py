@@ -108,6 +108,10 @@ def _load(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
     return obj
 
 
+#: The one JSON-object reader of every body decoder (also :mod:`.admin`'s).
+load_object = _load
+
+
 def _mq_from(obj: Any) -> MessageQueue:
     try:
         if isinstance(obj, str):

@@ -144,6 +144,16 @@ def test_admin_sees_a_running_rmqrun_consumer_and_its_progress(tmp_path: Path, r
                                                                           if mq.topic == "AdmT"}
                 assert running["statusTable"]["AdmT"]["consumeOKTPS"] > 0
                 assert running["statusTable"]["AdmT"]["pullTPS"] > 0
+                assert "jstack" not in running
+
+                # consumerStatus -s: the supervisor's threads and asyncio tasks stand for the JVM's thread dump
+                dump = await call(addr, R.GET_CONSUMER_RUNNING_INFO,
+                                  {"consumerGroup": "AdmG", "clientId": client_id, "jstackEnable": "true"})
+                assert dump.code == ResponseCode.SUCCESS, dump.remark
+                jstack = fastjson.loads(dump.body)["jstack"]
+                assert jstack.startswith(time.strftime("%Y-%m-%d")) and '"MainThread"' in jstack
+                assert "asyncio tasks of the running loop" in jstack
+                assert "rmqrun/consumer/puller.py" in jstack, "where the pullers wait"
 
                 status = await call(addr, R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {"topic": "AdmT", "group": "AdmG"})
                 assert status.code == ResponseCode.SUCCESS

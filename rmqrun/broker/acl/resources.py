@@ -38,8 +38,7 @@ from rmqrun.protocol.bodies import HeartbeatData
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.frame import RemotingCommand
 
-#: UPDATE_BROKER_CONFIG is 25 in RocketMQ's RequestCode (the embedded broker does not serve it).
-UPDATE_BROKER_CONFIG = 25
+UPDATE_BROKER_CONFIG = int(R.UPDATE_BROKER_CONFIG)
 
 #: Codes only an ``admin: true`` account may send (4.9.8's Permission.ADMIN_CODE).
 ADMIN_CODES = frozenset({int(R.UPDATE_AND_CREATE_TOPIC), UPDATE_BROKER_CONFIG, int(R.DELETE_TOPIC_IN_BROKER),

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 class BrokerContext(Protocol):
     """The broker as its processors see it: its tables and services, and the one door to the commit log."""
 
-    #: the settings (names, limits, flush and polling modes)
+    #: the settings (names, limits, flush and polling modes); ``updateBrokerConfig`` replaces the whole
+    #: frozen value while the broker runs, so read it at each use rather than keep a copy
     config: BrokerConfig
     #: the commit log, consume queues, consumer offsets, topic and group config files
     store: MessageStore
@@ -44,7 +45,7 @@ class BrokerContext(Protocol):
     locks: RebalanceLockManager
     #: pulls held for long polling
     hold: PullHoldService
-    #: put/get counters for the runtime-info answers
+    #: put/get counters for the runtime-info answers and the named statistics of ``statsAll``
     stats: BrokerStats
     #: the remoting server: the registry registers handlers on it, the inspect answers show its port
     server: RemotingServer

@@ -4,8 +4,8 @@ GET_BROKER_RUNTIME_INFO (``brokerStatus``, ``clusterList``), GET_BROKER_CONFIG
 (``getBrokerConfig``), GET_TOPIC_STATS_INFO (``topicStatus``),
 GET_CONSUMER_CONNECTION_LIST / GET_PRODUCER_CONNECTION_LIST
 (``consumerConnection``, ``producerConnection``), GET_CONSUME_STATS
-(``consumerProgress``) and QUERY_MESSAGE (``queryMsgByKey``,
-``queryMsgByUniqueKey``). Body keys, error codes and remarks are those of the
+(``consumerProgress``), GET_ALL_PRODUCER_INFO (``producer``), QUERY_CONSUME_QUEUE
+(``queryCq``) and QUERY_MESSAGE (``queryMsgByKey``, ``queryMsgByUniqueKey``). Body keys, error codes and remarks are those of the
 4.9.8 ``AdminBrokerProcessor`` / ``QueryMessageProcessor`` (see
 ``../shared/protocol/scenario_g_admin``); maps keyed by a message queue come
 out in the iteration order of the Java ``HashMap`` that holds them.
@@ -14,16 +14,20 @@ out in the iteration order of the Java ``HashMap`` that holds them.
 from __future__ import annotations
 
 import dataclasses
-import enum
+import os
 import shutil
 import time
 from typing import Any
 
+from rmqrun.broker.config_names import CONFIG_BLACK_LIST, config_text, java_name
 from rmqrun.broker.javamap import JavaPropertyMap, hash_set_order, message_queue_hash
-from rmqrun.broker.processors.common import answer
+from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store.key_index import KeyIndex
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.admin import (
+    ConsumeQueueData, ProducerInfo, ProducerTableInfo, QueryConsumeQueueRequestHeader, QueryConsumeQueueResponseBody,
+)
 from rmqrun.protocol.bodies import dumps as fj_dumps
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
@@ -36,38 +40,9 @@ UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 #: BrokerConfig.defaultQueryMaxNum: a unique-key query returns at most this many.
 DEFAULT_QUERY_MAX_NUM = 32
 
-#: Java names of BrokerConfig fields whose Python name does not camel-case to it.
-_JAVA_CONFIG_NAMES = {
-    "port": "listenPort", "cluster_name": "brokerClusterName", "data_dir": "storePathRootDir",
-    "auto_create_topic": "autoCreateTopicEnable", "flush_mode": "flushDiskType",
-    "message_delay_levels": "messageDelayLevel", "segment_size": "mappedFileSizeCommitLog",
-    "long_polling": "longPollingEnable", "short_polling_ms": "shortPollingTimeMills",
-    "max_transfer_count_in_memory": "maxTransferCountOnMessageInMemory",
-    "max_transfer_bytes_in_memory": "maxTransferBytesOnMessageInMemory",
-    "max_transfer_count_on_disk": "maxTransferCountOnMessageInDisk",
-    "max_transfer_bytes_on_disk": "maxTransferBytesOnMessageInDisk",
-    "notify_consumer_ids_changed": "notifyConsumerIdsChangedEnable", "sync_flush_timeout_ms": "syncFlushTimeout",
-    "retry_max_times": "retryMaxTimes", "file_reserved_hours": "fileReservedTime",
-    "clean_resource_interval_ms": "cleanResourceInterval", "host": "bindAddress",
-}
-
-
 def mq_order(mqs: list[MessageQueue]) -> list[MessageQueue]:
     """Iteration order of a default-sized Java ``HashMap`` keyed by these queues."""
     return hash_set_order(mqs, lambda mq: message_queue_hash(mq.topic, mq.broker_name, mq.queue_id))  # type: ignore[return-value]
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-def _config_text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return {"SYNC": "SYNC_FLUSH", "ASYNC": "ASYNC_FLUSH"}.get(value.name, value.name)
-    return "" if value is None else str(value)
 
 
 class InspectProcessor:
@@ -88,7 +63,13 @@ class InspectProcessor:
         for f in dataclasses.fields(cfg):
             if f.name.startswith("_"):
                 continue
-            out.setdefault(_JAVA_CONFIG_NAMES.get(f.name, _camel(f.name)), _config_text(getattr(cfg, f.name)))
+            out.setdefault(java_name(f.name), config_text(getattr(cfg, f.name)))
+        # Read by mqadmin exportConfigs / exportMetrics, which fail on a missing key; the values say
+        # what this broker does (no filter servers, slaves, trace topic of its own).
+        out.update({"filterServerNums": "0", "slaveReadEnable": "false", "traceTopicEnable": "false",
+                    "msgTraceTopicName": "RMQ_SYS_TRACE_TOPIC", "useTLS": config_text(cfg.tls_cert is not None),
+                    "clientCallbackExecutorThreads": str(os.cpu_count() or 1),
+                    "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST))})
         return out
 
     async def get_broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -258,7 +239,43 @@ class InspectProcessor:
         return answer(cmd, body=fj_dumps({"connectionSet": [_connection(c) for c in channels.values()]}),
                       typed=False)
 
+    async def get_all_producer_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (``mqadmin producer``): every connected producer, by group."""
+        now_ms, now = int(time.time() * 1000), time.monotonic()
+        table = ProducerTableInfo({group: [
+            ProducerInfo(c.client_id, c.conn.name, c.language, c.version,
+                         now_ms - int((now - c.last_update) * 1000))
+            for c in channels.values()] for group, channels in self.broker.consumers.producers.items() if channels})
+        return answer(cmd, body=table.encode(), typed=False)
+
     # ------------------------------------------------------------------ messages
+
+    async def query_consume_queue(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """QUERY_CONSUME_QUEUE (``mqadmin queryCq``): raw entries of one queue, and the group's subscription.
+
+        An index outside the queue is SUCCESS with Java's remark, as in 4.9.8; the body still says the
+        queue's bounds (Java sends none, and the tool then fails on it).
+        """
+        try:
+            h = parse_header(cmd, QueryConsumeQueueRequestHeader)
+        except BadRequest as bad:
+            return bad.response
+        store = self.broker.store
+        entries = store.queue_entries(h.topic, h.queue_id, h.index, max(h.count, 0))
+        if entries is None:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, f"{h.queue_id}@{h.topic} is not exist!", typed=False)
+        body = QueryConsumeQueueResponseBody(store.max_offset(h.topic, h.queue_id),
+                                             store.min_offset(h.topic, h.queue_id))
+        if h.consumer_group is not None:
+            sub = self.broker.consumers.find_subscription(h.consumer_group, h.topic)
+            body.subscription_data = sub.to_json() if sub is not None else None
+            # Java prints the group's ConsumerFilterData, which a TAG subscription has none of.
+            body.filter_data = "null" if sub is not None else f"{h.consumer_group}@{h.topic} is not online!"
+        if not body.min_queue_index <= h.index < body.max_queue_index:
+            return answer(cmd, remark=f"Index {h.index} of {h.queue_id}@{h.topic} is not exist!",
+                          body=body.encode(), typed=False)
+        body.queue_data = [ConsumeQueueData(e.commit_log_offset, e.size, e.tags_code) for e in entries]
+        return answer(cmd, body=body.encode(), typed=False)
 
     async def query_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         ext = cmd.ext_fields

@@ -116,6 +116,9 @@ class PullProcessor:
                 header = parse_header(cmd, PullMessageRequestHeader)
             except BadRequest as bad:
                 return bad.response
+        if not is_readable(self.broker.config.broker_permission):  # updateBrokerConfig brokerPermission=2
+            return answer(cmd, ResponseCode.NO_PERMISSION,
+                          f"the broker[{self.broker.config.store_host}] pulling message is forbidden")
         sgc = self._group_and_queue(conn, cmd, header)
         if isinstance(sgc, RemotingCommand):
             return sgc
@@ -209,7 +212,8 @@ class PullProcessor:
             "minOffset": result.min_offset,
             "maxOffset": result.max_offset,
         }
-        broker.stats.on_get(group, topic, result.message_count if status is S.FOUND else 0)
+        broker.stats.on_get(group, topic, result.message_count if status is S.FOUND else 0,
+                            sum(len(r) for r in result.records) if status is S.FOUND else 0)
         if status is S.FOUND:
             return answer(cmd, ResponseCode.SUCCESS, status.value, header=fields, body=b"".join(result.records))
         if status in _NOT_FOUND or (status in (S.NO_MESSAGE_IN_QUEUE, S.NO_MATCHED_LOGIC_QUEUE)

@@ -16,9 +16,11 @@ from rmqrun.broker.processors.clients import ClientProcessor
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.forward import ForwardProcessor
 from rmqrun.broker.processors.inspect import InspectProcessor
+from rmqrun.broker.processors.maintenance import MaintenanceProcessor
 from rmqrun.broker.processors.offsets import OffsetProcessor
 from rmqrun.broker.processors.pull import PullProcessor
 from rmqrun.broker.processors.send import SendProcessor
+from rmqrun.broker.processors.statistics import StatisticsProcessor
 from rmqrun.remoting.codes import RequestCode as R
 
 
@@ -31,12 +33,16 @@ class Processors:
     admin: AdminProcessor
     inspect: InspectProcessor
     forward: ForwardProcessor
+    maintenance: MaintenanceProcessor
+    statistics: StatisticsProcessor
 
 
 def register_all(broker: BrokerContext) -> Processors:
+    inspect = InspectProcessor(broker)
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
                    ClientProcessor(broker), AdminProcessor(broker),
-                   InspectProcessor(broker), ForwardProcessor(broker))
+                   inspect, ForwardProcessor(broker), MaintenanceProcessor(broker),
+                   StatisticsProcessor(broker, inspect))
     table = {
         R.SEND_MESSAGE: p.send.send,
         R.SEND_MESSAGE_V2: p.send.send,
@@ -75,6 +81,15 @@ def register_all(broker: BrokerContext) -> Processors:
         R.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: p.forward.invoke_get_consumer_status,
         R.GET_CONSUMER_RUNNING_INFO: p.forward.get_consumer_running_info,
         R.CONSUME_MESSAGE_DIRECTLY: p.forward.consume_message_directly,
+        R.GET_ALL_PRODUCER_INFO: p.inspect.get_all_producer_info,
+        R.QUERY_CONSUME_QUEUE: p.inspect.query_consume_queue,
+        R.UPDATE_BROKER_CONFIG: p.maintenance.update_broker_config,
+        R.CLEAN_EXPIRED_CONSUMEQUEUE: p.maintenance.clean_expired_consume_queue,
+        R.CLEAN_UNUSED_TOPIC: p.maintenance.clean_unused_topic,
+        R.DELETE_EXPIRED_COMMITLOG: p.maintenance.delete_expired_commit_log,
+        R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: p.maintenance.get_system_topic_list,
+        R.VIEW_BROKER_STATS_DATA: p.statistics.view_broker_stats_data,
+        R.GET_BROKER_CONSUME_STATS: p.statistics.get_broker_consume_stats,
     }
     for code, fn in table.items():
         broker.server.register(code, fn)

@@ -120,13 +120,18 @@ class SendProcessor:
                header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
         """``msgCheck``: the topic config to send to, or the answer that refuses the send."""
         topic = header.topic
+        cfg, topics = self.broker.config, self.broker.topics
+        assert topics is not None
+        existing = topics.get(topic)
+        if not is_writeable(cfg.broker_permission) and existing is not None and existing.order:
+            # Java refuses only ordered topics here: the route already sends the others elsewhere.
+            return self._answer(cmd, ResponseCode.NO_PERMISSION,
+                                f"the broker[{cfg.store_host}] sending message is forbidden")
         problem = topic_problem(topic)
         if problem:
             return self._answer(cmd, ResponseCode.SYSTEM_ERROR, problem)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return self._answer(cmd, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
-        topics = self.broker.topics
-        assert topics is not None
         tc = topics.get(topic)
         if tc is None:
             sys_flag = 0
@@ -196,6 +201,7 @@ class SendProcessor:
             stored = await broker.put_message(msg)
         except Exception as exc:
             return self._put_failed(cmd, exc, queue_id)
+        broker.stats.on_send(stored.topic, 1, stored.result.size)  # a delayed message: under the schedule topic
         return self._ok(cmd, [stored], queue_id)
 
     def _ok(self, cmd: RemotingCommand, stored: list[Stored], queue_id: int,
@@ -269,6 +275,7 @@ class SendProcessor:
             stored = await broker.put_messages(msgs)
         except Exception as exc:
             return self._put_failed(cmd, exc, queue_id)
+        broker.stats.on_send(header.topic, len(stored), sum(s.result.size for s in stored))
         return self._ok(cmd, stored, queue_id)
 
     # ------------------------------------------------------------------ send-back
@@ -336,6 +343,7 @@ class SendProcessor:
             if isinstance(exc, (StoreError, ProtocolError)):
                 return answer(cmd, ResponseCode.SYSTEM_ERROR, type(exc).__name__, typed=False)
             raise
+        broker.stats.on_send_back(header.group, props.get(PROPERTY_RETRY_TOPIC) or original.topic)
         return answer(cmd, typed=False)
 
 

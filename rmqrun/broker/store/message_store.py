@@ -44,7 +44,7 @@ from .background import PeriodicTasks
 from .checkpoint import Checkpoint, CheckpointFile
 from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
-from .consume_queue import ConsumeQueue, pack_entry
+from .consume_queue import ConsumeQueue, QueueEntry, iter_entries, pack_entry
 from .consumer_offsets import ConsumerOffsetStore
 from .disk import REAL_DISK, DiskLike, is_no_space
 from .errors import (DataDirError, DiskFullError, MessageTooLargeError, NoSpaceError, RecordFormatError,
@@ -445,6 +445,14 @@ class MessageStore:
             self._queues.remove(cq)  # closes it and deletes its files
         self._known_topics.discard(topic)
         return len(doomed)
+
+    def queue_entries(self, topic: str, queue_id: int, offset: int, count: int) -> list[QueueEntry] | None:
+        """Up to ``count`` consume-queue entries from ``offset``, within one file as Java's ``getIndexBuffer``
+        (``mqadmin queryCq``); None when the queue does not exist."""
+        cq = self._queues.get(topic, queue_id)
+        if cq is None:
+            return None
+        return [QueueEntry(*e) for e in iter_entries(cq.read_entries(offset, count))]
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get(topic, queue_id)

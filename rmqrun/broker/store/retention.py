@@ -102,6 +102,9 @@ class Retention:
         self.disk_full = False
         #: The last disk-use reading (0.0-1.0), for the answers that quote it.
         self.last_used = 0.0
+        #: One deletion at a time: a check counts the files to drop before it takes the put lock, so the
+        #: periodic check and an operator's (:meth:`delete_expired_now`) must not interleave.
+        self._run_lock = threading.Lock()
         #: The disk-full mark was set by a write failing for lack of space (not by a reading).
         self.no_space = False
         #: Messages consumers asked for after retention had deleted them (they continue
@@ -115,6 +118,24 @@ class Retention:
 
     def run(self, now: float | None = None) -> RetentionReport:
         """One check: delete what is due (see the module docstring)."""
+        with self._run_lock:
+            return self._run(now)
+
+    def delete_expired_now(self, now: float | None = None, rounds: int = 20) -> list[str]:
+        """Java's ``executeDeleteFilesManually`` (``mqadmin deleteExpiredCommitLog``): expired files go now,
+        whatever the hour, up to ``rounds`` batches; unexpired ones stay. Returns the deleted files' names."""
+        now = time.time() if now is None else now
+        deleted: list[str] = []
+        with self._run_lock:
+            for _ in range(rounds):
+                batch = self._delete_commit_log(now, forced=False)
+                if not batch:
+                    break
+                deleted += batch
+            self.follow()
+        return deleted
+
+    def _run(self, now: float | None) -> RetentionReport:
         now = time.time() if now is None else now
         used = self.disk_usage(self.data_dir)
         self.last_used = used

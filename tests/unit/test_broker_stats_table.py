@@ -1,0 +1,72 @@
+"""The broker's named statistics (VIEW_BROKER_STATS_DATA) over a minute, an hour and a day, on a fake clock,
+and the properties text the UPDATE_*_CONFIG requests carry."""
+
+from __future__ import annotations
+
+from rmqrun.broker.stats import StatsTable
+from rmqrun.protocol.admin import BrokerStatsData, parse_properties, properties_text
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_windows_forget_in_turn_and_rates_are_per_second_of_the_window() -> None:
+    clock = Clock()
+    table = StatsTable(clock)
+    assert table.get("TOPIC_PUT_NUMS", "T") is None, "an item nobody wrote does not exist"
+    for _ in range(30):  # 30 puts of 4 messages over 60 s
+        table.add("TOPIC_PUT_NUMS", "T", 4)
+        clock.now += 2
+    data = table.get("TOPIC_PUT_NUMS", "T")
+    assert data is not None
+    assert data.stats_day.sum == data.stats_hour.sum == 120
+    assert 100 <= data.stats_minute.sum <= 120 and data.stats_minute.avgpt == 4.0
+    assert 1.5 <= data.stats_minute.tps <= 2.0  # 120 messages a minute
+    assert abs(data.stats_hour.tps - 120 / 60) < 0.01, "an hour-old window's rate is over the item's age"
+
+    clock.now += 120  # two quiet minutes
+    quiet = table.get("TOPIC_PUT_NUMS", "T")
+    assert quiet is not None
+    assert (quiet.stats_minute.sum, quiet.stats_minute.tps, quiet.stats_minute.avgpt) == (0, 0.0, 0.0)
+    assert quiet.stats_hour.sum == quiet.stats_day.sum == 120
+
+    clock.now += 3600
+    late = table.get("TOPIC_PUT_NUMS", "T")
+    assert late is not None and late.stats_hour.sum == 0 and late.stats_day.sum == 120
+    assert abs(late.stats_day.tps - 120 / (3600 + 180)) < 0.001
+
+    clock.now += 24 * 3600
+    gone = table.get("TOPIC_PUT_NUMS", "T")
+    assert gone is not None and gone.stats_day.sum == 0
+
+
+def test_a_busy_item_keeps_a_bounded_number_of_buckets() -> None:
+    clock = Clock()
+    table = StatsTable(clock)
+    for _ in range(20_000):
+        table.add("GROUP_GET_NUMS", "T@G", 1)
+        clock.now += 0.5
+    item = table._items[("GROUP_GET_NUMS", "T@G")]
+    assert len(item.minute.buckets) <= 7 and len(item.hour.buckets) <= 61 and len(item.day.buckets) <= 25
+
+
+def test_stats_data_round_trips_with_java_field_names() -> None:
+    clock = Clock()
+    table = StatsTable(clock)
+    table.add("TOPIC_PUT_SIZE", "T", 100)
+    data = table.get("TOPIC_PUT_SIZE", "T")
+    assert data is not None
+    raw = data.encode()
+    assert raw.startswith(b'{"statsDay":{"avgpt":100.0,"sum":100,"tps":')
+    assert BrokerStatsData.from_json(raw) == data
+
+
+def test_properties_text_both_ways_as_java_properties_reads_it() -> None:
+    assert parse_properties(properties_text({"a": "1", "b": "x=y"})) == {"a": "1", "b": "x=y"}
+    text = "# comment\n! other\n\n  key = value  \nflag:true\nempty=\nbare\nspaced 1s 5s\n"
+    assert parse_properties(text) == {"key": "value", "flag": "true", "empty": "", "bare": "", "spaced": "1s 5s"}
