@@ -34,7 +34,7 @@ from rmqrun.protocol.admin import (
 )
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.errors import MissingFieldError
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode, VERSION_V4_9_4
 from rmqrun.remoting.connection import Connection

@@ -18,7 +18,7 @@ from rmqrun.protocol.admin import (
     BrokerStatsData, ProducerTableInfo, TopicList, parse_properties, properties_text, stats_key,
 )
 from rmqrun.protocol.bodies import HeartbeatData, ProducerData
-from rmqrun.remoting.message import BatchItem, encode_batch
+from rmqrun.remoting.message_batch import BatchItem, encode_batch
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode

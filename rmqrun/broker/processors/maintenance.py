@@ -33,7 +33,7 @@ from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import java_string_hash
+from rmqrun.remoting.message_props import java_string_hash
 
 #: Retention settings the store reads at every check (``fileReservedTime`` and the disk ratios): handed to
 #: the store as well, so ``updateBrokerConfig -k fileReservedTime`` works as on a Java broker.
