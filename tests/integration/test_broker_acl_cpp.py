@@ -61,5 +61,8 @@ def test_wrongly_signed_or_unpermitted_cpp_sends_are_refused(broker: EmbeddedBro
     assert results and all(r["event"] == "send_failed" for r in results), results
     assert topic not in broker.broker.topics  # nothing stored: not even an auto-created topic
     assert broker.broker.acl is not None and broker.broker.acl.refused >= 2
-    refusals = [ln for ln in lines if ln.startswith("ACL refused SEND_MESSAGE")]
+    # The broker logs a client's first refusal for a reason at WARNING and the rest at DEBUG: on a loaded machine the
+    # C++ client's heartbeat can be that first one, so the refused sends are then quiet. Every refusal logged, of
+    # whichever request, must give the reason.
+    refusals = [ln for ln in lines if ln.startswith("ACL refused ")]
     assert refusals and all(reason in ln for ln in refusals), lines
