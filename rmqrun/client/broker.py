@@ -166,6 +166,8 @@ class BrokerClient:
         #: ``time.monotonic()`` of the latest answer from any broker (any response code: the broker is up),
         #: 0.0 before the first; read by ``/readyz`` to tell "no broker answers" from "nothing to do"
         self.last_answer = 0.0
+        #: the same per broker address: a lag from a broker that has gone quiet is not shown as current
+        self.answered_at: dict[str, float] = {}
         #: set by a long-running owner (``rmqrun run``'s consumer): an unreachable broker is then one incident
         #: per address (start, summaries, end) instead of a line from every request that fails on it
         self.failures: FailureLog | None = None
@@ -183,7 +185,7 @@ class BrokerClient:
                 self.failures.failed(("broker", addr), f"broker {addr}",
                                      f"{request_name(cmd.code)}: {cause_of(exc)}", state="unreachable")
             raise
-        self.last_answer = time.monotonic()
+        self.last_answer = self.answered_at[addr] = time.monotonic()
         if self.failures is not None:
             self.failures.recovered(("broker", addr))
         return resp
