@@ -61,10 +61,13 @@ class SystemdNotifier:
             addr = "\0" + addr[1:]  # abstract namespace
         try:
             if self._sock is None:
+                # non-blocking: a manager that does not read (its queue holds a few datagrams) must cost a
+                # lost STATUS line, never a frozen event loop (every probe, pull and commit runs on it)
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock.setblocking(False)
             self._sock.sendto("\n".join(lines).encode("utf-8"), addr)
             return True
-        except OSError as exc:
+        except OSError as exc:  # BlockingIOError included: the queue is full
             logger.debug("sd_notify to {} failed: {}", self.address, exc)
             return False
 

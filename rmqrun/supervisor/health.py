@@ -129,11 +129,11 @@ class HealthWatch:
             if alive.ok:
                 logger.info("the pool moves again: handler calls finish")
             else:
-                logger.error("{}; /healthz answers 503", alive.reason)
+                logger.error("{}; /healthz and /readyz answer 503, rmqrun_ready is 0", alive.reason)
         if ready.ok != self._ready:
             if ready.ok and self._ready is False:
                 logger.info("ready again: {}", ready.reason.removeprefix("ready: "))
-            elif not ready.ok:
+            elif not ready.ok and alive.ok:  # a wedge's one line above says it
                 logger.warning("{}; /readyz answers 503, rmqrun_ready is 0", ready.reason)
             self._ready = ready.ok
         quiet = self.limits.ready_broker_timeout / 3
