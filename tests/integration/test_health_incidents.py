@@ -48,6 +48,8 @@ def get(port: int, path: str) -> tuple[int, str]:
             return resp.status, resp.read().decode("utf-8")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode("utf-8")
+    except urllib.error.URLError:  # not listening yet
+        return 0, ""
 
 
 def samples(port: int) -> dict[str, list[float]]:
