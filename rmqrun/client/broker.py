@@ -183,7 +183,7 @@ class BrokerClient:
         except Exception as exc:
             if self.failures is not None and is_transport(exc):
                 self.failures.failed(("broker", addr), f"broker {addr}",
-                                     f"{request_name(cmd.code)}: {cause_of(exc)}", state="unreachable")
+                                     f"{request_name(cmd.code)} failed: {cause_of(exc)}", state="unreachable")
             raise
         self.last_answer = self.answered_at[addr] = time.monotonic()
         if self.failures is not None:
