@@ -217,10 +217,8 @@ MUTANTS: list[Mutant] = [
       "        pq.dropped = True",
       I + "test_engine_puller_errors.py::test_offset_illegal_drops_the_queue_until_the_offset_is_corrected"),
     m("puller-gives-up-on-error", PL, "a pull that fails (broker error, connection) ends the queue's pull loop",
-      "            logger.warning(\"pull {} from offset {} failed: {}\", mq, req.next_offset, exc)\n"
-      "            await asyncio.sleep(exception_delay)",
-      "            logger.warning(\"pull {} from offset {} failed: {}\", mq, req.next_offset, exc)\n"
-      "            return",
+      "            await asyncio.sleep(exception_delay)\n        else:\n            engine.pull_failures.recovered(mq)",
+      "            return\n        else:\n            engine.pull_failures.recovered(mq)",
       I + "test_engine_puller_errors.py::test_refused_pulls_are_retried_and_nothing_is_lost"),
     m("puller-tag-refilter", PL, "no client-side tag re-filter (tags whose hash codes collide get through)",
       "        return True\n    return sub.matches_tag(tags)", "        return True\n    return True",
