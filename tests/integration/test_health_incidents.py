@@ -21,8 +21,6 @@ import asyncio
 import re
 import signal
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rmqrun.broker.app import BrokerProcess
 from tests.integration import engine_kit
 from tests.integration.cli_kit import Child, child_env, free_port, run_args, wait_for
+from tests.integration.test_health_endpoints import get
 from tests.integration.test_systemd_notify import FakeSystemd
 
 pytestmark = pytest.mark.timeout(300)
@@ -40,16 +39,6 @@ OUTAGE_S = 60.0
 STALL_TIMEOUT = 4.0
 #: the periodic progress line is not a failure line (status_interval, every 10 s by design)
 STATUS_LINE = re.compile(r"\| \d+ consumed \(\d+/s\)")
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as resp:
-            return resp.status, resp.read().decode("utf-8")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8")
-    except urllib.error.URLError:  # not listening yet
-        return 0, ""
 
 
 def samples(port: int) -> dict[str, list[float]]:
@@ -77,6 +66,7 @@ def test_broker_killed_not_ready_quiet_log_and_ready_again(tmp_path: Path) -> No
         args = run_args(bp.namesrv_address, "G_outage", "Outage", "workers.noop:handle", "--workers", "2",
                         "--metrics-port", str(port))
         with Child(args, tmp_path, env=env) as child:
+            child.wait_output("metrics on http://127.0.0.1:")
             wait_for(lambda: get(port, "/readyz")[0] == 200, 60, "ready")
             wait_for(lambda: sum(samples(port).get("rmqrun_messages_consumed_total", [0])) == 40, 60, "40 consumed")
             wait_for(lambda: len(samples(port).get("rmqrun_queue_lag_messages", [])) >= 8, 30, "a lag per queue")
@@ -136,6 +126,7 @@ def test_every_worker_stuck_is_unhealthy_and_the_watchdog_stops(tmp_path: Path) 
                         "--metrics-port", str(port), "--graceful-timeout", "3")
         with Child(args, tmp_path, env=env) as child:
             wait_for(lambda: systemd.first("READY", "1"), 60, "READY=1")
+            child.wait_output("metrics on http://127.0.0.1:")
             ready_at = time.monotonic()
 
             def unhealthy() -> tuple[int, str] | None:
