@@ -520,4 +520,9 @@ MUTANTS: list[Mutant] = [
       "every failed pull of an unreachable broker is logged (a line per queue per second)",
       "            if engine.instance.broker.reported(exc):", "            if False:",
       I + "test_health_incidents.py::test_broker_killed_not_ready_quiet_log_and_ready_again"),
+    m("health-past-limit-unseen", "rmqrun/supervisor/health.py",
+      "every worker in one handler call past the consume time limit is called alive",
+      "min(ages) > limits.time_limit:", "min(ages) > 1e9:",
+      U + "test_health_readiness.py",
+      I + "test_health_incidents.py::test_every_worker_past_the_consume_time_limit_is_unhealthy"),
 ]

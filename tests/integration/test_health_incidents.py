@@ -164,3 +164,27 @@ def test_every_worker_stuck_is_unhealthy_and_the_watchdog_stops(tmp_path: Path) 
     finally:
         bp.kill()
         systemd.close()
+
+
+def test_every_worker_past_the_consume_time_limit_is_unhealthy(tmp_path: Path) -> None:
+    """The other wedge: calls that outlive consumeTimeout (a handler swallowing the soft limit), before the
+    pool's hard kill (kill_grace later) frees them; the stall rule is off here."""
+    port = free_port()
+    bp = BrokerProcess(tmp_path / "broker", auto_create_queue_nums=2).start()
+    try:
+        asyncio.run(engine_kit.produce(bp.namesrv_address, "PastLimit", 4))
+        env = child_env(RMQRUN_STALL_TIMEOUT="0", RMQRUN_KILL_GRACE="120")
+        args = run_args(bp.namesrv_address, "G_limit", "PastLimit", "workers.misbehave:hang_hard", "--workers",
+                        "2", "--consume-timeout", "0.05", "--metrics-port", str(port), "--graceful-timeout", "1")
+        with Child(args, tmp_path, env=env) as child:
+            child.wait_output("metrics on http://127.0.0.1:")
+            wait_for(lambda: get(port, "/readyz")[0] == 200, 60, "ready")
+            status, body = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(get(port, "/healthz")),
+                                    30, "unhealthy")  # type: ignore[misc]
+            assert body.startswith("unhealthy: pool wedged: every worker (2) has been in one handler call for "
+                                   "over 3 s (the consume time limit"), body
+            assert samples(port)["rmqrun_ready"] == [0.0]
+            child.signal(signal.SIGTERM)
+            assert child.wait(60) == 0
+    finally:
+        bp.kill()
