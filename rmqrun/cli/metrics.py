@@ -21,7 +21,12 @@ turns and never blocks consumption, and a scrape that cannot be answered
 Per-queue series carry ``topic``, ``broker`` and ``queue_id`` labels. Lag is
 the broker's max offset from the queue's latest pull answer minus the
 group's committed offset (in memory, the value the next commit sends); a
-queue without either yet has no lag sample rather than a made-up one.
+queue without either yet has no lag sample rather than a made-up one. A
+stale lag is never shown as a number: when the queue's broker has not
+answered for ``ready_broker_timeout`` or its max offset is older than a long
+poll explains, the queue has no lag and no broker-offset sample (the series
+drops out, so ``absent()`` or a missing-data alert sees it) until the broker
+answers again.
 """
 
 from __future__ import annotations
@@ -76,7 +81,10 @@ class SupervisorCollector:
         info.add_metric([__version__, snap.group, snap.handler], 1)
         yield info
         yield _gauge("rmqrun_start_time_seconds", "when this rmqrun process started, Unix time", self.started_at)
-        yield _gauge("rmqrun_ready", "1 once the consumer has started (READY=1), else 0", int(snap.ready))
+        # the same verdict as /readyz: 0 before the first rebalance, while draining, while the pool is wedged
+        # and when no broker has answered for ready_broker_timeout (the alert `rmqrun_ready == 0` fires then)
+        yield _gauge("rmqrun_ready", "1 while /readyz answers 200 (consuming, a broker answering, the pool "
+                     "moving), else 0", int(self.supervisor.readiness().ok))
         yield _gauge("rmqrun_workers", "worker processes (slots) in the pool", snap.workers)
         yield _counter("rmqrun_worker_restarts_total",
                        "workers replaced after dying unexpectedly (crash, kill, hard time limit)", snap.restarts)

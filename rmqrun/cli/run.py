@@ -36,6 +36,8 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
         click.echo(table.describe(resolved))
         return
     logs.setup(resolved["log_level"], resolved["log_format"], namespace=resolved["namespace"])
+    from rmqrun.client.failure_log import set_report_every
+    set_report_every(resolved["log_repeat_interval"])
     settings = table.build(resolved)
     cwd_on_path()
     from rmqrun.cli import event_loop

@@ -33,11 +33,13 @@ from rmqrun.cli.values import (
     at_least, between, parse_bool, parse_float, parse_int, parse_lower, parse_name, parse_namespace, parse_namesrv,
     parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
 )
+from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
 from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
+from rmqrun.supervisor.health import READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings
 
@@ -204,6 +206,17 @@ SETTINGS: tuple[Setting, ...] = (
        attr="grace", flag="--graceful-timeout", check=at_least(0), allowed="0 or more seconds"),
     _S("status_interval", parse_float, 10.0, "seconds between status lines (0: none)", RUN,
        check=at_least(0), allowed="0 or more seconds"),
+    _S("ready_broker_timeout", parse_float, READY_BROKER_TIMEOUT_S, "not ready (/readyz 503, rmqrun_ready 0) "
+       "when no broker has answered for this many seconds; lag from a broker this quiet is not shown", RUN,
+       check=lambda v: v > 0, allowed="a positive number of seconds"),
+    _S("stall_timeout", parse_float, STALL_TIMEOUT_S, "unhealthy (/healthz 503, no watchdog pings) when work "
+       "waits and no handler call has finished for this many seconds; above the longest normal call "
+       "(0: off)", RUN, check=at_least(0), allowed="0 or more seconds"),
+    _S("watchdog_checks_health", parse_bool, True, "systemd watchdog pings stop while unhealthy (a wedged "
+       "pool), so systemd restarts rmqrun (false: they prove only that the event loop turns)", RUN),
+    _S("log_repeat_interval", parse_float, DEFAULT_REPORT_EVERY_S, "a failure that repeats (broker or name "
+       "server unreachable, a periodic task failing) is logged when it starts and ends, with a summary at "
+       "most every this many seconds", CLI, check=lambda v: v > 0, allowed="a positive number of seconds"),
     _S("log_level", parse_str, "INFO", "log level", CLI, flag="--log-level", choices=LOG_LEVELS),
     _S("log_format", parse_lower, "text", "text or json (JSON lines, one object per record)", CLI,
        flag="--log-format", check=lambda v: v in ("text", "json"), allowed="text or json"),

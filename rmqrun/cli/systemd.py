@@ -8,6 +8,11 @@ begins to shut down. Without ``NOTIFY_SOCKET`` everything here is a no-op.
 
 Watchdog pings come from a task on the supervisor's event loop: if the loop
 ever stalls, pings stop and systemd restarts the service, which is the point.
+A turning loop proves little on its own (it kept pinging while every worker
+was stuck in a handler), so with ``watchdog_checks_health`` (the default) the
+pings also stop while the supervisor is not alive (a wedged pool, see
+:mod:`rmqrun.supervisor.health`), and resume if it recovers before systemd
+acts.
 """
 
 from __future__ import annotations
@@ -56,10 +61,13 @@ class SystemdNotifier:
             addr = "\0" + addr[1:]  # abstract namespace
         try:
             if self._sock is None:
+                # non-blocking: a manager that does not read (its queue holds a few datagrams) must cost a
+                # lost STATUS line, never a frozen event loop (every probe, pull and commit runs on it)
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+                self._sock.setblocking(False)
             self._sock.sendto("\n".join(lines).encode("utf-8"), addr)
             return True
-        except OSError as exc:
+        except OSError as exc:  # BlockingIOError included: the queue is full
             logger.debug("sd_notify to {} failed: {}", self.address, exc)
             return False
 
@@ -72,7 +80,8 @@ class SystemdNotifier:
         def ready() -> None:
             self.notify("READY=1", f"STATUS=consuming: {supervisor.status_text()}", f"MAINPID={os.getpid()}")
             if self.watchdog_interval > 0:
-                self._watchdog = asyncio.ensure_future(self._ping())
+                self._watchdog = asyncio.ensure_future(
+                    self._ping(supervisor if settings.watchdog_checks_health else None))
 
         settings.on_ready = ready
         settings.on_status = lambda text: self.notify(f"STATUS={text}")
@@ -80,9 +89,21 @@ class SystemdNotifier:
         if settings.status_interval <= 0 or settings.status_interval > 10:
             settings.status_interval = 10.0
 
-    async def _ping(self) -> None:
+    async def _ping(self, supervisor: "Supervisor | None") -> None:
+        """WATCHDOG=1 every half period, held back while ``supervisor`` (when given) is not alive."""
+        held = False
         while True:
-            self.notify("WATCHDOG=1")
+            verdict = supervisor.liveness() if supervisor is not None else None
+            if verdict is None or verdict.ok:
+                if held:
+                    held = False
+                    logger.info("systemd watchdog pings resume: {}", verdict.reason if verdict else "alive")
+                self.notify("WATCHDOG=1")
+            elif not held:
+                held = True
+                logger.error("systemd watchdog pings stop ({}): systemd restarts rmqrun once WatchdogSec passes",
+                             verdict.reason)
+                self.notify(f"STATUS={verdict.reason}")
             await asyncio.sleep(self.watchdog_interval)
 
     def stop(self) -> None:

@@ -25,7 +25,6 @@ from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.bodies import _load, _mq_from, _mq_table
-from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, RemotingError, error_for_code

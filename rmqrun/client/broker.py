@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
 
+from rmqrun.client.failure_log import FailureLog, cause_of, is_transport
 from rmqrun.model import Message, MessageQueue
 from rmqrun.protocol.bodies import (
     ConsumerListBody,
@@ -45,7 +46,7 @@ from rmqrun.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
-from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.codes import RequestCode, ResponseCode, request_name
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
@@ -162,10 +163,28 @@ class BrokerClient:
         #: ``time.monotonic()`` of the latest answer from any broker (any response code: the broker is up),
         #: 0.0 before the first; read by ``/readyz`` to tell "no broker answers" from "nothing to do"
         self.last_answer = 0.0
+        #: the same per broker address: a lag from a broker that has gone quiet is not shown as current
+        self.answered_at: dict[str, float] = {}
+        #: set by a long-running owner (``rmqrun run``'s consumer): an unreachable broker is then one incident
+        #: per address (start, summaries, end) instead of a line from every request that fails on it
+        self.failures: FailureLog | None = None
+
+    def reported(self, exc: BaseException) -> bool:
+        """True when ``exc`` is a transport failure this client's incident log reports already: a caller
+        then logs it at DEBUG only."""
+        return self.failures is not None and is_transport(exc)
 
     async def _call(self, addr: str, cmd: RemotingCommand, timeout: float | None) -> RemotingCommand:
-        resp = await self.pool.request(addr, cmd, self.timeout if timeout is None else timeout)
-        self.last_answer = time.monotonic()
+        try:
+            resp = await self.pool.request(addr, cmd, self.timeout if timeout is None else timeout)
+        except Exception as exc:
+            if self.failures is not None and is_transport(exc):
+                self.failures.failed(("broker", addr), f"broker {addr}",
+                                     f"{request_name(cmd.code)} failed: {cause_of(exc)}", state="unreachable")
+            raise
+        self.last_answer = self.answered_at[addr] = time.monotonic()
+        if self.failures is not None:
+            self.failures.recovered(("broker", addr))
         return resp
 
     async def _expect_success(self, addr: str, cmd: RemotingCommand, timeout: float | None) -> RemotingCommand:

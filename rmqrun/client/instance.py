@@ -36,7 +36,8 @@ from rmqrun.protocol.bodies import (
     dumps,
 )
 from rmqrun.client.broker import BrokerClient
-from rmqrun.client.log_limit import LogLimit, held_note
+from rmqrun.client.errors import NameServerUnavailableError
+from rmqrun.client.failure_log import FailureLog
 from rmqrun.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -55,7 +56,6 @@ from rmqrun.remoting.frame import RemotingCommand, SerializeType
 from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
-PERIODIC_FAILURE_LOG_EVERY_S = 30.0  # a periodic job failing every round is reported once per this
 
 NotifyCallback = Callable[[NotifyConsumerIdsChangedRequestHeader], Awaitable[None]]
 RunningInfoCallback = Callable[[GetConsumerRunningInfoRequestHeader], Awaitable[Any]]
@@ -192,9 +192,9 @@ class ClientInstance:
     @staticmethod
     async def _every(first_delay: float, interval: float, job: Callable[[], Awaitable[Any]]) -> None:
         await asyncio.sleep(first_delay)
-        # While the cluster is down a periodic job fails every round: the first failure is logged
-        # with its traceback, then at most one line per PERIODIC_FAILURE_LOG_EVERY_S.
-        failures = LogLimit(PERIODIC_FAILURE_LOG_EVERY_S)
+        # While the cluster is down a periodic job fails every round: one incident (its start with the
+        # cause, a summary now and then, its end), a traceback only for a cause that is a bug, once.
+        failures = FailureLog()
         name = getattr(job, "__qualname__", repr(job))
         while True:
             try:
@@ -202,15 +202,9 @@ class ClientInstance:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a periodic job must survive a bad round
-                held = failures.allow(name)
-                if held is None:
-                    logger.debug("periodic client task {} failed: {!r}", name, exc)
-                elif held == 0:
-                    logger.opt(exception=exc).warning("periodic client task {} failed", name)
-                else:
-                    logger.warning("periodic client task {} failed: {!r}{}", name, exc, held_note(held))
+                failures.failed(name, f"periodic client task {name}", exc)
             else:
-                failures.reset(name)
+                failures.recovered(name)
             await asyncio.sleep(interval)
 
     # ----------------------------------------------------------------- registration
@@ -288,6 +282,9 @@ class ClientInstance:
                 await self.update_route(topic)
             except TopicNotExistError:
                 pass
+            except NameServerUnavailableError as exc:
+                # the name server's own incident line says it (namesrv.py): one line, not one per topic
+                logger.debug("route refresh of {} failed: {}", topic, exc)
             except RemotingError as exc:
                 logger.warning("route refresh of {} failed: {}", topic, exc)
 
@@ -368,7 +365,8 @@ class ClientInstance:
             except AccessDeniedError:
                 return False  # logged once, with its line, by _on_refused
             except RemotingError as exc:
-                logger.warning("heartbeat to {} failed: {}", addr, exc)
+                (logger.debug if self.broker.reported(exc) else logger.warning)("heartbeat to {} failed: {}",
+                                                                                addr, exc)
                 return False
         results = await asyncio.gather(*(one(a) for a in addresses))
         return sum(results)

@@ -17,10 +17,9 @@ import asyncio
 import random
 from typing import Sequence
 
-from loguru import logger
 
 from rmqrun.client.errors import NameServerUnavailableError
-from rmqrun.client.log_limit import LogLimit, held_note
+from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.route import TopicRouteData
 from rmqrun.protocol.headers import GetRouteInfoRequestHeader
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -54,10 +53,9 @@ def parse_addresses(addresses: str | Sequence[str]) -> list[str]:
     return out
 
 
-#: a failing name server is warned about at most this often (per address, process-wide: the client
-#: instances of successive start attempts share it)
-WARN_EVERY_S = 30.0
-_WARNINGS = LogLimit(WARN_EVERY_S)
+#: a failing name server is one incident per address, process-wide: the client instances of successive
+#: start attempts (and of one run's consumer and producers) share it
+_FAILURES = FailureLog()
 
 
 class NameServerClient:
@@ -77,14 +75,11 @@ class NameServerClient:
         if self.preferred == address:
             self._index = (self._index + 1) % len(self.addresses)
 
-    def _warn(self, address: str, text: str) -> None:
-        """Warn about a failing name server at most once per WARN_EVERY_S per address: a consumer
-        retrying through an outage (start-up waits for the cluster) must not log every attempt."""
-        held = _WARNINGS.allow(address)
-        if held is None:
-            logger.debug("{}", text)
-        else:
-            logger.warning("{}{}", text, held_note(held))
+    def _warn(self, address: str, state: str, cause: str) -> None:
+        """A failing name server is an incident (its start, a summary now and then, its end): a consumer
+        retrying through an outage (start-up waits for the cluster, route refreshes) must not log every
+        attempt."""
+        _FAILURES.failed(address, f"name server {address}", cause, state=state)
 
     async def request(self, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
         """Send ``cmd`` to a name server, failing over on connection errors."""
@@ -100,14 +95,14 @@ class NameServerClient:
             try:
                 conn = await asyncio.wait_for(self.pool.get(address), remaining)
             except (ConnectionClosedError, asyncio.TimeoutError) as exc:
-                self._warn(address, f"name server {address} unreachable: {exc}")
+                self._warn(address, "unreachable", str(exc))
                 last = exc
                 self._skip(address)
                 continue
             try:
                 resp = await conn.request(cmd, max(deadline - loop.time(), 0.001))
             except ConnectionClosedError as exc:
-                self._warn(address, f"name server {address} dropped the connection: {exc}")
+                self._warn(address, "dropped the connection", str(exc))
                 dropped = True
                 last = exc
                 self._skip(address)
@@ -115,6 +110,7 @@ class NameServerClient:
                 self._skip(address)
                 raise
             else:
+                _FAILURES.recovered(address)
                 return self.pool.check(address, cmd, resp)
         if isinstance(last, TlsError):  # not an outage: the settings or the certificate must change
             raise last

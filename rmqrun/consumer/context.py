@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import Executor, JobResult, RecordData
@@ -108,6 +109,8 @@ class PullContext(Protocol):
     offset_store: OffsetStore
     consume_service: ConsumeService
     paused: bool
+    #: a queue whose pulls fail for a cause other than an unreachable broker: one incident per queue
+    pull_failures: FailureLog
 
     def subscription(self, topic: str) -> SubscriptionData | None: ...
 

@@ -27,7 +27,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from rmqrun.client.log_limit import LogLimit, held_note
+from rmqrun.client.failure_log import FailureLog
 from rmqrun.consumer.defaults import LOCAL_OFFSET_FILE_NAME, LOCAL_OFFSET_STORE_DIR
 from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
@@ -40,8 +40,6 @@ FetchFn = Callable[[MessageQueue], Awaitable["int | None"]]
 OFFSET_NOT_FOUND = -1
 """read(): no offset known (memory miss, or the store has none)."""
 OFFSET_READ_FAILED = -2
-#: a broker failing every commit is reported once per this many seconds (its queues together)
-COMMIT_FAILURE_LOG_EVERY_S = 30.0
 """read(): the store could not be asked (network or broker error); try again later."""
 
 
@@ -138,11 +136,14 @@ class OffsetStore(ABC):
 class RemoteOffsetStore(OffsetStore):
     """Clustering: offsets live on the broker that holds each queue."""
 
-    def __init__(self, group: str, commit: CommitFn, fetch: FetchFn | None = None) -> None:
+    def __init__(self, group: str, commit: CommitFn, fetch: FetchFn | None = None, *,
+                 reported: Callable[[BaseException], bool] = lambda exc: False) -> None:
         super().__init__(group)
         self._commit = commit
         self._fetch = fetch
-        self._failures = LogLimit(COMMIT_FAILURE_LOG_EVERY_S)
+        #: whether a failure is reported already (an unreachable broker is the broker client's incident)
+        self._reported = reported
+        self._failures = FailureLog()
 
     async def _read_from_store(self, mq: MessageQueue) -> int:
         """Ask the broker. Java maps *every* broker error to -1 ("no offset"), which
@@ -192,16 +193,17 @@ class RemoteOffsetStore(OffsetStore):
         try:
             await self._commit(mq, offset)
         except Exception as exc:  # noqa: BLE001 - one broker's failure must not stop the others
-            # A broker that is down fails every queue's commit every period: one line per broker
-            # per COMMIT_FAILURE_LOG_EVERY_S, the rest at DEBUG (the next period retries them all).
-            held = self._failures.allow(key)
-            text = f"group {self.group}: committing offset {offset} of {mq} failed: {exc!r}"
-            if held is None:
-                logger.debug("{}", text)
+            # A broker that is down fails every queue's commit every period: one incident per broker (its
+            # queues together; the next period retries them all). An unreachable broker is reported by
+            # the broker client already: then DEBUG only.
+            text = f"committing offset {offset} of {mq}: {exc!r}"
+            if self._reported(exc):
+                logger.debug("group {}: {}", self.group, text)
             else:
-                logger.error("{}{}", text, held_note(held))
+                self._failures.failed(key, f"group {self.group}: offset commits to {mq.broker_name}", text,
+                                      level="ERROR")
             return False
-        self._failures.reset(key)
+        self._failures.recovered(key)
         return True
 
 

@@ -24,4 +24,7 @@ class PullRequest:
     previously_locked: bool = False
     #: the queue's max offset in the broker's last pull answer (-1: none yet), for lag metrics
     broker_max_offset: int = -1
+    #: ``time.monotonic()`` when ``broker_max_offset`` was last refreshed (0.0: never): a lag computed from
+    #: an old one is not shown (the broker may be gone, or the queue not pulled for a while)
+    broker_max_offset_at: float = 0.0
     task: asyncio.Task[None] | None = field(default=None, repr=False)

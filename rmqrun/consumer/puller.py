@@ -37,6 +37,9 @@ from rmqrun.remoting.message_props import PROPERTY_TAGS
 if TYPE_CHECKING:
     from rmqrun.protocol.subscription import SubscriptionData
 
+#: a queue held by flow control is not pulled, so its max offset (the lag) is asked for this often
+MAX_OFFSET_REFRESH_S = 5.0
+
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
@@ -57,6 +60,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
     mq = req.mq
     exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
     flow_logged = 0
+    refreshed_at = 0.0
     while not pq.dropped:
         pq.last_pull_timestamp = _now_ms()
         if engine.paused:
@@ -68,6 +72,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
             if flow_logged % 1000 == 1:
                 logger.warning("flow control on {}: {} messages / {:.1f} MiB cached (limits {} / {} MiB)",
                                mq, pq.msg_count, _mib(pq.msg_size), limit_count, limit_mib)
+            refreshed_at = await _refresh_max_offset(engine, req, refreshed_at)
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         if not cfg.orderly or cfg.order_by_key:  # key mode keeps finished-out-of-order messages cached too
@@ -76,6 +81,7 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
                 if flow_logged % 1000 == 1:
                     logger.warning("flow control on {}: offset span {} over consume_concurrently_max_span {}",
                                    mq, pq.max_span(), cfg.consume_concurrently_max_span)
+                refreshed_at = await _refresh_max_offset(engine, req, refreshed_at)
                 await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
                 continue
         if cfg.orderly and cfg.clustering:
@@ -114,9 +120,14 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
             engine.request_heartbeat()
             await asyncio.sleep(exception_delay)
         except Exception as exc:
-            logger.warning("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
+            # an unreachable broker is the broker client's one incident; any other cause is this queue's
+            if engine.instance.broker.reported(exc):
+                logger.debug("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
+            else:
+                engine.pull_failures.failed(mq, f"pulls of {mq}", f"from offset {req.next_offset}: {exc}")
             await asyncio.sleep(exception_delay)
         else:
+            engine.pull_failures.recovered(mq)
             if cfg.pull_interval_ms:
                 await asyncio.sleep(cfg.pull_interval_ms / 1000)
 
@@ -147,6 +158,7 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         return
     engine.note_suggested_broker(mq, result.suggest_which_broker_id)
     req.broker_max_offset = result.max_offset
+    req.broker_max_offset_at = time.monotonic()
     status = result.status
     if status is PullStatus.FOUND:
         prev = req.next_offset
@@ -186,6 +198,24 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         req.next_offset = result.next_begin_offset
         pq.dropped = True
         await engine.handle_offset_illegal(req)
+
+
+async def _refresh_max_offset(engine: PullContext, req: PullRequest, asked_at: float) -> float:
+    """While flow control holds a queue (its handlers are slow or stuck), no pull answer brings its max
+    offset: ask for it now and then, so its lag stays a current number while it grows (the lag matters
+    most then). Returns when it was last asked."""
+    now = time.monotonic()
+    if now - max(asked_at, req.broker_max_offset_at) < MAX_OFFSET_REFRESH_S:
+        return asked_at
+    try:
+        addr = await engine.pull_address(req.mq)
+        high = await engine.instance.broker.get_max_offset(addr, req.mq)
+    except Exception as exc:  # the pulls report a broker's failures; this is a best effort for the lag only
+        logger.debug("max offset of {} not refreshed: {}", req.mq, exc)
+        return now
+    req.broker_max_offset = high
+    req.broker_max_offset_at = time.monotonic()
+    return now
 
 
 def _correct_offset_when_idle(engine: PullContext, req: PullRequest) -> None:

@@ -24,6 +24,7 @@ from loguru import logger
 
 from rmqrun.aio import cancel_and_wait
 from rmqrun.client.errors import BrokerNotFoundError
+from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, dlq_topic, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
@@ -110,6 +111,9 @@ class PushConsumer:
             unit_name=config.unit_name,
             poll_name_server_interval=config.poll_name_server_interval_ms / 1000,
             heartbeat_interval=config.heartbeat_interval_ms / 1000, security=config.security)
+        # a long-running consumer: an unreachable broker is one incident per address, not a line per request
+        if self.instance.broker.failures is None:
+            self.instance.broker.failures = FailureLog()
         self._subs: dict[str, SubscriptionData] = {
             topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
         self.offset_store: OffsetStore = self._make_offset_store()
@@ -118,6 +122,7 @@ class PushConsumer:
             KeyedConsumeService(self) if config.order_by_key else
             OrderlyConsumeService(self) if config.orderly else ConcurrentConsumeService(self))
         self.rebalancer = Rebalancer(self)
+        self.pull_failures = FailureLog()
         self.table: dict[MessageQueue, PullRequest] = {}
         self.removing: set[MessageQueue] = set()
         self.paused = False
@@ -149,7 +154,7 @@ class PushConsumer:
                 if addr is None:
                     raise BrokerNotFoundError(f"no address for broker {mq.broker_name}")
                 return await self.instance.broker.query_consumer_offset(addr, self.config.group, mq)
-            return RemoteOffsetStore(self.config.group, commit, fetch)
+            return RemoteOffsetStore(self.config.group, commit, fetch, reported=self.instance.broker.reported)
         store = LocalFileOffsetStore(self.config.group, self.instance.client_id, self.config.offset_store_dir)
         store.load()
         return store

@@ -64,7 +64,8 @@ class Rebalancer:
                 try:
                     changed |= await self._rebalance_topic(topic)
                 except Exception as exc:
-                    logger.warning("rebalance of topic {} failed: {}", topic, exc)
+                    (logger.debug if self.engine.instance.broker.reported(exc) else logger.warning)(
+                        "rebalance of topic {} failed: {}", topic, exc)
             # queues of topics we no longer subscribe to
             for mq in [mq for mq in self.engine.table if mq.topic not in self.engine.subscribed_topics()]:
                 req = self.engine.table[mq]
@@ -84,6 +85,8 @@ class Rebalancer:
             return False
         if self.config.clustering:
             cid_all = await self._consumer_ids(topic, mq_all)
+            if cid_all is None:  # no broker answered: said by the broker client's incident log or above
+                return False
             if not cid_all:
                 logger.warning("no consumer ids for group {} on topic {}", self.config.group, topic)
                 return False
@@ -93,17 +96,21 @@ class Rebalancer:
             mine = set(mq_all)
         return await self._update_table(topic, mine)
 
-    async def _consumer_ids(self, topic: str, mq_all: list[MessageQueue]) -> list[str]:
+    async def _consumer_ids(self, topic: str, mq_all: list[MessageQueue]) -> list[str] | None:
+        """The group's members from the first broker that answers; None when every broker asked failed."""
         brokers = sorted({mq.broker_name for mq in mq_all})
+        asked = False
         for name in brokers:
             addr = self.engine.instance.broker_address(name)
             if addr is None:
                 continue
+            asked = True
             try:
                 return await self.engine.instance.broker.get_consumer_list(addr, self.config.group)
             except Exception as exc:
-                logger.warning("get consumer list of {} from {} failed: {}", self.config.group, addr, exc)
-        return []
+                (logger.debug if self.engine.instance.broker.reported(exc) else logger.warning)(
+                    "get consumer list of {} from {} failed: {}", self.config.group, addr, exc)
+        return None if asked else []
 
     async def _update_table(self, topic: str, mine: set[MessageQueue]) -> bool:
         engine = self.engine

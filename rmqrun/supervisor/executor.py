@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from loguru import logger
 
@@ -52,6 +53,8 @@ class _Pending:
     future: asyncio.Future[JobResult]
     deaths: int = 0
     job: ConsumeJob | None = None
+    #: ``time.monotonic()`` when the job came: how long work has waited, for the stall rule of ``/healthz``
+    queued_at: float = field(default_factory=time.monotonic)
 
     def dropped(self) -> bool:
         pq = self.job.pq if self.job is not None else None
@@ -59,6 +62,18 @@ class _Pending:
 
 
 _SKIP_SWEEP_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLoad:
+    """How the pool moves, for the health checks (:mod:`rmqrun.supervisor.health`)."""
+
+    #: seconds each handler call in progress has run
+    call_ages: tuple[float, ...]
+    #: batches not in a handler call yet: waiting here or behind another one in a worker's pipe
+    queued: int
+    #: seconds work has waited with no batch finishing (None: nothing waits)
+    stalled_for: float | None
 
 
 class PoolExecutor:
@@ -79,6 +94,8 @@ class PoolExecutor:
         self._isolations: set[asyncio.Task[None]] = set()
         #: the pool stops a call at its time limit and answers for every batch (lost ones are redispatched)
         self.enforces_time_limit = config.time_limit > 0
+        #: ``time.monotonic()`` of the latest batch to finish (or of a worker's loss: the pool moved)
+        self._moved_at = time.monotonic()
 
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()
@@ -142,6 +159,25 @@ class PoolExecutor:
                     calls[offsets[i]] = live.call_began
         return calls
 
+    def load(self, now: float) -> PoolLoad:
+        """The handler calls in progress and how long queued work has waited with nothing finishing.
+
+        Work has waited at least since the oldest batch not yet in a call came; nothing finished since
+        the pool last moved; the stall is the shorter of the two (a burst after an idle hour is no stall).
+        """
+        ages: list[float] = []
+        queued = len(self._waiting)
+        since = min((p.queued_at for p in self._waiting), default=None)
+        for batch_id, pending in self._flying.items():
+            live = self.pool.live_call(batch_id)
+            if live is not None and live.in_call:
+                ages.append(max(0.0, now - live.call_began))
+            elif live is None:
+                queued += 1
+                since = pending.queued_at if since is None else min(since, pending.queued_at)
+        stalled = None if since is None else max(0.0, now - max(since, self._moved_at))
+        return PoolLoad(tuple(ages), queued, stalled)
+
     @property
     def in_flight(self) -> int:
         return len(self._flying)
@@ -189,6 +225,7 @@ class PoolExecutor:
     # ----------------------------------------------------------------- pool callbacks
 
     def _on_result(self, result: BatchResult) -> None:
+        self._moved_at = time.monotonic()
         pending = self._flying.pop(result.batch_id, None)
         if self.dispatcher is not None:
             # a batch cut short by a time limit says nothing about how long batches take
@@ -207,6 +244,7 @@ class PoolExecutor:
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
+        self._moved_at = time.monotonic()
         logger.warning("worker {} (pid {}) {}: redelivering {} batch(es)", lost.worker_id, lost.pid, lost.reason,
                        len(lost.batches))
         again: list[_Pending] = []
@@ -338,11 +376,13 @@ class PoolExecutor:
                 pending.future.set_exception(ExecutorClosedError("shutting down"))
         self._waiting.clear()
 
-    async def stop(self, grace: float) -> None:
-        """Stop taking jobs; in-flight ones may finish within ``grace``; the rest are not run."""
+    async def stop(self, grace: float, *, waited: float = 0.0) -> None:
+        """Stop taking jobs; in-flight ones may finish within ``grace``; the rest are not run.
+
+        ``waited``: seconds of the stop's grace already spent before this (the log says the whole)."""
         for pending in list(self._waiting):
             if not pending.future.done():
                 pending.future.set_exception(ExecutorClosedError("shutting down"))
         self._waiting.clear()
-        await self.pool.stop(grace)  # it logs every batch cut short
+        await self.pool.stop(grace, waited=waited)  # it logs every batch cut short
         self._fail_all(ExecutorClosedError("stopped"))

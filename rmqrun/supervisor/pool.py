@@ -316,7 +316,7 @@ class Pool:
         finally:
             self._reloading = False
 
-    async def stop(self, grace: float = 30.0) -> list[Batch]:
+    async def stop(self, grace: float = 30.0, *, waited: float = 0.0) -> list[Batch]:
         """Stop gracefully; returns the batches that did not finish.
 
         Submitting stops at once; every worker gets STOP behind the batches it
@@ -341,7 +341,8 @@ class Pool:
             self._retire(proc)
         await self._wait_dead(grace)
         if self._procs:
-            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs), grace)
+            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs),
+                           round(waited + grace, 1))  # waited: the part of the stop's grace spent before the pool's
             for proc in list(self._procs):
                 proc.kill("stop grace expired", signal.SIGTERM)
             await self._wait_dead(_TERM_WAIT)

@@ -8,9 +8,9 @@ that owns those objects, in one pass between two loop turns (the objects are
 loop-owned: only the loop may read them), and is frozen: a scrape renders
 what it was given and cannot change anything.
 
-:func:`health_of` reads only what readiness needs (the phase, the brokers'
-latest answer, how many queues are assigned), so a probe pays for no queue
-walk; :func:`snapshot_of` reads everything the metrics show. The pool is
+:func:`health_of` reads only what health and readiness need (the phase, the
+brokers' latest answer, how many queues are assigned, how the pool moves), so
+a probe pays for no queue walk; :func:`snapshot_of` reads everything the metrics show. The pool is
 read through its public members only (``size``, ``restarts``, ``recycles``,
 ``workers()``). The functions take the supervisor untyped (``Any``): it
 imports this module for :meth:`Supervisor.snapshot`, and a type-only import
@@ -30,12 +30,20 @@ from rmqrun.namespace import unwrap
 
 @dataclass(frozen=True, slots=True)
 class HealthSnapshot:
-    """What ``/readyz`` decides on. ``last_broker_answer`` is None without a consumer (monotonic seconds)."""
+    """What ``/healthz`` and ``/readyz`` decide on (:mod:`rmqrun.supervisor.health`).
+
+    ``last_broker_answer`` is None without a consumer (monotonic seconds). ``call_ages`` are how long each
+    handler call in progress has run; ``stalled_for`` how long work has waited (batches not in a call yet)
+    with no batch finishing, None when nothing waits."""
 
     phase: str
     phase_detail: str
     last_broker_answer: float | None
     assigned_queues: int
+    workers: int = 0
+    call_ages: tuple[float, ...] = ()
+    queued_batches: int = 0
+    stalled_for: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +72,8 @@ class QueueSnapshot:
     mq: MessageQueue
     topic: str
     inflight_messages: int
+    #: None also when the last one known is not current (its broker is quiet, the queue not pulled lately):
+    #: a stale lag is never shown as a number
     broker_offset: int | None
     consumer_offset: int | None
     #: (offset, seconds since it was stored, None when unknown) of the oldest unfinished message, if any
@@ -109,33 +119,51 @@ class SupervisorSnapshot:
 
 
 def health_of(supervisor: Any) -> HealthSnapshot:
-    """The supervisor's phase and its brokers' latest answer, and nothing else."""
+    """The supervisor's phase, its brokers' latest answer and how its pool moves, and nothing else."""
     engine = supervisor.engine
-    if engine is None:
-        return HealthSnapshot(supervisor.phase, supervisor.phase_detail, None, 0)
-    return HealthSnapshot(supervisor.phase, supervisor.phase_detail, engine.instance.broker.last_answer,
-                          len(engine.table))
+    executor = supervisor.executor
+    load = executor.load(time.monotonic())
+    last = None if engine is None else engine.instance.broker.last_answer
+    return HealthSnapshot(supervisor.phase, supervisor.phase_detail, last,
+                          0 if engine is None else len(engine.table), executor.pool.size, load.call_ages,
+                          load.queued, load.stalled_for)
 
 
-def _queues(engine: Any, now_ms: int) -> tuple[QueueSnapshot, ...]:
+def _current(engine: Any, req: Any, quiet_s: float, now: float) -> bool:
+    """Whether a queue's broker max offset is a current number, so a lag computed from it is one.
+
+    Not when its broker has not answered anything for ``quiet_s`` (``ready_broker_timeout``: the broker
+    is gone, the number is a memory), nor when the offset is older than a long poll can explain (the queue
+    is not pulled, and flow control refreshes it every few seconds, see the puller)."""
+    if req.broker_max_offset < 0:
+        return False
+    cfg = engine.config
+    addr = engine.instance.broker_address(req.mq.broker_name)
+    heard = engine.instance.broker.answered_at.get(addr, 0.0) if addr is not None else 0.0
+    polled = max(quiet_s, cfg.broker_suspend_max_time_ms / 1000 + 5.0) + cfg.pull_interval_ms / 1000
+    return now - heard <= quiet_s and now - req.broker_max_offset_at <= polled
+
+
+def _queues(engine: Any, now_ms: int, quiet_s: float) -> tuple[QueueSnapshot, ...]:
     namespace = engine.config.namespace
+    now = time.monotonic()
     out = []
     for mq, req in sorted(engine.table.items()):
         done = engine.offset_store.read_memory(mq)
-        high = req.broker_max_offset
+        high = req.broker_max_offset if _current(engine, req, quiet_s, now) else None
         out.append(QueueSnapshot(mq, unwrap(namespace, mq.topic), req.pq.msg_count,
-                                 high if high >= 0 else None, done if done >= 0 else None,
-                                 oldest_unfinished(req.pq, now_ms)))
+                                 high, done if done >= 0 else None, oldest_unfinished(req.pq, now_ms)))
     return tuple(out)
 
 
-def _consume_of(engine: Any) -> ConsumeSnapshot:
+def _consume_of(engine: Any, quiet_s: float) -> ConsumeSnapshot:
     stats = engine.stats
     hist = stats.handler_latency
     return ConsumeSnapshot(
         stats.consumed, stats.failed, stats.undecodable, stats.jobs,
         HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count),
-        engine.rebalancer.rebalances, engine.rebalancer.lock_losses, _queues(engine, int(time.time() * 1000)))
+        engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
+        _queues(engine, int(time.time() * 1000), quiet_s))
 
 
 def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
@@ -148,4 +176,4 @@ def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
     return SupervisorSnapshot(
         settings.consumer.group, settings.pool.handler, supervisor.ready, health_of(supervisor), pool.size,
         pool.restarts, pool.recycles, executor.in_flight, executor.waiting, slots,
-        None if engine is None else _consume_of(engine))
+        None if engine is None else _consume_of(engine, supervisor.health_limits.ready_broker_timeout))

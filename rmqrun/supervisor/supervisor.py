@@ -33,9 +33,12 @@ from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.supervisor.health import (
+    READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S, HealthLimits, HealthWatch, Verdict, liveness, readiness,
+)
 from rmqrun.supervisor.pool import PoolError, WorkerBootError
 from rmqrun.supervisor.pool_config import PoolConfig
-from rmqrun.supervisor.snapshot import SupervisorSnapshot, snapshot_of
+from rmqrun.supervisor.snapshot import SupervisorSnapshot, health_of, snapshot_of
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -53,6 +56,12 @@ class RunSettings:
     #: seconds between status log lines (0 = none)
     status_interval: float = 10.0
     max_inflight_messages: int = 64
+    #: not ready when no broker has answered for this long (seconds)
+    ready_broker_timeout: float = READY_BROKER_TIMEOUT_S
+    #: unhealthy when work waits and no handler call has finished for this long (seconds; 0: off)
+    stall_timeout: float = STALL_TIMEOUT_S
+    #: the systemd watchdog pings stop while rmqrun is unhealthy (a wedged pool), so systemd restarts it
+    watchdog_checks_health: bool = True
     #: called with a short status text now and then (systemd STATUS=, the demo's progress)
     on_status: Callable[[str], None] | None = field(default=None, repr=False)
     #: called once when consuming has started (systemd READY=1)
@@ -77,6 +86,10 @@ class Supervisor:
         self._signals: asyncio.Queue[int] = asyncio.Queue()
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
+        self.health_limits = HealthLimits(settings.ready_broker_timeout, settings.stall_timeout,
+                                          pool.time_limit)
+        #: (monotonic time, messages consumed) at the previous status line: the rate is a recent one
+        self._rate_mark: tuple[float, int] | None = None
 
     # ----------------------------------------------------------------- signals
 
@@ -138,6 +151,8 @@ class Supervisor:
         if self.settings.on_ready:
             self.settings.on_ready()
         status_task = asyncio.ensure_future(self._status_loop())
+        engine = self.engine
+        watch_task = asyncio.ensure_future(HealthWatch(self, self.health_limits, engine.request_heartbeat).run())
         assert self.executor.fatal is not None
         refused = self._watch_refusals(self.engine)
         code = EXIT_OK
@@ -170,6 +185,7 @@ class Supervisor:
                 await self._handle(sig)
         finally:
             status_task.cancel()
+            watch_task.cancel()
             refused.cancel()
 
     @staticmethod
@@ -239,7 +255,8 @@ class Supervisor:
                 get_sig.cancel()
         await shutdown
         # the grace period is one budget for the whole stop: what is left of it, then workers stop at once
-        await self.executor.stop(max(0.0, deadline - time.monotonic()))
+        left = max(0.0, deadline - time.monotonic())
+        await self.executor.stop(left, waited=max(0.0, grace - left))
         self._set_phase("stopped")
         stats = engine.stats
         logger.info("stopped: {} messages consumed, {} failed", stats.consumed, stats.failed)
@@ -256,19 +273,34 @@ class Supervisor:
         if self.settings.on_status:
             self.settings.on_status(text)
 
+    def liveness(self) -> Verdict:
+        """Alive, or why not (a wedged pool): ``/healthz`` and the systemd watchdog."""
+        return liveness(health_of(self), self.health_limits)
+
+    def readiness(self, now: float | None = None) -> Verdict:
+        """Ready, or why not: ``/readyz`` and ``rmqrun_ready``."""
+        return readiness(health_of(self), self.health_limits, now=now)
+
     def snapshot(self) -> SupervisorSnapshot:
         """A frozen picture of the pool, executor and consumer for the metrics (call it on the loop)."""
         return snapshot_of(self)
 
     def status_text(self) -> str:
+        """One line of progress. The rate is over the time since the previous line (the status interval), not
+        since start: an average over a day hides that consuming stopped an hour ago. While draining the line
+        says so first, so systemd's ``stopping`` status is never replaced by a plain progress line."""
         engine = self.engine
         if engine is None:
             return "starting"
         stats = engine.stats
-        elapsed = max(1e-6, time.monotonic() - stats.started)
-        return (f"{stats.consumed} consumed ({stats.consumed / elapsed:.0f}/s), {stats.failed} failed, "
+        now = time.monotonic()
+        since, before = self._rate_mark or (stats.started, 0)
+        self._rate_mark = (now, stats.consumed)
+        rate = (stats.consumed - before) / max(1e-6, now - since)
+        text = (f"{stats.consumed} consumed ({rate:.0f}/s), {stats.failed} failed, "
                 f"{len(engine.table)} queues, {self.executor.in_flight} batches in flight, "
                 f"{self.executor.pool.size} workers")
+        return f"stopping: {text}" if self.phase in ("draining", "stopped") else text
 
     async def _status_loop(self) -> None:
         interval = self.settings.status_interval
