@@ -101,7 +101,7 @@ MUTANTS: list[Mutant] = [
       "                    if True:\n                        done.append(entry.offset)",
       CHAIN + "::test_send_back_and_republish_refused_the_message_is_retried_locally"),
     m("retry-no-republish", RT, "send-back failure: no re-publish to %RETRY%, reported as done",
-      "        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1)",
+      "        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1, failure)",
       "        return True",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("retry-republish-failure-true", RP, "a failed re-publish reports success (message dropped)",
