@@ -143,8 +143,9 @@ def list_(group: str | None, redrive_group: str | None, config_file: str | None,
             queue = DeadLetterQueue(consumer, target.group)
             for mq in await queue.queues():
                 bounds = await queue.bounds(mq)
-                notes.append(f"{mq.broker_name}:{mq.queue_id} holds offsets {bounds.low}..{bounds.high - 1}, "
-                             f"re-driven by {target.redrive_group} up to "
+                held = (f"holds offsets {bounds.low}..{bounds.high - 1}" if bounds.high > bounds.low
+                        else f"is empty (offset {bounds.high})")
+                notes.append(f"{mq.broker_name}:{mq.queue_id} {held}, re-driven by {target.redrive_group} up to "
                              f"{bounds.redriven_to if bounds.redriven_to >= 0 else 'none'}")
                 async for item in queue.read(mq, bounds.low, bounds.high):
                     if limit is not None and shown >= limit:

@@ -110,6 +110,8 @@ class Redriver:
         self.namespace = namespace
         self.on_moved = on_moved
         self.report = RedriveReport()
+        #: the offset last stored per queue by this run
+        self._stored: dict[MessageQueue, int] = {}
 
     @property
     def _full(self) -> bool:
@@ -175,9 +177,10 @@ class Redriver:
 
     async def _commit(self, bounds: QueueBounds, position: int) -> None:
         """Store the offset the run reached (moved messages are stored one by one as they go)."""
-        if not self.dry_run and position != bounds.redriven_to:
+        if not self.dry_run and position != self._stored.get(bounds.mq, bounds.redriven_to):
             await self._store(bounds.mq, position)
 
     async def _store(self, mq: MessageQueue, offset: int) -> None:
         await self.dlq.consumer.update_consume_offset(mq, offset)
         await self.dlq.consumer.persist_consume_offsets()
+        self._stored[mq] = offset

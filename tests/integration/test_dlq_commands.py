@@ -222,6 +222,16 @@ def test_dlq_commands_without_a_dlq_and_bad_options(tmp_path: Path) -> None:
         assert "moved 0 message(s)" in r.stderr
         r = run_cli(["dlq", "show", "--group", "GNeverFailed", "--namesrv", eb.namesrv_address, "--msg-id", "X"])
         assert r.returncode == 1 and "no such message" in r.stderr
+        # a DLQ as a RocketMQ 4.x broker creates it (write-only): named, with how to make it readable
+        r = run_cli(["topic", "create", "%DLQ%GWriteOnly", "--perm", "w", "--queues", "1",
+                     "--namesrv", eb.namesrv_address])
+        assert r.returncode == 0, r.stderr
+        r = run_cli(["dlq", "list", "--group", "GWriteOnly", "--namesrv", eb.namesrv_address])
+        assert r.returncode == 1 and "not readable" in r.stderr and "--perm rw" in r.stderr, r.stderr
+        r = run_cli(["topic", "update", "%DLQ%GWriteOnly", "--perm", "rw", "--namesrv", eb.namesrv_address])
+        assert r.returncode == 0, r.stderr
+        r = dlq(eb, "GWriteOnly", "list")
+        assert r.stdout == "" and "is empty" in r.stderr
         for args in (["list"], ["list", "--group", "G", "--since", "yesterday"],
                      ["show", "--group", "G"], ["redrive", "--group", "G", "--to-topic", "bad topic"],
                      ["list", "--group", "G", "--since", "2030-01-01T00:00:00Z", "--until", "2020-01-01T00:00:00Z"]):
