@@ -75,11 +75,14 @@ def _time(value: str | None, option: str) -> int | None:
     return when.value
 
 
-def _filter(since: str | None, until: str | None, keys: tuple[str, ...], msg_ids: tuple[str, ...]) -> "DlqFilter":
+def _filter(since: str | None, until: str | None, keys: tuple[str, ...], msg_ids: tuple[str, ...],
+            topics: tuple[str, ...] = (), namespace: str | None = None) -> "DlqFilter":
+    from rmqrun.namespace import wrap
     from rmqrun.pull.dead_letters import DlqFilter
     selected = DlqFilter(_time(since, "--since"), _time(until, "--until"),
                          frozenset(k.strip() for k in keys if k.strip()),
-                         frozenset(i.strip() for i in msg_ids if i.strip()))
+                         frozenset(i.strip() for i in msg_ids if i.strip()),
+                         frozenset(wrap(namespace, t.strip()) for t in topics if t.strip()))
     if selected.since_ms is not None and selected.until_ms is not None and selected.since_ms > selected.until_ms:
         raise ConfigError(f"--since {since!r} is after --until {until!r}")
     return selected
@@ -98,6 +101,8 @@ def _where(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _filters(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--topic", "topics", multiple=True, metavar="TOPIC",
+                      help="only messages consumed from this topic; repeatable")(fn)
     fn = click.option("--msg-id", "msg_ids", multiple=True, metavar="ID",
                       help="only this message (client id, broker id or original id); repeatable")(fn)
     fn = click.option("--key", "keys", multiple=True, metavar="KEY", help="only messages with this key; repeatable")(fn)
@@ -129,11 +134,12 @@ def dlq() -> None:
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
 def list_(group: str | None, redrive_group: str | None, config_file: str | None, namesrv: str | None,
           namespace: str | None, security_flags: dict[str, Any], since: str | None, until: str | None,
-          keys: tuple[str, ...], msg_ids: tuple[str, ...], count: str | None, as_json: bool) -> None:
+          keys: tuple[str, ...], msg_ids: tuple[str, ...], topics: tuple[str, ...], count: str | None,
+          as_json: bool) -> None:
     """The messages in the DLQ, oldest offset first, with whether they were re-driven."""
     from rmqrun.cli import dlq_format as fmt
     target = _target(group, redrive_group, namesrv, config_file, namespace, security_flags)
-    selected = _filter(since, until, keys, msg_ids)
+    selected = _filter(since, until, keys, msg_ids, topics, target.namespace)
     limit = None if count is None else int_option(count, "--count", 1)
 
     async def main() -> tuple[int, list[str]]:
@@ -230,11 +236,11 @@ def show(group: str | None, redrive_group: str | None, config_file: str | None, 
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message moved")
 def redrive(group: str | None, redrive_group: str | None, config_file: str | None, namesrv: str | None,
             namespace: str | None, security_flags: dict[str, Any], since: str | None, until: str | None,
-            keys: tuple[str, ...], msg_ids: tuple[str, ...], to_topic: str | None, dry_run: bool,
-            count: str | None, as_json: bool) -> None:
+            keys: tuple[str, ...], msg_ids: tuple[str, ...], topics: tuple[str, ...], to_topic: str | None,
+            dry_run: bool, count: str | None, as_json: bool) -> None:
     """Send dead letters back to their topic, each once (the re-drive group's offsets say how far)."""
     target = _target(group, redrive_group, namesrv, config_file, namespace, security_flags)
-    selected = _filter(since, until, keys, msg_ids)
+    selected = _filter(since, until, keys, msg_ids, topics, target.namespace)
     limit = None if count is None else int_option(count, "--count", 1)
     if to_topic is not None:
         from rmqrun.client.producer import check_topic

@@ -76,17 +76,20 @@ class DlqFilter:
     """Which dead letters a command takes: all of these that are given must hold.
 
     ``since_ms`` / ``until_ms`` bound the time the DLQ stored the message (when it was
-    dead-lettered), both inclusive; ``keys`` and ``msg_ids`` match any one of theirs.
+    dead-lettered), both inclusive; ``keys`` and ``msg_ids`` match any one of theirs;
+    ``topics`` are original topics (``RETRY_TOPIC``, on the wire: under the namespace).
     """
 
     since_ms: int | None = None
     until_ms: int | None = None
     keys: frozenset[str] = field(default_factory=frozenset)
     msg_ids: frozenset[str] = field(default_factory=frozenset)
+    topics: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def active(self) -> bool:
-        return bool(self.since_ms is not None or self.until_ms is not None or self.keys or self.msg_ids)
+        return bool(self.since_ms is not None or self.until_ms is not None or self.keys or self.msg_ids
+                    or self.topics)
 
     def matches(self, msg: Message) -> bool:
         if self.since_ms is not None and msg.store_timestamp < self.since_ms:
@@ -94,6 +97,8 @@ class DlqFilter:
         if self.until_ms is not None and msg.store_timestamp > self.until_ms:
             return False
         if self.keys and not self.keys.intersection(keys_of(msg)):
+            return False
+        if self.topics and msg.properties.get(codec.PROPERTY_RETRY_TOPIC) not in self.topics:
             return False
         return not self.msg_ids or bool(self.msg_ids & ids_of(msg))
 

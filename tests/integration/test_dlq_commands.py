@@ -195,6 +195,8 @@ def test_redrive_filters_and_target_topic(tmp_path: Path) -> None:
         assert len(got) == 1 and f"id={by_idx[1]['msg_id']}" in got[0]
         # --list filters the same way
         assert [r["msg_id"] for r in listed(eb, group, "--msg-id", by_idx[3]["msg_id"])] == [by_idx[3]["msg_id"]]
+        # by the topic a message was consumed from
+        assert len(listed(eb, group, "--topic", topic)) == len(DEAD) and listed(eb, group, "--topic", "Other") == []
         # a time after every dead letter: nothing taken, and the offset is past them (passed over)
         future = str(int(time.time() * 1000) + 3_600_000)
         assert redrive("RSince", "--since", future) == []

@@ -69,6 +69,11 @@ def test_filter_by_time_key_and_any_id() -> None:
         assert DlqFilter(msg_ids=frozenset({known})).matches(m)
     assert not DlqFilter(msg_ids=frozenset({"U6"})).matches(m)
     assert not DlqFilter(since_ms=0, keys=frozenset({"a"}), msg_ids=frozenset({"U6"})).matches(m)
+    # by the topic it was consumed from (RETRY_TOPIC, as the wire names it)
+    from_orders = msg(6, RETRY_TOPIC="ns%Orders")
+    assert DlqFilter(topics=frozenset({"ns%Orders"})).matches(from_orders) and DlqFilter(topics=frozenset({"x"})).active
+    assert not DlqFilter(topics=frozenset({"Orders"})).matches(from_orders)
+    assert not DlqFilter(topics=frozenset({"ns%Orders"})).matches(m)
 
 
 def test_the_redriven_copy_keeps_the_message_and_drops_the_bookkeeping() -> None:
