@@ -126,6 +126,10 @@ class SendBack:
             attempts = _attempts(record)
             if goes_to_dlq_on_send_back(attempts - 1, delay_level, max_reconsume_times):
                 reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
+                if reason is DeadLetterReason.HANDLER and failure is not None:
+                    # the job's error belongs to another message of the batch, if to any: say what happened
+                    failure = Failure(failure.mq, failure.offset, f"the handler asked for the DLQ (delay level "
+                                                                  f"{delay_level})")
                 self.dead_letters.record(reason, msg_id=msg_id, topic=origin_topic, attempts=attempts,
                                          failure=failure)
             return True
