@@ -202,9 +202,13 @@ def show(group: str | None, redrive_group: str | None, config_file: str | None, 
         wanted = DlqFilter(msg_ids=frozenset({msg_id.strip()})) if msg_id else None
         async with target.consumer() as consumer:
             dead = DeadLetterQueue(consumer, target.group)
-            for mq in await dead.queues():
-                if at is not None and (mq.queue_id != queue_id or (broker and mq.broker_name != broker)):
-                    continue
+            queues = await dead.queues()
+            if at is not None:
+                queues = [mq for mq in queues if mq.queue_id == queue_id and (not broker or mq.broker_name == broker)]
+                if len(queues) > 1:
+                    raise ConfigError(f"--offset {at}: %DLQ%{target.group} has queue {queue_id} on several brokers "
+                                      f"({', '.join(sorted(mq.broker_name for mq in queues))}): give --broker")
+            for mq in queues:
                 bounds = await dead.bounds(mq, with_offset=False)
                 start, end = (at, at + 1) if at is not None else (bounds.low, bounds.high)
                 async for item in dead.read(mq, start, end):

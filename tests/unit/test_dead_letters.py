@@ -238,3 +238,20 @@ def test_a_dead_letter_without_its_topic_needs_to_topic() -> None:
     producer = FakeProducer()
     redrive(consumer, producer, to_topic="Elsewhere")
     assert [t for t, _ in producer.sent] == ["Elsewhere"] and consumer.stored == 1
+
+
+def test_what_dlq_list_and_show_print() -> None:
+    from rmqrun.cli import dlq_format as fmt
+    m = msg(4, KEYS="a b", TAGS="T", RETRY_TOPIC="ns%Orders", ORIGIN_MESSAGE_ID="X4", note="line\nbreak")
+    m.reconsume_times = 16
+    row = fmt.summary(m, "ns", redriven_to=5)
+    assert row["origin_topic"] == "Orders" and row["keys"] == ["a", "b"] and row["redriven"] is True
+    assert row["origin_msg_id"] == "X4" and row["size"] == 2 and row["reconsume_times"] == 16
+    assert fmt.summary(m, "ns", redriven_to=4)["redriven"] is False
+    assert fmt.summary(m, "ns", redriven_to=-1)["redriven"] is False
+    assert fmt.list_line(row) == ("1970-01-01T00:00:01.004Z broker-a:0@4 id=U4 keys=a,b topic=Orders reconsumed=16 "
+                                  "size=2 redriven")
+    text = fmt.show_text(m, "ns", 1)
+    assert "origin topic    Orders" in text and "  note = line\\nbreak" in text and "m… (2 bytes)" in text
+    undecodable = fmt.undecodable_record(UndecodableRecord(MQ, 9, "bad"), 3)
+    assert fmt.undecodable_line(undecodable) == "broker-a:0@9 does not decode (bad)" and not undecodable["redriven"]
