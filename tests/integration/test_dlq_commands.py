@@ -14,7 +14,7 @@ import signal
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -32,10 +32,16 @@ def props(i: int) -> dict[str, str]:
     return {"idx": str(i), "KEYS": f"k{i} order-{i}", "TAGS": f"tag{i}", "fate": FATES[i], "user": f"u{i}"}
 
 
-def start_broker(tmp_path: Path) -> EmbeddedBroker:
-    # every retry level 1 s, so a message that fails twice reaches the DLQ in a few seconds
-    return EmbeddedBroker(tmp_path / "broker", flush_mode="async",
-                          message_delay_levels=" ".join(["1s"] * 18)).start_in_thread()
+@pytest.fixture
+def eb(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """The embedded broker with every retry level 1 s, so a message that fails twice reaches the DLQ in seconds
+    (this module's own, in place of the integration conftest's)."""
+    eb = EmbeddedBroker(tmp_path / "broker", flush_mode="async",
+                        message_delay_levels=" ".join(["1s"] * 18)).start_in_thread()
+    try:
+        yield eb
+    finally:
+        eb.stop_in_thread()
 
 
 def dead_letter_lines(text: str) -> list[str]:
@@ -111,168 +117,153 @@ def topic_messages(eb: EmbeddedBroker, topic: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("mode", ["concurrently", "orderly"])
-def test_dead_letters_are_counted_logged_listed_and_redriven_once(tmp_path: Path, mode: str) -> None:
+def test_dead_letters_are_counted_logged_listed_and_redriven_once(eb: EmbeddedBroker, tmp_path: Path,
+                                                                  mode: str) -> None:
     group, topic = f"GDead{mode.capitalize()}", f"Dead{mode.capitalize()}"
-    eb = start_broker(tmp_path)
-    try:
-        eb.broker.topics.put(TopicConfig(topic, 2, 2))
-        produce(eb.namesrv_address, topic, len(FATES), props=props)
-        originals = {int(m["properties"]["idx"]): m for m in topic_messages(eb, topic)}
-        dead_letter_a_run(eb, tmp_path, group, topic, mode)
+    eb.broker.topics.put(TopicConfig(topic, 2, 2))
+    produce(eb.namesrv_address, topic, len(FATES), props=props)
+    originals = {int(m["properties"]["idx"]): m for m in topic_messages(eb, topic)}
+    dead_letter_a_run(eb, tmp_path, group, topic, mode)
 
-        # list: every dead letter, with where it came from; nothing re-driven yet
-        rows = listed(eb, group)
-        assert sorted(int(r["keys"][0][1:]) for r in rows) == sorted(DEAD)
-        for row in rows:
-            idx = int(row["keys"][0][1:])
-            assert row["origin_topic"] == topic and row["msg_id"] == originals[idx]["msg_id"]
-            assert row["keys"] == [f"k{idx}", f"order-{idx}"] and row["tags"] == f"tag{idx}"
-            assert row["size"] == len(f"m{idx}") and row["redriven"] is False
-            # the broker's send-back names the stored (offset) id, a re-publish (orderly) the client id, as in Java
-            assert row["origin_msg_id"] == originals[idx]["offset_msg_id" if mode == "concurrently" else "msg_id"]
+    # list: every dead letter, with where it came from; nothing re-driven yet
+    rows = listed(eb, group)
+    assert sorted(int(r["keys"][0][1:]) for r in rows) == sorted(DEAD)
+    for row in rows:
+        idx = int(row["keys"][0][1:])
+        assert row["origin_topic"] == topic and row["msg_id"] == originals[idx]["msg_id"]
+        assert row["keys"] == [f"k{idx}", f"order-{idx}"] and row["tags"] == f"tag{idx}"
+        assert row["size"] == len(f"m{idx}") and row["redriven"] is False
+        # the broker's send-back names the stored (offset) id, a re-publish (orderly) the client id, as in Java
+        assert row["origin_msg_id"] == originals[idx]["offset_msg_id" if mode == "concurrently" else "msg_id"]
 
-        # show: one message in full, by its message id
-        one = rows[0]
-        shown = json.loads(dlq(eb, group, "show", "--msg-id", one["msg_id"], "--json").stdout)
-        assert shown["queue_offset"] == one["queue_offset"] and shown["body"] == f"m{one['keys'][0][1:]}"
-        assert shown["properties"]["RETRY_TOPIC"] == topic and shown["origin_topic"] == topic
-        text = dlq(eb, group, "show", "--offset", str(one["queue_offset"])).stdout
-        assert "RETRY_TOPIC = " + topic in text and f"m{one['keys'][0][1:]}" in text
+    # show: one message in full, by its message id
+    one = rows[0]
+    shown = json.loads(dlq(eb, group, "show", "--msg-id", one["msg_id"], "--json").stdout)
+    assert shown["queue_offset"] == one["queue_offset"] and shown["body"] == f"m{one['keys'][0][1:]}"
+    assert shown["properties"]["RETRY_TOPIC"] == topic and shown["origin_topic"] == topic
+    text = dlq(eb, group, "show", "--offset", str(one["queue_offset"])).stdout
+    assert "RETRY_TOPIC = " + topic in text and f"m{one['keys'][0][1:]}" in text
 
-        # --dry-run: the plan, and nothing sent or committed
-        before = len(topic_messages(eb, topic))
-        plan = dlq(eb, group, "redrive", "--dry-run")
-        assert plan.stdout.count("would move ") == len(DEAD) and "dry run" in plan.stderr
-        assert len(topic_messages(eb, topic)) == before
-        assert all(r["redriven"] is False for r in listed(eb, group))
+    # --dry-run: the plan, and nothing sent or committed
+    before = len(topic_messages(eb, topic))
+    plan = dlq(eb, group, "redrive", "--dry-run")
+    assert plan.stdout.count("would move ") == len(DEAD) and "dry run" in plan.stderr
+    assert len(topic_messages(eb, topic)) == before
+    assert all(r["redriven"] is False for r in listed(eb, group))
 
-        # the re-drive moves each once
-        moved = dlq(eb, group, "redrive")
-        assert moved.stdout.count("moved ") == len(DEAD), moved.stdout + moved.stderr
-        again = dlq(eb, group, "redrive")
-        assert "moved " not in again.stdout and f"moved 0 message(s)" in again.stderr, again.stdout + again.stderr
-        assert all(r["redriven"] is True for r in listed(eb, group))
+    # the re-drive moves each once
+    moved = dlq(eb, group, "redrive")
+    assert moved.stdout.count("moved ") == len(DEAD), moved.stdout + moved.stderr
+    again = dlq(eb, group, "redrive")
+    assert "moved " not in again.stdout and f"moved 0 message(s)" in again.stderr, again.stdout + again.stderr
+    assert all(r["redriven"] is True for r in listed(eb, group))
 
-        after = topic_messages(eb, topic)
-        copies = [m for m in after if "RMQRUN_REDRIVEN_FROM" in m["properties"]]
-        assert len(after) == before + len(DEAD) and len(copies) == len(DEAD)
-        for copy in copies:
-            idx = int(copy["properties"]["idx"])
-            original = originals[idx]
-            assert copy["body"] == original["body"] and copy["msg_id"] == original["msg_id"]
-            assert copy["keys"] == original["keys"] and copy["tags"] == original["tags"]
-            assert copy["properties"]["user"] == f"u{idx}" and copy["properties"]["fate"] == FATES[idx]
-            assert copy["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@")
-            for bookkeeping in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
-                                "DELAY"):
-                assert bookkeeping not in copy["properties"], copy
-            assert copy["reconsume_times"] == 0
-    finally:
-        eb.stop_in_thread()
+    after = topic_messages(eb, topic)
+    copies = [m for m in after if "RMQRUN_REDRIVEN_FROM" in m["properties"]]
+    assert len(after) == before + len(DEAD) and len(copies) == len(DEAD)
+    for copy in copies:
+        idx = int(copy["properties"]["idx"])
+        original = originals[idx]
+        assert copy["body"] == original["body"] and copy["msg_id"] == original["msg_id"]
+        assert copy["keys"] == original["keys"] and copy["tags"] == original["tags"]
+        assert copy["properties"]["user"] == f"u{idx}" and copy["properties"]["fate"] == FATES[idx]
+        assert copy["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@")
+        for bookkeeping in ("RETRY_TOPIC", "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES",
+                            "DELAY"):
+            assert bookkeeping not in copy["properties"], copy
+        assert copy["reconsume_times"] == 0
 
 
-def test_redrive_filters_and_target_topic(tmp_path: Path) -> None:
+def test_redrive_filters_and_target_topic(eb: EmbeddedBroker, tmp_path: Path) -> None:
     group, topic, elsewhere = "GDeadFilters", "DeadFilters", "DeadElsewhere"
-    eb = start_broker(tmp_path)
-    try:
-        eb.broker.topics.put(TopicConfig(topic, 2, 2))
-        eb.broker.topics.put(TopicConfig(elsewhere, 1, 1))
-        produce(eb.namesrv_address, topic, len(FATES), props=props)
-        dead_letter_a_run(eb, tmp_path, group, topic)
-        rows = listed(eb, group)
-        by_idx = {int(r["keys"][0][1:]): r for r in rows}
-        first = min(r["store_timestamp"] for r in rows)
+    eb.broker.topics.put(TopicConfig(topic, 2, 2))
+    eb.broker.topics.put(TopicConfig(elsewhere, 1, 1))
+    produce(eb.namesrv_address, topic, len(FATES), props=props)
+    dead_letter_a_run(eb, tmp_path, group, topic)
+    rows = listed(eb, group)
+    by_idx = {int(r["keys"][0][1:]): r for r in rows}
+    first = min(r["store_timestamp"] for r in rows)
 
-        def redrive(redrive_group: str, *args: str) -> list[str]:
-            out = dlq(eb, group, "redrive", "--redrive-group", redrive_group, "--to-topic", elsewhere, *args)
-            return [line for line in out.stdout.splitlines() if line.startswith("moved ")]
+    def redrive(redrive_group: str, *args: str) -> list[str]:
+        out = dlq(eb, group, "redrive", "--redrive-group", redrive_group, "--to-topic", elsewhere, *args)
+        return [line for line in out.stdout.splitlines() if line.startswith("moved ")]
 
-        # by key: only that message, once
-        assert [f"keys=k4,order-4" in line for line in redrive("RKey", "--key", "order-4")] == [True]
-        assert redrive("RKey", "--key", "order-4") == []
-        # by message id (the client id, or the original broker id): only that message
-        got = redrive("RId", "--msg-id", by_idx[1]["origin_msg_id"])
-        assert len(got) == 1 and f"id={by_idx[1]['msg_id']}" in got[0]
-        # --list filters the same way
-        assert [r["msg_id"] for r in listed(eb, group, "--msg-id", by_idx[3]["msg_id"])] == [by_idx[3]["msg_id"]]
-        # by the topic a message was consumed from
-        assert len(listed(eb, group, "--topic", topic)) == len(DEAD) and listed(eb, group, "--topic", "Other") == []
-        # a time after every dead letter: nothing taken, and the offset is past them (passed over)
-        future = str(int(time.time() * 1000) + 3_600_000)
-        assert redrive("RSince", "--since", future) == []
-        assert redrive("RSince") == []
-        # --until before the first: nothing taken, and the offset stays for a later run
-        assert redrive("RUntil", "--until", str(first - 1)) == []
-        assert len(redrive("RUntil")) == len(DEAD)
-        # --count: at most N per run; the next run goes on from there
-        assert len(redrive("RCount", "--count", "2")) == 2
-        assert len(redrive("RCount")) == len(DEAD) - 2
+    # by key: only that message, once
+    assert [f"keys=k4,order-4" in line for line in redrive("RKey", "--key", "order-4")] == [True]
+    assert redrive("RKey", "--key", "order-4") == []
+    # by message id (the client id, or the original broker id): only that message
+    got = redrive("RId", "--msg-id", by_idx[1]["origin_msg_id"])
+    assert len(got) == 1 and f"id={by_idx[1]['msg_id']}" in got[0]
+    # --list filters the same way
+    assert [r["msg_id"] for r in listed(eb, group, "--msg-id", by_idx[3]["msg_id"])] == [by_idx[3]["msg_id"]]
+    # by the topic a message was consumed from
+    assert len(listed(eb, group, "--topic", topic)) == len(DEAD) and listed(eb, group, "--topic", "Other") == []
+    # a time after every dead letter: nothing taken, and the offset is past them (passed over)
+    future = str(int(time.time() * 1000) + 3_600_000)
+    assert redrive("RSince", "--since", future) == []
+    assert redrive("RSince") == []
+    # --until before the first: nothing taken, and the offset stays for a later run
+    assert redrive("RUntil", "--until", str(first - 1)) == []
+    assert len(redrive("RUntil")) == len(DEAD)
+    # --count: at most N per run; the next run goes on from there
+    assert len(redrive("RCount", "--count", "2")) == 2
+    assert len(redrive("RCount")) == len(DEAD) - 2
 
-        copies = topic_messages(eb, elsewhere)
-        assert len(copies) == 1 + 1 + len(DEAD) + len(DEAD)
-        assert all(c["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@") for c in copies)
-    finally:
-        eb.stop_in_thread()
+    copies = topic_messages(eb, elsewhere)
+    assert len(copies) == 1 + 1 + len(DEAD) + len(DEAD)
+    assert all(c["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@") for c in copies)
 
 
-def test_dlq_commands_without_a_dlq_and_bad_options(tmp_path: Path) -> None:
-    eb = start_broker(tmp_path)
-    try:
-        r = dlq(eb, "GNeverFailed", "list")
-        assert r.stdout == "" and "no DLQ" in r.stderr
-        r = dlq(eb, "GNeverFailed", "redrive")
-        assert "moved 0 message(s)" in r.stderr
-        r = run_cli(["dlq", "show", "--group", "GNeverFailed", "--namesrv", eb.namesrv_address, "--msg-id", "X"])
-        assert r.returncode == 1 and "no such message" in r.stderr
-        # a DLQ as a RocketMQ 4.x broker creates it (write-only): named, with how to make it readable
-        r = run_cli(["topic", "create", "%DLQ%GWriteOnly", "--perm", "w", "--queues", "1",
-                     "--namesrv", eb.namesrv_address])
-        assert r.returncode == 0, r.stderr
-        r = run_cli(["dlq", "list", "--group", "GWriteOnly", "--namesrv", eb.namesrv_address])
-        assert r.returncode == 1 and "not readable" in r.stderr and "--perm rw" in r.stderr, r.stderr
-        r = run_cli(["topic", "update", "%DLQ%GWriteOnly", "--perm", "rw", "--namesrv", eb.namesrv_address])
-        assert r.returncode == 0, r.stderr
-        r = dlq(eb, "GWriteOnly", "list")
-        assert r.stdout == "" and "is empty" in r.stderr
-        for args in (["list"], ["list", "--group", "G", "--since", "yesterday"],
-                     ["show", "--group", "G"], ["redrive", "--group", "G", "--to-topic", "bad topic"],
-                     ["list", "--group", "G", "--since", "2030-01-01T00:00:00Z", "--until", "2020-01-01T00:00:00Z"]):
-            r = run_cli(["dlq", *args, "--namesrv", eb.namesrv_address])
-            assert r.returncode == 2 and r.stderr.startswith("rmqrun: error: "), (args, r.stderr)
-    finally:
-        eb.stop_in_thread()
+def test_dlq_commands_without_a_dlq_and_bad_options(eb: EmbeddedBroker) -> None:
+    r = dlq(eb, "GNeverFailed", "list")
+    assert r.stdout == "" and "no DLQ" in r.stderr
+    r = dlq(eb, "GNeverFailed", "redrive")
+    assert "moved 0 message(s)" in r.stderr
+    r = run_cli(["dlq", "show", "--group", "GNeverFailed", "--namesrv", eb.namesrv_address, "--msg-id", "X"])
+    assert r.returncode == 1 and "no such message" in r.stderr
+    # a DLQ as a RocketMQ 4.x broker creates it (write-only): named, with how to make it readable
+    r = run_cli(["topic", "create", "%DLQ%GWriteOnly", "--perm", "w", "--queues", "1",
+                 "--namesrv", eb.namesrv_address])
+    assert r.returncode == 0, r.stderr
+    r = run_cli(["dlq", "list", "--group", "GWriteOnly", "--namesrv", eb.namesrv_address])
+    assert r.returncode == 1 and "not readable" in r.stderr and "--perm rw" in r.stderr, r.stderr
+    r = run_cli(["topic", "update", "%DLQ%GWriteOnly", "--perm", "rw", "--namesrv", eb.namesrv_address])
+    assert r.returncode == 0, r.stderr
+    r = dlq(eb, "GWriteOnly", "list")
+    assert r.stdout == "" and "is empty" in r.stderr
+    for args in (["list"], ["list", "--group", "G", "--since", "yesterday"],
+                 ["show", "--group", "G"], ["redrive", "--group", "G", "--to-topic", "bad topic"],
+                 ["list", "--group", "G", "--since", "2030-01-01T00:00:00Z", "--until", "2020-01-01T00:00:00Z"]):
+        r = run_cli(["dlq", *args, "--namesrv", eb.namesrv_address])
+        assert r.returncode == 2 and r.stderr.startswith("rmqrun: error: "), (args, r.stderr)
 
 
-def test_dead_letters_under_a_namespace(tmp_path: Path) -> None:
+def test_dead_letters_under_a_namespace(eb: EmbeddedBroker, tmp_path: Path) -> None:
     """Counted, listed and re-driven with the user's names; on the wire everything is under the namespace."""
     ns, group, topic = "MQ_INST_dlq", "GDeadNs", "DeadNs"
-    eb = start_broker(tmp_path)
-    try:
-        eb.broker.topics.put(TopicConfig(f"{ns}%{topic}", 1, 1))
-        for i in (0, 1):
-            r = run_cli(["produce", "--namesrv", eb.namesrv_address, "--namespace", ns, "--topic", topic,
-                         "--count", "1", "--property", f"fate={'fail' if i else 'ok'}", "--property", f"idx={i}"])
-            assert r.returncode == 0, r.stderr
-        args = ["run", "tests.integration.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--namespace", ns,
-                "--group", group, "--topic", topic, "--workers", "1", "--max-reconsume-times", "0",
-                "--consume-from", "CONSUME_FROM_FIRST_OFFSET"]
-        with Child(args, tmp_path, name="ns") as run:
-            wait_for(lambda: dead_letter_lines(run.stderr), 60, "the dead-letter line")
-            line = dead_letter_lines(run.stderr)[0]
-        assert f" of {topic} to %DLQ%{group} (max_reconsume): queue {topic}/" in line and ns not in line, line
-        assert f"%DLQ%{ns}%{group}" in eb.broker.topics
+    eb.broker.topics.put(TopicConfig(f"{ns}%{topic}", 1, 1))
+    for i in (0, 1):
+        r = run_cli(["produce", "--namesrv", eb.namesrv_address, "--namespace", ns, "--topic", topic,
+                     "--count", "1", "--property", f"fate={'fail' if i else 'ok'}", "--property", f"idx={i}"])
+        assert r.returncode == 0, r.stderr
+    args = ["run", "tests.integration.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--namespace", ns,
+            "--group", group, "--topic", topic, "--workers", "1", "--max-reconsume-times", "0",
+            "--consume-from", "CONSUME_FROM_FIRST_OFFSET"]
+    with Child(args, tmp_path, name="ns") as run:
+        wait_for(lambda: dead_letter_lines(run.stderr), 60, "the dead-letter line")
+        line = dead_letter_lines(run.stderr)[0]
+    assert f" of {topic} to %DLQ%{group} (max_reconsume): queue {topic}/" in line and ns not in line, line
+    assert f"%DLQ%{ns}%{group}" in eb.broker.topics
 
-        def cmd(*args: str) -> Any:
-            r = run_cli(["dlq", *args, "--group", group, "--namespace", ns, "--namesrv", eb.namesrv_address])
-            assert r.returncode == 0, r.stdout + r.stderr
-            return r
-        rows = [json.loads(x) for x in cmd("list", "--json", "--topic", topic).stdout.splitlines()]
-        assert len(rows) == 1 and rows[0]["origin_topic"] == topic
-        assert cmd("redrive").stdout.count(f"-> {topic}") == 1
-        assert "moved " not in cmd("redrive").stdout
-        r = run_cli(["read", "--topic", topic, "--namespace", ns, "--namesrv", eb.namesrv_address, "--format", "json"])
-        copies = [m for m in map(json.loads, r.stdout.splitlines()) if "RMQRUN_REDRIVEN_FROM" in m["properties"]]
-        assert len(copies) == 1 and copies[0]["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@")
-        assert copies[0]["properties"]["idx"] == "1"
-    finally:
-        eb.stop_in_thread()
+    def cmd(*args: str) -> Any:
+        r = run_cli(["dlq", *args, "--group", group, "--namespace", ns, "--namesrv", eb.namesrv_address])
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r
+    rows = [json.loads(x) for x in cmd("list", "--json", "--topic", topic).stdout.splitlines()]
+    assert len(rows) == 1 and rows[0]["origin_topic"] == topic
+    assert cmd("redrive").stdout.count(f"-> {topic}") == 1
+    assert "moved " not in cmd("redrive").stdout
+    r = run_cli(["read", "--topic", topic, "--namespace", ns, "--namesrv", eb.namesrv_address, "--format", "json"])
+    copies = [m for m in map(json.loads, r.stdout.splitlines()) if "RMQRUN_REDRIVEN_FROM" in m["properties"]]
+    assert len(copies) == 1 and copies[0]["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@")
+    assert copies[0]["properties"]["idx"] == "1"
