@@ -277,6 +277,7 @@ async def _redrive_main(target: Target, selected: "DlqFilter", to_topic: str | N
         msg = moved.message
         if as_json:
             record = fmt.summary(msg, target.namespace, -1)
+            del record["redriven"]
             record.update(to_topic=moved.target, new_offset_msg_id=moved.new_msg_id, dry_run=dry_run)
             _emit(fmt.as_json(record))
             return
