@@ -231,6 +231,8 @@ def test_dlq_commands_without_a_dlq_and_bad_options(eb: EmbeddedBroker) -> None:
     assert r.returncode == 0, r.stderr
     r = dlq(eb, "GWriteOnly", "list")
     assert r.stdout == "" and "is empty" in r.stderr
+    r = run_cli(["dlq", "list", "--group", "G", "--namesrv", "127.0.0.1:1"])
+    assert r.returncode == 1 and r.stderr.startswith("rmqrun: error: no name server answered"), r.stderr
     for args in (["list"], ["list", "--group", "G", "--since", "yesterday"],
                  ["show", "--group", "G"], ["redrive", "--group", "G", "--to-topic", "bad topic"],
                  ["list", "--group", "G", "--since", "2030-01-01T00:00:00Z", "--until", "2020-01-01T00:00:00Z"]):
