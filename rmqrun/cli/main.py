@@ -4,8 +4,9 @@ Commands: ``run`` (the worker-pool consumer), ``check`` (what ``run`` would
 verify, without consuming), ``produce``, ``status`` (consumer progress and
 lag), ``read`` (print a topic's messages), ``spark`` (a handler over a topic
 on Spark), ``topic`` and ``offsets`` (what operators do with mqadmin),
-``demo`` (everything on one machine) and ``broker`` (the embedded name
-server + broker). ``run`` and ``check`` take the same settings, all from one
+``demo`` (everything on one machine), ``broker`` (the embedded name
+server + broker) and ``dlq`` (list, show and re-drive a group's dead
+letters). ``run`` and ``check`` take the same settings, all from one
 table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
 
@@ -31,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "broker": "rmqrun.cli.broker_cmd:broker",
     "check": "rmqrun.cli.check_cmd:check",
     "demo": "rmqrun.cli.demo_cmd:demo",
+    "dlq": "rmqrun.cli.dlq:dlq",
     "offsets": "rmqrun.cli.offsets:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",

@@ -109,6 +109,12 @@ class SupervisorCollector:
         yield _counter("rmqrun_messages_undecodable_total",
                        "messages that did not decode (unknown compression, corrupt body, bad properties), sent to "
                        "the DLQ without reaching the handler", consume.undecodable)
+        dead = CounterMetricFamily("rmqrun_messages_dead_lettered", "messages this process sent to %DLQ%<group>, "
+                                   "by original topic and reason (max_reconsume, handler, undecodable)",
+                                   labels=["group", "topic", "reason"])
+        for topic, reason, n in consume.dead_lettered:
+            dead.add_metric([snap.group, topic, reason], n)
+        yield dead
         yield _counter("rmqrun_batches_total", "consume jobs finished (one pull batch each)", consume.jobs)
         yield _histogram(consume.handler_latency)
         yield _counter("rmqrun_rebalances_total", "rebalances that changed this consumer's queues",

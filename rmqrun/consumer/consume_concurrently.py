@@ -29,6 +29,7 @@ from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext, HandlerCalls
+from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
@@ -138,8 +139,8 @@ class ConcurrentConsumeService:
                 failed.append((entry, result.delay_level(i)))
         if undecodable:
             # Never handled and never retried: no later attempt can decode them either.
-            sent = await asyncio.gather(*(self.engine.dead_letter_undecodable(req.mq, e.payload, e.offset)
-                                          for e in undecodable))
+            sent = await asyncio.gather(*(self.engine.dead_letter_undecodable(req.mq, e.payload, e.offset,
+                                                                              result.error) for e in undecodable))
             for entry, ok in zip(undecodable, sent):
                 if ok:
                     done.append(entry.offset)
@@ -148,7 +149,8 @@ class ConcurrentConsumeService:
         if failed:
             self.engine.stats.failed += len(failed)
             if self.config.clustering:
-                sent = await asyncio.gather(*(self._send_back(req, entry, level) for entry, level in failed))
+                sent = await asyncio.gather(*(self._send_back(req, entry, level, result.error)
+                                              for entry, level in failed))
                 for (entry, _), ok in zip(failed, sent):
                     if ok:
                         done.append(entry.offset)
@@ -168,9 +170,11 @@ class ConcurrentConsumeService:
             if offset >= 0 and not pq.dropped:
                 self.engine.offset_store.update(req.mq, offset, True)
 
-    async def _send_back(self, req: PullRequest, entry: QueuedMessage, delay_level: int) -> bool:
+    async def _send_back(self, req: PullRequest, entry: QueuedMessage, delay_level: int,
+                         error: str | None = None) -> bool:
         return await self.engine.send_back.send_back(
-            entry.payload, req.mq.broker_name, delay_level, self.config.effective_max_reconsume_times)
+            entry.payload, req.mq.broker_name, delay_level, self.config.effective_max_reconsume_times,
+            Failure(req.mq, entry.offset, error))
 
     # ----------------------------------------------------------------- consume timeout
 
@@ -190,7 +194,8 @@ class ConcurrentConsumeService:
             for req in list(self.engine.pull_requests()):
                 expired = req.pq.clean_expired(timeout_ms, started_ms=self._call_starts(req))
                 for entry in expired:
-                    if await self._send_back(req, entry, 3):
+                    if await self._send_back(req, entry, 3, "consume timeout: the handler call ran past "
+                                             f"{self.config.consume_timeout_minutes} minute(s)"):
                         offset = req.pq.remove_messages([entry.offset])
                         if offset >= 0 and not req.pq.dropped:
                             self.engine.offset_store.update(req.mq, offset, True)

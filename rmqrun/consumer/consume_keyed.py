@@ -64,6 +64,7 @@ from loguru import logger
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS, clamp_suspend_ms
 from rmqrun.consumer.context import ConsumeContext
+from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
 from rmqrun.consumer.process_queue import QueuedMessage
@@ -387,12 +388,12 @@ class KeyedConsumeService:
         suspend = 0.0
         if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
             call = rest[:cfg.consume_message_batch_max_size]
-            moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms)
+            moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms, result.error)
             if moved_on:
                 done = done + call
                 rest = rest[len(call):]
         elif bad is Verdict.UNDECODABLE:
-            if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset):
+            if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset, result.error):
                 done = done + rest[:1]
                 rest = rest[1:]
             else:
@@ -410,25 +411,26 @@ class KeyedConsumeService:
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: PullRequest, key: str | None, call: list[QueuedMessage],
-                              suspend_ms: int) -> tuple[bool, float]:
+                              suspend_ms: int, error: str | None = None) -> tuple[bool, float]:
         """Below max_reconsume_times: count a retry and suspend the lane; at it: dead-letter, move on."""
         cfg = self.config
         limit = cfg.effective_max_reconsume_times
         self.engine.stats.failed += len(call)
         if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
             # one after another, so the key's messages reach the DLQ in their order
-            sent = [await self._dead_letter(req, key, e, limit) for e in call]
+            sent = [await self._dead_letter(req, key, e, limit, error) for e in call]
             if all(sent):
                 return True, 0.0
         for e in call:
             e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
         return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
 
-    async def _dead_letter(self, req: PullRequest, key: str | None, entry: QueuedMessage, limit: int) -> bool:
+    async def _dead_letter(self, req: PullRequest, key: str | None, entry: QueuedMessage, limit: int,
+                           error: str | None = None) -> bool:
+        """Re-publish at the limit for the broker to dead-letter; the send-back logs the one line."""
         try:
             msg = decode_for_retry(entry.payload, req.mq.broker_name)
         except ProtocolError:
-            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset)
-        logger.warning("{}: message {} of key {!r} at offset {} failed {} times; sending it to the DLQ", req.mq,
-                       msg.msg_id, key, entry.offset, msg.reconsume_times)
-        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)
+            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error)
+        failure = Failure(req.mq, entry.offset, f"key {key!r}: {error or 'none reported'}")
+        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times, failure)

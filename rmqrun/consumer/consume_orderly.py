@@ -30,6 +30,7 @@ from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext
+from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
@@ -161,11 +162,11 @@ class OrderlyConsumeService:
             if first_bad:
                 commit_offset = pq.commit()
             if bad is Verdict.SUSPEND:
-                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms)
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
                 if moved_on and pq.take_messages(len(call)):
                     commit_offset = pq.commit()
             elif bad is Verdict.UNDECODABLE:
-                moved_on, suspend = await self._undecodable(req, rest[0])
+                moved_on, suspend = await self._undecodable(req, rest[0], result.error)
                 if moved_on and pq.take_messages(1):
                     commit_offset = pq.commit()
             elif bad is Verdict.NOT_RUN and result.error:
@@ -194,13 +195,13 @@ class OrderlyConsumeService:
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
             elif bad is Verdict.SUSPEND:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
-                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms)
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
                 if moved_on:
                     # dead-lettered: consumed, committed with the handler's next Commit()
                     pq.take_messages(len(call))
             elif bad is Verdict.UNDECODABLE:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
-                moved_on, suspend = await self._undecodable(req, rest[0])
+                moved_on, suspend = await self._undecodable(req, rest[0], result.error)
                 if moved_on:
                     pq.take_messages(1)  # like a dead-lettered message: committed with the next Commit()
             elif rest:
@@ -223,7 +224,7 @@ class OrderlyConsumeService:
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: PullRequest, call: list[QueuedMessage],
-                              suspend_ms: int) -> tuple[bool, float]:
+                              suspend_ms: int, error: str | None = None) -> tuple[bool, float]:
         """checkReconsumeTimes: below the maximum, count a retry and suspend; at it, dead-letter.
 
         Returns (moved on past these messages, seconds to suspend).
@@ -232,28 +233,30 @@ class OrderlyConsumeService:
         limit = cfg.effective_max_reconsume_times
         self.engine.stats.failed += len(call)
         if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
-            sent = await asyncio.gather(*(self._dead_letter(req, e, limit) for e in call))
+            sent = await asyncio.gather(*(self._dead_letter(req, e, limit, error) for e in call))
             if all(sent):
                 return True, 0.0
         for e in call:
             e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
         return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
 
-    async def _undecodable(self, req: PullRequest, entry: QueuedMessage) -> tuple[bool, float]:
+    async def _undecodable(self, req: PullRequest, entry: QueuedMessage,
+                           error: str | None = None) -> tuple[bool, float]:
         """A record the worker could not decode (it stopped the job there): DLQ it and move on.
 
         No retry can decode it, so the queue neither suspends nor counts reconsumes;
         only if the broker does not take it does the queue pause and try again.
         """
-        if await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset):
+        if await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error):
             return True, 0.0
         return False, clamp_suspend_ms(-1, self.config.suspend_current_queue_time_ms) / 1000
 
-    async def _dead_letter(self, req: PullRequest, entry: QueuedMessage, limit: int) -> bool:
+    async def _dead_letter(self, req: PullRequest, entry: QueuedMessage, limit: int,
+                           error: str | None = None) -> bool:
+        """Re-publish at the limit, so the broker stores it in the DLQ (the send-back logs the one line)."""
         try:
             msg = decode_for_retry(entry.payload, req.mq.broker_name)
         except ProtocolError:
-            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset)
-        logger.warning("{}: message {} at offset {} failed {} times; sending it to the DLQ", req.mq, msg.msg_id,
-                       entry.offset, msg.reconsume_times)
-        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)
+            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error)
+        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times,
+                                                     Failure(req.mq, entry.offset, error))

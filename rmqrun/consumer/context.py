@@ -98,7 +98,8 @@ class ConsumeContext(Protocol):
 
     def pull_requests(self) -> Iterable[PullRequest]: ...
 
-    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int) -> bool: ...
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int,
+                                      error: str | None = None) -> bool: ...
 
 
 class PullContext(Protocol):

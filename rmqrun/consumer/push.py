@@ -26,10 +26,11 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
-from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, dlq_topic, retry_topic
+from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_keyed import KeyedConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
+from rmqrun.consumer.dead_letters import DeadLetters, Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
@@ -117,7 +118,10 @@ class PushConsumer:
         self._subs: dict[str, SubscriptionData] = {
             topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
         self.offset_store: OffsetStore = self._make_offset_store()
-        self.send_back = SendBack(self.instance, config.group)
+        #: what this consumer dead-lettered, by topic and reason (``rmqrun_messages_dead_lettered_total``)
+        self.dead_letters = DeadLetters(self.user_config.group, config.namespace,
+                                        tuple(self.user_config.subscriptions))
+        self.send_back = SendBack(self.instance, config.group, self.dead_letters)
         self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | KeyedConsumeService = (
             KeyedConsumeService(self) if config.order_by_key else
             OrderlyConsumeService(self) if config.orderly else ConcurrentConsumeService(self))
@@ -219,7 +223,8 @@ class PushConsumer:
 
     # ----------------------------------------------------------------- broker lookups
 
-    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int) -> bool:
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int,
+                                      error: str | None = None) -> bool:
         """A record no worker could decode: to ``%DLQ%<group>`` as stored, counted, logged once.
 
         True when it has reached its end (the DLQ, or, in broadcasting mode where
@@ -232,10 +237,10 @@ class PushConsumer:
             logger.error("{} does not decode and is dropped (broadcasting: no DLQ)", label)
             return True
         if not await self.send_back.dead_letter_as_stored(record, mq.broker_name,
-                                                          self.config.effective_max_reconsume_times):
+                                                          self.config.effective_max_reconsume_times,
+                                                          Failure(mq, offset, error or "the record does not decode")):
             return False
-        self.stats.undecodable += 1
-        logger.error("{} does not decode; sent unhandled to {} as stored", label, dlq_topic(self.user_config.group))
+        self.stats.undecodable += 1  # the dead-letter line (reason undecodable) names it
         return True
 
     def note_suggested_broker(self, mq: MessageQueue, broker_id: int) -> None:

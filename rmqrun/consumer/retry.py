@@ -17,6 +17,9 @@ from loguru import logger
 
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.republish import RetryPublisher
+from rmqrun.consumer.dead_letters import (
+    DeadLetterReason, DeadLetters, Failure, goes_to_dlq_on_republish, goes_to_dlq_on_send_back,
+)
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
 from rmqrun.remoting import message as codec
@@ -69,6 +72,14 @@ def reconsume_times(record: RecordData) -> int:
     return _INT.unpack_from(record, reconsume_times_position(record))[0]
 
 
+def _attempts(record: RecordData) -> int:
+    """Deliveries so far (the stored reconsume count + 1), for the dead-letter line; 0 when unreadable."""
+    try:
+        return reconsume_times(record) + 1
+    except (struct.error, IndexError):
+        return 0
+
+
 def with_reconsume_times(record: RecordData, times: int) -> bytearray:
     """A copy of the record whose reconsume count says ``times``.
 
@@ -82,23 +93,30 @@ def with_reconsume_times(record: RecordData, times: int) -> bytearray:
 
 
 class SendBack:
-    """Sends failed messages of one consumer group back to their broker."""
+    """Sends failed messages of one consumer group back to their broker.
 
-    def __init__(self, instance: ClientInstance, group: str) -> None:
+    Every path to ``%DLQ%<group>`` goes through here, so this is where a dead letter is
+    recognised (by the broker's own rule, see :mod:`rmqrun.consumer.dead_letters`) and
+    recorded in ``dead_letters``, once the broker has taken the message.
+    """
+
+    def __init__(self, instance: ClientInstance, group: str, dead_letters: DeadLetters | None = None) -> None:
         self.instance = instance
         self.group = group
+        self.dead_letters = dead_letters or DeadLetters(group)
         self._republisher = RetryPublisher(instance, group)
 
     async def close(self) -> None:
         await self._republisher.close()
 
     async def send_back(self, record: RecordData, broker_name: str, delay_level: int,
-                        max_reconsume_times: int) -> bool:
+                        max_reconsume_times: int, failure: Failure | None = None) -> bool:
         """True when the broker (or the retry topic) has the message; False: keep it and retry later.
 
         The send-back names the message by its commit-log offset, so only the record's
         fixed fields and properties are read here; the body is inflated only for the
-        re-publish fallback. Never raises: every failure is a False.
+        re-publish fallback. Never raises: every failure is a False. ``failure`` (where the
+        message was consumed, the handler's error) names it in the dead-letter line.
         """
         try:
             ids, msg_id, origin_topic = _send_back_fields(record)
@@ -107,6 +125,15 @@ class SendBack:
                          broker_name, exc)
             return False
         if await self._send_msg_back(ids, msg_id, origin_topic, broker_name, delay_level, max_reconsume_times):
+            attempts = _attempts(record)
+            if goes_to_dlq_on_send_back(attempts - 1, delay_level, max_reconsume_times):
+                reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
+                if reason is DeadLetterReason.HANDLER and failure is not None:
+                    # the job's error belongs to another message of the batch, if to any: say what happened
+                    failure = Failure(failure.mq, failure.offset, f"the handler asked for the DLQ (delay level "
+                                                                  f"{delay_level})")
+                self.dead_letters.record(reason, msg_id=msg_id, topic=origin_topic, attempts=attempts,
+                                         failure=failure)
             return True
         try:
             msg = decode_for_retry(record, broker_name)
@@ -114,9 +141,10 @@ class SendBack:
             logger.error("{} cannot be re-published either: it does not decode ({}); it stays cached and is "
                          "retried", msg_id, exc)
             return False
-        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1)
+        return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1, failure)
 
-    async def dead_letter_as_stored(self, record: RecordData, broker_name: str, max_reconsume_times: int) -> bool:
+    async def dead_letter_as_stored(self, record: RecordData, broker_name: str, max_reconsume_times: int,
+                                    failure: Failure | None = None) -> bool:
         """Send a record straight to ``%DLQ%<group>`` by its commit-log offset (delay level -1).
 
         For a record that does not decode: the broker copies its own stored bytes
@@ -128,7 +156,11 @@ class SendBack:
         except ProtocolError as exc:
             logger.error("a record of {} is too damaged to name for the DLQ: {}", broker_name, exc)
             return False
-        return await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times)
+        if not await self._send_msg_back(ids, msg_id, origin_topic, broker_name, -1, max_reconsume_times):
+            return False
+        self.dead_letters.record(DeadLetterReason.UNDECODABLE, msg_id=msg_id, topic=origin_topic,
+                                 attempts=_attempts(record), failure=failure)
+        return True
 
     async def _send_msg_back(self, ids: codec.RecordIds, msg_id: str, origin_topic: str, broker_name: str,
                              delay_level: int, max_reconsume_times: int) -> bool:
@@ -144,10 +176,16 @@ class SendBack:
             logger.warning("send-back of {} to {} (delay level {}) failed: {}", msg_id, addr, delay_level, exc)
             return False
 
-    async def republish(self, msg: Message, max_reconsume_times: int, reconsume_time: int) -> bool:
+    async def republish(self, msg: Message, max_reconsume_times: int, reconsume_time: int,
+                        failure: Failure | None = None) -> bool:
         """sendMessageBackAsNormalMessage (:class:`~rmqrun.client.republish.RetryPublisher`).
 
         Also the orderly service's way to the DLQ: with ``reconsume_time`` at
         ``max_reconsume_times`` the broker stores it in ``%DLQ%<group>``.
         """
-        return await self._republisher.republish(msg, max_reconsume_times, reconsume_time)
+        if not await self._republisher.republish(msg, max_reconsume_times, reconsume_time):
+            return False
+        if goes_to_dlq_on_republish(reconsume_time, max_reconsume_times):
+            self.dead_letters.record(DeadLetterReason.MAX_RECONSUME, msg_id=msg.msg_id, topic=msg.topic,
+                                     attempts=msg.reconsume_times + 1, failure=failure)
+        return True

@@ -98,6 +98,8 @@ class ConsumeSnapshot:
     rebalances: int
     lock_losses: int
     queues: tuple[QueueSnapshot, ...]
+    #: (topic, reason, messages) sent to the group's DLQ, sorted (:class:`~rmqrun.consumer.dead_letters.DeadLetters`)
+    dead_lettered: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +165,8 @@ def _consume_of(engine: Any, quiet_s: float) -> ConsumeSnapshot:
         stats.consumed, stats.failed, stats.undecodable, stats.jobs,
         HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count),
         engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
-        _queues(engine, int(time.time() * 1000), quiet_s))
+        _queues(engine, int(time.time() * 1000), quiet_s),
+        tuple(sorted((topic, reason, n) for (topic, reason), n in engine.dead_letters.counts.items())))
 
 
 def snapshot_of(supervisor: Any) -> SupervisorSnapshot:

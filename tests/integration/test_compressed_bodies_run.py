@@ -153,7 +153,10 @@ def test_an_undecodable_body_goes_to_the_dlq_as_stored_and_the_queue_moves_on(
 
     log = run.log()
     assert "never retrieved" not in log
-    assert log.count("does not decode; sent unhandled to") == len(bad), log[-3000:]
+    # one dead-letter line per message, counted by reason (issue #22 item 3)
+    assert log.count(f" to %DLQ%{group} (undecodable): ") == len(bad), log[-3000:]
+    assert metrics.value("rmqrun_messages_dead_lettered_total", group=group, topic=topic,
+                         reason="undecodable") == len(bad)
     # stopped gracefully (the fixture would SIGKILL it): the commit stays at the ends, nothing redone
     run.signal(signal.SIGTERM)
     assert run.wait(30) == 0

@@ -84,10 +84,11 @@ class Broker:
     def __init__(self, engine: "Engine") -> None:
         self.engine = engine
 
-    async def send_back(self, payload: Any, broker_name: str, delay_level: int, max_times: int) -> bool:
+    async def send_back(self, payload: Any, broker_name: str, delay_level: int, max_times: int,
+                        failure: Any = None) -> bool:
         return self.engine.broker_answer(offset_of(payload))
 
-    async def republish(self, msg: Any, limit: int, times: int) -> bool:
+    async def republish(self, msg: Any, limit: int, times: int, failure: Any = None) -> bool:
         return self.engine.broker_answer(msg.queue_offset)
 
 
@@ -135,7 +136,8 @@ class Engine:
             self.finished.add(offset)
         return ok
 
-    async def dead_letter_undecodable(self, mq: MessageQueue, record: Any, offset: int) -> bool:
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: Any, offset: int,
+                                      error: str | None = None) -> bool:
         return self.broker_answer(offset)
 
 
