@@ -13,7 +13,7 @@ from typing import Any
 from rmqrun.cli.read_format import escape, iso_ms, json_line, preview
 from rmqrun.model import Message
 from rmqrun.pull.dead_letters import UndecodableRecord, keys_of, origin_topic
-from rmqrun.remoting import message as codec
+from rmqrun.remoting import message_props as codec
 
 
 def summary(msg: Message, namespace: str | None, redriven_to: int) -> dict[str, Any]:

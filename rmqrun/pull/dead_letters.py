@@ -24,6 +24,8 @@ from rmqrun.namespace import unwrap
 from rmqrun.pull.errors import TopicNotFoundError
 from rmqrun.pull.result import PullResult, PullStatus
 from rmqrun.remoting import message as codec
+from rmqrun.remoting.errors import ProtocolError
+from rmqrun.remoting import message_props
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
 
@@ -53,19 +55,19 @@ def dlq_topic(group: str) -> str:
 
 def keys_of(msg: Message) -> list[str]:
     """The message's keys (KEYS holds them separated by spaces)."""
-    return [k for k in msg.properties.get(codec.PROPERTY_KEYS, "").split(" ") if k]
+    return [k for k in msg.properties.get(message_props.PROPERTY_KEYS, "").split(" ") if k]
 
 
 def ids_of(msg: Message) -> set[str]:
     """Every id an operator may know a dead letter by: the client id (UNIQ_KEY), the broker (offset)
     ids of the dead letter and of the message it was made from."""
-    ids = {msg.msg_id, msg.offset_msg_id, msg.properties.get(codec.PROPERTY_ORIGIN_MESSAGE_ID, "")}
+    ids = {msg.msg_id, msg.offset_msg_id, msg.properties.get(message_props.PROPERTY_ORIGIN_MESSAGE_ID, "")}
     return {i for i in ids if i}
 
 
 def origin_topic(msg: Message, namespace: str | None = None) -> str | None:
     """The topic the message was consumed from (``RETRY_TOPIC``, as the user names it), if known."""
-    topic = msg.properties.get(codec.PROPERTY_RETRY_TOPIC)
+    topic = msg.properties.get(message_props.PROPERTY_RETRY_TOPIC)
     if not topic:
         return None
     return unwrap(namespace, topic) if namespace else topic
@@ -98,7 +100,7 @@ class DlqFilter:
             return False
         if self.keys and not self.keys.intersection(keys_of(msg)):
             return False
-        if self.topics and msg.properties.get(codec.PROPERTY_RETRY_TOPIC) not in self.topics:
+        if self.topics and msg.properties.get(message_props.PROPERTY_RETRY_TOPIC) not in self.topics:
             return False
         return not self.msg_ids or bool(self.msg_ids & ids_of(msg))
 
@@ -162,7 +164,7 @@ class DeadLetterQueue:
         while offset < end:
             try:
                 result = await self._pull(mq, offset, min(batch, end - offset))
-            except codec.ProtocolError as exc:
+            except ProtocolError as exc:
                 if batch > 1:
                     batch = 1
                     continue

@@ -33,7 +33,7 @@ from rmqrun.errors import RmqrunError
 from rmqrun.model import Message, MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.pull.dead_letters import DeadLetterQueue, DlqFilter, QueueBounds, UndecodableRecord, origin_topic
-from rmqrun.remoting import message as codec
+from rmqrun.remoting import message_props as codec
 
 if TYPE_CHECKING:
     from rmqrun.client.producer import Producer
