@@ -23,11 +23,9 @@ from rmqrun.model import DLQ_TOPIC_PREFIX, Message, MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.pull.errors import TopicNotFoundError
 from rmqrun.pull.result import PullResult, PullStatus
-from rmqrun.remoting import message as codec
-from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting import message_props
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, ProtocolError, TopicNotExistError
 
 if TYPE_CHECKING:
     from rmqrun.pull.async_consumer import AsyncPullConsumer
