@@ -605,7 +605,7 @@ MUTANTS: list[Mutant] = [
       I + "test_broker_admin_ops.py::test_update_broker_config_applies_live_settings_and_refuses_what_it_cannot_apply"),
     m("delete-expired-commit-log-forced", "rmqrun/broker/store/retention.py",
       "deleteExpiredCommitLog deletes unexpired commit-log files too",
-      "                batch = self._delete_commit_log(now, forced=False)", "                batch = self._delete_commit_log(now, forced=True)",
+      "                batch = self._delete_commit_log(now)", "                batch = self._delete_forced()",
       I + "test_broker_admin_ops.py::test_delete_expired_commit_log_deletes_expired_files_now_whatever_the_hour"),
     m("wipe-write-perm-not-in-routes", "rmqrun/broker/namesrv.py",
       "wipeWritePerm answers its count but routes keep write (producers still send to the broker)",

@@ -128,7 +128,7 @@ class Retention:
         deleted: list[str] = []
         with self._run_lock:
             for _ in range(rounds):
-                batch = self._delete_commit_log(now, forced=False)
+                batch = self._delete_commit_log(now)
                 if not batch:
                     break
                 deleted += batch
