@@ -31,7 +31,7 @@ COMMANDS: dict[str, str] = {
     "broker": "rmqrun.cli.broker_cmd:broker",
     "check": "rmqrun.cli.check_cmd:check",
     "demo": "rmqrun.cli.demo_cmd:demo",
-    "offsets": "rmqrun.cli.offsets:offsets",
+    "offsets": "rmqrun.cli.offsets_cmd:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",
     "run": "rmqrun.cli.run:run",
