@@ -71,9 +71,9 @@ def log_level_option(default: str) -> Callable[[F], F]:
                         help="log level (any case)")
 
 
-def namesrv_option(fn: F) -> F:
+def namesrv_flag(fn: F) -> F:
     """``-n/--namesrv``, as mqadmin spells it."""
-    return click.option("-n", "--namesrv", cls=Shown, shown="$NAMESRV_ADDR, else the config file's",
+    return click.option("-n", "--namesrv", cls=Shown, shown="$NAMESRV_ADDR",
                         help="name server address(es), host:port[;host:port]")(fn)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from rmqrun.cli.flags import Shown, config_option, json_option, namesrv_option
+from rmqrun.cli.flags import Shown, config_option, json_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option
 from rmqrun.cli.security_options import security_options
 from rmqrun.errors import ConfigError
@@ -54,7 +54,7 @@ def offsets() -> None:
 @click.option("--dry-run", is_flag=True, help="print the plan only, which is also what happens without --execute")
 @json_option()
 @config_option("namesrv")
-@namesrv_option
+@namesrv_flag
 @namespace_option
 @security_options
 def reset_cmd(group: str, topic: str, to_earliest: bool, to_latest: bool, to_datetime: str | None,

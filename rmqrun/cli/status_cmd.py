@@ -10,16 +10,18 @@ import click
 
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import error_line, fail
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import RmqrunError
 
 
 @click.command()
-@click.option("--group", help="consumer group (default: the config's group)")
-@click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
+@click.option("-g", "--group", cls=Shown, shown="the config's group", help="consumer group")
+@click.option("-t", "--topic", "topics", multiple=True, cls=Shown, shown="the group's topics",
+              help="only this topic (repeatable)")
+@namesrv_flag
+@config_option("namesrv and group")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
 @click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,

@@ -39,8 +39,8 @@ def test_offsets_and_topic_commands_with_a_non_admin_account(tmp_path: Path) -> 
         ns = eb.namesrv_address
         assert run_cli(["produce", "--namesrv", ns, "--topic", "Orders", "--count", "4"], env=env).returncode == 0
 
-        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "OrderScoring", "--topic", "Orders", "--to-offset", "2",
-                     "--execute"],
+        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "OrderScoring", "--topic", "Orders",
+                     "--to-offset", "2", "--execute"],
                     env=env)
         assert r.returncode == 0 and "queue 0: 0 -> 2" in r.stdout, r.stdout + r.stderr
         offsets = eb.broker.store.consumer_offsets.offsets("OrderScoring", "Orders")

@@ -127,7 +127,7 @@ def test_produce_run_status_read_sign_and_speak_tls(cluster: Cluster, tmp_path: 
     assert r.returncode == 0, r.stderr
     assert TOPIC in r.stdout and r.stdout.splitlines()[-1].split()[-1] == "0", r.stdout  # total lag 0
 
-    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "30", "--format", "json", *c.app()])
+    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "30", "--format", "json", *c.app()])
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == 30
     for out in (r.stdout, r.stderr):
@@ -170,7 +170,7 @@ def test_refusals_name_operation_subject_and_key_never_the_secret(cluster: Clust
     assert "access denied" in r.stderr and f"access key {APP_AK}" in r.stderr and "signature" in r.stderr.lower()
     assert "not-the-secret" not in r.stderr + r.stdout
 
-    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "1", *c.tls()])
+    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "1", *c.tls()])
     assert r.returncode == 1
     assert "access denied" in r.stderr and "no access key" in r.stderr, r.stderr
     for out in (r.stdout, r.stderr):
@@ -301,7 +301,7 @@ def test_permissive_broker_takes_rmqrun_over_tls_and_in_the_clear(tmp_path: Path
         plain = run_cli(["produce", "--namesrv", c.namesrv, "--topic", TOPIC, "--count", "3", "--access-key", APP_AK,
                          "--secret-key-file", str(c.secret_file)])
         assert secured.returncode == 0 and plain.returncode == 0, secured.stderr + plain.stderr
-        r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "6", *c.app()])
+        r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "6", *c.app()])
         assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout + r.stderr
         assert eb.broker.acl is not None and eb.broker.acl.refused == 0
     finally:

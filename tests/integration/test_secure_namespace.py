@@ -150,7 +150,7 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     assert r.stdout.splitlines()[-1].split()[-1] == "0", r.stdout  # total lag 0
 
     # read (group rmqrun_read) and the pull consumer, under the same namespace and account
-    r = run_cli(["read", "--topic", topic, "--namesrv", eb.namesrv_address, "-n", "13", "--format", "json", "--tls"],
+    r = run_cli(["read", "--topic", topic, "--namesrv", eb.namesrv_address, "--count", "13", "--format", "json", "--tls"],
                 env=child_env(**readme_env))
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 13, r.stdout + r.stderr
     assert {json.loads(line)["topic"] for line in r.stdout.splitlines()} == {topic}
