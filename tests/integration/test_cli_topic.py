@@ -150,4 +150,4 @@ def test_check_names_the_command_that_creates_a_missing_topic(eb: Any, tmp_path:
     proc = run_cli(["check", "workers.noop:handle", "--namesrv", eb.namesrv_address, "--group", "GTC",
                     "--topic", "TC_NotYet"])
     assert proc.returncode == 1
-    assert "'rmqrun topic create TC_NotYet'" in proc.stderr
+    assert "'rmqrun topic create TC_NotYet'" in proc.stdout

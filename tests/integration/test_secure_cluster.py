@@ -254,13 +254,13 @@ def test_check_shows_security_warns_on_a_readable_secret_and_never_shows_it(clus
     _no_secret(r.stdout + r.stderr)
     # check meets the refusals run would meet: a group the key may not use, a topic it may not read
     r = run_cli(["check", "--config", str(config), "--group", "NotMyGroup", "workers.noop:handle"])
-    assert r.returncode == 1 and "FAIL  access" in r.stderr and "NotMyGroup" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 1 and "FAIL  access" in r.stdout and "NotMyGroup" in r.stdout, r.stdout + r.stderr
     _no_secret(r.stdout + r.stderr)
     admin = child_env(RMQRUN_ACCESS_KEY=ADMIN_AK, RMQRUN_SECRET_KEY=ADMIN_SK)
     assert run_cli(["topic", "create", "ClosedTopic", "--namesrv", c.namesrv, *c.tls()], env=admin).returncode == 0
     r = run_cli(["check", "--config", str(config), "--topic", "ClosedTopic", "workers.noop:handle"])
-    assert r.returncode == 1 and "FAIL  access" in r.stderr, r.stdout + r.stderr
-    assert "QUERY_MESSAGE (topic ClosedTopic)" in r.stderr and f"access key {APP_AK}" in r.stderr
+    assert r.returncode == 1 and "FAIL  access" in r.stdout, r.stdout + r.stderr
+    assert "QUERY_MESSAGE (topic ClosedTopic)" in r.stdout and f"access key {APP_AK}" in r.stdout
     _no_secret(r.stdout + r.stderr)
 
 

@@ -167,6 +167,6 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     # a group the account was not granted: the line names the wrapped group, which is what the ACL must list
     r = run_cli(["check", "--config", str(config), "--group", "Other"])
     assert r.returncode == 1, r.stdout + r.stderr
-    line = next(ln for ln in r.stderr.splitlines() if "FAIL  access" in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "FAIL  access" in ln)
     assert f"group {NS}%Other" in line and f"access key {ak}" in line and f"group:{NS}%Other" in line, line
     assert SECRET not in r.stdout + r.stderr
