@@ -98,7 +98,8 @@ async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, 
         clients = await _online_clients(instance, sorted(set(masters.values())), group)
         path = "online" if clients else "offline"
         if clients and target.timestamp is None:
-            consumers = f"{len(clients)} consumer" + ("" if len(clients) == 1 else "s")
+            from rmqrun.supervisor.status_line import plural
+            consumers = plural(len(clients), "consumer")
             raise AdminError(
                 f"group {group} has {consumers} online; running clients can be reset by time "
                 f"only (earliest, latest, a time), not to {target.describe()}: stop them and run this again")

@@ -123,4 +123,5 @@ def _effect(rows: list[Any]) -> str:
 
 def _n(count: int, noun: str) -> str:
     """``1 message``, ``2 messages``: the plural agrees with the count."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    from rmqrun.supervisor.status_line import plural
+    return plural(count, noun)

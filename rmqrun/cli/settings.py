@@ -462,7 +462,7 @@ def describe(resolved: Resolved | None = None, width: int = 100) -> str:
     with its flag and variable, then what it means, its default and what it allows, wrapped and indented."""
     import textwrap
 
-    from rmqrun.cli.settings_options import SHORT, help_of
+    from rmqrun.cli.setting_help import SHORT, help_of
     lines = ["Every setting is a YAML key (--config FILE), an environment variable and, for the common ones,",
              "a flag. Precedence: command line > environment > config file > default.",
              f"Variables starting with {HANDLER_ENV_PREFIX} are left to handlers; other unknown {ENV_PREFIX}*",
@@ -470,7 +470,7 @@ def describe(resolved: Resolved | None = None, width: int = 100) -> str:
     if resolved is None:
         for s in SETTINGS:
             lines.append(f"  {s.key}  ({', '.join(x for x in (SHORT.get(s.key), s.flag, s.env) if x)})")
-            meaning, default = help_of(s)
+            meaning, default = help_of(s, needed=s.key in ESSENTIALS)
             allowed = f" Allowed: {', '.join(s.choices)}." if s.choices else (
                 f" Allowed: {s.allowed}." if s.allowed else "")
             lines += textwrap.wrap(f"{meaning}. Default: {default}.{allowed}", width, initial_indent="      ",

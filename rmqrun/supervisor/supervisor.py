@@ -35,6 +35,7 @@ from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool import PoolConfig, PoolError, WorkerBootError
 from rmqrun.supervisor.snapshot import SupervisorSnapshot, snapshot_of
+from rmqrun.supervisor.status_line import StatusLine, plural
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -76,6 +77,8 @@ class Supervisor:
         self._signals: asyncio.Queue[int] = asyncio.Queue()
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
+        #: the status line's previous count and time (its rate covers one interval)
+        self._status_line: StatusLine | None = None
 
     # ----------------------------------------------------------------- signals
 
@@ -127,11 +130,11 @@ class Supervisor:
         ns = self.settings.consumer.namespace
         if self.settings.consumer.order_by_key:
             mode = f"orderly by key ({self.settings.consumer.order_key})"
-        logger.info("consuming {} as group {}{} ({}, {}), {} workers running {}",
+        logger.info("consuming {} as group {}{} ({}, {}), {} running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",
                     self.settings.consumer.message_model, mode,
-                    self.executor.pool.size, self.settings.pool.handler)
+                    plural(self.executor.pool.size, "worker"), self.settings.pool.handler)
         self.ready = True
         self._set_phase("consuming")
         if self.settings.on_ready:
@@ -263,11 +266,9 @@ class Supervisor:
         engine = self.engine
         if engine is None:
             return "starting"
-        stats = engine.stats
-        elapsed = max(1e-6, time.monotonic() - stats.started)
-        return (f"{stats.consumed} consumed ({stats.consumed / elapsed:.0f}/s), {stats.failed} failed, "
-                f"{len(engine.table)} queues, {self.executor.in_flight} batches in flight, "
-                f"{self.executor.pool.size} workers")
+        if self._status_line is None:
+            self._status_line = StatusLine(engine.stats.started)
+        return self._status_line.text(self.snapshot(), time.monotonic())
 
     async def _status_loop(self) -> None:
         interval = self.settings.status_interval
