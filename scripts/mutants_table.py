@@ -56,8 +56,10 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- canaries (worker processes)
     m("canary-worker-raise-is-success", "rmqrun/worker/main.py",
       "a handler exception is reported as SUCCESS (runs only in worker processes)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes([fail]) * (end - start)",
-      "                    except Exception as exc:\n                        statuses[start:end] = bytes(end - start)",
+      "                    except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised "
+      "it\n                        statuses[start:end] = bytes([fail]) * (end - start)",
+      "                    except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised "
+      "it\n                        statuses[start:end] = bytes(end - start)",
       CHAIN + "::test_send_back_refused_the_message_is_republished_to_the_retry_topic"),
     m("canary-worker-orderly-goes-on", "rmqrun/worker/main.py",
       "an orderly batch keeps calling the handler after a failed call",
