@@ -30,7 +30,7 @@ from rmqrun.consumer.context import PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.protocol.headers import PullMessageRequestHeader
-from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
+from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError, TopicNotExistError
 from rmqrun.remoting.message import PROPERTY_TAGS, RecordHead, scan_records, scan_spans
 
 if TYPE_CHECKING:
@@ -111,6 +111,11 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
             # the broker has not seen our heartbeat for this subscription yet
             logger.debug("pull {} refused ({}); heartbeat and retry", mq, exc)
             engine.request_heartbeat()
+            await asyncio.sleep(exception_delay)
+        except TopicNotExistError:
+            # deleted? the rebalance asks the name server and drops the topic's queues, with one warning
+            logger.debug("pull {}: the broker has no topic {}", mq, mq.topic)
+            engine.topic_refused(mq.topic)
             await asyncio.sleep(exception_delay)
         except Exception as exc:
             logger.warning("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
