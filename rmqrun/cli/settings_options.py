@@ -26,11 +26,12 @@ from rmqrun.cli.setting_help import SHORT, help_of, metavar_of
 if TYPE_CHECKING:
     from rmqrun.cli.settings import Setting
 
+
 def setting_option(s: "Setting", fn: Callable[..., Any]) -> Callable[..., Any]:
     """``s``'s flag on ``fn``: its short letter, its type, its default and choices shown."""
+    from rmqrun.cli.settings import ESSENTIALS
     assert s.flag is not None
     decls = [d for d in (SHORT.get(s.key), s.flag) if d]
-    from rmqrun.cli.settings import ESSENTIALS
     text, shown = help_of(s, needed=s.key in ESSENTIALS)
     if s.is_flag:
         return click.option(*decls, s.key, is_flag=True, default=None, help=text)(fn)

@@ -7,9 +7,9 @@ listing them, when there are several). ``create`` refuses a topic that
 already exists on a target broker and ``update`` one that does not; ``update``
 keeps every field not given. ``delete`` removes the topic from every master of
 the cluster, then from the name servers, as ``mqadmin deleteTopic``.
-``list`` asks the name server; ``describe`` shows the route and, per queue,
-the min/max offsets and last update time the broker reports
-(GET_TOPIC_STATS_INFO, as ``mqadmin topicStatus``).
+``list`` asks the name server; ``describe`` (:mod:`rmqrun.cli.topic_describe`)
+shows the route and every read queue's offsets, marked where it is not
+written. The topic is ``NAME`` or ``-t/--topic`` (:mod:`rmqrun.cli.topic_options`).
 
 ``--order`` also writes the name server's ORDER_TOPIC_CONFIG entry, as
 ``mqadmin updateTopic -o true`` does: with ``-c`` (or the only cluster)
