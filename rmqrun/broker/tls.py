@@ -1,4 +1,4 @@
-"""TLS for the embedded name server and broker (``--tls-cert/--tls-key [--tls-mode]``).
+"""TLS for the embedded name server and broker (``--tls-cert-file/--tls-key-file [--tls-mode]``).
 
 Java RocketMQ's ``tlsMode``: ``permissive`` accepts TLS and plain clients on
 the same port (the remoting server looks at the first byte: 0x16 opens a TLS
@@ -24,27 +24,31 @@ TLS_MODES = ("permissive", "enforcing")
 def check_tls_settings(cert: str | None, key: str | None, mode: str | None) -> None:
     """Refuse inconsistent TLS settings, naming the options (the files are read by :func:`server_context`)."""
     if (cert is None) != (key is None):
-        given, missing = ("--tls-cert", "--tls-key") if cert is not None else ("--tls-key", "--tls-cert")
+        given, missing = ("--tls-cert-file", "--tls-key-file")
+        if cert is None:
+            given, missing = missing, given
         raise ValueError(f"{given} needs {missing} too (a certificate chain and its private key)")
     if mode is not None:
         if mode not in TLS_MODES:
             raise ValueError(f"--tls-mode {mode!r} is invalid: one of {', '.join(TLS_MODES)}")
         if cert is None:
-            raise ValueError(f"--tls-mode {mode} needs --tls-cert and --tls-key")
+            raise ValueError(f"--tls-mode {mode} needs --tls-cert-file and --tls-key-file")
     if cert is not None and key is not None:
         server_context(cert, key)
 
 
 def server_context(cert: str, key: str) -> ssl.SSLContext:
     """A server-side context for the certificate chain and key, or a ValueError naming the files."""
-    for option, path in (("--tls-cert", cert), ("--tls-key", key)):
+    for option, path in (("--tls-cert-file", cert), ("--tls-key-file", key)):
         if not os.path.isfile(path):
-            raise ValueError(f"--tls-cert {cert} / --tls-key {key}: {option} {path} does not exist or is not a file")
+            raise ValueError(f"--tls-cert-file {cert} / --tls-key-file {key}: {option} {path} does not exist or is "
+                             "not a file")
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         ctx.load_cert_chain(cert, key)
     except (ssl.SSLError, OSError) as exc:
-        raise ValueError(f"--tls-cert {cert} / --tls-key {key}: not a usable certificate and key: {exc}") from None
+        raise ValueError(f"--tls-cert-file {cert} / --tls-key-file {key}: not a usable certificate and key: "
+                         f"{exc}") from None
     return ctx
 
 

@@ -17,6 +17,7 @@ import click
 
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import fail
+from rmqrun.cli.flags import Shown, check_log_level, log_level_option
 from rmqrun.errors import ConfigError
 
 
@@ -25,9 +26,7 @@ def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -
     from rmqrun.broker.advertise import check_advertise_host
     from rmqrun.broker.store.config import delete_hours
     from rmqrun.broker.store.errors import StoreError
-    from rmqrun.cli.settings import LOG_LEVELS
-    if log_level.upper() not in LOG_LEVELS:
-        raise ConfigError(f"--log-level {log_level!r} is invalid: one of {', '.join(LOG_LEVELS)}")
+    check_log_level(log_level)
     if advertise_host is not None:
         try:
             check_advertise_host(advertise_host)
@@ -39,6 +38,13 @@ def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -
         raise ConfigError(f"--delete-when {delete_when!r}: give hours 00-23 of the day (several: '04;16')") from None
 
 
+def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) -> str | None:
+    """The value of a flag given by its name or by its older spelling (kept hidden so scripts keep working)."""
+    if new is not None and old is not None and new != old:
+        raise ConfigError(f"{name} and {old_name} (its older spelling) disagree: give {name} once")
+    return new if new is not None else old
+
+
 @click.command()
 @click.option("--data-dir", default="./rmqrun-data", show_default=True, help="where messages and state are stored")
 @click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (loopback by default)")
@@ -46,35 +52,42 @@ def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -
 @click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True,
               help="sync: SEND_OK only after fsync")
-@click.option("--log-level", default="INFO", show_default=True,
-              help="TRACE, DEBUG, INFO, SUCCESS, WARNING, ERROR or CRITICAL")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--advertise-host", default=None,
-              help="IP registered with the name server for clients [default: --host if concrete, else the first "
-                   "non-loopback address]")
+@log_level_option("INFO")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text or json (JSON lines, one object per record)")
+@click.option("--advertise-host", default=None, cls=Shown,
+              shown="--host if concrete, else the first non-loopback address",
+              help="IP registered with the name server for clients")
 @click.option("--file-reserved-hours", type=click.FloatRange(min=0, min_open=True), default=72, show_default=True,
               help="retention: commit-log files last written longer ago are deleted")
 @click.option("--delete-when", default="04", show_default=True,
               help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
 @click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
               help="retention: above this disk use (percent) expired files are deleted at once")
-@click.option("--acl", "acl_file", default=None, metavar="FILE",
+@click.option("--acl", "acl_file", default=None, metavar="FILE", cls=Shown, shown="none: no ACL",
               help="check every broker request against this plain_acl.yml (RocketMQ 4.x layout); "
                    "the name server stays open")
-@click.option("--tls-cert", default=None, metavar="PEM", help="certificate chain: both servers speak TLS")
-@click.option("--tls-key", default=None, metavar="PEM", help="private key of --tls-cert")
-@click.option("--tls-mode", type=click.Choice(["permissive", "enforcing"]), default=None,
-              help="permissive: TLS and plain clients on the same port; enforcing: TLS only [default: permissive]")
+@click.option("--tls-cert-file", "tls_cert", default=None, metavar="PEM", cls=Shown, shown="none: no TLS",
+              help="certificate chain: both servers speak TLS")
+@click.option("--tls-key-file", "tls_key", default=None, metavar="PEM", cls=Shown, shown="none",
+              help="private key of --tls-cert-file")
+@click.option("--tls-cert", "old_tls_cert", default=None, hidden=True)  # the older spelling, kept for scripts
+@click.option("--tls-key", "old_tls_key", default=None, hidden=True)
+@click.option("--tls-mode", type=click.Choice(["permissive", "enforcing"]), default=None, cls=Shown,
+              shown="permissive", help="permissive: TLS and plain clients on the same port; enforcing: TLS only")
 @click.option("--order-message-enable", is_flag=True,
               help="the name server puts ordered topics' order conf (topic create --order) in their routes")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
            disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
-           tls_mode: str | None, order_message_enable: bool) -> None:
+           old_tls_cert: str | None, old_tls_key: str | None, tls_mode: str | None,
+           order_message_enable: bool) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError
     _check_flags(log_level, advertise_host, delete_when)
+    tls_cert = _one_spelling(tls_cert, old_tls_cert, "--tls-cert-file", "--tls-cert")
+    tls_key = _one_spelling(tls_key, old_tls_key, "--tls-key-file", "--tls-key")
     logs.setup(log_level.upper(), log_format, role="broker")
     try:
         code = run_broker(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, flush_mode=flush,

@@ -19,11 +19,13 @@ def check(handler: str | None, config_file: str | None, timeout: float, **flags:
     """Validate the settings, import the handler and hooks, reach the name server and brokers.
 
     Takes the same arguments as `rmqrun run`. Exit 0 when `run` would start, else
-    2 (settings), 3 (handler or hook) or 1 (name server, topic or broker).
+    2 (settings), 3 (handler or hook) or 1 (name server, topic or broker). The
+    report goes to stdout either way (the exit code says how it went), so
+    `rmqrun check ... > report.txt` keeps all of it.
     """
     from rmqrun.cli.check import run_check
     cwd_on_path()
     logs.setup("ERROR", role="check")
     report = run_check({"handler": handler, **flags}, config_file, timeout)
-    click.echo(report.text(), err=report.code != 0)
+    click.echo(report.text())
     sys.exit(report.code)

@@ -41,6 +41,7 @@ from rmqrun.client.admin import TopicConfig
 from rmqrun.errors import RmqrunError
 from rmqrun.cli.produce import ProduceSpec, Template, generated, produce
 from rmqrun.client.producer import Producer
+from rmqrun.supervisor.status_line import plural
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
@@ -256,7 +257,7 @@ async def _consume(namesrv: str, opts: DemoOptions, display: Display, stop: asyn
             lag = max(0, result.produced - consumed)
             pct = 100 * consumed / max(1, opts.messages)
             display.progress(f"consumed {consumed}/{opts.messages} {pct:3.0f}%  {rate.update(consumed):6.0f} msg/s"
-                             f"  lag {lag:6d}  {len(workers)} workers CPU: {loads}")
+                             f"  lag {lag:6d}  {plural(len(workers), 'worker')} CPU: {loads}")
         result.exit_code = run.result()
     finally:
         if not run.done():  # cancelled from outside: let the supervisor stop its workers
@@ -292,8 +293,8 @@ async def _demo(opts: DemoOptions, data_dir: Path, display: Display) -> DemoResu
             await _create_topic(broker, opts.topic_queues, ordered=opts.order_by is not None)
         await _produce_backlog(broker.namesrv_address, opts, display, stop, result)
         if not result.interrupted and not stop.is_set():
-            display.line(f"starting {opts.workers} workers running {opts.handler} ({opts.cpu_ms:g} ms CPU per "
-                         f"message){_mode(opts)}")
+            display.line(f"starting {plural(opts.workers, 'worker')} running {opts.handler} "
+                         f"({opts.cpu_ms:g} ms CPU per message){_mode(opts)}")
             await _consume(broker.namesrv_address, opts, display, stop, result)
     finally:
         await broker.stop()
@@ -316,10 +317,12 @@ def summary(opts: DemoOptions, r: DemoResult) -> str:
     rate = r.handled / r.consume_seconds if r.consume_seconds > 0 else 0.0
     ideal = opts.workers / (opts.cpu_ms / 1000) if opts.cpu_ms > 0 else float("inf")
     head = "interrupted: " if r.interrupted else ""
-    lines = [f"{head}{r.handled} messages handled in {r.consume_seconds:.1f} s by {opts.workers} workers "
+    lines = [f"{head}{plural(r.handled, 'message')} handled in {r.consume_seconds:.1f} s by "
+             f"{plural(opts.workers, 'worker')} "
              f"({opts.handler}, {opts.cpu_ms:g} ms CPU per message{_mode(opts)}), {r.failed} failed",
-             f"throughput {rate:.0f} msg/s; ideal {opts.workers} workers / {opts.cpu_ms:g} ms = {ideal:.0f} msg/s: "
-             f"{100 * rate / ideal:.0f}% of ideal" if ideal != float("inf") else f"throughput {rate:.0f} msg/s",
+             f"throughput {rate:.0f} msg/s; ideal {plural(opts.workers, 'worker')} / {opts.cpu_ms:g} ms = "
+             f"{ideal:.0f} msg/s: {100 * rate / ideal:.0f}% of ideal"
+             if ideal != float("inf") else f"throughput {rate:.0f} msg/s",
              f"produced {r.produced} in {r.produce_seconds:.1f} s; workers ready in {r.boot_seconds:.1f} s"]
     if r.worker_cpu:
         lines.append("CPU seconds per worker: " + " ".join(f"{s:.1f}" for s in r.worker_cpu.values()))

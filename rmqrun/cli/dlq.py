@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from rmqrun.cli.admin_session import resolve_cluster, run_admin
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option
 from rmqrun.cli.read_format import parse_from
@@ -92,22 +93,24 @@ def _where(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The options every dlq command shares: the group, the cluster, the namespace, ACL/TLS."""
     fn = security_options(fn)
     fn = namespace_option(fn)
-    fn = click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")(fn)
-    fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
-                      help="take namesrv (and ACL/TLS, namespace) from this YAML")(fn)
-    fn = click.option("--redrive-group", metavar="GROUP",
-                      help="the group holding the re-drive offsets [<group>-redrive]")(fn)
-    return click.option("-g", "--group", metavar="GROUP", help="the consumer group whose %DLQ%<group> to read")(fn)
+    fn = namesrv_flag(fn)
+    fn = config_option("namesrv (and ACL/TLS, namespace)")(fn)
+    fn = click.option("--redrive-group", metavar="GROUP", cls=Shown, shown="<group>-redrive",
+                      help="the group holding the re-drive offsets")(fn)
+    return click.option("-g", "--group", metavar="GROUP", cls=Shown, required_text="required",
+                        help="the consumer group whose %DLQ%<group> to read")(fn)
 
 
 def _filters(fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn = click.option("--topic", "topics", multiple=True, metavar="TOPIC",
+    fn = click.option("--topic", "topics", multiple=True, metavar="TOPIC", cls=Shown, shown="every topic",
                       help="only messages consumed from this topic; repeatable")(fn)
-    fn = click.option("--msg-id", "msg_ids", multiple=True, metavar="ID",
+    fn = click.option("--msg-id", "msg_ids", multiple=True, metavar="ID", cls=Shown, shown="every message",
                       help="only this message (client id, broker id or original id); repeatable")(fn)
-    fn = click.option("--key", "keys", multiple=True, metavar="KEY", help="only messages with this key; repeatable")(fn)
-    fn = click.option("--until", metavar="TIME", help="only messages dead-lettered at or before TIME")(fn)
-    return click.option("--since", metavar="TIME",
+    fn = click.option("--key", "keys", multiple=True, metavar="KEY", cls=Shown, shown="every key",
+                      help="only messages with this key; repeatable")(fn)
+    fn = click.option("--until", metavar="TIME", cls=Shown, shown="no end",
+                      help="only messages dead-lettered at or before TIME")(fn)
+    return click.option("--since", metavar="TIME", cls=Shown, shown="the first",
                         help="only messages dead-lettered at or after TIME (ISO-8601 or epoch ms)")(fn)
 
 
@@ -130,7 +133,7 @@ def dlq() -> None:
 @dlq.command(name="list")
 @_where
 @_filters
-@click.option("-n", "--count", metavar="N", help="stop after N messages")
+@click.option("--count", metavar="N", cls=Shown, shown="all", help="stop after N messages")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message")
 def list_(group: str | None, redrive_group: str | None, config_file: str | None, namesrv: str | None,
           namespace: str | None, security_flags: dict[str, Any], since: str | None, until: str | None,
@@ -179,10 +182,12 @@ def list_(group: str | None, redrive_group: str | None, config_file: str | None,
 
 @dlq.command()
 @_where
-@click.option("--msg-id", metavar="ID", help="the message: client id, broker (offset) id or original id")
-@click.option("--offset", metavar="N", help="the message at this DLQ queue offset")
+@click.option("--msg-id", metavar="ID", cls=Shown, required_text="required: this or --offset",
+              help="the message: client id, broker (offset) id or original id")
+@click.option("--offset", metavar="N", cls=Shown, required_text="required: this or --msg-id",
+              help="the message at this DLQ queue offset")
 @click.option("--queue", metavar="ID", default="0", show_default=True, help="with --offset: the DLQ queue id")
-@click.option("--broker", metavar="NAME", help="with --offset: the broker (default: the only one)")
+@click.option("--broker", metavar="NAME", cls=Shown, shown="the only one", help="with --offset: the broker")
 @click.option("--body-chars", metavar="N", default="1024", show_default=True, help="body preview length")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object with every field")
 def show(group: str | None, redrive_group: str | None, config_file: str | None, namesrv: str | None,
@@ -234,9 +239,10 @@ def show(group: str | None, redrive_group: str | None, config_file: str | None, 
 @dlq.command()
 @_where
 @_filters
-@click.option("--to-topic", metavar="TOPIC", help="send every message here instead of its original topic")
+@click.option("--to-topic", metavar="TOPIC", cls=Shown, shown="each message's original topic",
+              help="send every message here instead of its original topic")
 @click.option("--dry-run", is_flag=True, help="print what would be moved; send and commit nothing")
-@click.option("-n", "--count", metavar="N", help="move at most N messages")
+@click.option("--count", metavar="N", cls=Shown, shown="all", help="move at most N messages")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object per message moved")
 def redrive(group: str | None, redrive_group: str | None, config_file: str | None, namesrv: str | None,
             namespace: str | None, security_flags: dict[str, Any], since: str | None, until: str | None,

@@ -33,7 +33,7 @@ COMMANDS: dict[str, str] = {
     "check": "rmqrun.cli.check_cmd:check",
     "demo": "rmqrun.cli.demo_cmd:demo",
     "dlq": "rmqrun.cli.dlq:dlq",
-    "offsets": "rmqrun.cli.offsets:offsets",
+    "offsets": "rmqrun.cli.offsets_cmd:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",
     "run": "rmqrun.cli.run:run",
@@ -43,8 +43,31 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: command name -> the first line of its help, for ``rmqrun --help`` without importing every command
+#: (``tests/unit/test_cli_help.py`` checks each against the command's own)
+SUMMARIES: dict[str, str] = {
+    "broker": "Run the embedded name server and broker until SIGINT/SIGTERM.",
+    "check": "Validate the settings, import the handler and hooks, reach the name server and brokers.",
+    "demo": "Start an embedded broker, produce a backlog and consume it with a worker pool.",
+    "dlq": "The dead letters of a consumer group (%DLQ%<group>): list, show, re-drive.",
+    "offsets": "Move a consumer group's offsets: the plan first, applied with --execute (kafka-consumer-groups "
+               "--reset-offsets, mqadmin resetOffsetByTime).",
+    "produce": "Send messages: each line of --file or of piped stdin, or --count N generated ones.",
+    "read": "Print the messages of a topic (nothing is committed to any group).",
+    "run": "Consume with a pool of worker processes running HANDLER (module:function).",
+    "spark": "Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark.",
+    "status": "Per queue: broker offset, consumer offset and lag of a consumer group.",
+    "topic": "Create, change, delete, list and inspect topics (like mqadmin updateTopic, topicList, topicStatus).",
+}
+
+
 class _Group(click.Group):
     """Commands loaded on first use (click's lazy-group pattern), and rmqrun's own errors as one line."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list from :data:`SUMMARIES`: ``rmqrun --help`` imports no command module."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUMMARIES[name]) for name in self.list_commands(ctx)])
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
@@ -65,7 +88,8 @@ class _Group(click.Group):
             fail(exc)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120})
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120,
+                                            "show_default": True})
 @click.version_option(__version__, prog_name="rmqrun")
 def cli() -> None:
     """rmqrun: a process-pool consumer runner for Apache RocketMQ.

@@ -16,13 +16,14 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-HELP = ("instance namespace of a managed cluster: topics and groups are NAMESPACE%name on the wire, shown "
-        "plain here (default: $RMQRUN_NAMESPACE, else the config file's namespace)")
+HELP = "instance namespace of a managed cluster: topics and groups are NAMESPACE%name on the wire, shown plain here"
 
 
 def namespace_option(fn: F) -> F:
     """The ``--namespace`` flag, passed to the command as ``namespace``."""
-    return click.option("--namespace", "namespace", default=None, metavar="NAMESPACE", help=HELP)(fn)
+    from rmqrun.cli.flags import Shown
+    return click.option("--namespace", "namespace", default=None, metavar="NAMESPACE", help=HELP, cls=Shown,
+                        shown="$RMQRUN_NAMESPACE, else the config file's namespace, else none")(fn)
 
 
 def resolve_namespace(flag: str | None, config_file: str | None = None,

@@ -21,7 +21,8 @@ def namesrv_option(value: str | None) -> str:
     try:
         parse_addresses(addr)
     except ValueError as exc:
-        raise ConfigError(f"--namesrv {addr!r}: {exc}") from None
+        hint = " (-n is the name server, as in mqadmin; a count is --count)" if addr.strip().isdigit() else ""
+        raise ConfigError(f"--namesrv {addr!r}: {exc}{hint}") from None
     return addr.strip()
 
 

@@ -16,6 +16,7 @@ import click
 from rmqrun.cli import logs
 from rmqrun.cli.admin_session import resolve_namesrv
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import ConfigError
@@ -70,19 +71,20 @@ def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | No
 
 
 @click.command()
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/topic from this YAML")
-@click.option("--topic", "topics", multiple=True, help="topic to send to (default: the config's topic)")
-@click.option("-n", "--count", type=click.IntRange(min=0),
+@namesrv_flag
+@config_option("namesrv and topic")
+@click.option("-t", "--topic", "topics", multiple=True, cls=Shown, shown="the config's topic", help="topic to send to")
+@click.option("--count", type=click.IntRange(min=0), cls=Shown, shown="every line of the input",
               help="send N messages: the first N lines of --file or piped stdin, else N generated ones")
-@click.option("--file", "file", type=click.File("rb"),
-              help="send each line of FILE as a message ('-': stdin; default: stdin when it is a pipe or a file)")
+@click.option("--file", "file", type=click.File("rb"), cls=Shown, shown="stdin when it is a pipe or a file",
+              help="send each line of FILE as a message ('-': stdin)")
 @click.option("--body", default="message {i}", show_default=True, help="body template of generated messages")
-@click.option("--tags", help="tag of every message")
-@click.option("--keys", help="KEYS template, e.g. 'order-{i}'")
-@click.option("--property", "properties", multiple=True, metavar="K=V", help="user property (repeatable)")
-@click.option("--sharding-key", help="orderly send: messages with equal keys go to one queue, in order; "
-                                     "template, e.g. 'user-{i%8}'")
+@click.option("--tags", cls=Shown, shown="none", help="tag of every message")
+@click.option("--keys", cls=Shown, shown="none", help="KEYS template, e.g. 'order-{i}'")
+@click.option("--property", "properties", multiple=True, metavar="K=V", cls=Shown, shown="none",
+              help="user property (repeatable)")
+@click.option("--sharding-key", cls=Shown, shown="none: round robin over the queues",
+              help="orderly send: messages with equal keys go to one queue, in order; template, e.g. 'user-{i%8}'")
 @click.option("--delay-level", type=click.IntRange(0, 18), default=0, show_default=True,
               help="delay level (1=1s ... 18=2h; 0: none)")
 @click.option("--concurrency", type=click.IntRange(1, 4096), default=64, show_default=True,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
+from rmqrun.cli.flags import Shown, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, json_line, parse_from, text_line
@@ -262,15 +263,15 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
 
 
 @click.command("read")
-@click.option("--topic", help="topic to read")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
+@click.option("-t", "--topic", cls=Shown, shown="none (needed)", help="topic to read")
+@namesrv_flag
 @click.option("--from", "from_", default="earliest", show_default=True, metavar="WHERE",
               help="earliest, latest, an offset (per queue), or a time: ISO-8601 or epoch ms")
-@click.option("-n", "--count", metavar="N", help="stop after N messages")
+@click.option("--count", metavar="N", cls=Shown, shown="no limit", help="stop after N messages")
 @click.option("-f", "--follow", is_flag=True, help="keep waiting for new messages until Ctrl-C / SIGTERM")
-@click.option("--tags", metavar="EXPR", help="tag expression, e.g. 'TagA || TagB' (default: all)")
-@click.option("--queue", metavar="ID", help="only queues with this id")
-@click.option("--format", "fmt", default="text", show_default=True, metavar="text|json",
+@click.option("--tags", metavar="EXPR", cls=Shown, shown="* (every tag)", help="tag expression, e.g. 'TagA || TagB'")
+@click.option("--queue", metavar="ID", cls=Shown, shown="every queue", help="only queues with this id")
+@click.option("--format", "fmt", default="text", show_default=True, metavar="[text|json]",
               help="text: one readable line per message; json: one object per line with every field")
 @namespace_option
 @security_options

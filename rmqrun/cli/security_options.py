@@ -11,9 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable
 
-import click
-
 from rmqrun.cli.security import SECURITY_KEYS, client_security
+from rmqrun.cli.settings_options import setting_option
 from rmqrun.remoting.security import ClientSecurity
 
 
@@ -34,9 +33,5 @@ def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(*args, **kwargs)
 
     for key in reversed(keys):
-        s = BY_KEY[key]
-        if s.is_flag:
-            wrapper = click.option(s.flag, key, is_flag=True, default=None, help=s.help)(wrapper)
-        else:
-            wrapper = click.option(s.flag, key, default=None, help=s.help, metavar=key.upper())(wrapper)
+        wrapper = setting_option(BY_KEY[key], wrapper)
     return wrapper

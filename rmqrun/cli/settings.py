@@ -39,12 +39,10 @@ from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
 from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
-from rmqrun.supervisor.health import READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S
-from rmqrun.supervisor.pool_config import PoolConfig
-from rmqrun.supervisor.supervisor import RunSettings
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported when settings are built: `run --help` and `--help-settings` load no supervisor
     from rmqrun.remoting.security import ClientSecurity
+    from rmqrun.supervisor.supervisor import RunSettings
 
 ENV_PREFIX = "RMQRUN_"
 #: variables under this prefix belong to handlers, not to rmqrun
@@ -206,10 +204,10 @@ SETTINGS: tuple[Setting, ...] = (
        attr="grace", flag="--graceful-timeout", check=at_least(0), allowed="0 or more seconds"),
     _S("status_interval", parse_float, 10.0, "seconds between status lines (0: none)", RUN,
        check=at_least(0), allowed="0 or more seconds"),
-    _S("ready_broker_timeout", parse_float, READY_BROKER_TIMEOUT_S, "not ready (/readyz 503, rmqrun_ready 0) "
+    _S("ready_broker_timeout", parse_float, 20.0, "not ready (/readyz 503, rmqrun_ready 0) "
        "when no broker has answered for this many seconds; lag from a broker this quiet is not shown", RUN,
        check=lambda v: v > 0, allowed="a positive number of seconds"),
-    _S("stall_timeout", parse_float, STALL_TIMEOUT_S, "unhealthy (/healthz 503, no watchdog pings) when work "
+    _S("stall_timeout", parse_float, 300.0, "unhealthy (/healthz 503, no watchdog pings) when work "
        "waits and no handler call has finished for this many seconds; above the longest normal call "
        "(0: off)", RUN, check=at_least(0), allowed="0 or more seconds"),
     _S("watchdog_checks_health", parse_bool, True, "systemd watchdog pings stop while unhealthy (a wedged "
@@ -443,8 +441,10 @@ def missing(resolved: Resolved, keys: Mapping[str, str] = ESSENTIALS) -> ConfigE
     return ConfigError("missing " + ", ".join(f"{k} ({keys[k]})" for k in gaps))
 
 
-def build(resolved: Resolved) -> RunSettings:
+def build(resolved: Resolved) -> "RunSettings":
     """The engine, pool and run settings; refuses missing essentials with what to do."""
+    from rmqrun.supervisor.pool_config import PoolConfig
+    from rmqrun.supervisor.supervisor import RunSettings
     gap = missing(resolved)
     if gap is not None:
         raise gap
@@ -467,26 +467,33 @@ def build(resolved: Resolved) -> RunSettings:
     return RunSettings(consumer=consumer, pool=pool, **kw[RUN])
 
 
-def describe(resolved: Resolved | None = None) -> str:
-    """The settings table as text (``rmqrun run --help-settings``); with values and sources when resolved."""
+def describe(resolved: Resolved | None = None, width: int = 100) -> str:
+    """The settings table as text (``rmqrun run --help-settings``); with values and sources when resolved.
+
+    Unresolved, each setting is a block that fits ``width`` columns (a row per setting was 230 wide): the key
+    with its flag and variable, then what it means, its default and what it allows, wrapped and indented."""
+    import textwrap
+
+    from rmqrun.cli.setting_help import SHORT, help_of
     lines = ["Every setting is a YAML key (--config FILE), an environment variable and, for the common ones,",
              "a flag. Precedence: command line > environment > config file > default.",
-             f"Variables starting with {HANDLER_ENV_PREFIX} are left to handlers; other unknown "
-             f"{ENV_PREFIX}* variables are refused.", ""]
+             f"Variables starting with {HANDLER_ENV_PREFIX} are left to handlers; other unknown {ENV_PREFIX}*",
+             "variables are refused.", ""]
     if resolved is None:
-        lines.append(f"  {'key':<32} {'environment variable':<40} {'flag':<22} {'default':<26} meaning")
-    else:
-        lines.append(f"  {'key':<32} {'value':<30} source")
+        for s in SETTINGS:
+            lines.append(f"  {s.key}  ({', '.join(x for x in (SHORT.get(s.key), s.flag, s.env) if x)})")
+            meaning, default = help_of(s, needed=s.key in ESSENTIALS)
+            allowed = f" Allowed: {', '.join(s.choices)}." if s.choices else (
+                f" Allowed: {s.allowed}." if s.allowed else "")
+            lines += textwrap.wrap(f"{meaning}. Default: {default}.{allowed}", width, initial_indent="      ",
+                                   subsequent_indent="      ", break_on_hyphens=False)
+        return "\n".join(lines)
+    lines.append(f"  {'key':<32} {'value':<30} source")
     for s in SETTINGS:
-        if resolved is not None:
-            value = resolved.values.get(s.key)
-            if s.secret and value is not None:
-                value = "(set, hidden)"
-            lines.append(f"  {s.key:<32} {'' if value is None else str(value):<30} {resolved.sources[s.key]}")
-            continue
-        default = "" if s.default is None else s.default
-        allowed = f" [{', '.join(s.choices)}]" if s.choices else (f" [{s.allowed}]" if s.allowed else "")
-        lines.append(f"  {s.key:<32} {s.env:<40} {s.flag or '-':<22} {default!s:<26} {s.help}{allowed}")
+        value = resolved.values.get(s.key)
+        if s.secret and value is not None:
+            value = "(set, hidden)"
+        lines.append(f"  {s.key:<32} {'' if value is None else str(value):<30} {resolved.sources[s.key]}")
     return "\n".join(lines)
 
 

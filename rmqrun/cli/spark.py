@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
+from rmqrun.cli.flags import Shown, namesrv_flag
 from rmqrun.cli.handler_path import cwd_on_path
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
@@ -63,26 +64,30 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @click.command("spark")
 @click.argument("handler", required=False)
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@click.option("--topic", help="topic to read")
-@click.option("--tags", metavar="EXPR", help="tag expression, e.g. 'TagA || TagB' (default: all)")
+@namesrv_flag
+@click.option("-t", "--topic", cls=Shown, shown="none (needed)", help="topic to read")
+@click.option("--tags", metavar="EXPR", cls=Shown, shown="* (every tag)", help="tag expression, e.g. 'TagA || TagB'")
 @click.option("--from", "from_", default="earliest", show_default=True, metavar="WHERE",
               help="earliest, an offset (per queue), a time (ISO-8601 or epoch ms) or a JSON map "
                    "{\"TOPIC\": {\"BROKER:QUEUE\": OFFSET}}")
 @click.option("--to", "to", default="latest", show_default=True, metavar="WHERE",
               help="latest (the queues' ends now), a time, or a JSON map; exclusive")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL (spark://host:port, ...)")
-@click.option("--group", help="consumer group: failures go to %RETRY%<group> and the end offsets are committed "
-                              "to it at the end, so `rmqrun run --group` continues from there")
-@click.option("--worker-init", "worker_init", metavar="MODULE:FN", help="run once per Spark partition first")
-@click.option("--failed-to", "failed_to", metavar="PATH",
+@click.option("-g", "--group", cls=Shown, shown="none: failures are only counted and logged",
+              help="consumer group: failures go to %RETRY%<group> and the end offsets are committed to it at the "
+                   "end, so `rmqrun run --group` continues from there")
+@click.option("--worker-init", "worker_init", metavar="MODULE:FN", cls=Shown, shown="none",
+              help="run once per Spark partition first")
+@click.option("--failed-to", "failed_to", metavar="PATH", cls=Shown, shown="none",
               help="write failed messages here (Parquet if PATH ends in .parquet, else JSON Lines)")
 @click.option("--batch-size", "batch_size", default="1", show_default=True, metavar="N",
               help="messages per call of an @rmqrun.batch handler")
 @click.option("--time-limit", "time_limit", default="900", show_default=True, metavar="S",
               help="soft time limit of one handler call in seconds (0: none)")
-@click.option("--partitions", metavar="N", help="at least N Spark partitions, queues split by offset range (default: 3 x the default parallelism)")
-@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+@click.option("--partitions", metavar="N", cls=Shown, shown="3 x the default parallelism",
+              help="at least N Spark partitions, queues split by offset range")
+@click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", cls=Shown, shown="none",
+              help="a Spark setting (repeatable)")
 @namespace_option
 @security_options
 def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,

@@ -1,4 +1,9 @@
-"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`."""
+"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`.
+
+Each text round of ``--watch`` starts with a header line naming the local time it was taken (on a terminal the
+screen is cleared first, so the table redraws in place); repeated tables with nothing saying when each was
+taken could not be told apart in a log or a scrollback. JSON rounds carry their time in ``at``.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,18 @@ import click
 
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import error_line, fail
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import RmqrunError
 
 
 @click.command()
-@click.option("--group", help="consumer group (default: the config's group)")
-@click.option("--topic", "topics", multiple=True, help="only this topic (repeatable; default: the group's topics)")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv/group from this YAML")
+@click.option("-g", "--group", cls=Shown, shown="the config's group", help="consumer group")
+@click.option("-t", "--topic", "topics", multiple=True, cls=Shown, shown="the group's topics",
+              help="only this topic (repeatable)")
+@namesrv_flag
+@config_option("namesrv and group")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
 @click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
@@ -47,7 +54,7 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     group_name = resolved["group"]
     try:
         while True:
-            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace, security)
+            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace, security, interval)
             if not watch:
                 return
             time.sleep(interval)
@@ -57,7 +64,7 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
 
 
 def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
-                  namespace: str | None = None, security: Any = None) -> None:
+                  namespace: str | None = None, security: Any = None, interval: float = 2.0) -> None:
     """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch
     (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
     import json
@@ -76,6 +83,15 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
     if as_json:
         click.echo(json.dumps(to_json(rows, group, namespace)))
         return
-    if watch and sys.stdout.isatty():
-        click.clear()
+    if watch:
+        if sys.stdout.isatty():
+            click.clear()
+        click.echo(watch_header(interval))
     click.echo(render(rows, group, namespace))
+
+
+def watch_header(interval: float, now: float | None = None) -> str:
+    """``2026-05-01 12:00:03 (every 2 s; Ctrl-C to stop)``: when this round of --watch was taken."""
+    import time
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    return f"{stamp} (every {interval:g} s; Ctrl-C to stop)"

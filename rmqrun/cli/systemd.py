@@ -75,7 +75,8 @@ class SystemdNotifier:
         """Hook READY / STATUS / STOPPING / WATCHDOG into a supervisor's lifecycle."""
         if not self.enabled:
             return
-        self.notify(f"STATUS=starting: {settings.pool.workers} workers running {settings.pool.handler}")
+        from rmqrun.supervisor.status_line import plural
+        self.notify(f"STATUS=starting: {plural(settings.pool.workers, 'worker')} running {settings.pool.handler}")
 
         def ready() -> None:
             self.notify("READY=1", f"STATUS=consuming: {supervisor.status_text()}", f"MAINPID={os.getpid()}")

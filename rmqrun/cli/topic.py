@@ -7,9 +7,9 @@ listing them, when there are several). ``create`` refuses a topic that
 already exists on a target broker and ``update`` one that does not; ``update``
 keeps every field not given. ``delete`` removes the topic from every master of
 the cluster, then from the name servers, as ``mqadmin deleteTopic``.
-``list`` asks the name server; ``describe`` shows the route and, per queue,
-the min/max offsets and last update time the broker reports
-(GET_TOPIC_STATS_INFO, as ``mqadmin topicStatus``).
+``list`` asks the name server; ``describe`` (:mod:`rmqrun.cli.topic_describe`)
+shows the route and every read queue's offsets, marked where it is not
+written. The topic is ``NAME`` or ``-t/--topic`` (:mod:`rmqrun.cli.topic_options`).
 
 ``--order`` also writes the name server's ORDER_TOPIC_CONFIG entry, as
 ``mqadmin updateTopic -o true`` does: with ``-c`` (or the only cluster)
@@ -26,20 +26,20 @@ stale queue count.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 from rmqrun.cli.admin_session import AdminError, admin_session, resolve_cluster, run_admin
-from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
-from rmqrun.cli.security_options import security_options
+from rmqrun.cli.flags import Shown, json_option
+from rmqrun.cli.namespace_option import resolve_namespace
+from rmqrun.cli.topic_describe import describe
+from rmqrun.cli.topic_options import cluster_args, the_topic, topic_args, topic_name, where_args
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.client.admin import ORDER_TOPIC_CONFIG
 from rmqrun.errors import ConfigError
-from rmqrun.namespace import has_namespace, unwrap, wrap
-from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.namespace import has_namespace, unwrap
 
 _PERMS = {"RW": PERM_READ | PERM_WRITE, "R": PERM_READ, "W": PERM_WRITE, "-": 0,
           "6": PERM_READ | PERM_WRITE, "4": PERM_READ, "2": PERM_WRITE, "0": 0}
@@ -53,12 +53,6 @@ def parse_perm(value: str) -> int:
     if perm is None:
         raise ConfigError(f"--perm {value!r} is invalid: one of rw, r, w, - (or mqadmin's 6, 4, 2, 0)")
     return perm
-
-
-def _topic_name(topic: str, namespace: str | None = None, config_file: str | None = None) -> str:
-    """The topic as the cluster names it: checked, then put under ``--namespace`` (flag, env, config)."""
-    from rmqrun.cli.settings import BY_KEY
-    return wrap(resolve_namespace(namespace, config_file), str(BY_KEY["topic"].convert(topic, "command line TOPIC")))
 
 
 async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -> tuple[list[str], str | None]:
@@ -120,23 +114,23 @@ async def write_order_conf(admin: AdminClient, topic: str, cluster: str | None, 
     return None
 
 
-def _where(fn: Any) -> Any:
-    fn = namespace_option(fn)
-    fn = security_options(fn)
-    fn = click.option("-c", "--cluster", help="every master of this cluster (default: the only cluster)")(fn)
-    fn = click.option("-b", "--broker", help="only this broker, host:port")(fn)
-    fn = click.option("--config", "config_file", type=click.Path(dir_okay=False),
-                      help="take namesrv from this YAML")(fn)
-    return click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")(fn)
+def _shape(create: bool) -> Any:
+    """The topic's shape options: ``create`` shows the defaults it uses, ``update`` that it keeps the current."""
+    def shown(default: str) -> str:
+        return default if create else "unchanged"
 
-
-def _shape(fn: Any) -> Any:
-    fn = click.option("--order/--no-order", default=None, help="an ordered topic (mqadmin -o)")(fn)
-    fn = click.option("-p", "--perm", help="rw, r, w or - (mqadmin's 6, 4, 2, 0) [rw]")(fn)
-    fn = click.option("-w", "--write-queues", type=click.IntRange(1, 1024), help="write queue count [8]")(fn)
-    fn = click.option("-r", "--read-queues", type=click.IntRange(1, 1024), help="read queue count [8]")(fn)
-    return click.option("-q", "--queues", type=click.IntRange(1, 1024),
-                        help="read and write queue count at once")(fn)
+    def wrap_(fn: Any) -> Any:
+        fn = click.option("--order/--no-order", default=None, cls=Shown, shown=shown("--no-order"),
+                          help="an ordered topic (mqadmin -o)")(fn)
+        fn = click.option("-p", "--perm", metavar="[rw|r|w|-]", cls=Shown, shown=shown("rw"),
+                          help="permission (or mqadmin's 6, 4, 2, 0)")(fn)
+        fn = click.option("-w", "--write-queues", type=click.IntRange(1, 1024), cls=Shown, shown=shown("8"),
+                          help="write queue count")(fn)
+        fn = click.option("-r", "--read-queues", type=click.IntRange(1, 1024), cls=Shown, shown=shown("8"),
+                          help="read queue count")(fn)
+        return click.option("-q", "--queues", type=click.IntRange(1, 1024), cls=Shown, shown=shown("8"),
+                            help="read and write queue count at once")(fn)
+    return wrap_
 
 
 def _counts(queues: int | None, read: int | None, write: int | None) -> tuple[int | None, int | None]:
@@ -151,14 +145,15 @@ def topic() -> None:
 
 
 @topic.command()
-@click.argument("name")
-@_shape
-@_where
-def create(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
-           order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
+@topic_args
+@_shape(create=True)
+@where_args
+def create(name: str | None, topic_flag: str | None, queues: int | None, read_queues: int | None,
+           write_queues: int | None, perm: str | None, order: bool | None, namesrv: str | None,
+           config_file: str | None, broker: str | None, cluster: str | None, namespace: str | None,
+           security_flags: dict[str, Any]) -> None:
     """Create topic NAME (8 read and 8 write queues unless told otherwise)."""
-    name = _topic_name(name, namespace, config_file)
+    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     config = TopicConfig(name, read or 8, write or 8, parse_perm(perm) if perm else PERM_READ | PERM_WRITE,
                          bool(order))
@@ -185,14 +180,15 @@ def create(name: str, queues: int | None, read_queues: int | None, write_queues:
 
 
 @topic.command()
-@click.argument("name")
-@_shape
-@_where
-def update(name: str, queues: int | None, read_queues: int | None, write_queues: int | None, perm: str | None,
-           order: bool | None, namesrv: str | None, config_file: str | None, broker: str | None,
-           cluster: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
+@topic_args
+@_shape(create=False)
+@where_args
+def update(name: str | None, topic_flag: str | None, queues: int | None, read_queues: int | None,
+           write_queues: int | None, perm: str | None, order: bool | None, namesrv: str | None,
+           config_file: str | None, broker: str | None, cluster: str | None, namespace: str | None,
+           security_flags: dict[str, Any]) -> None:
     """Change topic NAME; fields not given keep their value."""
-    name = _topic_name(name, namespace, config_file)
+    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     new_perm = parse_perm(perm) if perm else None
     if read is None and write is None and new_perm is None and order is None:
@@ -231,16 +227,13 @@ def update(name: str, queues: int | None, read_queues: int | None, write_queues:
 
 
 @topic.command()
-@click.argument("name")
-@click.option("-c", "--cluster", help="the cluster to delete it from (default: the only cluster)")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@namespace_option
-@security_options
-def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str | None,
-           namespace: str | None, security_flags: dict[str, Any]) -> None:
+@topic_args
+@click.option("-c", "--cluster", cls=Shown, shown="the only cluster", help="the cluster to delete it from")
+@cluster_args
+def delete(name: str | None, topic_flag: str | None, cluster: str | None, config_file: str | None,
+           namesrv: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Delete topic NAME from every master of the cluster, then from the name servers."""
-    name = _topic_name(name, namespace, config_file)
+    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
     addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> list[str]:
@@ -262,11 +255,8 @@ def delete(name: str, cluster: str | None, config_file: str | None, namesrv: str
 
 @topic.command(name="list")
 @click.option("--all", "show_all", is_flag=True, help="include the broker's system topics")
-@click.option("--json", "as_json", is_flag=True, help="a JSON array")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@namespace_option
-@security_options
+@json_option("a JSON array")
+@cluster_args
 def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str | None,
           namespace: str | None, security_flags: dict[str, Any]) -> None:
     """The topics the name server knows, sorted (with --namespace: that namespace's, by their plain names)."""
@@ -289,62 +279,4 @@ def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str |
     click.echo(json.dumps(names) if as_json else "\n".join(names))
 
 
-def _iso(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@topic.command()
-@click.argument("name")
-@click.option("--json", "as_json", is_flag=True, help="one JSON object")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="take namesrv from this YAML")
-@click.option("--namesrv", help="name server address(es) (default $NAMESRV_ADDR)")
-@namespace_option
-@security_options
-def describe(name: str, as_json: bool, config_file: str | None, namesrv: str | None,
-             namespace: str | None, security_flags: dict[str, Any]) -> None:
-    """Route, queue counts, permissions and, per queue, min/max offset and last update time."""
-    name = _topic_name(name, namespace, config_file)
-    addr = resolve_cluster(namesrv, config_file, security_flags)
-
-    async def main() -> dict[str, Any]:
-        async with admin_session(addr, "rmqrun-topic") as (_, admin):
-            try:
-                route = await admin.namesrv.get_route(name)
-            except TopicNotExistError:
-                raise AdminError(f"topic {name!r} does not exist on the name server") from None
-            brokers = []
-            for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-                bd = next((b for b in route.broker_datas if b.broker_name == qd.broker_name), None)
-                master = bd.master_address if bd else None
-                queues: list[dict[str, Any]] = []
-                order = None
-                if master is not None:
-                    stats = await admin.topic_stats(master, name)
-                    for mq in sorted(stats):
-                        s = stats[mq]
-                        queues.append({"queue": mq.queue_id, "min_offset": s.min_offset, "max_offset": s.max_offset,
-                                       "last_update": _iso(s.last_update_timestamp),
-                                       "last_update_ms": s.last_update_timestamp})
-                    cfg = (await admin.topic_configs(master)).get(name)
-                    order = cfg.order if cfg else None
-                brokers.append({"broker": qd.broker_name, "address": master, "read_queues": qd.read_queue_nums,
-                                "write_queues": qd.write_queue_nums, "perm": perm_to_string(qd.perm),
-                                "order": order, "queues": queues})
-            order_conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, name)
-            return {"topic": name, "order_conf": order_conf, "brokers": brokers}
-
-    out = run_admin(main)
-    if as_json:
-        click.echo(json.dumps(out))
-        return
-    lines = [f"topic {name}" + (f" (name server order conf {out['order_conf']})" if out["order_conf"] else "")]
-    for b in out["brokers"]:
-        lines.append(f"broker {b['broker']} ({b['address'] or 'no master'}): {b['read_queues']} read / "
-                     f"{b['write_queues']} write queue(s), perm {b['perm']}, order "
-                     f"{'-' if b['order'] is None else str(b['order']).lower()}")
-        lines.append(f"  {'queue':>5}  {'min offset':>10}  {'max offset':>10}  last update")
-        for q in b["queues"]:
-            lines.append(f"  {q['queue']:>5}  {q['min_offset']:>10}  {q['max_offset']:>10}  {q['last_update']}")
-    click.echo("\n".join(lines))
+topic.add_command(describe)

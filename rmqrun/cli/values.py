@@ -175,6 +175,8 @@ def parse_namesrv(value: Any) -> str:
     text = parse_str(value)
     parts = [p.strip() for p in text.split(";") if p.strip()]
     allowed = "host:port, or several separated by ';', e.g. 10.0.0.1:9876;10.0.0.2:9876"
+    if text.strip().isdigit():  # -n was a count in produce and read: say what -n is now
+        allowed += " (-n is the name server, as in mqadmin; a count is --count)"
     if not parts:
         raise ValueError(allowed)
     for part in parts:

@@ -30,7 +30,7 @@ from rmqrun.consumer.context import PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.protocol.headers import PullMessageRequestHeader
-from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError
+from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError, TopicNotExistError
 from rmqrun.remoting.message import RecordHead, scan_records, scan_spans
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
@@ -108,28 +108,43 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
             logger.warning("no subscription for {}; pulling it later", mq)
             await asyncio.sleep(exception_delay)
             continue
-        try:
-            await _pull_once(engine, req, sub)
-        except asyncio.CancelledError:
-            raise
-        except FlowControlError:
-            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000)
-        except SubscriptionError as exc:
-            # the broker has not seen our heartbeat for this subscription yet
-            logger.debug("pull {} refused ({}); heartbeat and retry", mq, exc)
-            engine.request_heartbeat()
-            await asyncio.sleep(exception_delay)
-        except Exception as exc:
-            # an unreachable broker is the broker client's one incident; any other cause is this queue's
-            if engine.instance.broker.reported(exc):
-                logger.debug("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
-            else:
-                engine.pull_failures.failed(mq, f"pulls of {mq}", f"from offset {req.next_offset}: {exc}")
-            await asyncio.sleep(exception_delay)
+        await _pull_and_settle(engine, req, sub, exception_delay)
+
+
+async def _pull_and_settle(engine: PullContext, req: PullRequest, sub,  # type: ignore[no-untyped-def]
+                           exception_delay: float) -> None:
+    """One pull of ``req``, then the wait its outcome calls for: a broker's flow control, a subscription the broker
+    has not heard yet, a deleted topic, any other failure (logged as this queue's incident unless the broker client
+    already reports its address as unreachable), or the configured pull interval after a success."""
+    cfg = engine.config
+    mq = req.mq
+    try:
+        await _pull_once(engine, req, sub)
+    except asyncio.CancelledError:
+        raise
+    except FlowControlError:
+        await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000)
+    except SubscriptionError as exc:
+        # the broker has not seen our heartbeat for this subscription yet
+        logger.debug("pull {} refused ({}); heartbeat and retry", mq, exc)
+        engine.request_heartbeat()
+        await asyncio.sleep(exception_delay)
+    except TopicNotExistError:
+        # deleted? the rebalance asks the name server and drops the topic's queues, with one warning
+        logger.debug("pull {}: the broker has no topic {}", mq, mq.topic)
+        engine.topic_refused(mq.topic)
+        await asyncio.sleep(exception_delay)
+    except Exception as exc:
+        # an unreachable broker is the broker client's one incident; any other cause is this queue's
+        if engine.instance.broker.reported(exc):
+            logger.debug("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
         else:
-            engine.pull_failures.recovered(mq)
-            if cfg.pull_interval_ms:
-                await asyncio.sleep(cfg.pull_interval_ms / 1000)
+            engine.pull_failures.failed(mq, f"pulls of {mq}", f"from offset {req.next_offset}: {exc}")
+        await asyncio.sleep(exception_delay)
+    else:
+        engine.pull_failures.recovered(mq)
+        if cfg.pull_interval_ms:
+            await asyncio.sleep(cfg.pull_interval_ms / 1000)
 
 
 async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # type: ignore[no-untyped-def]

@@ -215,6 +215,11 @@ class PushConsumer:
     def request_heartbeat(self) -> None:
         asyncio.ensure_future(self._heartbeat_quietly())
 
+    def topic_refused(self, topic: str) -> None:
+        """A broker says ``topic`` does not exist: the rebalance checks the name server now (see rebalance.py)."""
+        self.rebalancer.suspect(topic)
+        self.wake_rebalance()
+
     async def _heartbeat_quietly(self) -> None:
         try:
             await self.instance.send_heartbeat()
@@ -362,6 +367,7 @@ class PushConsumer:
             try:
                 await self.instance.update_route(topic)
             except TopicNotExistError:
+                self.rebalancer.missing.add(topic)  # said here once; the rebalance says nothing more
                 if topic != retry_topic(self.config.group):
                     logger.warning("topic {} does not exist yet; it is picked up once it does",
                                    unwrap(self.config.namespace, topic))

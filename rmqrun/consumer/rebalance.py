@@ -14,6 +14,14 @@ of queues is brought in line:
 
 Locks are renewed for all orderly queues every 20 s; a queue whose renewal
 fails is marked unlocked and neither pulled nor consumed until relocked.
+
+A topic deleted under a running consumer: the client keeps a route the name
+server no longer has (a transient gap must not empty the table), so its
+queues used to stay, every pull logging the broker's refusal with its FAQ
+link. When a broker refuses a pull with "topic not exist" the puller tells
+:meth:`Rebalancer.suspect`; the next pass asks the name server afresh and, if
+it does not know the topic either, drops the topic's queues with one warning.
+The topic is picked up again (one info line) once it exists.
 """
 
 from __future__ import annotations
@@ -30,7 +38,9 @@ from rmqrun.consumer.allocate import get_strategy
 from rmqrun.consumer.context import OrderedConsumeService, RebalanceContext
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.model import MessageQueue
+from rmqrun.model import RETRY_TOPIC_PREFIX, MessageQueue
+from rmqrun.namespace import unwrap
+from rmqrun.remoting.errors import TopicNotExistError
 
 
 def _now_ms() -> int:
@@ -45,6 +55,9 @@ class Rebalancer:
         self._lock = asyncio.Lock()  # one rebalance at a time
         self.rebalances = 0
         self.lock_losses = 0
+        #: subscribed topics the name server does not know (told once); topics a broker said it does not have
+        self.missing: set[str] = set()
+        self._suspects: set[str] = set()
 
     @property
     def orderly_locks(self) -> bool:
@@ -79,8 +92,35 @@ class Rebalancer:
                             ", ".join(f"{mq.topic}@{mq.broker_name}:{mq.queue_id}" for mq in sorted(self.engine.table)))
             return changed
 
+    def suspect(self, topic: str) -> None:
+        """A broker refused a pull of ``topic`` as not existing: the next pass asks the name server afresh."""
+        self._suspects.add(topic)
+
+    async def _topic_queues(self, topic: str) -> list[MessageQueue] | None:
+        """The topic's readable queues, or None when the name server does not know it (its queues are dropped)."""
+        refresh = topic in self._suspects
+        self._suspects.discard(topic)
+        try:
+            mq_all = await self.engine.instance.subscribe_queues(topic, refresh=refresh)
+        except TopicNotExistError:
+            self.engine.instance.forget_route(topic)
+            if topic not in self.missing and not topic.startswith(RETRY_TOPIC_PREFIX):
+                held = sum(1 for mq in self.engine.table if mq.topic == topic)
+                logger.warning("topic {} does not exist on the name server (deleted?): its {} queue(s) here are "
+                               "dropped; it is picked up again once it exists", unwrap(self.config.namespace, topic),
+                               held)
+            self.missing.add(topic)
+            return None
+        if topic in self.missing:
+            self.missing.discard(topic)
+            if not topic.startswith(RETRY_TOPIC_PREFIX):
+                logger.info("topic {} exists again", unwrap(self.config.namespace, topic))
+        return mq_all
+
     async def _rebalance_topic(self, topic: str) -> bool:
-        mq_all = await self.engine.instance.subscribe_queues(topic)
+        mq_all = await self._topic_queues(topic)
+        if mq_all is None:
+            return await self._update_table(topic, set())
         if not mq_all:
             return False
         if self.config.clustering:

@@ -159,7 +159,7 @@ def resolve(ref: str, *, what: str = "handler", default_attr: str = DEFAULT_ATTR
                 f"Failed to find attribute '{part}' in '{where}' for {what} '{ref}'{hint}") from None
         done.append(part)
     if not callable(obj):
-        raise HandlerLoadError(f"The {what} '{ref}' is not callable (it is a {type(obj).__name__})")
+        raise HandlerLoadError(f"The {what} '{ref}' is not callable (its type is {type(obj).__name__})")
     if inspect.isclass(obj):
         raise HandlerLoadError(f"The {what} '{ref}' is a class; give a function (or an instance with __call__)")
     if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):

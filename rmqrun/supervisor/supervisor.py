@@ -39,6 +39,7 @@ from rmqrun.supervisor.health import (
 from rmqrun.supervisor.pool import PoolError, WorkerBootError
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.snapshot import SupervisorSnapshot, health_of, snapshot_of
+from rmqrun.supervisor.status_line import StatusLine, plural
 
 EXIT_OK = 0
 EXIT_FATAL = 1
@@ -88,8 +89,8 @@ class Supervisor:
         self._reload_task: asyncio.Task[None] | None = None
         self.health_limits = HealthLimits(settings.ready_broker_timeout, settings.stall_timeout,
                                           pool.time_limit)
-        #: (monotonic time, messages consumed) at the previous status line: the rate is a recent one
-        self._rate_mark: tuple[float, int] | None = None
+        #: the status line's previous count and time (its rate covers one interval)
+        self._status_line: StatusLine | None = None
 
     # ----------------------------------------------------------------- signals
 
@@ -141,11 +142,11 @@ class Supervisor:
         ns = self.settings.consumer.namespace
         if self.settings.consumer.order_by_key:
             mode = f"orderly by key ({self.settings.consumer.order_key})"
-        logger.info("consuming {} as group {}{} ({}, {}), {} workers running {}",
+        logger.info("consuming {} as group {}{} ({}, {}), {} running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",
                     self.settings.consumer.message_model, mode,
-                    self.executor.pool.size, self.settings.pool.handler)
+                    plural(self.executor.pool.size, "worker"), self.settings.pool.handler)
         self.ready = True
         self._set_phase("consuming")
         if self.settings.on_ready:
@@ -292,14 +293,9 @@ class Supervisor:
         engine = self.engine
         if engine is None:
             return "starting"
-        stats = engine.stats
-        now = time.monotonic()
-        since, before = self._rate_mark or (stats.started, 0)
-        self._rate_mark = (now, stats.consumed)
-        rate = (stats.consumed - before) / max(1e-6, now - since)
-        text = (f"{stats.consumed} consumed ({rate:.0f}/s), {stats.failed} failed, "
-                f"{len(engine.table)} queues, {self.executor.in_flight} batches in flight, "
-                f"{self.executor.pool.size} workers")
+        if self._status_line is None:
+            self._status_line = StatusLine(engine.stats.started)
+        text = self._status_line.text(self.snapshot(), time.monotonic())
         return f"stopping: {text}" if self.phase in ("draining", "stopped") else text
 
     async def _status_loop(self) -> None:

@@ -175,7 +175,7 @@ class Worker:
             init_hook = load_hook(cfg.worker_init, "worker_init") if cfg.worker_init else None
             self.exit_hook = load_hook(cfg.worker_exit, "worker_exit") if cfg.worker_exit else None
         except HandlerLoadError as exc:
-            self.log.error("cannot load: {}", exc)
+            self.log.debug("cannot load: {}", exc)  # the supervisor logs it once, not once per worker
             return self._boot_failed(ExitCode.BOOT_ERROR, str(exc))
         if init_hook is not None:
             try:
@@ -451,7 +451,7 @@ class Worker:
                 outcome.timed_out = True
                 self.log.warning("handler '{}': {} (queue offset {})", ref, exc, offsets[start])
                 break
-            except Exception as exc:
+            except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
                 statuses[start:end] = bytes([fail]) * (end - start)
                 outcome.error = outcome.error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
                 self._log_exception(exc, offsets[start])
@@ -494,7 +494,7 @@ class Worker:
             return orderly
         return False
 
-    def _log_exception(self, exc: Exception, offset: int) -> None:
+    def _log_exception(self, exc: BaseException, offset: int) -> None:
         key = ("exc", type(exc))
         ref = self.handler.ref if self.handler else "?"
         if key in self._warned:

@@ -39,7 +39,8 @@ def test_offsets_and_topic_commands_with_a_non_admin_account(tmp_path: Path) -> 
         ns = eb.namesrv_address
         assert run_cli(["produce", "--namesrv", ns, "--topic", "Orders", "--count", "4"], env=env).returncode == 0
 
-        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "OrderScoring", "--topic", "Orders", "--to", "2"],
+        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "OrderScoring", "--topic", "Orders",
+                     "--to-offset", "2", "--execute"],
                     env=env)
         assert r.returncode == 0 and "queue 0: 0 -> 2" in r.stdout, r.stdout + r.stderr
         offsets = eb.broker.store.consumer_offsets.offsets("OrderScoring", "Orders")
@@ -51,7 +52,8 @@ def test_offsets_and_topic_commands_with_a_non_admin_account(tmp_path: Path) -> 
         assert r.returncode == 0 and "topic Orders" in r.stdout, r.stdout + r.stderr
         assert eb.broker.acl is not None and eb.broker.acl.refused == 0
 
-        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "Other", "--topic", "Orders", "--to", "0"],
+        r = run_cli(["offsets", "reset", "--namesrv", ns, "--group", "Other", "--topic", "Orders", "--to-offset", "0",
+                     "--execute"],
                     env=env)
         assert r.returncode == 1, r.stdout + r.stderr
         assert "access denied" in r.stderr and "group Other" in r.stderr and f"access key {AK}" in r.stderr, r.stderr

@@ -35,12 +35,18 @@ def _error_line(proc: subprocess.CompletedProcess[str]) -> str:
     (lambda d: ["--acl", str(d / "missing.yml")], r"--acl .*missing\.yml: cannot read it"),
     (lambda d: ["--acl", str(write_acl(d / "bad.yml", "accounts:\n  - accessKey: ab\n    secretKey: s3cretvalue\n"))],
      r"--acl .*bad\.yml: accounts\[0\] \(ab\): accessKey must be longer than 6 characters"),
-    (lambda d: ["--tls-cert", str(d / "c.pem")], r"--tls-cert needs --tls-key too"),
-    (lambda d: ["--tls-mode", "enforcing"], r"--tls-mode enforcing needs --tls-cert and --tls-key"),
+    # the older spelling --tls-cert/--tls-key is kept (hidden); the messages name the flags as --help shows them
+    (lambda d: ["--tls-cert", str(d / "c.pem")], r"--tls-cert-file needs --tls-key-file too"),
+    (lambda d: ["--tls-cert-file", str(d / "c.pem")], r"--tls-cert-file needs --tls-key-file too"),
+    (lambda d: ["--tls-key-file", str(d / "c.key")], r"--tls-key-file needs --tls-cert-file too"),
+    (lambda d: ["--tls-mode", "enforcing"], r"--tls-mode enforcing needs --tls-cert-file and --tls-key-file"),
     (lambda d: ["--tls-cert", str(write_acl(d / "c.pem", "not a certificate")), "--tls-key", str(d / "c.pem")],
-     r"--tls-cert .*c\.pem / --tls-key .*c\.pem: not a usable certificate and key"),
-    (lambda d: ["--tls-cert", str(d / "none.pem"), "--tls-key", str(d / "none.key")],
-     r"--tls-cert .*none\.pem / --tls-key .*none\.key: --tls-cert .*none\.pem does not exist or is not a file"),
+     r"--tls-cert-file .*c\.pem / --tls-key-file .*c\.pem: not a usable certificate and key"),
+    (lambda d: ["--tls-cert-file", str(d / "none.pem"), "--tls-key-file", str(d / "none.key")],
+     r"--tls-cert-file .*none\.pem / --tls-key-file .*none\.key: --tls-cert-file .*none\.pem does not exist or is "
+     r"not a file"),
+    (lambda d: ["--tls-cert-file", str(d / "a.pem"), "--tls-cert", str(d / "b.pem")],
+     r"--tls-cert-file and --tls-cert \(its older spelling\) disagree"),
 ])
 def test_bad_security_options_are_refused_before_starting(tmp_path: Path, make_args: Callable[[Path], list[str]],
                                                           expected: str) -> None:

@@ -55,44 +55,45 @@ def test_invalid_setting_is_exit_2(cluster) -> None:  # type: ignore[no-untyped-
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  "--workers", "none")
     assert proc.returncode == 2
-    assert "FAIL  settings     workers='none' (command line --workers) is invalid: expected an integer" in proc.stderr
+    assert "FAIL  settings     workers='none' (command line --workers) is invalid: expected an integer" in proc.stdout
+    assert proc.stderr == "", "one stream: the report, failed or not, is on stdout"
 
 
 def test_unknown_variable_is_exit_2(cluster) -> None:  # type: ignore[no-untyped-def]
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  env=child_env(RMQRUN_GRUOP="x"))
     assert proc.returncode == 2
-    assert "unknown setting RMQRUN_GRUOP in the environment; did you mean RMQRUN_GROUP?" in proc.stderr
+    assert "unknown setting RMQRUN_GRUOP in the environment; did you mean RMQRUN_GROUP?" in proc.stdout
 
 
 def test_missing_essentials_is_exit_2() -> None:
     proc = check("workers.cpu:handle")
     assert proc.returncode == 2
-    assert "missing namesrv (--namesrv or $NAMESRV_ADDR), group (--group), topic (--topic)" in proc.stderr
+    assert "missing namesrv (--namesrv or $NAMESRV_ADDR), group (--group), topic (--topic)" in proc.stdout
 
 
 def test_handler_that_does_not_import_is_exit_3(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     proc = check("workers.cpu:handel", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK")
     assert proc.returncode == 3
-    assert "did you mean 'workers.cpu:handle'?" in proc.stderr
+    assert "did you mean 'workers.cpu:handle'?" in proc.stdout
     # a module of the current directory is found (cwd is on sys.path), and its import error is shown
     (tmp_path / "broken_app.py").write_text("import no_such_dependency_xyz\n\ndef handle(msg):\n    pass\n")
     proc = check("broken_app:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  cwd=tmp_path)
     assert proc.returncode == 3
-    assert "no_such_dependency_xyz" in proc.stderr
+    assert "no_such_dependency_xyz" in proc.stdout
     (tmp_path / "good_app.py").write_text("def handle(msg):\n    pass\n\ndef init():\n    pass\n")
     proc = check("good_app:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  "--worker-init", "good_app:nope", cwd=tmp_path)
     assert proc.returncode == 3
-    assert "FAIL  worker_init" in proc.stderr and "'nope'" in proc.stderr
+    assert "FAIL  worker_init" in proc.stdout and "'nope'" in proc.stdout
 
 
 def test_batch_size_needs_a_batch_handler(cluster) -> None:  # type: ignore[no-untyped-def]
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  "--batch-size", "4")
     assert proc.returncode == 3
-    assert "@rmqrun.batch" in proc.stderr
+    assert "@rmqrun.batch" in proc.stdout
 
 
 def test_unreachable_name_server_is_exit_1() -> None:
@@ -100,10 +101,10 @@ def test_unreachable_name_server_is_exit_1() -> None:
     proc = check("workers.cpu:handle", "--namesrv", f"127.0.0.1:{port}", "--group", "G", "--topic", "CK",
                  "--timeout", "2")
     assert proc.returncode == 1
-    assert f"FAIL  name server  127.0.0.1:{port}" in proc.stderr
+    assert f"FAIL  name server  127.0.0.1:{port}" in proc.stdout
 
 
 def test_missing_topic_is_exit_1(cluster) -> None:  # type: ignore[no-untyped-def]
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "NoSuchT")
     assert proc.returncode == 1
-    assert "FAIL  topic        topic 'NoSuchT' does not exist on the name server" in proc.stderr
+    assert "FAIL  topic        topic 'NoSuchT' does not exist on the name server" in proc.stdout

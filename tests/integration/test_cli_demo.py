@@ -52,7 +52,7 @@ def test_demo_runs_and_summarises(tmp_path: Path) -> None:
 def test_demo_on_a_terminal_rewrites_one_progress_line(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*RMQRUN, "demo", "-n", "2000", "-w", "1", "--cpu-ms", "0.5"], stdout=slave,
+    proc = subprocess.Popen([*RMQRUN, "demo", "-m", "2000", "-w", "1", "--cpu-ms", "0.5"], stdout=slave,
                             stderr=subprocess.PIPE, env=_env(tmp), cwd=ROOT)
     os.close(slave)
     chunks = []
@@ -74,7 +74,7 @@ def test_demo_on_a_terminal_rewrites_one_progress_line(tmp_path: Path) -> None:
 
 def test_ctrl_c_while_consuming_cleans_up(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
-    with Child(["demo", "-n", "6000", "-w", "2", "--cpu-ms", "5"], tmp_path, env=_env(tmp)) as child:
+    with Child(["demo", "-m", "6000", "-w", "2", "--cpu-ms", "5"], tmp_path, env=_env(tmp)) as child:
         child.wait_output("consumed ", timeout=60, stream="stdout")
         data_dirs = list(tmp.iterdir())
         assert len(data_dirs) == 1 and data_dirs[0].name.startswith("rmqrun-demo-")
@@ -93,7 +93,7 @@ def test_ctrl_c_while_consuming_cleans_up(tmp_path: Path) -> None:
 
 def test_ctrl_c_while_producing_cleans_up(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
-    with Child(["demo", "-n", "2000000", "-w", "1"], tmp_path, env=_env(tmp)) as child:
+    with Child(["demo", "-m", "2000000", "-w", "1"], tmp_path, env=_env(tmp)) as child:
         child.wait_output("embedded broker:", timeout=30, stream="stdout")
         wait_for(lambda: any(tmp.iterdir()), 10, "the data directory")
         time.sleep(0.5)

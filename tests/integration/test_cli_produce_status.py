@@ -59,7 +59,7 @@ def test_generated_messages_with_tags_keys_properties(eb) -> None:  # type: igno
 
 
 def test_sharding_key_keeps_each_key_in_one_queue_in_order(eb) -> None:  # type: ignore[no-untyped-def]
-    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "OT", "-n", "60",
+    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "OT", "--count", "60",
                     "--sharding-key", "user-{i%5}", "--body", "{i}", "--concurrency", "16"])
     assert proc.returncode == 0, proc.stderr
     msgs = stored(eb, "OT", 60)
@@ -97,7 +97,7 @@ def test_lines_of_stdin_and_file_and_batches(eb, tmp_path: Path) -> None:  # typ
     (["--topic", "bad topic"], "topic='bad topic' (command line --topic) is invalid"),
 ])
 def test_bad_produce_options_are_exit_2(eb, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
-    base = ["produce", "--namesrv", eb.namesrv_address, "-n", "1"]
+    base = ["produce", "--namesrv", eb.namesrv_address, "--count", "1"]
     if "--topic" not in args:
         base += ["--topic", "XT"]
     proc = run_cli(base + args)
@@ -173,7 +173,7 @@ def test_status_errors(eb) -> None:  # type: ignore[no-untyped-def]
 
 def test_progress_bar_when_stderr_is_a_terminal(eb) -> None:  # type: ignore[no-untyped-def]
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*RMQRUN, "produce", "--namesrv", eb.namesrv_address, "--topic", "BT", "-n", "500"],
+    proc = subprocess.Popen([*RMQRUN, "produce", "--namesrv", eb.namesrv_address, "--topic", "BT", "--count", "500"],
                             stdout=subprocess.PIPE, stderr=slave, env=child_env(), cwd=ROOT)
     os.close(slave)
     chunks = []

@@ -226,6 +226,12 @@ def test_missing_topic_namesrv_and_unknown_topic(eb: EmbeddedBroker) -> None:
     assert r.returncode == 2 and "--namesrv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     r = run_cli(["read", "--topic", "RT_hist", "--namesrv", "not-an-address"])
     assert r.returncode == 2 and "--namesrv 'not-an-address'" in r.stderr
+    # -n is the name server, as in mqadmin (it was the count here): a number says what -n is now
+    r = run_cli(["read", "-t", "RT_hist", "-n", "5"])
+    assert r.returncode == 2 and "--namesrv '5'" in r.stderr, r.stderr
+    assert "(-n is the name server, as in mqadmin; a count is --count)" in r.stderr
+    r = run_cli(["produce", "-t", "RT_hist", "-n", "5"])
+    assert r.returncode == 2 and "(-n is the name server, as in mqadmin; a count is --count)" in r.stderr, r.stderr
     r = run_cli(["read", "--topic", "RT_nowhere"], env=child_env(NAMESRV_ADDR=eb.namesrv_address))
     assert r.returncode == 1 and "'RT_nowhere' does not exist" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

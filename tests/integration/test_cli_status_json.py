@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +96,24 @@ def test_watch_prints_a_json_line_per_round_until_interrupted(eb: Any, tmp_path:
     lines = [json.loads(line) for line in child.stdout.splitlines()]
     assert all(line["group"] == "GSJW" for line in lines)
     assert lines[0]["total"]["lag"] == 4 and lines[-1]["total"]["lag"] == 8
+
+
+def test_watch_text_rounds_each_start_with_the_time_they_were_taken(eb: Any, tmp_path: Path) -> None:
+    produce(eb.namesrv_address, "SJ_WatchText", 4)
+    commit_all(eb, "GSJWT", "SJ_WatchText", 0)
+    args = ["status", "--namesrv", eb.namesrv_address, "--group", "GSJWT", "--watch", "--interval", "0.3"]
+    header = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \(every 0.3 s; Ctrl-C to stop\)$")
+    with Child(args, tmp_path, env=child_env()) as child:
+        wait_for(lambda: sum(bool(header.match(ln)) for ln in child.stdout.splitlines()) >= 3, 30, "three rounds")
+        child.signal(signal.SIGINT)
+        assert child.wait(20) == 0
+    lines = child.stdout.splitlines()
+    stamps = [header.match(ln) for ln in lines]
+    starts = [i for i, m in enumerate(stamps) if m]
+    assert starts[0] == 0, "the header comes before each table"
+    assert all(lines[i + 1] == "group GSJWT" and lines[i + 2].split()[:2] == ["topic", "broker"] for i in starts[:-1])
+    times = [datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") for m in stamps if m]
+    assert times == sorted(times) and abs((datetime.now() - times[-1]).total_seconds()) < 30
 
 
 def test_online_group_that_never_committed_shows_its_subscriptions_without_offsets(eb: Any, tmp_path: Path) -> None:

@@ -81,13 +81,18 @@ def test_create_update_describe_list_delete(eb: Any) -> None:
     (b,) = out["brokers"]
     assert (b["broker"], b["address"], b["read_queues"], b["write_queues"], b["perm"], b["order"]) == \
         ("broker-a", eb.broker_address, 6, 4, "RW-", True)
-    # per write queue, as Java's GET_TOPIC_STATS_INFO answers
-    assert [(q["queue"], q["min_offset"], q["max_offset"]) for q in b["queues"]] == \
-        [(0, 0, 2), (1, 0, 2), (2, 0, 2), (3, 0, 2)]
-    assert all(q["last_update_ms"] > 0 for q in b["queues"])
+    # every queue consumers read (6), not only the 4 write queues Java's GET_TOPIC_STATS_INFO answers for:
+    # queues 4 and 5 are read but no longer written, and say so
+    assert [(q["queue"], q["min_offset"], q["max_offset"], q["access"]) for q in b["queues"]] == \
+        [(0, 0, 2, "rw"), (1, 0, 2, "rw"), (2, 0, 2, "rw"), (3, 0, 2, "rw"), (4, 0, 0, "r-"), (5, 0, 0, "r-")]
+    assert all(q["last_update_ms"] > 0 for q in b["queues"][:4])
     text = topic_cli(eb, "describe", "TC_Orders")
     assert text.returncode == 0
     assert f"broker broker-a ({eb.broker_address}): 6 read / 4 write queue(s), perm RW-, order true" in text.stdout
+    assert "      4  r-               0           0  -  (read, not written: drains)" in text.stdout.splitlines()
+    # -t/--topic as mqadmin and kafka-topics spell it, beside the positional NAME
+    assert topic_cli(eb, "describe", "-t", "TC_Orders").stdout == text.stdout
+    assert topic_cli(eb, "describe", "--topic", "TC_Orders").stdout == text.stdout
 
     listed = topic_cli(eb, "list", "--json")
     assert listed.returncode == 0 and "TC_Orders" in json.loads(listed.stdout)
@@ -117,6 +122,10 @@ def test_broker_address_and_cluster_name_choose_where(eb: Any) -> None:
     assert "cluster 'NoSuchCluster' has no master broker on the name server (clusters: DefaultCluster)" in \
         nowhere.stderr
     assert route_queues(eb, "TC_Nowhere") is None
+    by_flag = topic_cli(eb, "create", "-t", "TC_ByFlag", "-q", "2")  # mqadmin's -t
+    assert by_flag.returncode == 0 and route_queues(eb, "TC_ByFlag") == (2, 2, 6), by_flag.stderr
+    assert topic_cli(eb, "update", "--topic", "TC_ByFlag", "-w", "1").returncode == 0  # kafka-topics' --topic
+    assert route_queues(eb, "TC_ByFlag") == (2, 1, 6)
     no_update = topic_cli(eb, "update", "TC_NeverMade", "-q", "2")
     assert no_update.returncode == 1 and "does not exist on broker" in no_update.stderr
 
@@ -127,6 +136,8 @@ def test_broker_address_and_cluster_name_choose_where(eb: Any) -> None:
     (["create", "bad topic"], "topic='bad topic' (command line TOPIC) is invalid"),
     (["create", "TC_Bad", "-b", "127.0.0.1:1", "-c", "DefaultCluster"], "give either -b/--broker or -c/--cluster"),
     (["update", "TC_Bad"], "nothing to change"),
+    (["create"], "missing the topic: give NAME or -t/--topic NAME"),
+    (["create", "TC_Bad", "-t", "TC_Other"], "the topic is given twice ('TC_Bad' and -t 'TC_Other')"),
 ])
 def test_bad_topic_options_are_one_line_exit_2(eb: Any, args: list[str], message: str) -> None:
     proc = topic_cli(eb, *args)
@@ -139,4 +150,4 @@ def test_check_names_the_command_that_creates_a_missing_topic(eb: Any, tmp_path:
     proc = run_cli(["check", "workers.noop:handle", "--namesrv", eb.namesrv_address, "--group", "GTC",
                     "--topic", "TC_NotYet"])
     assert proc.returncode == 1
-    assert "'rmqrun topic create TC_NotYet'" in proc.stderr
+    assert "'rmqrun topic create TC_NotYet'" in proc.stdout

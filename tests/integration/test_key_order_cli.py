@@ -13,10 +13,10 @@ from tests.integration.signals_kit import Runs, topic_messages, wait_until
 
 
 def test_produce_sharding_key_is_recorded_on_each_message(eb) -> None:  # type: ignore[no-untyped-def]
-    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKP", "-n", "30",
+    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKP", "--count", "30",
                     "--sharding-key", "acct-{i%3}", "--body", "{i}"])
     assert proc.returncode == 0, proc.stderr
-    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKN", "-n", "5", "--body", "{i}"])
+    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKN", "--count", "5", "--body", "{i}"])
     assert proc.returncode == 0, proc.stderr
     msgs = topic_messages(eb, "SKP")
     assert len(msgs) == 30
@@ -38,7 +38,7 @@ def test_producer_api_records_the_sharding_key(eb) -> None:  # type: ignore[no-u
 
 
 def test_run_order_by_key_flag_and_variable(eb, runs: Runs, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKR", "-n", "120",
+    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "SKR", "--count", "120",
                     "--sharding-key", "{i%12}", "--body", "msg-{i}"])
     assert proc.returncode == 0, proc.stderr
     calls = tmp_path / "calls.txt"

@@ -179,7 +179,8 @@ def test_topic_and_offsets_commands_act_on_the_wrapped_names(eb, produced) -> No
     plain = json.loads(run_cli(["topic", "list", "--json", "--namesrv", eb.namesrv_address]).stdout)
     assert f"{NS}%NsAdmin" in plain and "NsAdmin" not in plain
 
-    proc = run_cli(["offsets", "reset", "--group", "GNsReset", "--topic", TOPIC, "--to", "latest", "--json", *addr])
+    proc = run_cli(["offsets", "reset", "--group", "GNsReset", "--topic", TOPIC, "--to", "latest", "--json",
+                    "--execute", *addr])
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert (out["group"], out["topic"], out["namespace"], out["path"]) == ("GNsReset", TOPIC, NS, "offline")

@@ -96,7 +96,9 @@ def test_watch_follow_and_a_run_named_by_its_config_file_are_run_and_stopped(tmp
     path.write_text(extended)
     proc = run_check("--venv", str(VENV), "--readme", str(path), timeout=400)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "ok    rmqrun status --group OrderScoring --watch --interval 0.5    [group OrderScoring]" in proc.stdout
+    # each --watch round starts with the time it was taken (then "group OrderScoring" and the table)
+    assert re.search(r"^ok    rmqrun status --group OrderScoring --watch --interval 0\.5    "
+                     r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(every 0\.5 s; Ctrl-C to stop\)\]$", proc.stdout, re.M)
     assert "ok    rmqrun read --topic Orders --from latest --follow    [" in proc.stdout
     # example.yaml's group (example_group) is new: CONSUME_FROM_LAST_OFFSET, yet the broker answers 0
     # while a queue's first message is still in memory (RocketMQ's rule), so it consumes all 1000.

@@ -57,7 +57,7 @@ def test_print_settings_and_check_show_no_secret(files: tuple[Path, Path]) -> No
 
     r = run_cli(["check", "workers.noop:handle", "--config", str(config)])
     assert r.returncode == 1, r.stdout + r.stderr  # the name server is a closed port
-    out = r.stdout + r.stderr  # a failed check prints its report on stderr
+    out = r.stdout + r.stderr  # a failed check prints its report on stdout, as a passing one
     assert "ACL access key orders-app with security token" in out and "FAIL  name server" in out, out
     _hidden(r.stdout + r.stderr)
 

@@ -127,7 +127,7 @@ def test_produce_run_status_read_sign_and_speak_tls(cluster: Cluster, tmp_path: 
     assert r.returncode == 0, r.stderr
     assert TOPIC in r.stdout and r.stdout.splitlines()[-1].split()[-1] == "0", r.stdout  # total lag 0
 
-    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "30", "--format", "json", *c.app()])
+    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "30", "--format", "json", *c.app()])
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == 30
     for out in (r.stdout, r.stderr):
@@ -170,7 +170,7 @@ def test_refusals_name_operation_subject_and_key_never_the_secret(cluster: Clust
     assert "access denied" in r.stderr and f"access key {APP_AK}" in r.stderr and "signature" in r.stderr.lower()
     assert "not-the-secret" not in r.stderr + r.stdout
 
-    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "1", *c.tls()])
+    r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "1", *c.tls()])
     assert r.returncode == 1
     assert "access denied" in r.stderr and "no access key" in r.stderr, r.stderr
     for out in (r.stdout, r.stderr):
@@ -254,13 +254,13 @@ def test_check_shows_security_warns_on_a_readable_secret_and_never_shows_it(clus
     _no_secret(r.stdout + r.stderr)
     # check meets the refusals run would meet: a group the key may not use, a topic it may not read
     r = run_cli(["check", "--config", str(config), "--group", "NotMyGroup", "workers.noop:handle"])
-    assert r.returncode == 1 and "FAIL  access" in r.stderr and "NotMyGroup" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 1 and "FAIL  access" in r.stdout and "NotMyGroup" in r.stdout, r.stdout + r.stderr
     _no_secret(r.stdout + r.stderr)
     admin = child_env(RMQRUN_ACCESS_KEY=ADMIN_AK, RMQRUN_SECRET_KEY=ADMIN_SK)
     assert run_cli(["topic", "create", "ClosedTopic", "--namesrv", c.namesrv, *c.tls()], env=admin).returncode == 0
     r = run_cli(["check", "--config", str(config), "--topic", "ClosedTopic", "workers.noop:handle"])
-    assert r.returncode == 1 and "FAIL  access" in r.stderr, r.stdout + r.stderr
-    assert "QUERY_MESSAGE (topic ClosedTopic)" in r.stderr and f"access key {APP_AK}" in r.stderr
+    assert r.returncode == 1 and "FAIL  access" in r.stdout, r.stdout + r.stderr
+    assert "QUERY_MESSAGE (topic ClosedTopic)" in r.stdout and f"access key {APP_AK}" in r.stdout
     _no_secret(r.stdout + r.stderr)
 
 
@@ -301,7 +301,7 @@ def test_permissive_broker_takes_rmqrun_over_tls_and_in_the_clear(tmp_path: Path
         plain = run_cli(["produce", "--namesrv", c.namesrv, "--topic", TOPIC, "--count", "3", "--access-key", APP_AK,
                          "--secret-key-file", str(c.secret_file)])
         assert secured.returncode == 0 and plain.returncode == 0, secured.stderr + plain.stderr
-        r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "-n", "6", *c.app()])
+        r = run_cli(["read", "--topic", TOPIC, "--namesrv", c.namesrv, "--count", "6", *c.app()])
         assert r.returncode == 0 and len(r.stdout.splitlines()) == 6, r.stdout + r.stderr
         assert eb.broker.acl is not None and eb.broker.acl.refused == 0
     finally:

@@ -150,7 +150,7 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     assert r.stdout.splitlines()[-1].split()[-1] == "0", r.stdout  # total lag 0
 
     # read (group rmqrun_read) and the pull consumer, under the same namespace and account
-    r = run_cli(["read", "--topic", topic, "--namesrv", eb.namesrv_address, "-n", "13", "--format", "json", "--tls"],
+    r = run_cli(["read", "--topic", topic, "--namesrv", eb.namesrv_address, "--count", "13", "--format", "json", "--tls"],
                 env=child_env(**readme_env))
     assert r.returncode == 0 and len(r.stdout.splitlines()) == 13, r.stdout + r.stderr
     assert {json.loads(line)["topic"] for line in r.stdout.splitlines()} == {topic}
@@ -167,6 +167,6 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     # a group the account was not granted: the line names the wrapped group, which is what the ACL must list
     r = run_cli(["check", "--config", str(config), "--group", "Other"])
     assert r.returncode == 1, r.stdout + r.stderr
-    line = next(ln for ln in r.stderr.splitlines() if "FAIL  access" in ln)
+    line = next(ln for ln in r.stdout.splitlines() if "FAIL  access" in ln)
     assert f"group {NS}%Other" in line and f"access key {ak}" in line and f"group:{NS}%Other" in line, line
     assert SECRET not in r.stdout + r.stderr

@@ -45,7 +45,7 @@ def test_requests_with_a_security_token_pass_and_a_wrong_secret_does_not(tmp_pat
         env = child_env(RMQRUN_ACCESS_KEY=AK, RMQRUN_SECRET_KEY=SK, RMQRUN_SECURITY_TOKEN=TOKEN)
         r = run_cli(["produce", "--namesrv", eb.namesrv_address, "--topic", "Tokens", "--count", "4"], env=env)
         assert r.returncode == 0 and "sent 4 message(s)" in r.stdout, r.stdout + r.stderr
-        r = run_cli(["read", "--topic", "Tokens", "--namesrv", eb.namesrv_address, "-n", "4"], env=env)
+        r = run_cli(["read", "--topic", "Tokens", "--namesrv", eb.namesrv_address, "--count", "4"], env=env)
         assert r.returncode == 0 and len(r.stdout.splitlines()) == 4, r.stdout + r.stderr
         assert TOKEN not in r.stdout + r.stderr and SK not in r.stdout + r.stderr
         assert validator.refused == 0

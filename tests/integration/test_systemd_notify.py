@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import time
@@ -77,7 +78,7 @@ def test_ready_status_watchdog_and_stopping(tmp_path: Path) -> None:
                        tmp_path, env=env) as child:
                 ready = wait_for(lambda: systemd.first("READY", "1"), 30, "READY=1")
                 first = systemd.drain()[0][1]
-                assert first == {"STATUS": "starting: 1 workers running workers.noop:handle"}, first
+                assert first == {"STATUS": "starting: 1 worker running workers.noop:handle"}, first
                 # READY=1 means consuming: the broker already knows this process as a member of the group
                 assert _members(eb.namesrv_address, eb.broker_address, "GSD"), "READY before registering"
                 assert ready["MAINPID"] == str(child.pid)
@@ -87,9 +88,12 @@ def test_ready_status_watchdog_and_stopping(tmp_path: Path) -> None:
                 pings = systemd.times("WATCHDOG")
                 gaps = [b - a for a, b in zip(pings, pings[1:])]
                 assert max(gaps) < WATCHDOG_USEC / 1e6, f"a ping came later than the watchdog period: {gaps}"
-                # periodic STATUS= lines report progress; all 20 messages show up in one
+                # periodic STATUS= lines report progress; all 20 messages show up in one, with no lag left
                 wait_for(lambda: any(f.get("STATUS", "").startswith("20 consumed") for _, f in systemd.drain()),
                          10, "STATUS=20 consumed ...")
+                status = next(f["STATUS"] for _, f in systemd.drain() if f.get("STATUS", "").startswith("20 consumed"))
+                assert re.fullmatch(r"20 consumed \(\d+/s now\), lag 0, 0 failed, \d+ queues?, \d+ batch(es)? in "
+                                    r"flight, 1 worker", status), status
 
                 assert systemd.first("STOPPING") is None
                 child.signal(signal.SIGTERM)

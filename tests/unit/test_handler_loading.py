@@ -125,7 +125,7 @@ def test_not_callable_class_async_generator_and_arity(modules) -> None:  # type:
             pass
     """)
     cases = {
-        "hmod_shapes:value": "is not callable (it is a int)",
+        "hmod_shapes:value": "is not callable (its type is int)",
         "hmod_shapes:Klass": "is a class",
         "hmod_shapes:coro": "is an async function",
         "hmod_shapes:gen": "is a generator function",
