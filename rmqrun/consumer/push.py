@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from loguru import logger
 
@@ -30,6 +30,7 @@ from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_keyed import KeyedConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.oldest import store_timestamp_ms
 from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
 )
@@ -48,6 +49,8 @@ from rmqrun.remoting.message import decode_messages
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: bounds of the store → handler-start histogram: from a consumer keeping up (tens of ms) to a backlog of an hour
+WAIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 @dataclass(slots=True)
@@ -55,9 +58,13 @@ class LatencyHistogram:
     """Bucket counts with Prometheus histogram semantics (``le`` bounds), without the dependency."""
 
     bounds: tuple[float, ...] = LATENCY_BUCKETS
-    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    counts: list[int] = field(default_factory=list)
     total: float = 0.0
     count: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
 
     def observe(self, value: float, n: int = 1) -> None:
         """Count ``n`` observations of ``value`` (a job's messages share its per-message time)."""
@@ -76,7 +83,12 @@ class ConsumeStats:
 
     ``handler_latency`` holds the handler's time per message: a job's time in
     its worker (or, when the executor does not say, as awaited here) divided
-    by its messages.
+    by its messages. ``store_to_handler`` holds, per message, the time from the
+    broker storing it to its worker beginning the job that carries it: what a
+    backlog or a pool short of workers costs, which the handler time does not
+    show. The start is the result's arrival minus the worker's own time on the
+    job (the pipe adds microseconds); a broker clock ahead of this host's
+    counts as 0.
     """
 
     consumed: int = 0
@@ -87,14 +99,25 @@ class ConsumeStats:
     busy_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
     handler_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    store_to_handler: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(WAIT_BUCKETS))
 
-    def record(self, n: int, elapsed: float, result: JobResult) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = ()) -> None:
+        """Count a finished job of ``n`` messages, awaited for ``elapsed`` s; ``records`` are its stored
+        records (or messages), read for their store time only."""
         self.jobs += 1
         self.busy_seconds += elapsed
         self.consumed += result.verdicts.count(Verdict.SUCCESS)
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
+            began_ms = time.time() * 1000 - spent * 1000
+            observe = self.store_to_handler.observe
+            for record, verdict in zip(records, result.verdicts):
+                if verdict is Verdict.NOT_RUN:
+                    continue  # never reached the handler (an earlier failure, a limit, a shutdown)
+                stored = store_timestamp_ms(record)
+                if stored is not None:
+                    observe(max(0.0, (began_ms - stored) / 1000))
 
 
 class PushConsumer:

@@ -85,6 +85,8 @@ class ConsumeSnapshot:
     undecodable: int
     jobs: int
     handler_latency: HistogramSnapshot
+    #: per message, from the broker storing it to its worker beginning the job that carries it
+    store_to_handler: HistogramSnapshot
     rebalances: int
     lock_losses: int
     queues: tuple[QueueSnapshot, ...]
@@ -129,13 +131,16 @@ def _queues(engine: Any, now_ms: int) -> tuple[QueueSnapshot, ...]:
     return tuple(out)
 
 
+def _histogram_of(hist: Any) -> HistogramSnapshot:
+    return HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count)
+
+
 def _consume_of(engine: Any) -> ConsumeSnapshot:
     stats = engine.stats
-    hist = stats.handler_latency
     return ConsumeSnapshot(
-        stats.consumed, stats.failed, stats.undecodable, stats.jobs,
-        HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count),
-        engine.rebalancer.rebalances, engine.rebalancer.lock_losses, _queues(engine, int(time.time() * 1000)))
+        stats.consumed, stats.failed, stats.undecodable, stats.jobs, _histogram_of(stats.handler_latency),
+        _histogram_of(stats.store_to_handler), engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
+        _queues(engine, int(time.time() * 1000)))
 
 
 def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
