@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "broker": "rmqrun.cli.broker_cmd:broker",
     "check": "rmqrun.cli.check_cmd:check",
     "demo": "rmqrun.cli.demo_cmd:demo",
+    "exporter": "rmqrun.cli.exporter:exporter",
     "offsets": "rmqrun.cli.offsets:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",
