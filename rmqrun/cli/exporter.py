@@ -43,7 +43,7 @@ from rmqrun.cli.metrics import QUEUE_LABELS, TEXT, MetricsHttpServer, add_proces
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import RmqrunError
-from rmqrun.client.group_lag import CommitClock, QueueLag, read_group_lag
+from rmqrun.client.group_lag import CommitClock, QueueLag, dead_lettered, read_group_lag
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.log_limit import LogLimit, held_note
 from rmqrun.model import MessageQueue
@@ -63,6 +63,8 @@ class GroupReading:
     read_at: float | None = None
     read_seconds: float = 0.0
     failures: int = 0
+    #: messages %DLQ%<group> ever received (None until read)
+    dead_lettered: int | None = None
     #: per queue, when its committed offset last moved (CommitClock)
     commits: dict[MessageQueue, float] = field(default_factory=dict)
 
@@ -87,13 +89,14 @@ class LagExporter:
         began = time.monotonic()
         try:
             rows = await read_group_lag(self.instance, wrap(self.namespace, reading.group))
+            dead = await dead_lettered(self.instance, wrap(self.namespace, reading.group))
         except (RmqrunError, OSError, asyncio.TimeoutError) as exc:  # name server or broker silent, a refusal
             reading.rows, reading.ok = (), False
             reading.failures += 1
             self._failed(reading.group, exc)
             return
         now = time.time()
-        reading.rows, reading.ok, reading.read_at = rows, True, now
+        reading.rows, reading.ok, reading.read_at, reading.dead_lettered = rows, True, now, dead
         reading.read_seconds = time.monotonic() - began
         reading.commits = {r.mq: self._clock.observe(reading.group, r.mq, r.consumer_offset, now) for r in rows}
         failed = self._failing.pop(reading.group, 0)
@@ -134,6 +137,9 @@ class LagCollector:
         failures = CounterMetricFamily("rmqrun_exporter_read_failures_total",
                                        "readings of the group that failed (a broker or the name server silent, "
                                        "a refusal)", labels=["group"])
+        dlq = CounterMetricFamily("rmqrun_dlq_messages_total", "messages %DLQ%<group> received (its queues' max "
+                                  "offsets, from the brokers): rate() is the group's dead-letter rate",
+                                  labels=["group"])
         families = {name: GaugeMetricFamily(name, doc, labels=QUEUE_LABELS) for name, doc in _QUEUE_FAMILIES}
         for group, reading in ex.readings.items():
             up.add_metric([group], int(reading.ok))
@@ -141,6 +147,8 @@ class LagCollector:
             if reading.read_at is not None:
                 read_at.add_metric([group], reading.read_at)
                 took.add_metric([group], reading.read_seconds)
+            if reading.ok and reading.dead_lettered is not None:
+                dlq.add_metric([group], reading.dead_lettered)
             for row in reading.rows:
                 labels = [group, unwrap(ex.namespace, row.mq.topic), row.mq.broker_name, str(row.mq.queue_id)]
                 families["rmqrun_queue_lag_messages"].add_metric(labels, row.lag)
@@ -149,7 +157,7 @@ class LagCollector:
                 families["rmqrun_queue_last_commit_timestamp_seconds"].add_metric(labels, reading.commits[row.mq])
                 if row.oldest_age_s is not None:
                     families["rmqrun_queue_oldest_unfinished_age_seconds"].add_metric(labels, row.oldest_age_s)
-        yield from (up, read_at, took, failures)
+        yield from (up, read_at, took, failures, dlq)
         yield from families.values()
 
 

@@ -19,7 +19,9 @@ stored, the age ``rmqrun run`` exports as
 ``rmqrun_queue_oldest_unfinished_age_seconds``.
 
 A broker keeps no time of a commit, so :class:`CommitClock` notes when the
-group's offset of a queue was last seen to move (or first seen).
+group's offset of a queue was last seen to move (or first seen). How many
+messages the group dead-lettered is the max offsets of ``%DLQ%<group>``
+(:func:`dead_lettered`).
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import decode_messages
 
 #: how many age pulls one read sends at once (a group may have hundreds of lagging queues)
 AGE_PULLS_AT_ONCE = 16
+#: MixAll.DLQ_GROUP_TOPIC_PREFIX (the consumer layer's constant sits above this one)
+DLQ_PREFIX = "%DLQ%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +123,21 @@ async def read_group_lag(instance: ClientInstance, group: str, *, ages: bool = T
         return QueueLag(row.mq, row.broker_offset, row.consumer_offset, row.last_consumed_ms, age)
 
     return sorted(await asyncio.gather(*(with_age(addr, row) for addr, row in rows)), key=lambda r: r.mq)
+
+
+async def dead_lettered(instance: ClientInstance, group: str) -> int:
+    """How many messages ``%DLQ%<group>`` ever received: its queues' max offsets summed over every master
+    (GET_TOPIC_STATS_INFO, as ``mqadmin topicStatus``; a broker without the topic counts 0). Offsets never go
+    back, so its rate is the group's dead-letter rate, read from the brokers with no consumer running."""
+    admin = AdminClient(instance.pool, instance.namesrv, timeout=instance.broker.timeout)
+    total = 0
+    for addr in (await admin.cluster_info()).all_masters():
+        try:
+            stats = await admin.topic_stats(addr, DLQ_PREFIX + group)
+        except TopicNotExistError:
+            continue
+        total += sum(q.max_offset for q in stats.values())
+    return total
 
 
 class CommitClock:

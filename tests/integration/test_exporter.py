@@ -10,6 +10,8 @@ vanish instead of repeating the last good lag.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -32,6 +34,18 @@ def commit(namesrv: str, offsets: dict[int, int]) -> None:
     asyncio.run(main())
 
 
+def dead_letter(namesrv: str, addr: str, n: int) -> None:
+    """Send n messages of the topic to the group's DLQ, as a consumer past its retries would (delay level -1)."""
+    async def main() -> None:
+        async with AsyncPullConsumer(namesrv, "GProbe") as c:
+            mq = max(await c.fetch_subscribe_message_queues(TOPIC), key=lambda q: q.queue_id)
+            for msg in (await c.pull(mq, "*", 0, n)).messages[:n]:
+                await c._client().broker.consumer_send_msg_back(
+                    addr, group=GROUP, commit_log_offset=msg.commit_log_offset, delay_level=-1,
+                    origin_msg_id=msg.msg_id, origin_topic=TOPIC, max_reconsume_times=16)
+    asyncio.run(main())
+
+
 def max_offsets(namesrv: str) -> dict[str, int]:
     async def main() -> dict[str, int]:
         async with AsyncPullConsumer(namesrv, "GProbe") as c:
@@ -49,6 +63,7 @@ def test_exporter_lag_is_correct_with_no_consumer_running(tmp_path: Path) -> Non
         produce(eb.namesrv_address, TOPIC, 40)                       # about 10 per queue
         commit(eb.namesrv_address, {0: 9, 1: 4, 2: 0})              # queue 3: never committed
         produce(eb.namesrv_address, TOPIC, 8)
+        dead_letter(eb.namesrv_address, eb.broker_address, 3)
         high = max_offsets(eb.namesrv_address)
         assert sorted(high) == ["0", "1", "2", "3"] and sum(high.values()) == 48
         # queue 3 was never committed: while its first message is in memory the broker answers 0 for it (Java's
@@ -75,6 +90,16 @@ def test_exporter_lag_is_correct_with_no_consumer_running(tmp_path: Path) -> Non
             assert not [lab for lab, _ in s.all("rmqrun_queue_lag_messages") if lab["group"] == "GNobody"]
             assert s.types["process_resident_memory_bytes"] == "gauge" and "python_info" in s.types
             assert s.value("rmqrun_exporter_read_failures_total", group=GROUP) == 0
+            # the group's dead letters, from %DLQ%GEx's offsets; a group without a DLQ has none
+            assert s.value("rmqrun_dlq_messages_total", group=GROUP) == 3
+            assert s.value("rmqrun_dlq_messages_total", group="GNobody") == 0
+            # the example dashboard's exporter panels ask only for series this scrape has
+            known = set(s.types) | {name for name, _, _ in s.samples}
+            dashboard = json.loads((Path(__file__).parents[2] / "config" / "grafana-dashboard.json").read_text())
+            exprs = [t["expr"] for p in dashboard["panels"] if p["description"].startswith("rmqrun exporter:")
+                     for t in p["targets"]]
+            asked = {name for e in exprs for name in re.findall(r"rmqrun_[a-z_]+", e)}
+            assert len(asked) >= 3 and asked <= known, sorted(asked - known)
 
             # a commit while the exporter runs: the lag and the commit time follow within a reading
             time.sleep(1.1)
@@ -88,7 +113,7 @@ def test_exporter_lag_is_correct_with_no_consumer_running(tmp_path: Path) -> Non
             eb.stop_in_thread()                                       # the broker is gone: no stale numbers
             s = wait_for(lambda: (lambda x: x if x.value("rmqrun_exporter_up", group=GROUP) == 0 else None)(
                 scrape(port)), 60, "the failed reading")
-            assert not s.all("rmqrun_queue_lag_messages")
+            assert not s.all("rmqrun_queue_lag_messages") and not s.all("rmqrun_dlq_messages_total")
             assert (s.value("rmqrun_exporter_read_failures_total", group=GROUP) or 0) >= 1
             assert s.value("rmqrun_exporter_last_read_timestamp_seconds", group=GROUP) is not None
             child.signal(signal.SIGTERM)
