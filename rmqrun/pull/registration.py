@@ -25,16 +25,22 @@ This is decided when it first commits; ``register=False`` opts out for good
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from loguru import logger
 
 from rmqrun.client.admin import AdminClient
-from rmqrun.client.instance import ClientInstance
+from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.protocol.headers import GetConsumerRunningInfoRequestHeader
 from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.protocol.subscription import SUB_ALL, SubscriptionData
 from rmqrun.remoting.errors import RemotingError
 
 #: the consume type push consumers heartbeat with
 PUSH = ConsumeType.CONSUME_PASSIVELY.value
+#: PROP_CLIENT_VERSION, as rmqrun's push consumer reports it (MQVersion.Version.V4_9_8)
+CLIENT_VERSION = "V4_9_8"
 
 
 class GroupRegistration:
@@ -47,6 +53,8 @@ class GroupRegistration:
         self._topics: dict[str, str] = {}
         #: None: not decided yet; True: heartbeating; False: declined (push consumers online)
         self.registered: bool | None = None
+        #: epoch ms, PROP_CONSUMER_START_TIMESTAMP
+        self.started_at_ms = int(time.time() * 1000)
 
     def use_topic(self, topic: str, expression: str | None = None) -> None:
         """Note a topic the consumer pulls from or commits for; the next heartbeat names it."""
@@ -70,8 +78,26 @@ class GroupRegistration:
                         "group (it would be counted in their rebalance)", self.group)
             return
         self.registered = True
-        self.instance.register_consumer(self.group, data=self.consumer_data)
+        self.instance.register_consumer(self.group, data=self.consumer_data,
+                                        callbacks=ConsumerCallbacks(running_info=self.running_info))
         await self.instance.send_heartbeat()
+
+    async def running_info(self, header: GetConsumerRunningInfoRequestHeader) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO (``mqadmin consumerStatus``, the Dashboard's client view) as Java's lite
+        pull consumer answers it: its properties, with the ``PROP_*`` keys the Java tools read (one missing is
+        a NullPointerException there), and its subscriptions; no process queues, no consume statistics."""
+        props = {
+            "consumerGroup": self.group, "messageModel": MessageModel.CLUSTERING.value,
+            "consumeFromWhere": ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET.value, "unitMode": "false",
+            "PROP_NAMESERVER_ADDR": ";".join(self.instance.namesrv.addresses) + ";",
+            "PROP_CONSUME_TYPE": ConsumeType.CONSUME_ACTIVELY.value, "PROP_CONSUMEORDERLY": "false",
+            "PROP_THREADPOOL_CORE_SIZE": "1", "PROP_CONSUMER_START_TIMESTAMP": str(self.started_at_ms),
+            "PROP_CLIENT_VERSION": CLIENT_VERSION,
+        }
+        body: dict[str, Any] = {"jstack": ""} if header.jstack_enable else {}
+        body.update({"mqTable": {}, "properties": props, "statusTable": {},
+                     "subscriptionSet": [s.to_json() for s in self.consumer_data().subscription_data_set]})
+        return body
 
     async def _push_consumers_online(self) -> bool:
         admin = AdminClient(self.instance.pool, self.instance.namesrv, timeout=self.instance.broker.timeout)

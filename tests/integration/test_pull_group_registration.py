@@ -17,7 +17,10 @@ from pathlib import Path
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.pull import AsyncPullConsumer
-from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting import fastjson
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.connection import Connection
+from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.errors import BrokerError
 from tests.integration.cli_kit import run_cli
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce
@@ -76,6 +79,19 @@ def test_a_committing_pull_consumer_registers_its_group_and_leaves_it_on_close(t
             ids, kind, subscribed = await online(ns, addr, "GReg")
             assert ids == [c.client_id] and kind == "CONSUME_ACTIVELY" and subscribed == {TOPIC}
             assert "%RETRY%GReg" in await topics(ns)                  # what mqadmin finds groups by
+            # mqadmin consumerStatus: the broker forwards GET_CONSUMER_RUNNING_INFO to the pull consumer
+            conn = await Connection.open(addr)
+            try:
+                info = await conn.request(RemotingCommand(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+                    "consumerGroup": "GReg", "clientId": c.client_id, "jstackEnable": "false"}), 10)
+            finally:
+                conn.close()
+            assert info.code == ResponseCode.SUCCESS, info.remark
+            running = fastjson.loads(info.body)
+            assert running["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_ACTIVELY"
+            assert running["properties"]["PROP_NAMESERVER_ADDR"] == ns + ";"
+            assert [(x["topic"], x["subString"]) for x in running["subscriptionSet"]] == [(TOPIC, "TagA || TagB")]
+            assert running["mqTable"] == {}
             await c.close()
             assert (await online(ns, addr, "GReg"))[0] == []          # unregistered at once, not after 2 min
             assert "%RETRY%GReg" in await topics(ns)
