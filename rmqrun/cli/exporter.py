@@ -42,10 +42,10 @@ from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
 from rmqrun.cli.metrics import QUEUE_LABELS, TEXT, MetricsHttpServer, add_process_collectors
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
-from rmqrun.errors import RmqrunError
 from rmqrun.client.group_lag import CommitClock, QueueLag, dead_lettered, read_group_lag
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.log_limit import LogLimit, held_note
+from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap, wrap
 
