@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -68,13 +69,17 @@ class LatencyHistogram:
 
     def observe(self, value: float, n: int = 1) -> None:
         """Count ``n`` observations of ``value`` (a job's messages share its per-message time)."""
-        i = 0
-        bounds = self.bounds
-        while i < len(bounds) and value > bounds[i]:
-            i += 1
-        self.counts[i] += n
+        self.counts[bisect_left(self.bounds, value)] += n  # the first bound >= value: Prometheus' ``le``
         self.total += value * n
         self.count += n
+
+    def observe_each(self, values: Sequence[float]) -> None:
+        """Count one observation of each value (one per message: a loop without a call per value)."""
+        counts, bounds = self.counts, self.bounds
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1
+        self.total += sum(values)
+        self.count += len(values)
 
 
 @dataclass(slots=True)
@@ -110,14 +115,12 @@ class ConsumeStats:
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
-            began_ms = time.time() * 1000 - spent * 1000
-            observe = self.store_to_handler.observe
-            for record, verdict in zip(records, result.verdicts):
-                if verdict is Verdict.NOT_RUN:
-                    continue  # never reached the handler (an earlier failure, a limit, a shutdown)
-                stored = store_timestamp_ms(record)
-                if stored is not None:
-                    observe(max(0.0, (began_ms - stored) / 1000))
+            if records and Verdict.NOT_RUN in result.verdicts:
+                # never reached the handler (an earlier failure, a limit, a shutdown)
+                records = [r for r, v in zip(records, result.verdicts) if v is not Verdict.NOT_RUN]
+            began_s = time.time() - spent
+            stored = [s for s in map(store_timestamp_ms, records) if s is not None]
+            self.store_to_handler.observe_each([max(0.0, began_s - s / 1000) for s in stored])
 
 
 class PushConsumer:
