@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "check": "rmqrun.cli.check_cmd:check",
     "demo": "rmqrun.cli.demo_cmd:demo",
     "dlq": "rmqrun.cli.dlq:dlq",
+    "exporter": "rmqrun.cli.exporter:exporter",
     "offsets": "rmqrun.cli.offsets_cmd:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",
@@ -50,6 +51,7 @@ SUMMARIES: dict[str, str] = {
     "check": "Validate the settings, import the handler and hooks, reach the name server and brokers.",
     "demo": "Start an embedded broker, produce a backlog and consume it with a worker pool.",
     "dlq": "The dead letters of a consumer group (%DLQ%<group>): list, show, re-drive.",
+    "exporter": "Serve each GROUP's lag, offsets and last commit per queue from the brokers alone, for Prometheus.",
     "offsets": "Move a consumer group's offsets: the plan first, applied with --execute (kafka-consumer-groups "
                "--reset-offsets, mqadmin resetOffsetByTime).",
     "produce": "Send messages: each line of --file or of piped stdin, or --count N generated ones.",

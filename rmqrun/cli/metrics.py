@@ -9,7 +9,11 @@ time by one custom collector from the supervisor's frozen snapshot
 engine's counters, its queue table, the rebalancer and the pool by the
 supervisor, which owns them), so the consume path increments nothing extra,
 nothing is counted twice and nothing has to be kept in sync. The collector
-sits in a private registry: no process or GC collectors, only ``rmqrun_*``.
+sits in a private registry with ``prometheus_client``'s own process, platform
+and GC collectors (:func:`add_process_collectors`): ``process_*`` (the
+supervisor's CPU, memory, open files, start time; the workers are other
+processes), ``python_info`` and ``python_gc_*``, named as every Python
+exporter names them, so the usual node and process dashboards and alerts apply.
 
 The HTTP side stays a few lines of asyncio on the supervisor's loop rather
 than ``prometheus_client``'s threaded server: the collector reads loop-owned
@@ -18,7 +22,9 @@ turns and never blocks consumption, and a scrape that cannot be answered
 (the loop is stuck) is itself the alarm. ``/healthz`` and ``/readyz``
 (:mod:`rmqrun.cli.health`) are served on the same port.
 
-Per-queue series carry ``topic``, ``broker`` and ``queue_id`` labels. Lag is
+Per-queue series carry ``group``, ``topic``, ``broker`` and ``queue_id`` labels, the
+same as ``rmqrun exporter``'s (:mod:`rmqrun.cli.exporter`), so one alert rule
+covers a group whether its lag comes from its consumers or from the broker. Lag is
 the broker's max offset from the queue's latest pull answer minus the
 group's committed offset (in memory, the value the next commit sends); a
 queue without either yet has no lag sample rather than a made-up one. A
@@ -36,6 +42,7 @@ import time
 from typing import TYPE_CHECKING, Iterator, Sequence
 
 from loguru import logger
+from prometheus_client import GC_COLLECTOR, PLATFORM_COLLECTOR, PROCESS_COLLECTOR
 from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
@@ -55,7 +62,8 @@ MAX_REQUEST_HEAD = 16 * 1024
 READ_TIMEOUT = 5.0
 PATHS = ("/metrics", "/healthz", "/readyz")
 
-_LABELS = ["topic", "broker", "queue_id"]
+#: the labels of every per-queue series, here and in ``rmqrun exporter``
+QUEUE_LABELS = ["group", "topic", "broker", "queue_id"]
 
 
 def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
@@ -116,47 +124,50 @@ class SupervisorCollector:
             dead.add_metric([snap.group, topic, reason], n)
         yield dead
         yield _counter("rmqrun_batches_total", "consume jobs finished (one pull batch each)", consume.jobs)
-        yield _histogram(consume.handler_latency)
+        yield _histogram("rmqrun_handler_seconds",
+                         "handler time per message: a batch's time in its worker divided by its messages",
+                         consume.handler_latency)
+        yield _histogram("rmqrun_store_to_handler_seconds",
+                         "per message, from the broker storing it to its worker beginning the batch that carries "
+                         "it (backlog plus the wait for a free worker)", consume.store_to_handler)
         yield _counter("rmqrun_rebalances_total", "rebalances that changed this consumer's queues",
                        consume.rebalances)
         yield _counter("rmqrun_lock_losses_total", "orderly queues whose broker lock was lost",
                        consume.lock_losses)
         yield _gauge("rmqrun_assigned_queues", "message queues assigned to this consumer", len(consume.queues))
-        yield from _queue_families(consume.queues)
+        yield from _queue_families(snap.group, consume.queues)
 
 
-def _histogram(hist: HistogramSnapshot) -> HistogramMetricFamily:
+def _histogram(name: str, doc: str, hist: HistogramSnapshot) -> HistogramMetricFamily:
     buckets: list[tuple[str, float]] = []
     running = 0
     for bound, n in zip(hist.bounds, hist.counts):
         running += n
         buckets.append((floatToGoString(bound), running))
     buckets.append(("+Inf", hist.count))
-    return HistogramMetricFamily("rmqrun_handler_seconds",
-                                 "handler time per message: a batch's time in its worker divided by its messages",
-                                 buckets=buckets, sum_value=hist.total)
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=hist.total)
 
 
-def _queue_families(queues: Sequence[QueueSnapshot]) -> list[GaugeMetricFamily]:
+def _queue_families(group: str, queues: Sequence[QueueSnapshot]) -> list[GaugeMetricFamily]:
     inflight = GaugeMetricFamily("rmqrun_queue_inflight_messages",
                                  "messages pulled from the queue and not finished yet (cached in its process queue)",
-                                 labels=_LABELS)
+                                 labels=QUEUE_LABELS)
     lag = GaugeMetricFamily("rmqrun_queue_lag_messages",
                             "broker max offset (from the latest pull) minus the committed consumer offset",
-                            labels=_LABELS)
+                            labels=QUEUE_LABELS)
     high = GaugeMetricFamily("rmqrun_queue_broker_offset", "the queue's max offset in the latest pull answer",
-                             labels=_LABELS)
+                             labels=QUEUE_LABELS)
     committed = GaugeMetricFamily("rmqrun_queue_consumer_offset",
-                                  "the group's consumer offset as this process holds it", labels=_LABELS)
+                                  "the group's consumer offset as this process holds it", labels=QUEUE_LABELS)
     oldest = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_offset",
                                "offset of the queue's oldest message not finished yet (the committed offset stops "
-                               "there: a stuck key or queue)", labels=_LABELS)
+                               "there: a stuck key or queue)", labels=QUEUE_LABELS)
     oldest_age = GaugeMetricFamily("rmqrun_queue_oldest_unfinished_age_seconds",
                                    "how long ago the broker stored the queue's oldest unfinished message",
-                                   labels=_LABELS)
+                                   labels=QUEUE_LABELS)
     for q in queues:
         # the user's topic names: the namespace is the cluster's spelling, not the user's
-        labels = [q.topic, q.mq.broker_name, str(q.mq.queue_id)]
+        labels = [group, q.topic, q.mq.broker_name, str(q.mq.queue_id)]
         inflight.add_metric(labels, q.inflight_messages)
         if q.oldest_unfinished is not None:
             oldest.add_metric(labels, q.oldest_unfinished[0])
@@ -171,28 +182,40 @@ def _queue_families(queues: Sequence[QueueSnapshot]) -> list[GaugeMetricFamily]:
     return [inflight, lag, high, committed, oldest, oldest_age]
 
 
-def registry_for(supervisor: "Supervisor", started_at: float) -> CollectorRegistry:
-    """A private registry holding only rmqrun's collector."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(SupervisorCollector(supervisor, started_at))  # type: ignore[arg-type]
+def add_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:
+    """``process_*``, ``python_info`` and ``python_gc_*``: the collectors ``prometheus_client`` puts in its
+    default registry, which rmqrun does not use (a private one keeps other libraries' metrics out)."""
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
     return registry
 
 
-class MetricsServer:
-    """``GET /metrics``, ``/healthz``, ``/readyz`` (and ``HEAD``) on ``host:port``; anything else: 404 or 405."""
+def registry_for(supervisor: "Supervisor", started_at: float) -> CollectorRegistry:
+    """A private registry: rmqrun's collector and the process collectors."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SupervisorCollector(supervisor, started_at))  # type: ignore[arg-type]
+    return add_process_collectors(registry)
 
-    def __init__(self, supervisor: "Supervisor", host: str = "127.0.0.1", port: int = 0) -> None:
-        self.supervisor = supervisor
+
+class MetricsHttpServer:
+    """``GET /metrics`` and :attr:`paths` (and ``HEAD``) on ``host:port``; anything else: 404 or 405.
+
+    The HTTP side shared by ``rmqrun run`` and ``rmqrun exporter``; a subclass answers its health paths.
+    """
+
+    paths: tuple[str, ...] = ("/metrics",)
+
+    def __init__(self, registry: CollectorRegistry, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.registry = registry
         self.host = host
         self.port = port
-        self.started_at = time.time()
-        self.registry = registry_for(supervisor, self.started_at)
         self._server: asyncio.base_events.Server | None = None
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
-        logger.info("metrics on http://{}:{}/metrics (health: /healthz, /readyz)", self.host, self.port)
+        logger.info("metrics on http://{}:{}/metrics (health: {})", self.host, self.port,
+                    ", ".join(self._health_paths) or "none")
 
     async def close(self) -> None:
         if self._server is not None:
@@ -203,12 +226,13 @@ class MetricsServer:
     def body(self) -> bytes:
         return generate_latest(self.registry)
 
+    @property
+    def _health_paths(self) -> list[str]:
+        return [p for p in self.paths if p != "/metrics"]
+
     def answer(self, path: str) -> tuple[str, bytes, str]:
-        """(status line, body, content type) for a GET of one of :data:`PATHS`."""
-        if path == "/metrics":
-            return "200 OK", self.body(), CONTENT_TYPE
-        ok, reason = liveness(self.supervisor) if path == "/healthz" else readiness(self.supervisor)
-        return ("200 OK" if ok else "503 Service Unavailable"), (reason + "\n").encode("utf-8"), TEXT
+        """(status line, body, content type) for a GET of one of :attr:`paths`."""
+        return "200 OK", self.body(), CONTENT_TYPE
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -220,8 +244,9 @@ class MetricsServer:
             extra, ctype = "", TEXT
             if method not in ("GET", "HEAD"):
                 status, body, extra = "405 Method Not Allowed", b"only GET\n", "Allow: GET, HEAD\r\n"
-            elif path not in PATHS:
-                status, body = "404 Not Found", b"metrics are at /metrics, health at /healthz and /readyz\n"
+            elif path not in self.paths:
+                where = " and ".join(self._health_paths)
+                status, body = "404 Not Found", f"metrics are at /metrics, health at {where}\n".encode()
             else:
                 status, body, ctype = self.answer(path)
             head_out = (f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
@@ -234,3 +259,20 @@ class MetricsServer:
             logger.exception("metrics request failed")
         finally:
             writer.close()
+
+
+class MetricsServer(MetricsHttpServer):
+    """``rmqrun run``'s endpoint: the supervisor's metrics, ``/healthz`` and ``/readyz``."""
+
+    paths = PATHS
+
+    def __init__(self, supervisor: "Supervisor", host: str = "127.0.0.1", port: int = 0) -> None:
+        self.supervisor = supervisor
+        self.started_at = time.time()
+        super().__init__(registry_for(supervisor, self.started_at), host, port)
+
+    def answer(self, path: str) -> tuple[str, bytes, str]:
+        if path == "/metrics":
+            return super().answer(path)
+        ok, reason = liveness(self.supervisor) if path == "/healthz" else readiness(self.supervisor)
+        return ("200 OK" if ok else "503 Service Unavailable"), (reason + "\n").encode("utf-8"), TEXT

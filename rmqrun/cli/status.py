@@ -25,18 +25,16 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from rmqrun.client.admin import AdminClient
-from rmqrun.protocol.headers import PullMessageRequestHeader
+from rmqrun.client.group_lag import stored_age_at
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
-from rmqrun.consumer.oldest import store_timestamp_ms
 from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
-from rmqrun.remoting.message import scan_records
 
 #: topics that belong to the broker itself, never to a consumer group
 SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
@@ -183,28 +181,10 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
             raise StatusError(f"broker {mq.broker_name} of {topic} has no master")
         high = await instance.broker.get_max_offset(addr, mq, timeout=TIMEOUT)
         stored = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT) if committed else None
-        age = await _age_at(instance, addr, group, mq, stored) if stored is not None and stored < high else None
+        age = await stored_age_at(instance, addr, group, mq, stored) if stored is not None and stored < high else None
         return QueueProgress(mq, high, stored, age)
 
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
-
-
-async def _age_at(instance: ClientInstance, addr: str, group: str, mq: MessageQueue, offset: int) -> float | None:
-    """Seconds since the message at ``offset`` (the oldest unfinished: committed offsets stop there) was
-    stored; None when it cannot be read (retention deleted it, a broker error). A stuck key shows here."""
-    header = PullMessageRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id,
-                                      queue_offset=offset, max_msg_nums=1, sys_flag=0x4, commit_offset=0,
-                                      suspend_timeout_millis=0, sub_version=0, subscription="*",
-                                      expression_type="TAG", bname=mq.broker_name)
-    try:
-        result = await instance.broker.pull(addr, header, timeout=TIMEOUT)
-        heads = scan_records(result.body) if result.body else []
-    except (RemotingError, OSError, asyncio.TimeoutError):  # the table does not fail for its extra column
-        return None
-    if not heads or heads[0].queue_offset != offset:
-        return None
-    stored = store_timestamp_ms(result.body[heads[0].start:heads[0].start + heads[0].size])
-    return None if stored is None else max(0.0, time.time() - stored / 1000)
 
 
 async def progress(namesrv: str, group: str, topics: Sequence[str] | None = None,

@@ -89,12 +89,15 @@ class ConsumeStats:
 class ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST: the group's online clients as one broker sees them.
 
-    Only what callers read is kept: the client ids and the topics of the
-    subscription table (the group's subscriptions, merged by the broker).
+    Only what callers read is kept: the client ids, the topics of the
+    subscription table (the group's subscriptions, merged by the broker) and
+    the consume type of the group's latest heartbeat (``CONSUME_PASSIVELY``:
+    push consumers; ``CONSUME_ACTIVELY``: pull consumers).
     """
 
     client_ids: frozenset[str] = frozenset()
     topics: frozenset[str] = frozenset()
+    consume_type: str = ""
 
 
 @dataclass(slots=True)
@@ -262,4 +265,5 @@ class AdminClient:
         body = _load(resp.body)
         ids = frozenset(str(c.get("clientId", "")) for c in body.get("connectionSet") or ()
                         if isinstance(c, Mapping))
-        return ConsumerConnection(ids, frozenset(str(t) for t in body.get("subscriptionTable") or {}))
+        return ConsumerConnection(ids, frozenset(str(t) for t in body.get("subscriptionTable") or {}),
+                                  str(body.get("consumeType") or ""))

@@ -104,7 +104,7 @@ class ConcurrentConsumeService:
             return
         if pq.dropped and all(v is Verdict.NOT_RUN for v in result.verdicts):
             return  # skipped by the executor: the queue was given away before the job started
-        self.engine.stats.record(len(entries), time.monotonic() - started, result)
+        self.engine.stats.record(len(entries), time.monotonic() - started, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         await self._process_result(req, entries, result)
 

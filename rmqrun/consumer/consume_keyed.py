@@ -351,7 +351,7 @@ class KeyedConsumeService:
         elapsed = time.monotonic() - started
         ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
-        self.engine.stats.record(len(entries), elapsed, result)
+        self.engine.stats.record(len(entries), elapsed, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
         # automatic commit only: COMMIT and ROLLBACK count as SUCCESS, as Java treats them then

@@ -137,7 +137,7 @@ class OrderlyConsumeService:
         elapsed = time.monotonic() - started
         ran = (len(result.verdicts) - result.verdicts.count(Verdict.NOT_RUN)) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
-        self.engine.stats.record(len(entries), elapsed, result)
+        self.engine.stats.record(len(entries), elapsed, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         return await self._apply(req, entries, result)
 

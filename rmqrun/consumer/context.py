@@ -11,7 +11,7 @@ a part a small fake instead of a whole engine.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance
@@ -60,7 +60,7 @@ class ConsumeCounters(Protocol):
 
     failed: int
 
-    def record(self, n: int, elapsed: float, result: JobResult) -> None: ...
+    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = ()) -> None: ...
 
 
 class ConsumeStatusSink(Protocol):

@@ -14,20 +14,23 @@ import struct
 import time
 from typing import Any
 
-from rmqrun.remoting.message import SYSFLAG_POS, store_timestamp_pos
+from rmqrun.remoting.message import SYSFLAG_BORNHOST_V6, SYSFLAG_POS, store_timestamp_pos
 
-_INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")
+#: SYSFLAG, then STORETIMESTAMP as it sits after an IPv4 BORNHOST (the common case): one read per record
+_FLAG_AND_STAMP_V4 = struct.Struct(f">i{store_timestamp_pos(0) - SYSFLAG_POS - 4}xq")
 
 
 def store_timestamp_ms(payload: Any) -> int | None:
     """When the broker stored a cached message: from a raw record (the push path) or a decoded one."""
-    ts = getattr(payload, "store_timestamp", None)
-    if ts is not None:
-        return int(ts) or None
+    if not isinstance(payload, (bytes, bytearray, memoryview)):  # raw records first: read per consumed message
+        ts = getattr(payload, "store_timestamp", None)
+        if ts is not None:
+            return int(ts) or None
     try:
-        (sys_flag,) = _INT.unpack_from(payload, SYSFLAG_POS)
-        (stored,) = _LONG.unpack_from(payload, store_timestamp_pos(sys_flag))
+        sys_flag, stored = _FLAG_AND_STAMP_V4.unpack_from(payload, SYSFLAG_POS)
+        if sys_flag & SYSFLAG_BORNHOST_V6:
+            (stored,) = _LONG.unpack_from(payload, store_timestamp_pos(sys_flag))
     except (struct.error, TypeError):
         return None
     return stored if stored > 0 else None

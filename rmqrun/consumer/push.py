@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from loguru import logger
 
@@ -32,6 +33,7 @@ from rmqrun.consumer.consume_keyed import KeyedConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.oldest import store_timestamp_ms
 from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
 )
@@ -50,6 +52,8 @@ from rmqrun.remoting.message import decode_messages
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+#: bounds of the store → handler-start histogram: from a consumer keeping up (tens of ms) to a backlog of an hour
+WAIT_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
 
 
 @dataclass(slots=True)
@@ -57,19 +61,27 @@ class LatencyHistogram:
     """Bucket counts with Prometheus histogram semantics (``le`` bounds), without the dependency."""
 
     bounds: tuple[float, ...] = LATENCY_BUCKETS
-    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS) + 1))
+    counts: list[int] = field(default_factory=list)
     total: float = 0.0
     count: int = 0
 
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.bounds) + 1)
+
     def observe(self, value: float, n: int = 1) -> None:
         """Count ``n`` observations of ``value`` (a job's messages share its per-message time)."""
-        i = 0
-        bounds = self.bounds
-        while i < len(bounds) and value > bounds[i]:
-            i += 1
-        self.counts[i] += n
+        self.counts[bisect_left(self.bounds, value)] += n  # the first bound >= value: Prometheus' ``le``
         self.total += value * n
         self.count += n
+
+    def observe_each(self, values: Sequence[float]) -> None:
+        """Count one observation of each value (one per message: a loop without a call per value)."""
+        counts, bounds = self.counts, self.bounds
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1
+        self.total += sum(values)
+        self.count += len(values)
 
 
 @dataclass(slots=True)
@@ -78,7 +90,12 @@ class ConsumeStats:
 
     ``handler_latency`` holds the handler's time per message: a job's time in
     its worker (or, when the executor does not say, as awaited here) divided
-    by its messages.
+    by its messages. ``store_to_handler`` holds, per message, the time from the
+    broker storing it to its worker beginning the job that carries it: what a
+    backlog or a pool short of workers costs, which the handler time does not
+    show. The start is the result's arrival minus the worker's own time on the
+    job (the pipe adds microseconds); a broker clock ahead of this host's
+    counts as 0.
     """
 
     consumed: int = 0
@@ -89,14 +106,23 @@ class ConsumeStats:
     busy_seconds: float = 0.0
     started: float = field(default_factory=time.monotonic)
     handler_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
+    store_to_handler: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(WAIT_BUCKETS))
 
-    def record(self, n: int, elapsed: float, result: JobResult) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = ()) -> None:
+        """Count a finished job of ``n`` messages, awaited for ``elapsed`` s; ``records`` are its stored
+        records (or messages), read for their store time only."""
         self.jobs += 1
         self.busy_seconds += elapsed
         self.consumed += result.verdicts.count(Verdict.SUCCESS)
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
+            if records and Verdict.NOT_RUN in result.verdicts:
+                # never reached the handler (an earlier failure, a limit, a shutdown)
+                records = [r for r, v in zip(records, result.verdicts) if v is not Verdict.NOT_RUN]
+            began_s = time.time() - spent
+            stored = [s for s in map(store_timestamp_ms, records) if s is not None]
+            self.store_to_handler.observe_each([max(0.0, began_s - s / 1000) for s in stored])
 
 
 class PushConsumer:

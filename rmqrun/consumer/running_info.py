@@ -108,8 +108,13 @@ class ConsumeStatusTable:
         s.ok.add(ok, now)
         s.failed.add(failed, now)
         s.failed_hour.add(failed, now)
-        s.consume_ms.add(elapsed_s * 1000, now)
-        s.consume_calls.add(1, now)
+        # Java's consumeRT times each listener call, one message by default (consumeMessageBatchMaxSize 1):
+        # the worker's time on the job per message that ran; the wait for a free worker is not part of it
+        spent = result.handler_seconds if result.handler_seconds is not None else elapsed_s
+        ran = len(verdicts) - count(Verdict.NOT_RUN)
+        if ran:
+            s.consume_ms.add(spent * 1000, now)
+            s.consume_calls.add(ran, now)
 
     def on_pulled(self, topic: str, count: int, elapsed_s: float) -> None:
         now = time.monotonic()

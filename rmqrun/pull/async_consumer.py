@@ -19,10 +19,14 @@ What follows Java, and where it deliberately does not:
   asks the broker to hold it up to ``timeout``; the client waits
   ``timeout + BLOCK_CLIENT_MARGIN`` before giving up, like Java's 20 s hold
   under a 30 s client timeout;
-* unlike Java, the consumer does not heartbeat its group to the brokers: a pull
-  consumer sharing a group with live push consumers (a Spark backfill
-  committing for ``rmqrun run``'s group) would otherwise be counted in their
-  rebalance and be handed queues it never pulls;
+* like Java's ``DefaultLitePullConsumer``, a consumer that commits heartbeats
+  its group (``CONSUME_ACTIVELY``) from its first commit until it closes, so the
+  broker creates ``%RETRY%<group>`` and ``mqadmin consumerProgress``, the
+  Dashboard and ``rmqrun status`` see the group; unlike Java, not when push
+  consumers of the group are online then (a Spark backfill committing for
+  ``rmqrun run``'s group would be counted in their rebalance and handed queues
+  it never pulls), nor with ``register=False``, nor for the default group
+  (:mod:`rmqrun.pull.registration`);
 * unlike Java, the offsets persisted are exactly those the program updated
   (Java persists only queues its rebalance holds, so a plain
   ``DefaultMQPullConsumer`` often persists nothing), and each write waits for
@@ -53,6 +57,7 @@ from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.pull import arguments as check
 from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
 from rmqrun.pull.offset_table import OffsetTable
+from rmqrun.pull.registration import GroupRegistration
 from rmqrun.pull.result import PullResult
 from rmqrun.remoting.errors import ProtocolError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import decode_messages
@@ -74,12 +79,13 @@ class AsyncPullConsumer:
     ``namespace`` (a managed cluster's instance id) puts the group and every topic
     under it on the wire; the program keeps using the plain names.
     ``security`` (a :class:`~rmqrun.remoting.security.ClientSecurity`) signs every request
-    with ACL credentials and/or connects with TLS.
+    with ACL credentials and/or connects with TLS. ``register`` (default True): from its first
+    commit on, heartbeat the group like Java's lite pull consumer, so admin tools list it.
     """
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
                  timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, register: bool = True) -> None:
         self.namesrv = check.namesrv_address(namesrv)
         if not isinstance(group, str) or not group.strip():
             raise ValueError(f"group must be a non-empty string, got {group!r}")
@@ -97,6 +103,9 @@ class AsyncPullConsumer:
         if security is not None and not isinstance(security, ClientSecurity):
             raise TypeError(f"security must be a rmqrun.ClientSecurity or None, got {type(security).__name__}")
         self.security = security
+        #: heartbeat the group from the first commit on (never for the default group, as Java refuses it)
+        self.register = bool(register) and group != DEFAULT_GROUP
+        self._registration: GroupRegistration | None = None
         self._instance: ClientInstance | None = None
         self._offsets = OffsetTable()
         self._suggested: dict[MessageQueue, int] = {}  # pullFromWhichNodeTable
@@ -119,6 +128,8 @@ class AsyncPullConsumer:
                                   api_timeout=self.timeout, connect_timeout=self.timeout, security=self.security)
         await instance.start()
         self._instance = instance
+        if self.register:
+            self._registration = GroupRegistration(instance, self.wire_group)
 
     async def close(self) -> None:
         """Persist the updated offsets, then close every connection (idempotent).
@@ -139,7 +150,12 @@ class AsyncPullConsumer:
                     self._instance = None
         finally:
             self._closed = True
-            await instance.close()
+            registration, self._registration = self._registration, None
+            try:
+                if registration is not None:
+                    await registration.close()
+            finally:
+                await instance.close()
 
     def mark_closed(self) -> None:
         """Refuse further use without touching the network (for a consumer that never started)."""
@@ -232,6 +248,8 @@ class AsyncPullConsumer:
         wire_topic = wrap(self.namespace, mq.topic)
         sub = SubscriptionData.build(wire_topic, sub_expression, sub_version=0)
         addr = await self._address(mq, broker_id=self._suggested.get(mq, MASTER_ID))
+        if self._registration is not None:
+            self._registration.use_topic(wire_topic, sub.sub_string)
         header = PullMessageRequestHeader(
             consumer_group=self.wire_group, topic=wire_topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=max_nums,
@@ -346,6 +364,8 @@ class AsyncPullConsumer:
         check.offset(offset)
         self._client()
         self._offsets.update(mq, offset)
+        if self._registration is not None:
+            self._registration.use_topic(wrap(self.namespace, mq.topic))
 
     async def persist_consume_offsets(self) -> None:
         """Write every offset updated since the last persist to its broker, waiting for each answer.
@@ -355,6 +375,8 @@ class AsyncPullConsumer:
         """
         instance = self._client()
         failures: dict[MessageQueue, BaseException] = {}
+        if self._registration is not None and self._offsets.updated():
+            await self._registration.on_commit()
         for mq, offset in self._offsets.updated().items():
             try:
                 addr = await self._address(mq)

@@ -34,10 +34,10 @@ class PullConsumer:
 
     def __init__(self, namesrv: str | None = None, group: str = DEFAULT_GROUP, *,
                  timeout: float = 3.0, instance_name: str | None = None, namespace: str | None = None,
-                 security: "ClientSecurity | None" = None) -> None:
+                 security: "ClientSecurity | None" = None, register: bool = True) -> None:
         # Arguments are checked here, in the caller's thread, before any thread exists.
         self._async = AsyncPullConsumer(namesrv, group, timeout=timeout, instance_name=instance_name,
-                                        namespace=namespace, security=security)
+                                        namespace=namespace, security=security, register=register)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()

@@ -15,7 +15,10 @@ while it plans the next one and never for the last batch of a run, so the group
 is moved (a) in ``commit(end)``, and (b) to ``start`` in every
 ``latestOffset(start, ...)``: ``start`` is the end of the last batch Spark
 finished, so the group follows every finished batch within one trigger, and
-after a restart the first planning commits what the checkpoint says. What lags:
+after a restart the first planning commits what the checkpoint says. From its
+first commit until the query stops, the planner's consumer heartbeats the group
+as Java's lite pull consumer does, so ``mqadmin consumerProgress``, the
+Dashboard and ``rmqrun status`` list it (``%RETRY%<group>`` exists). What lags:
 a batch that finished just before the query stopped is committed only at the
 next start from the same checkpoint (an ``availableNow`` run commits its last
 batch before it ends, since it plans once more to see there is nothing left).
@@ -41,13 +44,18 @@ from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ran
 _PLANNER_CONSUMERS: dict[tuple[Any, ...], Any] = {}
 
 
-def _planner_consumer(opts: ReadOptions) -> Any:
+def _planner_key(opts: ReadOptions) -> tuple[Any, ...]:
     # (name server, group, timeout), plus the namespace and the security when there are any
     key: tuple[Any, ...] = (opts.namesrv, opts.group or "", opts.pull_timeout)
     if opts.namespace:
         key += (opts.namespace,)
     if opts.security is not None:  # another account or TLS setting is another connection
         key += (opts.security,)
+    return key
+
+
+def _planner_consumer(opts: ReadOptions) -> Any:
+    key = _planner_key(opts)
     consumer = _PLANNER_CONSUMERS.get(key)
     if consumer is None:
         consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout,
@@ -118,6 +126,16 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         self._commit_group(decode(end))
+
+    def stop(self) -> None:
+        """The query ended: close its planner consumer, which leaves the group it heartbeated since its first
+        commit (:mod:`rmqrun.pull.registration`), so the group shows online only while the query runs."""
+        consumer = _PLANNER_CONSUMERS.pop(_planner_key(self.opts), None)
+        if consumer is not None:
+            try:
+                consumer.close()
+            except Exception as e:  # noqa: BLE001 - the query is over either way
+                logger.warning("rocketmq source: closing the planner's consumer failed: {}", e)
 
     def _commit_group(self, offsets: dict[MessageQueue, int]) -> None:
         """Mirror finished offsets to the group on the broker; a failure is logged and retried next time."""

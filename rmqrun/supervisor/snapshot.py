@@ -95,6 +95,8 @@ class ConsumeSnapshot:
     undecodable: int
     jobs: int
     handler_latency: HistogramSnapshot
+    #: per message, from the broker storing it to its worker beginning the job that carries it
+    store_to_handler: HistogramSnapshot
     rebalances: int
     lock_losses: int
     queues: tuple[QueueSnapshot, ...]
@@ -158,13 +160,15 @@ def _queues(engine: Any, now_ms: int, quiet_s: float) -> tuple[QueueSnapshot, ..
     return tuple(out)
 
 
+def _histogram_of(hist: Any) -> HistogramSnapshot:
+    return HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count)
+
+
 def _consume_of(engine: Any, quiet_s: float) -> ConsumeSnapshot:
     stats = engine.stats
-    hist = stats.handler_latency
     return ConsumeSnapshot(
-        stats.consumed, stats.failed, stats.undecodable, stats.jobs,
-        HistogramSnapshot(tuple(hist.bounds), tuple(hist.counts), hist.total, hist.count),
-        engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
+        stats.consumed, stats.failed, stats.undecodable, stats.jobs, _histogram_of(stats.handler_latency),
+        _histogram_of(stats.store_to_handler), engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
         _queues(engine, int(time.time() * 1000), quiet_s),
         tuple(sorted((topic, reason, n) for (topic, reason), n in engine.dead_letters.counts.items())))
 

@@ -285,7 +285,7 @@ def test_a_stuck_key_keeps_memory_bounded_and_shows_in_metrics_and_status(tmp_pa
                 pulled = req.next_offset
                 # metrics: the queue's oldest unfinished message and its age
                 text = generate_latest(registry_for(r.supervisor, time.time())).decode()
-                labels = '{broker="broker-a",queue_id="0",topic="K6"}'
+                labels = '{broker="broker-a",group="GK6",queue_id="0",topic="K6"}'
                 assert f"rmqrun_queue_oldest_unfinished_offset{labels} {float(stuck.offset)}" in text
                 age = float(next(line.split()[-1] for line in text.splitlines()
                                  if line.startswith(f"rmqrun_queue_oldest_unfinished_age_seconds{labels}")))

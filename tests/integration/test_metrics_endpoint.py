@@ -57,7 +57,8 @@ def parse(text: str) -> Scrape:
             _, _, name, kind = line.split(" ")
             assert kind in ("counter", "gauge", "histogram"), line
             assert name in helped and name not in out.types, f"TYPE of {name} without HELP, or twice"
-            assert name.startswith("rmqrun_")
+            # rmqrun's own families, and prometheus_client's process, platform and GC collectors
+            assert name.startswith(("rmqrun_", "process_", "python_")), name
             out.types[name] = kind
             continue
         m = _SAMPLE.match(line)
@@ -113,6 +114,13 @@ def test_metrics_while_consuming(tmp_path: Path) -> None:
             consumed = s.value("rmqrun_messages_consumed_total")
             assert consumed is not None and consumed < n
             lag_queues = {lab["queue_id"] for lab, _ in s.all("rmqrun_queue_lag_messages") if lab["topic"] == "MT"}
+            # every per-queue series names its group, as rmqrun exporter's do
+            assert {lab["group"] for lab, _ in s.all("rmqrun_queue_lag_messages")} == {"GMT"}
+            assert s.types["rmqrun_store_to_handler_seconds"] == "histogram"
+            # the supervisor's own process, as every Python exporter shows it
+            assert s.types["process_resident_memory_bytes"] == "gauge"
+            assert (s.value("process_resident_memory_bytes") or 0) > 0
+            assert s.value("process_start_time_seconds") is not None and "python_info" in s.types
             assert lag_queues <= {"0", "1", "2", "3"} and lag_queues
             assert total(s, "rmqrun_queue_inflight_messages") > 0
             assert s.value("rmqrun_assigned_queues") in (4, 5)  # MT's four queues (+ the retry queue once it exists)
@@ -131,6 +139,9 @@ def test_metrics_while_consuming(tmp_path: Path) -> None:
             # each message slept 15 ms in its worker: nothing under 10 ms, the sum at least n * 15 ms
             assert s.value("rmqrun_handler_seconds_bucket", le="0.01") == 0
             assert s.value("rmqrun_handler_seconds_sum") >= n * 0.015
+            # each message began in its worker after it was stored, behind a backlog of 300 * 15 ms / 2 workers
+            assert s.value("rmqrun_store_to_handler_seconds_count") == n
+            assert s.value("rmqrun_store_to_handler_seconds_sum") > s.value("rmqrun_handler_seconds_sum")
             assert s.value("rmqrun_worker_recycles_total") >= 1  # 100 messages per worker, 300 in all
             assert s.value("rmqrun_worker_restarts_total") == 1
             assert s.value("rmqrun_rebalances_total") >= 1

@@ -91,6 +91,7 @@ def test_concurrent_consumer_wraps_every_name_on_the_wire_and_shows_the_handler_
             queue_lines = [ln for ln in metrics.splitlines() if ln.startswith("rmqrun_queue_")]
             assert any('topic="NsT"' in ln for ln in queue_lines), metrics
             assert any('topic="%RETRY%GNs"' in ln for ln in queue_lines), metrics
+            assert all('group="GNs"' in ln for ln in queue_lines), metrics  # the user's name, as the topics
             assert not any(NS in ln for ln in queue_lines), queue_lines
     run(main())
 

@@ -56,6 +56,10 @@ def test_available_now_reads_the_backlog_in_bounded_batches_and_commits_the_grou
     assert sorted(r.msg_id for r in rows) == sorted(ids)
     # The last batch was committed to the group before the query ended.
     assert committed(broker, "CG_spark_now", "SparkNow") == queue_max_offsets(broker, "SparkNow")
+    # The driver heartbeated the group while the query ran, so the broker created the retry topic that
+    # mqadmin consumerProgress and the Dashboard find groups by; once the query stopped it left the group.
+    assert broker.broker.topics.get("%RETRY%CG_spark_now") is not None
+    _wait(lambda: not broker.broker.consumers.client_ids("CG_spark_now"), 30, "the driver to leave the group")
 
 
 def test_restart_from_checkpoint_delivers_each_message_once_and_the_group_follows(

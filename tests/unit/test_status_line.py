@@ -17,7 +17,8 @@ def snap(consumed: int, lags: list[tuple[int | None, int | None]], workers: int 
          failed: int = 0) -> SupervisorSnapshot:
     queues = tuple(QueueSnapshot(MessageQueue("T", "b", i), "T", 0, high, done, None)
                    for i, (high, done) in enumerate(lags))
-    consume = ConsumeSnapshot(consumed, failed, 0, 0, HistogramSnapshot((), (), 0.0, 0), 0, 0, queues)
+    empty = HistogramSnapshot((), (), 0.0, 0)
+    consume = ConsumeSnapshot(consumed, failed, 0, 0, empty, empty, 0, 0, queues)
     return SupervisorSnapshot("G", "m:f", True, HealthSnapshot("consuming", "", None, len(queues)), workers, 0, 0,
                               batches, 0, (), consume)
 
