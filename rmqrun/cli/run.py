@@ -9,6 +9,7 @@ metrics port cannot be had.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -47,9 +48,11 @@ async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
 
     from rmqrun.cli.metrics import MetricsServer
     from rmqrun.cli.systemd import SystemdNotifier
+    from rmqrun.pipe import procs
     from rmqrun.supervisor.supervisor import Supervisor
     logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
-    supervisor = Supervisor(settings)
+    supervisor = Supervisor(dataclasses.replace(settings, signal_senders=True))  # this process is ours alone
+    procs.set_title(procs.supervisor_title(settings.consumer.group, list(settings.consumer.subscriptions)))
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)
     metrics: MetricsServer | None = None

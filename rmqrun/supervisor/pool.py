@@ -85,6 +85,7 @@ from rmqrun.pipe.wire import (
 )
 from rmqrun.supervisor.crash_guard import CrashGuard
 from rmqrun.supervisor.death_report import OomWatch, describe_messages, hard_limit_result
+from rmqrun.supervisor.lineage import kill_leftovers
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
@@ -429,6 +430,7 @@ class Pool:
         if progress is not None and progress.batch_id != proc.running:
             progress = None  # it died after STARTED, before it began recording this batch
         proc.close()
+        kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)
         batches = list(proc.pending.values())
         for batch in batches:

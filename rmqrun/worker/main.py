@@ -54,6 +54,7 @@ from rmqrun.pipe.wire import (
     WireError, encode,
 )
 from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker import guard
 from rmqrun.worker import logs as worker_logs
 from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
@@ -538,7 +539,7 @@ def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of a worker process: ``python -m rmqrun.worker <socket fd>``.
+    """Entry point of a worker process: ``python -m rmqrun.worker <socket fd> <progress fd> <supervisor pid>``.
 
     Reads the BOOT frame (worker id, settings, the supervisor's sys.path),
     then runs the worker and exits with an :class:`ExitCode`.
@@ -555,6 +556,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
     worker_logs.setup(boot.worker_id, os.getpid(), config.log_level, config.log_format)
+    guard.protect(boot.worker_id, config.handler, int(argv[2]) if len(argv) > 2 else 0, sock, progress)
     worker = Worker(config, boot.worker_id, sock, progress)
     worker.pipe.frames = frames
     code = worker.run()

@@ -1,0 +1,113 @@
+"""Handlers that turn on their own service: signal it, fork, hang, outlive it (issue #26, items 1 and 3).
+
+``rmqrun run`` is a real process against an embedded broker; the handlers
+(:mod:`tests.integration.safety_handler`) record what they did, the tests
+check the processes left (by pid, with psutil) and the run's log.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import psutil
+
+from tests.integration.signals_kit import Runs, produce, wait_until
+
+H = "tests.integration.safety_handler"
+
+
+def _lines(path: Path, kind: str) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines() if line.startswith(kind + " ")]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _title(pid: int) -> str:
+    return " ".join(psutil.Process(pid).cmdline()).strip()  # setproctitle pads the area it rewrites
+
+
+def test_a_handler_signalling_its_supervisor_does_not_stop_it_and_the_log_names_the_worker(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    record = tmp_path / "record.txt"
+    produce(eb, "SIG", 16)
+    run = runs.start("run", f"{H}:signal_parent", namesrv=eb.namesrv_address, group="GSIG", topic="SIG",
+                     args=["--workers", "2"], env={"SAFETY_RECORD": str(record)})
+    wait_until(lambda: len(_lines(record, "ok")) >= 16, 40, "16 messages handled")
+    log = run.log()
+    assert run.poll() is None, log[-3000:]
+    # the worker itself sent SIGTERM; a `kill` and a shell it started sent HUP and TTOU
+    assert "SIGTERM from worker " in log and "ignored: a handler cannot stop" in log, log[-3000:]
+    assert "SIGHUP from pid " in log and ", a process of worker " in log, log[-3000:]
+    assert "SIGTTOU from pid " in log, log[-3000:]
+    assert "stopping gracefully" not in log and "reloading workers" not in log and "removed;" not in log
+    assert len(run.worker_pids()) == 2
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert f"SIGTERM received from pid {os.getpid()} (" in run.log(), run.log()[-2000:]
+
+
+def test_kill_9_of_the_supervisor_during_a_hung_call_leaves_no_worker(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    record = tmp_path / "record.txt"
+    produce(eb, "HNG", 8)
+    run = runs.start("run", f"{H}:hang_some", namesrv=eb.namesrv_address, group="GHNG", topic="HNG",
+                     args=["--workers", "2"], env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0"})
+    wait_until(lambda: _lines(record, "start"), 30, "a call that hangs")
+    workers = run.worker_pids()
+    hung = int(_lines(record, "start")[0][1])
+    assert hung in workers and len(workers) == 2
+    assert _title(hung).startswith("rmqrun: worker "), _title(hung)
+    assert _title(hung).endswith(f"[{H}:hang_some]"), _title(hung)
+    assert _title(run.pid) == "rmqrun: supervisor [GHNG/HNG]"
+    run.kill9()
+    wait_until(lambda: not any(_alive(p) for p in workers), 5, "the workers to die with their supervisor")
+
+
+def test_a_forking_handler_leaves_no_process_behind_after_its_worker_is_replaced(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    record = tmp_path / "record.txt"
+    produce(eb, "FRK", 4)
+    run = runs.start("run", f"{H}:fork_and_leave", namesrv=eb.namesrv_address, group="GFRK", topic="FRK",
+                     args=["--workers", "1"], env={"SAFETY_RECORD": str(record)},
+                     settings={"RMQRUN_MAX_MESSAGES_PER_WORKER": "1"})
+    wait_until(lambda: len(_lines(record, "ok")) >= 4, 40, "4 messages handled")
+    children = [int(x[1]) for x in _lines(record, "child")]
+    assert len(children) == 8
+    # each worker is recycled after its message; what its handler started dies with it
+    wait_until(lambda: len(_lines(record, "ok")) >= 4 and sum(map(_alive, children)) <= 2, 30,
+               "the children of replaced workers to be killed")
+    log = run.log()
+    assert "process(es) of its handler behind" in log, log[-3000:]
+    forked = [p for p in children if _alive(p)]
+    for pid in forked:  # the last worker's children: the forked copy is titled as one
+        if "python" in psutil.Process(pid).name() or _title(pid).startswith("rmqrun"):
+            assert _title(pid).startswith("rmqrun: fork of worker 0 ["), _title(pid)
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    wait_until(lambda: not any(map(_alive, children)), 10, "every child gone after the stop")
+    assert "finished unknown batch" not in run.log()
+
+
+def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    record = tmp_path / "record.txt"
+    produce(eb, "FRG", 2)
+    run = runs.start("run", f"{H}:fork_and_leave", namesrv=eb.namesrv_address, group="GFRG", topic="FRG",
+                     args=["--workers", "1"], env={"SAFETY_RECORD": str(record)})
+    wait_until(lambda: len(_lines(record, "ok")) >= 2, 40, "2 messages handled")
+    worker = run.worker_pids()[0]
+    forked = [int(x[1]) for x in _lines(record, "child")]
+    os.killpg(worker, signal.SIGTERM)  # the worker's whole group: the worker, its `sleep`s, its forked copies
+    wait_until(lambda: not any(map(_alive, forked)), 10, "the forked copies to end")
+    wait_until(lambda: len(run.worker_pids()) == 1 and worker not in run.worker_pids(), 15, "a replacement")
+    assert run.poll() is None
+    assert "finished unknown batch" not in run.log(), run.log()[-3000:]
