@@ -26,7 +26,6 @@ Set up once at boot, before the handler is imported:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import signal
 import socket
@@ -51,7 +50,7 @@ def die_with_parent(parent_pid: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)  # this process's own symbols: libc is there (no ldconfig run)
         ok = libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
