@@ -193,6 +193,9 @@ SETTINGS: tuple[Setting, ...] = (
        check=at_least(0), allowed="0 or more"),
     _S("max_memory_per_worker", parse_size, 0, "recycle a worker above this RSS, e.g. 512MiB (0: never)", POOL,
        flag="--max-memory-per-worker", check=at_least(0), allowed="0 or a size"),
+    _S("long_call_seconds", parse_float, 5.0, "a handler call running this long (or 10 x the usual time per "
+       "message, if longer) is logged, and the work queued behind it on its worker goes to other workers (0: off)",
+       POOL, check=at_least(0), allowed="0 or more seconds"),
     _S("max_log_record", parse_size, 64 * 1024, "longest log record a handler may write, in characters, e.g. "
        "64KiB; the rest is cut with a marker saying how much (0: no cap)", POOL, check=at_least(0),
        allowed="0 or a size"),

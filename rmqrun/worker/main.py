@@ -385,6 +385,8 @@ class Worker:
         except WorkerTerminated:  # SIGTERM: the interrupted call and the rest stay NOT_RUN
             self._terminating = True
             outcome.error = outcome.error or "worker terminated (SIGTERM)"
+        except progress_mem.CallCut:  # the rest was given to another worker while a call here ran long
+            pass
         self._in_batch = False
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
