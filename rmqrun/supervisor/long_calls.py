@@ -113,29 +113,33 @@ class LongCallWatch:
         pool = self.executor.pool
         now = time.monotonic()
         limit = self.limit()
-        stuck: set[int] = set()
-        live_keys = set()
+        long_calls = []
         for status in pool.workers():
             batch_id = status.running_batch_id
-            if batch_id is None:
-                continue
-            live = pool.live_call(batch_id)
-            if live is None or not live.in_call or now - live.call_began < limit:
-                continue
+            live = pool.live_call(batch_id) if batch_id is not None else None
+            if live is not None and live.in_call and now - live.call_began >= limit:
+                long_calls.append((status, live))
+        stuck = {status.worker_id for status, _ in long_calls}
+        # work is moved only if some worker can take it: with every worker stuck it would come straight back
+        movable = len(stuck) < len(pool.worker_ids)
+        live_keys = set()
+        for status, live in long_calls:
+            batch_id = status.running_batch_id
+            assert batch_id is not None
             key = (batch_id, live.call_start, live.call_began)
             live_keys.add(key)
-            stuck.add(status.worker_id)
             seen = self.executor.flying_batch(batch_id)
             if seen is None:
                 continue
-            batch, job = seen
+            batch = seen[0]
             if key not in self._warned:
                 self._warned.add(key)
                 self._warn(status.worker_id, status.pid, batch, live.call_start, live.call_end, now - live.call_began)
             marked = self._calls.get(key)
-            if marked is not None:
+            if marked is not None and movable:
                 self._take_back(batch_id, marked)
-            self._mark(key, batch_id, batch.mode, batch.count, live.call_end)
+            if movable:
+                self._mark(key, batch_id, batch.mode, batch.count, live.call_end)
         for key in [k for k in self._calls if k not in live_keys]:
             del self._calls[key]  # the call ended: whatever was not taken back stays with its worker
         self._warned &= live_keys

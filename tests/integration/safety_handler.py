@@ -7,8 +7,9 @@ Each appends what it did to the file named by ``SAFETY_RECORD`` (one
     child <pid>                          a process the handler started (to check it is gone later)
     start <pid> <queue_id> <offset>      written before a call that hangs
 
-``SAFETY_HANG_OFFSETS`` (comma-separated queue offsets, first delivery only)
-choose the calls that hang in :func:`hang_some`.
+``SAFETY_HANG_OFFSETS`` (comma-separated queue offsets, first delivery only;
+of queue ``SAFETY_HANG_QUEUE`` only, if set) choose the calls that hang in
+:func:`hang_some`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def fork_and_leave(msg: rmqrun.Message) -> None:
 def hang_some(msg: rmqrun.Message) -> None:
     """The chosen offsets hang (sleep for ever) on their first delivery; the rest are recorded."""
     hang = {int(x) for x in os.environ.get("SAFETY_HANG_OFFSETS", "").split(",") if x.strip()}
-    if msg.queue_offset in hang and msg.reconsume_times == 0:
+    queue = os.environ.get("SAFETY_HANG_QUEUE")
+    if msg.queue_offset in hang and msg.reconsume_times == 0 and (queue is None or msg.queue_id == int(queue)):
         _write(f"start {os.getpid()} {msg.queue_id} {msg.queue_offset}")
         time.sleep(10 ** 6)
     _ok(msg)

@@ -111,3 +111,48 @@ def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
     wait_until(lambda: len(run.worker_pids()) == 1 and worker not in run.worker_pids(), 15, "a replacement")
     assert run.poll() is None
     assert "finished unknown batch" not in run.log(), run.log()[-3000:]
+
+
+def _hang_run(tmp_path: Path, eb, runs: Runs, topic: str, n: int, keys: int, args: list[str]):  # type: ignore[no-untyped-def]
+    """Offset 0 of queue 0 hangs, with 2 workers and a long-call threshold of 1 s."""
+    record = tmp_path / "record.txt"
+    produce(eb, topic, n, sharding_keys=keys)
+    run = runs.start("run", f"{H}:hang_some", namesrv=eb.namesrv_address, group=f"G{topic}", topic=topic,
+                     args=["--workers", "2", *args],
+                     env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0", "SAFETY_HANG_QUEUE": "0"},
+                     settings={"RMQRUN_LONG_CALL_SECONDS": "1"})
+    wait_until(lambda: _lines(record, "start"), 30, "a call that hangs")
+    return run, record
+
+
+def test_messages_queued_behind_a_hung_call_are_run_by_the_other_worker_within_seconds(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    # 17 messages in one queue: one pull, one batch; the first hangs, 16 wait behind it in the same worker
+    run, record = _hang_run(tmp_path, eb, runs, "HB", 17, 1, [])
+    hung_pid = int(_lines(record, "start")[0][1])
+    wait_until(lambda: len(_lines(record, "ok")) >= 16, 15, "the 16 queued messages handled elsewhere")
+    oks = _lines(record, "ok")
+    assert {int(x[1]) for x in oks} != {hung_pid}, "the hung worker cannot have handled them"
+    assert sorted(int(x[3]) for x in oks) == list(range(1, 17))
+    log = run.log()
+    assert "has been in one handler call for " in log and "message at offset 0 of " in log, log[-3000:]
+    assert "the 16 message(s) of its batch after the call" in log, log[-3000:]
+    assert run.poll() is None
+
+
+def test_orderly_queues_waiting_behind_a_hung_call_move_to_the_other_worker_in_order(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    run, record = _hang_run(tmp_path, eb, runs, "HBO", 64, 4, ["--orderly"])
+    hung = _lines(record, "start")[0]
+    hung_queue = int(hung[2])
+    wait_until(lambda: len(_lines(record, "ok")) >= 48, 20, "the other queues' 48 messages handled")
+    per_queue: dict[int, list[int]] = {}
+    for x in _lines(record, "ok"):
+        per_queue.setdefault(int(x[2]), []).append(int(x[3]))
+    assert hung_queue not in per_queue, "nothing after the hung message of its queue runs before it"
+    assert len(per_queue) == 3
+    for q, offsets in per_queue.items():
+        assert offsets == list(range(16)), f"queue {q} out of order: {offsets}"
+    log = run.log()
+    assert "batch(es) waiting behind the long call" in log, log[-3000:]
+    assert run.poll() is None
