@@ -170,11 +170,12 @@ class LongCallWatch:
         if marked.cut is not None and batch_id not in self._cut_done:
             self._cut_done.add(batch_id)
             cut = self.executor.split(batch_id, marked.cut)
-        if moved or cut:
+        what = ([f"{moved} batch(es) waiting behind the long call"] if moved else []) + \
+            ([f"the {cut} message(s) of its batch after the call"] if cut else [])
+        if what:
             self.taken_back += moved + (cut > 0)
-            logger.warning("taken back from the worker on batch {}: {} batch(es) waiting behind the long call{}; "
-                           "other workers run them now", batch_id, moved,
-                           f" and the {cut} message(s) of its batch after the call" if cut else "")
+            logger.warning("taken back from the worker on batch {}: {}; other workers run them now", batch_id,
+                           " and ".join(what))
 
     def _warn(self, worker_id: int, pid: int, batch: Batch, start: int, end: int, age: float) -> None:
         offsets = batch.queue_offsets()

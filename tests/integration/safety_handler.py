@@ -63,10 +63,23 @@ def hang_some(msg: rmqrun.Message) -> None:
     """The chosen offsets hang (sleep for ever) on their first delivery; the rest are recorded."""
     hang = {int(x) for x in os.environ.get("SAFETY_HANG_OFFSETS", "").split(",") if x.strip()}
     queue = os.environ.get("SAFETY_HANG_QUEUE")
-    if msg.queue_offset in hang and msg.reconsume_times == 0 and (queue is None or msg.queue_id == int(queue)):
+    if msg.queue_offset in hang and msg.reconsume_times == 0 and (queue is None or msg.queue_id == int(queue)) \
+            and _first_hang(msg):
         _write(f"start {os.getpid()} {msg.queue_id} {msg.queue_offset}")
         time.sleep(10 ** 6)
     _ok(msg)
+
+
+def _first_hang(msg: rmqrun.Message) -> bool:
+    """With ``SAFETY_HANG_ONCE`` set, only the first call on a message hangs (a re-run after a kill does not)."""
+    if not os.environ.get("SAFETY_HANG_ONCE"):
+        return True
+    try:
+        os.close(os.open(f"{os.environ['SAFETY_RECORD']}.hung-{msg.queue_id}-{msg.queue_offset}",
+                         os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def flood_stderr(msg: rmqrun.Message) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.integration.signals_kit import Runs, produce, wait_until
+from tests.integration.signals_kit import Runs, committed, produce, wait_until
 
 H = "tests.integration.safety_handler"
 
@@ -113,13 +113,14 @@ def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
     assert "finished unknown batch" not in run.log(), run.log()[-3000:]
 
 
-def _hang_run(tmp_path: Path, eb, runs: Runs, topic: str, n: int, keys: int, args: list[str]):  # type: ignore[no-untyped-def]
+def _hang_run(tmp_path: Path, eb, runs: Runs, topic: str, n: int, keys: int, args: list[str],  # type: ignore[no-untyped-def]
+              **env: str):
     """Offset 0 of queue 0 hangs, with 2 workers and a long-call threshold of 1 s."""
     record = tmp_path / "record.txt"
     produce(eb, topic, n, sharding_keys=keys)
     run = runs.start("run", f"{H}:hang_some", namesrv=eb.namesrv_address, group=f"G{topic}", topic=topic,
                      args=["--workers", "2", *args],
-                     env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0", "SAFETY_HANG_QUEUE": "0"},
+                     env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0", "SAFETY_HANG_QUEUE": "0", **env},
                      settings={"RMQRUN_LONG_CALL_SECONDS": "1"})
     wait_until(lambda: _lines(record, "start"), 30, "a call that hangs")
     return run, record
@@ -156,3 +157,32 @@ def test_orderly_queues_waiting_behind_a_hung_call_move_to_the_other_worker_in_o
     log = run.log()
     assert "batch(es) waiting behind the long call" in log, log[-3000:]
     assert run.poll() is None
+
+
+def test_a_split_batch_whose_hung_call_hits_the_time_limit_runs_every_message_once(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """The head (the hung call) fails at the time limit and is retried; the tail ran elsewhere, exactly once."""
+    run, record = _hang_run(tmp_path, eb, runs, "HBT", 17, 1, ["--consume-timeout", "0.06"])
+    wait_until(lambda: {x[4] for x in _lines(record, "ok")} >= {str(i) for i in range(17)}, 40,
+               "all 17 handled, the hung one on its retry")
+    idx = sorted(int(x[4]) for x in _lines(record, "ok"))
+    assert idx == list(range(17)), f"each message once: {idx}"
+    wait_until(lambda: committed(eb, "GHBT", "HBT").get(0) == 17, 10, "the queue committed to its end")
+    assert "soft time limit" in run.log()
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    assert sorted(int(x[4]) for x in _lines(record, "ok")) == list(range(17))
+
+
+def test_a_split_batch_whose_worker_dies_in_the_hung_call_runs_every_message_once(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """The worker on the head dies: only the head's unfinished message runs again, not the tail taken back."""
+    run, record = _hang_run(tmp_path, eb, runs, "HBK", 17, 1, [], SAFETY_HANG_ONCE="1")
+    wait_until(lambda: "message(s) of its batch after the call" in run.log(), 15, "the take-back")
+    os.kill(int(_lines(record, "start")[0][1]), signal.SIGKILL)
+    wait_until(lambda: {x[4] for x in _lines(record, "ok")} >= {str(i) for i in range(17)}, 30, "all 17 handled")
+    wait_until(lambda: committed(eb, "GHBK", "HBK").get(0) == 17, 10, "the queue committed to its end")
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    idx = sorted(int(x[4]) for x in _lines(record, "ok"))
+    assert idx == list(range(17)), f"each message once: {idx}"
