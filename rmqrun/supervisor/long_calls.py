@@ -131,10 +131,14 @@ class LongCallWatch:
             seen = self.executor.flying_batch(batch_id)
             if seen is None:
                 continue
-            batch = seen[0]
+            batch, job = seen
             if key not in self._warned:
                 self._warned.add(key)
-                self._warn(status.worker_id, status.pid, batch, live.call_start, live.call_end, now - live.call_began)
+                where = batch.queue_key if job is None else job.mq
+                if job is not None and job.dispatch_key is not None:
+                    where = f"{job.mq}, key {job.dispatch_key}"
+                self._warn(status.worker_id, status.pid, batch, where, live.call_start, live.call_end,
+                           now - live.call_began)
             marked = self._calls.get(key)
             if marked is not None and movable:
                 self._take_back(batch_id, marked)
@@ -177,7 +181,7 @@ class LongCallWatch:
             logger.warning("taken back from the worker on batch {}: {}; other workers run them now", batch_id,
                            " and ".join(what))
 
-    def _warn(self, worker_id: int, pid: int, batch: Batch, start: int, end: int, age: float) -> None:
+    def _warn(self, worker_id: int, pid: int, batch: Batch, queue: object, start: int, end: int, age: float) -> None:
         offsets = batch.queue_offsets()
         where = f"offset {offsets[start]}" if end - start <= 1 or end > len(offsets) else \
             f"offsets {offsets[start]}..{offsets[end - 1]}"
@@ -186,4 +190,4 @@ class LongCallWatch:
                 if time_limit > 0 else "there is no time limit (time_limit 0)")
         logger.warning("worker {} (pid {}) has been in one handler call for {:.1f} s: message at {} of {} "
                        "(batch {}); {}; the work queued behind it goes to other workers",
-                       worker_id, pid, age, where, batch.queue_key, batch.batch_id, then)
+                       worker_id, pid, age, where, queue, batch.batch_id, then)

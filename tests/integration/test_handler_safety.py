@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 
+from rmqrun.remoting.message_props import java_string_hash
 from tests.integration.signals_kit import Runs, committed, produce, wait_until
 
 H = "tests.integration.safety_handler"
@@ -186,3 +187,27 @@ def test_a_split_batch_whose_worker_dies_in_the_hung_call_runs_every_message_onc
     assert run.wait(30) == 0
     idx = sorted(int(x[4]) for x in _lines(record, "ok"))
     assert idx == list(range(17)), f"each message once: {idx}"
+
+
+def test_key_lanes_waiting_behind_a_hung_call_move_to_the_other_worker_in_key_order(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """Keys of other queues are never in the hung job: all of them run within seconds, each in order; the hung
+    key waits. (Lanes of the hung message's own queue packed into its job wait with it: docs/operations.md.)"""
+    keys = 16
+    queue_of = {k: abs(java_string_hash(str(k))) % 4 for k in range(keys)}
+    free = [k for k in range(keys) if queue_of[k] != 0]
+    run, record = _hang_run(tmp_path, eb, runs, "HBY", 128, keys, ["--orderly", "--order-by", "key"])
+
+    def by_key() -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for x in _lines(record, "ok"):
+            out.setdefault(int(x[4]) % keys, []).append(int(x[4]))
+        return out
+    wait_until(lambda: sum(len(by_key().get(k, [])) for k in free) >= 8 * len(free), 20,
+               "every message of the keys of other queues")
+    seen = by_key()
+    assert 0 not in seen, "nothing after the hung message of its key runs before it"
+    for k, idx in seen.items():
+        assert idx == list(range(k, 128, keys))[:len(idx)], f"key {k} out of order: {idx}"
+    assert "batch(es) waiting behind the long call" in run.log(), run.log()[-3000:]
+    assert run.poll() is None
