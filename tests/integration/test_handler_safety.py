@@ -36,12 +36,20 @@ def _title(pid: int) -> str:
     return " ".join(psutil.Process(pid).cmdline()).strip()  # setproctitle pads the area it rewrites
 
 
+def _start(tmp_path: Path, eb, runs: Runs, handler: str, topic: str, n: int, *, workers: int = 1,  # type: ignore[no-untyped-def]
+           keys: int = 0, args: list[str] | None = None, settings: dict[str, str] | None = None, **env: str):
+    """``n`` messages on ``topic`` (``keys`` sharding keys), then ``rmqrun run`` of a safety handler on them."""
+    record = tmp_path / "record.txt"
+    produce(eb, topic, n, sharding_keys=keys)
+    run = runs.start("run", f"{H}:{handler}", namesrv=eb.namesrv_address, group=f"G{topic}", topic=topic,
+                     args=["--workers", str(workers), *(args or [])], env={"SAFETY_RECORD": str(record), **env},
+                     settings=settings)
+    return run, record
+
+
 def test_a_handler_signalling_its_supervisor_does_not_stop_it_and_the_log_names_the_worker(
         tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "SIG", 16)
-    run = runs.start("run", f"{H}:signal_parent", namesrv=eb.namesrv_address, group="GSIG", topic="SIG",
-                     args=["--workers", "2"], env={"SAFETY_RECORD": str(record)})
+    run, record = _start(tmp_path, eb, runs, "signal_parent", "SIG", 16, workers=2)
     wait_until(lambda: len(_lines(record, "ok")) >= 16, 40, "16 messages handled")
     log = run.log()
     assert run.poll() is None, log[-3000:]
@@ -58,10 +66,7 @@ def test_a_handler_signalling_its_supervisor_does_not_stop_it_and_the_log_names_
 
 def test_kill_9_of_the_supervisor_during_a_hung_call_leaves_no_worker(
         tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "HNG", 8)
-    run = runs.start("run", f"{H}:hang_some", namesrv=eb.namesrv_address, group="GHNG", topic="HNG",
-                     args=["--workers", "2"], env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0"})
+    run, record = _start(tmp_path, eb, runs, "hang_some", "HNG", 8, workers=2, SAFETY_HANG_OFFSETS="0")
     wait_until(lambda: _lines(record, "start"), 30, "a call that hangs")
     workers = run.worker_pids()
     hung = int(_lines(record, "start")[0][1])
@@ -75,11 +80,8 @@ def test_kill_9_of_the_supervisor_during_a_hung_call_leaves_no_worker(
 
 def test_a_forking_handler_leaves_no_process_behind_after_its_worker_is_replaced(
         tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "FRK", 4)
-    run = runs.start("run", f"{H}:fork_and_leave", namesrv=eb.namesrv_address, group="GFRK", topic="FRK",
-                     args=["--workers", "1"], env={"SAFETY_RECORD": str(record)},
-                     settings={"RMQRUN_MAX_MESSAGES_PER_WORKER": "1"})
+    run, record = _start(tmp_path, eb, runs, "fork_and_leave", "FRK", 4,
+                         settings={"RMQRUN_MAX_MESSAGES_PER_WORKER": "1"})
     wait_until(lambda: len(_lines(record, "ok")) >= 4, 40, "4 messages handled")
     children = [int(x[1]) for x in _lines(record, "child")]
     assert len(children) == 8
@@ -100,10 +102,7 @@ def test_a_forking_handler_leaves_no_process_behind_after_its_worker_is_replaced
 
 def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
         tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "FRG", 2)
-    run = runs.start("run", f"{H}:fork_and_leave", namesrv=eb.namesrv_address, group="GFRG", topic="FRG",
-                     args=["--workers", "1"], env={"SAFETY_RECORD": str(record)})
+    run, record = _start(tmp_path, eb, runs, "fork_and_leave", "FRG", 2)
     wait_until(lambda: len(_lines(record, "ok")) >= 2, 40, "2 messages handled")
     worker = run.worker_pids()[0]
     forked = [int(x[1]) for x in _lines(record, "child")]
@@ -117,12 +116,9 @@ def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
 def _hang_run(tmp_path: Path, eb, runs: Runs, topic: str, n: int, keys: int, args: list[str],  # type: ignore[no-untyped-def]
               **env: str):
     """Offset 0 of queue 0 hangs, with 2 workers and a long-call threshold of 1 s."""
-    record = tmp_path / "record.txt"
-    produce(eb, topic, n, sharding_keys=keys)
-    run = runs.start("run", f"{H}:hang_some", namesrv=eb.namesrv_address, group=f"G{topic}", topic=topic,
-                     args=["--workers", "2", *args],
-                     env={"SAFETY_RECORD": str(record), "SAFETY_HANG_OFFSETS": "0", "SAFETY_HANG_QUEUE": "0", **env},
-                     settings={"RMQRUN_LONG_CALL_SECONDS": "1"})
+    run, record = _start(tmp_path, eb, runs, "hang_some", topic, n, workers=2, keys=keys, args=args,
+                         settings={"RMQRUN_LONG_CALL_SECONDS": "1"}, SAFETY_HANG_OFFSETS="0", SAFETY_HANG_QUEUE="0",
+                         **env)
     wait_until(lambda: _lines(record, "start"), 30, "a call that hangs")
     return run, record
 

@@ -24,13 +24,19 @@ def test_run_help_shows_the_recycling_flags() -> None:
         assert flag in out, out
 
 
-def test_max_messages_per_worker_flag_recycles_workers(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+def _start(tmp_path: Path, eb, runs: Runs, handler: str, topic: str, n: int, args: list[str],  # type: ignore[no-untyped-def]
+           **env: str):
+    """``n`` messages on ``topic``, then ``rmqrun run`` of a probe handler with one worker and ``args``."""
     record = tmp_path / "record.txt"
-    produce(eb, "RMX", 12)
-    run = runs.start("run", f"{PROBE}:record", namesrv=eb.namesrv_address, group="GRMX", topic="RMX",
-                     args=["--workers", "1", "--max-messages-per-worker", "2", "--max-messages-jitter", "0",
-                           "--batch-size", "1"],
-                     env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "20"})
+    produce(eb, topic, n)
+    run = runs.start("run", f"{PROBE}:{handler}", namesrv=eb.namesrv_address, group=f"G{topic}", topic=topic,
+                     args=["--workers", "1", *args], env={"PROBE_RECORD": str(record), **env})
+    return run, record
+
+
+def test_max_messages_per_worker_flag_recycles_workers(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    run, record = _start(tmp_path, eb, runs, "record", "RMX", 12, ["--max-messages-per-worker", "2",
+                         "--max-messages-jitter", "0", "--batch-size", "1"], PROBE_SLEEP_MS="20")
     wait_until(lambda: len(oks(record)) >= 12, 60, "12 messages")
     log = run.log()
     assert "recycling: handled " in log and "(limit 2)" in log, log[-3000:]
@@ -40,11 +46,8 @@ def test_max_messages_per_worker_flag_recycles_workers(tmp_path: Path, eb, runs:
 
 
 def test_max_memory_per_worker_flag_recycles_a_leaking_worker(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "RMM", 8)
-    run = runs.start("run", f"{PROBE}:leak", namesrv=eb.namesrv_address, group="GRMM", topic="RMM",
-                     args=["--workers", "1", "--max-memory-per-worker", "200MiB"],
-                     env={"PROBE_RECORD": str(record), "PROBE_LEAK_MB": "50"})
+    run, record = _start(tmp_path, eb, runs, "leak", "RMM", 8, ["--max-memory-per-worker", "200MiB"],
+                         PROBE_LEAK_MB="50")
     wait_until(lambda: len(oks(record)) >= 8, 60, "8 messages")
     log = run.log()
     assert "recycling: RSS " in log and "over the limit of 200 MiB" in log, log[-3000:]
@@ -55,11 +58,8 @@ def test_max_memory_per_worker_flag_recycles_a_leaking_worker(tmp_path: Path, eb
 
 
 def test_a_worker_growing_with_no_limit_set_is_warned_about(tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
-    record = tmp_path / "record.txt"
-    produce(eb, "RMG", 6)
-    run = runs.start("run", f"{PROBE}:leak", namesrv=eb.namesrv_address, group="GRMG", topic="RMG",
-                     args=["--workers", "1", "--batch-size", "1"],
-                     env={"PROBE_RECORD": str(record), "PROBE_LEAK_MB": "50", "PROBE_SLEEP_MS": "600"})
+    run, record = _start(tmp_path, eb, runs, "leak", "RMG", 6, ["--batch-size", "1"], PROBE_LEAK_MB="50",
+                         PROBE_SLEEP_MS="600")
     wait_until(lambda: len(oks(record)) >= 6, 60, "6 messages")
     wait_until(lambda: "nothing recycles it" in run.log(), 10, "the growth warning")
     log = run.log()
