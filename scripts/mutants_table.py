@@ -513,7 +513,7 @@ MUTANTS: list[Mutant] = [
     m("canary-worker-cut-ignored", "rmqrun/pipe/progress.py",
       "a worker runs the messages after a long call although they were taken back (runs only in worker processes)",
       "if batch_id == self.batch_id and start >= index:", "if False:",
-      I + "test_handler_safety.py::test_a_split_batch_whose_hung_call_hits_the_time_limit_runs_every_message_once"),
+      I + "test_handler_safety.py::test_a_long_call_that_ends_by_itself_after_the_take_back_runs_nothing_twice"),
     m("split-head-keeps-tail", "rmqrun/supervisor/executor.py",
       "after a take-back, a death of the stuck worker re-runs the messages taken back too",
       "        pending.batch = Batch(batch.batch_id, batch.queue_key, batch.mode, batch.broker_name, records[:index],\n"
@@ -523,8 +523,12 @@ MUTANTS: list[Mutant] = [
       "an orderly queue taken back from a stuck worker is pinned to that worker again",
       "        if worker in self.stuck:\n", "        if False:\n",
       I + "test_handler_safety.py::test_orderly_queues_waiting_behind_a_hung_call_move_to_the_other_worker_in_order"),
-    m("canary-log-record-uncapped", "rmqrun/worker/logs.py",
-      "a handler's 10 MB line is one 10 MB log record (runs only in worker processes)",
+    m("log-line-buffer-uncapped", "rmqrun/worker/logs.py",
+      "a line a handler writes without end is kept whole in memory until its newline",
       "        room = cap - len(self._buf) if cap else len(text)", "        room = len(text)",
+      U + "test_handler_safety_parts.py::test_a_line_past_the_cap_is_cut_with_a_marker_of_how_much"),
+    m("canary-log-record-uncapped", "rmqrun/worker/logs.py",
+      "a handler's 1 MB logging record is logged whole (runs only in worker processes)",
+      "    if cap and len(message) > cap and not message.endswith(_MARKER_END):", "    if False:",
       I + "test_handler_log_cap.py"),
 ]

@@ -9,11 +9,12 @@ Each appends what it did to the file named by ``SAFETY_RECORD`` (one
 
 ``SAFETY_HANG_OFFSETS`` (comma-separated queue offsets, first delivery only;
 of queue ``SAFETY_HANG_QUEUE`` only, if set) choose the calls that hang in
-:func:`hang_some`.
+:func:`hang_some`, for ``SAFETY_HANG_SECONDS`` (default: for ever).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -66,7 +67,7 @@ def hang_some(msg: rmqrun.Message) -> None:
     if msg.queue_offset in hang and msg.reconsume_times == 0 and (queue is None or msg.queue_id == int(queue)) \
             and _first_hang(msg):
         _write(f"start {os.getpid()} {msg.queue_id} {msg.queue_offset}")
-        time.sleep(10 ** 6)
+        time.sleep(float(os.environ.get("SAFETY_HANG_SECONDS", 10 ** 6)))
     _ok(msg)
 
 
@@ -83,8 +84,9 @@ def _first_hang(msg: rmqrun.Message) -> bool:
 
 
 def flood_stderr(msg: rmqrun.Message) -> None:
-    """10 MB to stderr in one write, no newline, then a short line."""
+    """10 MB to stderr in one write, no newline; 1 MB through ``logging``; then a short line."""
     sys.stderr.write("x" * 10_000_000)
     sys.stderr.write("\n")
+    logging.getLogger("app").warning("%s", "y" * 1_000_000)
     print(f"after the flood at offset {msg.queue_offset}")
     _ok(msg)

@@ -207,3 +207,18 @@ def test_key_lanes_waiting_behind_a_hung_call_move_to_the_other_worker_in_key_or
         assert idx == list(range(k, 128, keys))[:len(idx)], f"key {k} out of order: {idx}"
     assert "batch(es) waiting behind the long call" in run.log(), run.log()[-3000:]
     assert run.poll() is None
+
+
+def test_a_long_call_that_ends_by_itself_after_the_take_back_runs_nothing_twice(
+        tmp_path: Path, eb, runs: Runs) -> None:  # type: ignore[no-untyped-def]
+    """The call returns a while after its batch was cut: its worker runs none of the messages taken back."""
+    run, record = _hang_run(tmp_path, eb, runs, "HBE", 17, 1, [], SAFETY_HANG_SECONDS="4")
+    wait_until(lambda: "message(s) of its batch after the call" in run.log(), 15, "the take-back")
+    wait_until(lambda: {x[4] for x in _lines(record, "ok")} >= {str(i) for i in range(17)}, 30, "all 17 handled")
+    wait_until(lambda: committed(eb, "GHBE", "HBE").get(0) == 17, 10, "the queue committed to its end")
+    run.signal(signal.SIGTERM)
+    assert run.wait(30) == 0
+    oks = _lines(record, "ok")
+    assert sorted(int(x[4]) for x in oks) == list(range(17)), "each message once"
+    hung_pid = _lines(record, "start")[0][1]
+    assert [x[4] for x in oks if x[1] == hung_pid] == ["0"], "the worker of the long call ran only that call"
