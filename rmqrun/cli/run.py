@@ -9,7 +9,6 @@ metrics port cannot be had.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import Any
 
@@ -51,7 +50,8 @@ async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
     from rmqrun.pipe import procs
     from rmqrun.supervisor.supervisor import Supervisor
     logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
-    supervisor = Supervisor(dataclasses.replace(settings, signal_senders=True))  # this process is ours alone
+    settings.signal_senders = True  # this process is ours alone (the notifier below hooks into these settings)
+    supervisor = Supervisor(settings)
     procs.set_title(procs.supervisor_title(settings.consumer.group, list(settings.consumer.subscriptions)))
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)
