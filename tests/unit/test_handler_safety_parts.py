@@ -9,10 +9,9 @@ warned about once per doubling, and a signal's sender is placed by its process g
 from __future__ import annotations
 
 import mmap
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-from loguru import logger
 
 from rmqrun.pipe import procs
 from rmqrun.pipe import progress as progress_mem
@@ -21,16 +20,7 @@ from rmqrun.supervisor.dispatch import Dispatcher, stable_index
 from rmqrun.supervisor.lineage import owner_of
 from rmqrun.worker import logs
 from rmqrun.worker.memory_watch import GrowthWatch
-
-
-@pytest.fixture
-def records() -> Iterator[list[Any]]:
-    got: list[Any] = []
-    sink = logger.add(lambda m: got.append(m.record), level="DEBUG", format="{message}")
-    try:
-        yield got
-    finally:
-        logger.remove(sink)
+from tests.unit.test_worker_log_streams import records  # noqa: F401 (the fixture: every record logged)
 
 
 def test_an_orderly_queue_pinned_while_its_worker_is_stuck_goes_elsewhere_and_comes_back_when_idle() -> None:
