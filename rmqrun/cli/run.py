@@ -49,9 +49,12 @@ async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
 
     from rmqrun.cli.metrics import MetricsServer
     from rmqrun.cli.systemd import SystemdNotifier
+    from rmqrun.pipe import procs
     from rmqrun.supervisor.supervisor import Supervisor
     logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
+    settings.signal_senders = True  # this process is ours alone (the notifier below hooks into these settings)
     supervisor = Supervisor(settings)
+    procs.set_title(procs.supervisor_title(settings.consumer.group, list(settings.consumer.subscriptions)))
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)
     metrics: MetricsServer | None = None

@@ -187,9 +187,18 @@ SETTINGS: tuple[Setting, ...] = (
        flag="--worker-init"),
     _S("worker_exit", parse_ref, None, "module:function called once in each worker at exit", POOL),
     _S("max_messages_per_worker", parse_int, 0, "recycle a worker after this many messages (0: never)", POOL,
+       flag="--max-messages-per-worker", check=at_least(0), allowed="0 or more"),
+    _S("max_messages_jitter", parse_int, None, "a random 0..N added to max_messages_per_worker per worker, so "
+       "workers do not all recycle at once (default: 10% of it)", POOL, flag="--max-messages-jitter",
        check=at_least(0), allowed="0 or more"),
     _S("max_memory_per_worker", parse_size, 0, "recycle a worker above this RSS, e.g. 512MiB (0: never)", POOL,
-       check=at_least(0), allowed="0 or a size"),
+       flag="--max-memory-per-worker", check=at_least(0), allowed="0 or a size"),
+    _S("long_call_seconds", parse_float, 5.0, "a handler call running this long (or 10 x the usual time per "
+       "message, if longer) is logged, and the work queued behind it on its worker goes to other workers (0: off)",
+       POOL, check=at_least(0), allowed="0 or more seconds"),
+    _S("max_log_record", parse_size, 64 * 1024, "longest log record a handler may write, in characters, e.g. "
+       "64KiB; the rest is cut with a marker saying how much (0: no cap)", POOL, check=at_least(0),
+       allowed="0 or a size"),
     _S("kill_grace", parse_float, 10.0, "seconds past the time limit before a worker is killed", POOL,
        check=lambda v: v > 0, allowed="a positive number of seconds"),
     _S("crash_limit", parse_int, None, "worker deaths no message explains (at boot, or outside a handler call) "

@@ -29,6 +29,18 @@ Layout (native byte order, one writer per field)::
                      -1 = empty)
     544  CAPACITY bytes  status per message (wire.Status)         worker
     ...  CAPACITY int8   delay level per message                  worker
+    ...  int64   cut: batch id whose calls from index on are     supervisor
+         int32        taken back (run by another worker)
+         int32   cut flag: 1 while a cut is asked               supervisor
+
+The cut is how the supervisor takes back the messages queued behind a call
+that runs far too long (:mod:`rmqrun.supervisor.long_calls`): it writes the
+cut, and the worker, which reads the flag each time it announces a call,
+stops the batch there (:class:`CallCut`; those messages come back NOT_RUN).
+The supervisor gives them to another worker only once it has seen, a while
+after writing the cut, that the worker is still in the very same call: the
+worker announces a call (the head above) *before* it reads the flag, so a call
+announced after that check sees the cut.
 
 Batches longer than ``CAPACITY`` messages record progress for their first
 ``CAPACITY`` messages only; the rest count as unfinished.
@@ -42,6 +54,8 @@ import struct
 import tempfile
 from dataclasses import dataclass
 
+from rmqrun.errors import RmqrunError
+
 CAPACITY = 4096
 SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
 _HEAD = struct.Struct("=qdiiii")
@@ -51,7 +65,18 @@ _SKIP = struct.Struct(f"={SKIP_SLOTS}q")
 SKIP_AT = 32
 STATUS_AT = SKIP_AT + _SKIP.size
 DELAY_AT = STATUS_AT + CAPACITY
-SIZE = DELAY_AT + CAPACITY
+CUT_AT = DELAY_AT + CAPACITY
+_CUT = struct.Struct("=qi")
+CUT_FLAG_AT = CUT_AT + _CUT.size
+SIZE = CUT_FLAG_AT + 4
+
+
+class CallCut(RmqrunError):
+    """Raised in the worker as it announces a call the supervisor took back (see the module docstring)."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"messages from index {index} on were taken back by the supervisor")
+        self.index = index
 
 
 def create_fd() -> int:
@@ -125,16 +150,18 @@ def read_live(mm: mmap.mmap, attempts: int = 8) -> LiveCall | None:
 class Writer:
     """The worker's side: cheap updates around each handler call."""
 
-    __slots__ = ("mm", "done")
+    __slots__ = ("mm", "done", "batch_id")
 
     def __init__(self, mm: mmap.mmap) -> None:
         self.mm = mm
         self.done = 0
+        self.batch_id = 0
 
     def begin(self, batch_id: int) -> None:
         struct.pack_into("=q", self.mm, 0, batch_id)
         _FIELDS.pack_into(self.mm, 16, 0, 0, 0, 0)
         self.done = 0
+        self.batch_id = batch_id
 
     def skipped(self, batch_id: int) -> bool:
         return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
@@ -152,6 +179,10 @@ class Writer:
         elif start > lo:
             self._copy(statuses, delays, start)
         _STATE.pack_into(self.mm, 8, began, self.done, start, end, 1)
+        if self.mm[CUT_FLAG_AT]:  # one byte read per call; the cut itself only when one is asked
+            batch_id, index = _CUT.unpack_from(self.mm, CUT_AT)
+            if batch_id == self.batch_id and start >= index:
+                raise CallCut(index)
 
     def publish(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         """Messages [0, upto) are final; no call is in progress."""
@@ -186,3 +217,13 @@ class SkipRing:
     def add(self, batch_id: int) -> None:
         struct.pack_into("=q", self.mm, SKIP_AT + 8 * self.next, batch_id)
         self.next = (self.next + 1) % SKIP_SLOTS
+
+
+def ask_cut(mm: mmap.mmap, batch_id: int, index: int) -> None:
+    """The supervisor's side: the calls of ``batch_id`` from message ``index`` on must not start."""
+    _CUT.pack_into(mm, CUT_AT, batch_id, index)
+    mm[CUT_FLAG_AT] = 1
+
+
+def clear_cut(mm: mmap.mmap) -> None:
+    mm[CUT_FLAG_AT] = 0

@@ -38,3 +38,5 @@ class WorkerConfig:
     log_format: str = "text"
     #: the consumer's namespace: taken off each message's topic before the handler sees it
     namespace: str | None = None
+    #: the longest log record a handler may write, in characters; longer ones are cut with a marker (0: no cap)
+    max_log_record: int = 64 * 1024

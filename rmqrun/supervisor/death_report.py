@@ -8,10 +8,12 @@ limit. Kept apart so the pool's death handling reads as decisions only.
 
 from __future__ import annotations
 
+from loguru import logger
+
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 
-__all__ = ["OomWatch", "describe_messages", "hard_limit_result"]
+__all__ = ["OomWatch", "describe_messages", "hard_limit_result", "log_death"]
 
 
 def _oom_kills() -> int | None:
@@ -84,3 +86,17 @@ def hard_limit_result(batch: Batch, slot: int, pid: int, elapsed: float,
         statuses, delays = bytes([status]) * n, (0,) * n
     return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True,
                        f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s", elapsed)
+
+
+def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch], in_call: Batch | None,
+              progress: progress_mem.Progress | None) -> None:
+    """One line per death (debug when ``expected``: a clean exit after STOP); a second naming the messages
+    when it died inside a handler call."""
+    if expected:
+        logger.debug("worker {} (pid {}) exited", worker_id, pid)
+    else:
+        logger.warning("worker {} (pid {}) {}{}", worker_id, pid, what,
+                       f" holding {len(batches)} batch(es)" if batches else "")
+    if in_call is not None and progress is not None:
+        logger.error("worker {} (pid {}) {} inside the handler call on {}", worker_id, pid, what,
+                     describe_messages(in_call, progress.call_start, progress.call_end))

@@ -27,6 +27,12 @@ longer, how long its current batch has been running (a hung call makes that
 grow, so nothing more is queued behind it). Short batches (a no-op handler)
 still pipeline up to the message bound; long ones go to idle workers only.
 
+A worker stuck in a long handler call (:mod:`rmqrun.supervisor.long_calls`
+says which, :meth:`Dispatcher.set_stuck`) is avoided: an orderly queue that
+is pinned anew while it is stuck (the pin is computed only when the queue has
+nothing in flight, so this cannot reorder it) hashes over the other workers;
+concurrent batches avoid it already, its current batch having run so long.
+
 When no worker can take a batch,
 :meth:`Dispatcher.assign` returns ``None``: the caller keeps the batch and
 tries again after the next :meth:`Dispatcher.done` (back-pressure, not an
@@ -88,6 +94,8 @@ class Dispatcher:
         self._flights: dict[int, _Flight] = {}
         self._busy_queues: dict[Hashable, int] = {}
         self._rr = 0
+        #: workers in a handler call that has run past the long-call threshold (new pins avoid them)
+        self.stuck: frozenset[int] = frozenset()
         self.set_workers(worker_ids)
 
     # ------------------------------------------------------------------ workers
@@ -121,10 +129,20 @@ class Dispatcher:
         return queue_key in self._busy_queues
 
     def pinned_worker(self, queue_key: Hashable) -> int | None:
-        """The worker an orderly queue maps to with the current worker set (None if there is none)."""
+        """The worker an orderly queue maps to with the current worker set (None if there is none);
+        while that one is stuck in a long call, one of the others (by the same hash over them)."""
         if not self._ids:
             return None
-        return self._ids[stable_index(queue_key, len(self._ids))]
+        worker = self._ids[stable_index(queue_key, len(self._ids))]
+        if worker in self.stuck:
+            others = [w for w in self._ids if w not in self.stuck]
+            if others:
+                return others[stable_index(queue_key, len(others))]
+        return worker
+
+    def set_stuck(self, worker_ids: Iterable[int]) -> None:
+        """The workers now in a long handler call (replaces the previous set)."""
+        self.stuck = frozenset(worker_ids)
 
     def _has_room(self, worker_id: int, size: int) -> bool:
         load = self._load[worker_id]

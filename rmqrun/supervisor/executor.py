@@ -20,11 +20,19 @@ queue's order.
 
 A job whose queue was dropped (rebalanced away) is not run: skipped while it
 waits here, and skipped by its worker if it waits in that worker's pipe.
+
+Work stuck behind a long handler call is taken back
+(:mod:`rmqrun.supervisor.long_calls` decides when): a batch waiting in the
+stuck worker's pipe is skipped there and sent again as a fresh batch
+(:meth:`PoolExecutor.reclaim`), and a concurrent batch's messages after the
+long call are cut off and run as a batch of their own, the job's result
+joined from both (:meth:`PoolExecutor.split`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import time
 from collections import deque
@@ -35,6 +43,7 @@ from loguru import logger
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
+from rmqrun.supervisor.long_calls import LongCallWatch
 from rmqrun.supervisor.pool import Pool, PoolError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
@@ -96,11 +105,14 @@ class PoolExecutor:
         self.enforces_time_limit = config.time_limit > 0
         #: ``time.monotonic()`` of the latest batch to finish (or of a worker's loss: the pool moved)
         self._moved_at = time.monotonic()
+        #: warns of long handler calls and takes back the work queued behind them
+        self.long_calls = LongCallWatch(self, config.long_call_seconds)
 
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()
         await self.pool.start()
         self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages)
+        self.long_calls.start()
 
     # ----------------------------------------------------------------- Executor
 
@@ -350,6 +362,7 @@ class PoolExecutor:
 
     def _fail_all(self, error: BaseException) -> None:
         self._closed = error
+        self.long_calls.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
@@ -358,6 +371,56 @@ class PoolExecutor:
                 pending.future.set_exception(ExecutorClosedError(str(error)))
         self._waiting.clear()
         self._flying.clear()
+
+    # ----------------------------------------------------------------- work taken back from a stuck worker
+
+    def reclaim(self, batch_id: int) -> bool:
+        """A batch its stuck worker was told to skip: send it again, first in line, as a fresh batch.
+
+        The stuck worker will answer the old batch id NOT_RUN when it gets to it;
+        that answer finds nothing in flight here and is dropped.
+        """
+        pending = self._flying.pop(batch_id, None)
+        if pending is None:
+            return False
+        if self.dispatcher is not None:
+            self.dispatcher.done(batch_id, ran=False)
+        if pending.future.done():
+            return False
+        pending.batch = dataclasses.replace(pending.batch, batch_id=next(self._ids))
+        self._waiting.appendleft(pending)
+        self._dispatch()
+        return True
+
+    def split(self, batch_id: int, index: int) -> int:
+        """Messages ``index..`` of a running concurrent batch, cut off in its worker: run them as a batch of their
+        own; the job's result is joined from both parts. Returns how many messages were moved."""
+        pending = self._flying.get(batch_id)
+        if pending is None or pending.future.done() or pending.batch.mode is not ConsumeMode.CONCURRENT:
+            return 0
+        batch = pending.batch
+        records = batch.split_records()
+        if not 0 < index < len(records):
+            return 0
+        loop = asyncio.get_running_loop()
+        # the pool still knows the batch as it was (its statuses come for every message); from here on this
+        # pending stands for the head only, so a death of its worker re-runs only the head's unfinished messages
+        pending.batch = Batch(batch.batch_id, batch.queue_key, batch.mode, batch.broker_name, records[:index],
+                              batch.auto_commit, index)
+        tail = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, records[index:],
+                              batch.auto_commit, len(records) - index), loop.create_future(), job=pending.job)
+        whole, pending.future = pending.future, loop.create_future()
+        task = asyncio.ensure_future(_join(pending.future, tail.future, whole, index))
+        self._isolations.add(task)
+        task.add_done_callback(self._isolations.discard)
+        self._waiting.appendleft(tail)
+        self._dispatch()
+        return len(records) - index
+
+    def flying_batch(self, batch_id: int) -> tuple[Batch, ConsumeJob | None] | None:
+        """The batch in flight under this id as the executor sees it (a split one: its head), and its job."""
+        pending = self._flying.get(batch_id)
+        return None if pending is None else (pending.batch, pending.job)
 
     # ----------------------------------------------------------------- pool management
 
@@ -371,6 +434,7 @@ class PoolExecutor:
         """First step of a graceful stop: jobs not yet dispatched (and new ones) are not run;
         jobs already with a worker finish normally."""
         self._closed = ExecutorClosedError("shutting down")
+        self.long_calls.stop()  # nothing may be sent elsewhere any more
         for pending in list(self._waiting):
             if not pending.future.done():
                 pending.future.set_exception(ExecutorClosedError("shutting down"))
@@ -386,3 +450,28 @@ class PoolExecutor:
         self._waiting.clear()
         await self.pool.stop(grace, waited=waited)  # it logs every batch cut short
         self._fail_all(ExecutorClosedError("stopped"))
+
+
+async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResult]",
+                whole: "asyncio.Future[JobResult]", index: int) -> None:
+    """The result of a split job: the head's verdicts for its first ``index`` messages, then the tail's."""
+    try:
+        first = await head
+        rest = await tail
+    except asyncio.CancelledError:
+        head.cancel()
+        tail.cancel()
+        if not whole.done():
+            whole.cancel()
+        raise
+    except Exception as exc:
+        tail.cancel()
+        if not whole.done():
+            whole.set_exception(exc)
+        return
+    if whole.done():
+        return
+    delays = [first.delay_level(i) for i in range(index)] + [rest.delay_level(i) for i in range(len(rest.verdicts))]
+    head_verdicts = (first.verdicts + [Verdict.NOT_RUN] * index)[:index]
+    whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,
+                               handler_seconds=first.handler_seconds))

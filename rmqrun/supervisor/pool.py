@@ -84,7 +84,8 @@ from rmqrun.pipe.wire import (
     Started, Status, Stop, describe_exit, encode, encode_run,
 )
 from rmqrun.supervisor.crash_guard import CrashGuard
-from rmqrun.supervisor.death_report import OomWatch, describe_messages, hard_limit_result
+from rmqrun.supervisor.death_report import OomWatch, hard_limit_result, log_death
+from rmqrun.supervisor.lineage import kill_leftovers
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
@@ -233,6 +234,25 @@ class Pool:
         proc.pending[batch.batch_id] = batch
         self._where[batch.batch_id] = proc
         proc.write(encode_run(batch))
+
+    def queued_behind(self, batch_id: int) -> list[int]:
+        """Batches waiting in the pipe of the worker running ``batch_id``, behind it, in submission order."""
+        proc = self._where.get(batch_id)
+        if proc is None or proc.dead or proc.running != batch_id:
+            return []
+        return [b for b in proc.pending if b != batch_id]
+
+    def cut(self, batch_id: int, index: int) -> bool:
+        """Ask the worker running ``batch_id`` to start no call on its messages from ``index`` on.
+
+        Whether it was in time is the caller's to confirm (see :mod:`rmqrun.pipe.progress`):
+        the call it was in must still be running a while later.
+        """
+        proc = self._where.get(batch_id)
+        if proc is None or proc.dead or proc.running != batch_id:
+            return False
+        progress_mem.ask_cut(proc.progress, batch_id, index)
+        return True
 
     def live_call(self, batch_id: int) -> progress_mem.LiveCall | None:
         """Where the worker running ``batch_id`` is in it, read from its progress block.
@@ -383,6 +403,7 @@ class Pool:
                 logger.error("worker {} (pid {}) finished unknown batch {}", proc.slot, proc.pid, frame.batch_id)
                 return
             del self._where[frame.batch_id]
+            progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
             proc.running = None
             proc.batches_done += 1
             if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
@@ -430,6 +451,7 @@ class Pool:
         if progress is not None and progress.batch_id != proc.running:
             progress = None  # it died after STARTED, before it began recording this batch
         proc.close()
+        kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)
         batches = list(proc.pending.values())
         for batch in batches:
@@ -447,7 +469,9 @@ class Pool:
         if not was_ready and proc.boot_error is None:
             proc.boot_error = f"worker {proc.slot} (pid {proc.pid}) exited before it was ready: {what}"
             proc.boot_code = code
-        self._log_death(proc, code, what, batches, running if in_call else None, progress)
+        hint = self._oom.hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
+        log_death(proc.slot, proc.pid, proc.stop_sent and code == ExitCode.OK, what + hint, batches,
+                  running if in_call else None, progress)
         timed_out: BatchResult | None = None
         if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
             timed_out = hard_limit_result(batches.pop(0), proc.slot, proc.pid,
@@ -465,19 +489,6 @@ class Pool:
                 started = running.batch_id if running is not None and running in batches else None
                 self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started,
                                                             progress if started is not None else None, in_call))
-
-    def _log_death(self, proc: WorkerProcess, code: int, what: str, batches: list[Batch],
-                   in_call: Batch | None, progress: progress_mem.Progress | None) -> None:
-        """One line per death; a second naming the messages when it died inside a handler call."""
-        hint = self._oom.hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
-        if proc.stop_sent and code == ExitCode.OK:
-            logger.debug("worker {} (pid {}) exited", proc.slot, proc.pid)
-        else:
-            logger.warning("worker {} (pid {}) {}{}{}", proc.slot, proc.pid, what, hint,
-                           f" holding {len(batches)} batch(es)" if batches else "")
-        if in_call is not None and progress is not None:
-            logger.error("worker {} (pid {}) {}{} inside the handler call on {}", proc.slot, proc.pid, what, hint,
-                         describe_messages(in_call, progress.call_start, progress.call_end))
 
     def _replace(self, proc: WorkerProcess, code: int, was_ready: bool, explained: bool = False) -> None:
         if not was_ready and proc.boot_code == ExitCode.BOOT_ERROR:

@@ -46,6 +46,11 @@ class PoolConfig:
     log_format: str = "text"
     #: the consumer's namespace, which workers take off message topics (the supervisor sets it)
     namespace: str | None = None
+    #: the longest log record a handler may write (characters); the rest is cut with a marker (0: no cap)
+    max_log_record: int = 64 * 1024
+    #: seconds after which a handler call is long (or 10 x the usual time per message, if longer): logged,
+    #: and the work queued behind it on its worker goes to other workers (0: off)
+    long_call_seconds: float = 5.0
 
     def __post_init__(self) -> None:
         checks = [
@@ -62,6 +67,8 @@ class PoolConfig:
             (self.boot_timeout > 0, f"boot_timeout must be > 0, got {self.boot_timeout}"),
             (self.crash_limit is None or self.crash_limit >= 1, f"crash_limit must be >= 1, got {self.crash_limit}"),
             (self.crash_window > 0, f"crash_window must be > 0, got {self.crash_window}"),
+            (self.max_log_record >= 0, f"max_log_record must be >= 0, got {self.max_log_record}"),
+            (self.long_call_seconds >= 0, f"long_call_seconds must be >= 0 (0 = off), got {self.long_call_seconds}"),
         ]
         for ok, message in checks:
             if not ok:
@@ -75,7 +82,8 @@ class PoolConfig:
                             batch_size=self.batch_size, time_limit=self.time_limit, kill_grace=self.kill_grace,
                             max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
                             max_memory=self.max_memory_per_worker, log_level=self.log_level,
-                            log_format=self.log_format, namespace=self.namespace)
+                            log_format=self.log_format, namespace=self.namespace,
+                            max_log_record=self.max_log_record)
 
     @property
     def effective_crash_limit(self) -> int:

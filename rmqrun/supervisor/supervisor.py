@@ -15,6 +15,12 @@ state change happens in :meth:`Supervisor.run`'s loop, gunicorn style:
   a stop abandons the reload (the fresh workers are killed, nothing they
   could hold is lost).
 * TTIN / TTOU: one worker more / less.
+
+Each of these is logged with its sender's pid when it is known
+(:mod:`rmqrun.supervisor.signal_senders`); one sent by a worker or by a
+process of a worker is ignored with a warning naming that worker: a handler
+cannot stop, reload or resize the service it runs in (systemd would take a
+stop with exit 0 for a clean one and never restart it).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import asyncio
 import dataclasses
 import signal
 import time
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,21 +38,22 @@ from loguru import logger
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
+from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.health import (
     READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S, HealthLimits, HealthWatch, Verdict, liveness, readiness,
 )
 from rmqrun.supervisor.pool import PoolError, WorkerBootError
+from rmqrun.supervisor.lineage import owner_of
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.signal_senders import UNKNOWN_SENDER, SignalReceiver
 from rmqrun.supervisor.snapshot import SupervisorSnapshot, health_of, snapshot_of
 from rmqrun.supervisor.status_line import StatusLine, plural
 
 EXIT_OK = 0
 EXIT_FATAL = 1
 EXIT_BOOT = 3  # the handler or a hook does not import (same number as the worker's)
-
-HANDLED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU)
 
 
 @dataclass(slots=True)
@@ -69,6 +77,9 @@ class RunSettings:
     on_ready: Callable[[], None] | None = field(default=None, repr=False)
     #: called when a graceful stop begins (systemd STOPPING=1)
     on_stopping: Callable[[], None] | None = field(default=None, repr=False)
+    #: read each signal's sender (and ignore those from workers): blocks the command signals in this thread,
+    #: which child processes started meanwhile inherit (see signal_senders); ``rmqrun run`` turns it on
+    signal_senders: bool = False
 
 
 class Supervisor:
@@ -85,6 +96,9 @@ class Supervisor:
         #: why, in a few words (the cluster error while waiting, the signal while draining)
         self.phase_detail = ""
         self._signals: asyncio.Queue[int] = asyncio.Queue()
+        #: per signal, the senders of those queued, in order (" from pid 1 (systemd)"), for the line acting on each
+        self._senders: dict[int, deque[str]] = defaultdict(deque)
+        self._receiver = SignalReceiver(self._received, with_senders=settings.signal_senders)
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
         self.health_limits = HealthLimits(settings.ready_broker_timeout, settings.stall_timeout,
@@ -95,14 +109,35 @@ class Supervisor:
     # ----------------------------------------------------------------- signals
 
     def _install_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in HANDLED_SIGNALS:
-            loop.add_signal_handler(sig, self._signals.put_nowait, sig)
+        self._receiver.install()
 
     def _remove_signals(self) -> None:
-        loop = asyncio.get_running_loop()
-        for sig in HANDLED_SIGNALS:
-            loop.remove_signal_handler(sig)
+        self._receiver.remove()
+
+    def _received(self, sig: int, sender: int, chain: tuple[procs.ProcStat, ...]) -> None:
+        """A signal and its sender: dropped if from a worker or its descendant, else queued for the loop."""
+        name = signal.Signals(sig).name
+        if sender > 0:
+            workers = {w.pid: w.worker_id for w in self.executor.pool.workers()}
+            worker_pid = owner_of(workers, sender, chain)
+            if worker_pid is not None:
+                comm = f"pid {sender} ({chain[0].comm})" if chain else f"pid {sender}"
+                what = "worker" if worker_pid == sender else f"{comm}, a process of worker"
+                logger.warning("{} from {} {} (pid {}) ignored: a handler cannot stop, reload or resize the "
+                               "service; send it from outside (systemctl, kill)", name,
+                               what, workers[worker_pid], worker_pid)
+                return
+        if sender == UNKNOWN_SENDER:
+            text = ""
+        else:
+            text = f" from pid {sender} ({chain[0].comm})" if chain else f" from {procs.describe(sender)}"
+        self._senders[sig].append(text)
+        self._signals.put_nowait(sig)
+
+    def _sender(self, sig: int) -> str:
+        """`` from pid N (name)`` for the oldest such signal queued, or nothing (unknown, or requested in code)."""
+        queued = self._senders[sig]
+        return queued.popleft() if queued else ""
 
     def request_stop(self) -> None:
         """Programmatic TERM (tests, the demo)."""
@@ -179,8 +214,8 @@ class Supervisor:
                     return code
                 sig = get_sig.result()
                 if sig in (signal.SIGTERM, signal.SIGINT):
-                    logger.info("{} received: stopping gracefully (grace {:g} s; send it again to stop now)",
-                                signal.Signals(sig).name, self.settings.grace)
+                    logger.info("{} received{}: stopping gracefully (grace {:g} s; send it again to stop now)",
+                                signal.Signals(sig).name, self._sender(sig), self.settings.grace)
                     await self._stop(grace=self.settings.grace)
                     return EXIT_OK
                 await self._handle(sig)
@@ -210,12 +245,14 @@ class Supervisor:
                 if self._reload_task is not None and not self._reload_task.done():
                     logger.warning("SIGHUP: a reload is already in progress; ignoring this one")
                     return
-                logger.info("SIGHUP: reloading workers")
+                logger.info("SIGHUP{}: reloading workers", self._sender(sig))
                 self._reload_task = asyncio.ensure_future(self._reload())
             elif sig == signal.SIGTTIN:
+                logger.info("SIGTTIN{}: one worker more", self._sender(sig))
                 pool.add_worker()
                 self.executor.resize()
             elif sig == signal.SIGTTOU:
+                logger.info("SIGTTOU{}: one worker less", self._sender(sig))
                 pool.remove_worker()
                 self.executor.resize()
         except PoolError as exc:
@@ -250,7 +287,8 @@ class Supervisor:
             get_sig = asyncio.ensure_future(self._signals.get())
             done, _ = await asyncio.wait({shutdown, get_sig}, return_when=asyncio.FIRST_COMPLETED)
             if get_sig in done and get_sig.result() in (signal.SIGTERM, signal.SIGINT):
-                logger.warning("second stop signal: stopping now; unfinished messages are redelivered later")
+                logger.warning("second stop signal{}: stopping now; unfinished messages are redelivered later",
+                               self._sender(get_sig.result()))
                 await self.executor.stop(0)
             elif not get_sig.done():
                 get_sig.cancel()

@@ -237,7 +237,8 @@ def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, 
         if not _HAS_PIDFD:
             pipe_r, pipe_w = os.pipe()
         fds = (child.fileno(), prog_fd) if pipe_w < 0 else (child.fileno(), prog_fd, pipe_w)
-        popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd)],
+        popen = subprocess.Popen([sys.executable, "-m", "rmqrun.worker", str(child.fileno()), str(prog_fd),
+                                  str(os.getpid())],
                                  stdin=subprocess.DEVNULL, pass_fds=fds, close_fds=True, env=_worker_env())
     except BaseException:
         parent.close()

@@ -24,6 +24,14 @@ retry queue it was pulled from). The worker sets the context by reference
 fields are looked up only when something is logged, so a handler that does
 not log pays nothing per message.
 
+One record is capped at ``max_log_record`` characters (64 KiB by default):
+a handler that writes 10 MB to stderr per message would otherwise make 10 MB
+log lines (147 MB of log for 14 messages was seen). What is cut is said at
+the end of the record: ``[... 9934464 more characters cut: ...]``. A line
+that never ends is kept only up to the cap while it grows, so its memory is
+bounded too. The cap applies to what every route logs (``logging``, loguru,
+print, the standard streams); tracebacks attached to a record are not cut.
+
 Writes to file descriptors 1 and 2 that bypass Python (C extensions,
 subprocesses the handler starts) are not captured: they reach the terminal
 or journal as they are.
@@ -80,11 +88,26 @@ class MessageContext:
 #: the worker process's one context (one handler call at a time: the handler runs in the main thread)
 CONTEXT = MessageContext()
 
+#: the longest record a handler may log, in characters (0: no cap); set by :func:`setup`
+MAX_RECORD = 64 * 1024
+
+
+_MARKER_END = "(setting max_log_record)]"
+
+
+def cut_marker(cut: int) -> str:
+    """What ends a record that was cut: how much, and the setting that decides."""
+    return f" [... {cut} more characters cut: log records are capped at {MAX_RECORD} {_MARKER_END}"
+
 
 def _patch(record: Any) -> None:
     found = CONTEXT.fields()
     if found is not None:
         record["extra"].update(found)
+    cap = MAX_RECORD
+    message = record["message"]
+    if cap and len(message) > cap and not message.endswith(_MARKER_END):  # (a line writer's cut: done already)
+        record["message"] = message[:cap] + cut_marker(len(message) - cap)
 
 
 def _text_format(record: Any) -> str:
@@ -118,6 +141,7 @@ class LineWriter(io.TextIOBase):
         self.level = level
         self.original = original
         self._buf = ""
+        self._cut = 0  # characters of the current line dropped past the cap
         self._busy = False
         self._lock = threading.RLock()  # handler threads may print too; re-entered only by loguru's own error report
         self._log = logger.bind(stream=name)
@@ -145,18 +169,36 @@ class LineWriter(io.TextIOBase):
             if self._busy:  # loguru reporting its own error to sys.stderr: straight out, no loop
                 return self.original.write(text)
             if "\n" not in text:
-                self._buf += text
+                self._grow(text)
                 return len(text)
-            lines = (self._buf + text).split("\n")
-            self._buf = lines.pop()
+            first, *lines = text.split("\n")
+            self._grow(first)
+            lines.insert(0, self._take())
+            tail = lines.pop()
             self._emit(lines)
+            self._grow(tail)
             return len(text)
+
+    def _grow(self, text: str) -> None:
+        """Add to the line being written, keeping at most the cap (the rest is counted, not kept)."""
+        cap = MAX_RECORD
+        room = cap - len(self._buf) if cap else len(text)
+        if room >= len(text):
+            self._buf += text
+        else:
+            self._buf += text[:max(0, room)]
+            self._cut += len(text) - max(0, room)
+
+    def _take(self) -> str:
+        """The line written so far, with its cut marker; the buffer is empty after."""
+        line, cut = self._buf, self._cut
+        self._buf, self._cut = "", 0
+        return line + cut_marker(cut) if cut else line
 
     def flush(self) -> None:
         with self._lock:
             if self._buf and not self._busy:
-                line, self._buf = self._buf, ""
-                self._emit([line])
+                self._emit([self._take()])
 
     def _emit(self, lines: list[str]) -> None:
         """One record per non-empty line, placed at the caller of write/flush (print is C: its caller)."""
@@ -171,8 +213,10 @@ class LineWriter(io.TextIOBase):
             self._busy = False
 
 
-def setup(worker_id: int, pid: int, level: str, fmt: str = "text") -> None:
+def setup(worker_id: int, pid: int, level: str, fmt: str = "text", max_record: int = MAX_RECORD) -> None:
     """Configure the worker's sink and route the handler's logging, warnings and standard streams into it."""
+    global MAX_RECORD
+    MAX_RECORD = max_record
     level = level.upper()
     out = sys.stderr  # the real stream, captured before it is replaced below
     logger.remove()

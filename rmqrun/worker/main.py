@@ -54,7 +54,9 @@ from rmqrun.pipe.wire import (
     WireError, encode,
 )
 from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.worker import guard
 from rmqrun.worker import logs as worker_logs
+from rmqrun.worker import memory_watch
 from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
@@ -137,6 +139,8 @@ class Worker:
         self._idle = False
         self._warned: set[Any] = set()
         self._proc: Any = None
+        #: with no memory limit, a warning when RSS keeps growing (a leak nothing recycles)
+        self._growth = memory_watch.GrowthWatch() if config.max_memory <= 0 else None
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
@@ -381,6 +385,8 @@ class Worker:
         except WorkerTerminated:  # SIGTERM: the interrupted call and the rest stay NOT_RUN
             self._terminating = True
             outcome.error = outcome.error or "worker terminated (SIGTERM)"
+        except progress_mem.CallCut:  # the rest was given to another worker while a call here ran long
+            pass
         self._in_batch = False
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
@@ -510,6 +516,8 @@ class Worker:
             self.log.error("{} (logged once per worker)", text)
 
     def _check_recycle(self) -> None:
+        if self._growth is not None:
+            self._growth.sample(self.handled)
         if self._retiring:
             return
         reason = ""
@@ -538,7 +546,7 @@ def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point of a worker process: ``python -m rmqrun.worker <socket fd>``.
+    """Entry point of a worker process: ``python -m rmqrun.worker <socket fd> <progress fd> <supervisor pid>``.
 
     Reads the BOOT frame (worker id, settings, the supervisor's sys.path),
     then runs the worker and exits with an :class:`ExitCode`.
@@ -554,7 +562,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rmqrun worker: bad start-up data: {exc}", file=sys.stderr)
         raise SystemExit(ExitCode.LOST_SUPERVISOR) from None
     sys.path[:] = boot.sys_path
-    worker_logs.setup(boot.worker_id, os.getpid(), config.log_level, config.log_format)
+    worker_logs.setup(boot.worker_id, os.getpid(), config.log_level, config.log_format, config.max_log_record)
+    guard.protect(boot.worker_id, config.handler, int(argv[2]) if len(argv) > 2 else 0, sock, progress)
     worker = Worker(config, boot.worker_id, sock, progress)
     worker.pipe.frames = frames
     code = worker.run()

@@ -227,7 +227,7 @@ class RmqrunProcess:
             raise TimeoutError(f"rmqrun still running after {timeout:g} s:\n{self.log()[-3000:]}") from None
 
     def wait_group_gone(self, timeout: float = 15.0) -> None:
-        """Until no process of the run's process group (workers included) is left."""
+        """Until no process of the run's session (the supervisor's group, and each worker's own) is left."""
         wait_until(lambda: not _group_alive(self.pgid), timeout, "the run's processes to exit")
 
     def close(self) -> None:
@@ -237,21 +237,27 @@ class RmqrunProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        if _group_alive(self.pgid):
+        for pid in _session_pids(self.pgid):  # each worker leads a process group of its own
             try:
-                os.killpg(self.pgid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
 
 
-def _group_alive(pgid: int) -> bool:
+def _session_pids(sid: int) -> list[int]:
+    """Living processes of the run's session: the supervisor started it, workers and their children stay in it."""
+    out = []
     for p in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
-                return True
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
         except (ProcessLookupError, psutil.NoSuchProcess, PermissionError):
             continue
-    return False
+    return out
+
+
+def _group_alive(pgid: int) -> bool:
+    return bool(_session_pids(pgid))
 
 
 class Runs:

@@ -90,7 +90,7 @@ def total(s: Scrape, name: str) -> float:
 
 
 def worker_pids(pid: int) -> list[int]:
-    return [p.pid for p in psutil.Process(pid).children() if "rmqrun.worker" in " ".join(p.cmdline())]
+    return [p.pid for p in psutil.Process(pid).children() if " ".join(p.cmdline()).startswith("rmqrun: worker ")]
 
 
 def test_metrics_while_consuming(tmp_path: Path) -> None:

@@ -1,0 +1,66 @@
+"""A warning when a worker's memory keeps growing and nothing will recycle it.
+
+With ``max_memory_per_worker`` unset, a handler that leaks 50 MB per call
+grew a worker to 333 MB in 6 calls and nobody said a word. This watch reads
+the worker's RSS at most once a second, between batches (one ``pread`` of
+``/proc/self/statm``), against the RSS after the first batch: when it has
+doubled and grown by at least ``min_growth`` bytes, one warning says so and
+names the settings that would recycle the worker; the next one waits for the
+next doubling, so a steady leak is told a few times, not per message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+from loguru import logger
+
+__all__ = ["GrowthWatch", "read_rss"]
+
+MIN_GROWTH = 64 << 20  # growth below this is not worth a line (imports, caches warming up)
+_PERIOD_S = 1.0
+
+
+def read_rss() -> Callable[[], int]:
+    """A function returning this process's RSS in bytes (0 where /proc is missing)."""
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    try:
+        fd = os.open("/proc/self/statm", os.O_RDONLY)
+    except OSError:
+        return lambda: 0
+    return lambda: int(os.pread(fd, 128, 0).split()[1]) * page
+
+
+class GrowthWatch:
+    """Call :meth:`sample` after each batch with the messages handled so far."""
+
+    def __init__(self, rss: Callable[[], int] | None = None, *, min_growth: int = MIN_GROWTH,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._rss = rss or read_rss()
+        self._clock = clock
+        self._min_growth = min_growth
+        self._next_at = 0.0
+        self._base: int | None = None
+        self._base_handled = 0
+        self._warn_above = 0
+
+    def sample(self, handled: int) -> None:
+        now = self._clock()
+        if now < self._next_at:
+            return
+        self._next_at = now + _PERIOD_S
+        rss = self._rss()
+        if rss <= 0:
+            return
+        if self._base is None:
+            self._base, self._base_handled = rss, handled
+            self._warn_above = max(2 * rss, rss + self._min_growth)
+            return
+        if rss > self._warn_above:
+            logger.warning("worker RSS grew from {} MiB to {} MiB over {} messages and nothing recycles it; if the "
+                           "handler leaks, set max_memory_per_worker (--max-memory-per-worker 512MiB) or "
+                           "max_messages_per_worker (--max-messages-per-worker N)", self._base >> 20, rss >> 20,
+                           handled - self._base_handled)
+            self._warn_above = max(2 * rss, rss + self._min_growth)
