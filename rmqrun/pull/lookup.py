@@ -92,7 +92,7 @@ def unique_query_begin_ms(msg_id: str, now_ms: int | None = None) -> int:
 def has_key(msg: Message, key: str) -> bool:
     """Whether ``key`` is one of the message's KEYS (the property holds them space-separated)."""
     keys = msg.properties.get("KEYS")
-    return keys is not None and key in keys.split(KEY_SEPARATOR)
+    return bool(key) and keys is not None and key in keys.split(KEY_SEPARATOR)
 
 
 def matching(messages: list[Message], key: str, *, unique_key: bool) -> list[Message]:
