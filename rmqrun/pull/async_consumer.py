@@ -30,6 +30,10 @@ What follows Java, and where it deliberately does not:
 * unlike Java, pulled messages do not get MIN_OFFSET/MAX_OFFSET properties
   added: the result carries both, and the messages keep exactly the properties
   they were stored with;
+* :meth:`~AsyncPullConsumer.view_message` takes Java's ``viewMessage(topic, msgId)`` path
+  for a client id (the key index of every broker of the topic), but an offset id still needs
+  no topic; :meth:`~AsyncPullConsumer.query_message` returns an empty result where Java
+  throws, and names a broker that failed instead of skipping it (:mod:`rmqrun.pull.lookup`);
 * with a ``namespace`` the program names plain topics and queues, as with
   Java's ``DefaultMQPullConsumer(namespace, group)``: the group, topics and
   queues are wrapped on the wire (``ns%Orders``), and queues, messages and

@@ -11,16 +11,16 @@ import subprocess
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.instance import ClientInstance
-from rmqrun.client.producer import Producer
 from rmqrun.model import MessageQueue
-from tests.integration.cli_kit import RMQRUN, ROOT, Child, child_env, run_cli, wait_for
+from tests.integration.cli_kit import RMQRUN, ROOT, Child, child_env, wait_for
 from tests.integration.signals_kit import start_broker
+from tests.integration.test_cli_read import read, send
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -32,17 +32,6 @@ def eb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedBroker]:
         yield broker
     finally:
         broker.stop_in_thread()
-
-
-def send(eb: EmbeddedBroker, topic: str, items: Sequence[tuple[int, str | None, bytes]]) -> list:  # type: ignore[type-arg]
-    async def main() -> list:  # type: ignore[type-arg]
-        async with Producer(eb.namesrv_address, "PG_read_options") as producer:
-            return [await producer.send(topic, body, tags=tags, queue=qid) for qid, tags, body in items]
-    return asyncio.run(main())
-
-
-def read(eb: EmbeddedBroker, topic: str, *args: str, timeout: float = 60.0):  # type: ignore[no-untyped-def]
-    return run_cli(["read", "--namesrv", eb.namesrv_address, "--topic", topic, *args], timeout=timeout)
 
 
 def read_bytes(eb: EmbeddedBroker, topic: str, *args: str) -> subprocess.CompletedProcess[bytes]:
