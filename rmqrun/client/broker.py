@@ -285,8 +285,7 @@ class BrokerClient:
         """QUERY_MESSAGE to one broker: (the messages its key index holds under the key, the index's last
         update time). QUERY_NOT_FOUND is an empty list, not an error: the caller asks every broker of a
         topic and only "none anywhere" means not found. Java always sends the unique-key flag."""
-        ext = header.to_ext()
-        ext[UNIQUE_KEY_QUERY] = "true" if unique_key else "false"
+        ext = {UNIQUE_KEY_QUERY: "true" if unique_key else "false", **header.to_ext()}  # Java's order
         resp = await self._call(addr, RemotingCommand(RequestCode.QUERY_MESSAGE, ext), timeout)
         if resp.code == ResponseCode.QUERY_NOT_FOUND:
             return [], 0

@@ -250,8 +250,8 @@ class QueryMessageResponseHeader(Header):
     """How far the broker's key index had got when it answered."""
 
     JAVA_CLASS = "QueryMessageResponseHeader"
-    index_last_update_timestamp: int = int_field("indexLastUpdateTimestamp", 0)
-    index_last_update_phyoffset: int = int_field("indexLastUpdatePhyoffset", 0)
+    index_last_update_timestamp: int = int_field("indexLastUpdateTimestamp")
+    index_last_update_phyoffset: int = int_field("indexLastUpdatePhyoffset")
 
 
 @dataclass(kw_only=True, slots=True)
