@@ -381,7 +381,8 @@ class AsyncPullConsumer:
         check.topic(topic)
         if not isinstance(key, str) or not key.strip() or " " in key:
             raise ValueError(f"key must be one non-empty key without spaces, got {key!r}")
-        check.max_nums(max_num)
+        if isinstance(max_num, bool) or not isinstance(max_num, int) or not 1 <= max_num <= check.JAVA_INT_MAX:
+            raise ValueError(f"max_num must be an int between 1 and {check.JAVA_INT_MAX}, got {max_num!r}")
         check.timestamp_ms(begin_ms)
         check.timestamp_ms(end_ms)
         if begin_ms > end_ms:

@@ -148,6 +148,8 @@ def test_query_by_key_checks_every_key_and_the_time_range(eb: EmbeddedBroker) ->
         assert len(c.query_message("LK_query", "nobody")) == 0  # nothing found is an empty result
         with pytest.raises(ValueError, match="begin_ms"):
             c.query_message("LK_query", "user-7", begin_ms=5, end_ms=4)
+        with pytest.raises(ValueError, match="max_num must be"):
+            c.query_message("LK_query", "user-7", max_num=0)
         with pytest.raises(ValueError, match="without spaces"):
             c.query_message("LK_query", "order-1 user-7")
         with pytest.raises(rmqrun.pull.TopicNotFoundError):
