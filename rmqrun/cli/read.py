@@ -57,6 +57,8 @@ COMMIT_INTERVAL = 5.0  # seconds between commits of a --group read that follows 
 FORMATS = ("text", "json", "body", "length-prefixed")
 #: what --from means with --group and no --from: each queue's committed offset (else the earliest)
 COMMITTED = StartAt("committed")
+KEY_QUERY_MAX = 64  # what mqadmin queryMsgByKey asks each broker for
+END_OF_TIME_MS = 2**63 - 1
 
 
 @dataclass
@@ -79,11 +81,15 @@ class Options:
     idle_timeout: float | None = None
     #: the consumer group whose offsets the read starts from and commits; None: commit nothing
     group: str | None = None
+    #: print only the messages with this key (QUERY_MESSAGE), or the one with this id, instead of reading queues
+    key: str | None = None
+    msg_id: str | None = None
 
 
 def parse_options(namesrv: str | None, topic: str | None, from_: str | None, count: str | None, follow: bool,
                   tags: str | None, queue: str | None, fmt: str, namespace: str | None = None,
-                  to: str | None = None, timeout: str | None = None, group: str | None = None) -> Options:
+                  to: str | None = None, timeout: str | None = None, group: str | None = None,
+                  key: str | None = None, msg_id: str | None = None) -> Options:
     """Check every option before anything touches the network; ConfigError names the bad one."""
     addr = namesrv_option(namesrv)
     if topic is None or not topic.strip():
@@ -106,8 +112,37 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str | None, cou
     expression = tags_option(topic, tags)
     count_n = None if count is None else int_option(count, "--count", 1)
     queue_id = None if queue is None else int_option(queue, "--queue", 0)
-    return Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt,
+    opts = Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt,
                    resolve_namespace(namespace), to=end, idle_timeout=idle, group=group_name)
+    if key is not None or msg_id is not None:
+        _lookup_options(opts, key, msg_id, tags, from_)
+    return opts
+
+
+def _lookup_options(opts: Options, key: str | None, msg_id: str | None, tags: str | None,
+                    from_: str | None) -> None:
+    """``--key`` / ``--msg-id`` find messages through the brokers' index instead of reading queues:
+    only a time range (``--from`` / ``--to`` times) and ``--count`` still apply."""
+    if key is not None and msg_id is not None:
+        raise ConfigError("--key and --msg-id: choose one")
+    flag = "--key" if key is not None else "--msg-id"
+    value = (key if key is not None else msg_id or "").strip()
+    if not value or " " in value:
+        raise ConfigError(f"{flag} {value!r} must be one non-empty value without spaces")
+    clashes = [name for name, given in (("--follow/--timeout", opts.follow), ("--group", opts.group),
+                                        ("--queue", opts.queue is not None), ("--tags", tags is not None))
+               if given]
+    if from_ is not None and opts.start.kind != "time" or opts.to is not None and opts.to.kind != "time":
+        clashes.append("--from/--to other than a time")
+    if msg_id is not None and (from_ is not None or opts.to is not None):
+        clashes.append("--from/--to")
+    if clashes:
+        raise ConfigError(f"{flag} finds messages by the brokers' index; it cannot be combined with "
+                          f"{', '.join(clashes)}")
+    if key is not None:
+        opts.key = value
+    else:
+        opts.msg_id = value
 
 
 def _group_option(group: str | None) -> str | None:
@@ -354,7 +389,29 @@ class Reader:
             self.note(f"commit for group {self.opts.group} failed, retrying in {COMMIT_INTERVAL:g}s: {exc}")
         return len(moved)
 
+    async def lookup(self) -> None:
+        """``--msg-id``: the message with that id (client or offset id); ``--key``: the messages with that
+        key stored in the ``--from``/``--to`` time range, oldest first, up to ``--count`` (else 64, as mqadmin)."""
+        opts = self.opts
+        if opts.msg_id is not None:
+            self._out(await self.consumer.view_message(opts.msg_id, opts.topic))
+            return
+        assert opts.key is not None
+        begin = opts.start.value if opts.start.kind == "time" else 0
+        end = opts.to.value - 1 if opts.to is not None else END_OF_TIME_MS
+        found = await self.consumer.query_message(opts.topic, opts.key, opts.count or KEY_QUERY_MAX, begin,
+                                                  max(begin, end))
+        for addr, exc in found.errors.items():
+            self.note(f"broker {addr} did not answer ({exc}); its messages are missing")
+        for msg in found.messages:
+            if self.done:
+                return
+            self._out(msg)
+
     async def run(self) -> None:
+        if self.opts.key is not None or self.opts.msg_id is not None:
+            await self.lookup()
+            return
         self.cursors = cursors = [await self.cursor(mq) for mq in await self.queues()]
         start = "the group's committed offsets" if self.opts.start.kind == "committed" else \
             self.opts.start.describe()
@@ -443,11 +500,15 @@ json (every field; the body as UTF-8 or base64), body (each raw body then a
 newline), length-prefixed (each raw body after its length as 4 bytes
 big-endian: binary-safe).
 
+--key and --msg-id find messages through the brokers' index instead (what
+mqadmin queryMsgByKey, queryMsgByUniqueKey and queryMsgById do).
+
 \b
 Examples:
   rmqrun read --topic Orders --from 2024-11-24T08:00:00Z --to 2024-11-24T09:00:00Z
   rmqrun read --topic Orders --format body | jq .amount
   rmqrun read --topic Orders --group audit --timeout 10
+  rmqrun read --topic Orders --msg-id C0A8010A1F2E18B4AAC2512B3F4E0000 --format json
 """
 
 
@@ -466,6 +527,10 @@ Examples:
               help="wait for new messages (as --follow), stopping after SECONDS without one (exit 0)")
 @click.option("--group", metavar="GROUP",
               help="start from GROUP's committed offsets and commit what was printed")
+@click.option("--key", metavar="KEY", help="only the messages with KEY among their keys, found through the "
+              "brokers' index (oldest first; --from/--to times bound it)")
+@click.option("--msg-id", metavar="ID", help="only the message with this id: its client id (UNIQ_KEY, what "
+              "producers log) or its offset id")
 @click.option("--tags", metavar="EXPR", help="tag expression, e.g. 'TagA || TagB' (default: all)")
 @click.option("--queue", metavar="ID", help="only queues with this id")
 @click.option("--format", "fmt", default="text", show_default=True, metavar="text|json|body|length-prefixed",
@@ -474,11 +539,11 @@ Examples:
 @namespace_option
 @security_options
 def read(topic: str | None, namesrv: str | None, from_: str | None, to: str | None, count: str | None,
-         follow: bool, timeout: str | None, group: str | None, tags: str | None, queue: str | None, fmt: str,
-         namespace: str | None, security_flags: dict[str, Any]) -> None:
+         follow: bool, timeout: str | None, group: str | None, key: str | None, msg_id: str | None,
+         tags: str | None, queue: str | None, fmt: str, namespace: str | None, security_flags: dict[str, Any]) -> None:
     from rmqrun.cli import logs
     opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt, namespace, to=to, timeout=timeout,
-                         group=group)
+                         group=group, key=key, msg_id=msg_id)
     opts.security = security_for(security_flags, None)
     logs.setup("ERROR", role="read")
 

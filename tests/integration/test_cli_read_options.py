@@ -178,7 +178,34 @@ def test_following_group_commits_periodically_and_on_a_signal(eb: EmbeddedBroker
     assert "committed 1 queue(s) for group CG_ro_f" in child.stderr
 
 
+# ------------------------------------------------------------------ --key / --msg-id
+
+def test_key_and_msg_id_find_messages_through_the_index(eb: EmbeddedBroker) -> None:
+    topic = "RO_lookup"
+    sent = send(eb, topic, [(0, None, b"l0"), (1, None, b"l1"), (2, None, b"l2")])  # keys k0, k1, k2
+    by_key = read(eb, topic, "--key", "k1", "--format", "json")
+    assert by_key.returncode == 0, by_key.stderr
+    assert [json.loads(line)["msg_id"] for line in by_key.stdout.splitlines()] == [sent[1].msg_id]
+    assert read(eb, topic, "--key", "k9").stdout == ""
+    stored = json.loads(by_key.stdout)["store_timestamp"]
+    assert read(eb, topic, "--key", "k1", "--from", str(stored + 1)).stdout == ""  # stored before the range
+    assert bodies(read(eb, topic, "--key", "k1", "--to", str(stored + 1)).stdout) == ["l1"]
+    by_client_id = read(eb, topic, "--msg-id", sent[2].msg_id)
+    assert by_client_id.returncode == 0 and bodies(by_client_id.stdout) == ["l2"], by_client_id.stderr
+    by_offset_id = read(eb, topic, "--msg-id", sent[0].offset_msg_id)
+    assert bodies(by_offset_id.stdout) == ["l0"], by_offset_id.stderr
+    missing = read(eb, topic, "--msg-id", "C0A8010A1F2E18B4AAC2512B3F4E0000")
+    assert missing.returncode == 1 and "no broker of topic 'RO_lookup' has message" in missing.stderr
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--key", "a", "--msg-id", "b"], "--key and --msg-id: choose one"),
+    (["--key", "a", "--follow"], "--key finds messages by the brokers' index; it cannot be combined with "
+                                 "--follow/--timeout"),
+    (["--msg-id", "AB", "--group", "G"], "cannot be combined with --group"),
+    (["--key", "a", "--from", "5"], "cannot be combined with --from/--to other than a time"),
+    (["--msg-id", "AB", "--from", "1732435200000"], "cannot be combined with --from/--to"),
+    (["--key", "a b"], "--key 'a b' must be one non-empty value without spaces"),
     (["--to", "earliest"], "--to 'earliest' is not latest, an offset"),
     (["--to", "5", "--follow"], "--to reads up to a point and exits"),
     (["--to", "5", "--timeout", "3"], "--to reads up to a point and exits"),
