@@ -43,6 +43,7 @@ What follows Java, and where it deliberately does not:
 from __future__ import annotations
 
 import dataclasses
+import string
 from types import TracebackType
 from typing import Any
 
@@ -345,6 +346,9 @@ class AsyncPullConsumer:
         msg_id = msg_id.strip()
         if topic is not None:
             check.topic(topic)
+        if any(ch not in string.hexdigits for ch in msg_id):
+            raise ValueError(f"msg_id {msg_id!r} is not a message id (hex digits); the topic comes second: "
+                             f"view_message(msg_id, topic=...), unlike Java's viewMessage(topic, msgId)")
         first_error: RemotingError | None = None
         if offset_id_address(msg_id) is not None:
             try:

@@ -85,6 +85,8 @@ def test_view_message_by_client_id_and_by_offset_id(eb: EmbeddedBroker) -> None:
                     found.commit_log_offset) == (b"v1", "LK_view", 1, 0, msg.msg_id, msg.commit_log_offset)
         with pytest.raises(ValueError, match=r"view_message\(msg_id, topic=\.\.\.\)"):
             c.view_message(msg.msg_id)  # a client id names no broker: the topic is needed
+        with pytest.raises(ValueError, match="the topic comes second"):
+            c.view_message("LK_view", msg.msg_id)  # Java's argument order
         send(eb, "LK_other", [(0, "o", None, None)])
         with pytest.raises(MessageNotFoundError, match="no broker of topic 'LK_other'") as info:
             c.view_message(msg.msg_id, topic="LK_other")  # the id exists, but not in this topic
