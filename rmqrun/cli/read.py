@@ -44,6 +44,7 @@ from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import Message, MessageQueue
+from rmqrun.pull.errors import FilterNotSupportedError
 from rmqrun.remoting.errors import AccessDeniedError, RemotingError, TlsError
 
 if TYPE_CHECKING:
@@ -84,12 +85,14 @@ class Options:
     #: print only the messages with this key (QUERY_MESSAGE), or the one with this id, instead of reading queues
     key: str | None = None
     msg_id: str | None = None
+    #: how the broker reads ``tags``: TAG, or SQL92 (``--sql``: a selector on the properties)
+    expression_type: str = "TAG"
 
 
 def parse_options(namesrv: str | None, topic: str | None, from_: str | None, count: str | None, follow: bool,
                   tags: str | None, queue: str | None, fmt: str, namespace: str | None = None,
                   to: str | None = None, timeout: str | None = None, group: str | None = None,
-                  key: str | None = None, msg_id: str | None = None) -> Options:
+                  key: str | None = None, msg_id: str | None = None, sql: str | None = None) -> Options:
     """Check every option before anything touches the network; ConfigError names the bad one."""
     addr = namesrv_option(namesrv)
     if topic is None or not topic.strip():
@@ -110,10 +113,17 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str | None, cou
     if to is not None and follow:
         raise ConfigError("--to reads up to a point and exits; it cannot be combined with --follow or --timeout")
     expression = tags_option(topic, tags)
+    if sql is not None:
+        if tags is not None:
+            raise ConfigError("--sql and --tags: choose one (an SQL92 selector can test TAGS too)")
+        if not sql.strip():
+            raise ConfigError("--sql '' is empty: give an SQL92 selector, e.g. \"region = 'eu' AND amount > 100\"")
+        expression = sql.strip()
     count_n = None if count is None else int_option(count, "--count", 1)
     queue_id = None if queue is None else int_option(queue, "--queue", 0)
     opts = Options(addr, topic.strip(), start, count_n, follow, expression, queue_id, fmt,
-                   resolve_namespace(namespace), to=end, idle_timeout=idle, group=group_name)
+                   resolve_namespace(namespace), to=end, idle_timeout=idle, group=group_name,
+                   expression_type="SQL92" if sql is not None else "TAG")
     if key is not None or msg_id is not None:
         _lookup_options(opts, key, msg_id, tags, from_)
     return opts
@@ -130,7 +140,8 @@ def _lookup_options(opts: Options, key: str | None, msg_id: str | None, tags: st
     if not value or " " in value:
         raise ConfigError(f"{flag} {value!r} must be one non-empty value without spaces")
     clashes = [name for name, given in (("--follow/--timeout", opts.follow), ("--group", opts.group),
-                                        ("--queue", opts.queue is not None), ("--tags", tags is not None))
+                                        ("--queue", opts.queue is not None), ("--tags", tags is not None),
+                                        ("--sql", opts.expression_type != "TAG"))
                if given]
     if from_ is not None and opts.start.kind != "time" or opts.to is not None and opts.to.kind != "time":
         clashes.append("--from/--to other than a time")
@@ -278,7 +289,8 @@ class Reader:
             if limit is not None and cur.next >= limit:
                 cur.at_end = True
                 return
-            result = await self.consumer.pull(cur.mq, self.opts.tags, cur.next, 32)
+            result = await self.consumer.pull(cur.mq, self.opts.tags, cur.next, 32,
+                                              expression_type=self.opts.expression_type)
             self._advance(cur, result, at_end_when_empty=True)
 
     def _advance(self, cur: Cursor, result: "PullResult", *, at_end_when_empty: bool) -> bool:
@@ -312,10 +324,11 @@ class Reader:
         failing = False
         while True:
             try:
-                result = await self.consumer.pull_block_if_not_found(cur.mq, self.opts.tags, cur.next, 32,
-                                                                     timeout=FOLLOW_HOLD)
+                result = await self.consumer.pull_block_if_not_found(
+                    cur.mq, self.opts.tags, cur.next, 32, timeout=FOLLOW_HOLD,
+                    expression_type=self.opts.expression_type)
             except (RemotingError, ClientError) as exc:
-                if isinstance(exc, (AccessDeniedError, TlsError)):
+                if isinstance(exc, (AccessDeniedError, TlsError, FilterNotSupportedError)):
                     raise  # a refusal never heals by waiting: the read ends with its line
                 # a broker restarting must not end a long-running follow: say so once, retry
                 if not failing:
@@ -532,6 +545,8 @@ Examples:
 @click.option("--msg-id", metavar="ID", help="only the message with this id: its client id (UNIQ_KEY, what "
               "producers log) or its offset id")
 @click.option("--tags", metavar="EXPR", help="tag expression, e.g. 'TagA || TagB' (default: all)")
+@click.option("--sql", metavar="EXPR", help="SQL92 selector on the properties, e.g. \"region = 'eu' AND amount > 100\" "
+              "(the broker evaluates it: a Java broker with enablePropertyFilter=true; others refuse, exit 1)")
 @click.option("--queue", metavar="ID", help="only queues with this id")
 @click.option("--format", "fmt", default="text", show_default=True, metavar="text|json|body|length-prefixed",
               help="text: one readable line per message; json: one object per line with every field; "
@@ -540,10 +555,11 @@ Examples:
 @security_options
 def read(topic: str | None, namesrv: str | None, from_: str | None, to: str | None, count: str | None,
          follow: bool, timeout: str | None, group: str | None, key: str | None, msg_id: str | None,
-         tags: str | None, queue: str | None, fmt: str, namespace: str | None, security_flags: dict[str, Any]) -> None:
+         tags: str | None, sql: str | None, queue: str | None, fmt: str, namespace: str | None,
+         security_flags: dict[str, Any]) -> None:
     from rmqrun.cli import logs
     opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt, namespace, to=to, timeout=timeout,
-                         group=group, key=key, msg_id=msg_id)
+                         group=group, key=key, msg_id=msg_id, sql=sql)
     opts.security = security_for(security_flags, None)
     logs.setup("ERROR", role="read")
 

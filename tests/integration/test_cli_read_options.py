@@ -198,7 +198,22 @@ def test_key_and_msg_id_find_messages_through_the_index(eb: EmbeddedBroker) -> N
     assert missing.returncode == 1 and "no broker of topic 'RO_lookup' has message" in missing.stderr
 
 
+# ------------------------------------------------------------------ --sql
+
+@pytest.mark.parametrize("follow", [[], ["--follow"]])
+def test_sql_selector_is_sent_and_a_broker_without_property_filtering_ends_the_read(eb: EmbeddedBroker,
+                                                                                     follow: list[str]) -> None:
+    send(eb, "RO_sql", [(0, None, b"s0")])
+    r = read(eb, "RO_sql", "--sql", "i > 0", *follow, timeout=30)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "does not filter by SQL92" in r.stderr and "enablePropertyFilter=true" in r.stderr
+    assert "retrying" not in r.stderr and r.stdout == ""  # a refusal, not an outage to wait out
+
+
 @pytest.mark.parametrize("args, message", [
+    (["--sql", "a > 1", "--tags", "A"], "--sql and --tags: choose one"),
+    (["--sql", " "], "--sql '' is empty"),
+    (["--key", "a", "--sql", "a > 1"], "cannot be combined with --sql"),
     (["--key", "a", "--msg-id", "b"], "--key and --msg-id: choose one"),
     (["--key", "a", "--follow"], "--key finds messages by the brokers' index; it cannot be combined with "
                                  "--follow/--timeout"),
