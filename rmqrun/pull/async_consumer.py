@@ -347,8 +347,9 @@ class AsyncPullConsumer:
         if topic is not None:
             check.topic(topic)
         if any(ch not in string.hexdigits for ch in msg_id):
-            raise ValueError(f"msg_id {msg_id!r} is not a message id (hex digits); the topic comes second: "
-                             f"view_message(msg_id, topic=...), unlike Java's viewMessage(topic, msgId)")
+            raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id nor a client id (hex digits); "
+                             f"the topic comes second: view_message(msg_id, topic=...), unlike Java's "
+                             f"viewMessage(topic, msgId)")
         first_error: RemotingError | None = None
         if offset_id_address(msg_id) is not None:
             try:
