@@ -212,3 +212,19 @@ def test_sql92_pull_is_refused_clearly_by_a_broker_without_property_filtering(eb
             c.pull(mq, "a > 1", 0, expression_type="sql")
         # a TAG pull of the same text is still a tag pull (matching nothing here)
         assert c.pull(mq, "a > 1", 0).messages == []
+
+
+def test_the_async_twin_has_the_same_lookups(eb: EmbeddedBroker) -> None:
+    sent = send(eb, "LK_async", [(0, "a0", "ak", None)])
+
+    async def main() -> None:
+        async with rmqrun.AsyncPullConsumer(eb.namesrv_address, "CG_async") as c:
+            by_id = await c.view_message(sent[0].msg_id, "LK_async")
+            by_key = await c.query_message("LK_async", "ak")
+            assert by_id.body == b"a0" and [m.msg_id for m in by_key] == [sent[0].msg_id]
+            await c.send_message_back(by_id, delay_level=-1)
+            with pytest.raises(FilterNotSupportedError):
+                await c.pull(MessageQueue("LK_async", "broker-a", 0), "a > 1", 0, expression_type="SQL92")
+    asyncio.run(main())
+    with rmqrun.PullConsumer(eb.namesrv_address, "CG_async") as c:
+        assert [m.body for m in wait_for_messages(c, "%DLQ%CG_async", 1)] == [b"a0"]
