@@ -1,4 +1,4 @@
-"""What ``rmqrun read`` accepts and prints: the ``--from`` forms and the text / JSON lines.
+"""What ``rmqrun read`` accepts and prints: the ``--from`` / ``--to`` forms, the text and JSON lines, raw bodies.
 
 Kept apart from the command so both are plain functions tested without a broker.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import struct
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -41,9 +42,20 @@ def parse_from(text: str) -> StartAt:
     ``offset:N`` and ``time:T`` say which explicitly. An ISO time without a zone
     is local time (as ``date`` prints it). Raises ValueError with what is accepted.
     """
+    return _parse_position(text, "--from", ("earliest", "latest"))
+
+
+def parse_to(text: str) -> StartAt:
+    """Where ``--to`` stops each queue: ``latest`` (the end when the read starts), an offset
+    (the first one *not* printed) or a time (messages stored from then on are not printed).
+    The forms are those of :func:`parse_from`; ``earliest`` would print nothing and is refused."""
+    return _parse_position(text, "--to", ("latest",))
+
+
+def _parse_position(text: str, flag: str, words: tuple[str, ...]) -> StartAt:
     raw = text.strip()
     low = raw.lower()
-    if low in ("earliest", "latest"):
+    if low in words:
         return StartAt(low)
     kind = None
     if low.startswith("offset:"):
@@ -64,7 +76,7 @@ def parse_from(text: str) -> StartAt:
             if when.tzinfo is None:
                 when = when.astimezone()
             return StartAt("time", int(when.timestamp() * 1000))
-    raise ValueError(f"--from {text!r} is not earliest, latest, an offset (e.g. 42), epoch milliseconds "
+    raise ValueError(f"{flag} {text!r} is not {', '.join(words)}, an offset (e.g. 42), epoch milliseconds "
                      "(e.g. 1732435200000) or an ISO-8601 time (e.g. 2024-11-24T08:00:00Z)")
 
 
@@ -96,7 +108,15 @@ def escape(text: str) -> str:
 
 
 def preview(body: bytes, limit: int = PREVIEW_CHARS) -> str:
-    text = escape(body.decode("utf-8", errors="surrogateescape"))
+    """The body's first ``limit`` characters, escaped, then ``… (N bytes)`` when there is more.
+
+    Cut first, then escape: only the first ``limit + 1`` characters are decoded and
+    escaped (a character is at most 4 UTF-8 bytes, an escape never shortens one), so
+    a 1 MiB body costs what a 500-byte one does. The result is exactly the escape of
+    the whole body cut at ``limit``.
+    """
+    head = body[:(limit + 1) * 4]
+    text = escape(head.decode("utf-8", errors="surrogateescape")[:limit + 1])
     if len(text) > limit:
         return f"{text[:limit]}… ({len(body)} bytes)"
     return text
@@ -145,3 +165,20 @@ def json_line(msg: Message) -> str:
         "body": body,
     }
     return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+_LENGTH = struct.Struct(">I")
+
+
+def body_record(msg: Message) -> bytes:
+    """``--format body``: the body as stored, then a newline (for ``| grep``, ``| jq`` of JSON bodies)."""
+    return msg.body + b"\n"
+
+
+def length_prefixed_record(msg: Message) -> bytes:
+    """``--format length-prefixed``: the body's length as 4 bytes big-endian, then the body.
+
+    Binary-safe where ``body`` is not (a body holding a newline reads as two there);
+    what ``DataInputStream.readInt`` + ``readFully`` or ``struct.unpack(">I")`` read back.
+    """
+    return _LENGTH.pack(len(msg.body)) + msg.body

@@ -39,6 +39,8 @@ from rmqrun.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     SearchOffsetRequestHeader,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
@@ -46,11 +48,12 @@ from rmqrun.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from rmqrun.remoting.acl_sign import UNIQUE_KEY_QUERY
 from rmqrun.remoting.codes import RequestCode, ResponseCode, request_name
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import decode_message
+from rmqrun.remoting.message import decode_message, decode_messages
 from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
 from rmqrun.remoting.msg_id import decode_offset_msg_id
 
@@ -295,6 +298,20 @@ class BrokerClient:
             raise ProtocolError(f"VIEW_MESSAGE_BY_ID {offset_msg_id} answered with no message")
         msg, _ = decode_message(resp.body)
         return msg
+
+    async def query_message(self, addr: str, header: QueryMessageRequestHeader, *, unique_key: bool,
+                            broker_name: str = "", timeout: float | None = None) -> tuple[list[Message], int]:
+        """QUERY_MESSAGE to one broker: (the messages its key index holds under the key, the index's last
+        update time). QUERY_NOT_FOUND is an empty list, not an error: the caller asks every broker of a
+        topic and only "none anywhere" means not found. Java always sends the unique-key flag."""
+        ext = {UNIQUE_KEY_QUERY: "true" if unique_key else "false", **header.to_ext()}  # Java's order
+        resp = await self._call(addr, RemotingCommand(RequestCode.QUERY_MESSAGE, ext), timeout)
+        if resp.code == ResponseCode.QUERY_NOT_FOUND:
+            return [], 0
+        if resp.code != ResponseCode.SUCCESS:
+            raise error_for_code(resp.code, resp.remark, RequestCode.QUERY_MESSAGE)
+        answer = QueryMessageResponseHeader.from_ext(resp.ext_fields)
+        return decode_messages(resp.body or b"", broker_name=broker_name), answer.index_last_update_timestamp
 
     # ----------------------------------------------------------------- clients and groups
 

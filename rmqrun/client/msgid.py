@@ -71,3 +71,26 @@ def id_pid(msg_id: str) -> int:
     raw = bytes.fromhex(msg_id)
     (pid,) = struct.unpack_from(">H", raw, len(raw) - 12)
     return pid
+
+
+def nearly_time_ms(msg_id: str, now_ms: int | None = None) -> int:
+    """Roughly when a client id was made (Java ``getNearlyTimeFromID``), as epoch milliseconds.
+
+    The id holds only the milliseconds since a month's start, so the month is
+    guessed: the current one, or the previous one when that would put the id in
+    the future. A query by unique key starts its time range a second before it,
+    which spares the broker's index every older message. Raises ValueError for
+    text that is not a client id's hex.
+    """
+    raw = bytes.fromhex(msg_id)
+    if len(raw) not in (16, 28):
+        raise ValueError(f"{msg_id!r} has {len(raw)} bytes; a client message id has 16 or 28")
+    span = id_time_offset(msg_id) & 0xFFFFFFFF
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    start, _ = _month_bounds(now)
+    if start + span >= now:
+        this_month = _dt.datetime.fromtimestamp(start / 1000)
+        previous = (this_month.replace(year=this_month.year - 1, month=12) if this_month.month == 1
+                    else this_month.replace(month=this_month.month - 1))
+        start = int(previous.timestamp() * 1000)
+    return start + span

@@ -230,6 +230,31 @@ class ViewMessageRequestHeader(Header):
 
 
 @dataclass(kw_only=True, slots=True)
+class QueryMessageRequestHeader(Header):
+    """QUERY_MESSAGE: messages of ``topic`` indexed under ``key`` and stored in [begin, end] (epoch ms).
+
+    A query by unique key adds the ``_UNIQUE_KEY_QUERY`` ext field beside these (not a header field
+    in Java either): the broker then answers up to its own ``defaultQueryMaxNum``.
+    """
+
+    JAVA_CLASS = "QueryMessageRequestHeader"
+    topic: str = str_field("topic")
+    key: str = str_field("key")
+    max_num: int = int_field("maxNum")
+    begin_timestamp: int = int_field("beginTimestamp")
+    end_timestamp: int = int_field("endTimestamp")
+
+
+@dataclass(kw_only=True, slots=True)
+class QueryMessageResponseHeader(Header):
+    """How far the broker's key index had got when it answered."""
+
+    JAVA_CLASS = "QueryMessageResponseHeader"
+    index_last_update_timestamp: int = int_field("indexLastUpdateTimestamp")
+    index_last_update_phyoffset: int = int_field("indexLastUpdatePhyoffset")
+
+
+@dataclass(kw_only=True, slots=True)
 class ConsumerSendMsgBackRequestHeader(Header):
     JAVA_CLASS = "ConsumerSendMsgBackRequestHeader"
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError, WrongCallerError
+from rmqrun.pull.errors import (
+    FilterNotSupportedError, MessageNotFoundError, NotStartedError, OffsetPersistError, SendBackError,
+    TopicNotFoundError, WrongCallerError,
+)
 from rmqrun.pull.result import PullResult, PullStatus
 
 if TYPE_CHECKING:
@@ -19,7 +22,8 @@ if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
 
 __all__ = ["PullConsumer", "AsyncPullConsumer", "PullResult", "PullStatus", "TopicNotFoundError",
-           "NotStartedError", "OffsetPersistError", "WrongCallerError", "ClientSecurity"]
+           "NotStartedError", "OffsetPersistError", "WrongCallerError", "ClientSecurity", "QueryResult",
+           "MessageNotFoundError", "FilterNotSupportedError", "SendBackError"]
 
 
 def __getattr__(name: str) -> Any:
@@ -29,6 +33,9 @@ def __getattr__(name: str) -> Any:
     if name == "AsyncPullConsumer":
         from rmqrun.pull.async_consumer import AsyncPullConsumer
         return AsyncPullConsumer
+    if name == "QueryResult":
+        from rmqrun.pull.lookup import QueryResult
+        return QueryResult
     if name == "ClientSecurity":  # ACL credentials and TLS: PullConsumer(..., security=ClientSecurity(...))
         from rmqrun.remoting.security import ClientSecurity
         return ClientSecurity

@@ -34,6 +34,10 @@ What follows Java, and where it deliberately does not:
 * unlike Java, pulled messages do not get MIN_OFFSET/MAX_OFFSET properties
   added: the result carries both, and the messages keep exactly the properties
   they were stored with;
+* :meth:`~AsyncPullConsumer.view_message` takes Java's ``viewMessage(topic, msgId)`` path
+  for a client id (the key index of every broker of the topic), but an offset id still needs
+  no topic; :meth:`~AsyncPullConsumer.query_message` returns an empty result where Java
+  throws, and names a broker that failed instead of skipping it (:mod:`rmqrun.pull.lookup`);
 * with a ``namespace`` the program names plain topics and queues, as with
   Java's ``DefaultMQPullConsumer(namespace, group)``: the group, topics and
   queues are wrapped on the wire (``ns%Orders``), and queues, messages and
@@ -42,6 +46,8 @@ What follows Java, and where it deliberately does not:
 
 from __future__ import annotations
 
+import dataclasses
+import string
 from types import TracebackType
 from typing import Any
 
@@ -49,24 +55,32 @@ from rmqrun.client.broker import PullResult as WirePullResult
 from rmqrun.client.broker import PullStatus
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, ClientInstance
+from rmqrun.client.republish import RetryPublisher
 from rmqrun.client.route import MASTER_ID, TopicRouteData, subscribe_queues
 from rmqrun.model import Message, MessageQueue
 from rmqrun.namespace import check_namespace, unwrap, unwrap_queue, wrap, wrap_queue
-from rmqrun.protocol.headers import PullMessageRequestHeader, pull_sys_flag
-from rmqrun.protocol.subscription import SubscriptionData
+from rmqrun.protocol.headers import PullMessageRequestHeader, QueryMessageRequestHeader, pull_sys_flag
+from rmqrun.protocol.subscription import EXPRESSION_TAG, SubscriptionData
 from rmqrun.pull import arguments as check
-from rmqrun.pull.errors import NotStartedError, OffsetPersistError, TopicNotFoundError
+from rmqrun.pull.errors import (
+    FilterNotSupportedError, MessageNotFoundError, NotStartedError, OffsetPersistError, SendBackError,
+    TopicNotFoundError,
+)
+from rmqrun.pull.lookup import (
+    END_OF_TIME_MS, UNIQUE_QUERY_MAX, QueryResult, earliest, offset_id_address, query_brokers, unique_query_begin_ms,
+)
 from rmqrun.pull.offset_table import OffsetTable
 from rmqrun.pull.registration import GroupRegistration
 from rmqrun.pull.result import PullResult
-from rmqrun.remoting.errors import ProtocolError, RemotingError, TopicNotExistError
+from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting.errors import AccessDeniedError, BrokerError, ProtocolError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import decode_messages
-from rmqrun.remoting.msg_id import decode_offset_msg_id
 from rmqrun.remoting.security import ClientSecurity
 
 DEFAULT_GROUP = "DEFAULT_CONSUMER"
 BLOCK_TIMEOUT = 20.0          # DefaultMQPullConsumer.brokerSuspendMaxTimeMillis
 BLOCK_CLIENT_MARGIN = 10.0    # consumerTimeoutMillisWhenSuspend (30 s) minus the 20 s hold
+MAX_RECONSUME_TIMES = 16      # DefaultMQPullConsumer.maxReconsumeTimes
 
 
 class AsyncPullConsumer:
@@ -222,31 +236,38 @@ class AsyncPullConsumer:
     # ----------------------------------------------------------------- pulling
 
     async def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32, *,
-                   timeout: float | None = None) -> PullResult:
+                   timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> PullResult:
         """Read up to ``max_nums`` messages of ``mq`` from ``offset`` now (no hold).
 
-        ``sub_expression`` is a tag expression (``"*"``, ``"TagA || TagB"``).
+        ``sub_expression`` is a tag expression (``"*"``, ``"TagA || TagB"``), or with
+        ``expression_type="SQL92"`` an SQL92 selector on the message properties
+        (``"a > 1 AND region = 'eu'"``, Java's ``MessageSelector.bySql``), which the
+        broker evaluates: :class:`FilterNotSupportedError` from a broker without
+        property filtering (Java's ``enablePropertyFilter=false``, rmqrun's embedded broker).
         The broker answers at most its transfer limit (32 by default) per pull.
         """
         wait = self.timeout if timeout is None else check.positive_seconds("timeout", timeout)
-        return await self._pull(mq, sub_expression, offset, max_nums, hold=None, wait=wait)
+        return await self._pull(mq, sub_expression, offset, max_nums, hold=None, wait=wait,
+                                expression_type=expression_type)
 
     async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
-                                      max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT) -> PullResult:
+                                      max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT,
+                                      expression_type: str = EXPRESSION_TAG) -> PullResult:
         """Like :meth:`pull`, but when ``offset`` is the queue's end the broker holds the
         request until a message arrives or ``timeout`` seconds pass (then NO_NEW_MSG)."""
         hold = check.positive_seconds("timeout", timeout)
-        return await self._pull(mq, sub_expression, offset, max_nums, hold=hold, wait=hold + BLOCK_CLIENT_MARGIN)
+        return await self._pull(mq, sub_expression, offset, max_nums, hold=hold, wait=hold + BLOCK_CLIENT_MARGIN,
+                                expression_type=expression_type)
 
     async def _pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, *,
-                    hold: float | None, wait: float) -> PullResult:
+                    hold: float | None, wait: float, expression_type: str = EXPRESSION_TAG) -> PullResult:
         check.queue(mq)
         check.offset(offset)
         check.max_nums(max_nums)
         if sub_expression is not None and not isinstance(sub_expression, str):
-            raise TypeError(f"sub_expression must be a tag expression string, got {sub_expression!r}")
+            raise TypeError(f"sub_expression must be an expression string, got {sub_expression!r}")
         wire_topic = wrap(self.namespace, mq.topic)
-        sub = SubscriptionData.build(wire_topic, sub_expression, sub_version=0)
+        sub = SubscriptionData.build(wire_topic, sub_expression, expression_type, sub_version=0)
         addr = await self._address(mq, broker_id=self._suggested.get(mq, MASTER_ID))
         if self._registration is not None:
             self._registration.use_topic(wire_topic, sub.sub_string)
@@ -264,6 +285,13 @@ class AsyncPullConsumer:
             raise TopicNotFoundError(
                 mq.topic, f"topic {mq.topic!r} does not exist on broker {mq.broker_name} ({addr}): "
                           f"{exc.remark or exc}") from exc
+        except BrokerError as exc:
+            if sub.is_tag_type or exc.code != ResponseCode.SYSTEM_ERROR or "not support" not in (exc.remark or ""):
+                raise
+            raise FilterNotSupportedError(
+                f"broker {mq.broker_name} ({addr}) does not filter by {sub.expression_type} ({exc.remark}); "
+                f"a Java broker needs enablePropertyFilter=true, rmqrun's embedded broker filters by tag "
+                f"only") from exc
         self._suggested[mq] = wire.suggest_which_broker_id
         return self._result(mq, offset, sub, wire, self.namespace)
 
@@ -320,21 +348,146 @@ class AsyncPullConsumer:
         return await self._client().broker.earliest_msg_store_time(await self._address(mq), self._wire(mq),
                                                                    timeout=self.timeout)
 
-    async def view_message(self, msg_id: str) -> Message:
-        """The stored message with this broker (offset) message id, ``Message.offset_msg_id``.
+    async def view_message(self, msg_id: str, topic: str | None = None) -> Message:
+        """The stored message with this id: an offset id (``Message.offset_msg_id``) or, given the
+        ``topic``, a client id (``Message.msg_id``, the producer's UNIQ_KEY) too.
 
-        The id holds the store address, which is asked directly (no route needed).
+        Java's ``viewMessage(topic, msgId)``: an id that decodes as an offset id is
+        asked of the store address it holds; any other id (or, with ``topic``, an
+        offset lookup that fails or answers another topic) is looked up in the
+        topic's key index on every broker (QUERY_MESSAGE by unique key) and the
+        copy stored first is returned. :class:`MessageNotFoundError` when no broker
+        has it; ValueError for a client id without ``topic``.
         """
         if not isinstance(msg_id, str) or not msg_id.strip():
-            raise ValueError(f"msg_id must be a broker (offset) message id, got {msg_id!r}")
-        try:
-            decode_offset_msg_id(msg_id.strip())
-        except ProtocolError as exc:
-            raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id: {exc}") from exc
-        msg = await self._client().broker.view_message(msg_id.strip(), timeout=self.timeout)
-        if self.namespace:
-            msg.topic = unwrap(self.namespace, msg.topic)
+            raise ValueError(f"msg_id must be a message id (offset or client id), got {msg_id!r}")
+        msg_id = msg_id.strip()
+        if topic is not None:
+            check.topic(topic)
+        if any(ch not in string.hexdigits for ch in msg_id):
+            raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id nor a client id (hex digits); "
+                             f"the topic comes second: view_message(msg_id, topic=...), unlike Java's "
+                             f"viewMessage(topic, msgId)")
+        first_error: RemotingError | None = None
+        if offset_id_address(msg_id) is not None:
+            try:
+                msg = await self._client().broker.view_message(msg_id, timeout=self.timeout)
+            except RemotingError as exc:
+                if topic is None or isinstance(exc, AccessDeniedError):
+                    raise
+                first_error = exc
+            else:
+                if self.namespace:
+                    msg.topic = unwrap(self.namespace, msg.topic)
+                if topic is None or msg.topic == topic:
+                    return msg
+        elif topic is None:
+            raise ValueError(f"msg_id {msg_id!r} is not a broker (offset) message id; a client id (UNIQ_KEY, "
+                             f"Message.msg_id) is found through its topic: view_message(msg_id, topic=...)")
+        found = await self._query(topic, msg_id, UNIQUE_QUERY_MAX, unique_query_begin_ms(msg_id), END_OF_TIME_MS,
+                                  unique_key=True)
+        msg = earliest(found.messages)
+        if msg is None:
+            raise MessageNotFoundError(msg_id, f"no broker of topic {topic!r} has message {msg_id}") from first_error
         return msg
+
+    async def query_message(self, topic: str, key: str, max_num: int = UNIQUE_QUERY_MAX, begin_ms: int = 0,
+                            end_ms: int = END_OF_TIME_MS) -> QueryResult:
+        """Messages of ``topic`` with ``key`` among their KEYS, stored between ``begin_ms`` and ``end_ms``
+        (epoch ms, both included), oldest first (Java ``queryMessage``).
+
+        Every broker of the topic is asked for up to ``max_num``; their index is a
+        hash index, so each answer is re-checked against the key. Nothing found is
+        an empty result (Java throws); a broker that did not answer is raised when
+        no other found anything, else named in ``QueryResult.errors``.
+        """
+        check.topic(topic)
+        if not isinstance(key, str) or not key.strip() or " " in key:
+            raise ValueError(f"key must be one non-empty key without spaces, got {key!r}")
+        if isinstance(max_num, bool) or not isinstance(max_num, int) or not 1 <= max_num <= check.JAVA_INT_MAX:
+            raise ValueError(f"max_num must be an int between 1 and {check.JAVA_INT_MAX}, got {max_num!r}")
+        check.timestamp_ms(begin_ms)
+        check.timestamp_ms(end_ms)
+        if begin_ms > end_ms:
+            raise ValueError(f"begin_ms {begin_ms} is after end_ms {end_ms}")
+        return await self._query(topic, key, max_num, begin_ms, end_ms, unique_key=False)
+
+    async def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int, *,
+                     unique_key: bool) -> QueryResult:
+        route = await self._route(topic, refresh=True)
+        brokers = [(b.broker_name, addr) for b in route.broker_datas if (addr := b.select_address())]
+        header = QueryMessageRequestHeader(topic=wrap(self.namespace, topic), key=key, max_num=max_num,
+                                           begin_timestamp=begin_ms, end_timestamp=end_ms)
+        # MQAdminImpl waits three API timeouts for all the answers: an index query scans
+        found = await query_brokers(self._client().broker, brokers, header, unique_key=unique_key,
+                                    timeout=self.timeout * 3)
+        if self.namespace:
+            for msg in found.messages:
+                msg.topic = unwrap(self.namespace, msg.topic)
+        return found
+
+    async def send_message_back(self, msg: Message, delay_level: int = 0, broker_name: str | None = None,
+                                consumer_group: str | None = None, *,
+                                max_reconsume_times: int = MAX_RECONSUME_TIMES) -> None:
+        """Return a message this program could not handle for a later retry (Java ``sendMessageBack``).
+
+        The broker that holds it (``broker_name``, else ``msg.broker_name``, else the
+        store address in the message) moves it to ``%RETRY%<group>`` after the delay
+        of ``delay_level`` (0: the broker picks it from the reconsume count; -1:
+        straight to ``%DLQ%<group>``), or to the DLQ once ``max_reconsume_times``
+        is reached. ``consumer_group`` defaults to this consumer's group. If the
+        broker refuses, a copy is published to the retry topic instead, as Java
+        does; :class:`SendBackError` when both fail. Someone must consume the retry
+        topic: a pull program pulls ``%RETRY%<group>`` itself.
+        """
+        if not isinstance(msg, Message):
+            raise TypeError(f"msg must be a rmqrun.Message (as pulled), got {type(msg).__name__}")
+        if isinstance(delay_level, bool) or not isinstance(delay_level, int) or delay_level < -1:
+            raise ValueError(f"delay_level must be an int >= -1, got {delay_level!r}")
+        if isinstance(max_reconsume_times, bool) or not isinstance(max_reconsume_times, int) \
+                or not 0 <= max_reconsume_times <= check.JAVA_INT_MAX:
+            raise ValueError(f"max_reconsume_times must be an int >= 0, got {max_reconsume_times!r}")
+        group = consumer_group if consumer_group is not None else self.group
+        if not isinstance(group, str) or not group.strip():
+            raise ValueError(f"consumer_group must be a non-empty string or None, got {consumer_group!r}")
+        instance = self._client()
+        name = broker_name or msg.broker_name
+        addr = await self._send_back_address(msg, name)
+        wire_group, wire_topic = wrap(self.namespace, group), wrap(self.namespace, msg.topic)
+        try:
+            await instance.broker.consumer_send_msg_back(
+                addr, group=wire_group, commit_log_offset=msg.commit_log_offset, delay_level=delay_level,
+                origin_msg_id=msg.msg_id, origin_topic=wire_topic, max_reconsume_times=max_reconsume_times,
+                broker_name=name or None)
+            return
+        except RemotingError as exc:
+            first = exc
+        publisher = RetryPublisher(instance, wire_group)
+        try:
+            stored = await publisher.republish(dataclasses.replace(msg, topic=wire_topic), max_reconsume_times,
+                                               msg.reconsume_times + 1)
+        finally:
+            await publisher.close()
+        if not stored:
+            raise SendBackError(f"message {msg.msg_id} was not sent back to group {group}: the broker at {addr} "
+                                f"refused ({first}) and re-publishing to its retry topic failed too") from first
+
+    async def _send_back_address(self, msg: Message, broker_name: str) -> str:
+        """The named broker's master (Java findBrokerAddressInPublish), else the message's store host."""
+        if broker_name:
+            instance = self._client()
+            addr = instance.broker_address(broker_name)
+            if addr is None and msg.topic:
+                try:
+                    await self._route(msg.topic, refresh=True)
+                except TopicNotFoundError:
+                    pass
+                addr = instance.broker_address(broker_name)
+            if addr is not None:
+                return addr
+        if not msg.store_host:
+            raise ValueError(f"cannot tell which broker holds message {msg.msg_id}: give broker_name")
+        return msg.store_host
 
     # ----------------------------------------------------------------- group offsets
 

@@ -17,7 +17,9 @@ from types import TracebackType
 from typing import Any, Coroutine, TypeVar
 
 from rmqrun.model import Message, MessageQueue
-from rmqrun.pull.async_consumer import BLOCK_TIMEOUT, DEFAULT_GROUP, AsyncPullConsumer
+from rmqrun.protocol.subscription import EXPRESSION_TAG
+from rmqrun.pull.async_consumer import BLOCK_TIMEOUT, DEFAULT_GROUP, MAX_RECONSUME_TIMES, AsyncPullConsumer
+from rmqrun.pull.lookup import END_OF_TIME_MS, UNIQUE_QUERY_MAX, QueryResult
 from rmqrun.pull.errors import NotStartedError, WrongCallerError
 from rmqrun.pull.result import PullResult
 from rmqrun.remoting.security import ClientSecurity
@@ -152,13 +154,15 @@ class PullConsumer:
         return self._call(self._async.fetch_consume_offset(mq, from_store))
 
     def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32, *,
-             timeout: float | None = None) -> PullResult:
-        return self._call(self._async.pull(mq, sub_expression, offset, max_nums, timeout=timeout))
+             timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> PullResult:
+        return self._call(self._async.pull(mq, sub_expression, offset, max_nums, timeout=timeout,
+                                           expression_type=expression_type))
 
     def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
-                                max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT) -> PullResult:
+                                max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT,
+                                expression_type: str = EXPRESSION_TAG) -> PullResult:
         return self._call(self._async.pull_block_if_not_found(mq, sub_expression, offset, max_nums,
-                                                              timeout=timeout))
+                                                              timeout=timeout, expression_type=expression_type))
 
     def min_offset(self, mq: MessageQueue) -> int:
         return self._call(self._async.min_offset(mq))
@@ -172,8 +176,18 @@ class PullConsumer:
     def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         return self._call(self._async.earliest_msg_store_time(mq))
 
-    def view_message(self, msg_id: str) -> Message:
-        return self._call(self._async.view_message(msg_id))
+    def view_message(self, msg_id: str, topic: str | None = None) -> Message:
+        return self._call(self._async.view_message(msg_id, topic))
+
+    def query_message(self, topic: str, key: str, max_num: int = UNIQUE_QUERY_MAX, begin_ms: int = 0,
+                      end_ms: int = END_OF_TIME_MS) -> QueryResult:
+        return self._call(self._async.query_message(topic, key, max_num, begin_ms, end_ms))
+
+    def send_message_back(self, msg: Message, delay_level: int = 0, broker_name: str | None = None,
+                          consumer_group: str | None = None, *,
+                          max_reconsume_times: int = MAX_RECONSUME_TIMES) -> None:
+        self._call(self._async.send_message_back(msg, delay_level, broker_name, consumer_group,
+                                                 max_reconsume_times=max_reconsume_times))
 
     def update_consume_offset(self, mq: MessageQueue, offset: int) -> None:
         self._call(self._async.update_consume_offset(mq, offset))

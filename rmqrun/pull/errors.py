@@ -44,3 +44,27 @@ class OffsetPersistError(ClientError):
     def __init__(self, message: str, failures: dict) -> None:  # type: ignore[type-arg]
         super().__init__(message)
         self.failures = failures
+
+
+class MessageNotFoundError(ClientError, LookupError):
+    """No broker of the topic has the message asked for by id (:meth:`view_message`).
+
+    ``msg_id`` is the id asked for. A ``LookupError`` too, the standard base for "no such item".
+    """
+
+    def __init__(self, msg_id: str, message: str) -> None:
+        super().__init__(message)
+        self.msg_id = msg_id
+
+
+class FilterNotSupportedError(ClientError):
+    """The broker refuses the pull's expression type (SQL92 on a broker without property filtering).
+
+    A Java broker answers so unless ``enablePropertyFilter=true`` is set in its broker.conf;
+    rmqrun's embedded broker always does (it filters by tag only). Retrying cannot help.
+    """
+
+
+class SendBackError(ClientError):
+    """:meth:`send_message_back` failed both ways: the broker's send-back and the re-publish
+    to ``%RETRY%<group>``. The message was not returned; ``__cause__`` is the send-back's error."""

@@ -7,8 +7,13 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from rmqrun.cli.read_format import StartAt, escape, iso_ms, json_line, parse_from, preview, text_line
+from rmqrun.cli.read_format import (
+    PREVIEW_CHARS, StartAt, body_record, escape, iso_ms, json_line, length_prefixed_record, parse_from, parse_to,
+    preview, text_line,
+)
 from rmqrun.model import Message
 
 
@@ -79,3 +84,53 @@ def test_iso_ms() -> None:
     assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
     when = datetime(2024, 11, 24, 8, 0, 0, 5000, tzinfo=timezone.utc)
     assert iso_ms(int(when.timestamp() * 1000)) == "2024-11-24T08:00:00.005Z"
+
+
+# ---------------------------------------------------------------- --to, raw bodies, the cut-then-escape preview
+
+@pytest.mark.parametrize("text, expected", [
+    ("latest", StartAt("latest")),
+    ("42", StartAt("offset", 42)),
+    ("offset:7", StartAt("offset", 7)),
+    ("1732435200000", StartAt("time", 1_732_435_200_000)),
+    ("2024-11-24T08:00:00Z", StartAt("time", 1_732_435_200_000)),
+])
+def test_to_forms(text: str, expected: StartAt) -> None:
+    assert parse_to(text) == expected
+
+
+@pytest.mark.parametrize("text", ["earliest", "", "soon", "-1"])
+def test_bad_to_says_what_is_accepted(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^--to .* is not latest, an offset"):
+        parse_to(text)
+
+
+def test_raw_body_records() -> None:
+    msg = _msg(b"a\nb\x00")
+    assert body_record(msg) == b"a\nb\x00\n"
+    assert length_prefixed_record(msg) == b"\x00\x00\x00\x04a\nb\x00"
+    assert length_prefixed_record(_msg(b"")) == b"\x00\x00\x00\x00"
+
+
+def _escape_all_then_cut(body: bytes, limit: int) -> str:
+    """What preview printed before it cut first: the whole body escaped, then cut."""
+    text = escape(body.decode("utf-8", errors="surrogateescape"))
+    return f"{text[:limit]}… ({len(body)} bytes)" if len(text) > limit else text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=80).map(lambda t: t.encode("utf-8", "surrogatepass"))),
+       st.integers(min_value=0, max_value=40))
+def test_cutting_first_prints_exactly_what_escaping_first_did(body: bytes, limit: int) -> None:
+    assert preview(body, limit) == _escape_all_then_cut(body, limit)
+
+
+@pytest.mark.parametrize("body", [b"\x00" * (1 << 20), "€".encode() * (1 << 18), b"\xff" * (1 << 20)])
+def test_a_long_body_is_cut_before_it_is_escaped(body: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rmqrun.cli.read_format as rf
+    seen: list[int] = []
+    real = rf.escape
+    monkeypatch.setattr(rf, "escape", lambda text: (seen.append(len(text)), real(text))[1])
+    assert preview(body).endswith(f"… ({len(body)} bytes)")
+    assert seen == [PREVIEW_CHARS + 1]  # not the million characters of the body
+    assert preview(body) == _escape_all_then_cut(body, PREVIEW_CHARS)
