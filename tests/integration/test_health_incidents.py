@@ -38,7 +38,7 @@ READY_BROKER_TIMEOUT = 3.0
 OUTAGE_S = 60.0
 STALL_TIMEOUT = 4.0
 #: the periodic progress line is not a failure line (status_interval, every 10 s by design)
-STATUS_LINE = re.compile(r"\| \d+ consumed \(\d+/s\)")
+STATUS_LINE = re.compile(r"\| (stopping: )?\d+ consumed \(\d+/s now\)")  # supervisor/status_line.py
 
 
 def samples(port: int) -> dict[str, list[float]]:
