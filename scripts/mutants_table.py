@@ -33,6 +33,7 @@ I = "tests/integration/"
 C = "tests/conformance/"
 CC = "rmqrun/consumer/consume_concurrently.py"
 CO = "rmqrun/consumer/consume_orderly.py"
+OF = "rmqrun/consumer/orderly_failures.py"
 PQ = "rmqrun/consumer/process_queue.py"
 RT = "rmqrun/consumer/retry.py"
 PL = "rmqrun/consumer/puller.py"
@@ -144,10 +145,19 @@ MUTANTS: list[Mutant] = [
       "send-back delay level does not grow with the reconsume count",
       "                delay_level = 3 + original.reconsume_times", "                delay_level = 3",
       CHAIN + "::test_default_retry_delay_grows_with_the_reconsume_count"),
-    m("orderly-dlq-threshold", CO, "orderly dead-letters one retry late",
-      "if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:",
-      "if all(reconsume_times(e.payload) > limit for e in call) and cfg.clustering:",
+    m("orderly-dlq-threshold", OF, "orderly dead-letters one retry late",
+      "while moved < len(call) and reconsume_times(call[moved].payload) >= limit:",
+      "while moved < len(call) and reconsume_times(call[moved].payload) > limit:",
       ORD + "::test_orderly_dead_letters_after_max_reconsume_times"),
+    m("orderly-not-run-counted", OF, "the messages a job did not run after a failed call count as failed (retried, "
+      "dead-lettered unhandled)", "    while n < min(len(entries), max_size) and verdicts[n] is bad:\n",
+      "    while n < min(len(entries), max_size):\n",
+      U + "test_orderly_failures.py", I + "test_orderly_retry_count.py"),
+    m("orderly-dlq-waits-for-whole-call", OF, "a failed call's messages reach the DLQ only once all of them are at "
+      "the limit (an older one is retried past it)",
+      "while moved < len(call) and reconsume_times(call[moved].payload) >= limit:",
+      "while moved < len(call) and all(reconsume_times(x.payload) >= limit for x in call):",
+      U + "test_orderly_failures.py::test_the_prefix_at_the_limit_goes_to_the_dlq_and_the_rest_is_retried"),
     m("broker-schedule-no-delay", "rmqrun/broker/schedule.py", "delayed messages are delivered at once",
       "due = stored.store_timestamp + delay_ms", "due = stored.store_timestamp",
       I + "test_broker_retry.py::test_delayed_message_is_delivered_to_its_topic_when_due"),

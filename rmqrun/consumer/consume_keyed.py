@@ -62,15 +62,14 @@ from typing import Sequence
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS, clamp_suspend_ms
+from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS
 from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
+from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
 from rmqrun.model import MessageQueue
-from rmqrun.remoting.errors import ProtocolError
 
 #: outstanding jobs per worker process: enough to keep each worker's pipe fed, few enough that the
 #: executor's list of jobs waiting for their worker stays short
@@ -386,11 +385,10 @@ class KeyedConsumeService:
         bad = verdicts[first_bad] if rest else None
         suspend = 0.0
         if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
-            call = rest[:cfg.consume_message_batch_max_size]
+            call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
             moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms)
-            if moved_on:
-                done = done + call
-                rest = rest[len(call):]
+            done = done + call[:moved_on]
+            rest = rest[moved_on:]
         elif bad is Verdict.UNDECODABLE:
             if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset):
                 done = done + rest[:1]
@@ -410,25 +408,7 @@ class KeyedConsumeService:
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: PullRequest, key: str | None, call: list[QueuedMessage],
-                              suspend_ms: int) -> tuple[bool, float]:
-        """Below max_reconsume_times: count a retry and suspend the lane; at it: dead-letter, move on."""
-        cfg = self.config
-        limit = cfg.effective_max_reconsume_times
+                              suspend_ms: int) -> tuple[int, float]:
+        """checkReconsumeTimes for a lane (:mod:`.orderly_failures`): the key's messages reach the DLQ in order."""
         self.engine.stats.failed += len(call)
-        if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
-            # one after another, so the key's messages reach the DLQ in their order
-            sent = [await self._dead_letter(req, key, e, limit) for e in call]
-            if all(sent):
-                return True, 0.0
-        for e in call:
-            e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
-        return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
-
-    async def _dead_letter(self, req: PullRequest, key: str | None, entry: QueuedMessage, limit: int) -> bool:
-        try:
-            msg = decode_for_retry(entry.payload, req.mq.broker_name)
-        except ProtocolError:
-            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset)
-        logger.warning("{}: message {} of key {!r} at offset {} failed {} times; sending it to the DLQ", req.mq,
-                       msg.msg_id, key, entry.offset, msg.reconsume_times)
-        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times)
+        return await suspend_or_dlq(self.engine, req, call, suspend_ms, f" of key {key!r}")

@@ -453,8 +453,8 @@ class Worker:
                 outcome.timed_out = True
                 break
             except Exception as exc:
-                call_limit.deadline = 0.0
                 statuses[start:end] = bytes([fail]) * (end - start)
+                call_limit.deadline = 0.0
                 outcome.error = outcome.error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
                 self._log_exception(exc, offsets[start])
                 if orderly:
