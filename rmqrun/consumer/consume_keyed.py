@@ -9,7 +9,10 @@ this service splits each queue's messages into *lanes*, one per key
 
 * **locks as in queue mode**: the queue is taken, renewed and required under
   the broker lock exactly as there (the rebalancer and puller do that); no job
-  of a queue starts unless its lock is held and fresh;
+  of a queue starts unless its lock is held and fresh; locked again after a
+  gap, the queue waits for its running jobs and checks the broker's offset:
+  if another client committed past its own, it drops every lane and goes on
+  from there (``lock_gap.py``);
 * **one job per lane at a time, strictly in offset order**, each on the worker
   the key hashes to (the job's ``dispatch_key`` is its :class:`KeyLane`);
   different lanes run at once, on every worker;
@@ -66,6 +69,7 @@ from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECOND
 from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
+from rmqrun.consumer.lock_gap import settle_gap
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
@@ -101,6 +105,8 @@ class _Queue:
     by_slot: dict[int, deque[str | None]] = field(default_factory=dict)
     slots: int = 0
     relock: asyncio.Task[None] | None = None
+    #: checks the broker's offset after a lock gap (``lock_gap.py``)
+    settle: asyncio.Task[None] | None = None
 
 
 class KeyedConsumeService:
@@ -143,8 +149,9 @@ class KeyedConsumeService:
             for handle in q.suspended.values():
                 handle.cancel()
             q.suspended.clear()
-            if q.relock is not None:
-                q.relock.cancel()
+            for task in (q.relock, q.settle):
+                if task is not None:
+                    task.cancel()
         jobs = list(self._jobs)
         if jobs:
             done, pending = await asyncio.wait(jobs, timeout=grace)
@@ -172,9 +179,17 @@ class KeyedConsumeService:
         self._pump()
 
     def kick(self, req: PullRequest) -> None:
-        """The queue's lock was renewed: lanes held back for it may run again."""
+        """The queue's lock was renewed (lanes held back for it may run again), or is to be asked for."""
+        if req.pq.dropped or self.stopping:
+            return
         q = self._queues.get(req.mq)
         if q is None or q.req is not req:
+            q = self._queues[req.mq] = _Queue(req)
+        if self.config.clustering and not req.pq.locked:
+            self._relock(q)
+            return
+        if req.pq.lock_lapsed:
+            self._restart_after_gap(q)
             return
         for key in list(q.unlocked):
             self._make_ready(q, key)
@@ -243,6 +258,10 @@ class KeyedConsumeService:
                 q.unlocked.add(key)
                 self._relock(q)
                 continue
+            if pq.lock_lapsed:  # locked again after a gap: no new job; the queue restarts once none runs
+                q.unlocked.add(key)
+                self._restart_after_gap(q)
+                continue
             budget = cfg.consume_message_batch_max_size * self._calls_per_job()
             taken = [lane.popleft() for _ in range(min(budget, len(lane)))]
             picked: list[tuple[str | None, list[QueuedMessage]]] = [(key, taken)]
@@ -281,6 +300,35 @@ class KeyedConsumeService:
                 await asyncio.sleep(RELOCK_DELAY_S)
 
         q.relock = asyncio.ensure_future(relock())
+
+    def _restart_after_gap(self, q: _Queue) -> None:
+        """A queue locked again after a gap: once no job of it runs, settle where it goes on (once per queue).
+
+        If it restarts from the broker's offset every lane is dropped (a suspended lane's raised
+        retry count with it, as on a fresh allocation) and the messages come again, each key in
+        its order; otherwise its lanes go on as they were.
+        """
+        if self.is_busy(q.req.mq) or (q.settle is not None and not q.settle.done()):
+            return  # _run calls again when the queue's last job is over
+
+        async def settle() -> None:
+            req = q.req
+            while not req.pq.dropped and not self.stopping and req.pq.lock_lapsed:
+                restarted = await settle_gap(self.engine.offset_store, req)
+                if restarted is None:
+                    await asyncio.sleep(RELOCK_DELAY_S)
+                    continue
+                if restarted:
+                    for handle in q.suspended.values():
+                        handle.cancel()
+                    q.queued.clear()  # its entries in the ready FIFO are skipped
+                    if self._queues.get(req.mq) is q:
+                        del self._queues[req.mq]
+                else:
+                    self.kick(req)
+                return
+
+        q.settle = asyncio.ensure_future(settle())
 
     def _resume(self, q: _Queue, key: str | None) -> None:
         q.suspended.pop(key, None)
@@ -329,6 +377,8 @@ class KeyedConsumeService:
                 if self._queues.get(mq) is q:
                     del self._queues[mq]
                 self.engine.rebalancer.on_orderly_idle(q.req)
+            elif live and left <= 0 and q.req.pq.lock_lapsed and q.req.pq.locked:
+                self._restart_after_gap(q)
             self._pump()
 
     async def _consume(self, q: _Queue, picked: list[tuple[str | None, list[QueuedMessage]]]

@@ -3,7 +3,8 @@
 One consume loop per queue, so at most one job of a queue is ever in flight
 and the handler sees its offsets strictly increasing. The executor pins each
 queue to one worker process. A loop runs while the queue has cached messages
-and, in clustering mode, holds an unexpired broker lock.
+and, in clustering mode, holds an unexpired broker lock; a queue locked again
+after a gap checks the broker's offset before its next job (``lock_gap.py``).
 
 Each job carries several handler calls' worth of messages (consumeMessageBatchMaxSize
 per call, as many calls as fit in ~100 ms of measured handler time) to keep
@@ -31,6 +32,7 @@ from loguru import logger
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.lock_gap import settle_gap
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
@@ -94,6 +96,11 @@ class OrderlyConsumeService:
                 if await self.engine.rebalancer.lock(req.mq):
                     continue
                 await asyncio.sleep(1.0)
+                continue
+            if pq.lock_lapsed:
+                # locked again after a gap, and no job of the queue runs: where does it go on?
+                if await settle_gap(self.engine.offset_store, req) is None:
+                    await asyncio.sleep(1.0)
                 continue
             size = cfg.consume_message_batch_max_size * self._calls_per_job()
             entries = pq.take_messages(size)
