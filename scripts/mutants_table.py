@@ -526,4 +526,23 @@ MUTANTS: list[Mutant] = [
       "        if fired >= 0:\n", "        if False:\n",
       U + "test_worker_time_limit.py::test_the_warning_is_logged_when_the_handler_catches_the_limit_and_goes_on",
       I + "test_pool_time_limit_per_call.py"),
+    # ---------------------------------------------------------------- orderly lock gaps and handovers (#23)
+    m("lock-gap-goes-on-from-memory", "rmqrun/consumer/lock_gap.py",
+      "an orderly queue locked again after a gap goes on from its own position, behind another owner's commit "
+      "(the pause-and-resume case)", "    if theirs <= mine:\n", "    if True:\n",
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py"),
+    m("lock-gap-unnoticed", PQ, "a lock granted after it was lost or expired is taken for a renewal",
+      "if not self.locked or now - self.last_lock_timestamp > self.lock_max_live_ms:", "if False:",
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py"),
+    m("lock-gap-persists-stale-offset", "rmqrun/consumer/push.py",
+      "the offsets of orderly queues whose lock lapsed are persisted (a resumed owner moves the group's offset back)",
+      "        return {mq for mq, req in self.table.items() if not req.pq.holds_lock()}", "        return set()",
+      I + "test_orderly_lock_gap.py::test_a_resumed_owner_goes_on_from_the_other_owners_commit[queue]"),
+    m("lock-gap-connection-loss-ignored", PL, "a pull broken by a lost connection leaves the orderly lock trusted "
+      "(a restarted broker has forgotten it)", "            if cfg.orderly and cfg.clustering and isinstance(exc, "
+      "ConnectionClosedError):\n                _lock_unconfirmed(engine, req)\n", "",
+      U + "test_lock_gap.py"),
+    m("handover-unlocks-running-queue", RB, "a moved orderly queue is unlocked while its job still runs",
+      "        if self.orderly_locks and self._orderly_service().is_busy(mq):", "        if False:",
+      I + "test_orderly_handover_waits.py"),
 ]
