@@ -14,6 +14,7 @@ import os
 import time
 
 import rmqrun
+from tests.integration.gap_handler import append_line
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -31,9 +32,5 @@ def handle(msg: rmqrun.Message) -> None:
         how = type(exc).__name__
         raise
     finally:
-        line = f"{msg.queue_offset} {start:.6f} {time.monotonic():.6f} {how}\n"
-        fd = os.open(os.environ["RMQRUN_HANDLER_TIMES_FILE"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        append_line(os.environ["RMQRUN_HANDLER_TIMES_FILE"],
+                    f"{msg.queue_offset} {start:.6f} {time.monotonic():.6f} {how}\n")

@@ -20,8 +20,13 @@ def handle(msg: rmqrun.Message) -> None:
     start = time.monotonic_ns()
     if SLEEP_S:
         time.sleep(SLEEP_S)
-    line = f"{os.getpid()} {msg.queue_id} {msg.queue_offset} {start} {time.monotonic_ns()}\n"
-    fd = os.open(os.environ["GAP_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    append_line(os.environ["GAP_RECORD"], f"{os.getpid()} {msg.queue_id} {msg.queue_offset} {start} "
+                                          f"{time.monotonic_ns()}\n")
+
+
+def append_line(path: str, line: str) -> None:
+    """One ``write`` with ``O_APPEND``: the lines of every process sharing the file stay whole."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
