@@ -446,8 +446,7 @@ class Worker:
                     else:
                         statuses[start:end] = bytes(end - start)
                     continue
-            except SoftTimeLimitExceeded as exc:  # (the warning: once the batch is over)
-                call_limit.deadline = 0.0
+            except SoftTimeLimitExceeded as exc:  # (one-shot timer; the warning: once the batch is over)
                 statuses[start:end] = bytes([fail]) * (end - start)
                 outcome.error = outcome.error or f"handler '{ref}': {exc}"
                 outcome.timed_out = True
