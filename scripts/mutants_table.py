@@ -541,7 +541,8 @@ MUTANTS: list[Mutant] = [
     m("lock-gap-connection-loss-ignored", PL, "a pull broken by a lost connection leaves the orderly lock trusted "
       "(a restarted broker has forgotten it)", "            if cfg.orderly and cfg.clustering and isinstance(exc, "
       "ConnectionClosedError):\n                _lock_unconfirmed(engine, req)\n", "",
-      U + "test_lock_gap.py"),
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py::"
+      "test_a_broken_connection_holds_the_queue_until_the_broker_grants_its_lock_again"),
     m("handover-unlocks-running-queue", RB, "a moved orderly queue is unlocked while its job still runs",
       "        if self.orderly_locks and self._orderly_service().is_busy(mq):", "        if False:",
       I + "test_orderly_handover_waits.py"),

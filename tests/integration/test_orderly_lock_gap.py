@@ -152,3 +152,58 @@ def test_a_resumed_owner_goes_on_from_the_other_owners_commit(tmp_path: Path, ru
         assert "locked again after a gap" in a.log(), a.log()[-3000:]
     finally:
         eb.stop_in_thread()
+
+
+@pytest.mark.parametrize("order_by", ["queue", "key"])
+def test_a_broken_connection_holds_the_queue_until_the_broker_grants_its_lock_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order_by: str) -> None:
+    """What a broker restart does to an orderly owner, in one process: the broker forgets the lock (another
+    client takes it and commits ahead) and the owner's connections break. The owner's local lock is still
+    fresh (no renewal is due for 20 s), but it starts nothing new until the broker grants the lock again,
+    and then it goes on from the other client's commit, not from its own position."""
+    from tests.integration.engine_kit import Running, broker, consumer_config, pool_config
+    from tests.integration.engine_kit import produce as produce_async
+    from tests.integration.engine_kit import wait_for as wait_async
+    from tests.integration.test_engine_orderly_locks import Thief
+
+    monkeypatch.setenv("GAP_RECORD", str(tmp_path / "calls.txt"))
+    monkeypatch.setenv("GAP_SLEEP_MS", "100")
+    record = tmp_path / "calls.txt"
+    total = 300
+
+    async def main() -> tuple[int, int, int]:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            await produce_async(eb.namesrv_address, "TC", total, sharding_keys=4)
+            cfg = consumer_config(eb.namesrv_address, "GTC", "TC", orderly=True, order_by=order_by,
+                                  broker_suspend_max_time_ms=300)
+            thief = Thief(eb, "GTC")
+            try:
+                async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+                    engine = r.supervisor.engine
+                    assert engine is not None
+                    (mq,) = [mq for mq in engine.table if mq.topic == "TC"]
+                    await wait_async(lambda: len(read_calls(record)) >= 20, what="20 calls")
+                    await thief.take(mq, owner=engine.instance.client_id)  # the broker forgot our lock ...
+                    for conn in engine.instance.pool.connections().values():
+                        conn.close()  # ... and our connections broke
+                    broke_at = time.monotonic_ns()
+                    await asyncio.sleep(4.0)  # the jobs handed to workers finish; nothing new may start
+                    ahead = max(c.offset for c in read_calls(record)) + 40
+                    await thief.inst.broker.update_consumer_offset(eb.broker_address, "GTC", mq, ahead, oneway=False)
+                    given_back_at = time.monotonic_ns()
+                    await thief.give_back(mq)
+                    await wait_async(lambda: {c.offset for c in read_calls(record)} >= set(range(ahead, total)),
+                                     timeout=120, what="the rest after the other client's commit")
+                    assert await r.stop() == 0
+            finally:
+                await thief.close()
+            return broke_at, given_back_at, ahead
+
+    broke_at, given_back_at, ahead = asyncio.run(asyncio.wait_for(main(), 240))
+    calls = read_calls(record)
+    # what was with the workers when the connection broke ran within ~2 s; nothing started after that
+    started_unlocked = [c for c in calls if broke_at + 2_000_000_000 < c.start < given_back_at]
+    assert not started_unlocked, started_unlocked[:5]
+    # relocked after the gap: on from the other client's commit, nothing behind it handled again
+    after = [c.offset for c in calls if c.start > given_back_at]
+    assert after and min(after) >= ahead, sorted(after)[:10]
