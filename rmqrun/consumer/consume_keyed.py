@@ -189,7 +189,7 @@ class KeyedConsumeService:
             self._relock(q)
             return
         if req.pq.lock_lapsed:
-            self._restart_after_gap(q)
+            self._settle_gap(q)
             return
         for key in list(q.unlocked):
             self._make_ready(q, key)
@@ -260,7 +260,7 @@ class KeyedConsumeService:
                 continue
             if pq.lock_lapsed:  # locked again after a gap: no new job; the queue restarts once none runs
                 q.unlocked.add(key)
-                self._restart_after_gap(q)
+                self._settle_gap(q)
                 continue
             budget = cfg.consume_message_batch_max_size * self._calls_per_job()
             taken = [lane.popleft() for _ in range(min(budget, len(lane)))]
@@ -301,8 +301,8 @@ class KeyedConsumeService:
 
         q.relock = asyncio.ensure_future(relock())
 
-    def _restart_after_gap(self, q: _Queue) -> None:
-        """A queue locked again after a gap: once no job of it runs, settle where it goes on (once per queue).
+    def _settle_gap(self, q: _Queue) -> None:
+        """A queue locked again after a gap: once no job of it runs, settle where it goes on (one task per queue).
 
         If it restarts from the broker's offset every lane is dropped (a suspended lane's raised
         retry count with it, as on a fresh allocation) and the messages come again, each key in
@@ -378,7 +378,7 @@ class KeyedConsumeService:
                     del self._queues[mq]
                 self.engine.rebalancer.on_orderly_idle(q.req)
             elif live and left <= 0 and q.req.pq.lock_lapsed and q.req.pq.locked:
-                self._restart_after_gap(q)
+                self._settle_gap(q)
             self._pump()
 
     async def _consume(self, q: _Queue, picked: list[tuple[str | None, list[QueuedMessage]]]
