@@ -16,14 +16,7 @@ import pytest
 
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, produce
 from tests.integration.engine_kit import wait_for
-from tests.integration.test_engine_orderly import _topic_messages, read_records
-
-
-@pytest.fixture
-def record_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    return path
+from tests.integration.test_engine_orderly import _topic_messages, read_records, record_file  # noqa: F401 (fixture)
 
 
 def test_only_the_failed_message_is_retried_and_dead_lettered(tmp_path: Path, record_file: Path,

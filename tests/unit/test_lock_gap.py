@@ -63,12 +63,18 @@ def settle(req: PullRequest, offsets: RemoteOffsetStore) -> bool | None:
     return asyncio.run(settle_gap(offsets, req))
 
 
-def test_another_owner_committed_past_ours_the_queue_restarts_from_there() -> None:
+def gapped(broker_offset: int | None | Exception) -> tuple[PullRequest, RemoteOffsetStore]:
+    """Relocked after a gap: offsets 240..249 cached, 240 committed in memory, the broker at ``broker_offset``."""
     req = PullRequest(MQ, locked_pq(), next_offset=250, previously_locked=True)
     req.pq.put([QueuedMessage(o, 1) for o in range(240, 250)])
     req.pq.lock_lapsed = True
-    offsets = store(473)
+    offsets = store(broker_offset)
     offsets.update(MQ, 240, False)
+    return req, offsets
+
+
+def test_another_owner_committed_past_ours_the_queue_restarts_from_there() -> None:
+    req, offsets = gapped(473)
     assert settle(req, offsets) is True
     assert req.next_offset == 473 and req.epoch == 1 and req.pq.msg_count == 0 and not req.pq.lock_lapsed
     assert offsets.read_memory(MQ) == 473 and req.pq.holds_lock()
@@ -76,21 +82,14 @@ def test_another_owner_committed_past_ours_the_queue_restarts_from_there() -> No
 
 def test_nobody_committed_past_ours_the_queue_goes_on_as_it_was() -> None:
     """Our own offset is ahead of the broker's (not committed yet): nothing is dropped or handled again."""
-    req = PullRequest(MQ, locked_pq(), next_offset=250, previously_locked=True)
-    req.pq.put([QueuedMessage(o, 1) for o in range(240, 250)])
-    req.pq.lock_lapsed = True
-    offsets = store(200)
-    offsets.update(MQ, 240, False)
+    req, offsets = gapped(200)
     assert settle(req, offsets) is False
     assert req.next_offset == 250 and req.epoch == 0 and req.pq.msg_count == 10 and not req.pq.lock_lapsed
     assert offsets.read_memory(MQ) == 240
 
 
 def test_a_broker_that_cannot_say_leaves_the_queue_held() -> None:
-    req = PullRequest(MQ, locked_pq(), next_offset=250, previously_locked=True)
-    req.pq.lock_lapsed = True
-    offsets = store(ConnectionClosedError("down"))
-    offsets.update(MQ, 240, False)
+    req, offsets = gapped(ConnectionClosedError("down"))
     assert settle(req, offsets) is None
     assert req.pq.lock_lapsed and offsets.read_memory(MQ) == 240
 
