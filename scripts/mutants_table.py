@@ -33,6 +33,7 @@ I = "tests/integration/"
 C = "tests/conformance/"
 CC = "rmqrun/consumer/consume_concurrently.py"
 CO = "rmqrun/consumer/consume_orderly.py"
+OF = "rmqrun/consumer/orderly_failures.py"
 PQ = "rmqrun/consumer/process_queue.py"
 RT = "rmqrun/consumer/retry.py"
 PL = "rmqrun/consumer/puller.py"
@@ -144,10 +145,19 @@ MUTANTS: list[Mutant] = [
       "send-back delay level does not grow with the reconsume count",
       "                delay_level = 3 + original.reconsume_times", "                delay_level = 3",
       CHAIN + "::test_default_retry_delay_grows_with_the_reconsume_count"),
-    m("orderly-dlq-threshold", CO, "orderly dead-letters one retry late",
-      "if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:",
-      "if all(reconsume_times(e.payload) > limit for e in call) and cfg.clustering:",
+    m("orderly-dlq-threshold", OF, "orderly dead-letters one retry late",
+      "while moved < len(call) and reconsume_times(call[moved].payload) >= limit:",
+      "while moved < len(call) and reconsume_times(call[moved].payload) > limit:",
       ORD + "::test_orderly_dead_letters_after_max_reconsume_times"),
+    m("orderly-not-run-counted", OF, "the messages a job did not run after a failed call count as failed (retried, "
+      "dead-lettered unhandled)", "    while n < min(len(entries), max_size) and verdicts[n] is bad:\n",
+      "    while n < min(len(entries), max_size):\n",
+      U + "test_orderly_failures.py", I + "test_orderly_retry_count.py"),
+    m("orderly-dlq-waits-for-whole-call", OF, "a failed call's messages reach the DLQ only once all of them are at "
+      "the limit (an older one is retried past it)",
+      "while moved < len(call) and reconsume_times(call[moved].payload) >= limit:",
+      "while moved < len(call) and all(reconsume_times(x.payload) >= limit for x in call):",
+      U + "test_orderly_failures.py::test_the_prefix_at_the_limit_goes_to_the_dlq_and_the_rest_is_retried"),
     m("broker-schedule-no-delay", "rmqrun/broker/schedule.py", "delayed messages are delivered at once",
       "due = stored.store_timestamp + delay_ms", "due = stored.store_timestamp",
       I + "test_broker_retry.py::test_delayed_message_is_delivered_to_its_topic_when_due"),
@@ -725,4 +735,39 @@ MUTANTS: list[Mutant] = [
       '    text = escape(head.decode("utf-8", errors="surrogateescape")[:limit + 1])',
       '    text = escape(body.decode("utf-8", errors="surrogateescape"))',
       U + "test_cli_read_format.py::test_a_long_body_is_cut_before_it_is_escaped"),
+    # ---------------------------------------------------------------- the time limit is per handler call (#23)
+    m("worker-limit-armed-per-batch", "rmqrun/worker/main.py",
+      "the soft time limit is armed once per batch: a later call blocked in C is woken by the first call's alarm",
+      "call_limit.arm(now, offsets[start])", "call_limit.arm(now, offsets[start]) if not start else None",
+      U + "test_worker_time_limit.py::test_a_call_blocked_in_c_is_cut_at_its_own_deadline",
+      I + "test_pool_time_limit_per_call.py"),
+    m("worker-limit-stale-alarm-raises", "rmqrun/worker/time_limit.py",
+      "an alarm that finds no call running (or one short of its deadline) still raises",
+      "if deadline and time.monotonic() >= deadline - ALARM_SLACK_S:", "if True:",
+      U + "test_worker_time_limit.py"),
+    m("worker-limit-warning-dropped", "rmqrun/worker/main.py",
+      "a soft time limit that fired is not logged",
+      "        if fired >= 0:\n", "        if False:\n",
+      U + "test_worker_time_limit.py::test_the_warning_is_logged_when_the_handler_catches_the_limit_and_goes_on",
+      I + "test_pool_time_limit_per_call.py"),
+    # ---------------------------------------------------------------- orderly lock gaps and handovers (#23)
+    m("lock-gap-goes-on-from-memory", "rmqrun/consumer/lock_gap.py",
+      "an orderly queue locked again after a gap goes on from its own position, behind another owner's commit "
+      "(the pause-and-resume case)", "    if theirs <= mine:\n", "    if True:\n",
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py"),
+    m("lock-gap-unnoticed", PQ, "a lock granted after it was lost or expired is taken for a renewal",
+      "if not self.locked or now - self.last_lock_timestamp > self.lock_max_live_ms:", "if False:",
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py"),
+    m("lock-gap-persists-stale-offset", "rmqrun/consumer/push.py",
+      "the offsets of orderly queues whose lock lapsed are persisted (a resumed owner moves the group's offset back)",
+      "        return {mq for mq, req in self.table.items() if not req.pq.holds_lock()}", "        return set()",
+      I + "test_orderly_lock_gap.py::test_a_resumed_owner_goes_on_from_the_other_owners_commit[queue]"),
+    m("lock-gap-connection-loss-ignored", PL, "a pull broken by a lost connection leaves the orderly lock trusted "
+      "(a restarted broker has forgotten it)", "        if cfg.orderly and cfg.clustering and isinstance(exc, "
+      "ConnectionClosedError):\n            _lock_unconfirmed(engine, req)\n", "",
+      U + "test_lock_gap.py", I + "test_orderly_lock_gap.py::"
+      "test_a_broken_connection_holds_the_queue_until_the_broker_grants_its_lock_again"),
+    m("handover-unlocks-running-queue", RB, "a moved orderly queue is unlocked while its job still runs",
+      "        if self.orderly_locks and self._orderly_service().is_busy(mq):", "        if False:",
+      I + "test_orderly_handover_waits.py"),
 ]

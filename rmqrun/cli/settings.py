@@ -161,7 +161,7 @@ SETTINGS: tuple[Setting, ...] = (
     _S("suspend_current_queue_time_ms", parse_int, d.SUSPEND_CURRENT_QUEUE_TIME_MS,
        "orderly pause after a failure", CONSUMER, check=at_least(1), allowed="1 or more"),
     _S("consume_timeout_minutes", parse_float, d.CONSUME_TIMEOUT_MINUTES,
-       "handler time limit per batch, minutes (consumeTimeout)", CONSUMER, flag="--consume-timeout",
+       "handler time limit per call, minutes (consumeTimeout)", CONSUMER, flag="--consume-timeout",
        check=lambda v: v > 0, allowed="a positive number of minutes"),
     _S("auto_commit", parse_bool, True, "orderly: commit after each success (false: handler returns Commit())",
        CONSUMER),

@@ -9,7 +9,10 @@ this service splits each queue's messages into *lanes*, one per key
 
 * **locks as in queue mode**: the queue is taken, renewed and required under
   the broker lock exactly as there (the rebalancer and puller do that); no job
-  of a queue starts unless its lock is held and fresh;
+  of a queue starts unless its lock is held and fresh; locked again after a
+  gap, the queue waits for its running jobs and checks the broker's offset:
+  if another client committed past its own, it drops every lane and goes on
+  from there (``lock_gap.py``);
 * **one job per lane at a time, strictly in offset order**, each on the worker
   the key hashes to (the job's ``dispatch_key`` is its :class:`KeyLane`);
   different lanes run at once, on every worker;
@@ -62,16 +65,15 @@ from typing import Sequence
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS, clamp_suspend_ms
+from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS
 from rmqrun.consumer.context import ConsumeContext
-from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
+from rmqrun.consumer.lock_gap import settle_gap
+from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
 from rmqrun.model import MessageQueue
-from rmqrun.remoting.errors import ProtocolError
 
 #: outstanding jobs per worker process: enough to keep each worker's pipe fed, few enough that the
 #: executor's list of jobs waiting for their worker stays short
@@ -103,6 +105,8 @@ class _Queue:
     by_slot: dict[int, deque[str | None]] = field(default_factory=dict)
     slots: int = 0
     relock: asyncio.Task[None] | None = None
+    #: checks the broker's offset after a lock gap (``lock_gap.py``)
+    settle: asyncio.Task[None] | None = None
 
 
 class KeyedConsumeService:
@@ -145,8 +149,9 @@ class KeyedConsumeService:
             for handle in q.suspended.values():
                 handle.cancel()
             q.suspended.clear()
-            if q.relock is not None:
-                q.relock.cancel()
+            for task in (q.relock, q.settle):
+                if task is not None:
+                    task.cancel()
         jobs = list(self._jobs)
         if jobs:
             done, pending = await asyncio.wait(jobs, timeout=grace)
@@ -174,9 +179,17 @@ class KeyedConsumeService:
         self._pump()
 
     def kick(self, req: PullRequest) -> None:
-        """The queue's lock was renewed: lanes held back for it may run again."""
+        """The queue's lock was renewed (lanes held back for it may run again), or is to be asked for."""
+        if req.pq.dropped or self.stopping:
+            return
         q = self._queues.get(req.mq)
         if q is None or q.req is not req:
+            q = self._queues[req.mq] = _Queue(req)
+        if self.config.clustering and not req.pq.locked:
+            self._relock(q)
+            return
+        if req.pq.lock_lapsed:
+            self._settle_gap(q)
             return
         for key in list(q.unlocked):
             self._make_ready(q, key)
@@ -245,6 +258,10 @@ class KeyedConsumeService:
                 q.unlocked.add(key)
                 self._relock(q)
                 continue
+            if pq.lock_lapsed:  # locked again after a gap: no new job; the queue restarts once none runs
+                q.unlocked.add(key)
+                self._settle_gap(q)
+                continue
             budget = cfg.consume_message_batch_max_size * self._calls_per_job()
             taken = [lane.popleft() for _ in range(min(budget, len(lane)))]
             picked: list[tuple[str | None, list[QueuedMessage]]] = [(key, taken)]
@@ -283,6 +300,35 @@ class KeyedConsumeService:
                 await asyncio.sleep(RELOCK_DELAY_S)
 
         q.relock = asyncio.ensure_future(relock())
+
+    def _settle_gap(self, q: _Queue) -> None:
+        """A queue locked again after a gap: once no job of it runs, settle where it goes on (one task per queue).
+
+        If it restarts from the broker's offset every lane is dropped (a suspended lane's raised
+        retry count with it, as on a fresh allocation) and the messages come again, each key in
+        its order; otherwise its lanes go on as they were.
+        """
+        if self.is_busy(q.req.mq) or (q.settle is not None and not q.settle.done()):
+            return  # _run calls again when the queue's last job is over
+
+        async def settle() -> None:
+            req = q.req
+            while not req.pq.dropped and not self.stopping and req.pq.lock_lapsed:
+                restarted = await settle_gap(self.engine.offset_store, req)
+                if restarted is None:
+                    await asyncio.sleep(RELOCK_DELAY_S)
+                    continue
+                if restarted:
+                    for handle in q.suspended.values():
+                        handle.cancel()
+                    q.queued.clear()  # its entries in the ready FIFO are skipped
+                    if self._queues.get(req.mq) is q:
+                        del self._queues[req.mq]
+                else:
+                    self.kick(req)
+                return
+
+        q.settle = asyncio.ensure_future(settle())
 
     def _resume(self, q: _Queue, key: str | None) -> None:
         q.suspended.pop(key, None)
@@ -331,6 +377,8 @@ class KeyedConsumeService:
                 if self._queues.get(mq) is q:
                     del self._queues[mq]
                 self.engine.rebalancer.on_orderly_idle(q.req)
+            elif live and left <= 0 and q.req.pq.lock_lapsed and q.req.pq.locked:
+                self._settle_gap(q)
             self._pump()
 
     async def _consume(self, q: _Queue, picked: list[tuple[str | None, list[QueuedMessage]]]
@@ -387,11 +435,10 @@ class KeyedConsumeService:
         bad = verdicts[first_bad] if rest else None
         suspend = 0.0
         if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
-            call = rest[:cfg.consume_message_batch_max_size]
+            call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
             moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms, result.error)
-            if moved_on:
-                done = done + call
-                rest = rest[len(call):]
+            done = done + call[:moved_on]
+            rest = rest[moved_on:]
         elif bad is Verdict.UNDECODABLE:
             if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset, result.error):
                 done = done + rest[:1]
@@ -411,26 +458,7 @@ class KeyedConsumeService:
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: PullRequest, key: str | None, call: list[QueuedMessage],
-                              suspend_ms: int, error: str | None = None) -> tuple[bool, float]:
-        """Below max_reconsume_times: count a retry and suspend the lane; at it: dead-letter, move on."""
-        cfg = self.config
-        limit = cfg.effective_max_reconsume_times
+                              suspend_ms: int, error: str | None = None) -> tuple[int, float]:
+        """checkReconsumeTimes for a lane (:mod:`.orderly_failures`): the key's messages reach the DLQ in order."""
         self.engine.stats.failed += len(call)
-        if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
-            # one after another, so the key's messages reach the DLQ in their order
-            sent = [await self._dead_letter(req, key, e, limit, error) for e in call]
-            if all(sent):
-                return True, 0.0
-        for e in call:
-            e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
-        return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
-
-    async def _dead_letter(self, req: PullRequest, key: str | None, entry: QueuedMessage, limit: int,
-                           error: str | None = None) -> bool:
-        """Re-publish at the limit for the broker to dead-letter; the send-back logs the one line."""
-        try:
-            msg = decode_for_retry(entry.payload, req.mq.broker_name)
-        except ProtocolError:
-            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error)
-        failure = Failure(req.mq, entry.offset, f"key {key!r}: {error or 'none reported'}")
-        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times, failure)
+        return await suspend_or_dlq(self.engine, req, call, suspend_ms, key, error)

@@ -3,7 +3,8 @@
 One consume loop per queue, so at most one job of a queue is ever in flight
 and the handler sees its offsets strictly increasing. The executor pins each
 queue to one worker process. A loop runs while the queue has cached messages
-and, in clustering mode, holds an unexpired broker lock.
+and, in clustering mode, holds an unexpired broker lock; a queue locked again
+after a gap checks the broker's offset before its next job (``lock_gap.py``).
 
 Each job carries several handler calls' worth of messages (consumeMessageBatchMaxSize
 per call, as many calls as fit in ~100 ms of measured handler time) to keep
@@ -30,21 +31,14 @@ from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext
-from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.lock_gap import settle_gap
+from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.consumer.retry import decode_for_retry, reconsume_times, with_reconsume_times
-from rmqrun.remoting.errors import ProtocolError
 
 TARGET_JOB_SECONDS = 0.1
 MAX_CALLS_PER_JOB = 32
-
-
-def clamp_suspend_ms(ms: int, default_ms: int) -> int:
-    if ms < 0:
-        ms = default_ms
-    return max(d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS, min(d.SUSPEND_CURRENT_QUEUE_TIME_MAX_MS, ms))
 
 
 class OrderlyConsumeService:
@@ -103,6 +97,11 @@ class OrderlyConsumeService:
                     continue
                 await asyncio.sleep(1.0)
                 continue
+            if pq.lock_lapsed:
+                # locked again after a gap, and no job of the queue runs: where does it go on?
+                if await settle_gap(self.engine.offset_store, req) is None:
+                    await asyncio.sleep(1.0)
+                continue
             size = cfg.consume_message_batch_max_size * self._calls_per_job()
             entries = pq.take_messages(size)
             if not entries:
@@ -153,7 +152,7 @@ class OrderlyConsumeService:
         first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
         rest = entries[first_bad:]
         bad = verdicts[first_bad] if rest else None
-        call = rest[:cfg.consume_message_batch_max_size]
+        call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
         suspend = 0.0
         commit_offset = -1
         if cfg.auto_commit:
@@ -163,7 +162,7 @@ class OrderlyConsumeService:
                 commit_offset = pq.commit()
             if bad is Verdict.SUSPEND:
                 moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
-                if moved_on and pq.take_messages(len(call)):
+                if moved_on and pq.take_messages(moved_on):
                     commit_offset = pq.commit()
             elif bad is Verdict.UNDECODABLE:
                 moved_on, suspend = await self._undecodable(req, rest[0], result.error)
@@ -189,7 +188,7 @@ class OrderlyConsumeService:
                 k = next((i for i, v in enumerate(tail_verdicts) if v is not Verdict.SUCCESS), len(tail))
                 rest = tail[k:]
                 bad = tail_verdicts[k] if rest else None
-                call = rest[:cfg.consume_message_batch_max_size]
+                call = failed_call(rest, tail_verdicts[k:], cfg.consume_message_batch_max_size)
             if bad is Verdict.ROLLBACK:
                 pq.rollback()
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
@@ -198,7 +197,7 @@ class OrderlyConsumeService:
                 moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
                 if moved_on:
                     # dead-lettered: consumed, committed with the handler's next Commit()
-                    pq.take_messages(len(call))
+                    pq.take_messages(moved_on)
             elif bad is Verdict.UNDECODABLE:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
                 moved_on, suspend = await self._undecodable(req, rest[0], result.error)
@@ -224,21 +223,10 @@ class OrderlyConsumeService:
         return self.config.clustering and pq.locked and not pq.is_lock_expired()
 
     async def _suspend_or_dlq(self, req: PullRequest, call: list[QueuedMessage],
-                              suspend_ms: int, error: str | None = None) -> tuple[bool, float]:
-        """checkReconsumeTimes: below the maximum, count a retry and suspend; at it, dead-letter.
-
-        Returns (moved on past these messages, seconds to suspend).
-        """
-        cfg = self.config
-        limit = cfg.effective_max_reconsume_times
+                              suspend_ms: int, error: str | None = None) -> tuple[int, float]:
+        """checkReconsumeTimes (:mod:`.orderly_failures`): (messages of the call dead-lettered, seconds to suspend)."""
         self.engine.stats.failed += len(call)
-        if all(reconsume_times(e.payload) >= limit for e in call) and cfg.clustering:
-            sent = await asyncio.gather(*(self._dead_letter(req, e, limit, error) for e in call))
-            if all(sent):
-                return True, 0.0
-        for e in call:
-            e.payload = with_reconsume_times(e.payload, reconsume_times(e.payload) + 1)
-        return False, clamp_suspend_ms(suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
+        return await suspend_or_dlq(self.engine, req, call, suspend_ms, error=error)
 
     async def _undecodable(self, req: PullRequest, entry: QueuedMessage,
                            error: str | None = None) -> tuple[bool, float]:
@@ -250,13 +238,3 @@ class OrderlyConsumeService:
         if await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error):
             return True, 0.0
         return False, clamp_suspend_ms(-1, self.config.suspend_current_queue_time_ms) / 1000
-
-    async def _dead_letter(self, req: PullRequest, entry: QueuedMessage, limit: int,
-                           error: str | None = None) -> bool:
-        """Re-publish at the limit, so the broker stores it in the DLQ (the send-back logs the one line)."""
-        try:
-            msg = decode_for_retry(entry.payload, req.mq.broker_name)
-        except ProtocolError:
-            return await self.engine.dead_letter_undecodable(req.mq, entry.payload, entry.offset, error)
-        return await self.engine.send_back.republish(msg, limit, msg.reconsume_times,
-                                                     Failure(req.mq, entry.offset, error))

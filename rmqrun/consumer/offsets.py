@@ -22,7 +22,7 @@ import json
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -113,8 +113,13 @@ class OffsetStore(ABC):
     async def _read_from_store(self, mq: MessageQueue) -> int: ...
 
     @abstractmethod
-    async def persist_all(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """Persist the offsets of ``mqs`` (the queues still assigned); returns what was persisted."""
+    async def persist_all(self, mqs: Iterable[MessageQueue],
+                          held: Collection[MessageQueue] = ()) -> dict[MessageQueue, int]:
+        """Persist the offsets of ``mqs`` (the queues still assigned); returns what was persisted.
+
+        Queues also in ``held`` keep their offset in memory but are not persisted now (an
+        orderly queue whose lock lapsed: another client may have committed past it).
+        """
 
     @abstractmethod
     async def persist(self, mq: MessageQueue) -> bool:
@@ -163,8 +168,9 @@ class RemoteOffsetStore(OffsetStore):
         self.update(mq, offset, increase_only=False)
         return offset
 
-    async def persist_all(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """Commit every assigned queue's offset; forget offsets of queues not in ``mqs``.
+    async def persist_all(self, mqs: Iterable[MessageQueue],
+                          held: Collection[MessageQueue] = ()) -> dict[MessageQueue, int]:
+        """Commit every assigned queue's offset but the ``held`` ones; forget offsets of queues not in ``mqs``.
 
         An empty ``mqs`` does nothing (Java returns early, so a transient empty
         assignment does not wipe the table). A failed commit is logged and the
@@ -177,6 +183,8 @@ class RemoteOffsetStore(OffsetStore):
         for mq, offset in list(self._table.items()):
             if mq not in wanted:
                 self.remove(mq)
+                continue
+            if mq in held:
                 continue
             if await self._commit_one(mq, offset):
                 persisted[mq] = offset
@@ -248,12 +256,14 @@ class LocalFileOffsetStore(OffsetStore):
         self.update(mq, offset, increase_only=False)
         return offset
 
-    async def persist_all(self, mqs: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
-        """Merge the offsets of ``mqs`` into the file (other entries in it are kept, as in Java)."""
+    async def persist_all(self, mqs: Iterable[MessageQueue],
+                          held: Collection[MessageQueue] = ()) -> dict[MessageQueue, int]:
+        """Merge the offsets of ``mqs`` (but the ``held`` ones) into the file (other entries in it are kept,
+        as in Java)."""
         wanted = set(mqs)
         if not wanted:
             return {}
-        chosen = {mq: off for mq, off in self._table.items() if mq in wanted}
+        chosen = {mq: off for mq, off in self._table.items() if mq in wanted and mq not in held}
         return chosen if self._merge_and_write(chosen) else {}
 
     async def persist(self, mq: MessageQueue) -> bool:

@@ -160,7 +160,7 @@ class ProcessQueue:
 
     __slots__ = (
         "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to", "msg_acc_cnt",
-        "dropped", "locked", "consuming", "try_unlock_times", "last_pull_timestamp",
+        "dropped", "locked", "lock_lapsed", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
     )
 
@@ -185,6 +185,9 @@ class ProcessQueue:
         """Messages still on the broker behind this batch (MAX_OFFSET - last offset)."""
         self.dropped = False
         self.locked = False
+        self.lock_lapsed = False
+        """Orderly: the broker lock was granted again after a gap (see :meth:`note_locked`); what is
+        cached and the next offset may be behind another owner's commit until the queue restarts."""
         self.consuming = False
         """Java's ``consuming`` flag: a consume request is scheduled for this queue."""
         self.try_unlock_times = 0
@@ -477,6 +480,26 @@ class ProcessQueue:
         self.pulled_to = -1
 
     # --- locks and liveness -------------------------------------------------------------
+    def note_locked(self, now_ms: int | None = None) -> None:
+        """The broker granted (or renewed) this queue's lock.
+
+        If the lock was not held just before (lost at a renewal, or never
+        confirmed after a broken connection) or had expired locally (no renewal
+        for longer than the local expiry: a frozen process, a broker out of
+        reach), another client may have owned the queue meanwhile and committed
+        past what this one cached: :attr:`lock_lapsed` asks the consume service
+        to restart the queue from the broker's offset before consuming on.
+        """
+        now = _now(now_ms)
+        if not self.locked or now - self.last_lock_timestamp > self.lock_max_live_ms:
+            self.lock_lapsed = True
+        self.locked = True
+        self.last_lock_timestamp = now
+
+    def holds_lock(self, now_ms: int | None = None) -> bool:
+        """Orderly: locked, fresh and continuous, so the offset in memory is this client's to commit."""
+        return self.locked and not self.lock_lapsed and not self.is_lock_expired(now_ms)
+
     def is_lock_expired(self, now_ms: int | None = None) -> bool:
         """Orderly: the broker lock was last renewed more than 30 s ago; stop consuming."""
         return _now(now_ms) - self.last_lock_timestamp > self.lock_max_live_ms

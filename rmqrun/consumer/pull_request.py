@@ -22,6 +22,8 @@ class PullRequest:
     pq: ProcessQueue
     next_offset: int
     previously_locked: bool = False
+    #: bumped when the queue restarts after a lock gap: a pull begun before then is discarded
+    epoch: int = 0
     #: the queue's max offset in the broker's last pull answer (-1: none yet), for lag metrics
     broker_max_offset: int = -1
     #: ``time.monotonic()`` when ``broker_max_offset`` was last refreshed (0.0: never): a lag computed from

@@ -9,7 +9,12 @@ are the Java client's:
    pullThresholdSizeForQueue: retry in 50 ms;
 2. concurrent and order_by key: offset span > consumeConcurrentlyMaxSpan: retry in 50 ms;
 3. orderly (clustering) only: the queue must be locked; the first pull after
-   a lock re-reads the offset from the broker;
+   a lock re-reads the offset from the broker; after a lock gap the consume
+   service settles where to go on first (``lock_gap.py``); a pull broken by a
+   lost connection leaves the lock
+   unconfirmed until the broker grants it again (a restarted broker has
+   forgotten every lock), and the offset is committed with a pull only while
+   the lock is held without a gap;
 4. pull errors back off 1 s (20 ms for broker flow control).
 
 OFFSET_ILLEGAL drops the process queue, stores the broker's next offset and
@@ -20,17 +25,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from loguru import logger
 
 from rmqrun.client.broker import PullStatus
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.context import PullContext
+from rmqrun.consumer.context import OrderedConsumeService, PullContext
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.protocol.headers import PullMessageRequestHeader
-from rmqrun.remoting.errors import FlowControlError, ProtocolError, SubscriptionError, TopicNotExistError
+from rmqrun.remoting.errors import (
+    ConnectionClosedError, FlowControlError, ProtocolError, SubscriptionError, TopicNotExistError,
+)
 from rmqrun.remoting.message import RecordHead, scan_records, scan_spans
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
@@ -88,6 +95,9 @@ async def pull_loop(engine: PullContext, req: PullRequest) -> None:
             if not pq.locked:
                 await asyncio.sleep(exception_delay)
                 continue
+            if pq.lock_lapsed:  # locked again after a gap: the consume service checks the broker's offset first
+                await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+                continue
             if not req.previously_locked:
                 try:
                     offset = await engine.compute_pull_from_where(mq)
@@ -135,6 +145,8 @@ async def _pull_and_settle(engine: PullContext, req: PullRequest, sub,  # type: 
         engine.topic_refused(mq.topic)
         await asyncio.sleep(exception_delay)
     except Exception as exc:
+        if cfg.orderly and cfg.clustering and isinstance(exc, ConnectionClosedError):
+            _lock_unconfirmed(engine, req)
         # an unreachable broker is the broker client's one incident; any other cause is this queue's
         if engine.instance.broker.reported(exc):
             logger.debug("pull {} from offset {} failed: {}", mq, req.next_offset, exc)
@@ -152,7 +164,9 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
     mq = req.mq
     pq = req.pq
     addr = await engine.pull_address(mq)
-    commit_offset = engine.offset_store.read_memory(mq) if cfg.clustering else -1
+    # an orderly queue's offset in memory is ours to commit only while its lock is held without a gap
+    mine = cfg.clustering and (not cfg.orderly or pq.holds_lock())
+    commit_offset = engine.offset_store.read_memory(mq) if mine else -1
     sys_flag = FLAG_SUSPEND
     # offsets are committed on the master only: a pull sent to a slave (a broker's suggestion)
     # carries no commit-offset flag, as Java's PullAPIWrapper clears it there
@@ -167,9 +181,10 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         subscription=sub.sub_string if cfg.post_subscription_when_pull else None,
         sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name)
     pull_started = time.monotonic()
+    epoch = req.epoch
     result = await engine.instance.broker.pull(
         addr, header, timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
-    if pq.dropped:
+    if pq.dropped or req.epoch != epoch:  # dropped, or restarted after a lock gap while the pull was out
         return
     engine.note_suggested_broker(mq, result.suggest_which_broker_id)
     req.broker_max_offset = result.max_offset
@@ -231,6 +246,17 @@ async def _refresh_max_offset(engine: PullContext, req: PullRequest, asked_at: f
     req.broker_max_offset = high
     req.broker_max_offset_at = time.monotonic()
     return now
+
+
+def _lock_unconfirmed(engine: PullContext, req: PullRequest) -> None:
+    """The connection to the queue's broker broke: whether the broker still holds our lock is unknown
+    (a restarted broker has none), so no new job starts until it grants the lock again, which
+    :meth:`ProcessQueue.note_locked` then takes for a gap. The consume service asks for it at once."""
+    pq = req.pq
+    if pq.locked:
+        logger.info("{}: the connection to its broker broke; its lock is confirmed before consuming on", req.mq)
+        pq.locked = False
+        cast(OrderedConsumeService, engine.consume_service).kick(req)  # orderly mode: an orderly service
 
 
 def _correct_offset_when_idle(engine: PullContext, req: PullRequest) -> None:

@@ -164,6 +164,8 @@ class PushConsumer:
         self._suggested: dict[MessageQueue, int] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        #: renews orderly locks; kept through a graceful stop's drain, so what the drain commits is still ours
+        self._lock_renewal: asyncio.Task[None] | None = None
         self._running = False
 
     # ----------------------------------------------------------------- wiring
@@ -406,17 +408,24 @@ class PushConsumer:
         self._tasks = [
             asyncio.ensure_future(self.rebalancer.run(self._wake)),
             asyncio.ensure_future(self._persist_loop()),
-            asyncio.ensure_future(self.rebalancer.run_lock_renewal()),
         ]
+        self._lock_renewal = asyncio.ensure_future(self.rebalancer.run_lock_renewal())
 
     async def _persist_loop(self) -> None:
         interval = self.config.persist_offset_interval_ms / 1000
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.offset_store.persist_all(list(self.table))
+                await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
             except Exception as exc:
                 logger.warning("persisting offsets failed: {}", exc)
+
+    def unconfirmed_offsets(self) -> set[MessageQueue]:
+        """Orderly queues whose offset in memory is not to be persisted: their lock is not held without a gap
+        (``lock_gap.py``), so another client may have committed past it."""
+        if not (self.config.orderly and self.config.clustering):
+            return set()
+        return {mq for mq, req in self.table.items() if not req.pq.holds_lock()}
 
     def stop_pulling(self) -> None:
         """First step of a graceful stop: no new pulls, no rebalance."""
@@ -442,9 +451,12 @@ class PushConsumer:
         await cancel_and_wait(tasks)
         await self.consume_service.stop(grace)
         try:
-            await self.offset_store.persist_all(list(self.table))
+            await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
         except Exception as exc:
             logger.warning("final offset persist failed: {}", exc)
+        if self._lock_renewal is not None:
+            await cancel_and_wait([self._lock_renewal])
+            self._lock_renewal = None
         await self.rebalancer.unlock_all()
         await self.send_back.close()
         try:

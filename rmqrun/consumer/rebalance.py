@@ -13,7 +13,9 @@ of queues is brought in line:
   it is added only if the broker lock is granted.
 
 Locks are renewed for all orderly queues every 20 s; a queue whose renewal
-fails is marked unlocked and neither pulled nor consumed until relocked.
+fails is marked unlocked and neither pulled nor consumed until relocked. A
+queue locked again after a gap restarts from the broker's offset, and its
+offset is committed only while its lock is held without one (``lock_gap.py``).
 
 A topic deleted under a running consumer: the client keeps a route the name
 server no longer has (a transient gap must not empty the table), so its
@@ -204,12 +206,18 @@ class Rebalancer:
             engine.removing.add(mq)
             engine.stop_pull(mq)
             return False
-        await self._release(mq)
+        await self._release(req)
         return True
 
-    async def _release(self, mq: MessageQueue) -> None:
-        """Hand a queue back: persist and forget its offset, then unlock it (orderly)."""
-        await self.engine.offset_store.persist(mq)
+    async def _release(self, req: PullRequest) -> None:
+        """Hand a queue back: persist and forget its offset, then unlock it (orderly).
+
+        An orderly queue whose lock lapsed persists nothing: another client may have
+        committed past the offset in memory, which must not move it back.
+        """
+        mq = req.mq
+        if not self.orderly_locks or req.pq.holds_lock():
+            await self.engine.offset_store.persist(mq)
         self.engine.offset_store.remove(mq)
         if self.orderly_locks:
             await self.unlock(mq, oneway=True)
@@ -222,7 +230,7 @@ class Rebalancer:
     async def _finish_removal(self, req: PullRequest) -> None:
         engine = self.engine
         try:
-            await self._release(req.mq)
+            await self._release(req)
         finally:
             engine.removing.discard(req.mq)
             if engine.table.get(req.mq) is req:
@@ -244,9 +252,10 @@ class Rebalancer:
         ok = mq in locked
         req = self.engine.table.get(mq)
         if req is not None:
-            req.pq.locked = ok
             if ok:
-                req.pq.last_lock_timestamp = _now_ms()
+                req.pq.note_locked(_now_ms())
+            else:
+                req.pq.locked = False
         return ok
 
     def _by_broker(self, mqs: list[MessageQueue]) -> list[tuple[str, str, list[MessageQueue]]]:
@@ -281,8 +290,7 @@ class Rebalancer:
                 if mq in locked:
                     if not req.pq.locked:
                         logger.info("{} locked again", mq)
-                    req.pq.locked = True
-                    req.pq.last_lock_timestamp = now
+                    req.pq.note_locked(now)
                     self._orderly_service().kick(req)
                 elif req.pq.locked:
                     logger.warning("{} lost its broker lock; pausing it", mq)

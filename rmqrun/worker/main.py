@@ -27,7 +27,7 @@ Signals: SIGINT and SIGHUP are ignored (a terminal sends them to the whole
 process group; the supervisor decides what workers do). SIGTERM means "stop
 now": a running handler call is interrupted with :class:`WorkerTerminated`,
 its messages and the rest of the batch come back as NOT_RUN, worker_exit runs.
-SIGALRM is used for the soft time limit, so handlers must not use it.
+SIGALRM is used for the soft time limit (one timer per handler call), so handlers must not use it.
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_h
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.handler import map_orderly
+from rmqrun.worker.time_limit import CallLimit
 
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
@@ -136,6 +137,7 @@ class Worker:
         self._terminating = False
         self._in_batch = False
         self._call_started = 0.0
+        self.call_limit = CallLimit(config.time_limit)
         self._idle = False
         self._warned: set[Any] = set()
         self._proc: Any = None
@@ -144,13 +146,8 @@ class Worker:
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
-        """The timer is armed once per batch; the limit is per call, so re-arm for what the current call has left."""
-        if self._in_batch:
-            left = self.config.time_limit - (time.monotonic() - self._call_started)
-            if left > 0.001:
-                signal.setitimer(signal.ITIMER_REAL, left)
-                return
-            raise SoftTimeLimitExceeded(f"soft time limit ({self.config.time_limit:g} s) exceeded")
+        """The soft limit of the running call, armed at its start for its own deadline (:mod:`.time_limit`)."""
+        self.call_limit.on_alarm()
 
     def _on_term(self, signum: int, frame: Any) -> None:
         self._terminating = True
@@ -361,25 +358,22 @@ class Worker:
                             outcome: _BatchOutcome) -> None:
         """The batch's handler calls under the soft time limit, the memory limit and SIGTERM.
 
-        The timer is armed once for the batch (the alarm handler re-arms it per
-        call). A limit or SIGTERM that fires between calls, outside the loop's own
-        ``try``, lands here: the messages not yet called stay NOT_RUN.
+        Each call arms the timer for its own deadline. A limit that fires just as a
+        call returns, or SIGTERM between calls, outside the loop's own ``try``, lands
+        here: the messages not yet called stay NOT_RUN. A limit that fired is logged
+        wherever it fired, also when the handler caught it and went on.
         """
-        limit = self.config.time_limit
         self._call_started = time.monotonic()
         try:
             self._in_batch = True
             try:
-                if limit > 0:
-                    signal.setitimer(signal.ITIMER_REAL, limit)
                 self._call_handler(run, msgs, offsets, decode_errors, outcome)
                 if self.config.max_memory > 0 and msgs:
                     self._memory_check()
             finally:
                 self._in_batch = False
-                if limit > 0:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-        except SoftTimeLimitExceeded as exc:  # fired outside the handler call: the rest stays NOT_RUN
+                self.call_limit.disarm()
+        except SoftTimeLimitExceeded as exc:  # fired as a call returned: the rest stays NOT_RUN
             outcome.timed_out = True
             outcome.error = outcome.error or f"handler '{self.handler.ref}': {exc}"  # type: ignore[union-attr]
         except WorkerTerminated:  # SIGTERM: the interrupted call and the rest stay NOT_RUN
@@ -388,6 +382,10 @@ class Worker:
         except progress_mem.CallCut:  # the rest was given to another worker while a call here ran long
             pass
         self._in_batch = False
+        fired = self.call_limit.take_fired()
+        if fired >= 0:
+            self.log.warning("handler '{}': soft time limit ({:g} s) exceeded (queue offset {})",
+                             self.handler.ref, self.config.time_limit, fired)  # type: ignore[union-attr]
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
                       outcome: _BatchOutcome) -> None:
@@ -416,6 +414,7 @@ class Worker:
         announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
         monotonic = time.monotonic
         announced = self._call_started
+        call_limit = self.call_limit
         any_bad = any(decode_errors)
         # (start, end) of each handler call; the usual case is built in C
         chunks = (_chunks_around(decode_errors, step) if any_bad
@@ -439,26 +438,28 @@ class Worker:
                 prog.call(statuses, delays, start, end, now)
             if limit > 0:
                 self._call_started = now
+                call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
                 if now - announced > announce_every:
                     announced = now
                     self.pipe.send(Started(run.batch_id))
                     self.pipe.flush()
             try:
                 value = fn(arg)
+                call_limit.deadline = 0.0  # returned: an alarm from here on came too late for it
                 if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
                     if step == 1:
                         statuses[start] = 0
                     else:
                         statuses[start:end] = bytes(end - start)
                     continue
-            except SoftTimeLimitExceeded as exc:
+            except SoftTimeLimitExceeded as exc:  # (one-shot timer; the warning: once the batch is over)
                 statuses[start:end] = bytes([fail]) * (end - start)
                 outcome.error = outcome.error or f"handler '{ref}': {exc}"
                 outcome.timed_out = True
-                self.log.warning("handler '{}': {} (queue offset {})", ref, exc, offsets[start])
                 break
             except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
                 statuses[start:end] = bytes([fail]) * (end - start)
+                call_limit.deadline = 0.0
                 outcome.error = outcome.error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
                 self._log_exception(exc, offsets[start])
                 if orderly:

@@ -1,0 +1,99 @@
+"""The per-call soft time limit (``rmqrun/worker/time_limit.py``) and the warning the worker logs for it."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from loguru import logger
+
+import rmqrun
+from rmqrun.handler.results import SoftTimeLimitExceeded
+from rmqrun.pipe.wire import Status as S
+from rmqrun.worker.time_limit import CallLimit
+from tests.unit.test_handler_results import InProcessWorker, records, statuses
+
+
+@pytest.fixture
+def lent_timer():  # type: ignore[no-untyped-def]
+    """pytest-timeout may use SIGALRM too: lend the timer for the test and give it back."""
+    old_handler = signal.getsignal(signal.SIGALRM)
+    old_timer, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, old_handler)
+    if old_timer:
+        signal.setitimer(signal.ITIMER_REAL, old_timer)
+
+
+def test_a_signal_with_no_call_running_is_ignored(lent_timer) -> None:  # type: ignore[no-untyped-def]
+    """The call it was meant for has returned: nobody is interrupted, nothing is reported."""
+    limit = CallLimit(5.0)
+    limit.on_alarm()
+    limit.arm(time.monotonic() - 10, 7)  # a call long past its deadline ...
+    limit.deadline = 0.0                 # ... that has returned
+    limit.on_alarm()
+    assert limit.take_fired() == -1
+
+
+def test_a_signal_before_the_running_calls_deadline_is_ignored(lent_timer) -> None:  # type: ignore[no-untyped-def]
+    """Delivered late, after the next call armed its own timer: not that call's limit."""
+    limit = CallLimit(5.0)
+    limit.arm(time.monotonic(), 8)
+    limit.on_alarm()
+    assert limit.take_fired() == -1
+    assert signal.getitimer(signal.ITIMER_REAL)[0] > 4  # the call's own timer stays armed
+    limit.disarm()
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_a_signal_at_the_deadline_raises_and_is_reported_once(lent_timer) -> None:  # type: ignore[no-untyped-def]
+    limit = CallLimit(0.5)
+    limit.arm(time.monotonic() - 0.5, 9)
+    with pytest.raises(SoftTimeLimitExceeded, match=r"soft time limit \(0.5 s\) exceeded"):
+        limit.on_alarm()
+    assert limit.take_fired() == 9 and limit.take_fired() == -1
+
+
+def test_a_call_blocked_in_c_is_cut_at_its_own_deadline() -> None:
+    """0.4 s of Python, then a C sleep, under a 1 s limit: a timer armed for the batch would wake the
+    C sleep 0.6 s into the second call, which would return early as a success."""
+    import ctypes
+    libc = ctypes.CDLL(None)
+    took: dict[int, float] = {}
+
+    def fn(msg):  # type: ignore[no-untyped-def]
+        start = time.monotonic()
+        try:
+            if msg.queue_offset == 100:
+                while time.monotonic() < start + 0.4:
+                    pass
+            elif msg.queue_offset == 101:
+                libc.sleep(3600)
+        finally:
+            took[msg.queue_offset] = time.monotonic() - start
+
+    done = InProcessWorker(fn, time_limit=1.0).run(records([{}] * 3))
+    assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.NOT_RUN] and done.timed_out
+    assert abs(took[101] - 1.0) <= 0.1, took
+
+
+def test_the_warning_is_logged_when_the_handler_catches_the_limit_and_goes_on() -> None:
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", format="{message}")
+
+    def fn(msg):  # type: ignore[no-untyped-def]
+        if msg.queue_offset == 100:
+            try:
+                time.sleep(5)
+            except rmqrun.SoftTimeLimitExceeded:
+                pass  # cleans up and returns: its result stands, the firing is still logged
+
+    try:
+        done = InProcessWorker(fn, time_limit=0.2).run(records([{}]))
+    finally:
+        logger.remove(sink)
+    assert statuses(done) == [S.SUCCESS]
+    assert [ln for ln in lines if "soft time limit" in ln] == [
+        "handler 'tests:fn': soft time limit (0.2 s) exceeded (queue offset 100)\n"]
