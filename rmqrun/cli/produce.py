@@ -29,14 +29,7 @@ _TEMPLATE_RE = re.compile(r"\{i(?:%(\d+))?\}")
 #: anything that looks like a field, ``{name...}`` (JSON braces such as ``{"k": {i}}`` do not)
 _FIELD_RE = re.compile(r"\{[A-Za-z_][^{}\s\"]*\}")
 
-#: properties the client or broker sets themselves; a user value would be overwritten or misread
-RESERVED_PROPERTIES = frozenset({
-    m.PROPERTY_KEYS, m.PROPERTY_TAGS, m.PROPERTY_WAIT_STORE_MSG_OK, m.PROPERTY_DELAY_TIME_LEVEL,
-    m.PROPERTY_RETRY_TOPIC, m.PROPERTY_REAL_TOPIC, m.PROPERTY_REAL_QUEUE_ID, m.PROPERTY_TRANSACTION_PREPARED,
-    m.PROPERTY_MIN_OFFSET, m.PROPERTY_MAX_OFFSET, m.PROPERTY_ORIGIN_MESSAGE_ID, m.PROPERTY_RECONSUME_TIME,
-    m.PROPERTY_MAX_RECONSUME_TIMES, m.PROPERTY_CONSUME_START_TIMESTAMP, m.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    m.PROPERTY_SHARDING_KEY, m.PROPERTY_CLUSTER,
-})
+RESERVED_PROPERTIES = m.SYSTEM_PROPERTIES
 
 
 @dataclass(frozen=True)

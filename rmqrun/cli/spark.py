@@ -72,7 +72,9 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
                    "{\"TOPIC\": {\"BROKER:QUEUE\": OFFSET}}")
 @click.option("--to", "to", default="latest", show_default=True, metavar="WHERE",
               help="latest (the queues' ends now), a time, or a JSON map; exclusive")
-@click.option("--master", default="local[*]", show_default=True, help="Spark master URL (spark://host:port, ...)")
+@click.option("--master", default="local[*]", show_default=True,
+              help="Spark master URL (spark://host:port, local[N,F], ...); a local master that would run each task "
+                   "once gets F=spark.task.maxFailures (4) attempts")
 @click.option("-g", "--group", cls=Shown, shown="none: failures are only counted and logged",
               help="consumer group: failures go to %RETRY%<group> and the end offsets are committed to it at the "
                    "end, so `rmqrun run --group` continues from there")

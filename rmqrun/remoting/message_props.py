@@ -29,6 +29,16 @@ PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
 PROPERTY_SHARDING_KEY = "__SHARDINGKEY"
 PROPERTY_CLUSTER = "CLUSTER"
 
+#: properties the client or broker sets itself (Java refuses them as user properties): a user value given
+#: for one (``rmqrun produce --property``, a sink row's ``properties``) would be overwritten or misread
+SYSTEM_PROPERTIES = frozenset({
+    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_WAIT_STORE_MSG_OK, PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_RETRY_TOPIC, PROPERTY_REAL_TOPIC, PROPERTY_REAL_QUEUE_ID, PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_MIN_OFFSET, PROPERTY_MAX_OFFSET, PROPERTY_ORIGIN_MESSAGE_ID, PROPERTY_RECONSUME_TIME,
+    PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_CONSUME_START_TIMESTAMP, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    PROPERTY_SHARDING_KEY, PROPERTY_CLUSTER,
+})
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, signed 32-bit.
 

@@ -2,7 +2,8 @@
 
 Plain, picklable data only: :class:`TaskConfig` travels from the driver to every
 executor inside the partition function's closure, :class:`RangeReport` travels
-back with ``collect()``. Nothing here imports pyspark, so the CLI can check
+back with ``collect()`` and holds counts only (failed messages go where they
+belong from the executor: :mod:`rmqrun.spark.send_back`). Nothing here imports pyspark, so the CLI can check
 options, and tests can build reports, without a JVM.
 """
 
@@ -57,9 +58,12 @@ class TaskConfig:
     time_limit: float = 900.0
     #: consumer group: names the pulls and, when ``send_back``, the %RETRY% topic failures go to
     group: str = PULL_GROUP
-    #: failed messages: "retry" = republish to %RETRY%<group> from the executor; "collect" = return them
-    #: to the driver (for --failed-to); "count" = only count them
+    #: failed messages: "retry" = republish to %RETRY%<group> from the executor; "parts" = write them to
+    #: the attempt's own part under ``failed_parts`` (for --failed-to); "count" = only count them
     failures: str = "count"
+    #: the staging directory of --failed-to's parts, and whether they are Parquet (else JSON Lines)
+    failed_parts: str | None = None
+    failed_parquet: bool = False
     timeout: float = 10.0
     #: topics and the group are wrapped in this namespace on the wire (and failures republished under it)
     namespace: str | None = None
@@ -96,7 +100,7 @@ class FailedMessage:
 
 @dataclass(slots=True)
 class RangeReport:
-    """What one partition did: counts per result, failures kept for the driver, time spent."""
+    """What one partition did: counts per result, where its failures went, time spent (no message)."""
 
     partition: int
     topic: str
@@ -109,7 +113,12 @@ class RangeReport:
     failed: int = 0
     sent_to_retry: int = 0
     results: dict[str, int] = field(default_factory=dict)
+    #: the failures of the handler call just made; the task hands them to its failure sink after each
+    #: call, so this is empty when the report leaves the executor
     failures: list[FailedMessage] = field(default_factory=list)
+    #: the --failed-to part this attempt wrote (a name in the staging directory) and its rows
+    part: str | None = None
+    written: int = 0
     #: the first few failure reasons, for the summary even when messages are not collected
     sample_reasons: list[str] = field(default_factory=list)
     seconds: float = 0.0

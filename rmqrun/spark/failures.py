@@ -3,8 +3,9 @@
 Parquet when the path ends in ``.parquet`` (the columns of the ``rocketmq``
 source's schema plus ``reason``; ``body`` binary, ``properties`` a map), else
 JSON Lines (one object per message; ``body`` as text when it is UTF-8, else
-base64, said by ``body_encoding``). Written by the driver after the job, so a
-run on a cluster still leaves one file where the command was started.
+base64, said by ``body_encoding``). Each task writes its own part next to the
+path and the driver joins the parts of the successful attempts into it
+(:mod:`rmqrun.spark.failure_parts`); this module owns the format of a row.
 """
 
 from __future__ import annotations
@@ -58,25 +59,35 @@ def write_jsonl(path: str, failures: Iterable[FailedMessage]) -> int:
     return n
 
 
-def write_parquet(path: str, failures: Iterable[FailedMessage]) -> int:
+def parquet_schema():  # type: ignore[no-untyped-def]
+    """The Parquet columns of a failure file (pyarrow imported only where one is written)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    rows = list(failures)
-    schema = pa.schema([
+    return pa.schema([
         ("topic", pa.string()), ("broker", pa.string()), ("queue_id", pa.int32()), ("queue_offset", pa.int64()),
         ("msg_id", pa.string()), ("tags", pa.string()), ("keys", pa.string()), ("body", pa.binary()),
         ("properties", pa.map_(pa.string(), pa.string())), ("born_timestamp", pa.timestamp("ms")),
         ("store_timestamp", pa.timestamp("ms")), ("reconsume_times", pa.int32()), ("reason", pa.string()),
     ])
+
+
+def parquet_table(rows: list[FailedMessage], schema: Any):  # type: ignore[no-untyped-def]
+    import pyarrow as pa
+
     columns: dict[str, list[Any]] = {c: [] for c in COLUMNS}
     for f in rows:
         for c in COLUMNS:
             value = getattr(f, c)
             columns[c].append(list(value.items()) if c == "properties" else value)
-    table = pa.table(columns, schema=schema)
+    return pa.table(columns, schema=schema)
+
+
+def write_parquet(path: str, failures: Iterable[FailedMessage]) -> int:
+    import pyarrow.parquet as pq
+
+    rows = list(failures)
     tmp = path + ".tmp"
-    pq.write_table(table, tmp)
+    pq.write_table(parquet_table(rows, parquet_schema()), tmp)
     os.replace(tmp, path)
     return len(rows)
 

@@ -7,13 +7,15 @@ The driver, in order (each step fails with one clear line before the next starts
 3. plan on the brokers with a :class:`~rmqrun.pull.PullConsumer`: the topic's
    queues, ``--from`` / ``--to`` resolved to one offset per queue
    (:mod:`rmqrun.spark.plan`);
-4. start the SparkSession (``--master``, ``local[*]`` by default), ship the
+4. start the SparkSession (``--master``, ``local[*]`` by default, given task
+   retries when local: :mod:`rmqrun.spark.retries`), ship the
    handler's module to the executors (:mod:`rmqrun.spark.shipping`), and run
    one job: ``parallelize`` of the offset ranges, each partition pulling exactly
    its range and running the handler (:mod:`rmqrun.spark.task`); a thread
    prints progress from two accumulators while the job runs;
-5. store the failures (``--failed-to``; with ``--group`` the executors already
-   republished them to ``%RETRY%<group>``), then, with ``--group``, commit every
+5. commit the failures (the executors republished them to ``%RETRY%<group>``,
+   or wrote them to parts of ``--failed-to`` that the driver now joins:
+   :mod:`rmqrun.spark.failure_parts`), then, with ``--group``, commit every
    queue's end offset to that group, so ``rmqrun run --group G`` continues
    exactly where the backfill stopped; print the summary.
 
@@ -23,7 +25,6 @@ Nothing is committed unless the whole job succeeded and the failures are stored.
 from __future__ import annotations
 
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -35,7 +36,10 @@ from urllib.parse import urlparse
 
 from rmqrun.errors import RmqrunError
 from rmqrun.spark.backfill import PULL_GROUP, Bound, RangeReport, TaskConfig
+from rmqrun.spark.failure_parts import discard
+from rmqrun.spark.failures import is_parquet
 from rmqrun.spark.plan import Plan, make_plan
+from rmqrun.spark.retries import job_failure_cause, with_task_retries
 
 if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
@@ -130,7 +134,7 @@ def _check_handler(opts: RunnerOptions) -> None:
         load_hook(opts.worker_init, "worker_init")
 
 
-def _session(opts: RunnerOptions) -> Any:
+def _session(opts: RunnerOptions, master: str) -> Any:
     """The data source's :func:`rmqrun.spark.session` (pyspark/Java checks, this interpreter for the Python
     workers, loopback for local masters), bound to loopback for a ``spark://`` master on this machine too."""
     from rmqrun.spark import session
@@ -140,7 +144,7 @@ def _session(opts: RunnerOptions) -> Any:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     conf.update(opts.conf)
-    spark = session(opts.master, opts.app_name or f"rmqrun spark {opts.handler}", **conf)
+    spark = session(master, opts.app_name or f"rmqrun spark {opts.handler}", **conf)
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -194,22 +198,32 @@ def _commit(opts: RunnerOptions, plan: Plan) -> None:
 
 def _failures_mode(opts: RunnerOptions) -> str:
     if opts.failed_to:
-        return "collect"
+        return "parts"
     if opts.group:
         return "retry"
     return "count"
 
 
-def _spark_error(exc: BaseException) -> str:
-    """The first line of our own task error out of a Py4J/Spark exception's text, else its first line."""
-    text = str(exc)
-    ours = re.compile(r"rmqrun spark: partition \d+ \(.*")  # the message, not the source line that formats it
-    for line in text.splitlines():
-        found = ours.search(line)
-        if found:
-            return found.group(0).strip()
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return first[:500]
+def _staging(opts: RunnerOptions) -> str | None:
+    """The staging directory of ``--failed-to``'s parts (None without ``--failed-to``)."""
+    if not opts.failed_to:
+        return None
+    from rmqrun.spark.failure_parts import staging_dir
+    try:
+        return staging_dir(opts.failed_to)
+    except OSError as exc:
+        raise BackfillError(f"--failed-to {opts.failed_to}: cannot make the directory of its parts: {exc}") from None
+
+
+def _commit_failures(path: str, staging: str, reports: list[RangeReport], summary: Summary) -> None:
+    """Join the parts the successful task attempts reported (one per partition) into ``path``."""
+    from rmqrun.spark.failure_parts import commit
+    ordered = sorted(reports, key=lambda r: r.partition)
+    try:
+        commit(path, staging, [r.part for r in ordered if r.part])
+    except OSError as exc:
+        raise BackfillError(f"--failed-to {path}: cannot write the failed messages: {exc}") from None
+    summary.written = sum(r.written for r in ordered)
 
 
 def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -237,22 +251,25 @@ def run(opts: RunnerOptions, *, out: TextIO = sys.stdout, err: TextIO = sys.stde
     note(f"rmqrun spark: {opts.topic}: {len(plan.queues)} queues, {plan.total} messages from {opts.start.describe()} "
          f"to {opts.end.describe()}; master {opts.master}")
 
-    cfg = TaskConfig(namesrv=opts.namesrv, handler=opts.handler, tags=opts.tags, worker_init=opts.worker_init,
-                     batch_size=opts.batch_size, time_limit=opts.time_limit, group=opts.group or PULL_GROUP,
-                     failures=_failures_mode(opts), namespace=opts.namespace, security=opts.security)
-    summary = Summary(planned=plan.total)
-    reports: list[RangeReport] = []
-    if plan.total:
-        reports = _run_job(opts, plan, cfg, summary, note)
-    summary.total_seconds = time.monotonic() - began
-    for r in reports:
-        summary.add(r)
-    if opts.failed_to:
-        from rmqrun.spark.failures import write
-        try:
-            summary.written = write(opts.failed_to, (f for r in reports for f in r.failures))
-        except OSError as exc:
-            raise BackfillError(f"--failed-to {opts.failed_to}: cannot write the failed messages: {exc}") from None
+    staging = _staging(opts)
+    try:
+        cfg = TaskConfig(namesrv=opts.namesrv, handler=opts.handler, tags=opts.tags, worker_init=opts.worker_init,
+                         batch_size=opts.batch_size, time_limit=opts.time_limit, group=opts.group or PULL_GROUP,
+                         failures=_failures_mode(opts), failed_parts=staging,
+                         failed_parquet=bool(opts.failed_to) and is_parquet(opts.failed_to or ""),
+                         namespace=opts.namespace, security=opts.security)
+        summary = Summary(planned=plan.total)
+        reports: list[RangeReport] = []
+        if plan.total:
+            reports = _run_job(opts, plan, cfg, summary, note)
+        summary.total_seconds = time.monotonic() - began
+        for r in reports:
+            summary.add(r)
+        if opts.failed_to and staging:
+            _commit_failures(opts.failed_to, staging, reports, summary)
+    finally:
+        if staging:
+            discard(staging)
     if opts.group:
         _commit(opts, plan)
     print(summary.text(opts), file=out, flush=True)
@@ -271,7 +288,10 @@ def _run_job(opts: RunnerOptions, plan: Plan, cfg: TaskConfig, summary: Summary,
     from rmqrun.spark.shipping import files_to_ship
     from rmqrun.spark.task import partition_function
 
-    session = _session(opts)
+    master, why = with_task_retries(opts.master, opts.conf)
+    if why:
+        note(f"rmqrun spark: {why}")
+    session = _session(opts, master)
     try:
         sc = session.sparkContext
         with tempfile.TemporaryDirectory(prefix="rmqrun-spark-") as tmp:
@@ -287,7 +307,7 @@ def _run_job(opts: RunnerOptions, plan: Plan, cfg: TaskConfig, summary: Summary,
                 rdd = sc.parallelize(ranges, len(ranges))
                 reports = rdd.mapPartitionsWithIndex(partition_function(cfg, done, parts)).collect()
             except Exception as exc:
-                raise BackfillError(f"the Spark job failed; nothing was committed: {_spark_error(exc)}") from None
+                raise BackfillError(f"the Spark job failed; nothing was committed: {job_failure_cause(exc)}") from None
             finally:
                 progress.stop()
             summary.seconds = time.monotonic() - job_began

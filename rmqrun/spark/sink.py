@@ -6,7 +6,10 @@ key go to one queue (the producer's hash selector, as Java's
 ``SelectMessageQueueByHash``), in the order of the partition: a keyed row is
 sent only once the key's previous row is stored. Other sends are pipelined
 (up to :data:`WINDOW` in flight), each still confirmed by the broker. A failed send fails the task, naming the topic and the
-broker's answer, so Spark retries it: delivery is at least once.
+broker's answer, so Spark retries it: delivery is at least once. Every row of
+a task is checked before its first send (:mod:`rmqrun.spark.sink_rows`): a row
+that cannot become a message fails the task with nothing of it stored, so
+retries of a task with a bad row duplicate nothing.
 
 ``properties`` are user properties: system ones (``UNIQ_KEY``, ``TAGS``,
 ``KEYS``, ``CLUSTER``, ``MIN_OFFSET``... as a read of the source carries them)
@@ -23,20 +26,10 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, MapType, StringType, StructType
 
-from rmqrun.remoting import message_props as m
 from rmqrun.spark.errors import OptionError, SourceError
 from rmqrun.spark.options import WriteOptions
 from rmqrun.spark.schema import SINK_OPTIONAL, SINK_REQUIRED
-
-
-#: properties the client or broker sets itself (Java refuses them as user properties)
-SYSTEM_PROPERTIES = frozenset({
-    m.PROPERTY_KEYS, m.PROPERTY_TAGS, m.PROPERTY_WAIT_STORE_MSG_OK, m.PROPERTY_DELAY_TIME_LEVEL,
-    m.PROPERTY_RETRY_TOPIC, m.PROPERTY_REAL_TOPIC, m.PROPERTY_REAL_QUEUE_ID, m.PROPERTY_TRANSACTION_PREPARED,
-    m.PROPERTY_MIN_OFFSET, m.PROPERTY_MAX_OFFSET, m.PROPERTY_ORIGIN_MESSAGE_ID, m.PROPERTY_RECONSUME_TIME,
-    m.PROPERTY_MAX_RECONSUME_TIMES, m.PROPERTY_CONSUME_START_TIMESTAMP, m.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-    m.PROPERTY_SHARDING_KEY, m.PROPERTY_CLUSTER,
-})
+from rmqrun.spark.sink_rows import checked_rows
 
 
 @dataclass
@@ -126,28 +119,23 @@ class _Sends:
 async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
     from rmqrun.client.producer import Producer
 
-    async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout,
-                        namespace=opts.namespace, security=opts.security) as producer:
-        sends = _Sends(producer, opts)
-        try:
-            for row in rows:
-                d = row.asDict() if hasattr(row, "asDict") else dict(row)
-                d = {k.lower(): v for k, v in d.items()}
-                body = d.get("body")
-                if body is None:
-                    raise SourceError(f"rocketmq sink: topic {opts.topic}: a row has a null body")
-                if isinstance(body, str):
-                    body = body.encode("utf-8")
-                props = {k: v for k, v in (d.get("properties") or {}).items()
-                         if k not in SYSTEM_PROPERTIES and v is not None} or None
-                key = d.get("sharding_key")
-                await sends.submit(bytes(body), d.get("tags"), d.get("keys"), props,
-                                   None if key is None else str(key))
-            await sends.drain()
-        finally:
-            for task in list(sends.pending):
-                task.cancel()
-    return sends.sent
+    held = checked_rows(opts.topic, rows)
+    try:
+        if not held.count:
+            return 0
+        async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout,
+                            namespace=opts.namespace, security=opts.security) as producer:
+            sends = _Sends(producer, opts)
+            try:
+                for row in held:
+                    await sends.submit(row.body, row.tags, row.keys, row.properties, row.sharding_key)
+                await sends.drain()
+            finally:
+                for task in list(sends.pending):
+                    task.cancel()
+        return sends.sent
+    finally:
+        held.close()
 
 
 def write_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:

@@ -22,6 +22,12 @@ Dashboard and ``rmqrun status`` list it (``%RETRY%<group>`` exists). What lags:
 a batch that finished just before the query stopped is committed only at the
 next start from the same checkpoint (an ``availableNow`` run commits its last
 batch before it ends, since it plans once more to see there is nothing left).
+
+Progress: ``reportLatestOffset`` answers the brokers' max offsets as of the last
+planning (before any read limit or ``availableNow`` cap), in the offsets' own
+form, so ``query.lastProgress["sources"][i]["latestOffset"]`` shows how far the
+queues reach next to ``endOffset``; :mod:`rmqrun.spark.lag` turns the two into
+the Kafka source's ``min/max/avgOffsetsBehindLatest``.
 """
 
 from __future__ import annotations
@@ -69,6 +75,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.opts = opts
         self._cap: dict[MessageQueue, int] | None = None
         self._committed: dict[MessageQueue, int] = {}
+        #: the brokers' max offsets seen by the last planning (what reportLatestOffset answers)
+        self._seen_latest: dict[MessageQueue, int] | None = None
 
     # --- planning (one long-lived planner process per query)
     @plainly
@@ -84,7 +92,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[MessageQueue, int]:
         consumer = _planner_consumer(self.opts)
-        return {mq: consumer.max_offset(mq) for mq in list_queues(consumer, self.opts.topics)}
+        latest = {mq: consumer.max_offset(mq) for mq in list_queues(consumer, self.opts.topics)}
+        self._seen_latest = latest
+        return latest
+
+    @plainly
+    def reportLatestOffset(self) -> dict | None:
+        """The latest offsets for the query's progress (Spark asks after planning a trigger)."""
+        latest = self._seen_latest if self._seen_latest is not None else self._latest()
+        return encode(latest)
 
     @plainly
     def prepareForTriggerAvailableNow(self) -> None:

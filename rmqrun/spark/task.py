@@ -10,15 +10,15 @@ counts as a failure, and a soft time limit per call that raises
 workers do). ``worker_init`` runs once per partition, with the partition index
 as the worker id.
 
-Failed messages either come back to the driver in the report (``--failed-to``)
-or are republished here to ``%RETRY%<group>`` with the properties of Java's
-send-back fallback. A republish that fails fails the task, so Spark retries
-the partition and the run never commits past a message that went nowhere.
+Failed messages leave the task after each handler call, to ``%RETRY%<group>``
+or to the attempt's part of ``--failed-to`` (:mod:`rmqrun.spark.send_back`);
+the report that goes back to the driver holds counts only. A failure that
+cannot be stored fails the task, so Spark retries the partition and the run
+never commits past a message that went nowhere.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import threading
@@ -28,20 +28,17 @@ from typing import Any, Callable, Iterable, Iterator
 
 from rmqrun.errors import RmqrunError
 from rmqrun.model import Message
-from rmqrun.namespace import wrap
 from rmqrun.spark.backfill import (
-    BAD_RESULT, MAX_RECONSUME_TIMES, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
-    TaskConfig,
+    BAD_RESULT, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport, TaskConfig,
 )
 from rmqrun.handler.loading import Handler, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import ReconsumeLater, SoftTimeLimitExceeded
+from rmqrun.spark.send_back import PartSink, RetrySendError, RetrySink, sink_for
+
+__all__ = ["PartitionFailedError", "RetrySendError", "handle_chunk", "partition_function", "run_range"]
 
 SAMPLE_REASONS = 5
-
-
-class RetrySendError(RmqrunError, RuntimeError):
-    """Failed messages could not be republished to the retry topic (the task fails; Spark retries it)."""
 
 
 class PartitionFailedError(RmqrunError, RuntimeError):
@@ -129,37 +126,6 @@ def _chunks(messages: Iterator[Message], size: int) -> Iterator[list[Message]]:
         yield chunk
 
 
-async def _republish(cfg: TaskConfig, failures: list[FailedMessage]) -> int:
-    """Republish ``failures`` to %RETRY%<group> (RetryPublisher.republish: RETRY_TOPIC, reconsume times + 1,
-    ORIGIN_MESSAGE_ID); raises :class:`RetrySendError` when any of them could not be stored."""
-    from rmqrun.client.instance import ClientInstance
-    from rmqrun.client.republish import RetryPublisher
-
-    instance = ClientInstance(cfg.namesrv, instance_name=f"rmqrun-spark-{os.getpid()}",
-                              api_timeout=cfg.timeout, connect_timeout=cfg.timeout, security=cfg.security)
-    await instance.start()
-    # the retry topic and the original topic as the cluster names them (Java wraps both before a send-back)
-    sender = RetryPublisher(instance, wrap(cfg.namespace, cfg.group))
-    sent = 0
-    try:
-        for f in failures:
-            msg = Message(topic=wrap(cfg.namespace, f.topic), body=f.body, properties=dict(f.properties),
-                          msg_id=f.msg_id,
-                          broker_name=f.broker, queue_id=f.queue_id, queue_offset=f.queue_offset,
-                          reconsume_times=f.reconsume_times)
-            # ReconsumeLater(delay_level=-1) means "straight to the DLQ": the broker moves a retry message
-            # whose reconsume count reached the maximum to %DLQ%<group>.
-            times = MAX_RECONSUME_TIMES if f.delay_level == -1 else f.reconsume_times + 1
-            if not await sender.republish(msg, MAX_RECONSUME_TIMES, times):
-                raise RetrySendError(f"could not republish {f.msg_id} ({f.topic} {f.broker}:{f.queue_id}@"
-                                     f"{f.queue_offset}) to %RETRY%{cfg.group}")
-            sent += 1
-    finally:
-        await sender.close()
-        await instance.close()
-    return sent
-
-
 def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     """Handle every message of the :class:`~rmqrun.spark.ranges.QueueRange` ``r``; partition ``index``."""
     from rmqrun.pull import PullConsumer
@@ -170,14 +136,24 @@ def run_range(index: int, r: Any, cfg: TaskConfig) -> RangeReport:
     handler = load_handler(cfg.handler, batch_size=cfg.batch_size)
     if cfg.worker_init:
         call_hook(load_hook(cfg.worker_init, "worker_init"), WorkerInfo(index, os.getpid()))
-    keep = cfg.failures in ("collect", "retry")
-    with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace,
-                      security=cfg.security) as consumer, _TimeLimit(cfg.time_limit) as limit:
-        for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
-            handle_chunk(handler, chunk, report, limit, keep)
-    if cfg.failures == "retry" and report.failures:
-        report.sent_to_retry = asyncio.run(_republish(cfg, report.failures))
-        report.failures = []
+    keep = cfg.failures != "count"
+    sink = sink_for(cfg, index)
+    try:
+        with PullConsumer(cfg.namesrv, cfg.group, timeout=cfg.timeout, namespace=cfg.namespace,
+                          security=cfg.security) as consumer, _TimeLimit(cfg.time_limit) as limit:
+            for chunk in _chunks(read_range(consumer, r, cfg.tags), max(1, cfg.batch_size)):
+                handle_chunk(handler, chunk, report, limit, keep)
+                for f in report.failures:
+                    sink.add(f)
+                report.failures = []
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    if isinstance(sink, RetrySink):
+        report.sent_to_retry = sink.sent
+    elif isinstance(sink, PartSink):
+        report.part, report.written = sink.part, sink.written
     report.seconds = time.monotonic() - began
     return report
 

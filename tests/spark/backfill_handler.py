@@ -4,13 +4,16 @@ runner has to ship them to the executors as a user's module in the current direc
 Every call appends one line per message, ``queue_id queue_offset body result`` (batch: the call's id and
 size instead of the result), and the message's reconsume count, to a file named after the process under ``$RMQRUN_HANDLER_RECORD_DIR``; ``worker_init`` appends its partition id to ``inits-<pid>``.
 ``$RMQRUN_HANDLER_FAIL`` lists bodies that fail: ``raise`` ones raise, ``later`` ones return ReconsumeLater,
-``slow`` ones sleep 30 s (past the test's time limit). ``$RMQRUN_HANDLER_INIT_FAIL`` makes ``init`` raise.
+``slow`` ones sleep 30 s (past the test's time limit), ``kill`` ones SIGKILL the Python worker the first time
+(a marker file in the record directory says it happened), ``crash`` ones every time.
+``$RMQRUN_HANDLER_FAIL_ALL`` makes every message raise. ``$RMQRUN_HANDLER_INIT_FAIL`` makes ``init`` raise.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import signal
 import time
 
 import rmqrun
@@ -36,12 +39,22 @@ def _record(lines: list[str], name: str = "handled") -> None:
         os.close(fd)
 
 
+def _first_time(marker: str) -> bool:
+    try:
+        os.close(os.open(os.path.join(os.environ["RMQRUN_HANDLER_RECORD_DIR"], marker), os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
 def handle(msg: rmqrun.Message):
     body = msg.body.decode()
     how = _fails().get(body)
     _record([f"{msg.queue_id} {msg.queue_offset} {body} {how or 'ok'} {msg.reconsume_times}"])
-    if how == "raise":
+    if how == "raise" or os.environ.get("RMQRUN_HANDLER_FAIL_ALL"):
         raise ValueError(f"bad body {body}")
+    if how == "crash" or (how == "kill" and _first_time(f"killed-{body}")):
+        os.kill(os.getpid(), signal.SIGKILL)
     if how == "later":
         return rmqrun.ReconsumeLater()
     if how == "slow":

@@ -76,3 +76,19 @@ def test_stream_from_one_topic_into_another(spark: Any, broker: Any, tmp_path: P
         assert m.properties["idx"] == originals[m.keys].properties["idx"]
         # A copy is a new message: its own id, not the original's system properties.
         assert m.msg_id != m.keys and m.properties["UNIQ_KEY"] != originals[m.keys].properties["UNIQ_KEY"]
+
+
+def test_a_sink_task_with_a_bad_row_stores_nothing_of_its_task(spark: Any, broker: Any) -> None:
+    topic = "SparkSinkBadRow"
+    produce(broker, topic, 1)  # the topic exists: what is missing afterwards was never sent
+    big = "x" * (5 * 1024 * 1024)
+    for rows, why in (([("a",), (big,), ("c",)], "row 2 of this task cannot be sent (a body of 5242880 bytes, "
+                                                  "over the maximum message size of 4194304 bytes)"),
+                      ([("a",), ("c",), (None,)], "row 3 of this task cannot be sent (a null body)")):
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), "body string").selectExpr(
+            "body", "'TagBad' AS tags")
+        with pytest.raises(Exception) as info:
+            df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+                .mode("append").save()
+        assert why in str(info.value) and "nothing of this task was sent" in str(info.value)
+        assert [m for m in topic_messages(broker, topic) if m.tags == "TagBad"] == [], "a and c were not stored"

@@ -134,3 +134,25 @@ def test_stream_starts_at_latest_by_default_and_filters_tags(spark: Any, broker:
         q.stop()
     rows = spark.read.parquet(str(tmp_path / "out")).collect()
     assert sorted(r.msg_id for r in rows) == wanted
+
+
+def test_progress_shows_the_latest_offsets_and_offsets_behind_that_reach_zero(
+        spark: Any, broker: Any, tmp_path: Path) -> None:
+    from rmqrun.spark.lag import AVG, MAX, MIN, listen, offsets_behind
+
+    produce(broker, "SparkLag", 20)
+    seen = listen(spark)
+    q = (_to_files(_stream(spark, broker, "SparkLag", startingOffsets="earliest", maxOffsetsPerTrigger="8"),
+                   tmp_path / "out", tmp_path / "cp").trigger(availableNow=True).start())
+    assert q.awaitTermination(180) and q.exception() is None
+    ends = queue_max_offsets(broker, "SparkLag")
+    data = [p for p in q.recentProgress if p["numInputRows"] > 0]
+    assert [p["numInputRows"] for p in data] == [8, 8, 4]
+    for p in data:
+        source = p["sources"][0]
+        assert source["latestOffset"] is not None, "the source reports its latest offsets"
+        assert _as_queue_map(source["latestOffset"], "SparkLag") == ends
+    lags = [offsets_behind(p) for p in data]
+    assert lags[0] is not None and int(lags[0][MAX]) > 0 and float(lags[0][AVG]) == 12 / len(ends), lags
+    assert lags[-1] == {MIN: "0", MAX: "0", AVG: "0.0"}, "caught up: every queue 0 behind"
+    _wait(lambda: seen.get(str(q.id)) == lags[-1], 30, "the listener's last metrics")
