@@ -55,7 +55,7 @@ SUMMARIES: dict[str, str] = {
     "offsets": "Move a consumer group's offsets: the plan first, applied with --execute (kafka-consumer-groups "
                "--reset-offsets, mqadmin resetOffsetByTime).",
     "produce": "Send messages: each line of --file or of piped stdin, or --count N generated ones.",
-    "read": "Print the messages of a topic (nothing is committed to any group).",
+    "read": "Print the messages of a topic.",
     "run": "Consume with a pool of worker processes running HANDLER (module:function).",
     "spark": "Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark.",
     "status": "Per queue: broker offset, consumer offset and lag of a consumer group.",

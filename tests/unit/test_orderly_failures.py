@@ -28,7 +28,7 @@ class _SendBack:
         self.take = take
         self.sent: list[str] = []
 
-    async def republish(self, msg: Any, limit: int, times: int) -> bool:
+    async def republish(self, msg: Any, limit: int, times: int, failure: Any = None) -> bool:
         self.sent.append(msg.body.decode() + f"@{times}")
         return self.take
 
