@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from loguru import logger
+
 from rmqrun.broker.config import BrokerConfig
 from rmqrun.broker.store.topic_configs import (
     PERM_INHERIT,
@@ -151,7 +153,14 @@ class TopicTable:
     # ------------------------------------------------------------------ changes
 
     def _changed(self, topic: str) -> None:
-        self._store.flush()
+        # As Java's ConfigManager.persist: a table that cannot be saved (a full disk) is logged and the change
+        # stands in memory; the whole table is written again at the next change and at stop. A heartbeat that
+        # creates a %RETRY% topic on a full disk must not fail the client (it used to, with a traceback).
+        try:
+            self._store.flush()
+        except OSError as exc:
+            logger.error("topic {} changed, but the topic table could not be saved ({}); it is saved again at the "
+                         "next change", topic, exc.strerror or exc)
         for listener in list(self.listeners):
             listener(topic)
 
