@@ -47,6 +47,11 @@ __all__ = ["LongCallWatch", "USUAL_TIMES"]
 USUAL_TIMES = 10.0
 
 
+#: a gap between two ticks of the watch longer than its period by this many seconds means the supervisor did
+#: not run in between
+FROZEN_GAP_S = 2.0
+
+
 @dataclass(slots=True)
 class _Marked:
     """Work of one long call asked to be skipped or cut, waiting for the confirmation."""
@@ -86,6 +91,10 @@ class LongCallWatch:
         self._moved: set[int] = set()
         self._cut_done: set[int] = set()
         self.taken_back = 0
+        #: when the watch last ran, and since when the supervisor has been awake without a gap: a call's age
+        #: counts only from then (see :meth:`_tick`)
+        self._last_tick = time.monotonic()
+        self._awake_since = 0.0
 
     def start(self) -> None:
         if self.threshold > 0:
@@ -104,6 +113,16 @@ class LongCallWatch:
 
     def _tick(self) -> None:
         self._handle = asyncio.get_running_loop().call_later(self.period, self._tick)
+        now = time.monotonic()
+        if now - self._last_tick > self.period + FROZEN_GAP_S:
+            # The supervisor itself did not run (SIGSTOP, a paused VM, a debugger): the wall time a call seems
+            # to have taken is not evidence of a hung handler, and taking work back now would run it beside the
+            # lock-gap rule's wait. Calls count as long only after LIMIT seconds of the supervisor awake again.
+            logger.info("the supervisor did not run for {:.0f} s; long handler calls are measured from now",
+                        now - self._last_tick)
+            self._awake_since = now
+            self._calls.clear()
+        self._last_tick = now
         try:
             self._look()
         except Exception:  # a bug here must not stop the watch, nor the loop
@@ -117,7 +136,7 @@ class LongCallWatch:
         for status in pool.workers():
             batch_id = status.running_batch_id
             live = pool.live_call(batch_id) if batch_id is not None else None
-            if live is not None and live.in_call and now - live.call_began >= limit:
+            if live is not None and live.in_call and now - max(live.call_began, self._awake_since) >= limit:
                 long_calls.append((status, live))
         stuck = {status.worker_id for status, _ in long_calls}
         # work is moved only if some worker can take it: with every worker stuck it would come straight back
