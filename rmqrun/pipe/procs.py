@@ -89,13 +89,7 @@ def describe(pid: int) -> str:
 
 
 def set_title(title: str) -> None:
-    """Set this process's title as ``ps`` and ``top`` show it (setproctitle; nothing if it is missing).
-
-    ``SPT_NOENV``: setproctitle would otherwise move the environment and write the title over the old one,
-    leaving ``/proc/PID/environ`` zeros. Operators read it (``ps e``, ``cat /proc/PID/environ``), and the tests
-    that prove a secret never reaches a worker's environment read it too; a title longer than the command
-    line is cut instead."""
-    os.environ.setdefault("SPT_NOENV", "1")
+    """Set this process's title as ``ps`` and ``top`` show it (setproctitle; nothing if it is missing)."""
     try:
         import setproctitle
     except ImportError:  # pragma: no cover - a declared dependency; a stripped install still runs
