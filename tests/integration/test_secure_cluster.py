@@ -10,6 +10,7 @@ that is not the server's and an expired server certificate end them too, and ``t
 
 from __future__ import annotations
 
+import hashlib
 import signal
 import textwrap
 from pathlib import Path
@@ -104,20 +105,26 @@ def test_produce_run_status_read_sign_and_speak_tls(cluster: Cluster, tmp_path: 
 
     # run: the secret in RMQRUN_SECRET_KEY (the supervisor's environment), workers started without it
     record = tmp_path / "record.txt"
+    probe = tmp_path / "env.txt"
     env = child_env(RMQRUN_ACCESS_KEY=APP_AK, RMQRUN_SECRET_KEY=APP_SK, RMQRUN_TLS="true",
-                    RMQRUN_TLS_CA_FILE=str(c.ca), RMQRUN_HANDLER_RECORD=str(record))
+                    RMQRUN_TLS_CA_FILE=str(c.ca), RMQRUN_HANDLER_RECORD=str(record),
+                    RMQRUN_HANDLER_ENV_PROBE=str(probe),
+                    RMQRUN_HANDLER_SECRET_SHA256=hashlib.sha256(APP_SK.encode()).hexdigest())
     args = ["run", "tests.integration.record_handler:handle", "--namesrv", c.namesrv, "--group", GROUP,
             "--topic", TOPIC, "--consume-from", "CONSUME_FROM_FIRST_OFFSET", "--workers", "2",
-            "--log-level", "DEBUG"]
+            "--worker-init", "tests.integration.env_probe:probe", "--log-level", "DEBUG"]
     with Child(args, tmp_path, env=env) as run:
         wait_for(lambda: len(records(record)) >= 30, 90, what="30 messages consumed over ACL + TLS")
-        assert APP_SK.encode() in open(f"/proc/{run.pid}/environ", "rb").read()  # it was there to leak
+        assert env["RMQRUN_SECRET_KEY"] == APP_SK  # it was there to leak (the supervisor's environment)
         workers = psutil.Process(run.pid).children()
         assert len(workers) == 2
+        # each worker's own os.environ, written by its worker_init hook (its title covers /proc/PID/environ)
+        seen = {int(pid): flags for pid, *flags in (ln.split() for ln in probe.read_text().splitlines())}
+        assert {w.pid for w in workers} <= set(seen), seen
         for w in workers:
-            environ = open(f"/proc/{w.pid}/environ", "rb").read()
-            assert APP_SK.encode() not in environ and b"RMQRUN_SECRET_KEY" not in environ
-            assert b"RMQRUN_HANDLER_RECORD" in environ  # the handler's own variables still pass
+            key_var, secret_value, handler_var = seen[w.pid]
+            assert key_var == "0" and secret_value == "0", f"worker {w.pid} has the secret in its environment"
+            assert handler_var == "1"  # the handler's own variables still pass
         run.signal(signal.SIGTERM)
         assert run.wait(60) == 0, run.stderr[-3000:]
         _no_secret(run.stderr + run.stdout)
