@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,14 +18,13 @@ from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import BrokerError
 from rmqrun.remoting.frame import RemotingCommand
+from tests import captures
 
-CAPTURE = Path(__file__).resolve().parents[2] / ".." / "shared" / "protocol" / "scenario_g_admin.jsonl"
+CAPTURE = captures.PROTOCOL_DIR / "scenario_g_admin.jsonl"
 ACL = {"Signature", "AccessKey"}
 
 
 def frames() -> list[dict[str, Any]]:
-    if not CAPTURE.exists():
-        pytest.skip(f"no capture at {CAPTURE}")
     return [json.loads(line) for line in CAPTURE.read_text().splitlines() if line.strip()]
 
 
