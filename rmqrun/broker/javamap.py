@@ -21,9 +21,9 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Iterable, Iterator
 
+from rmqrun.protocol.java_order import DEFAULT_CAPACITY, spread_hash
 from rmqrun.remoting.message_props import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, java_string_hash
 
-_DEFAULT_CAPACITY = 16
 _MIN_TREEIFY_CAPACITY = 64
 _TREEIFY_THRESHOLD = 8
 
@@ -34,18 +34,6 @@ def _key_hash(key: str) -> int:
     return spread_hash(java_string_hash(key))
 
 
-def spread_hash(h: int) -> int:
-    """``HashMap.hash``: the 32-bit hash code xor its upper half."""
-    h &= 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
-def table_size_for(n: int) -> int:
-    """``HashMap.tableSizeFor``: the smallest power of two >= n (1 for n <= 1)."""
-    size = 1
-    while size < n:
-        size <<= 1
-    return size
 
 
 class JavaPropertyMap:
@@ -86,7 +74,7 @@ class JavaPropertyMap:
             self._items[key] = value  # a replaced value keeps its place
             return
         if self._capacity == 0:
-            self._capacity = _DEFAULT_CAPACITY
+            self._capacity = DEFAULT_CAPACITY
         h = _key_hash(key)
         self._hashes[key] = h
         self._items[key] = value
@@ -150,26 +138,3 @@ class JavaPropertyMap:
 
     def __repr__(self) -> str:
         return f"JavaPropertyMap({self.to_dict()!r})"
-
-
-def hash_set_order(items: Iterable[object], hash_of, initial_capacity: int | None = None) -> list[object]:
-    """Iteration order of a ``HashSet`` filled with ``items`` in order.
-
-    ``initial_capacity`` mirrors ``new HashSet<>(n)`` (the table starts at
-    ``tableSizeFor(n)``); ``None`` is the default constructor (16).
-    """
-    distinct = list(dict.fromkeys(items))
-    capacity = _DEFAULT_CAPACITY if initial_capacity is None else table_size_for(initial_capacity)
-    while len(distinct) > capacity * 3 // 4:
-        capacity *= 2
-    spread = {item: spread_hash(hash_of(item)) for item in distinct}
-    return sorted(distinct, key=lambda item: spread[item] & (capacity - 1))
-
-
-def message_queue_hash(topic: str, broker_name: str, queue_id: int) -> int:
-    """``MessageQueue.hashCode()`` (brokerName, queueId, topic with the 31 multiplier), as int32."""
-    result = 1
-    result = (31 * result + java_string_hash(broker_name)) & 0xFFFFFFFF
-    result = (31 * result + queue_id) & 0xFFFFFFFF
-    result = (31 * result + java_string_hash(topic)) & 0xFFFFFFFF
-    return result - 0x100000000 if result & 0x80000000 else result

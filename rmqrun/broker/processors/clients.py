@@ -11,7 +11,7 @@ the orderly consumers' half of group membership.
 from __future__ import annotations
 
 from rmqrun.broker.groups import ClientChannel
-from rmqrun.broker.javamap import hash_set_order, message_queue_hash
+from rmqrun.protocol.java_order import java_hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE, retry_topic
@@ -97,7 +97,7 @@ class ClientProcessor:
         requested = list(dict.fromkeys(req.mq_set))
         locked = self.broker.locks.try_lock_batch(req.consumer_group, requested, req.client_id)
         # The answer is a Java HashSet sized for the request: write it in that set's order.
-        ordered = hash_set_order(locked, lambda mq: message_queue_hash(mq.topic, mq.broker_name, mq.queue_id),
+        ordered = java_hash_set_order(locked, lambda mq: message_queue_hash(mq.topic, mq.broker_name, mq.queue_id),
                                  len(requested))
         return answer(cmd, body=LockBatchResponseBody(ordered).encode(), typed=False)  # type: ignore[arg-type]
 

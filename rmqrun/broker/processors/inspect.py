@@ -20,7 +20,8 @@ import time
 from typing import Any
 
 from rmqrun.broker.config_names import CONFIG_BLACK_LIST, config_text, java_name
-from rmqrun.broker.javamap import JavaPropertyMap, hash_set_order, message_queue_hash
+from rmqrun.broker.javamap import JavaPropertyMap
+from rmqrun.protocol.java_order import java_hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store.key_index import KeyIndex
@@ -42,7 +43,7 @@ DEFAULT_QUERY_MAX_NUM = 32
 
 def mq_order(mqs: list[MessageQueue]) -> list[MessageQueue]:
     """Iteration order of a default-sized Java ``HashMap`` keyed by these queues."""
-    return hash_set_order(mqs, lambda mq: message_queue_hash(mq.topic, mq.broker_name, mq.queue_id))  # type: ignore[return-value]
+    return java_hash_set_order(mqs, lambda mq: message_queue_hash(mq.topic, mq.broker_name, mq.queue_id))  # type: ignore[return-value]
 
 
 class InspectProcessor:
