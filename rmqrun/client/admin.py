@@ -24,7 +24,7 @@ from typing import Any, Mapping
 from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData
 from rmqrun.model import MessageQueue
-from rmqrun.protocol.bodies import _load, _mq_from, _mq_table
+from rmqrun.protocol.bodies import load_object, message_queue_from, message_queue_table
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, RemotingError, error_for_code
@@ -129,7 +129,7 @@ class ClusterInfo:
 def _stats_table(obj: Any) -> dict[MessageQueue, dict[str, Any]]:
     if not isinstance(obj, Mapping):
         return {}
-    return {_mq_from(k): dict(v) for k, v in obj.items()}
+    return {message_queue_from(k): dict(v) for k, v in obj.items()}
 
 
 class AdminClient:
@@ -156,7 +156,7 @@ class AdminClient:
     # ----------------------------------------------------------------- name server
 
     async def cluster_info(self) -> ClusterInfo:
-        body = _load((await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body or b"{}")
+        body = load_object((await self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)).body or b"{}")
         try:
             brokers = {str(k): BrokerData.from_json(v) for k, v in (body.get("brokerAddrTable") or {}).items()}
             clusters = {str(k): sorted(str(n) for n in v) for k, v in (body.get("clusterAddrTable") or {}).items()}
@@ -166,7 +166,7 @@ class AdminClient:
 
     async def topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (refused by name servers with enableAllTopicList=false)."""
-        body = _load((await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).body or b"{}")
+        body = load_object((await self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).body or b"{}")
         return sorted(str(t) for t in body.get("topicList") or ())
 
     async def delete_topic_in_namesrv(self, topic: str, cluster: str | None = None) -> None:
@@ -214,7 +214,7 @@ class AdminClient:
         await self._broker(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, config.to_ext())
 
     async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
-        body = _load((await self._broker(addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body or b"{}")
+        body = load_object((await self._broker(addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body or b"{}")
         table = body.get("topicConfigTable") or {}
         return {str(name): TopicConfig.from_json(obj) for name, obj in table.items()}
 
@@ -222,7 +222,7 @@ class AdminClient:
         await self._broker(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic})
 
     async def topic_stats(self, addr: str, topic: str) -> dict[MessageQueue, QueueStats]:
-        body = _load((await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})).body or b"{}")
+        body = load_object((await self._broker(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})).body or b"{}")
         return {mq: QueueStats(int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)),
                                int(v.get("lastUpdateTimestamp", 0)))
                 for mq, v in _stats_table(body.get("offsetTable")).items()}
@@ -233,7 +233,7 @@ class AdminClient:
         ext = {"consumerGroup": group}
         if topic:
             ext["topic"] = topic
-        body = _load((await self._broker(addr, RequestCode.GET_CONSUME_STATS, ext)).body or b"{}")
+        body = load_object((await self._broker(addr, RequestCode.GET_CONSUME_STATS, ext)).body or b"{}")
         table = {mq: ConsumeProgress(int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
                                      int(v.get("lastTimestamp", 0)))
                  for mq, v in _stats_table(body.get("offsetTable")).items()}
@@ -246,13 +246,13 @@ class AdminClient:
         table. Raises with code CONSUMER_NOT_ONLINE (206) when no client of the group is online."""
         ext = {"topic": topic, "group": group, "timestamp": str(timestamp), "isForce": str(force).lower()}
         resp = await self._broker(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ext)
-        return _mq_table(_load(resp.body).get("offsetTable")) if resp.body else {}
+        return message_queue_table(load_object(resp.body).get("offsetTable")) if resp.body else {}
 
     async def consumer_groups_of_topic(self, addr: str, topic: str) -> frozenset[str]:
         """QUERY_TOPIC_CONSUME_BY_WHO: the groups that broker has consumers or offsets of ``topic`` for
         (``mqadmin topicStatus``'s older sibling; what ``rmqrun status`` asks brokers without
         GET_CONSUME_STATS)."""
-        body = _load((await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})).body
+        body = load_object((await self._broker(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": topic})).body
                      or b"{}")
         return frozenset(str(g) for g in body.get("groupList") or ())
 
@@ -262,7 +262,7 @@ class AdminClient:
         resp = await self._broker(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
         if not resp.body:
             return ConsumerConnection()
-        body = _load(resp.body)
+        body = load_object(resp.body)
         ids = frozenset(str(c.get("clientId", "")) for c in body.get("connectionSet") or ()
                         if isinstance(c, Mapping))
         return ConsumerConnection(ids, frozenset(str(t) for t in body.get("subscriptionTable") or {}),

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rmqrun.protocol.bodies import dumps
-from rmqrun.protocol.bodies import load_object as _load
+from rmqrun.protocol.bodies import load_object
 from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
 
 #: Names of the statistics VIEW_BROKER_STATS_DATA serves (Java ``Stats``); the key each is kept under.
@@ -143,7 +143,7 @@ class BrokerStatsData:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "BrokerStatsData":
-        obj = _load(data)
+        obj = load_object(data)
         return cls(StatsWindow.from_json(obj.get("statsMinute")), StatsWindow.from_json(obj.get("statsHour")),
                    StatsWindow.from_json(obj.get("statsDay")))
 
@@ -164,7 +164,7 @@ class TopicList:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "TopicList":
-        obj = _load(data)
+        obj = load_object(data)
         return cls([str(t) for t in obj.get("topicList") or ()], obj.get("brokerAddr"))
 
 
@@ -200,7 +200,7 @@ class ProducerTableInfo:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "ProducerTableInfo":
-        obj = _load(data)
+        obj = load_object(data)
         return cls({str(g): [ProducerInfo.from_json(p) for p in ps] for g, ps in (obj.get("data") or {}).items()})
 
 

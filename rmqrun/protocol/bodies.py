@@ -101,18 +101,16 @@ def dumps(obj: Any) -> bytes:
     return _dump(obj).encode("utf-8")
 
 
-def _load(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+def load_object(data: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+    """The one JSON-object reader of every body decoder (here, :mod:`.admin` and the admin client)."""
     obj = data if isinstance(data, Mapping) else fastjson.loads(data)
     if not isinstance(obj, dict):
         raise ProtocolError(f"expected a JSON object body, got {type(obj).__name__}")
     return obj
 
 
-#: The one JSON-object reader of every body decoder (also :mod:`.admin`'s).
-load_object = _load
-
-
-def _mq_from(obj: Any) -> MessageQueue:
+def message_queue_from(obj: Any) -> MessageQueue:
+    """A MessageQueue from its JSON object, or from a fastjson object key."""
     try:
         if isinstance(obj, str):
             obj = fastjson.object_key(obj)
@@ -121,21 +119,21 @@ def _mq_from(obj: Any) -> MessageQueue:
         raise ProtocolError(f"not a MessageQueue: {obj!r}") from exc
 
 
-def _mq_table(obj: Any) -> dict[MessageQueue, int]:
+def message_queue_table(obj: Any) -> dict[MessageQueue, int]:
     """A Map<MessageQueue, Long>: fastjson object keys, or a list of [mq, offset] pairs / entries."""
     out: dict[MessageQueue, int] = {}
     if obj is None:
         return out
     if isinstance(obj, dict):
         for k, v in obj.items():
-            out[_mq_from(k)] = int(v)
+            out[message_queue_from(k)] = int(v)
         return out
     if isinstance(obj, list):
         for entry in obj:
             if isinstance(entry, list) and len(entry) == 2:
-                out[_mq_from(entry[0])] = int(entry[1])
+                out[message_queue_from(entry[0])] = int(entry[1])
             elif isinstance(entry, dict) and "offset" in entry:  # ResetOffsetBodyForC
-                out[_mq_from(entry)] = int(entry["offset"])
+                out[message_queue_from(entry)] = int(entry["offset"])
             else:
                 raise ProtocolError(f"not a queue/offset entry: {entry!r}")
         return out
@@ -221,7 +219,7 @@ class HeartbeatData:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "HeartbeatData":
-        obj = _load(data)
+        obj = load_object(data)
         try:
             return cls(
                 client_id=str(obj["clientID"]),
@@ -260,11 +258,11 @@ class LockBatchRequestBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "LockBatchRequestBody":
-        obj = _load(data)
+        obj = load_object(data)
         try:
             only = obj.get("onlyThisBroker")
             return cls(str(obj["consumerGroup"]), str(obj["clientId"]),
-                       [_mq_from(m) for m in obj.get("mqSet") or ()],
+                       [message_queue_from(m) for m in obj.get("mqSet") or ()],
                        None if only is None else bool(only))
         except (KeyError, TypeError) as exc:
             raise ProtocolError(f"malformed lock body: {exc!r}") from exc
@@ -290,8 +288,8 @@ class LockBatchResponseBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "LockBatchResponseBody":
-        obj = _load(data)
-        return cls([_mq_from(m) for m in obj.get("lockOKMQSet") or ()])
+        obj = load_object(data)
+        return cls([message_queue_from(m) for m in obj.get("lockOKMQSet") or ()])
 
     decode = from_json
 
@@ -312,7 +310,7 @@ class ConsumerListBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "ConsumerListBody":
-        obj = _load(data)
+        obj = load_object(data)
         return cls([str(c) for c in obj.get("consumerIdList") or ()])
 
     decode = from_json
@@ -329,7 +327,7 @@ class ResetOffsetBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "ResetOffsetBody":
-        return cls(_mq_table(_load(data).get("offsetTable")))
+        return cls(message_queue_table(load_object(data).get("offsetTable")))
 
     decode = from_json
 
@@ -346,10 +344,10 @@ class GetConsumerStatusBody:
 
     @classmethod
     def from_json(cls, data: bytes | str | Mapping[str, Any]) -> "GetConsumerStatusBody":
-        obj = _load(data)
+        obj = load_object(data)
         consumers = obj.get("consumerTable") or {}
-        return cls(_mq_table(obj.get("messageQueueTable")),
-                   {str(k): _mq_table(v) for k, v in consumers.items()})
+        return cls(message_queue_table(obj.get("messageQueueTable")),
+                   {str(k): message_queue_table(v) for k, v in consumers.items()})
 
     decode = from_json
 
