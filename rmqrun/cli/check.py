@@ -29,9 +29,8 @@ from rmqrun.client.route import subscribe_queues
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.cli.security import exposure_warnings
 from rmqrun.namespace import wrap
-from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
-from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.protocol.headers import QueryMessageRequestHeader
 from rmqrun.supervisor.supervisor import RunSettings
 from rmqrun.handler.loading import load_handler, load_hook
 
@@ -194,11 +193,10 @@ async def _probe_topic_access(instance: ClientInstance, addr: str, topic: str, t
     an ACL refusal matters here (raised by the pool); any other answer means the ACL let it through."""
     if instance.security is None or not instance.security.signs:
         return
-    probe = RemotingCommand(RequestCode.QUERY_MESSAGE, {
-        "topic": topic, "key": "rmqrun-check-access-probe", "maxNum": "1", "beginTimestamp": "0",
-        "endTimestamp": "0"})
+    probe = QueryMessageRequestHeader(topic=topic, key="rmqrun-check-access-probe", max_num=1,
+                                      begin_timestamp=0, end_timestamp=0)
     try:
-        await instance.pool.request(addr, probe, timeout)
+        await instance.broker.query_message(addr, probe, unique_key=False, timeout=timeout)
     except AccessDeniedError:
         raise
     except (RmqrunError, OSError, asyncio.TimeoutError):
