@@ -788,4 +788,13 @@ MUTANTS: list[Mutant] = [
     m("handover-unlocks-running-queue", RB, "a moved orderly queue is unlocked while its job still runs",
       "        if self.orderly_locks and self._orderly_service().is_busy(mq):", "        if False:",
       I + "test_orderly_handover_waits.py"),
+    m("lock-gone-job-started", "rmqrun/supervisor/executor.py",
+      "an orderly job that waited for a worker starts although its queue lost its lock or let it lapse meanwhile "
+      "(a supervisor frozen past the lock's expiry runs it behind another owner's commit as it wakes)",
+      "            if pending.lock_gone():  # its service", "            if False:  # its service",
+      I + "test_executor_dropped.py::test_an_orderly_job_waiting_in_the_executor_is_not_run_once_its_lock_is_lost"),
+    m("lock-gone-piped-job-kept", "rmqrun/supervisor/executor.py",
+      "an orderly job waiting in a worker's pipe is not skipped when its queue's lock expires",
+      "            if pending.dropped() or pending.lock_gone():", "            if pending.dropped():",
+      I + "test_executor_dropped.py::test_an_orderly_job_waiting_in_a_workers_pipe_is_skipped_once_its_lock_expires"),
 ]

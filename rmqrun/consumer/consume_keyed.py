@@ -387,7 +387,8 @@ class KeyedConsumeService:
         req = q.req
         entries = [e for _, lane in picked for e in lane]
         job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
-                         auto_commit=True, pq=req.pq, dispatch_key=KeyLane(req.mq, picked[0][0]))
+                         auto_commit=True, pq=req.pq, dispatch_key=KeyLane(req.mq, picked[0][0]),
+                         under_lock=self.config.clustering)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)

@@ -122,7 +122,7 @@ class OrderlyConsumeService:
         cfg = self.config
         pq = req.pq
         job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
-                         auto_commit=cfg.auto_commit, pq=pq)
+                         auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)

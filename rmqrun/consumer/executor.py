@@ -45,6 +45,11 @@ class ConsumeJob:
     #: what the executor pins and serialises an orderly job on (None: the queue). Key mode passes a
     #: KeyLane, so each key runs one job at a time on the worker its key hashes to
     dispatch_key: Hashable | None = None
+    #: orderly under the broker's lock (clustering): an executor does not start the job unless ``pq`` still
+    #: holds that lock, fresh and without a gap (``pq.holds_lock()``). A job that waited for a worker while
+    #: its process was frozen past the lock's expiry would otherwise run behind what another client
+    #: committed meanwhile (the lock-gap rule, ``lock_gap.py``); it comes back NOT_RUN, with no error
+    under_lock: bool = False
 
     def __len__(self) -> int:
         return len(self.offsets)

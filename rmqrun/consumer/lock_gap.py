@@ -17,7 +17,9 @@ rmqrun's rule, in both orderly modes:
    forgotten every lock) or its lock had expired locally;
 2. from then on the queue's offset is not committed to the broker (its in-memory
    value may be stale: :meth:`ProcessQueue.holds_lock` is False), the puller waits,
-   and no new job starts; jobs already running finish;
+   and no new job starts, not even one made before the gap that still waits for a
+   worker (the executor checks ``holds_lock`` as a job would start:
+   ``ConsumeJob.under_lock``); jobs already running finish;
 3. once none runs, the consume service calls :func:`settle_gap`, which reads the
    committed offset from the broker. If another client committed past this one's
    own offset, everything pulled and not handed to a worker is dropped, pulls begun

@@ -19,7 +19,10 @@ after another and stop at the first that does not succeed, keeping the
 queue's order.
 
 A job whose queue was dropped (rebalanced away) is not run: skipped while it
-waits here, and skipped by its worker if it waits in that worker's pipe.
+waits here, and skipped by its worker if it waits in that worker's pipe. So is
+an orderly job whose queue lost its broker lock, or let it expire, while the
+job waited (``ConsumeJob.under_lock``): it goes back to its service, which
+waits for the lock and, after such a gap, checks the broker's offset first.
 
 Work stuck behind a long handler call is taken back
 (:mod:`rmqrun.supervisor.long_calls` decides when): a batch waiting in the
@@ -68,6 +71,11 @@ class _Pending:
     def dropped(self) -> bool:
         pq = self.job.pq if self.job is not None else None
         return pq is not None and pq.dropped
+
+    def lock_gone(self) -> bool:
+        """An orderly job whose queue no longer holds its broker lock without a gap: it may not start."""
+        job = self.job
+        return job is not None and job.under_lock and job.pq is not None and not job.pq.holds_lock()
 
 
 _SKIP_SWEEP_S = 0.05
@@ -132,14 +140,14 @@ class PoolExecutor:
         return await pending.future
 
     @staticmethod
-    def _not_run(batch: Batch, why: str) -> JobResult:
+    def _not_run(batch: Batch, why: str | None) -> JobResult:
         return JobResult([Verdict.NOT_RUN] * batch.count, [0] * batch.count, error=why)
 
     def _sweep(self) -> None:
         """Ask workers to skip pipelined batches of dropped queues (cheap: a few in flight)."""
         self._sweeper = None
         for batch_id, pending in list(self._flying.items()):
-            if pending.dropped():
+            if pending.dropped() or pending.lock_gone():
                 self.pool.skip(batch_id)
         if self._flying and self._closed is None:
             self._sweeper = asyncio.get_running_loop().call_later(_SKIP_SWEEP_S, self._sweep)
@@ -216,6 +224,9 @@ class PoolExecutor:
             batch = pending.batch
             if pending.dropped():  # rebalanced away while waiting: the new owner consumes it
                 pending.future.set_result(self._not_run(batch, "skipped: its queue was dropped"))
+                continue
+            if pending.lock_gone():  # its service puts the messages back and waits for the lock (lock_gap.py)
+                pending.future.set_result(self._not_run(batch, None))
                 continue
             worker = dispatcher.assign(batch.batch_id, batch.queue_key, batch.mode, batch.count)
             if worker is None:

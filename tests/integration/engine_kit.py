@@ -37,13 +37,18 @@ async def broker(tmp_path: Path, **settings: object) -> AsyncIterator[EmbeddedBr
 
 
 async def produce(namesrv: str, topic: str, n: int, *, tags: list[str] | None = None,
-                  sharding_keys: int = 0, props: dict[str, str] | None = None, start: int = 0) -> list[str]:
-    """Send n messages with bodies ``msg-<i>``; returns their msg ids."""
+                  sharding_keys: int = 0, props: dict[str, str] | None = None, start: int = 0,
+                  key_names: tuple[str, ...] = ()) -> list[str]:
+    """Send n messages with bodies ``msg-<i>``; returns their msg ids.
+
+    Message ``i`` has sharding key ``str(i % sharding_keys)``, or ``key_names[i % len(key_names)]`` when
+    those are given (a test that needs its keys on given queues and given workers picks them).
+    """
     ids = []
     async with Producer(namesrv, "PG_test") as producer:
         for i in range(start, start + n):
             tag = tags[i % len(tags)] if tags else None
-            key = str(i % sharding_keys) if sharding_keys else None
+            key = key_names[i % len(key_names)] if key_names else str(i % sharding_keys) if sharding_keys else None
             r = await producer.send(topic, f"msg-{i}".encode(), tags=tag, keys=f"k{i}",
                                     properties={"idx": str(i), **(props or {})}, sharding_key=key)
             ids.append(r.msg_id)

@@ -7,6 +7,13 @@ behind the batch that worker is running. A job dropped in either place comes
 back with every message NOT_RUN (the new owner consumes them; nothing counts
 as handled or failed) and the handler never sees it. Real worker processes;
 the handler sleeps, so the second job is still waiting when its queue drops.
+
+The same holds for an orderly job whose queue stops holding its broker lock
+while the job waits (lost at a renewal, or granted again after a gap): it comes
+back NOT_RUN with no error, and its service waits for the lock and, after a
+gap, checks the broker's offset (``lock_gap.py``). Without that, a supervisor
+frozen past the lock's expiry ran its waiting jobs the moment it woke, behind
+what another client had committed meanwhile (issue #23, key mode).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from types import SimpleNamespace
 import pytest
 
 from rmqrun.consumer.executor import ConsumeJob, Verdict
+from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
@@ -28,11 +36,20 @@ pytestmark = pytest.mark.timeout(90)
 SKIPPED = "skipped: its queue was dropped"
 
 
-def _job(queue_id: int, offsets: list[int], pq: SimpleNamespace) -> ConsumeJob:
+def _job(queue_id: int, offsets: list[int], pq: SimpleNamespace | ProcessQueue, *,
+         orderly: bool = False) -> ConsumeJob:
     mq = MessageQueue("T", "broker-a", queue_id)
     records = [bytes(encode_stored(topic="T", body=b"payload", properties={}, queue_id=queue_id, queue_offset=o))
                for o in offsets]
-    return ConsumeJob(mq, False, records, offsets, pq=pq)
+    return ConsumeJob(mq, orderly, records, offsets, pq=pq, under_lock=orderly)
+
+
+def _locked() -> ProcessQueue:
+    pq = ProcessQueue()
+    pq.note_locked()
+    pq.lock_lapsed = False  # a queue newly allocated: its offset was just read from the broker
+    assert pq.holds_lock()
+    return pq
 
 
 async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
@@ -92,6 +109,51 @@ def test_a_job_waiting_in_a_workers_pipe_is_skipped_once_its_queue_is_dropped() 
             res = await asyncio.wait_for(second, 10)
             assert res.verdicts == [Verdict.NOT_RUN, Verdict.NOT_RUN], f"a dropped queue's piped job ran: {res}"
             assert res.error == SKIPPED
+        finally:
+            await ex.stop(5)
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_an_orderly_job_waiting_in_the_executor_is_not_run_once_its_lock_is_lost() -> None:
+    async def scenario() -> None:
+        ex = _executor(max_inflight_messages=1)  # the running job fills the worker: the next one waits here
+        await ex.start()
+        try:
+            kept, lost = _locked(), _locked()
+            first = asyncio.ensure_future(ex.run(_job(0, [0], kept, orderly=True)))
+            await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+            second = asyncio.ensure_future(ex.run(_job(1, [7], lost, orderly=True)))
+            await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
+            lost.locked = False  # a renewal found another client holding the queue
+            assert (await first).verdicts == [Verdict.SUCCESS]
+            res = await asyncio.wait_for(second, 10)
+            assert res.verdicts == [Verdict.NOT_RUN], f"a job of a queue that lost its lock started: {res}"
+            assert res.error is None  # nothing broke: no pause for its lane, the lock rule decides
+            lost.note_locked()  # granted again: after a gap, so still not the queue's to consume on
+            assert lost.lock_lapsed
+            res = await asyncio.wait_for(ex.run(_job(1, [7], lost, orderly=True)), 10)
+            assert res.verdicts == [Verdict.NOT_RUN], f"a job started before its lock gap was settled: {res}"
+            lost.lock_lapsed = False  # settled (lock_gap.settle_gap): it runs again
+            assert (await ex.run(_job(1, [7], lost, orderly=True))).verdicts == [Verdict.SUCCESS]
+        finally:
+            await ex.stop(5)
+    asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+def test_an_orderly_job_waiting_in_a_workers_pipe_is_skipped_once_its_lock_expires() -> None:
+    async def scenario() -> None:
+        ex = _executor(max_inflight_messages=100)  # orderly batches of other queues pipeline up to the bound
+        await ex.start()
+        try:
+            kept, expiring = _locked(), _locked()
+            first = asyncio.ensure_future(ex.run(_job(0, [0], kept, orderly=True)))
+            second = asyncio.ensure_future(ex.run(_job(1, [5, 6], expiring, orderly=True)))
+            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
+            await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
+            expiring.last_lock_timestamp -= expiring.lock_max_live_ms + 1_000  # not renewed in time
+            assert (await first).verdicts == [Verdict.SUCCESS]
+            res = await asyncio.wait_for(second, 10)
+            assert res.verdicts == [Verdict.NOT_RUN, Verdict.NOT_RUN], f"a piped job ran past its lock: {res}"
         finally:
             await ex.stop(5)
     asyncio.run(asyncio.wait_for(scenario(), 60))
