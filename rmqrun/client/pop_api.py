@@ -22,17 +22,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.pop import (
-    PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader, BatchAck, ChangeInvisibleTimeRequestHeader,
-    ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader, PopMessageResponseHeader, ReceiptHandle,
-    encode_batch_ack_body, real_topic, receipt_for, retry_flag_of,
+    POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, real_topic, receipt_after_change,
+    receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
+from rmqrun.remoting.errors import BrokerError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import record_ids, scan_records
 from rmqrun.remoting.message_props import PROPERTY_TAGS
@@ -41,7 +42,6 @@ from rmqrun.remoting.message_props import PROPERTY_TAGS
 ACK_TIMEOUT = 3.0
 #: a pop is answered within its poll time; the socket waits this much longer (Java: pollTime + 3 s ... 30 s)
 POP_TIMEOUT_SLACK = 15.0
-POP_MAX_MSG_NUMS = 32
 
 
 class PopNotSupportedError(BrokerError):
@@ -183,7 +183,11 @@ class PopClient:
                         acks: Sequence[tuple[PoppedMessage, ReceiptHandle]],
                         timeout: float = ACK_TIMEOUT) -> AckStatus:
         """BATCH_ACK_MESSAGE: the messages grouped by checkpoint (retry flag, queue, ck offset, pop time)."""
-        body = encode_batch_ack_body(broker_name, batch_acks(group, acks))
+        by_topic: dict[str, list[ReceiptHandle]] = {}
+        for message, receipt in acks:
+            by_topic.setdefault(message.topic, []).append(receipt)
+        body = encode_batch_ack_body(broker_name, [a for topic, receipts in by_topic.items()
+                                                   for a in build_batch_acks(group, topic, receipts)])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 
@@ -204,11 +208,7 @@ class PopClient:
         resp = await self.broker.request(addr, cmd, timeout)
         if self._ack_status(resp, addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME) is AckStatus.NO_EXIST:
             return None
-        answer = ChangeInvisibleTimeResponseHeader.from_ext(resp.ext_fields)
-        return ReceiptHandle(ck_start_offset=r.queue_offset, pop_time=answer.pop_time,
-                             invisible_time=answer.invisible_time, revive_qid=answer.revive_qid,
-                             retry_flag=r.retry_flag, broker_name=r.broker_name, queue_id=r.queue_id,
-                             queue_offset=r.queue_offset)
+        return receipt_after_change(r, ChangeInvisibleTimeResponseHeader.from_ext(resp.ext_fields))
 
     @staticmethod
     def _ack_status(resp: RemotingCommand, addr: str, request_code: int) -> AckStatus:
@@ -220,22 +220,3 @@ class PopClient:
         if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             raise _not_supported(exc, addr, RequestCode(request_code).name)
         raise exc
-
-
-def batch_acks(group: str, acks: Iterable[tuple[PoppedMessage, ReceiptHandle]]) -> list[BatchAck]:
-    """One BatchAck per checkpoint, a bit per acked offset (MQClientAPIImpl.batchAckMessageAsync)."""
-    merged: dict[tuple[str, int, int, int], tuple[BatchAck, list[int]]] = {}
-    for message, r in acks:
-        key = (r.retry_flag, r.queue_id, r.ck_start_offset, r.pop_time)
-        entry = merged.get(key)
-        if entry is None:
-            ack = BatchAck(consumer_group=group, topic=message.topic, retry=r.retry_flag,
-                           start_offset=r.ck_start_offset, queue_id=r.queue_id, revive_queue_id=r.revive_qid,
-                           pop_time=r.pop_time, invisible_time=r.invisible_time, bit_set=set())
-            merged[key] = entry = (ack, [])
-        entry[1].append(r.queue_offset - r.ck_start_offset)
-    for ack, bits in merged.values():
-        if min(bits) < 0:
-            raise ProtocolError(f"an offset below its checkpoint's start {ack.start_offset} cannot be batch-acked")
-        ack.bit_set = set(bits)
-    return [ack for ack, _ in merged.values()]
