@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmqrun.broker.processors.admin import AdminProcessor
+from rmqrun.broker.processors.assignment import AssignmentProcessor
 from rmqrun.broker.processors.clients import ClientProcessor
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.forward import ForwardProcessor
@@ -35,6 +36,7 @@ class Processors:
     forward: ForwardProcessor
     maintenance: MaintenanceProcessor
     statistics: StatisticsProcessor
+    assignment: AssignmentProcessor
 
 
 def register_all(broker: BrokerContext) -> Processors:
@@ -42,7 +44,7 @@ def register_all(broker: BrokerContext) -> Processors:
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
                    ClientProcessor(broker), AdminProcessor(broker),
                    inspect, ForwardProcessor(broker), MaintenanceProcessor(broker),
-                   StatisticsProcessor(broker, inspect))
+                   StatisticsProcessor(broker, inspect), AssignmentProcessor(broker))
     table = {
         R.SEND_MESSAGE: p.send.send,
         R.SEND_MESSAGE_V2: p.send.send,
@@ -90,6 +92,9 @@ def register_all(broker: BrokerContext) -> Processors:
         R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: p.maintenance.get_system_topic_list,
         R.VIEW_BROKER_STATS_DATA: p.statistics.view_broker_stats_data,
         R.GET_BROKER_CONSUME_STATS: p.statistics.get_broker_consume_stats,
+        R.QUERY_ASSIGNMENT: p.assignment.query_assignment,
+        R.SET_MESSAGE_REQUEST_MODE: p.assignment.set_message_request_mode,
+        R.GET_ALL_MESSAGE_REQUEST_MODE: p.assignment.get_all_message_request_mode,
     }
     for code, fn in table.items():
         broker.server.register(code, fn)
