@@ -16,9 +16,12 @@ recording every delivery with its pid (``tests/integration/probe_handler.py``):
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import time
 from pathlib import Path
+
+import pytest
 
 from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -27,7 +30,12 @@ from tests.integration.signals_kit import (
     Runs, produce, read_deliveries, start_broker, topic_messages, wait_until,
 )
 
+#: the embedded broker's POP engine (branch pp24) lands separately: until then only the refusal test runs
+needs_pop_broker = pytest.mark.skipif(importlib.util.find_spec("rmqrun.broker.processors.pop") is None,
+                                      reason="the embedded broker does not serve POP_MESSAGE in this tree")
 
+
+@needs_pop_broker
 def test_six_instances_share_a_two_queue_topic(tmp_path: Path, runs: Runs) -> None:
     total = 10_000
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
@@ -59,6 +67,7 @@ def test_six_instances_share_a_two_queue_topic(tmp_path: Path, runs: Runs) -> No
         eb.stop_in_thread()
 
 
+@needs_pop_broker
 def test_a_killed_instance_s_messages_come_back_to_the_others(tmp_path: Path, runs: Runs) -> None:
     total = 600
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
@@ -89,6 +98,7 @@ def test_a_killed_instance_s_messages_come_back_to_the_others(tmp_path: Path, ru
         eb.stop_in_thread()
 
 
+@needs_pop_broker
 def test_a_message_failing_every_time_ends_in_the_dlq(tmp_path: Path, runs: Runs) -> None:
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
     try:
@@ -110,6 +120,7 @@ def test_a_message_failing_every_time_ends_in_the_dlq(tmp_path: Path, runs: Runs
         eb.stop_in_thread()
 
 
+@needs_pop_broker
 def test_a_call_longer_than_the_invisible_time_is_not_delivered_twice(tmp_path: Path, runs: Runs) -> None:
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
     try:
