@@ -25,7 +25,7 @@ import pytest
 
 from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from tests.integration.pop_kit import deliveries_by_idx, set_pop_mode, start_pop
+from tests.integration.pop_run_kit import deliveries_by_idx, set_pop_mode, start_pop
 from tests.integration.signals_kit import (
     Runs, produce, read_deliveries, start_broker, topic_messages, wait_until,
 )
