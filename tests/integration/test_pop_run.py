@@ -40,13 +40,15 @@ def test_six_instances_share_a_two_queue_topic(tmp_path: Path, runs: Runs) -> No
     total = 10_000
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
     try:
-        produce(eb, "PopSix", total)
+        produce(eb, "PopSix", 2)  # the topic exists (two queues) before the group starts
         set_pop_mode(eb, "GPopSix", "PopSix")
         record = tmp_path / "records.txt"
-        procs = [start_pop(runs, f"p{i}", eb, "GPopSix", "PopSix", record, ready=False) for i in range(6)]
+        procs = [start_pop(runs, f"p{i}", eb, "GPopSix", "PopSix", record, ready=False,
+                           env={"PROBE_SLEEP_MS": "1"}) for i in range(6)]
         for p in procs:
             p.wait_ready(90)
         workers = [set(p.worker_pids()) for p in procs]
+        produce(eb, "PopSix", total - 2, start=2)
         wait_until(lambda: len(deliveries_by_idx(record)) >= total, 300, "every message handled", interval=0.5)
         time.sleep(1.0)  # a late duplicate would show up here
         for mine, p in zip(workers, procs):
@@ -75,16 +77,18 @@ def test_a_killed_instance_s_messages_come_back_to_the_others(tmp_path: Path, ru
         produce(eb, "PopKill", total)
         set_pop_mode(eb, "GPopKill", "PopKill")
         record = tmp_path / "records.txt"
-        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000"}
-        procs = [start_pop(runs, f"k{i}", eb, "GPopKill", "PopKill", record, settings=fast,
-                           env={"PROBE_SLEEP_MS": "20"}) for i in range(3)]
-        victim = procs[2]
+        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"}
+        slow = {"PROBE_SLEEP_MS": "30"}
+        victim = start_pop(runs, "victim", eb, "GPopKill", "PopKill", record, settings=fast, env=slow)
         victim_workers = set(victim.worker_pids())
-        wait_until(lambda: any(d.pid in victim_workers for d in read_deliveries(record)), 60, "the victim consuming")
-        victim.kill9()
+        wait_until(lambda: sum(d.pid in victim_workers for d in read_deliveries(record)) >= 30, 60,
+                   "the victim consuming")
+        others = [start_pop(runs, f"k{i}", eb, "GPopKill", "PopKill", record, settings=fast, env=slow)
+                  for i in range(2)]
+        victim.kill9()  # with messages popped and not acked: its pops run ahead of its one worker
         victim.wait_group_gone()
         wait_until(lambda: len(deliveries_by_idx(record)) >= total, 120, "every message handled", interval=0.5)
-        for p in procs[:2]:
+        for p in others:
             p.signal(signal.SIGTERM)
             assert p.wait(60) == 0, p.log()[-3000:]
         got = deliveries_by_idx(record)
