@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.broker.app import BrokerProcess, EmbeddedBroker
 from rmqrun.protocol.pop import (
     PROPERTY_FIRST_POP_TIME,
     PROPERTY_POP_CK,
@@ -20,6 +20,7 @@ from rmqrun.protocol.pop import (
     PopMessageResponseHeader,
     ReceiptHandle,
 )
+from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
 from tests.integration.pop_kit import ack, batch_ack, change_invisible, pop, pop_all, popped, send_many
@@ -68,6 +69,9 @@ def test_pop_then_ack_commits_and_nothing_comes_back(tmp_path: Path) -> None:
             await asyncio.sleep(1.6)
             assert await pop_all(c, G, T, poll_ms=300) == []
             assert eb.broker.pop.counters.revived == 0 and eb.broker.pop.counters.acked == 3
+            info = await c.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+            table = fastjson.loads(info.body)["table"]
+            assert (table["popMessageNums"], table["popAckNums"], table["popInFlightNums"]) == ("3", "3", "0")
             await c.close()
 
     run(main())
@@ -288,3 +292,36 @@ def test_notification_reports_whether_a_pop_would_find_something(tmp_path: Path)
             await c.close()
 
     run(main())
+
+
+def test_kill_9_after_pop_neither_loses_nor_repeats_popped_messages(tmp_path: Path) -> None:
+    """SIGKILL right after a pop (before the consumer offsets are saved): the checkpoint log alone tells the
+    restarted broker what went out, so the un-acked messages are revived and nothing is popped twice."""
+    data = tmp_path / "data"
+
+    async def first(bp: BrokerProcess) -> None:
+        c = await Client.connect(bp.namesrv_address, bp.broker_address)
+        await send_many(c, T, 4, queue_id=0)
+        got = popped(await pop(c, G, T, invisible_ms=2000, max_nums=3))
+        assert [m.body for m, _ in got] == [b"m0", b"m1", b"m2"]
+        assert (await ack(c, G, T, got[1][1])).code == ResponseCode.SUCCESS
+        bp.kill()
+        await c.close()
+
+    bp = BrokerProcess(data, flush_mode="sync").start()
+    try:
+        run(first(bp))
+    finally:
+        bp.kill()
+
+    async def second(bp2: BrokerProcess) -> None:
+        c = await Client.connect(bp2.namesrv_address, bp2.broker_address)
+        got = []
+        end = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < end:
+            got.extend(await pop_all(c, G, T, poll_ms=1000))
+        assert sorted((m.body, m.reconsume_times) for m, _ in got) == [(b"m0", 1), (b"m2", 1), (b"m3", 0)]
+        await c.close()
+
+    with BrokerProcess(data, flush_mode="sync") as bp2:
+        run(second(bp2))
