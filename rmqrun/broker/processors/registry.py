@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmqrun.broker.processors.admin import AdminProcessor
+from rmqrun.broker.processors.assignment import AssignmentProcessor
 from rmqrun.broker.processors.clients import ClientProcessor
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.forward import ForwardProcessor
@@ -39,6 +40,7 @@ class Processors:
     statistics: StatisticsProcessor
     pop: PopProcessor
     pop_ack: PopAckProcessor
+    assignment: AssignmentProcessor
 
 
 def register_all(broker: BrokerContext) -> Processors:
@@ -46,7 +48,8 @@ def register_all(broker: BrokerContext) -> Processors:
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
                    ClientProcessor(broker), AdminProcessor(broker),
                    inspect, ForwardProcessor(broker), MaintenanceProcessor(broker),
-                   StatisticsProcessor(broker, inspect), PopProcessor(broker), PopAckProcessor(broker))
+                   StatisticsProcessor(broker, inspect), PopProcessor(broker), PopAckProcessor(broker),
+                   AssignmentProcessor(broker))
     table = {
         R.SEND_MESSAGE: p.send.send,
         R.SEND_MESSAGE_V2: p.send.send,
@@ -100,6 +103,9 @@ def register_all(broker: BrokerContext) -> Processors:
         R.ACK_MESSAGE: p.pop_ack.ack_message,
         R.BATCH_ACK_MESSAGE: p.pop_ack.batch_ack_message,
         R.CHANGE_MESSAGE_INVISIBLETIME: p.pop_ack.change_invisible_time,
+        R.QUERY_ASSIGNMENT: p.assignment.query_assignment,
+        R.SET_MESSAGE_REQUEST_MODE: p.assignment.set_message_request_mode,
+        R.GET_ALL_MESSAGE_REQUEST_MODE: p.assignment.get_all_message_request_mode,
     }
     for code, fn in table.items():
         broker.server.register(code, fn)
