@@ -325,3 +325,20 @@ def test_kill_9_after_pop_neither_loses_nor_repeats_popped_messages(tmp_path: Pa
 
     with BrokerProcess(data, flush_mode="sync") as bp2:
         run(second(bp2))
+
+
+def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 3, queue_id=0)
+            for _, r in popped(await pop(c, G, T)):
+                assert (await ack(c, G, T, r)).code == ResponseCode.SUCCESS
+            reset = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+                "topic": T, "group": G, "timestamp": "0", "isForce": "true"})
+            assert reset.code == ResponseCode.SUCCESS, reset.remark
+            again = await pop_all(c, G, T)
+            assert [m.body for m, _ in again] == [b"m0", b"m1", b"m2"]
+            await c.close()
+
+    run(main())

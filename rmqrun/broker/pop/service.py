@@ -383,6 +383,13 @@ class PopService:
         times = [t for t in (self.orders.unblock_at(topic, group, q) for q in queues) if t is not None]
         return min(times) if times else None
 
+    def offset_reset(self, group: str, topic: str, queue_id: int) -> None:
+        """The group's offset of a queue was reset by an operator: pops start there, not after the newest
+        checkpoint, and an order-mode block of the queue is lifted (``resetPopOffset``)."""
+        self.ck_log.forget_queue(topic, group, queue_id)
+        if self.orders is not None:
+            self.orders.clear_block(topic, group, queue_id)
+
     def in_flight(self, group: str | None = None) -> int:
         """Popped messages neither acked nor revived yet."""
         return sum(len(ck.unacked()) for ck in self.ck_log.all() if group is None or ck.group == group)
