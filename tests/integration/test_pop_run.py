@@ -16,15 +16,21 @@ recording every delivery with its pid (``tests/integration/probe_handler.py``):
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from rmqrun.broker.processors.common import answer
+from rmqrun.client.instance import ClientInstance
+from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.frame import RemotingCommand
+from tests.integration.cli_kit import free_port
 from tests.integration.pop_run_kit import deliveries_by_idx, set_pop_mode, start_pop
 from tests.integration.signals_kit import (
     Runs, produce, read_deliveries, start_broker, topic_messages, wait_until,
@@ -159,3 +165,62 @@ def test_a_broker_without_pop_stops_the_start_with_what_is_needed(tmp_path: Path
         assert "POP needs RocketMQ 5.x" in p.log()
     finally:
         eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_a_message_that_kills_its_worker_fails_alone_and_the_run_reports_pop(tmp_path: Path, runs: Runs) -> None:
+    """Crash isolation as in pull mode: the poison message (its worker dies in the call) is the one failure, its
+    batch mates are handled once; with max_reconsume_times 0 it goes to the DLQ at once. The run's /metrics and
+    its consumer running info (mqadmin consumerStatus) show the POP side."""
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopCrash", 8)
+        set_pop_mode(eb, "GPopCrash", "PopCrash")
+        record = tmp_path / "records.txt"
+        port = free_port()
+        p = runs.start("c", "tests.integration.crash_handler:crash", namesrv=eb.namesrv_address, group="GPopCrash",
+                       topic="PopCrash", args=["--consume-mode", "pop", "--workers", "1",
+                                               "--max-reconsume-times", "0", "--metrics-port", str(port)],
+                       env={"PROBE_RECORD": str(record), "PROBE_CRASH_IDX": "2", "PROBE_CRASH": "exit7"})
+        wait_until(lambda: topic_messages(eb, "%DLQ%GPopCrash"), 60, "the poison message in the DLQ", interval=0.5)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 7, 60, "the others handled", interval=0.2)
+        wait_until(lambda: "rmqrun_pop_acks_total 8.0" in _scrape(port), 30, "8 acks (7 + the DLQ'd)")
+        metrics = _scrape(port)
+        info = _running_info(eb, "GPopCrash")
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+        (dead,) = topic_messages(eb, "%DLQ%GPopCrash")
+        assert dead.properties.get("idx") == "2"
+        got = deliveries_by_idx(record)
+        assert sorted(got) == [0, 1, 3, 4, 5, 6, 7] and all(len(ds) == 1 for ds in got.values()), got
+        assert len(deliveries_by_idx(record, "start")[2]) == 1, "the poison message ran once"
+        assert "rmqrun_pop_unacked_messages 0.0" in metrics
+        assert 'rmqrun_pop_assignment_unacked_messages{broker="broker-a",group="GPopCrash",queue_id="-1",' \
+               'topic="PopCrash"} 0.0' in metrics
+        props = info["properties"]
+        assert props["consumeMode"] == "POP" and props["popAcks"] == "8", props
+        assert [fastjson.object_key(k)["queueId"] for k in info["mqPopTable"]] == [-1]
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PopCrash", "%RETRY%GPopCrash"}
+    finally:
+        eb.stop_in_thread()
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return resp.read().decode()
+
+
+def _running_info(eb, group: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """GET_CONSUMER_RUNNING_INFO through the broker, as mqadmin consumerStatus asks it."""
+    async def main() -> dict:  # type: ignore[type-arg]
+        inst = ClientInstance(eb.namesrv_address, instance_name="probe")
+        try:
+            (client_id,) = await inst.broker.get_consumer_list(eb.broker_address, group)
+            resp = await inst.broker.request(eb.broker_address, RemotingCommand(
+                RequestCode.GET_CONSUMER_RUNNING_INFO,
+                {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}), 10)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            return fastjson.loads(resp.body)
+        finally:
+            await inst.close()
+    return asyncio.run(main())
