@@ -224,3 +224,31 @@ def _running_info(eb, group: str) -> dict:  # type: ignore[no-untyped-def,type-a
         finally:
             await inst.close()
     return asyncio.run(main())
+
+
+@needs_pop_broker
+def test_a_graceful_stop_acks_what_finished_and_leaves_the_rest_to_come_back(tmp_path: Path, runs: Runs) -> None:
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopStop", 6)
+        set_pop_mode(eb, "GPopStop", "PopStop")
+        record = tmp_path / "records.txt"
+        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"}
+        a = start_pop(runs, "a", eb, "GPopStop", "PopStop", record, settings=fast, args=("--graceful-timeout", "3"),
+                      env={"PROBE_SLEEP_MS": "2000"})
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 1, 60, "a first message handled")
+        a.signal(signal.SIGTERM)  # a call is running: it finishes within the grace and is acked; the next is cut
+        assert a.wait(60) == 0, a.log()[-3000:]
+        by_a = deliveries_by_idx(record)
+        assert 1 <= len(by_a) < 6
+        b = start_pop(runs, "b", eb, "GPopStop", "PopStop", record, settings=fast)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 6, 60, "the rest handled by the next run", interval=0.2)
+        time.sleep(6.0)  # an un-acked finished message would come back within one invisible time
+        b.signal(signal.SIGTERM)
+        assert b.wait(60) == 0, b.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert sorted(got) == list(range(6)) and all(len(ds) == 1 for ds in got.values()), got
+        assert all(ds[0].reconsume >= 1 for idx, ds in got.items() if idx not in by_a), \
+            "the ones left behind came back (revived after the invisible time)"
+    finally:
+        eb.stop_in_thread()
