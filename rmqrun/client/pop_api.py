@@ -29,8 +29,8 @@ from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, real_topic, receipt_after_change,
-    receipt_for, retry_flag_of,
+    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, order_count_for,
+    parse_order_count_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, error_for_code
@@ -81,6 +81,9 @@ class PoppedMessage:
     #: epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)
     first_pop_time: int
     tags: str | None = None
+    #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
+    #: message's reconsumeTimes when above 0); None outside order mode
+    order_count: int | None = None
 
     @property
     def queue_id(self) -> int:
@@ -118,6 +121,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         rest = resp.ext_fields.get("restNum")
         return PopResult(status, rest_num=int(rest) if rest not in (None, "") else 0)
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
+    counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
     body = resp.body or b""
     view = memoryview(body)
     out: list[PoppedMessage] = []
@@ -139,8 +143,10 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         # a record names its original topic (the broker rewrites a retried one) unless it kept the retry topic
         ack_topic = ids.topic if ids.topic.startswith(RETRY_TOPIC_PREFIX) else real_topic(ids.topic, group,
                                                                                           receipt.retry_flag)
+        count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
+                                                            receipt.queue_offset)
         out.append(PoppedMessage(record, ids.topic, ack_topic, receipt, ids.reconsume_times, first_pop,
-                                 props.get(PROPERTY_TAGS)))
+                                 props.get(PROPERTY_TAGS), count))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
 

@@ -209,9 +209,12 @@ class ConsumerConfig:
         in_range("pop_threshold_for_queue", 1, 65535)
         if self.consume_mode != "pop":
             return
-        if self.orderly:
-            raise bad("consume_mode", self.consume_mode, "orderly consumption (--orderly, order_by=key) is not "
-                      "available with POP yet; use --consume-mode pull for orderly, or drop --orderly")
+        if self.order_by_key:
+            raise bad("consume_mode", self.consume_mode, "order_by=key is not available with POP (the broker "
+                      "orders by queue); use --order-by queue, or --consume-mode pull for key order")
+        if self.orderly and not self.auto_commit:
+            raise bad("consume_mode", self.consume_mode, "orderly POP acks each message as it succeeds and needs "
+                      "auto_commit=true (manual Commit()/Rollback() need --consume-mode pull)")
         if not self.clustering:
             raise bad("consume_mode", self.consume_mode, "POP is a clustering model (the broker shares messages "
                       "among the group); use --consume-mode pull with BROADCASTING")

@@ -111,7 +111,7 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
         addr, group=cfg.group, topic=mq.topic, broker_name=mq.broker_name, queue_id=mq.queue_id,
         max_msg_nums=cfg.pop_batch_size, invisible_time_ms=cfg.pop_invisible_time_ms,
         poll_time_ms=cfg.pop_poll_time_ms, init_mode=req.init_mode, exp_type=sub.expression_type,
-        exp=sub.sub_string)
+        exp=sub.sub_string, order=cfg.orderly)
     if result.status is not PopStatus.FOUND or not result.messages:
         return result.status
     stats = engine.pop_stats

@@ -18,7 +18,8 @@ user's topics are consumed by POP instead:
 * each assignment has a pop loop (``pop_loop``) and a :class:`PopProcessQueue`;
   an assignment that disappears stops popping; what it had popped still
   finishes and is acked;
-* results go through :class:`PopConsumeService` (ack, delay, DLQ, extension).
+* results go through :class:`PopConsumeService` (ack, delay, DLQ, extension), or with ``orderly``
+  through :class:`PopOrderlyConsumeService` (pops with ``order=true``, see ``pop_orderly.py``).
 
 A 4.x broker (no QUERY_ASSIGNMENT / POP_MESSAGE) stops the start with a
 :class:`ConfigError` saying POP needs RocketMQ 5.x.
@@ -39,6 +40,7 @@ from rmqrun.consumer.config import ConsumerConfig, retry_topic
 from rmqrun.consumer.executor import Executor
 from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
 from rmqrun.consumer.pop_loop import pop_loop
+from rmqrun.consumer.pop_orderly import PopOrderlyConsumeService
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
@@ -63,7 +65,7 @@ class PopPushConsumer(PushConsumer):
         self.pop_client = PopClient(self.instance.broker)
         self.assignments = AssignmentClient(self.instance.pool)
         self.pop_stats = PopStats()
-        self.pop_service = PopConsumeService(self)
+        self.pop_service = PopOrderlyConsumeService(self) if self.config.orderly else PopConsumeService(self)
         self.pop_table: dict[MessageQueue, PopRequest] = {}
         #: topics the broker reported in PULL mode for the group (warned once each)
         self.pull_mode_topics: set[str] = set()

@@ -177,7 +177,7 @@ class Supervisor:
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
         if self.settings.consumer.consume_mode == "pop":
-            mode = "concurrently by POP"
+            mode = f"{mode} by POP"
         ns = self.settings.consumer.namespace
         if self.settings.consumer.order_by_key:
             mode = f"orderly by key ({self.settings.consumer.order_key})"

@@ -252,3 +252,73 @@ def test_a_graceful_stop_acks_what_finished_and_leaves_the_rest_to_come_back(tmp
             "the ones left behind came back (revived after the invisible time)"
     finally:
         eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_orderly_pop_keeps_each_queue_in_order_across_instances_and_a_kill(tmp_path: Path, runs: Runs) -> None:
+    """Three ``--orderly --consume-mode pop`` instances on two queues; one is killed mid-drain. Per queue the
+    handler never sees an offset ahead of one not yet handled, and every message is handled."""
+    total = 400
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopOrd", total)
+        set_pop_mode(eb, "GPopOrd", "PopOrd")
+        record = tmp_path / "records.txt"
+        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000",
+                "RMQRUN_POP_BATCH_SIZE": "8"}
+        slow = {"PROBE_SLEEP_MS": "10"}
+        procs = [start_pop(runs, f"o{i}", eb, "GPopOrd", "PopOrd", record, settings=fast, env=slow,
+                           args=("--orderly",)) for i in range(3)]
+        victim = procs[0]
+        victim_workers = set(victim.worker_pids())
+        wait_until(lambda: sum(d.pid in victim_workers for d in read_deliveries(record)) >= 20, 60,
+                   "the victim consuming")
+        victim.kill9()
+        victim.wait_group_gone()
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 180, "every message handled", interval=0.5)
+        for p in procs[1:]:
+            p.signal(signal.SIGTERM)
+            assert p.wait(60) == 0, p.log()[-3000:]
+        assert "orderly by POP" in procs[1].log()
+        oks = [d for d in read_deliveries(record) if d.event == "ok"]
+        assert {d.idx for d in oks} == set(range(total)), "nothing lost"
+        per_queue: dict[int, list[int]] = {}
+        for d in oks:
+            per_queue.setdefault(d.queue_id, []).append(d.offset)
+        assert sorted(per_queue) == [0, 1]
+        for q, offsets in per_queue.items():
+            top = -1
+            for x in offsets:
+                assert x <= top + 1, f"queue {q}: {x} handled before {top + 1}: {offsets}"
+                top = max(top, x)
+        handlers = {d.pid for d in oks}
+        assert handlers - victim_workers, "the survivors took over"
+    finally:
+        eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_orderly_pop_retries_a_failed_message_before_the_rest_of_its_queue(tmp_path: Path, runs: Runs) -> None:
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopOrdFail", 20)
+        set_pop_mode(eb, "GPopOrdFail", "PopOrdFail")
+        record = tmp_path / "records.txt"
+        p = start_pop(runs, "f", eb, "GPopOrdFail", "PopOrdFail", record, args=("--orderly",),
+                      settings={"RMQRUN_POP_POLL_TIME_MS": "2000"},
+                      env={"PROBE_FAIL_IDX": "4", "PROBE_FAIL_TIMES": "2"})
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 20, 60, "every message handled", interval=0.2)
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+        log = read_deliveries(record)
+        fails = [d for d in log if d.event == "fail"]
+        assert [(d.idx, d.reconsume) for d in fails] == [(4, 0), (4, 1)], "its delivery count is its reconsume count"
+        oks = [d for d in log if d.event == "ok"]
+        four = next(d for d in oks if d.idx == 4)
+        assert four.reconsume == 2
+        after = [d for d in oks if d.queue_id == four.queue_id and d.offset > four.offset]
+        assert after and all(oks.index(d) > oks.index(four) for d in after), "the rest of its queue waited for it"
+        assert sorted(deliveries_by_idx(record)) == list(range(20))
+        assert all(len(ds) == 1 for ds in deliveries_by_idx(record).values())
+    finally:
+        eb.stop_in_thread()

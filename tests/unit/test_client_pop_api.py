@@ -173,3 +173,42 @@ def test_a_broker_without_pop_is_refused_with_what_is_needed(tmp_path: Path) -> 
             finally:
                 await inst.close()
     asyncio.run(main())
+
+
+def test_pop_ack_and_change_invisible_against_the_embedded_broker(tmp_path: Path) -> None:
+    """The calls for real: an order-mode pop, a message made visible again at once comes back with its delivery
+    count (orderCountInfo), acks with the receipts the client built are taken, and nothing is left to pop."""
+    from rmqrun.broker.app import EmbeddedBroker
+    from rmqrun.client.instance import ClientInstance
+    from rmqrun.client.producer import Producer
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "store", auto_create_queue_nums=1) as eb:
+            async with Producer(eb.namesrv_address, "PG_pop_api") as producer:
+                for i in range(3):
+                    await producer.send(TOPIC, f"m{i}".encode())
+            inst = ClientInstance(eb.namesrv_address, client_ip="127.0.0.1")
+            try:
+                client = PopClient(inst.broker)
+                addr, name = eb.broker_address, eb.config.broker_name
+
+                async def pop() -> list[PoppedMessage]:
+                    got = await client.pop(addr, group=GROUP, topic=TOPIC, broker_name=name, poll_time_ms=1000,
+                                           invisible_time_ms=30_000, init_mode=0, order=True)
+                    return got.messages
+                first = await pop()
+                assert [m.queue_offset for m in first] == [0, 1, 2]
+                assert first[0].receipt.is_order and first[0].order_count == 0
+                assert await pop() == [], "the queue is blocked while its batch is out"
+                assert await client.ack(addr, group=GROUP, message=first[0]) is AckStatus.OK
+                for m in first[1:]:
+                    assert await client.change_invisible(addr, group=GROUP, message=m, invisible_time_ms=0) \
+                        is not None
+                again = await pop()
+                assert [(m.queue_offset, m.order_count) for m in again] == [(1, 1), (2, 1)]
+                for m in again:
+                    assert await client.ack(addr, group=GROUP, message=m) is AckStatus.OK
+                assert await pop() == []
+            finally:
+                await inst.close()
+    asyncio.run(main())

@@ -65,8 +65,8 @@ def test_a_subscription_needs_a_topic_and_a_tag_expression(subs: dict[str, objec
     ({"pop_invisible_time_ms": 300001}, "from 5000 to 300000"),
     ({"pop_batch_size": 33}, "from 1 to 32"),
     ({"pop_threshold_for_queue": 0}, "from 1 to 65535"),
-    ({"consume_mode": "pop", "orderly": True}, "orderly consumption"),
-    ({"consume_mode": "pop", "order_by": "key"}, "orderly consumption"),
+    ({"consume_mode": "pop", "orderly": True, "auto_commit": False}, "needs auto_commit=true"),
+    ({"consume_mode": "pop", "order_by": "key"}, "order_by=key is not available with POP"),
     ({"consume_mode": "pop", "message_model": "BROADCASTING"}, "clustering model"),
 ])
 def test_pop_settings_are_checked_and_unsupported_combinations_refused(kw: dict[str, object], hint: str) -> None:
@@ -77,3 +77,4 @@ def test_pop_settings_are_checked_and_unsupported_combinations_refused(kw: dict[
 def test_a_pop_config_is_valid() -> None:
     cfg = _config(consume_mode="pop", pop_invisible_time_ms=5000, pop_batch_size=1)
     assert cfg.validate() is cfg
+    assert _config(consume_mode="pop", orderly=True).validate().orderly
