@@ -94,7 +94,8 @@ class PopPushConsumer(PushConsumer):
         """The master of ``mq``'s broker: pops, acks and invisibility changes go there."""
         addr = self.instance.broker_address(mq.broker_name)
         if addr is None:
-            await self.instance.update_route(mq.topic if not mq.topic.startswith("%") else self._pop_topics[0])
+            # a pop retry topic has no route of its own: its broker is the one of the topic it stands for
+            await self.instance.update_route(mq.topic if mq.topic in self._subs else self._pop_topics[0])
             addr = self.instance.broker_address(mq.broker_name)
         if addr is None:
             raise BrokerNotFoundError(f"broker {mq.broker_name} has no known address")
