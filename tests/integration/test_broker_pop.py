@@ -282,6 +282,7 @@ def test_notification_reports_whether_a_pop_would_find_something(tmp_path: Path)
                 return NotificationResponseHeader.from_ext(r.ext_fields).has_msg
 
             assert await notify(0) is True
+            assert eb.broker.store.consumer_offsets.query(G, T, 0) is None  # asking commits nothing
             for _, r in popped(await pop(c, G, T)):
                 await ack(c, G, T, r)
             assert await notify(300) is False
