@@ -346,3 +346,29 @@ def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) ->
             await c.close()
 
     run(main())
+
+
+def test_a_held_pop_of_a_closed_connection_is_forgotten(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c, other = await _client(eb), await _client(eb)
+            await send_many(other, T, 1, queue_id=0)
+            for _, r in popped(await pop(other, G, T)):
+                await ack(other, G, T, r)
+            held = asyncio.create_task(pop(c, G, T, poll_ms=15_000))
+            end = time.monotonic() + 10
+            while eb.broker.pop_polling.polling_num(T, G, -1) == 0:
+                assert time.monotonic() < end
+                await asyncio.sleep(0.01)
+            await c.close()
+            await asyncio.gather(held, return_exceptions=True)
+            while eb.broker.pop_polling.polling_num(T, G, -1) != 0:
+                assert time.monotonic() < end, "the closed connection's pop is still held"
+                await asyncio.sleep(0.01)
+            assert not eb.broker.pop_polling._deadlines
+            # the message that arrives next goes to a live consumer, not to the gone one
+            await other.send(T, b"next", queue_id=0)
+            assert [m.body for m, _ in await pop_all(other, G, T, poll_ms=2000)] == [b"next"]
+            await other.close()
+
+    run(main())
