@@ -372,3 +372,25 @@ def test_a_held_pop_of_a_closed_connection_is_forgotten(tmp_path: Path) -> None:
             await other.close()
 
     run(main())
+
+
+def test_too_many_held_pops_on_one_key_are_answered_polling_full(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 1, queue_id=0)
+            for _, r in popped(await pop(c, G, T)):
+                await ack(c, G, T, r)
+            eb.broker.pop_polling.max_per_key = 1
+            first = asyncio.create_task(pop(c, G, T, poll_ms=15_000))
+            end = time.monotonic() + 10
+            while eb.broker.pop_polling.polling_num(T, G, -1) == 0:
+                assert time.monotonic() < end
+                await asyncio.sleep(0.01)
+            second = await pop(c, G, T, poll_ms=15_000)
+            assert second.code == ResponseCode.POLLING_FULL, second.remark
+            await c.send(T, b"x", queue_id=1)
+            assert [m.body for m, _ in popped(await asyncio.wait_for(first, 5))] == [b"x"]
+            await c.close()
+
+    run(main())
