@@ -172,7 +172,10 @@ def test_revived_twice_counts_two(tmp_path: Path) -> None:
             c = await _client(eb)
             await send_many(c, T, 1, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 1
-            once = await _pop_until(c, 1, invisible_ms=1000)
+            started = time.monotonic()
+            # held (nothing visible), woken by the revive's append to the retry topic, long before 15 s
+            once = popped(await pop(c, G, T, invisible_ms=1000, poll_ms=15_000))
+            assert time.monotonic() - started < 8
             assert [m.reconsume_times for m, _ in once] == [1]
             twice = await _pop_until(c, 1, invisible_ms=60_000)
             assert [(m.body, m.reconsume_times) for m, _ in twice] == [(b"m0", 2)]
@@ -279,6 +282,7 @@ def test_notification_reports_whether_a_pop_would_find_something(tmp_path: Path)
                 return NotificationResponseHeader.from_ext(r.ext_fields).has_msg
 
             assert await notify(0) is True
+            assert eb.broker.store.consumer_offsets.query(G, T, 0) is None  # asking commits nothing
             for _, r in popped(await pop(c, G, T)):
                 await ack(c, G, T, r)
             assert await notify(300) is False
@@ -339,6 +343,54 @@ def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) ->
             assert reset.code == ResponseCode.SUCCESS, reset.remark
             again = await pop_all(c, G, T)
             assert [m.body for m, _ in again] == [b"m0", b"m1", b"m2"]
+            await c.close()
+
+    run(main())
+
+
+def test_a_held_pop_of_a_closed_connection_is_forgotten(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c, other = await _client(eb), await _client(eb)
+            await send_many(other, T, 1, queue_id=0)
+            for _, r in popped(await pop(other, G, T)):
+                await ack(other, G, T, r)
+            held = asyncio.create_task(pop(c, G, T, poll_ms=15_000))
+            end = time.monotonic() + 10
+            while eb.broker.pop_polling.polling_num(T, G, -1) == 0:
+                assert time.monotonic() < end
+                await asyncio.sleep(0.01)
+            await c.close()
+            await asyncio.gather(held, return_exceptions=True)
+            while eb.broker.pop_polling.polling_num(T, G, -1) != 0:
+                assert time.monotonic() < end, "the closed connection's pop is still held"
+                await asyncio.sleep(0.01)
+            assert not eb.broker.pop_polling._deadlines
+            # the message that arrives next goes to a live consumer, not to the gone one
+            await other.send(T, b"next", queue_id=0)
+            assert [m.body for m, _ in await pop_all(other, G, T, poll_ms=2000)] == [b"next"]
+            await other.close()
+
+    run(main())
+
+
+def test_too_many_held_pops_on_one_key_are_answered_polling_full(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 1, queue_id=0)
+            for _, r in popped(await pop(c, G, T)):
+                await ack(c, G, T, r)
+            eb.broker.pop_polling.max_per_key = 1
+            first = asyncio.create_task(pop(c, G, T, poll_ms=15_000))
+            end = time.monotonic() + 10
+            while eb.broker.pop_polling.polling_num(T, G, -1) == 0:
+                assert time.monotonic() < end
+                await asyncio.sleep(0.01)
+            second = await pop(c, G, T, poll_ms=15_000)
+            assert second.code == ResponseCode.POLLING_FULL, second.remark
+            await c.send(T, b"x", queue_id=1)
+            assert [m.body for m, _ in popped(await asyncio.wait_for(first, 5))] == [b"x"]
             await c.close()
 
     run(main())

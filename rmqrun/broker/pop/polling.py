@@ -37,8 +37,9 @@ class PopPolling:
         self.max_per_key = max_per_key
         #: stored topic -> poll key -> queue ids held on
         self._watch: dict[str, dict[str, set[int]]] = {}
-        #: id(request) -> monotonic deadline of its whole poll time
+        #: id(request) -> monotonic deadline of its whole poll time, and the ids held per connection
         self._deadlines: dict[int, float] = {}
+        self._ids_by_conn: dict[Connection, set[int]] = {}
 
     def polling_num(self, topic: str, group: str, queue_id: int) -> int:
         return self.hold.held_on(poll_key(topic, group), queue_id)
@@ -52,11 +53,18 @@ class PopPolling:
         for watched in (topic, pop_retry_topic(group, topic)):
             self._watch.setdefault(watched, {}).setdefault(key, set()).add(queue_id)
         self._deadlines[id(cmd)] = deadline if deadline is not None else time.monotonic() + timeout_ms / 1000
+        self._ids_by_conn.setdefault(conn, set()).add(id(cmd))
         self.hold.suspend(HeldPull(conn, cmd, key, queue_id, -1, sub), timeout_ms)
         return True
 
-    def take_deadline(self, cmd: RemotingCommand) -> float:
+    def take_deadline(self, cmd: RemotingCommand, conn: Connection | None = None) -> float:
         """The deadline a woken request was held with (now if unknown); forgets it."""
+        if conn is not None:
+            ids = self._ids_by_conn.get(conn)
+            if ids is not None:
+                ids.discard(id(cmd))
+                if not ids:
+                    del self._ids_by_conn[conn]
         return self._deadlines.pop(id(cmd), time.monotonic())
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
@@ -83,8 +91,11 @@ class PopPolling:
 
     def connection_closed(self, conn: Connection) -> None:
         self.hold.connection_closed(conn)
+        for ident in self._ids_by_conn.pop(conn, ()):
+            self._deadlines.pop(ident, None)
 
     def clear(self) -> None:
         self.hold.clear()
         self._watch.clear()
         self._deadlines.clear()
+        self._ids_by_conn.clear()

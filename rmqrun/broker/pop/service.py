@@ -169,14 +169,16 @@ class PopService:
         for i in range(n):
             self._pop_queue(req, result, topic, (random_q + i) % n, is_retry)
 
-    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int) -> int:
-        """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time)
-        or the end of the newest checkpoint, whichever is further (``getPopOffset``)."""
+    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True) -> int:
+        """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time,
+        and committed unless ``init`` is False) or the end of the newest checkpoint, whichever is further
+        (``getPopOffset``)."""
         offsets = self.broker.store.consumer_offsets
         committed = offsets.query(group, topic, queue_id)
         if committed is None or committed < 0:
             committed = self._init_offset(topic, queue_id, init_mode)
-            offsets.commit(group, topic, queue_id, committed)
+            if init:
+                offsets.commit(group, topic, queue_id, committed)
         return max(committed, self.ck_log.latest_end(topic, group, queue_id))
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
@@ -363,14 +365,14 @@ class PopService:
         for q in queues:
             if order and self.orders is not None and self.orders.check_block(topic, group, q, attempt_id, 0):
                 continue
-            if store.max_offset(topic, q) > self.pop_offset(topic, group, q, INIT_MODE_MIN):
+            if store.max_offset(topic, q) > self.pop_offset(topic, group, q, INIT_MODE_MIN, init=False):
                 return True
         if order:
             return False
         retry = pop_retry_topic(group, topic)
         rtc = topics.get(retry)
         for q in range(rtc.read_queue_nums if rtc is not None else 0):
-            if store.max_offset(retry, q) > self.pop_offset(retry, group, q, INIT_MODE_MIN):
+            if store.max_offset(retry, q) > self.pop_offset(retry, group, q, INIT_MODE_MIN, init=False):
                 return True
         return False
 

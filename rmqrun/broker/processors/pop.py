@@ -72,8 +72,9 @@ class PopProcessor:
     def replay(self, held: HeldPull) -> None:
         """A held POP or NOTIFICATION woke (an arrival, or its time is up): run it again and send the answer."""
         if held.conn.closed:
+            self.broker.pop_polling.take_deadline(held.request, held.conn)
             return
-        deadline = self.broker.pop_polling.take_deadline(held.request)
+        deadline = self.broker.pop_polling.take_deadline(held.request, held.conn)
         left_ms = int((deadline - time.monotonic()) * 1000)
         hold_ms = left_ms if left_ms >= MIN_REHOLD_MS else 0
         try:
