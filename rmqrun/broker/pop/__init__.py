@@ -1,0 +1,6 @@
+"""The embedded broker's POP consumption engine (RocketMQ 5.x ``PopMessageProcessor`` and friends).
+
+:mod:`.checkpoint` one pop of one queue and its ack bitmap; :mod:`.ck_log` the durable table of them;
+:mod:`.revive` puts what was not acked in time into the pop retry topic; :mod:`.service` pops, acks and
+changes invisibility; :mod:`.polling` holds POP and NOTIFICATION requests for long polling.
+"""
