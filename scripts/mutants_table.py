@@ -843,4 +843,13 @@ MUTANTS: list[Mutant] = [
       "                store.consumer_offsets.commit(group, topic, queue_id, got.next_begin_offset)\n",
       "                pass\n",
       I + "test_broker_pop.py::test_pop_then_ack_commits_and_nothing_comes_back"),
+    m("pop-order-block-not-checked", "rmqrun/broker/pop/service.py",
+      "an order-mode queue is popped while a popped offset is un-acked and invisible (order broken)",
+      "            if req.order and self.orders is not None and self.orders.check_block(",
+      "            if False and self.orders is not None and self.orders.check_block(",
+      I + "test_broker_pop_order.py::test_a_popped_batch_blocks_its_queue_until_acked"),
+    m("pop-order-ack-not-committed", "rmqrun/broker/pop/service.py",
+      "an order-mode ack does not commit the queue's next offset (the batch is delivered again)",
+      "        offsets.commit(group, topic, queue_id, commit.offset)\n", "",
+      I + "test_broker_pop_order.py::test_a_popped_batch_blocks_its_queue_until_acked"),
 ]

@@ -29,6 +29,7 @@ from rmqrun.broker.locks import RebalanceLockManager
 from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
 from rmqrun.broker.pop.ck_log import CheckpointLog
+from rmqrun.broker.pop.order_info import OrderInfoTable
 from rmqrun.broker.pop.polling import PopPolling
 from rmqrun.broker.pop.revive import ReviveService
 from rmqrun.broker.pop.service import PopService
@@ -132,6 +133,11 @@ class Broker:
         ck_log = CheckpointLog(self.config.data_dir / "pop", fsync=self.config.flush_mode is FlushMode.SYNC)
         await asyncio.to_thread(ck_log.open)
         self.pop = PopService(self, ck_log)
+        orders = OrderInfoTable.in_data_dir(self.config.data_dir)
+        await asyncio.to_thread(orders.load)
+        if orders.problem:
+            logger.warning("order-mode POP state: {}", orders.problem)
+        self.pop.orders = orders
         self.revive = ReviveService(self.pop)
         self.pop.wake_revive = self.revive.wake
         self.pop.on_unblocked.append(self.pop_polling.wake)
@@ -145,6 +151,11 @@ class Broker:
             self.store.arrival_listeners.remove(self.pop_polling.on_arrival)
         if self.pop is not None:
             self.pop.ck_log.close()
+            if self.pop.orders is not None:
+                try:
+                    self.pop.orders.flush()
+                except OSError as exc:
+                    logger.error("saving the order-mode POP state failed: {}", exc)
 
     def _connection_closed(self, conn: Connection) -> None:
         self.hold.connection_closed(conn)

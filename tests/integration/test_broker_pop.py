@@ -172,7 +172,10 @@ def test_revived_twice_counts_two(tmp_path: Path) -> None:
             c = await _client(eb)
             await send_many(c, T, 1, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 1
-            once = await _pop_until(c, 1, invisible_ms=1000)
+            started = time.monotonic()
+            # held (nothing visible), woken by the revive's append to the retry topic, long before 15 s
+            once = popped(await pop(c, G, T, invisible_ms=1000, poll_ms=15_000))
+            assert time.monotonic() - started < 8
             assert [m.reconsume_times for m, _ in once] == [1]
             twice = await _pop_until(c, 1, invisible_ms=60_000)
             assert [(m.body, m.reconsume_times) for m, _ in twice] == [(b"m0", 2)]
@@ -279,6 +282,7 @@ def test_notification_reports_whether_a_pop_would_find_something(tmp_path: Path)
                 return NotificationResponseHeader.from_ext(r.ext_fields).has_msg
 
             assert await notify(0) is True
+            assert eb.broker.store.consumer_offsets.query(G, T, 0) is None  # asking commits nothing
             for _, r in popped(await pop(c, G, T)):
                 await ack(c, G, T, r)
             assert await notify(300) is False
@@ -325,3 +329,20 @@ def test_kill_9_after_pop_neither_loses_nor_repeats_popped_messages(tmp_path: Pa
 
     with BrokerProcess(data, flush_mode="sync") as bp2:
         run(second(bp2))
+
+
+def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 3, queue_id=0)
+            for _, r in popped(await pop(c, G, T)):
+                assert (await ack(c, G, T, r)).code == ResponseCode.SUCCESS
+            reset = await c.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+                "topic": T, "group": G, "timestamp": "0", "isForce": "true"})
+            assert reset.code == ResponseCode.SUCCESS, reset.remark
+            again = await pop_all(c, G, T)
+            assert [m.body for m, _ in again] == [b"m0", b"m1", b"m2"]
+            await c.close()
+
+    run(main())

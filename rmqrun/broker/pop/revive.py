@@ -6,7 +6,7 @@ offset of each due checkpoint, re-reads the message and stores a copy in ``%RETR
 retry topic) with ``reconsumeTimes + 1`` and ``1ST_POP_TIME`` kept (set to the pop time the first time).
 Only once every copy is stored is the checkpoint dropped, so a stop or crash in between revives again on
 restart (at least once). A message the store no longer has (retention) is skipped. In ASYNC flush mode the
-task also fsyncs the checkpoint log once a second.
+task also fsyncs the checkpoint log once a second, and it saves the order-mode state when it changed.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class ReviveService:
                     else:
                         log.reschedule(ck, now_ms() + RETRY_MS)
                 log.sync_if_dirty()
+                self._save_orders()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # pragma: no cover - a bug must not stop reviving
@@ -78,6 +79,16 @@ class ReviveService:
                 await asyncio.wait_for(self._wake.wait(), delay)
             except asyncio.TimeoutError:
                 pass
+
+    def _save_orders(self) -> None:
+        """The order-mode state is saved on this task's tick (once a second when it changed)."""
+        orders = self.pop.orders
+        if orders is None:
+            return
+        try:
+            orders.flush()
+        except OSError as exc:
+            logger.warning("saving the order-mode POP state failed, will retry: {}", exc)
 
     async def revive(self, ck: PopCheckpoint) -> bool:
         """Store every un-acked message of ``ck`` in its pop retry topic; False to try again later."""

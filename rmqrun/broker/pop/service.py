@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from rmqrun.broker.messages import read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.ck_log import CheckpointLog
+from rmqrun.broker.pop.order_info import CommitStatus
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.protocol.pop import (
     INIT_MODE_MIN,
@@ -43,7 +44,7 @@ from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.message import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, encode_stored
 
 if TYPE_CHECKING:
-    from rmqrun.broker.pop.order import OrderTable
+    from rmqrun.broker.pop.order_info import OrderInfoTable
 
 _LONG = struct.Struct(">q")
 #: Revive queues a non-order checkpoint is spread over (BrokerConfig.reviveQueueNum).
@@ -119,7 +120,7 @@ class PopService:
         self.broker = broker
         self.ck_log = ck_log
         self.counters = PopCounters()
-        self.orders: OrderTable | None = None
+        self.orders: OrderInfoTable | None = None
         self._locks: set[str] = set()
         self._ck_seq = 0
         self._random = random.Random()
@@ -168,14 +169,16 @@ class PopService:
         for i in range(n):
             self._pop_queue(req, result, topic, (random_q + i) % n, is_retry)
 
-    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int) -> int:
-        """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time)
-        or the end of the newest checkpoint, whichever is further (``getPopOffset``)."""
+    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True) -> int:
+        """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time,
+        and committed unless ``init`` is False) or the end of the newest checkpoint, whichever is further
+        (``getPopOffset``)."""
         offsets = self.broker.store.consumer_offsets
         committed = offsets.query(group, topic, queue_id)
         if committed is None or committed < 0:
             committed = self._init_offset(topic, queue_id, init_mode)
-            offsets.commit(group, topic, queue_id, committed)
+            if init:
+                offsets.commit(group, topic, queue_id, committed)
         return max(committed, self.ck_log.latest_end(topic, group, queue_id))
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
@@ -200,8 +203,8 @@ class PopService:
         self._locks.add(lock)
         try:
             if req.order and self.orders is not None and self.orders.check_block(
-                    req.attempt_id, topic, req.group, queue_id, req.invisible_time, now_ms()):
-                return
+                    topic, req.group, queue_id, req.attempt_id, req.invisible_time):
+                return  # a popped offset is still out and invisible: the queue waits (order kept)
             if len(result.records) >= req.max_msgs:
                 result.rest_num += store.max_offset(topic, queue_id) - offset
                 return
@@ -227,9 +230,10 @@ class PopService:
             flag = retry_flag_of(topic)
             if req.order:
                 assert self.orders is not None
-                self.orders.update(req.attempt_id, is_retry, topic, group, queue_id, result.pop_time,
-                                   req.invisible_time, offsets, result.order_counts)
-                store.consumer_offsets.commit(group, topic, queue_id, offset)
+                result.order_counts.update(self.orders.update(
+                    topic, group, queue_id, attempt_id=req.attempt_id, pop_time=result.pop_time,
+                    invisible_time=req.invisible_time, offsets=offsets))
+                store.consumer_offsets.commit(group, topic, queue_id, offset)  # moved on by the acks
             else:
                 self.ck_log.add(PopCheckpoint(topic=topic, group=group, queue_id=queue_id, start_offset=offset,
                                               pop_time=result.pop_time, invisible_time=req.invisible_time,
@@ -298,31 +302,37 @@ class PopService:
             self.broker.stats.on_pop_ack(group, topic, n)
 
     def _ack_order(self, group: str, topic: str, queue_id: int, offset: int, pop_time: int) -> int:
+        """``ackOrderly``: commit the queue up to its first un-acked offset and wake its pollers.
+        Returns 1 (acked), 0 (an old ack: nothing to do) or -1 (the offset is not in the queue's batch)."""
         if self.orders is None:
             return 0
-        next_offset = self.orders.commit_and_next(topic, group, queue_id, offset, pop_time)
-        if next_offset < -1:
+        offsets = self.broker.store.consumer_offsets
+        committed = offsets.query(group, topic, queue_id)
+        if committed is not None and offset < committed:
             return 0
-        if next_offset >= 0:
-            self.broker.store.consumer_offsets.commit(group, topic, queue_id, next_offset)
+        commit = self.orders.commit_and_next(topic, group, queue_id, offset, pop_time)
+        if commit.status is CommitStatus.ILLEGAL:
+            return -1
+        if commit.status is not CommitStatus.COMMIT or commit.offset is None:
+            return 0
+        offsets.commit(group, topic, queue_id, commit.offset)
         self._count_acks(group, topic, 1)
-        for listener in self.on_unblocked:
-            listener(topic, group, queue_id)
+        if self.orders.unblock_at(topic, group, queue_id) is None:
+            for listener in self.on_unblocked:
+                listener(topic, group, queue_id)
         return 1
 
     # ------------------------------------------------------------------ change invisible time
 
     def change_invisible(self, group: str, topic: str, queue_id: int, offset: int, invisible_time: int,
-                         receipt: ReceiptHandle) -> int:
-        """A one-message checkpoint from now, then an ack of the old one (``appendCheckPointThenAckOrigin``).
-        Returns the new pop time."""
+                         receipt: ReceiptHandle) -> tuple[int, int]:
+        """A one-message checkpoint from now, then an ack of the old one (``appendCheckPointThenAckOrigin``);
+        in order mode the message's next visible time moves instead. Returns (popTime, invisibleTime) of the
+        answer."""
         now = now_ms()
         self.counters.changed += 1
         if receipt.is_order:
-            if self.orders is not None:
-                self.orders.update_next_visible_time(topic, group, queue_id, offset, receipt.pop_time,
-                                                     now + invisible_time)
-            return now
+            return self._change_order(group, topic, queue_id, offset, now + invisible_time, receipt)
         self.ck_log.add(PopCheckpoint(topic=topic, group=group, queue_id=queue_id, start_offset=offset,
                                       pop_time=now, invisible_time=invisible_time, revive_qid=receipt.revive_qid,
                                       broker_name=self.broker_name, offsets=(offset,)))
@@ -330,24 +340,57 @@ class PopService:
         key = (topic, group, queue_id, receipt.ck_start_offset, receipt.pop_time, receipt.broker_name)
         self.ck_log.ack(key, [offset])
         self.wake_revive()
-        return now
+        return now, invisible_time
+
+    def _change_order(self, group: str, topic: str, queue_id: int, offset: int, visible_at: int,
+                      receipt: ReceiptHandle) -> tuple[int, int]:
+        committed = self.broker.store.consumer_offsets.query(group, topic, queue_id)
+        if self.orders is None or (committed is not None and offset < committed):
+            return receipt.pop_time, receipt.invisible_time
+        self.orders.update_next_visible_time(topic, group, queue_id, offset, receipt.pop_time, visible_at)
+        if self.orders.unblock_at(topic, group, queue_id) is None:
+            for listener in self.on_unblocked:
+                listener(topic, group, queue_id)
+        return receipt.pop_time, visible_at - receipt.pop_time
 
     # ------------------------------------------------------------------ queries
 
-    def has_message(self, group: str, topic: str, queue_id: int, init_mode: int = 1) -> bool:
-        """NOTIFICATION's question: would a pop find something (topic queues or the pop retry topic)?"""
-        topics = self.broker.topics
+    def has_message(self, group: str, topic: str, queue_id: int, *, order: bool = False,
+                    attempt_id: str | None = None) -> bool:
+        """NOTIFICATION's question: would a pop find something (topic queues, or the pop retry topic unless in
+        order mode, where a blocked queue does not count)?"""
+        topics, store = self.broker.topics, self.broker.store
         tc = topics.get(topic)
         queues = [] if tc is None else (range(tc.read_queue_nums) if queue_id < 0 else [queue_id])
         for q in queues:
-            if self.broker.store.max_offset(topic, q) > self.pop_offset(topic, group, q, init_mode):
+            if order and self.orders is not None and self.orders.check_block(topic, group, q, attempt_id, 0):
+                continue
+            if store.max_offset(topic, q) > self.pop_offset(topic, group, q, INIT_MODE_MIN, init=False):
                 return True
+        if order:
+            return False
         retry = pop_retry_topic(group, topic)
         rtc = topics.get(retry)
         for q in range(rtc.read_queue_nums if rtc is not None else 0):
-            if self.broker.store.max_offset(retry, q) > self.pop_offset(retry, group, q, INIT_MODE_MIN):
+            if store.max_offset(retry, q) > self.pop_offset(retry, group, q, INIT_MODE_MIN, init=False):
                 return True
         return False
+
+    def next_unblock_ms(self, topic: str, group: str, queue_id: int) -> int | None:
+        """Order mode: the earliest time one of the queues (all for -1) stops being blocked, None if none is."""
+        if self.orders is None:
+            return None
+        tc = self.broker.topics.get(topic)
+        queues = [] if tc is None else (range(tc.read_queue_nums) if queue_id < 0 else [queue_id])
+        times = [t for t in (self.orders.unblock_at(topic, group, q) for q in queues) if t is not None]
+        return min(times) if times else None
+
+    def offset_reset(self, group: str, topic: str, queue_id: int) -> None:
+        """The group's offset of a queue was reset by an operator: pops start there, not after the newest
+        checkpoint, and an order-mode block of the queue is lifted (``resetPopOffset``)."""
+        self.ck_log.forget_queue(topic, group, queue_id)
+        if self.orders is not None:
+            self.orders.clear_block(topic, group, queue_id)
 
     def in_flight(self, group: str | None = None) -> int:
         """Popped messages neither acked nor revived yet."""

@@ -49,7 +49,10 @@ class AssignmentProcessor:
         self.broker = broker
         if modes is None:
             modes = RequestModeTable.in_data_dir(broker.config.data_dir)
-            modes.load()
+            try:
+                modes.load()
+            except OSError as exc:  # e.g. a data dir that is a file: the store's open refuses it with the right words
+                logger.debug("message request mode file not read: {}", exc)
             if modes.problem:
                 logger.warning("message request mode file problem: {}", modes.problem)
         #: the persisted topic -> group -> mode table (also read by the POP processor if it wants the mode)

@@ -137,9 +137,21 @@ class PopProcessor:
             deadline = time.monotonic() + wait_ms / 1000
             if broker.pop_polling.suspend(conn, cmd, header.topic, header.consumer_group, header.queue_id, sub,
                                           wait_ms, deadline=deadline):
+                if header.order:
+                    self._wake_when_unblocked(header.topic, header.consumer_group, header.queue_id, wait_ms)
                 return None
             return answer(cmd, ResponseCode.POLLING_FULL, "NO_MESSAGE_IN_QUEUE", header=fields)
         return answer(cmd, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", header=fields)
+
+    def _wake_when_unblocked(self, topic: str, group: str, queue_id: int, wait_ms: int) -> None:
+        """An order-mode pop held on blocked queues: wake it when the first block lapses (no arrival will)."""
+        at = self.broker.pop.next_unblock_ms(topic, group, queue_id)
+        if at is None:
+            return
+        delay_ms = at - now_ms() + 1
+        if delay_ms < wait_ms:
+            asyncio.get_running_loop().call_later(max(0, delay_ms) / 1000, self.broker.pop_polling.wake, topic,
+                                                  group, queue_id)
 
     def _topic_refusal(self, cmd: RemotingCommand, topic: str, queue_id: int, conn: Connection, *,
                        pop: bool = False) -> RemotingCommand | None:
@@ -191,10 +203,8 @@ class PopProcessor:
         if refused is not None:
             return refused
         pop = self.broker.pop
-        has = pop.has_message(header.consumer_group, header.topic, header.queue_id)
-        if has and header.order and pop.orders is not None:
-            has = pop.orders.any_unblocked(header.topic, header.consumer_group, header.queue_id, now_ms(),
-                                           header.attempt_id)
+        has = pop.has_message(header.consumer_group, header.topic, header.queue_id, order=header.order,
+                              attempt_id=header.attempt_id)
         if has:
             return answer(cmd, header=_notification(True, False))
         wait_ms = header.poll_time if hold_ms is None else hold_ms

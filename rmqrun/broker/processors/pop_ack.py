@@ -64,7 +64,10 @@ class PopAckProcessor:
         receipt = self._receipt(cmd, header.extra_info)
         if isinstance(receipt, RemotingCommand):
             return receipt
-        self.broker.pop.ack(header.consumer_group, header.topic, header.queue_id, header.offset, receipt)
+        if self.broker.pop.ack(header.consumer_group, header.topic, header.queue_id, header.offset, receipt) < 0:
+            return answer(cmd, ResponseCode.MESSAGE_ILLEGAL,
+                          f"offset is illegal, key:{header.topic}@{header.consumer_group}@{header.queue_id}, "
+                          f"commit:{header.offset}, not in the queue's orderly batch", typed=False)
         await self.broker.pop.ck_log.durable()
         return answer(cmd, typed=False)
 
@@ -94,8 +97,8 @@ class PopAckProcessor:
         if isinstance(receipt, RemotingCommand):
             return receipt
         pop = self.broker.pop
-        pop_time = pop.change_invisible(header.consumer_group, header.topic, header.queue_id, header.offset,
-                                        header.invisible_time, receipt)
+        pop_time, invisible_time = pop.change_invisible(header.consumer_group, header.topic, header.queue_id,
+                                                        header.offset, header.invisible_time, receipt)
         await pop.ck_log.durable()
-        return answer(cmd, header={"popTime": pop_time, "invisibleTime": header.invisible_time,
+        return answer(cmd, header={"popTime": pop_time, "invisibleTime": invisible_time,
                                    "reviveQid": receipt.revive_qid})
