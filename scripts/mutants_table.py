@@ -852,4 +852,16 @@ MUTANTS: list[Mutant] = [
       "an order-mode ack does not commit the queue's next offset (the batch is delivered again)",
       "        offsets.commit(group, topic, queue_id, commit.offset)\n", "",
       I + "test_broker_pop_order.py::test_a_popped_batch_blocks_its_queue_until_acked"),
+    # ---------------------------------------------------------------- the POP client (#24)
+    m("pop-invisibility-not-extended", "rmqrun/consumer/pop_consume.py",
+      "a POP handler call running past the invisible time is not extended: another client gets the message meanwhile",
+      "                if entry.needs_extension(now, EXTEND_AT) and not entry.is_pop_timeout(now):",
+      "                if False:",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
+    m("pop-client-ack-wrong-offset", "rmqrun/client/pop_api.py", "a POP ack names the next offset, not the message's: "
+      "the message comes back after its invisible time (and another may be acked unconsumed)",
+      "extra_info=r.encode(), offset=r.queue_offset, bname=r.broker_name)",
+      "extra_info=r.encode(), offset=r.queue_offset + 1, bname=r.broker_name)",
+      U + "test_client_pop_api.py",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
 ]

@@ -16,15 +16,21 @@ recording every delivery with its pid (``tests/integration/probe_handler.py``):
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import signal
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from rmqrun.broker.processors.common import answer
+from rmqrun.client.instance import ClientInstance
+from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.frame import RemotingCommand
+from tests.integration.cli_kit import free_port
 from tests.integration.pop_run_kit import deliveries_by_idx, set_pop_mode, start_pop
 from tests.integration.signals_kit import (
     Runs, produce, read_deliveries, start_broker, topic_messages, wait_until,
@@ -40,13 +46,15 @@ def test_six_instances_share_a_two_queue_topic(tmp_path: Path, runs: Runs) -> No
     total = 10_000
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
     try:
-        produce(eb, "PopSix", total)
+        produce(eb, "PopSix", 2)  # the topic exists (two queues) before the group starts
         set_pop_mode(eb, "GPopSix", "PopSix")
         record = tmp_path / "records.txt"
-        procs = [start_pop(runs, f"p{i}", eb, "GPopSix", "PopSix", record, ready=False) for i in range(6)]
+        procs = [start_pop(runs, f"p{i}", eb, "GPopSix", "PopSix", record, ready=False,
+                           env={"PROBE_SLEEP_MS": "1"}) for i in range(6)]
         for p in procs:
             p.wait_ready(90)
         workers = [set(p.worker_pids()) for p in procs]
+        produce(eb, "PopSix", total - 2, start=2)
         wait_until(lambda: len(deliveries_by_idx(record)) >= total, 300, "every message handled", interval=0.5)
         time.sleep(1.0)  # a late duplicate would show up here
         for mine, p in zip(workers, procs):
@@ -75,16 +83,18 @@ def test_a_killed_instance_s_messages_come_back_to_the_others(tmp_path: Path, ru
         produce(eb, "PopKill", total)
         set_pop_mode(eb, "GPopKill", "PopKill")
         record = tmp_path / "records.txt"
-        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000"}
-        procs = [start_pop(runs, f"k{i}", eb, "GPopKill", "PopKill", record, settings=fast,
-                           env={"PROBE_SLEEP_MS": "20"}) for i in range(3)]
-        victim = procs[2]
+        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"}
+        slow = {"PROBE_SLEEP_MS": "30"}
+        victim = start_pop(runs, "victim", eb, "GPopKill", "PopKill", record, settings=fast, env=slow)
         victim_workers = set(victim.worker_pids())
-        wait_until(lambda: any(d.pid in victim_workers for d in read_deliveries(record)), 60, "the victim consuming")
-        victim.kill9()
+        wait_until(lambda: sum(d.pid in victim_workers for d in read_deliveries(record)) >= 30, 60,
+                   "the victim consuming")
+        others = [start_pop(runs, f"k{i}", eb, "GPopKill", "PopKill", record, settings=fast, env=slow)
+                  for i in range(2)]
+        victim.kill9()  # with messages popped and not acked: its pops run ahead of its one worker
         victim.wait_group_gone()
         wait_until(lambda: len(deliveries_by_idx(record)) >= total, 120, "every message handled", interval=0.5)
-        for p in procs[:2]:
+        for p in others:
             p.signal(signal.SIGTERM)
             assert p.wait(60) == 0, p.log()[-3000:]
         got = deliveries_by_idx(record)
@@ -153,5 +163,92 @@ def test_a_broker_without_pop_stops_the_start_with_what_is_needed(tmp_path: Path
         p = start_pop(runs, "old", eb, "GPopOld", "PopOld", tmp_path / "records.txt", ready=False)
         assert p.wait(60) == 2, p.log()[-3000:]
         assert "POP needs RocketMQ 5.x" in p.log()
+    finally:
+        eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_a_message_that_kills_its_worker_fails_alone_and_the_run_reports_pop(tmp_path: Path, runs: Runs) -> None:
+    """Crash isolation as in pull mode: the poison message (its worker dies in the call) is the one failure, its
+    batch mates are handled once; with max_reconsume_times 0 it goes to the DLQ at once. The run's /metrics and
+    its consumer running info (mqadmin consumerStatus) show the POP side."""
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopCrash", 8)
+        set_pop_mode(eb, "GPopCrash", "PopCrash")
+        record = tmp_path / "records.txt"
+        port = free_port()
+        p = runs.start("c", "tests.integration.crash_handler:crash", namesrv=eb.namesrv_address, group="GPopCrash",
+                       topic="PopCrash", args=["--consume-mode", "pop", "--workers", "1",
+                                               "--max-reconsume-times", "0", "--metrics-port", str(port)],
+                       env={"PROBE_RECORD": str(record), "PROBE_CRASH_IDX": "2", "PROBE_CRASH": "exit7"})
+        wait_until(lambda: topic_messages(eb, "%DLQ%GPopCrash"), 60, "the poison message in the DLQ", interval=0.5)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 7, 60, "the others handled", interval=0.2)
+        wait_until(lambda: "rmqrun_pop_acks_total 8.0" in _scrape(port), 30, "8 acks (7 + the DLQ'd)")
+        metrics = _scrape(port)
+        info = _running_info(eb, "GPopCrash")
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+        (dead,) = topic_messages(eb, "%DLQ%GPopCrash")
+        assert dead.properties.get("idx") == "2"
+        got = deliveries_by_idx(record)
+        assert sorted(got) == [0, 1, 3, 4, 5, 6, 7] and all(len(ds) == 1 for ds in got.values()), got
+        assert len(deliveries_by_idx(record, "start")[2]) == 1, "the poison message ran once"
+        assert "rmqrun_pop_unacked_messages 0.0" in metrics
+        assert 'rmqrun_pop_assignment_unacked_messages{broker="broker-a",group="GPopCrash",queue_id="-1",' \
+               'topic="PopCrash"} 0.0' in metrics
+        props = info["properties"]
+        assert props["consumeMode"] == "POP" and props["popAcks"] == "8", props
+        assert [fastjson.object_key(k)["queueId"] for k in info["mqPopTable"]] == [-1]
+        assert {s["topic"] for s in info["subscriptionSet"]} == {"PopCrash", "%RETRY%GPopCrash"}
+    finally:
+        eb.stop_in_thread()
+
+
+def _scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        return resp.read().decode()
+
+
+def _running_info(eb, group: str) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    """GET_CONSUMER_RUNNING_INFO through the broker, as mqadmin consumerStatus asks it."""
+    async def main() -> dict:  # type: ignore[type-arg]
+        inst = ClientInstance(eb.namesrv_address, instance_name="probe")
+        try:
+            (client_id,) = await inst.broker.get_consumer_list(eb.broker_address, group)
+            resp = await inst.broker.request(eb.broker_address, RemotingCommand(
+                RequestCode.GET_CONSUMER_RUNNING_INFO,
+                {"consumerGroup": group, "clientId": client_id, "jstackEnable": "false"}), 10)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            return fastjson.loads(resp.body)
+        finally:
+            await inst.close()
+    return asyncio.run(main())
+
+
+@needs_pop_broker
+def test_a_graceful_stop_acks_what_finished_and_leaves_the_rest_to_come_back(tmp_path: Path, runs: Runs) -> None:
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopStop", 6)
+        set_pop_mode(eb, "GPopStop", "PopStop")
+        record = tmp_path / "records.txt"
+        fast = {"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"}
+        a = start_pop(runs, "a", eb, "GPopStop", "PopStop", record, settings=fast, args=("--graceful-timeout", "3"),
+                      env={"PROBE_SLEEP_MS": "2000"})
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 1, 60, "a first message handled")
+        a.signal(signal.SIGTERM)  # a call is running: it finishes within the grace and is acked; the next is cut
+        assert a.wait(60) == 0, a.log()[-3000:]
+        by_a = deliveries_by_idx(record)
+        assert 1 <= len(by_a) < 6
+        b = start_pop(runs, "b", eb, "GPopStop", "PopStop", record, settings=fast)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 6, 60, "the rest handled by the next run", interval=0.2)
+        time.sleep(6.0)  # an un-acked finished message would come back within one invisible time
+        b.signal(signal.SIGTERM)
+        assert b.wait(60) == 0, b.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert sorted(got) == list(range(6)) and all(len(ds) == 1 for ds in got.values()), got
+        assert all(ds[0].reconsume >= 1 for idx, ds in got.items() if idx not in by_a), \
+            "the ones left behind came back (revived after the invisible time)"
     finally:
         eb.stop_in_thread()
