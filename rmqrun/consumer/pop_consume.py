@@ -1,12 +1,12 @@
 """Consuming popped messages (Java ``ConsumeMessagePopConcurrentlyService``), plus invisibility extension.
 
-Popped messages become jobs for the same executor the pull engine uses (one
-job per queue of a pop, at most ``consume_message_batch_max_size`` messages),
+Popped messages become jobs for the same executor the pull engine uses (per
+queue of a pop, jobs of ``consume_message_batch_max_size`` messages),
 so crash isolation, long-call handling and dispatch work as in pull mode. For
 each message of a finished job:
 
 * success: ACK_MESSAGE with its newest receipt (the retry topic it came from,
-  if it did);
+  if it did); a batch handler's successes go in one BATCH_ACK_MESSAGE;
 * failure: CHANGE_MESSAGE_INVISIBLETIME to the Java client's POP delay for its
   reconsume count (``POP_DELAY_LEVELS_S``; a handler's delay level > 0 picks the
   entry instead). The broker revives it into the pop retry topic when that
@@ -44,12 +44,14 @@ from typing import TYPE_CHECKING, Iterable, Protocol
 
 from loguru import logger
 
-from rmqrun.client.pop_api import AckStatus, PopClient
+from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
+from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting.errors import BrokerError
 
 if TYPE_CHECKING:
     from rmqrun.consumer.config import ConsumerConfig
@@ -136,7 +138,10 @@ class PopConsumeService:
     # ----------------------------------------------------------------- submission
 
     def submit(self, req: PopRequest, entries: list[PopEntry]) -> None:
-        """Consume a pop's messages: one job per queue (retry flag, queue id), in batches of the handler's size."""
+        """Consume a pop's messages: per queue (retry flag, queue id), jobs of ``consume_message_batch_max_size``
+        messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch, because a job's results
+        come back when all of it is done: each message is acked as soon as its own call is over, so a stop or
+        a kill redelivers only what had not finished."""
         req.pq.add(entries)
         by_queue: dict[tuple[str, int], list[PopEntry]] = defaultdict(list)
         for entry in entries:
@@ -201,10 +206,11 @@ class PopConsumeService:
     async def _process_result(self, req: PopRequest, mq: MessageQueue, entries: list[PopEntry],
                               result: JobResult) -> None:
         steps = []
+        succeeded: list[PopEntry] = []
         for i, entry in enumerate(entries):
             verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
             if verdict is Verdict.SUCCESS:
-                steps.append(self._ack(req.pq, entry))
+                succeeded.append(entry)
             elif verdict is Verdict.NOT_RUN:
                 self._release(req.pq, [entry])
             elif verdict is Verdict.UNDECODABLE:
@@ -212,6 +218,10 @@ class PopConsumeService:
             else:
                 self.engine.stats.failed += 1
                 steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error))
+        if len(succeeded) == 1:
+            steps.append(self._ack(req.pq, succeeded[0]))
+        elif succeeded:
+            steps.append(self._ack_all(req.pq, succeeded))
         if steps:
             await asyncio.gather(*steps)
 
@@ -237,6 +247,38 @@ class PopConsumeService:
                                entry.message.queue_offset)
         finally:
             pq.done(entry)
+
+    async def _ack_all(self, pq: PopProcessQueue, entries: list[PopEntry]) -> None:
+        """The successes of one job in one BATCH_ACK_MESSAGE (one queue, so one broker): a request per job, not
+        per message. A broker without batch acks gets one ACK_MESSAGE each."""
+        receipts = [await entry.settle() for entry in entries]
+        try:
+            addr = await self.engine.broker_addr(_broker_mq(entries[0]))
+            status = await self.engine.pop_client.batch_ack(addr, group=self.config.group,
+                                                            broker_name=receipts[0].broker_name,
+                                                            acks=[(e.message, r) for e, r in zip(entries, receipts)])
+        except BrokerError as exc:
+            if exc.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED and not isinstance(exc, PopNotSupportedError):
+                self._ack_failed(entries, exc)
+                return
+            await asyncio.gather(*(self._ack(pq, entry) for entry in entries))
+            return
+        except Exception as exc:
+            self._ack_failed(entries, exc)
+        else:
+            if status is AckStatus.OK:
+                self.stats.acks += len(entries)
+            else:
+                self._ack_failed(entries, "the broker has none of them at those receipts")
+        finally:
+            for entry in entries:
+                pq.done(entry)
+
+    def _ack_failed(self, entries: list[PopEntry], exc: BaseException | str) -> None:
+        self.stats.ack_failures += len(entries)
+        first = entries[0].message
+        logger.warning("batch ack of {} message(s) of {} queue {} failed ({}); they come back after their invisible "
+                       "time", len(entries), first.ack_topic, first.queue_id, exc)
 
     async def _failed(self, pq: PopProcessQueue, mq: MessageQueue, entry: PopEntry, delay_level: int,
                       error: str | None) -> None:

@@ -322,3 +322,32 @@ def test_orderly_pop_retries_a_failed_message_before_the_rest_of_its_queue(tmp_p
         assert all(len(ds) == 1 for ds in deliveries_by_idx(record).values())
     finally:
         eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_a_batch_handler_s_successes_are_acked_in_one_batch_ack(tmp_path: Path, runs: Runs) -> None:
+    """``--batch-size 4`` with a batch handler: each call's successes go in one BATCH_ACK_MESSAGE, which the
+    broker takes (nothing comes back after the invisible time)."""
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        produce(eb, "PopBatch", 40)
+        set_pop_mode(eb, "GPopBatch", "PopBatch")
+        record = tmp_path / "records.txt"
+        port = free_port()
+        p = runs.start("b", "tests.integration.probe_handler:record_batch", namesrv=eb.namesrv_address,
+                       group="GPopBatch", topic="PopBatch",
+                       args=["--consume-mode", "pop", "--workers", "1", "--batch-size", "4",
+                             "--metrics-port", str(port)],
+                       settings={"RMQRUN_POP_INVISIBLE_TIME_MS": "5000"}, env={"PROBE_RECORD": str(record)})
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 40, 60, "every message handled", interval=0.2)
+        time.sleep(7.0)  # longer than the invisible time: an unacked message would be back
+        metrics = _scrape(port)
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert sorted(got) == list(range(40)) and all(len(ds) == 1 for ds in got.values()), got
+        assert "rmqrun_pop_acks_total 40.0" in metrics and "rmqrun_pop_ack_failures_total 0.0" in metrics
+        calls = {(d.pid, d.call) for ds in got.values() for d in ds}
+        assert len(calls) < 40, "some calls carried several messages"
+    finally:
+        eb.stop_in_thread()
