@@ -121,7 +121,10 @@ class PopConsumeService:
         Extensions go on while jobs finish, then stop: what is left unfinished is
         released to the broker's clock."""
         if self._tasks:
-            _, pending = await asyncio.wait(list(self._tasks), timeout=grace) if grace > 0 else (set(), self._tasks)
+            if grace > 0:
+                _, pending = await asyncio.wait(list(self._tasks), timeout=grace)
+            else:
+                pending = set(self._tasks)
             for task in pending:
                 task.cancel()
             if pending:
