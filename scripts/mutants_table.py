@@ -874,4 +874,10 @@ MUTANTS: list[Mutant] = [
       "    if msg.order_count is not None and msg.order_count > msg.reconsume_times:",
       "    if False:",
       I + "test_pop_run.py::test_orderly_pop_retries_a_failed_message_before_the_rest_of_its_queue"),
+    m("pop-ack-stale-receipt", "rmqrun/consumer/pop_acks.py",
+      "a POP ack names the receipt of the pop, not the one its last extension brought: the extended checkpoint "
+      "stays un-acked and the message is delivered again",
+      "acks=[(i.entry.message, i.receipt) for i in items])",
+      "acks=[(i.entry.message, i.entry.message.receipt) for i in items])",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
 ]

@@ -6,7 +6,8 @@ so crash isolation, long-call handling and dispatch work as in pull mode. For
 each message of a finished job:
 
 * success: ACK_MESSAGE with its newest receipt (the retry topic it came from,
-  if it did); a batch handler's successes go in one BATCH_ACK_MESSAGE;
+  if it did), coalesced with others that finish within a few ms into one
+  BATCH_ACK_MESSAGE (``pop_acks.py``);
 * failure: CHANGE_MESSAGE_INVISIBLETIME to the Java client's POP delay for its
   reconsume count (``POP_DELAY_LEVELS_S``; a handler's delay level > 0 picks the
   entry instead). The broker revives it into the pop retry topic when that
@@ -44,14 +45,13 @@ from typing import TYPE_CHECKING, Iterable, Protocol
 
 from loguru import logger
 
-from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
+from rmqrun.client.pop_api import AckStatus, PopClient
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
-from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import BrokerError
 
 if TYPE_CHECKING:
     from rmqrun.consumer.config import ConsumerConfig
@@ -109,6 +109,8 @@ class PopConsumeService:
         self.stats = engine.pop_stats
         self._tasks: set[asyncio.Task[None]] = set()
         self._extender: asyncio.Task[None] | None = None
+        #: successes are acked together, a few ms apart at most (pop_acks.py)
+        self.acks = AckBatcher(engine, self._ack)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -221,10 +223,7 @@ class PopConsumeService:
             else:
                 self.engine.stats.failed += 1
                 steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error))
-        if len(succeeded) == 1:
-            steps.append(self._ack(req.pq, succeeded[0]))
-        elif succeeded:
-            steps.append(self._ack_all(req.pq, succeeded))
+        steps.extend(self.acks.ack(req.pq, entry) for entry in succeeded)
         if steps:
             await asyncio.gather(*steps)
 
@@ -250,38 +249,6 @@ class PopConsumeService:
                                entry.message.queue_offset)
         finally:
             pq.done(entry)
-
-    async def _ack_all(self, pq: PopProcessQueue, entries: list[PopEntry]) -> None:
-        """The successes of one job in one BATCH_ACK_MESSAGE (one queue, so one broker): a request per job, not
-        per message. A broker without batch acks gets one ACK_MESSAGE each."""
-        receipts = [await entry.settle() for entry in entries]
-        try:
-            addr = await self.engine.broker_addr(_broker_mq(entries[0]))
-            status = await self.engine.pop_client.batch_ack(addr, group=self.config.group,
-                                                            broker_name=receipts[0].broker_name,
-                                                            acks=[(e.message, r) for e, r in zip(entries, receipts)])
-        except BrokerError as exc:
-            if exc.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED and not isinstance(exc, PopNotSupportedError):
-                self._ack_failed(entries, exc)
-                return
-            await asyncio.gather(*(self._ack(pq, entry) for entry in entries))
-            return
-        except Exception as exc:
-            self._ack_failed(entries, exc)
-        else:
-            if status is AckStatus.OK:
-                self.stats.acks += len(entries)
-            else:
-                self._ack_failed(entries, "the broker has none of them at those receipts")
-        finally:
-            for entry in entries:
-                pq.done(entry)
-
-    def _ack_failed(self, entries: list[PopEntry], exc: BaseException | str) -> None:
-        self.stats.ack_failures += len(entries)
-        first = entries[0].message
-        logger.warning("batch ack of {} message(s) of {} queue {} failed ({}); they come back after their invisible "
-                       "time", len(entries), first.ack_topic, first.queue_id, exc)
 
     async def _failed(self, pq: PopProcessQueue, mq: MessageQueue, entry: PopEntry, delay_level: int,
                       error: str | None) -> None:
