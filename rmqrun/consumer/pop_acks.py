@@ -15,23 +15,30 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from loguru import logger
 
-from rmqrun.client.pop_api import AckStatus, PopNotSupportedError
+from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
 
-if TYPE_CHECKING:
-    from rmqrun.consumer.pop_consume import PopContext
-
 #: how long a finished message waits for others to share its ack request
 ACK_LINGER_S = 0.01
 ACK_BATCH_MAX = 64
+
+
+class AckContext(Protocol):
+    """What the batcher uses of its engine (``pop_stats``: a PopStats, counted in ``acks``/``ack_failures``)."""
+
+    config: Any
+    pop_client: PopClient
+    pop_stats: Any
+
+    async def broker_addr(self, mq: MessageQueue) -> str: ...
 
 
 @dataclass(slots=True, eq=False)
@@ -43,7 +50,7 @@ class _Pending:
 
 
 class AckBatcher:
-    def __init__(self, engine: "PopContext", single_ack: Callable[[PopProcessQueue, PopEntry], Awaitable[None]]) -> None:
+    def __init__(self, engine: AckContext, single_ack: Callable[[PopProcessQueue, PopEntry], Awaitable[None]]) -> None:
         self.engine = engine
         self.stats = engine.pop_stats
         self._single_ack = single_ack
