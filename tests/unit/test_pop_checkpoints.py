@@ -81,3 +81,23 @@ def test_compaction_while_running_keeps_live_checkpoints(tmp_path: Path, monkeyp
     again.open()
     assert [c.key for c in again.all()] == [keep.key]
     again.close()
+
+
+def test_async_mode_answers_without_fsync_and_syncs_when_asked(tmp_path: Path, monkeypatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(ck_log_module.os, "fsync", lambda fd: synced.append(fd))
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    synced.clear()
+    log.add(ck())
+
+    async def main() -> None:
+        await log.durable()  # ASYNC: an answer does not wait for the disk
+        assert synced == []
+        await log.sync()  # the periodic sync
+        assert len(synced) == 1
+        await log.sync()  # nothing new: no second fsync
+        assert len(synced) == 1
+
+    asyncio.run(main())
+    log.close()

@@ -5,7 +5,7 @@ Each change is one JSON line in ``<data>/pop/checkpoints.log``: ``ck`` (a new ch
 replays the log and rewrites it with only the live checkpoints; it is rewritten the same way while running
 when dead lines outnumber live ones. Every line is handed to the OS at once (a killed broker loses none);
 in SYNC flush mode :meth:`CheckpointLog.durable` also fsyncs before a POP or an ACK is answered, several
-waiters sharing one fsync; in ASYNC mode :meth:`CheckpointLog.sync_if_dirty` runs periodically.
+waiters sharing one fsync; in ASYNC mode :meth:`CheckpointLog.sync` runs periodically.
 
 The table also remembers, per (topic, group, queue), the end of the newest checkpoint: a pop never starts
 before it, even when the consumer offset file saved before a crash is older than the log.
@@ -193,8 +193,12 @@ class CheckpointLog:
 
     async def durable(self) -> None:
         """In SYNC mode: wait until every line written so far is fsync'ed (one fsync serves many waiters)."""
-        if not self._fsync:
-            return
+        if self._fsync:
+            await self.sync()
+
+    async def sync(self) -> None:
+        """Wait until every line written so far is fsync'ed, whatever the mode (the periodic sync of ASYNC
+        mode calls it); the fsync runs in a thread, never on the event loop."""
         target = self._written
         while self._synced < target:
             task = self._sync_task
@@ -210,9 +214,3 @@ class CheckpointLog:
             self._synced = max(self._synced, upto)
         finally:
             self._sync_task = None
-
-    def sync_if_dirty(self) -> None:
-        """The periodic fsync of ASYNC mode."""
-        if self._synced < self._written and self._sync_task is None and self._fh is not None:
-            os.fsync(self._fh.fileno())
-            self._synced = self._written

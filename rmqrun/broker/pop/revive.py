@@ -12,6 +12,7 @@ task also fsyncs the checkpoint log once a second, and it saves the order-mode s
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from loguru import logger
@@ -59,6 +60,7 @@ class ReviveService:
 
     async def _run(self) -> None:
         log = self.pop.ck_log
+        last_tick = 0.0
         while not self._stopping:
             self._wake.clear()
             try:
@@ -67,8 +69,10 @@ class ReviveService:
                         log.remove(ck.key)
                     else:
                         log.reschedule(ck, now_ms() + RETRY_MS)
-                log.sync_if_dirty()
-                self._save_orders()
+                if time.monotonic() - last_tick >= TICK_S:  # not on every wake: a wake comes with every pop
+                    last_tick = time.monotonic()
+                    await log.sync()
+                    self._save_orders()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # pragma: no cover - a bug must not stop reviving
