@@ -15,6 +15,8 @@ Sections (each against peers measured in the same run, on the same embedded brok
 * Memory: supervisor and per-worker RSS while draining a large backlog.
 * The supervisor's CPU µs per message (psutil, un-profiled run), split by stage from a cProfile
   of the supervisor (shares only: the profiler inflates absolute times).
+* POP beside pull (:mod:`bench_pop`): no-op and 1 ms handlers drained by a pull group and a POP group in
+  the same rounds; msg/s and what POP adds per message in supervisor and broker CPU.
 
 The load average is recorded before every measurement and printed beside it: this
 report is only a quiet-machine result if those numbers say so.
@@ -50,6 +52,7 @@ sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(ROOT))
 
 from bench_consume import _STATUS, BODY, _children, cpp_available, produce, raw_pull, window_rate  # noqa: E402
+from bench_pop import pop_lines, section_pop  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
@@ -1040,6 +1043,8 @@ def report(res: dict[str, Any], images: list[str]) -> str:
         if "memory.png" in images:
             L.append("![Memory](memory.png)")
             L.append("")
+    if "pop" in res:
+        L += pop_lines(res["pop"], fmt, fmt_spread)
     L.append("Raw numbers of this run: [`report.json`](report.json).")
     L.append("")
     return "\n".join(L)
@@ -1047,7 +1052,7 @@ def report(res: dict[str, Any], images: list[str]) -> str:
 
 # --- main -------------------------------------------------------------------------------------------------------
 
-SECTIONS = ("overhead", "scaling", "latency", "memory", "stages")
+SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop")
 
 
 def main() -> int:
@@ -1114,6 +1119,10 @@ def main() -> int:
             res["memory"] = section_memory(ns, sz, args.workers)
         if "stages" in sections:
             res["stages"] = section_stages(ns, sz, args.workers, res["overhead"]["supervisor_us_per_msg"]["median"])
+        if "pop" in sections:
+            pop_sizes = {"no-op": max(sz.backlog // 4, sz.cpu1_messages), "1 ms CPU": sz.cpu1_messages}
+            res["pop"] = section_pop(ns, pop_sizes, sz.rounds, args.workers, sz.timeout, drain=drain,
+                                     create_topic=create_topic, produce=produce, load=load, spread=spread)
     shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

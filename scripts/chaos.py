@@ -11,13 +11,14 @@ What runs (all real processes, loopback only):
 * producers in this process, sending with sharding keys (each key's messages in
   order to one queue), a few marked to make the handler raise, hang past its time
   limit or leak memory (``workers/chaos.py``);
-* two consumer groups on the same topic at once, a concurrent one and an orderly one,
+* three consumer groups on the same topic at once, a concurrent one, an orderly one and a
+  POP one (``--consume-mode pop``, the group switched to POP on the broker: :mod:`chaos_pop`),
   each with one ``rmqrun run`` instance always configured and up to two more joining
   and leaving; every handler call is recorded to a file.
 
 Faults, one at a time, in an order drawn from ``--seed``; each is followed by a wait
 for its recovery condition (the process is back and consuming, the broker is ready,
-rmqrun closed a half-open connection) and then for both groups to complete
+rmqrun closed a half-open connection) and then for every group to complete
 ``--progress`` to twice as many more messages, so their timing depends on what the system does, not on
 the clock: ``worker_kill`` (SIGKILL of a worker), ``run_kill`` / ``run_term`` (SIGKILL of
 a whole ``rmqrun run``, or SIGTERM, then a restart), ``join_leave`` (another instance
@@ -54,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from chaos_audit import (  # noqa: E402
     Fault, GroupAudit, KindRow, RecordTail, Stored, audit_group, count_events, handler_fault_rows, read_calls, table,
 )
+from chaos_pop import POP_GROUP, group_settings, retry_topics, set_pop_mode  # noqa: E402
 from chaos_procs import BrokerProc, RunProc, free_port, free_port_pair, wait_until  # noqa: E402
 from chaos_proxy import ChaosProxy  # noqa: E402
 
@@ -61,7 +63,7 @@ BROKER_HOST = "127.0.0.1"
 PROXY_HOST = "127.0.0.2"
 TOPIC = "ChaosOrders"
 QUEUES = 8
-GROUPS = (("chaos_concurrent", False), ("chaos_orderly", True))
+GROUPS = (("chaos_concurrent", False), ("chaos_orderly", True), (POP_GROUP, False))
 SLOTS = ("a", "b", "c")
 FAULT_KINDS = ("worker_kill", "run_kill", "run_term", "join_leave", "broker_kill", "proxy_cut", "proxy_stall",
                "proxy_half_open")
@@ -121,7 +123,7 @@ class Chaos:
         for group, orderly in GROUPS:
             self.instances[group] = [
                 RunProc(self.work, f"{group}-{slot}", group=group, topic=TOPIC, namesrv=self.namesrv, orderly=orderly,
-                        workers=opts.workers, settings=self._settings(slot),
+                        workers=opts.workers, settings={**self._settings(slot), **group_settings(group)},
                         handler_env={"RMQRUN_HANDLER_CHAOS_DIR": str(self.work),
                                      "RMQRUN_HANDLER_CHAOS_GROUP": group,
                                      "RMQRUN_HANDLER_CHAOS_LEAK_MB": str(opts.leak_mb)})
@@ -462,6 +464,7 @@ class Chaos:
         await self.broker.start()
         await self.proxy.start()
         await self.create_topic()
+        await set_pop_mode(self.namesrv, TOPIC)
         for slots in self.instances.values():
             await self.start_run(slots[0])
         sampler = asyncio.ensure_future(self.sample_memory())
@@ -500,7 +503,7 @@ class Chaos:
         handler_fault_rows(calls_by_group, rows)
         audits: list[GroupAudit] = []
         for group, orderly in GROUPS:
-            retry = await self.read_topic(f"%RETRY%{group}")
+            retry = [m for t in retry_topics(group, TOPIC) for m in await self.read_topic(t)]
             dlq = await self.read_topic(f"%DLQ%{group}")
             audits.append(audit_group(group, orderly, calls_by_group[group], stored, retry, dlq, acked,
                                       await self.offsets(group), self.faults, rows, {q: 0 for q in range(QUEUES)}))
@@ -515,7 +518,8 @@ class Chaos:
         print()
         print(f"chaos run: seed {o.seed}, {o.minutes:g} min of faults, {elapsed / 60:.1f} min in all, "
               f"{o.rate:g} msg/s over {o.keys} sharding keys, {QUEUES} queues, groups "
-              + ", ".join(f"{a.group} ({'orderly' if a.orderly else 'concurrent'})" for a in audits))
+              + ", ".join(f"{a.group} ({'orderly' if a.orderly else 'POP' if a.group == POP_GROUP else 'concurrent'})"
+                           for a in audits))
         print(f"produced: {len(self.producer.acked)} acknowledged, {len(stored)} stored, "
               f"{self.producer.failures} failed send attempts (retried)")
         for a in audits:

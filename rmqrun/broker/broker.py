@@ -28,6 +28,11 @@ from rmqrun.broker.groups import ConsumerManager
 from rmqrun.broker.locks import RebalanceLockManager
 from rmqrun.broker.longpoll import HeldPull, PullHoldService
 from rmqrun.broker.messages import InnerMessage, delay_level_of
+from rmqrun.broker.pop.ck_log import CheckpointLog
+from rmqrun.broker.pop.order_info import OrderInfoTable
+from rmqrun.broker.pop.polling import PopPolling
+from rmqrun.broker.pop.revive import ReviveService
+from rmqrun.broker.pop.service import PopService
 from rmqrun.broker.processors.registry import register_all
 from rmqrun.broker.schedule import ScheduleService
 from rmqrun.broker.stats import BrokerStats
@@ -58,6 +63,10 @@ class Broker:
             notify_enabled_for=self._notify_enabled_for)
         self.locks = RebalanceLockManager(config.lock_max_live_ms)
         self.hold = PullHoldService(self._replay_held_pull)
+        self.pop_polling = PopPolling(self._replay_held_pop)
+        #: POP consumption (created at start: its checkpoint log lives in the data directory)
+        self.pop: PopService = None  # type: ignore[assignment]
+        self.revive: ReviveService | None = None
         self.delays_ms = config.delay_levels_ms
         self.stats = BrokerStats(config.cluster_name)
         #: The name server this broker is known by (set by whoever starts both; admin answers show it).
@@ -94,6 +103,7 @@ class Broker:
         self.schedule = ScheduleService(self.store, self.delays_ms, self.put_message,
                                         persist_interval_s=self.config.persist_interval_ms / 1000)
         self.schedule.start()
+        await self._start_pop()
         self._housekeeping = asyncio.get_running_loop().create_task(self._scan_channels(), name="broker-housekeeping")
         self._started = True
         logger.info("broker {} ({}) serving on {} with data in {}", self.config.broker_name,
@@ -110,15 +120,46 @@ class Broker:
             except asyncio.CancelledError:
                 pass
         self.hold.clear()
+        self.pop_polling.clear()
         await self.server.stop()
         if self.schedule is not None:
             await self.schedule.stop()
+        await self._stop_pop()
         await self.consumers.close()
         await asyncio.to_thread(self.store.close)
         logger.info("broker {} stopped", self.config.broker_name)
 
+    async def _start_pop(self) -> None:
+        ck_log = CheckpointLog(self.config.data_dir / "pop", fsync=self.config.flush_mode is FlushMode.SYNC)
+        await asyncio.to_thread(ck_log.open)
+        self.pop = PopService(self, ck_log)
+        orders = OrderInfoTable.in_data_dir(self.config.data_dir)
+        await asyncio.to_thread(orders.load)
+        if orders.problem:
+            logger.warning("order-mode POP state: {}", orders.problem)
+        self.pop.orders = orders
+        self.revive = ReviveService(self.pop)
+        self.pop.wake_revive = self.revive.wake
+        self.pop.on_unblocked.append(self.pop_polling.wake)
+        self.store.arrival_listeners.append(self.pop_polling.on_arrival)
+        self.revive.start()
+
+    async def _stop_pop(self) -> None:
+        if self.revive is not None:
+            await self.revive.stop()
+        if self.pop_polling.on_arrival in self.store.arrival_listeners:
+            self.store.arrival_listeners.remove(self.pop_polling.on_arrival)
+        if self.pop is not None:
+            self.pop.ck_log.close()
+            if self.pop.orders is not None:
+                try:
+                    self.pop.orders.flush()
+                except OSError as exc:
+                    logger.error("saving the order-mode POP state failed: {}", exc)
+
     def _connection_closed(self, conn: Connection) -> None:
         self.hold.connection_closed(conn)
+        self.pop_polling.connection_closed(conn)
         self.consumers.connection_closed(conn)
 
     def _notify_enabled_for(self, group: str) -> bool:
@@ -164,6 +205,9 @@ class Broker:
 
     def _replay_held_pull(self, held: HeldPull) -> None:
         self.processors.pull.replay(held)
+
+    def _replay_held_pop(self, held: HeldPull) -> None:
+        self.processors.pop.replay(held)
 
     def in_disk(self, commit_log_offset: int) -> bool:
         """``checkInDiskByCommitOffset``: further behind the log's end than memory would hold."""

@@ -28,6 +28,14 @@ from rmqrun.protocol.admin import (
 
 WINDOW_S = 60.0
 
+#: BrokerStatsManager's POP statistics (5.x): acks per topic@group and broker-wide, checkpoints,
+#: messages the revive service put back into a pop retry topic.
+GROUP_ACK_NUMS = "GROUP_ACK_NUMS"
+BROKER_ACK_NUMS = "BROKER_ACK_NUMS"
+GROUP_CK_NUMS = "GROUP_CK_NUMS"
+BROKER_CK_NUMS = "BROKER_CK_NUMS"
+POP_REVIVE_NUMS = "POP_REVIVE_NUMS"
+
 
 @dataclass(slots=True)
 class _Window:
@@ -159,6 +167,18 @@ class BrokerStats:
     def on_send_back(self, group: str, topic: str) -> None:
         """A message of ``topic`` sent back by ``group`` for a retry (SNDBCK_PUT_NUMS)."""
         self.table.add(SNDBCK_PUT_NUMS, stats_key(topic, group), 1)
+
+    def on_pop_ack(self, group: str, topic: str, n: int) -> None:
+        """``n`` popped messages of ``topic`` acked by ``group`` (its real topic: the retry topic's for a revived one)."""
+        self.table.add(GROUP_ACK_NUMS, stats_key(topic, group), n)
+        self.table.add(BROKER_ACK_NUMS, self.cluster_name, n)
+
+    def on_pop_checkpoint(self, group: str, topic: str) -> None:
+        self.table.add(GROUP_CK_NUMS, stats_key(topic, group), 1)
+        self.table.add(BROKER_CK_NUMS, self.cluster_name, 1)
+
+    def on_pop_revive(self, group: str, topic: str, n: int) -> None:
+        self.table.add(POP_REVIVE_NUMS, stats_key(topic, group), n)
 
     @property
     def put_total(self) -> int:

@@ -5,9 +5,10 @@ verify, without consuming), ``produce``, ``status`` (consumer progress and
 lag), ``read`` (print a topic's messages), ``spark`` (a handler over a topic
 on Spark), ``topic`` and ``offsets`` (what operators do with mqadmin),
 ``demo`` (everything on one machine), ``broker`` (the embedded name
-server + broker) and ``dlq`` (list, show and re-drive a group's dead
-letters). ``run`` and ``check`` take the same settings, all from one
-table (:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
+server + broker), ``dlq`` (list, show and re-drive a group's dead
+letters) and ``group mode`` (a group's pull/POP mode on the brokers).
+``run`` and ``check`` take the same settings, all from one table
+(:mod:`rmqrun.cli.settings`): flags, the YAML ``--config`` file and
 ``RMQRUN_*`` variables, the command line winning.
 
 Each command is a module of its own (:data:`COMMANDS`), imported only when
@@ -34,6 +35,7 @@ COMMANDS: dict[str, str] = {
     "demo": "rmqrun.cli.demo_cmd:demo",
     "dlq": "rmqrun.cli.dlq:dlq",
     "exporter": "rmqrun.cli.exporter:exporter",
+    "group": "rmqrun.cli.group_mode:group",
     "offsets": "rmqrun.cli.offsets_cmd:offsets",
     "produce": "rmqrun.cli.produce_cmd:produce",
     "read": "rmqrun.cli.read:read",
@@ -52,6 +54,7 @@ SUMMARIES: dict[str, str] = {
     "demo": "Start an embedded broker, produce a backlog and consume it with a worker pool.",
     "dlq": "The dead letters of a consumer group (%DLQ%<group>): list, show, re-drive.",
     "exporter": "Serve each GROUP's lag, offsets and last commit per queue from the brokers alone, for Prometheus.",
+    "group": "Consumer-group settings the brokers keep: `mode` switches a group between pull and POP (RocketMQ 5.x).",
     "offsets": "Move a consumer group's offsets: the plan first, applied with --execute (kafka-consumer-groups "
                "--reset-offsets, mqadmin resetOffsetByTime).",
     "produce": "Send messages: each line of --file or of piped stdin, or --count N generated ones.",

@@ -50,7 +50,7 @@ from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
 from rmqrun.cli.health import liveness, readiness
-from rmqrun.supervisor.snapshot import HistogramSnapshot, QueueSnapshot
+from rmqrun.supervisor.snapshot import HistogramSnapshot, PopSnapshot, QueueSnapshot
 
 if TYPE_CHECKING:
     from rmqrun.supervisor.supervisor import Supervisor
@@ -136,6 +136,8 @@ class SupervisorCollector:
                        consume.lock_losses)
         yield _gauge("rmqrun_assigned_queues", "message queues assigned to this consumer", len(consume.queues))
         yield from _queue_families(snap.group, consume.queues)
+        if consume.pop is not None:
+            yield from _pop_families(snap.group, consume.pop)
 
 
 def _histogram(name: str, doc: str, hist: HistogramSnapshot) -> HistogramMetricFamily:
@@ -180,6 +182,29 @@ def _queue_families(group: str, queues: Sequence[QueueSnapshot]) -> list[GaugeMe
         if q.lag is not None:
             lag.add_metric(labels, q.lag)
     return [inflight, lag, high, committed, oldest, oldest_age]
+
+
+def _pop_families(group: str, pop: PopSnapshot) -> Iterator[Metric]:
+    """POP mode: acks, delays, extensions and the un-acked messages per assignment."""
+    yield _counter("rmqrun_pop_messages_popped_total", "messages popped from the broker", pop.popped)
+    yield _counter("rmqrun_pop_acks_total", "popped messages acknowledged (ACK_MESSAGE)", pop.acks)
+    yield _counter("rmqrun_pop_nacks_total", "failed messages given back with the POP retry delay "
+                   "(CHANGE_MESSAGE_INVISIBLETIME)", pop.nacks)
+    yield _counter("rmqrun_pop_invisible_extensions_total", "invisibility extended for a handler call still "
+                   "running", pop.extensions)
+    yield _counter("rmqrun_pop_invisible_extension_failures_total", "extensions the broker refused or that failed",
+                   pop.extension_failures)
+    yield _counter("rmqrun_pop_expired_total", "popped messages whose invisibility lapsed before their handler "
+                   "call (left to the broker to hand out again)", pop.expired)
+    yield _counter("rmqrun_pop_revived_total", "messages popped from the POP retry topic (handed out again after a "
+                   "failure or a lapsed invisibility)", pop.revived)
+    yield _counter("rmqrun_pop_ack_failures_total", "acks the broker refused or that failed", pop.ack_failures)
+    yield _gauge("rmqrun_pop_unacked_messages", "messages popped and not acknowledged yet", pop.unacked)
+    unacked = GaugeMetricFamily("rmqrun_pop_assignment_unacked_messages", "messages popped for the assignment and "
+                                "not acknowledged yet (queue_id -1: every queue)", labels=QUEUE_LABELS)
+    for mq, topic, n in pop.assignments:
+        unacked.add_metric([group, topic, mq.broker_name, str(mq.queue_id)], n)
+    yield unacked
 
 
 def add_process_collectors(registry: CollectorRegistry) -> CollectorRegistry:

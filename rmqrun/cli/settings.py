@@ -136,6 +136,18 @@ SETTINGS: tuple[Setting, ...] = (
        "(default: half an hour ago)", CONSUMER),
     _S("allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "queue allocation strategy", CONSUMER,
        flag="--allocate", choices=tuple(sorted(STRATEGIES))),
+    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group) or pop "
+       "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues)",
+       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull or pop"),
+    _S("pop_invisible_time_ms", parse_int, d.POP_INVISIBLE_TIME_MS, "pop: a popped message stays invisible "
+       "this long unless acked; a longer handler call is extended before it lapses", CONSUMER,
+       check=between(d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS), allowed="5000 to 300000 ms"),
+    _S("pop_poll_time_ms", parse_int, d.POP_POLL_TIME_MS, "pop: how long the broker holds a pop with nothing to "
+       "return (long polling)", CONSUMER, check=between(1000, 60000), allowed="1000 to 60000 ms"),
+    _S("pop_batch_size", parse_int, d.POP_BATCH_NUMS, "pop: messages per pop request", CONSUMER,
+       check=between(1, 32), allowed="an integer from 1 to 32"),
+    _S("pop_threshold_for_queue", parse_int, d.POP_THRESHOLD_FOR_QUEUE, "pop: un-acked messages per assignment "
+       "before popping pauses (flow control)", CONSUMER, check=between(1, 65535), allowed="1 to 65535"),
     # --- Java push consumer knobs
     _S("pull_batch_size", parse_int, d.PULL_BATCH_SIZE, "messages per pull", CONSUMER,
        check=between(1, 1024), allowed="an integer from 1 to 1024"),

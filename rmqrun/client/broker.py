@@ -190,6 +190,11 @@ class BrokerClient:
             self.failures.recovered(("broker", addr))
         return resp
 
+    async def request(self, addr: str, cmd: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Any request, answered with any code (the failure log and answer times kept): for typed calls
+        that live beside this class (``pop_api``, ``assignment``)."""
+        return await self._call(addr, cmd, timeout)
+
     async def _expect_success(self, addr: str, cmd: RemotingCommand, timeout: float | None) -> RemotingCommand:
         resp = await self._call(addr, cmd, timeout)
         if resp.code != ResponseCode.SUCCESS:

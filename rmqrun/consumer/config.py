@@ -88,6 +88,13 @@ class ConsumerConfig:
     order_by: str = "queue"
     #: where a message's key comes from in key mode: sharding_key, keys, tags or property:NAME
     order_key: str = "sharding_key"
+    #: "pull" (queues rebalanced among the group's clients) or "pop" (RocketMQ 5.x: the broker hands
+    #: messages of any queue to any client; see rmqrun/consumer/pop_push.py)
+    consume_mode: str = d.CONSUME_MODE
+    pop_invisible_time_ms: int = d.POP_INVISIBLE_TIME_MS
+    pop_poll_time_ms: int = d.POP_POLL_TIME_MS
+    pop_batch_size: int = d.POP_BATCH_NUMS
+    pop_threshold_for_queue: int = d.POP_THRESHOLD_FOR_QUEUE
 
     def __post_init__(self) -> None:
         if self.order_by == "key":
@@ -179,6 +186,7 @@ class ConsumerConfig:
         if self.order_by == "key" and not self.auto_commit:
             raise bad("auto_commit", self.auto_commit, "order_by=key commits per key and needs auto_commit=true "
                       "(manual Commit()/Rollback() are queue-wide; use order_by=queue for them)")
+        self._validate_pop(bad, in_range)
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
@@ -191,3 +199,22 @@ class ConsumerConfig:
             if too_long:
                 raise ConfigError(too_long)
         return self
+
+    def _validate_pop(self, bad, in_range) -> None:  # type: ignore[no-untyped-def]
+        if self.consume_mode not in d.CONSUME_MODES:
+            raise bad("consume_mode", self.consume_mode, f"one of {', '.join(d.CONSUME_MODES)}")
+        in_range("pop_invisible_time_ms", d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS)
+        in_range("pop_poll_time_ms", 1000, 60_000)
+        in_range("pop_batch_size", 1, 32)
+        in_range("pop_threshold_for_queue", 1, 65535)
+        if self.consume_mode != "pop":
+            return
+        if self.order_by_key:
+            raise bad("consume_mode", self.consume_mode, "order_by=key is not available with POP (the broker "
+                      "orders by queue); use --order-by queue, or --consume-mode pull for key order")
+        if self.orderly and not self.auto_commit:
+            raise bad("consume_mode", self.consume_mode, "orderly POP acks each message as it succeeds and needs "
+                      "auto_commit=true (manual Commit()/Rollback() need --consume-mode pull)")
+        if not self.clustering:
+            raise bad("consume_mode", self.consume_mode, "POP is a clustering model (the broker shares messages "
+                      "among the group); use --consume-mode pull with BROADCASTING")

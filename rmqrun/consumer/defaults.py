@@ -88,3 +88,17 @@ CONSISTENT_HASH_VIRTUAL_NODES = 10
 LOCAL_OFFSET_STORE_DIR = os.path.join(os.path.expanduser("~"), ".rocketmq_offsets")
 """Java: -Drocketmq.client.localOffsetStoreDir, default ~/.rocketmq_offsets."""
 LOCAL_OFFSET_FILE_NAME = "offsets.json"
+
+# --- POP consumption (RocketMQ 5.x DefaultMQPushConsumer) ------------------------------
+CONSUME_MODE = "pull"
+CONSUME_MODES = ("pull", "pop")
+POP_INVISIBLE_TIME_MS = 60_000
+"""popInvisibleTime; the Java client refuses values outside [5 s, 300 s] (MIN/MAX_POP_INVISIBLE_TIME)."""
+MIN_POP_INVISIBLE_TIME_MS = 5_000
+MAX_POP_INVISIBLE_TIME_MS = 300_000
+POP_POLL_TIME_MS = 15_000
+"""pollTime of each POP request (the Java client sends BROKER_SUSPEND_MAX_TIME_MILLIS)."""
+POP_BATCH_NUMS = 32
+"""popBatchNums: messages per POP request, 1 to 32 (the broker refuses more)."""
+POP_THRESHOLD_FOR_QUEUE = 96
+"""popThresholdForQueue: un-acked popped messages per assignment before popping pauses."""

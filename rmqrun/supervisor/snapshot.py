@@ -87,6 +87,27 @@ class QueueSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class PopSnapshot:
+    """POP mode (``consume_mode: pop``): the counters of :class:`~rmqrun.consumer.pop_consume.PopStats` and,
+    per assignment (queue id -1: every queue of the topic on that broker), the messages popped and not acked."""
+
+    popped: int
+    acks: int
+    nacks: int
+    extensions: int
+    extension_failures: int
+    expired: int
+    revived: int
+    ack_failures: int
+    #: (queue, the user's topic, un-acked messages), sorted by queue
+    assignments: tuple[tuple[MessageQueue, str, int], ...] = ()
+
+    @property
+    def unacked(self) -> int:
+        return sum(n for _, _, n in self.assignments)
+
+
+@dataclass(frozen=True, slots=True)
 class ConsumeSnapshot:
     """The push consumer's counters and its queues, sorted by queue."""
 
@@ -102,6 +123,8 @@ class ConsumeSnapshot:
     queues: tuple[QueueSnapshot, ...]
     #: (topic, reason, messages) sent to the group's DLQ, sorted (:class:`~rmqrun.consumer.dead_letters.DeadLetters`)
     dead_lettered: tuple[tuple[str, str, int], ...] = ()
+    #: None in pull mode
+    pop: PopSnapshot | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +151,8 @@ def health_of(supervisor: Any) -> HealthSnapshot:
     executor = supervisor.executor
     load = executor.load(time.monotonic())
     last = None if engine is None else engine.instance.broker.last_answer
-    return HealthSnapshot(supervisor.phase, supervisor.phase_detail, last,
-                          0 if engine is None else len(engine.table), executor.pool.size, load.call_ages,
+    assigned = 0 if engine is None else len(engine.table) + len(getattr(engine, "pop_table", ()))
+    return HealthSnapshot(supervisor.phase, supervisor.phase_detail, last, assigned, executor.pool.size, load.call_ages,
                           load.queued, load.stalled_for)
 
 
@@ -170,7 +193,19 @@ def _consume_of(engine: Any, quiet_s: float) -> ConsumeSnapshot:
         stats.consumed, stats.failed, stats.undecodable, stats.jobs, _histogram_of(stats.handler_latency),
         _histogram_of(stats.store_to_handler), engine.rebalancer.rebalances, engine.rebalancer.lock_losses,
         _queues(engine, int(time.time() * 1000), quiet_s),
-        tuple(sorted((topic, reason, n) for (topic, reason), n in engine.dead_letters.counts.items())))
+        tuple(sorted((topic, reason, n) for (topic, reason), n in engine.dead_letters.counts.items())),
+        _pop_of(engine))
+
+
+def _pop_of(engine: Any) -> PopSnapshot | None:
+    stats = getattr(engine, "pop_stats", None)
+    if stats is None:
+        return None
+    namespace = engine.config.namespace
+    assignments = tuple((mq, unwrap(namespace, mq.topic), req.pq.wait_ack_count)
+                        for mq, req in sorted(engine.pop_table.items()))
+    return PopSnapshot(stats.popped, stats.acks, stats.nacks, stats.extensions, stats.extension_failures,
+                       stats.expired, stats.revived, stats.ack_failures, assignments)
 
 
 def snapshot_of(supervisor: Any) -> SupervisorSnapshot:

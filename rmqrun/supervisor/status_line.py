@@ -37,6 +37,9 @@ class StatusLine:
         queues = consume.queues if consume is not None else ()
         known = [q.lag for q in queues if q.lag is not None]
         lag = str(sum(known)) if known or not queues else "?"
-        return (f"{consumed} consumed ({rate:.0f}/s now), lag {lag}, {failed} failed, "
+        pop = consume.pop if consume is not None else None
+        held = (f"{plural(len(pop.assignments), 'POP assignment')}, {pop.unacked} un-acked, "
+                f"{plural(pop.extensions, 'extension')}, " if pop is not None else "")
+        return (f"{consumed} consumed ({rate:.0f}/s now), lag {lag}, {failed} failed, {held}"
                 f"{plural(len(queues), 'queue')}, {plural(snap.inflight_batches, 'batch', 'batches')} in flight, "
                 f"{plural(snap.workers, 'worker')}")

@@ -36,6 +36,7 @@ from typing import Callable
 from loguru import logger
 
 from rmqrun.consumer.config import ConsumerConfig
+from rmqrun.consumer.pop_push import PopPushConsumer
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
@@ -160,7 +161,8 @@ class Supervisor:
             return EXIT_BOOT
         try:
             self.engine = await start_when_reachable(
-                lambda: PushConsumer(self.settings.consumer, self.executor), self._signals,
+                lambda: (PopPushConsumer if self.settings.consumer.consume_mode == "pop" else PushConsumer)(
+                    self.settings.consumer, self.executor), self._signals,
                 on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)
@@ -174,6 +176,8 @@ class Supervisor:
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
         mode = "orderly" if self.settings.consumer.orderly else "concurrently"
+        if self.settings.consumer.consume_mode == "pop":
+            mode = f"{mode} by POP"
         ns = self.settings.consumer.namespace
         if self.settings.consumer.order_by_key:
             mode = f"orderly by key ({self.settings.consumer.order_key})"

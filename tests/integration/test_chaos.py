@@ -1,6 +1,6 @@
 """The chaos suite in the default run: about two minutes of ``scripts/chaos.py``, which must pass.
 
-It drives real processes (``rmqrun broker``, two groups of ``rmqrun run``,
+It drives real processes (``rmqrun broker``, three groups of ``rmqrun run``: concurrent, orderly, POP,
 producers) through the suite's TCP proxy and audits every message (see
 ``docs/reliability.md``). Its fault timing waits on conditions (a process
 consuming again, the broker ready, messages completed), so a slow, shared
@@ -50,4 +50,7 @@ def test_chaos_run_loses_nothing_and_keeps_order(tmp_path: Path) -> None:
     concurrent = next(g for g in result["groups"] if not g["orderly"])
     # the handler faults were exercised in both modes: retries went through %RETRY% in concurrent mode only
     assert concurrent["retry_stored"] >= 1 and orderly["retry_stored"] == 0, report
+    # the POP group's failures came back through its pop retry topic (%RETRY%chaos_pop_ChaosOrders)
+    pop = next(g for g in result["groups"] if g["group"] == "chaos_pop")
+    assert pop["retry_stored"] >= 1, report
     assert result["half_open_unnoticed"] == 0 and result["half_open_noticed_s"], report

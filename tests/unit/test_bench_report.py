@@ -94,3 +94,20 @@ def test_the_java_comparison_sets_each_ratio_of_this_run_beside_the_issues() -> 
     assert "orderly, 4 queues: Java 0.69 of its raw pull rate and 2.9–4.9× its C++ peer; rmqrun here 0.45 of the " \
            "raw pull rate and 4.5× the C++ peer" in text
     assert "(C++ peer not measured)" in br.java_comparison(rows, raw=200_000.0, cpp=0.0)
+
+
+def test_the_pop_section_charges_pop_what_it_adds_over_pull() -> None:
+    br = _load()
+    import bench_pop  # on sys.path once bench_report is loaded
+
+    def row(rate: float, sup: float, broker: float) -> dict:
+        return {"rate": br.spread([rate]), "supervisor_us": br.spread([sup]), "broker_us": br.spread([broker])}
+    res = {"messages": {"no-op": 3000, "1 ms CPU": 2000}, "workers": 2, "load": br.spread([1.0, 2.0]),
+           "rows": {"no-op, pull": row(5000, 14, 6), "no-op, pop": row(400, 300, 180),
+                    "1 ms CPU, pull": row(300, 60, 6)}}
+    assert bench_pop.ack_cost_us(res, "no-op") == pytest.approx(300 + 180 - 14 - 6)
+    assert bench_pop.ack_cost_us(res, "1 ms CPU") != bench_pop.ack_cost_us(res, "1 ms CPU")  # no POP row: NaN
+    text = "\n".join(bench_pop.pop_lines(res, br.fmt, br.fmt_spread))
+    assert "| no-op, pop | 400 (400–400) | 300 | 180 |" in text
+    assert "no-op: 460 µs; 1 ms CPU: - µs" in text
+    assert "3,000 messages (no-op), 2,000 messages (1 ms CPU)" in text

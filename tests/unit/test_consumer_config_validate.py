@@ -57,3 +57,24 @@ def test_each_bad_value_is_refused_by_name(name: str, value: object, hint: str) 
 def test_a_subscription_needs_a_topic_and_a_tag_expression(subs: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match=r"^subscriptions=.* is invalid: topic -> tag expression"):
         _config(subscriptions=subs).validate()
+
+
+@pytest.mark.parametrize(("kw", "hint"), [
+    ({"consume_mode": "push"}, "one of pull, pop"),
+    ({"pop_invisible_time_ms": 4999}, "from 5000 to 300000"),
+    ({"pop_invisible_time_ms": 300001}, "from 5000 to 300000"),
+    ({"pop_batch_size": 33}, "from 1 to 32"),
+    ({"pop_threshold_for_queue": 0}, "from 1 to 65535"),
+    ({"consume_mode": "pop", "orderly": True, "auto_commit": False}, "needs auto_commit=true"),
+    ({"consume_mode": "pop", "order_by": "key"}, "order_by=key is not available with POP"),
+    ({"consume_mode": "pop", "message_model": "BROADCASTING"}, "clustering model"),
+])
+def test_pop_settings_are_checked_and_unsupported_combinations_refused(kw: dict[str, object], hint: str) -> None:
+    with pytest.raises(ConfigError, match=hint):
+        _config(**kw).validate()
+
+
+def test_a_pop_config_is_valid() -> None:
+    cfg = _config(consume_mode="pop", pop_invisible_time_ms=5000, pop_batch_size=1)
+    assert cfg.validate() is cfg
+    assert _config(consume_mode="pop", orderly=True).validate().orderly

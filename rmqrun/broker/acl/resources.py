@@ -21,6 +21,13 @@ GET_CONSUMER_LIST_BY_GROUP group: SUB
 UPDATE_CONSUMER_OFFSET     group: SUB and topic: SUB
 =========================  =====================================================
 
+4.9.8 knows no POP; the POP codes follow 5.x, whose headers declare SUB (GET
+for POLLING_INFO) on their ``topic`` and ``consumerGroup``: POP_MESSAGE,
+ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME, NOTIFICATION, POLLING_INFO need
+topic: SUB and group: SUB, the topic being the original one when an ack
+names a pop retry topic (``%RETRY%<group>_<topic>``); BATCH_ACK_MESSAGE needs
+the same for every ack in its body.
+
 Every other code needs only a valid signature, except the admin codes
 (:data:`ADMIN_CODES`), which also need an ``admin: true`` account. That
 includes SEND_BATCH_MESSAGE (320), which 4.9.8 does not check per topic; the
@@ -35,6 +42,7 @@ from rmqrun.broker.acl.config import SUB, PUB
 from rmqrun.errors import RmqrunError
 from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.bodies import HeartbeatData
+from rmqrun.protocol.pop import decode_batch_ack_body, original_topic
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.frame import RemotingCommand
 
@@ -110,4 +118,25 @@ def needed(cmd: RemotingCommand) -> dict[str, int]:
     elif code == R.UPDATE_CONSUMER_OFFSET:
         add(retry_topic(ext.get("consumerGroup")), SUB)
         add(ext.get("topic"), SUB)
+    elif code in _POP_CODES:
+        _add_pop(add, ext.get("topic"), ext.get("consumerGroup"))
+    elif code == R.BATCH_ACK_MESSAGE:
+        try:
+            _, acks = decode_batch_ack_body(cmd.body or b"")
+        except Exception as exc:  # the acks cannot be judged: refused
+            raise RequestUnreadable(f"batch ack body unreadable: {exc}") from exc
+        for ack in acks:
+            _add_pop(add, ack.topic, ack.consumer_group)
     return out
+
+
+_POP_CODES = frozenset({int(R.POP_MESSAGE), int(R.ACK_MESSAGE), int(R.CHANGE_MESSAGE_INVISIBLETIME),
+                        int(R.NOTIFICATION), int(R.POLLING_INFO)})
+
+
+def _add_pop(add, topic: str | None, group: str | None) -> None:  # type: ignore[no-untyped-def]
+    """A POP request's topic (the original for a pop retry topic) and group: SUB."""
+    if topic is not None and group is not None:
+        topic = original_topic(topic, group)
+    add(topic, SUB)
+    add(retry_topic(group), SUB)

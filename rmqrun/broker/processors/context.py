@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from rmqrun.broker.locks import RebalanceLockManager
     from rmqrun.broker.longpoll import PullHoldService
     from rmqrun.broker.messages import InnerMessage
+    from rmqrun.broker.pop.polling import PopPolling
+    from rmqrun.broker.pop.service import PopService
     from rmqrun.broker.stats import BrokerStats
     from rmqrun.broker.store import MessageStore
     from rmqrun.broker.subscription_groups import SubscriptionGroupTable
@@ -45,6 +47,10 @@ class BrokerContext(Protocol):
     locks: RebalanceLockManager
     #: pulls held for long polling
     hold: PullHoldService
+    #: POP consumption: checkpoints, acks, revive (None until the broker has started)
+    pop: PopService
+    #: POP and NOTIFICATION requests held for long polling
+    pop_polling: PopPolling
     #: put/get counters for the runtime-info answers and the named statistics of ``statsAll``
     stats: BrokerStats
     #: the remoting server: the registry registers handlers on it, the inspect answers show its port

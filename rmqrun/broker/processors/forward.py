@@ -96,6 +96,7 @@ class ForwardProcessor:
         table = self.reset_table(group, topic, timestamp, force=force, offset=offset, queue_id=queue_id)
         for mq, new in table.items():
             self.broker.store.consumer_offsets.commit(group, topic, mq.queue_id, new)
+            self.broker.pop.offset_reset(group, topic, mq.queue_id)
         body = ResetOffsetBody(table).encode()
         told = await self._tell_reset(group, topic, timestamp, body)
         logger.info("reset offsets of group {} on {} ({} queue(s), {} client(s) told): {}", group, topic,

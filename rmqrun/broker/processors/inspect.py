@@ -129,6 +129,12 @@ class InspectProcessor:
             f"commitLogDiskRatio_{data_dir}/commitlog": ratio, "consumeQueueDiskRatio": ratio,
             "dispatchMaxBuffer": "0",
         }
+        pop = self.broker.pop
+        if pop is not None:  # POP since start (not in a 4.9.8 table: rmqrun's own keys)
+            c = pop.counters
+            t.update({"popMessageNums": str(c.popped), "popAckNums": str(c.acked),
+                      "popChangeInvisibleNums": str(c.changed), "popReviveNums": str(c.revived),
+                      "popInFlightNums": str(pop.in_flight())})
         return dict(JavaPropertyMap(t.items()).items())
 
     async def get_broker_runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmqrun.broker.processors.admin import AdminProcessor
+from rmqrun.broker.processors.assignment import AssignmentProcessor
 from rmqrun.broker.processors.clients import ClientProcessor
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.processors.forward import ForwardProcessor
 from rmqrun.broker.processors.inspect import InspectProcessor
 from rmqrun.broker.processors.maintenance import MaintenanceProcessor
 from rmqrun.broker.processors.offsets import OffsetProcessor
+from rmqrun.broker.processors.pop import PopProcessor
+from rmqrun.broker.processors.pop_ack import PopAckProcessor
 from rmqrun.broker.processors.pull import PullProcessor
 from rmqrun.broker.processors.send import SendProcessor
 from rmqrun.broker.processors.statistics import StatisticsProcessor
@@ -35,6 +38,9 @@ class Processors:
     forward: ForwardProcessor
     maintenance: MaintenanceProcessor
     statistics: StatisticsProcessor
+    pop: PopProcessor
+    pop_ack: PopAckProcessor
+    assignment: AssignmentProcessor
 
 
 def register_all(broker: BrokerContext) -> Processors:
@@ -42,7 +48,8 @@ def register_all(broker: BrokerContext) -> Processors:
     p = Processors(SendProcessor(broker), PullProcessor(broker), OffsetProcessor(broker),
                    ClientProcessor(broker), AdminProcessor(broker),
                    inspect, ForwardProcessor(broker), MaintenanceProcessor(broker),
-                   StatisticsProcessor(broker, inspect))
+                   StatisticsProcessor(broker, inspect), PopProcessor(broker), PopAckProcessor(broker),
+                   AssignmentProcessor(broker))
     table = {
         R.SEND_MESSAGE: p.send.send,
         R.SEND_MESSAGE_V2: p.send.send,
@@ -90,6 +97,15 @@ def register_all(broker: BrokerContext) -> Processors:
         R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: p.maintenance.get_system_topic_list,
         R.VIEW_BROKER_STATS_DATA: p.statistics.view_broker_stats_data,
         R.GET_BROKER_CONSUME_STATS: p.statistics.get_broker_consume_stats,
+        R.POP_MESSAGE: p.pop.pop_message,
+        R.NOTIFICATION: p.pop.notification,
+        R.POLLING_INFO: p.pop.polling_info,
+        R.ACK_MESSAGE: p.pop_ack.ack_message,
+        R.BATCH_ACK_MESSAGE: p.pop_ack.batch_ack_message,
+        R.CHANGE_MESSAGE_INVISIBLETIME: p.pop_ack.change_invisible_time,
+        R.QUERY_ASSIGNMENT: p.assignment.query_assignment,
+        R.SET_MESSAGE_REQUEST_MODE: p.assignment.set_message_request_mode,
+        R.GET_ALL_MESSAGE_REQUEST_MODE: p.assignment.get_all_message_request_mode,
     }
     for code, fn in table.items():
         broker.server.register(code, fn)

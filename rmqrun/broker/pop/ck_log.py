@@ -1,0 +1,216 @@
+"""The live checkpoints, kept durably in an append-only log so a restart still revives what was popped.
+
+Each change is one JSON line in ``<data>/pop/checkpoints.log``: ``ck`` (a new checkpoint, with its bitmap),
+``ack`` (offsets acked in one), ``del`` (a checkpoint done: fully acked or revived). :meth:`CheckpointLog.open`
+replays the log and rewrites it with only the live checkpoints; it is rewritten the same way while running
+when dead lines outnumber live ones. Every line is handed to the OS at once (a killed broker loses none);
+in SYNC flush mode :meth:`CheckpointLog.durable` also fsyncs before a POP or an ACK is answered, several
+waiters sharing one fsync; in ASYNC mode :meth:`CheckpointLog.sync` runs periodically.
+
+The table also remembers, per (topic, group, queue), the end of the newest checkpoint: a pop never starts
+before it, even when the consumer offset file saved before a crash is older than the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import json
+import os
+from pathlib import Path
+from typing import IO, Any, Iterable
+
+from loguru import logger
+
+from rmqrun.broker.pop.checkpoint import CheckpointKey, PopCheckpoint
+
+LOG_NAME = "checkpoints.log"
+#: Rewrite the log once it holds this many lines more than live checkpoints (and twice as many).
+COMPACT_SLACK = 5000
+
+
+def _key_json(key: CheckpointKey) -> list[Any]:
+    return list(key)
+
+
+def _key_from(raw: Any) -> CheckpointKey:
+    t, c, q, so, pt, bn = raw
+    return (str(t), str(c), int(q), int(so), int(pt), str(bn))
+
+
+class CheckpointLog:
+    def __init__(self, directory: Path, *, fsync: bool) -> None:
+        self.path = directory / LOG_NAME
+        self._fsync = fsync
+        self._cks: dict[CheckpointKey, PopCheckpoint] = {}
+        self._heap: list[tuple[int, int, CheckpointKey]] = []
+        self._seq = 0
+        self._latest: dict[tuple[str, str, int], int] = {}
+        self._fh: IO[str] | None = None
+        self._lines = 0
+        self._written = 0
+        self._synced = 0
+        self._sync_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            self._replay()
+        self._rewrite()
+        if self._cks:
+            logger.info("POP: {} checkpoint(s) with un-acked messages restored from {}", len(self._cks), self.path)
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            finally:
+                self._fh.close()
+                self._fh = None
+
+    def _replay(self) -> None:
+        bad = 0
+        with open(self.path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    op = rec["op"]
+                    if op == "ck":
+                        self._put(PopCheckpoint.from_json(rec))
+                    elif op == "ack":
+                        ck = self._cks.get(_key_from(rec["k"]))
+                        if ck is not None:
+                            for o in rec["o"]:
+                                ck.ack(int(o))
+                    elif op == "del":
+                        self._cks.pop(_key_from(rec["k"]), None)
+                except (ValueError, KeyError, TypeError):
+                    bad += 1  # a torn last line after a crash
+        if bad:
+            logger.warning("POP checkpoint log {}: {} unreadable line(s) skipped", self.path, bad)
+        for key in [k for k, ck in self._cks.items() if ck.fully_acked]:
+            del self._cks[key]
+
+    def _rewrite(self) -> None:
+        """Write the live checkpoints to a new file and put it in place (atomic rename)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for ck in self._cks.values():
+                fh.write(json.dumps({"op": "ck", **ck.to_json()}, separators=(",", ":")) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        self._fh = open(self.path, "a", encoding="utf-8")
+        self._lines = len(self._cks)
+
+    # ------------------------------------------------------------------ the table
+
+    def __len__(self) -> int:
+        return len(self._cks)
+
+    def _put(self, ck: PopCheckpoint) -> None:
+        self._cks[ck.key] = ck
+        self._seq += 1
+        heapq.heappush(self._heap, (ck.revive_time, self._seq, ck.key))
+        qkey = (ck.topic, ck.group, ck.queue_id)
+        end = ck.offsets[-1] + 1 if ck.offsets else ck.start_offset
+        if end > self._latest.get(qkey, -1):
+            self._latest[qkey] = end
+
+    def get(self, key: CheckpointKey) -> PopCheckpoint | None:
+        return self._cks.get(key)
+
+    def all(self) -> list[PopCheckpoint]:
+        return list(self._cks.values())
+
+    def latest_end(self, topic: str, group: str, queue_id: int) -> int:
+        """Where the newest checkpoint of the queue ends (-1: none since start)."""
+        return self._latest.get((topic, group, queue_id), -1)
+
+    def forget_queue(self, topic: str, group: str, queue_id: int) -> None:
+        """Drop the remembered end (an offset reset moves the consumer offset back on purpose)."""
+        self._latest.pop((topic, group, queue_id), None)
+
+    def add(self, ck: PopCheckpoint) -> None:
+        self._put(ck)
+        self._write({"op": "ck", **ck.to_json()})
+
+    def ack(self, key: CheckpointKey, offsets: Iterable[int]) -> tuple[PopCheckpoint | None, int]:
+        """Ack ``offsets`` in the checkpoint ``key``: (the checkpoint or None, how many were newly acked)."""
+        ck = self._cks.get(key)
+        if ck is None:
+            return None, 0
+        newly = [o for o in offsets if ck.ack(o)]
+        if not newly:
+            return ck, 0
+        if ck.fully_acked:
+            self.remove(key)
+        else:
+            self._write({"op": "ack", "k": _key_json(key), "o": newly})
+        return ck, len(newly)
+
+    def remove(self, key: CheckpointKey) -> None:
+        if self._cks.pop(key, None) is not None:
+            self._write({"op": "del", "k": _key_json(key)})
+
+    def next_due(self) -> int | None:
+        while self._heap and self._heap[0][2] not in self._cks:
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def due(self, now_ms: int) -> list[PopCheckpoint]:
+        """Live checkpoints whose revive time has come, oldest first. They leave the timer (not the table):
+        the caller removes each once revived, or puts it back with :meth:`reschedule`."""
+        out: dict[CheckpointKey, PopCheckpoint] = {}
+        while self._heap and self._heap[0][0] <= now_ms:
+            _, _, key = heapq.heappop(self._heap)
+            ck = self._cks.get(key)
+            if ck is not None:
+                out[key] = ck
+        return list(out.values())
+
+    def reschedule(self, ck: PopCheckpoint, when_ms: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (when_ms, self._seq, ck.key))
+
+    # ------------------------------------------------------------------ durability
+
+    def _write(self, rec: dict[str, Any]) -> None:
+        assert self._fh is not None, "checkpoint log not open"
+        self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        self._fh.flush()  # in the OS: a killed broker keeps it
+        self._lines += 1
+        self._written += 1
+        if self._lines > COMPACT_SLACK + 2 * len(self._cks) and self._sync_task is None:
+            self._rewrite()
+            self._synced = self._written
+
+    async def durable(self) -> None:
+        """In SYNC mode: wait until every line written so far is fsync'ed (one fsync serves many waiters)."""
+        if self._fsync:
+            await self.sync()
+
+    async def sync(self) -> None:
+        """Wait until every line written so far is fsync'ed, whatever the mode (the periodic sync of ASYNC
+        mode calls it); the fsync runs in a thread, never on the event loop."""
+        target = self._written
+        while self._synced < target:
+            task = self._sync_task
+            if task is None:
+                task = self._sync_task = asyncio.get_running_loop().create_task(self._sync())
+            await asyncio.shield(task)
+
+    async def _sync(self) -> None:
+        upto = self._written
+        try:
+            if self._fh is not None:
+                await asyncio.to_thread(os.fsync, self._fh.fileno())
+            self._synced = max(self._synced, upto)
+        finally:
+            self._sync_task = None

@@ -1,0 +1,140 @@
+"""Revive: popped messages not acked by popTime + invisibleTime go to the pop retry topic (``PopReviveService``).
+
+One task sleeps until the earliest checkpoint is due (or a new one is added), then, for every un-acked
+offset of each due checkpoint, re-reads the message and stores a copy in ``%RETRY%<group>_<topic>`` queue 0
+(created on demand with one read/write queue; a checkpoint of the retry topic itself revives into the same
+retry topic) with ``reconsumeTimes + 1`` and ``1ST_POP_TIME`` kept (set to the pop time the first time).
+Only once every copy is stored is the checkpoint dropped, so a stop or crash in between revives again on
+restart (at least once). A message the store no longer has (retention) is skipped. In ASYNC flush mode the
+task also fsyncs the checkpoint log once a second, and it saves the order-mode state when it changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from loguru import logger
+
+from rmqrun.broker.messages import InnerMessage, read_stored
+from rmqrun.broker.pop.checkpoint import PopCheckpoint
+from rmqrun.broker.pop.service import PopService, now_ms
+from rmqrun.broker.store import GetMessageStatus
+from rmqrun.broker.topics import PERM_READ, PERM_WRITE
+from rmqrun.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_PREFIX, pop_retry_topic
+from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL
+
+#: Longest sleep between looks at the table (also the ASYNC-mode fsync period).
+TICK_S = 1.0
+#: A revive that failed (a full disk) is tried again this much later.
+RETRY_MS = 1000
+#: The pop retry topic's queue count (PopAckConstants.retryQueueNum).
+RETRY_QUEUE_NUMS = 1
+
+
+class ReviveService:
+    def __init__(self, pop: PopService) -> None:
+        self.pop = pop
+        self.broker: Any = pop.broker
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-revive")
+
+    def wake(self) -> None:
+        """A checkpoint was added: its revive time may be earlier than the one slept for."""
+        self._wake.set()
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+    async def _run(self) -> None:
+        log = self.pop.ck_log
+        last_tick = 0.0
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                for ck in log.due(now_ms()):
+                    if await self.revive(ck):
+                        log.remove(ck.key)
+                    else:
+                        log.reschedule(ck, now_ms() + RETRY_MS)
+                if time.monotonic() - last_tick >= TICK_S:  # not on every wake: a wake comes with every pop
+                    last_tick = time.monotonic()
+                    await log.sync()
+                    self._save_orders()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # pragma: no cover - a bug must not stop reviving
+                logger.opt(exception=exc).error("POP revive pass failed")
+            nxt = log.next_due()
+            delay = TICK_S if nxt is None else min(TICK_S, max(0.0, (nxt - now_ms()) / 1000))
+            try:
+                await asyncio.wait_for(self._wake.wait(), delay)
+            except asyncio.TimeoutError:
+                pass
+
+    def _save_orders(self) -> None:
+        """The order-mode state is saved on this task's tick (once a second when it changed)."""
+        orders = self.pop.orders
+        if orders is None:
+            return
+        try:
+            orders.flush()
+        except OSError as exc:
+            logger.warning("saving the order-mode POP state failed, will retry: {}", exc)
+
+    async def revive(self, ck: PopCheckpoint) -> bool:
+        """Store every un-acked message of ``ck`` in its pop retry topic; False to try again later."""
+        broker = self.broker
+        retry = ck.topic if ck.topic.startswith(RETRY_PREFIX) else pop_retry_topic(ck.group, ck.topic)
+        pending = [o for o in ck.unacked()]
+        if not pending:
+            return True
+        broker.topics.create_for_send_back(retry, RETRY_QUEUE_NUMS, PERM_READ | PERM_WRITE)
+        done = 0
+        for offset in pending:
+            if ck.is_acked(offset):  # acked while an earlier copy was being stored
+                continue
+            got = broker.store.get(ck.topic, ck.queue_id, offset, 1)
+            if got.status is not GetMessageStatus.FOUND or not got.records:
+                logger.warning("POP revive: {}:{} offset {} is gone from the store, not revived", ck.topic,
+                               ck.queue_id, offset)
+                continue
+            msg = self._retry_message(read_stored(got.records[0]), retry, ck.pop_time)
+            try:
+                await broker.put_messages([msg])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("POP revive of {}:{} offset {} into {} failed, will retry: {!r}", ck.topic,
+                               ck.queue_id, offset, retry, exc)
+                return False
+            ck.ack(offset)  # stored: a retry of this checkpoint must not store it twice
+            done += 1
+        if done:
+            self.pop.counters.revived += done
+            broker.stats.on_pop_revive(ck.group, ck.topic, done)
+        return True
+
+    def _retry_message(self, stored: Any, retry: str, pop_time: int) -> InnerMessage:
+        props = stored.properties.copy()
+        props.remove(PROPERTY_POP_CK)
+        props.remove(PROPERTY_DELAY_TIME_LEVEL)  # revived now, not delayed again
+        if stored.reconsume_times == 0 or props.get(PROPERTY_FIRST_POP_TIME) is None:
+            props.put(PROPERTY_FIRST_POP_TIME, str(pop_time))
+        address = self.broker.address
+        return InnerMessage(topic=retry, queue_id=0, body=stored.body, properties=props,
+                            properties_string=props.to_string(), flag=stored.flag, sys_flag=stored.sys_flag,
+                            born_timestamp=stored.born_timestamp, born_host=address, store_host=address,
+                            reconsume_times=stored.reconsume_times + 1)

@@ -1,0 +1,228 @@
+"""The client half of RocketMQ 5.x POP: pop, ack, batch ack and change-invisible calls.
+
+Each call builds the request the Java 5.x client sends (``MQClientAPIImpl``
+``popMessageAsync`` / ``ackMessageAsync`` / ``batchAckMessageAsync`` /
+``changeInvisibleTimeAsync``) and turns the answer into a typed result.
+
+A pop answer is a pull-style body (stored records, concatenated) plus a header
+that says when the messages were popped and for how long they stay invisible.
+Every message needs a *receipt* (the ``POP_CK`` string) to be acknowledged or
+to have its invisibility changed: for a message from a pop retry topic the
+broker puts it in the record's properties; for any other the client builds it
+from the response header (``protocol.pop.receipt_for``), as
+``MQClientAPIImpl.processPopResponse`` does. The records travel on to workers
+undecoded, as in pull mode; only their fixed fields and properties are read here.
+
+A broker that does not know POP (RocketMQ 4.x: REQUEST_CODE_NOT_SUPPORTED)
+raises :class:`PopNotSupportedError`, which says what is needed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Sequence
+
+from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
+from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.protocol.pop import (
+    POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
+    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, order_count_for,
+    parse_order_count_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
+)
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.errors import BrokerError, error_for_code
+from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.remoting.message import record_ids, scan_records
+from rmqrun.remoting.message_props import PROPERTY_TAGS
+
+#: the Java client's timeout for ack and change-invisible calls (DefaultMQPushConsumerImpl.ASYNC_TIMEOUT)
+ACK_TIMEOUT = 3.0
+#: a pop is answered within its poll time; the socket waits this much longer (Java: pollTime + 3 s ... 30 s)
+POP_TIMEOUT_SLACK = 15.0
+
+
+class PopNotSupportedError(BrokerError):
+    """The broker does not serve POP: it is older than RocketMQ 5.x."""
+
+
+def _not_supported(exc: BrokerError, addr: str, what: str) -> PopNotSupportedError:
+    return PopNotSupportedError(exc.code, f"broker {addr} does not support {what}: POP needs RocketMQ 5.x "
+                                          f"(use --consume-mode pull with this broker)", exc.request_code)
+
+
+class PopStatus(str, Enum):
+    FOUND = "FOUND"
+    #: nothing to pop within the poll time (POLLING_TIMEOUT, or PULL_NOT_FOUND)
+    NO_NEW_MSG = "NO_NEW_MSG"
+    #: the broker holds too many long polls already; try again shortly
+    POLLING_FULL = "POLLING_FULL"
+
+
+class AckStatus(str, Enum):
+    OK = "OK"
+    #: the broker no longer knows the message at that receipt (revived, offset gone): nothing to do
+    NO_EXIST = "NO_EXIST"
+
+
+@dataclass(slots=True)
+class PoppedMessage:
+    """One popped message: its stored record (for a worker) and what acknowledging it takes."""
+
+    record: memoryview
+    #: the topic the message was sent to (a retried message carries its original topic)
+    topic: str
+    #: the topic its ack names: the pop retry topic for a retried message, else ``topic``
+    ack_topic: str
+    receipt: ReceiptHandle
+    reconsume_times: int
+    #: epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)
+    first_pop_time: int
+    tags: str | None = None
+    #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
+    #: message's reconsumeTimes when above 0); None outside order mode
+    order_count: int | None = None
+
+    @property
+    def queue_id(self) -> int:
+        return self.receipt.queue_id
+
+    @property
+    def queue_offset(self) -> int:
+        return self.receipt.queue_offset
+
+    def visible_at_ms(self) -> int:
+        """When the broker hands the message out again unless it is acked or extended first."""
+        return self.receipt.pop_time + self.receipt.invisible_time
+
+
+@dataclass(slots=True)
+class PopResult:
+    status: PopStatus
+    messages: list[PoppedMessage] = field(default_factory=list)
+    pop_time: int = 0
+    invisible_time: int = 0
+    rest_num: int = 0
+
+
+def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str) -> PopResult:
+    """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt."""
+    if resp.code == ResponseCode.SUCCESS:
+        status = PopStatus.FOUND
+    elif resp.code == ResponseCode.POLLING_FULL:
+        status = PopStatus.POLLING_FULL
+    elif resp.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND):
+        status = PopStatus.NO_NEW_MSG
+    else:
+        raise error_for_code(resp.code, resp.remark, RequestCode.POP_MESSAGE)
+    if status is not PopStatus.FOUND:
+        rest = resp.ext_fields.get("restNum")
+        return PopResult(status, rest_num=int(rest) if rest not in (None, "") else 0)
+    header = PopMessageResponseHeader.from_ext(resp.ext_fields)
+    counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
+    body = resp.body or b""
+    view = memoryview(body)
+    out: list[PoppedMessage] = []
+    for head in scan_records(body):
+        record = view[head.start:head.start + head.size]
+        ids = record_ids(record)
+        props = head.properties
+        ck = props.get(PROPERTY_POP_CK)
+        if ck:
+            receipt = ReceiptHandle.parse(ck)
+        else:
+            receipt = receipt_for(header, broker_name=broker_name, retry_flag=retry_flag_of(ids.topic),
+                                  queue_id=head.queue_id, queue_offset=head.queue_offset)
+        first = props.get(PROPERTY_FIRST_POP_TIME)
+        try:
+            first_pop = int(first) if first else header.pop_time
+        except ValueError:
+            first_pop = header.pop_time
+        # a record names its original topic (the broker rewrites a retried one) unless it kept the retry topic
+        ack_topic = ids.topic if ids.topic.startswith(RETRY_TOPIC_PREFIX) else real_topic(ids.topic, group,
+                                                                                          receipt.retry_flag)
+        count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
+                                                            receipt.queue_offset)
+        out.append(PoppedMessage(record, ids.topic, ack_topic, receipt, ids.reconsume_times, first_pop,
+                                 props.get(PROPERTY_TAGS), count))
+    return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
+
+
+class PopClient:
+    """POP calls over a :class:`BrokerClient` (its connection pool, failure log and answer times)."""
+
+    def __init__(self, broker: BrokerClient) -> None:
+        self.broker = broker
+
+    async def pop(self, addr: str, *, group: str, topic: str, broker_name: str, queue_id: int = -1,
+                  max_msg_nums: int = POP_MAX_MSG_NUMS, invisible_time_ms: int = 60_000,
+                  poll_time_ms: int = 15_000, init_mode: int = 0, exp_type: str | None = None,
+                  exp: str | None = None, order: bool = False, attempt_id: str | None = None) -> PopResult:
+        """POP_MESSAGE with long polling: the broker holds the request up to ``poll_time_ms``."""
+        header = PopMessageRequestHeader(
+            consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=max_msg_nums,
+            invisible_time=invisible_time_ms, poll_time=poll_time_ms, born_time=int(time.time() * 1000),
+            init_mode=init_mode, exp_type=exp_type, exp=exp, order=order, attempt_id=attempt_id,
+            bname=broker_name)
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, header.to_ext())
+        timeout = max(PULL_TIMEOUT, poll_time_ms / 1000 + POP_TIMEOUT_SLACK)
+        resp = await self.broker.request(addr, cmd, timeout)
+        try:
+            return pop_result_from_response(resp, group=group, broker_name=broker_name)
+        except BrokerError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                raise _not_supported(exc, addr, "POP_MESSAGE") from None
+            raise
+
+    async def ack(self, addr: str, *, group: str, message: PoppedMessage,
+                  receipt: ReceiptHandle | None = None, timeout: float = ACK_TIMEOUT) -> AckStatus:
+        """ACK_MESSAGE for one message, naming the topic it was popped from (the retry topic if it was)."""
+        r = receipt or message.receipt
+        header = AckMessageRequestHeader(consumer_group=group, topic=message.ack_topic, queue_id=r.queue_id,
+                                         extra_info=r.encode(), offset=r.queue_offset, bname=r.broker_name)
+        resp = await self.broker.request(addr, RemotingCommand(RequestCode.ACK_MESSAGE, header.to_ext()), timeout)
+        return self._ack_status(resp, addr, RequestCode.ACK_MESSAGE)
+
+    async def batch_ack(self, addr: str, *, group: str, broker_name: str,
+                        acks: Sequence[tuple[PoppedMessage, ReceiptHandle]],
+                        timeout: float = ACK_TIMEOUT) -> AckStatus:
+        """BATCH_ACK_MESSAGE: the messages grouped by checkpoint (retry flag, queue, ck offset, pop time)."""
+        by_topic: dict[str, list[ReceiptHandle]] = {}
+        for message, receipt in acks:
+            by_topic.setdefault(message.topic, []).append(receipt)
+        body = encode_batch_ack_body(broker_name, [a for topic, receipts in by_topic.items()
+                                                   for a in build_batch_acks(group, topic, receipts)])
+        resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
+        return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
+
+    async def change_invisible(self, addr: str, *, group: str, message: PoppedMessage, invisible_time_ms: int,
+                               receipt: ReceiptHandle | None = None,
+                               timeout: float = ACK_TIMEOUT) -> ReceiptHandle | None:
+        """CHANGE_MESSAGE_INVISIBLETIME: the message stays invisible ``invisible_time_ms`` from now.
+
+        Returns the new receipt (the old one no longer acks it), built from the
+        answer as ``MQClientAPIImpl.changeInvisibleTimeAsync`` builds it; None when
+        the broker no longer has the message at that receipt.
+        """
+        r = receipt or message.receipt
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group, topic=message.ack_topic, queue_id=r.queue_id, extra_info=r.encode(),
+            offset=r.queue_offset, invisible_time=invisible_time_ms, bname=r.broker_name)
+        cmd = RemotingCommand(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext())
+        resp = await self.broker.request(addr, cmd, timeout)
+        if self._ack_status(resp, addr, RequestCode.CHANGE_MESSAGE_INVISIBLETIME) is AckStatus.NO_EXIST:
+            return None
+        return receipt_after_change(r, ChangeInvisibleTimeResponseHeader.from_ext(resp.ext_fields))
+
+    @staticmethod
+    def _ack_status(resp: RemotingCommand, addr: str, request_code: int) -> AckStatus:
+        if resp.code == ResponseCode.SUCCESS:
+            return AckStatus.OK
+        if resp.code in (ResponseCode.NO_MESSAGE, ResponseCode.MESSAGE_ILLEGAL):
+            return AckStatus.NO_EXIST
+        exc = error_for_code(resp.code, resp.remark, request_code)
+        if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            raise _not_supported(exc, addr, RequestCode(request_code).name)
+        raise exc

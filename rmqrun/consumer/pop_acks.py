@@ -1,0 +1,118 @@
+"""Acks of finished POP messages, coalesced into BATCH_ACK_MESSAGE requests.
+
+An ack per message is POP's main cost (one request and one broker write per
+message; measured, half a no-op handler's throughput). Java's push consumer
+sends one ACK_MESSAGE each; the 5.x broker also takes BATCH_ACK_MESSAGE (what
+the 5.x proxy sends), which acks any number of messages of one broker in one
+request. So a message whose call has ended waits at most ``ACK_LINGER_S`` for
+others to finish, and they go together (at most ``ACK_BATCH_MAX`` per
+request). A broker that does not know batch acks gets one ACK_MESSAGE each.
+Each message is acked with its newest receipt (after any extension).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Protocol
+
+from loguru import logger
+
+from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
+from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue
+from rmqrun.model import MessageQueue
+from rmqrun.protocol.pop import ReceiptHandle
+from rmqrun.remoting.codes import ResponseCode
+from rmqrun.remoting.errors import BrokerError
+
+#: how long a finished message waits for others to share its ack request
+ACK_LINGER_S = 0.01
+ACK_BATCH_MAX = 64
+
+
+class AckContext(Protocol):
+    """What the batcher uses of its engine (``pop_stats``: a PopStats, counted in ``acks``/``ack_failures``)."""
+
+    config: Any
+    pop_client: PopClient
+    pop_stats: Any
+
+    async def broker_addr(self, mq: MessageQueue) -> str: ...
+
+
+@dataclass(slots=True, eq=False)
+class _Pending:
+    pq: PopProcessQueue
+    entry: PopEntry
+    receipt: ReceiptHandle
+    done: "asyncio.Future[None]"
+
+
+class AckBatcher:
+    def __init__(self, engine: AckContext, single_ack: Callable[[PopProcessQueue, PopEntry], Awaitable[None]]) -> None:
+        self.engine = engine
+        self.stats = engine.pop_stats
+        self._single_ack = single_ack
+        self._pending: dict[str, list[_Pending]] = defaultdict(list)
+        self._timer: asyncio.TimerHandle | None = None
+        #: False once a broker refused BATCH_ACK_MESSAGE: single acks from then on
+        self.batch_supported = True
+
+    async def ack(self, pq: PopProcessQueue, entry: PopEntry) -> None:
+        """Acknowledge one finished message; returns once the broker has answered (or the ack failed)."""
+        receipt = await entry.settle()
+        if not self.batch_supported:
+            await self._single_ack(pq, entry)
+            return
+        loop = asyncio.get_running_loop()
+        item = _Pending(pq, entry, receipt, loop.create_future())
+        queue = self._pending[receipt.broker_name]
+        queue.append(item)
+        if len(queue) >= ACK_BATCH_MAX:
+            self._flush_broker(receipt.broker_name)
+        elif self._timer is None:
+            self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
+        await asyncio.shield(item.done)
+
+    def _flush_all(self) -> None:
+        self._timer = None
+        for broker_name in list(self._pending):
+            self._flush_broker(broker_name)
+
+    def _flush_broker(self, broker_name: str) -> None:
+        items = self._pending.pop(broker_name, [])
+        if items:
+            asyncio.ensure_future(self._send(broker_name, items))
+
+    async def _send(self, broker_name: str, items: list[_Pending]) -> None:
+        try:
+            first = items[0].entry.message
+            addr = await self.engine.broker_addr(MessageQueue(first.ack_topic, broker_name, first.queue_id))
+            status = await self.engine.pop_client.batch_ack(
+                addr, group=self.engine.config.group, broker_name=broker_name,
+                acks=[(i.entry.message, i.receipt) for i in items])
+        except BrokerError as exc:
+            if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or isinstance(exc, PopNotSupportedError):
+                self.batch_supported = False
+                logger.info("broker {} does not take batch acks; acking one message per request", broker_name)
+                await asyncio.gather(*(self._single_ack(i.pq, i.entry) for i in items))
+            else:
+                self._failed(items, exc)
+        except Exception as exc:
+            self._failed(items, exc)
+        else:
+            if status is AckStatus.OK:
+                self.stats.acks += len(items)
+            else:
+                self._failed(items, "the broker has none of them at those receipts")
+        finally:
+            for i in items:
+                i.pq.done(i.entry)
+                if not i.done.done():
+                    i.done.set_result(None)
+
+    def _failed(self, items: list[_Pending], exc: BaseException | str) -> None:
+        self.stats.ack_failures += len(items)
+        logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", len(items),
+                       exc)

@@ -1,0 +1,346 @@
+"""Consuming popped messages (Java ``ConsumeMessagePopConcurrentlyService``), plus invisibility extension.
+
+Popped messages become jobs for the same executor the pull engine uses (per
+queue of a pop, jobs of ``consume_message_batch_max_size`` messages),
+so crash isolation, long-call handling and dispatch work as in pull mode. For
+each message of a finished job:
+
+* success: ACK_MESSAGE with its newest receipt (the retry topic it came from,
+  if it did), coalesced with others that finish within a few ms into one
+  BATCH_ACK_MESSAGE (``pop_acks.py``);
+* failure: CHANGE_MESSAGE_INVISIBLETIME to the Java client's POP delay for its
+  reconsume count (``POP_DELAY_LEVELS_S``; a handler's delay level > 0 picks the
+  entry instead). The broker revives it into the pop retry topic when that
+  lapses, with ``reconsumeTimes + 1``;
+* failure at ``max_reconsume_times`` (or a handler asking for the DLQ with a
+  negative delay level): CONSUMER_SEND_MSG_BACK, which stores it in
+  ``%DLQ%<group>``, then an ack. The Java 5.x remoting client instead keeps
+  delaying such a message until it is two hours old and then acks it
+  (``checkNeedAckOrDelay``: a silent drop); rmqrun does what the 5.x proxy does
+  for its clients (``forwardMessageToDeadLetterQueue``: send back with delay
+  level -1, then ack), so a message that never succeeds ends in the DLQ as in
+  pull mode, after the same number of deliveries;
+* undecodable: to the DLQ as stored, then an ack;
+* not run (shutting down, an assignment dropped): left alone; the broker hands
+  it out again when its invisibility lapses.
+
+A message whose invisibility lapsed before its job started is not consumed
+(Java ``isPopTimeout``): the broker may have given it to another client.
+
+Extension: Java lets a call run past the invisible time and the message is
+then delivered twice. Here every message in flight whose invisible time is
+two thirds gone gets CHANGE_MESSAGE_INVISIBLETIME for another full invisible
+time, and the receipt that answer brings is the one its ack uses, so a long
+call is never handed to another client while it runs. A killed instance
+extends nothing, so its messages come back after at most one invisible time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Protocol
+
+from loguru import logger
+
+from rmqrun.client.pop_api import AckStatus, PopClient
+from rmqrun.consumer.dead_letters import Failure
+from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.pop_acks import AckBatcher
+from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
+from rmqrun.model import MessageQueue
+from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
+
+if TYPE_CHECKING:
+    from rmqrun.consumer.config import ConsumerConfig
+    from rmqrun.consumer.context import ConsumeCounters, ConsumeStatusSink
+    from rmqrun.consumer.retry import SendBack
+
+#: an in-flight message is extended once this share of its invisible time has passed
+EXTEND_AT = 2 / 3
+#: how often the extension sweep looks (at most; shorter invisible times are looked at more often)
+EXTEND_TICK_S = 1.0
+
+
+@dataclass(slots=True)
+class PopStats:
+    """POP counters for status, metrics and running info."""
+
+    popped: int = 0
+    acks: int = 0
+    #: failures given back with a delay (CHANGE_MESSAGE_INVISIBLETIME)
+    nacks: int = 0
+    #: invisibility extended for a message still in flight
+    extensions: int = 0
+    extension_failures: int = 0
+    #: popped messages whose invisibility lapsed before they started (the broker hands them out again)
+    expired: int = 0
+    #: messages from the pop retry topic (handed out again after a failure or a lapse)
+    revived: int = 0
+    ack_failures: int = 0
+    dead_lettered: int = 0
+
+
+class PopContext(Protocol):
+    """What the POP consume service uses of its engine."""
+
+    config: "ConsumerConfig"
+    executor: Executor
+    pop_client: PopClient
+    pop_stats: PopStats
+    stats: "ConsumeCounters"
+    status: "ConsumeStatusSink"
+    send_back: "SendBack"
+
+    def pop_requests(self) -> Iterable[PopRequest]: ...
+
+    async def broker_addr(self, mq: MessageQueue) -> str: ...
+
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int,
+                                      error: str | None = None) -> bool: ...
+
+
+class PopConsumeService:
+    def __init__(self, engine: PopContext) -> None:
+        self.engine = engine
+        self.config = engine.config
+        self.stats = engine.pop_stats
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._extender: asyncio.Task[None] | None = None
+        #: successes are acked together, a few ms apart at most (pop_acks.py)
+        self.acks = AckBatcher(engine, self._ack)
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        self._extender = asyncio.ensure_future(self._extend_loop())
+
+    async def stop(self, grace: float) -> None:
+        """Wait up to ``grace`` s for jobs (their acks included); the rest come back after their invisible time.
+
+        Extensions go on while jobs finish, then stop: what is left unfinished is
+        released to the broker's clock."""
+        if self._tasks:
+            if grace > 0:
+                _, pending = await asyncio.wait(list(self._tasks), timeout=grace)
+            else:
+                pending = set(self._tasks)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+        if self._extender is not None:
+            self._extender.cancel()
+            await asyncio.wait([self._extender])
+            self._extender = None
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    # ----------------------------------------------------------------- submission
+
+    def submit(self, req: PopRequest, entries: list[PopEntry]) -> None:
+        """Consume a pop's messages: per queue (retry flag, queue id), jobs of ``consume_message_batch_max_size``
+        messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch, because a job's results
+        come back when all of it is done: each message is acked as soon as its own call is over, so a stop or
+        a kill redelivers only what had not finished."""
+        req.pq.add(entries)
+        by_queue: dict[tuple[str, int], list[PopEntry]] = defaultdict(list)
+        for entry in entries:
+            by_queue[(entry.message.ack_topic, entry.message.queue_id)].append(entry)
+        size = self.config.consume_message_batch_max_size
+        for group in by_queue.values():
+            group.sort(key=lambda e: e.message.queue_offset)
+            for i in range(0, len(group), size):
+                self._spawn(req, group[i:i + size])
+
+    def _spawn(self, req: PopRequest, entries: list[PopEntry]) -> None:
+        task = asyncio.ensure_future(self._consume(req, entries))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
+
+    async def _consume(self, req: PopRequest, entries: list[PopEntry]) -> None:
+        pq = req.pq
+        try:
+            live = self._not_expired(pq, entries)
+            if not live or pq.dropped:
+                self._release(pq, live)
+                return
+            first = live[0].message
+            mq = MessageQueue(first.ack_topic, first.receipt.broker_name, first.queue_id)
+            job = ConsumeJob(mq, False, [e.message.record for e in live], [e.message.queue_offset for e in live],
+                             pq=pq)
+            started = time.monotonic()
+            try:
+                result = await self.engine.executor.run(job)
+            except Exception as exc:  # not run at all (shutting down): they come back after their invisible time
+                logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
+                self._release(pq, live)
+                return
+            if any(v is not Verdict.NOT_RUN for v in result.verdicts):
+                self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
+                self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
+            await self._process_result(req, mq, live, result)
+        except asyncio.CancelledError:
+            self._release(pq, entries)
+            raise
+
+    def _not_expired(self, pq: PopProcessQueue, entries: list[PopEntry]) -> list[PopEntry]:
+        now = now_ms()
+        live = []
+        for entry in entries:
+            if entry.is_pop_timeout(now):
+                self.stats.expired += 1
+                logger.warning("a popped message ({} queue {} offset {}) waited past its invisible time before "
+                               "its handler call; the broker hands it out again", entry.message.ack_topic,
+                               entry.message.queue_id, entry.message.queue_offset)
+                pq.done(entry)
+            else:
+                live.append(entry)
+        return live
+
+    @staticmethod
+    def _release(pq: PopProcessQueue, entries: list[PopEntry]) -> None:
+        for entry in entries:
+            pq.done(entry)
+
+    async def _process_result(self, req: PopRequest, mq: MessageQueue, entries: list[PopEntry],
+                              result: JobResult) -> None:
+        steps = []
+        succeeded: list[PopEntry] = []
+        for i, entry in enumerate(entries):
+            verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
+            if verdict is Verdict.SUCCESS:
+                succeeded.append(entry)
+            elif verdict is Verdict.NOT_RUN:
+                self._release(req.pq, [entry])
+            elif verdict is Verdict.UNDECODABLE:
+                steps.append(self._undecodable(req.pq, mq, entry, result.error))
+            else:
+                self.engine.stats.failed += 1
+                steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error))
+        steps.extend(self.acks.ack(req.pq, entry) for entry in succeeded)
+        if steps:
+            await asyncio.gather(*steps)
+
+    # ----------------------------------------------------------------- outcomes
+
+    async def _ack(self, pq: PopProcessQueue, entry: PopEntry) -> None:
+        receipt = await entry.settle()
+        try:
+            addr = await self.engine.broker_addr(_broker_mq(entry))
+            status = await self.engine.pop_client.ack(addr, group=self.config.group, message=entry.message,
+                                                      receipt=receipt)
+        except Exception as exc:
+            self.stats.ack_failures += 1
+            logger.warning("ack of {} queue {} offset {} failed ({}); it comes back after its invisible time",
+                           entry.message.ack_topic, entry.message.queue_id, entry.message.queue_offset, exc)
+        else:
+            if status is AckStatus.OK:
+                self.stats.acks += 1
+            else:
+                self.stats.ack_failures += 1
+                logger.warning("ack of {} queue {} offset {}: the broker no longer holds it at that receipt (its "
+                               "invisibility lapsed?)", entry.message.ack_topic, entry.message.queue_id,
+                               entry.message.queue_offset)
+        finally:
+            pq.done(entry)
+
+    async def _failed(self, pq: PopProcessQueue, mq: MessageQueue, entry: PopEntry, delay_level: int,
+                      error: str | None) -> None:
+        msg = entry.message
+        limit = self.config.effective_max_reconsume_times
+        if delay_level < 0 or msg.reconsume_times >= limit:
+            # send back: the broker stores it in %DLQ%<group> (its own count is at the limit, or level -1)
+            if await self.engine.send_back.send_back(msg.record, msg.receipt.broker_name, min(delay_level, 0),
+                                                     limit, Failure(mq, msg.queue_offset, error)):
+                self.stats.dead_lettered += 1
+                await self._ack(pq, entry)
+                return
+        await self._delay(pq, entry, delay_level)
+
+    async def _undecodable(self, pq: PopProcessQueue, mq: MessageQueue, entry: PopEntry, error: str | None) -> None:
+        if await self.engine.dead_letter_undecodable(mq, entry.message.record, entry.message.queue_offset, error):
+            self.stats.dead_lettered += 1
+            await self._ack(pq, entry)
+        else:
+            await self._delay(pq, entry, 0)
+
+    async def _delay(self, pq: PopProcessQueue, entry: PopEntry, delay_level: int) -> None:
+        """Java changePopInvisibleTime: invisible for the delay of its level (0: its reconsume count)."""
+        level = delay_level if delay_level > 0 else entry.message.reconsume_times
+        delay_s = POP_DELAY_LEVELS_S[min(level, len(POP_DELAY_LEVELS_S) - 1)]
+        receipt = await entry.settle()
+        try:
+            addr = await self.engine.broker_addr(_broker_mq(entry))
+            await self.engine.pop_client.change_invisible(addr, group=self.config.group, message=entry.message,
+                                                          invisible_time_ms=delay_s * 1000, receipt=receipt)
+            self.stats.nacks += 1
+        except Exception as exc:
+            logger.warning("delaying failed message {} queue {} offset {} failed ({}); it comes back after its "
+                           "invisible time", entry.message.ack_topic, entry.message.queue_id,
+                           entry.message.queue_offset, exc)
+        finally:
+            pq.done(entry)
+
+    # ----------------------------------------------------------------- extension
+
+    async def _extend_loop(self) -> None:
+        tick = min(EXTEND_TICK_S, self.config.pop_invisible_time_ms / 1000 / 10)
+        while True:
+            await asyncio.sleep(tick)
+            try:
+                self.extend_due(now_ms())
+            except Exception as exc:  # never let one bad entry stop the sweep
+                logger.opt(exception=exc).warning("invisibility extension sweep failed")
+
+    def extend_due(self, now: int) -> int:
+        """Start an extension for every in-flight message past ``EXTEND_AT`` of its invisible time."""
+        started = 0
+        for req in list(self.engine.pop_requests()):
+            for entry in list(req.pq.entries):
+                if entry.needs_extension(now, EXTEND_AT) and not entry.is_pop_timeout(now):
+                    entry.extending = asyncio.get_running_loop().create_future()
+                    asyncio.ensure_future(self._extend(entry))
+                    started += 1
+        return started
+
+    async def _extend(self, entry: PopEntry) -> None:
+        done = entry.extending
+        try:
+            addr = await self.engine.broker_addr(_broker_mq(entry))
+            new = await self.engine.pop_client.change_invisible(
+                addr, group=self.config.group, message=entry.message,
+                invisible_time_ms=self.config.pop_invisible_time_ms, receipt=entry.receipt)
+            if new is None:
+                self.stats.extension_failures += 1
+                logger.warning("{} queue {} offset {}: its invisibility could not be extended (the broker no longer "
+                               "holds it at that receipt)", entry.message.ack_topic, entry.message.queue_id,
+                               entry.message.queue_offset)
+            else:
+                entry.receipt = new
+                entry.extensions += 1
+                self.stats.extensions += 1
+        except Exception as exc:
+            self.stats.extension_failures += 1
+            logger.warning("extending the invisibility of {} queue {} offset {} failed: {}",
+                           entry.message.ack_topic, entry.message.queue_id, entry.message.queue_offset, exc)
+        finally:
+            entry.extending = None
+            if done is not None and not done.done():
+                done.set_result(None)
+
+
+def _broker_mq(entry: PopEntry) -> MessageQueue:
+    """The queue a receipt belongs to, for the broker address."""
+    return MessageQueue(entry.message.ack_topic, entry.receipt.broker_name, entry.message.queue_id)
+
+
+def _log_failure(task: "asyncio.Task[None]") -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.opt(exception=task.exception()).error("a POP consume job failed unexpectedly; its messages come "
+                                                     "back after their invisible time")

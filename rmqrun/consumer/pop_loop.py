@@ -1,0 +1,147 @@
+"""Long-polling pops for one assignment (Java ``DefaultMQPushConsumerImpl.popMessage``).
+
+One task per assignment loops: flow control, pop with a ``pop_poll_time_ms``
+long poll, hand what came to the consume service, repeat.
+
+1. un-acked messages of the assignment > ``pop_threshold_for_queue``: retry in
+   50 ms (Java's ``popThresholdForQueue``, default 96);
+2. POP_MESSAGE with ``pop_batch_size`` messages at most, ``pop_invisible_time_ms``,
+   the subscription's expression (tags or SQL, as a pull sends it) and the
+   init mode from ``consume_from_where``;
+3. messages whose tags do not match are acked at once (the broker's tag-hash
+   filter can let a colliding tag through; the 5.x proxy acks NO_MATCH ones);
+4. nothing found: pop again at once; POLLING_FULL, or a failure: wait
+   ``pull_time_delay_ms_when_exception``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol
+
+from loguru import logger
+
+from rmqrun.client.pop_api import PopClient, PoppedMessage, PopStatus
+from rmqrun.consumer import defaults as d
+from rmqrun.consumer.pop_queue import PopEntry, PopRequest, now_ms
+from rmqrun.remoting.errors import FlowControlError, SubscriptionError, TopicNotExistError
+
+if TYPE_CHECKING:
+    from rmqrun.client.failure_log import FailureLog
+    from rmqrun.client.instance import ClientInstance
+    from rmqrun.consumer.config import ConsumerConfig
+    from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
+    from rmqrun.model import MessageQueue
+    from rmqrun.protocol.subscription import SubscriptionData
+
+
+class PopLoopContext(Protocol):
+    config: "ConsumerConfig"
+    instance: "ClientInstance"
+    pop_client: PopClient
+    pop_service: "PopConsumeService"
+    pop_stats: "PopStats"
+    paused: bool
+    pull_failures: "FailureLog"
+
+    def subscription(self, topic: str) -> "SubscriptionData | None": ...
+
+    def request_heartbeat(self) -> None: ...
+
+    async def broker_addr(self, mq: "MessageQueue") -> str: ...
+
+
+async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
+    """Pop ``req.mq`` until its process queue is dropped or the task is cancelled."""
+    cfg = engine.config
+    pq = req.pq
+    exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
+    flow_logged = 0
+    while not pq.dropped:
+        if engine.paused:
+            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
+            continue
+        if pq.wait_ack_count > cfg.pop_threshold_for_queue:
+            flow_logged += 1
+            if flow_logged % 1000 == 1:
+                logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue {})",
+                               req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
+            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+            continue
+        sub = engine.subscription(req.mq.topic)
+        if sub is None:
+            await asyncio.sleep(exception_delay)
+            continue
+        await asyncio.sleep(await _pop_once_settled(engine, req, sub, exception_delay))
+
+
+async def _pop_once_settled(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionData",
+                            exception_delay: float) -> float:
+    """One pop; the seconds to wait before the next."""
+    mq = req.mq
+    try:
+        status = await _pop_once(engine, req, sub)
+    except asyncio.CancelledError:
+        raise
+    except FlowControlError:
+        return d.PULL_TIME_DELAY_MS_WHEN_BROKER_FLOW_CONTROL / 1000
+    except SubscriptionError as exc:
+        logger.debug("pop {} refused ({}); heartbeat and retry", mq, exc)
+        engine.request_heartbeat()
+        return exception_delay
+    except TopicNotExistError:
+        logger.debug("pop {}: the broker has no topic {}", mq, mq.topic)
+        return exception_delay
+    except Exception as exc:
+        if engine.instance.broker.reported(exc):
+            logger.debug("pop {} failed: {}", mq, exc)
+        else:
+            engine.pull_failures.failed(mq, f"pops of {mq}", str(exc))
+        return exception_delay
+    engine.pull_failures.recovered(mq)
+    return exception_delay if status is PopStatus.POLLING_FULL else 0.0
+
+
+async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionData") -> PopStatus:
+    cfg = engine.config
+    mq = req.mq
+    addr = await engine.broker_addr(mq)
+    req.pq.last_pop_ms = now_ms()
+    result = await engine.pop_client.pop(
+        addr, group=cfg.group, topic=mq.topic, broker_name=mq.broker_name, queue_id=mq.queue_id,
+        max_msg_nums=cfg.pop_batch_size, invisible_time_ms=cfg.pop_invisible_time_ms,
+        poll_time_ms=cfg.pop_poll_time_ms, init_mode=req.init_mode, exp_type=sub.expression_type,
+        exp=sub.sub_string, order=cfg.orderly)
+    if result.status is not PopStatus.FOUND or not result.messages:
+        return result.status
+    stats = engine.pop_stats
+    stats.popped += len(result.messages)
+    wanted: list[PopEntry] = []
+    unwanted: list[PoppedMessage] = []
+    for msg in result.messages:
+        if msg.receipt.retry_flag != "0":
+            stats.revived += 1
+        if _tag_matches(sub, msg):
+            wanted.append(PopEntry.of(msg))
+        else:
+            unwanted.append(msg)
+    if req.pq.dropped:
+        return result.status  # dropped while the pop was out: the messages come back after their invisible time
+    if unwanted:
+        asyncio.ensure_future(_ack_unwanted(engine, addr, unwanted))
+    if wanted:
+        engine.pop_service.submit(req, wanted)
+    return result.status
+
+
+def _tag_matches(sub: "SubscriptionData", msg: PoppedMessage) -> bool:
+    return sub.matches_tag(msg.tags)
+
+
+async def _ack_unwanted(engine: PopLoopContext, addr: str, messages: list[PoppedMessage]) -> None:
+    """Ack messages the tag re-filter rejects: nobody in this group wants them."""
+    for msg in messages:
+        try:
+            await engine.pop_client.ack(addr, group=engine.config.group, message=msg)
+        except Exception as exc:  # they come back after their invisible time and are filtered again
+            logger.debug("ack of a filtered-out message failed: {}", exc)

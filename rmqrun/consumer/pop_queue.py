@@ -1,0 +1,98 @@
+"""What a POP consumer holds per assignment: the popped messages not yet acknowledged.
+
+Java's ``PopProcessQueue`` is only a counter (``waitAckCount``). Here each
+popped message is a :class:`PopEntry` holding its current receipt, because a
+receipt changes: extending a long call's invisibility (CHANGE_MESSAGE_INVISIBLETIME)
+returns a new one, and only the newest acknowledges the message. An entry is
+*settled* once its outcome is decided (acked, delayed, dead-lettered, or left to
+come back); from then on nothing extends it. An ack waits for an extension
+already on the wire, so it always names the receipt the broker holds.
+
+No I/O here; the clock is passed in (``now_ms``) so tests decide time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from rmqrun.client.pop_api import PoppedMessage
+from rmqrun.model import MessageQueue
+from rmqrun.protocol.pop import ReceiptHandle
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(slots=True, eq=False)
+class PopEntry:
+    """One popped message in flight; ``receipt`` is the newest the broker gave for it."""
+
+    message: PoppedMessage
+    receipt: ReceiptHandle
+    #: an extension on the wire: an ack waits for it, then uses the receipt it brought
+    extending: "asyncio.Future[None] | None" = None
+    extensions: int = 0
+    settled: bool = False
+
+    @classmethod
+    def of(cls, message: PoppedMessage) -> "PopEntry":
+        return cls(message, message.receipt)
+
+    def visible_at_ms(self) -> int:
+        return self.receipt.pop_time + self.receipt.invisible_time
+
+    def is_pop_timeout(self, now: int | None = None) -> bool:
+        """Java isPopTimeout: its invisibility has lapsed, so the broker may have handed it to another client."""
+        return (now_ms() if now is None else now) >= self.visible_at_ms()
+
+    def needs_extension(self, now: int, fraction: float) -> bool:
+        """Unsettled, no extension on the wire, and ``fraction`` of its invisible time gone."""
+        if self.settled or self.extending is not None:
+            return False
+        r = self.receipt
+        return now >= r.pop_time + int(r.invisible_time * fraction)
+
+    async def settle(self) -> ReceiptHandle:
+        """Mark it settled (no more extensions) and return the receipt to act with, once any extension
+        already sent has answered."""
+        self.settled = True
+        while self.extending is not None:
+            await asyncio.shield(self.extending)
+        return self.receipt
+
+
+@dataclass(slots=True, eq=False)
+class PopProcessQueue:
+    """The un-acknowledged messages popped for one assignment (Java ``PopProcessQueue``)."""
+
+    mq: MessageQueue
+    dropped: bool = False
+    entries: set[PopEntry] = field(default_factory=set)
+    #: epoch ms of the latest pop request sent for it
+    last_pop_ms: int = 0
+
+    @property
+    def wait_ack_count(self) -> int:
+        return len(self.entries)
+
+    def add(self, entries: list[PopEntry]) -> None:
+        self.entries.update(entries)
+
+    def done(self, entry: PopEntry) -> None:
+        """Its outcome is decided and carried out: it no longer counts against flow control."""
+        entry.settled = True
+        self.entries.discard(entry)
+
+
+@dataclass(slots=True)
+class PopRequest:
+    """One assignment being popped: the queue (queue id -1 = every queue of the topic on that broker)."""
+
+    mq: MessageQueue
+    pq: PopProcessQueue
+    #: ConsumeInitMode: 0 MIN (CONSUME_FROM_FIRST_OFFSET), 1 MAX (anything else), as RebalancePushImpl says
+    init_mode: int = 1
+    task: "asyncio.Task[None] | None" = field(default=None, repr=False)

@@ -1,0 +1,103 @@
+"""POP checkpoints and their durable log: ack bits by offset index, replay, a torn last line, compaction."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from rmqrun.broker.pop import ck_log as ck_log_module
+from rmqrun.broker.pop.checkpoint import PopCheckpoint
+from rmqrun.broker.pop.ck_log import CheckpointLog
+
+
+def ck(start: int = 10, offsets: tuple[int, ...] = (10, 12, 15), pop_time: int = 1000, it: int = 500) -> PopCheckpoint:
+    return PopCheckpoint(topic="T", group="G", queue_id=1, start_offset=start, pop_time=pop_time, invisible_time=it,
+                         revive_qid=3, broker_name="b", offsets=offsets)
+
+
+def test_bits_follow_the_offsets_list_not_the_distance_from_start() -> None:
+    c = ck()
+    assert c.ack(12) and c.acked == 0b010
+    assert not c.ack(12) and not c.ack(11)  # twice, and an offset this pop never handed out
+    assert c.unacked() == [10, 15] and c.is_acked(12) and not c.is_acked(15)
+    c.ack(10)
+    c.ack(15)
+    assert c.fully_acked and c.unacked() == []
+    assert PopCheckpoint.from_json(c.to_json()) == c
+    assert c.to_json()["d"] == [0, 2, 5]
+
+
+def test_log_replays_acks_and_drops_done_checkpoints(tmp_path: Path) -> None:
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    a, b, done = ck(), ck(pop_time=2000), ck(pop_time=3000, offsets=(10,))
+    for c in (a, b, done):
+        log.add(c)
+    log.ack(a.key, [15])
+    log.ack(done.key, [10])  # fully acked: dropped
+    log.remove(b.key)
+    log.close()
+    with open(tmp_path / ck_log_module.LOG_NAME, "a", encoding="utf-8") as fh:
+        fh.write('{"op":"ack","k":["T","G",1,10,1000')  # a torn last line from a crash
+    again = CheckpointLog(tmp_path, fsync=False)
+    again.open()
+    assert [(c.key, c.unacked()) for c in again.all()] == [(a.key, [10, 12])]
+    assert again.latest_end("T", "G", 1) == 16 and again.latest_end("T", "G", 0) == -1
+    # the log was rewritten with the live checkpoint only
+    assert len((tmp_path / ck_log_module.LOG_NAME).read_text().splitlines()) == 1
+    again.close()
+
+
+def test_due_hands_out_each_checkpoint_once_and_reschedule_puts_it_back(tmp_path: Path) -> None:
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    early, late = ck(pop_time=1000, it=100), ck(pop_time=1000, it=900, start=20, offsets=(20,))
+    log.add(late)
+    log.add(early)
+    assert log.next_due() == 1100
+    assert log.due(1099) == []
+    assert log.due(1500) == [early]
+    assert log.due(1500) == []
+    log.reschedule(early, 1600)
+    assert log.due(2000) == [early, late]
+    log.close()
+
+
+def test_compaction_while_running_keeps_live_checkpoints(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(ck_log_module, "COMPACT_SLACK", 10)
+    log = CheckpointLog(tmp_path, fsync=True)
+    log.open()
+    keep = ck(pop_time=1)
+    log.add(keep)
+    for i in range(2, 40):
+        c = ck(pop_time=i, offsets=(10,))
+        log.add(c)
+        log.ack(c.key, [10])
+    lines = (tmp_path / ck_log_module.LOG_NAME).read_text().splitlines()
+    assert len(lines) < 20, "the log should have been rewritten"
+    asyncio.run(log.durable())
+    log.close()
+    again = CheckpointLog(tmp_path, fsync=False)
+    again.open()
+    assert [c.key for c in again.all()] == [keep.key]
+    again.close()
+
+
+def test_async_mode_answers_without_fsync_and_syncs_when_asked(tmp_path: Path, monkeypatch) -> None:
+    synced: list[int] = []
+    monkeypatch.setattr(ck_log_module.os, "fsync", lambda fd: synced.append(fd))
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    synced.clear()
+    log.add(ck())
+
+    async def main() -> None:
+        await log.durable()  # ASYNC: an answer does not wait for the disk
+        assert synced == []
+        await log.sync()  # the periodic sync
+        assert len(synced) == 1
+        await log.sync()  # nothing new: no second fsync
+        assert len(synced) == 1
+
+    asyncio.run(main())
+    log.close()

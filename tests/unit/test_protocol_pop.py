@@ -1,0 +1,202 @@
+"""POP wire schema against the 5.3.3 Java classes: header names and encodings, receipts, the batch-ack body."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rmqrun.protocol import pop as P
+from rmqrun.protocol.header_codec import Header
+from rmqrun.remoting.errors import MissingFieldError, ProtocolError
+
+# One instance per header with the ext fields a Java peer sends for it (field names from the Java classes;
+# primitive and Boolean-with-default fields are always present, as makeCustomHeaderToNet writes every non-null).
+CASES: list[tuple[Header, dict[str, str]]] = [
+    (P.PopMessageRequestHeader(consumer_group="G", topic="T", queue_id=-1, max_msg_nums=32, invisible_time=60000,
+                               poll_time=15000, born_time=1795500243860, init_mode=0, exp_type="TAG", exp="*",
+                               bname="broker-5x"),
+     {"consumerGroup": "G", "topic": "T", "queueId": "-1", "maxMsgNums": "32", "invisibleTime": "60000",
+      "pollTime": "15000", "bornTime": "1795500243860", "initMode": "0", "expType": "TAG", "exp": "*",
+      "order": "false", "bname": "broker-5x"}),
+    (P.PopMessageResponseHeader(pop_time=1795500243867, invisible_time=60000, revive_qid=0, rest_num=3,
+                                start_offset_info="0 1 0", msg_offset_info="0 1 0,1"),
+     {"popTime": "1795500243867", "invisibleTime": "60000", "reviveQid": "0", "restNum": "3",
+      "startOffsetInfo": "0 1 0", "msgOffsetInfo": "0 1 0,1"}),
+    (P.AckMessageRequestHeader(consumer_group="G", topic="%RETRY%G_T", queue_id=0,
+                               extra_info="0 1795500566252 60000 1 1 broker-5x 0 0", offset=0),
+     {"consumerGroup": "G", "topic": "%RETRY%G_T", "queueId": "0",
+      "extraInfo": "0 1795500566252 60000 1 1 broker-5x 0 0", "offset": "0"}),
+    (P.ChangeInvisibleTimeRequestHeader(consumer_group="G", topic="T", queue_id=1,
+                                        extra_info="0 1795500243867 60000 0 0 broker-5x 1 0", offset=0,
+                                        invisible_time=10000),
+     {"consumerGroup": "G", "topic": "T", "queueId": "1", "extraInfo": "0 1795500243867 60000 0 0 broker-5x 1 0",
+      "offset": "0", "invisibleTime": "10000"}),
+    (P.ChangeInvisibleTimeResponseHeader(pop_time=1795500250000, invisible_time=10000, revive_qid=3),
+     {"popTime": "1795500250000", "invisibleTime": "10000", "reviveQid": "3"}),
+    (P.NotificationRequestHeader(consumer_group="G", topic="T", queue_id=-1, poll_time=20000, born_time=5,
+                                 order=True, attempt_id="a1"),
+     {"consumerGroup": "G", "topic": "T", "queueId": "-1", "pollTime": "20000", "bornTime": "5", "order": "true",
+      "attemptId": "a1"}),
+    (P.NotificationResponseHeader(has_msg=True), {"hasMsg": "true", "pollingFull": "false"}),
+    (P.PollingInfoRequestHeader(consumer_group="G", topic="T", queue_id=2), {"consumerGroup": "G", "topic": "T",
+                                                                             "queueId": "2"}),
+    (P.PollingInfoResponseHeader(polling_num=4), {"pollingNum": "4"}),
+]
+
+
+@pytest.mark.parametrize("header,ext", CASES, ids=[type(h).__name__ for h, _ in CASES])
+def test_header_both_ways(header: Header, ext: dict[str, str]) -> None:
+    assert header.to_ext() == ext
+    assert type(header).from_ext(ext) == header
+
+
+@pytest.mark.parametrize("cls,missing", [
+    (P.PopMessageRequestHeader, "invisibleTime"), (P.PopMessageRequestHeader, "initMode"),
+    (P.AckMessageRequestHeader, "extraInfo"), (P.ChangeInvisibleTimeRequestHeader, "invisibleTime"),
+    (P.PopMessageResponseHeader, "reviveQid"), (P.NotificationResponseHeader, "hasMsg"),
+])
+def test_required_fields_refused_when_missing(cls: type[Header], missing: str) -> None:
+    full = dict(next(ext for h, ext in CASES if type(h) is cls))
+    del full[missing]
+    with pytest.raises(MissingFieldError, match=missing):
+        cls.from_ext(full)
+
+
+def test_pop_request_order_defaults_false_and_parses_true() -> None:
+    ext = dict(CASES[0][1])
+    del ext["order"]
+    assert P.PopMessageRequestHeader.from_ext(ext).order is False
+    ext["order"] = "true"
+    assert P.PopMessageRequestHeader.from_ext(ext).order is True
+
+
+# --------------------------------------------------------------------------- receipts
+
+@pytest.mark.parametrize("text,fields", [
+    ("0 1795500243867 60000 0 0 broker-5x 1 0", (0, 1795500243867, 60000, 0, "0", "broker-5x", 1, 0)),
+    ("0 1795500566252 60000 1 1 broker-5x 0 0", (0, 1795500566252, 60000, 1, "1", "broker-5x", 0, 0)),
+    ("17 5 300000 999 2 b 3 19", (17, 5, 300000, 999, "2", "b", 3, 19)),
+])
+def test_receipt_examples_round_trip(text: str, fields: tuple) -> None:
+    r = P.ReceiptHandle.parse(text)
+    assert (r.ck_start_offset, r.pop_time, r.invisible_time, r.revive_qid, r.retry_flag, r.broker_name,
+            r.queue_id, r.queue_offset) == fields
+    assert r.encode() == text == str(r)
+    assert r.is_order == (fields[3] == 999)
+    assert r.visible_at_ms == fields[1] + fields[2]
+
+
+@pytest.mark.parametrize("bad", ["", "0 1 2 3 0 b 1", "0 1 2 3 0 b 1 2 3", "x 1 2 3 0 b 1 2", "0 1 2 3 7 b 1 2",
+                                 "0 1 2 3 0 b q 2"])
+def test_receipt_parse_refuses_bad_text(bad: str) -> None:
+    with pytest.raises(ProtocolError, match="POP receipt"):
+        P.ReceiptHandle.parse(bad)
+
+
+def test_receipt_for_builds_what_process_pop_response_builds() -> None:
+    # Two queues in one answer: queue 1 from ck offset 4 (messages 4, 6 after a tag filter), retry queue 0.
+    header = P.PopMessageResponseHeader(pop_time=1795500243867, invisible_time=60000, revive_qid=5, rest_num=0,
+                                        start_offset_info="0 1 4;1 0 0", msg_offset_info="0 1 4,6;1 0 0")
+    r = P.receipt_for(header, broker_name="broker-5x", retry_flag="0", queue_id=1, queue_offset=6)
+    assert r.encode() == "4 1795500243867 60000 5 0 broker-5x 1 6"
+    r = P.receipt_for(header, broker_name="broker-5x", retry_flag="1", queue_id=0, queue_offset=0)
+    assert r.encode() == "0 1795500243867 60000 5 1 broker-5x 0 0"
+    with pytest.raises(ProtocolError, match="queue 3"):
+        P.receipt_for(header, broker_name="b", retry_flag="0", queue_id=3, queue_offset=0)
+    # A broker without startOffsetInfo: the first offset of the queue in the answer is the ck offset.
+    bare = P.PopMessageResponseHeader(pop_time=1, invisible_time=2, revive_qid=0, rest_num=0)
+    assert P.receipt_for(bare, broker_name="b", retry_flag="0", queue_id=0, queue_offset=9,
+                         first_offset=7).encode() == "7 1 2 0 0 b 0 9"
+
+
+def test_receipt_after_change_is_a_one_message_checkpoint() -> None:
+    old = P.ReceiptHandle.parse("4 1000 60000 5 1 b 0 6")
+    new = P.receipt_after_change(old, P.ChangeInvisibleTimeResponseHeader(pop_time=2000, invisible_time=10000,
+                                                                          revive_qid=2))
+    assert new.encode() == "6 2000 10000 2 1 b 0 6"
+
+
+# --------------------------------------------------------------------------- offset infos
+
+def test_offset_infos_encode_and_parse() -> None:
+    starts = {("0", 1): 4, ("1", 0): 0}
+    assert P.encode_start_offset_info(starts) == "0 1 4;1 0 0"
+    assert P.parse_start_offset_info("0 1 4;1 0 0") == starts
+    offsets = {("0", 1): [4, 6], ("2", 0): [3]}
+    assert P.encode_msg_offset_info(offsets) == "0 1 4,6;2 0 3"
+    assert P.parse_msg_offset_info("0 1 4,6;2 0 3") == offsets
+    assert P.parse_start_offset_info(None) == {} and P.parse_msg_offset_info("") == {}
+
+
+def test_order_count_info_keys_by_offset_then_queue() -> None:
+    counts = {("0", 1, 5): 2, ("0", 1, 6): 0, ("0", 1, None): 0}
+    text = P.encode_order_count_info(counts)
+    assert text == "0 qo1%5 2;0 qo1%6 0;0 1 0"
+    assert P.parse_order_count_info(text) == counts
+    assert P.order_count_for(counts, "0", 1, 5) == 2
+    assert P.order_count_for({("0", 1, None): 3}, "0", 1, 9) == 3
+    assert P.order_count_for({}, "0", 1, 9) is None
+
+
+@pytest.mark.parametrize("bad", ["0 1", "0 1 2 3", "0 1 2;0 1 3", "0 1 x"])
+def test_offset_info_refuses_bad_text(bad: str) -> None:
+    with pytest.raises(ProtocolError):
+        P.parse_start_offset_info(bad)
+
+
+# --------------------------------------------------------------------------- topics
+
+def test_retry_topics_and_flags() -> None:
+    assert P.pop_retry_topic("G", "T") == "%RETRY%G_T"
+    assert P.pop_retry_topic("G", "T", v2=True) == "%RETRY%G+T"
+    assert P.retry_flag_of("T") == "0"
+    assert P.retry_flag_of("%RETRY%G_T") == "1"
+    assert P.retry_flag_of("%RETRY%G") == "1"  # ExtraInfoUtil treats every %RETRY% topic alike
+    assert P.retry_flag_of("%RETRY%G+T") == "2"
+    assert P.real_topic("T", "G", "0") == "T"
+    assert P.real_topic("T", "G", "1") == "%RETRY%G_T"
+    assert P.real_topic("T", "G", "2") == "%RETRY%G+T"
+    assert P.original_topic("%RETRY%G_T", "G") == "T" and P.original_topic("%RETRY%G+T", "G") == "T"
+    with pytest.raises(ProtocolError):
+        P.real_topic("T", "G", "3")
+
+
+# --------------------------------------------------------------------------- batch ack
+
+def test_bitset_is_java_bitset_to_byte_array_in_base64() -> None:
+    # BatchAckTest's offsets so+1, so+3, so+5: one byte 0b00101010.
+    assert P.encode_bitset({1, 3, 5}) == "Kg=="
+    assert P.decode_bitset("Kg==") == {1, 3, 5}
+    assert P.encode_bitset({0, 9}) == "AQI="  # bytes 0x01 0x02, little-endian
+    assert P.decode_bitset([1, 2]) == {0, 9}
+    assert P.encode_bitset(set()) == ""
+    with pytest.raises(ProtocolError):
+        P.decode_bitset("not base64!")
+
+
+def test_batch_ack_body_keys_and_round_trip() -> None:
+    receipts = [P.ReceiptHandle.parse(t) for t in (
+        "100 1000 5000 2 0 b 1 101", "100 1000 5000 2 0 b 1 103", "100 1000 5000 2 0 b 1 105",
+        "0 1000 5000 2 1 b 0 0")]
+    acks = P.build_batch_acks("G", "myTopic", receipts)
+    assert [(a.retry, a.queue_id, a.start_offset, sorted(a.bits)) for a in acks] == [
+        ("0", 1, 100, [1, 3, 5]), ("1", 0, 0, [0])]
+    body = P.encode_batch_ack_body("b", acks)
+    assert body.startswith(b'{"acks":[{"b":"Kg==","c":"G","it":5000,"pt":1000,"q":1,"r":"0","rq":2,"so":100,'
+                           b'"t":"myTopic"}')
+    assert body.endswith(b'],"brokerName":"b"}')
+    broker, back = P.decode_batch_ack_body(body)
+    assert broker == "b" and back == acks
+    assert back[0].offsets == [101, 103, 105]
+
+
+def test_batch_ack_accepts_alternate_names() -> None:
+    body = json.dumps({"acks": [{"consumerGroup": "G", "topic": "T", "retry": "0", "startOffset": 3, "queueId": 0,
+                                 "reviveQueueId": 1, "popTime": 9, "invisibleTime": 8, "bitSet": "AQ=="}]})
+    broker, acks = P.decode_batch_ack_body(body.encode())
+    assert broker is None and acks[0].offsets == [3] and acks[0].consumer_group == "G"
+    with pytest.raises(ProtocolError):
+        P.decode_batch_ack_body(b'{"acks":[{"c":"G"}]}')
+    with pytest.raises(ProtocolError):
+        P.decode_batch_ack_body(b"")
