@@ -68,7 +68,9 @@ class OrderlyConsumeService:
         self._per_message_s = 0.001      # running estimate of handler time per message
         #: seconds between results of a queue not spent in its handler, over gap_jobs jobs (benchmarks)
         self.gap_seconds = 0.0
+        self.handler_seconds = 0.0
         self.gap_jobs = 0
+        self.chained_jobs = 0  # jobs handed over behind a running one of their queue
         self._last_result: dict[object, float] = {}  # per queue: when its latest result came
         self.stopping = False
 
@@ -86,6 +88,10 @@ class OrderlyConsumeService:
     async def stop(self, grace: float) -> None:
         """Let each queue finish the job it has in flight; start no new one."""
         self.stopping = True
+        if self.gap_jobs:
+            logger.info("orderly queues: {:.3f} ms per job between results not in the handler ({:.3f} ms in it), "
+                        "over {} jobs, {} of them pipelined", 1e3 * self.gap_seconds / self.gap_jobs,
+                        1e3 * self.handler_seconds / self.gap_jobs, self.gap_jobs, self.chained_jobs)
         loops = list(self._loops.values())
         if loops:
             done, pending = await asyncio.wait(loops, timeout=grace)
@@ -169,6 +175,7 @@ class OrderlyConsumeService:
             job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
                              auto_commit=cfg.auto_commit, pq=pq, after=ahead,
                              still_owned=pq.holds_lock if ahead is not None and cfg.clustering else None)
+            self.chained_jobs += ahead is not None
             flight.append(_Flight(entries, job, asyncio.ensure_future(self.engine.executor.run(job)),
                                   time.monotonic()))
 
@@ -226,6 +233,7 @@ class OrderlyConsumeService:
             # the queue's time between two results not spent in its handler: a round trip per job
             # unless the next job was already waiting in the worker's pipe
             self.gap_seconds += max(0.0, now - max(last, f.sent) - result.handler_seconds)
+            self.handler_seconds += result.handler_seconds
             self.gap_jobs += 1
         self._last_result[req.mq] = now
         self.engine.stats.record(len(f.entries), elapsed, result, f.job.records)

@@ -21,6 +21,7 @@ def _offsets(name: str) -> set[int]:
 FAIL = _offsets("PIPE_FAIL")
 CRASH = _offsets("PIPE_CRASH")
 SLEEP_S = float(os.environ.get("PIPE_SLEEP_MS", "0")) / 1000.0
+SLOW = _offsets("PIPE_SLOW")
 
 
 def _write(event: str, offset: int) -> None:
@@ -36,9 +37,11 @@ def handle(msg: rmqrun.Message) -> None:
     _write("start", offset)
     if SLEEP_S:
         time.sleep(SLEEP_S)
+    if offset in SLOW:
+        time.sleep(1.0)
     if offset in CRASH:
         os._exit(7)
-    if offset in FAIL:
+    if offset in FAIL and msg.reconsume_times == 0:
         _write("fail", offset)
         raise RuntimeError(f"failing offset {offset} on purpose")
     _write("ok", offset)

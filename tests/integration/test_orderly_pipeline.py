@@ -143,27 +143,27 @@ def test_a_chained_job_is_not_run_once_its_queues_lock_is_lost(record: Path, mon
     _run(scenario)
 
 
-def test_orderly_retries_a_failure_in_place_with_jobs_pipelined(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """End to end: a long backlog on one queue (jobs pipelined), one message failing once in the middle."""
-    path = tmp_path / "records.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(path))
-    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_OFFSETS", "150")
-    monkeypatch.setenv("RMQRUN_HANDLER_FAIL_TIMES", "1")
-
-    def seen() -> list[list[str]]:
-        return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+def test_orderly_retries_failures_in_place_with_jobs_pipelined(tmp_path: Path, record: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end: a backlog cached on one queue (its first call is slow), so its jobs go pipelined; two
+    messages fail once in the middle. Each runs again first, nothing after it overtakes it, all once."""
+    monkeypatch.setenv("PIPE_SLOW", "0")
+    monkeypatch.setenv("PIPE_FAIL", "100,250")
+    n = 400
 
     async def main() -> None:
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
-            await produce(eb.namesrv_address, "OP", 300)
+            await produce(eb.namesrv_address, "OP", n)
             cfg = consumer_config(eb.namesrv_address, "GOP", "OP", orderly=True, suspend_current_queue_time_ms=100)
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=2)) as r:
-                await wait_for(lambda: len([x for x in seen() if x[2] == "ok"]) >= 300, what="300 successes")
+            async with Running(cfg, pool_config("tests.integration.pipeline_handler:handle", workers=2)) as r:
+                await wait_for(lambda: len([c for c in _calls(record) if c[0] == "ok"]) >= n, what=f"{n} successes")
+                engine = r.supervisor.engine
+                assert engine is not None
+                service = engine.consume_service
+                assert service.chained_jobs > 1, "no job was pipelined: the test shows nothing about pipelining"
                 assert await r.stop() == 0
-            records = seen()
-            assert [int(x[1]) for x in records if x[2] == "ok"] == list(range(300))
-            assert [(int(x[1]), x[2]) for x in records if x[2] == "fail"] == [(150, "fail")]
-            fail_at = next(i for i, x in enumerate(records) if x[2] == "fail")
-            assert all(int(x[1]) < 150 for x in records[:fail_at])
-            assert (await committed_offsets(eb, "GOP", "OP"))[0] == 300
+            calls = _calls(record)
+            assert [o for e, o, _ in calls if e == "ok"] == list(range(n))
+            assert [o for e, o, _ in calls if e == "fail"] == [100, 250]
+            assert (await committed_offsets(eb, "GOP", "OP"))[0] == n
     asyncio.run(asyncio.wait_for(main(), 170))
