@@ -224,7 +224,7 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- orderly pipelining (#27)
     m("pipeline-worker-runs-after-failure", "rmqrun/worker/main.py",
       "a worker runs a chained orderly batch although the batch ahead of it failed",
-      "        if run.after:\n            if run.after not in self._clean:", "        if False:\n            if run.after not in self._clean:",
+      "        if run.after and not self._clean.may_follow(run.after):", "        if False:",
       I + "test_orderly_pipeline.py::test_a_failure_in_the_middle_of_a_pipeline_runs_nothing_after_it"),
     m("pipeline-worker-clean-on-failure", "rmqrun/worker/main.py",
       "a worker takes an orderly batch that failed for one that succeeded in full",

@@ -60,12 +60,12 @@ from rmqrun.worker import memory_watch
 from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
+from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
 from rmqrun.worker.time_limit import CallLimit
 
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
-_CLEAN_KEPT = 256  # clean orderly batch ids remembered (a chained batch follows its own within a few)
 
 
 class _Pipe:
@@ -144,9 +144,7 @@ class Worker:
         self._proc: Any = None
         #: with no memory limit, a warning when RSS keeps growing (a leak nothing recycles)
         self._growth = memory_watch.GrowthWatch() if config.max_memory <= 0 else None
-        #: orderly batches that ran here with every message SUCCESS, the newest last: a batch chained
-        #: to one of them (Run.after) may run; chained to anything else, it is answered NOT_RUN
-        self._clean: dict[int, None] = {}
+        self._clean = CleanBatches()  # the orderly batches a chained batch (Run.after) may follow
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
@@ -339,13 +337,9 @@ class Worker:
         if self._over_memory:
             self._skip_batch(run, "")
             return
-        if run.after:
-            if run.after not in self._clean:
-                # the batch before it in its queue did not run here cleanly: nothing after a failure
-                # runs before the failure is resolved (the consume service puts these back)
-                self._skip_batch(run, "")
-                return
-            del self._clean[run.after]
+        if run.after and not self._clean.may_follow(run.after):
+            self._skip_batch(run, "")  # the batch ahead of it did not succeed here: nothing after a failure runs
+            return
         self.pipe.send(Started(run.batch_id))
         self.pipe.flush()
         if prog is not None:
@@ -362,10 +356,7 @@ class Worker:
             prog.publish(outcome.statuses, outcome.delays, n)
         self.handled += n
         if run.mode is ConsumeMode.ORDERLY and outcome.statuses.count(0) == n:
-            clean = self._clean
-            clean[run.batch_id] = None
-            if len(clean) > _CLEAN_KEPT:
-                del clean[next(iter(clean))]
+            self._clean.add(run.batch_id)
         self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
                             outcome.suspend_ms, outcome.timed_out, outcome.error,
                             int((time.perf_counter() - t0) * 1e6)))
