@@ -169,7 +169,10 @@ class OrderlyConsumeService:
             if ahead is not None and (len(flight) >= self._depth() or ahead.clean is False
                                       or (cfg.clustering and not pq.holds_lock())):
                 return
-            entries = pq.take_messages(cfg.consume_message_batch_max_size * self._calls_per_job())
+            size = cfg.consume_message_batch_max_size * self._calls_per_job()
+            if ahead is not None and pq.cached_count < size // 2:
+                return  # a short job behind costs more (a job's fixed cost) than the next pull's wait
+            entries = pq.take_messages(size)
             if not entries:
                 return
             job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],

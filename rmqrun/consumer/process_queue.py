@@ -451,6 +451,11 @@ class ProcessQueue:
     def msg_count(self) -> int:
         return len(self._tree) + len(self._consuming_msgs)
 
+    @property
+    def cached_count(self) -> int:
+        """Messages cached and not taken."""
+        return len(self._tree)
+
     def has_temp_messages(self) -> bool:
         """Java ``hasTempMessage``: messages cached and not taken."""
         return len(self._tree) > 0

@@ -189,7 +189,9 @@ class Dispatcher:
                 return None
             else:
                 worker = self.pinned_worker(queue_key)
-            if worker is None or not self._has_room(worker, size):
+            # a batch chained behind its queue's own skips the bound: the queue has at most a
+            # couple in flight, and their messages are its cached ones (no extra memory)
+            if worker is None or not (follow or self._has_room(worker, size)):
                 return None
             self._busy_queues[queue_key] = self._busy_queues.get(queue_key, 0) + 1
         else:

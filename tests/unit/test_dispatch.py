@@ -58,6 +58,14 @@ def test_a_chained_orderly_batch_follows_the_batch_ahead_to_its_worker() -> None
     assert d.assign(3, mq, O, 5) == d.pinned_worker(mq)
 
 
+def test_a_chained_orderly_batch_is_not_held_by_the_workers_bound() -> None:
+    d = Dispatcher(range(2), max_inflight_messages=6)
+    mq = MessageQueue("T", "b", 1)
+    worker = d.assign(1, mq, O, 5)
+    assert d.assign(2, MessageQueue("T", "b", 7), O, 5) in (None, 1 - worker)  # others: bounded as before
+    assert d.assign(3, mq, O, 5, follow=1) == worker  # its own queue's next batch: behind it at once
+
+
 def test_orderly_queues_spread_over_workers() -> None:
     d = Dispatcher(range(4))
     workers = Counter(d.assign(i, MessageQueue("T", "b", i), O, 1) for i in range(64))
