@@ -833,7 +833,9 @@ def saturation(sc: dict[str, Any]) -> str:
     at = 1e6 / sup["median"]
     line = (f"At {w} worker(s) the supervisor spent {fmt_spread(sup, 1)} µs of CPU per message, so one supervisor "
             f"(one core) saturates near **{at:,.0f} msg/s** whatever the worker count: that many "
-            f"{sc['cpu_ms']:g} ms messages a second need {at * sc['cpu_ms'] / 1000:,.0f} workers busy.")
+            f"{sc['cpu_ms']:g} ms messages a second need {at * sc['cpu_ms'] / 1000:,.0f} workers busy. (A bound from "
+            f"below: part of that CPU is per second, not per message — timers, status lines, heartbeats, lock "
+            f"renewals — and weighs less the faster messages flow; on a loaded machine it is inflated too.)")
     if at < 200_000:
         line += (" That is below 200k msg/s: what would move it is less supervisor work per message — records "
                  "handed to workers through a shared-memory ring (no RUN/DONE frames, no per-batch futures), "
@@ -916,7 +918,7 @@ def report(res: dict[str, Any], images: list[str]) -> str:
     if "scaling" in res:
         L.append("## CPU-bound scaling")
         L.append("")
-        L.append("Handlers burning 1 ms and 10 ms of pure-Python CPU per message (`workers.cpu:handle`, thread CPU "
+        L.append("Handlers burning 1 ms, 0.1 ms and 10 ms of pure-Python CPU per message (`workers.cpu:handle`, thread CPU "
                  "time). The C++ peer is the Apache C++ client's push consumer (PyPI `rocketmq==0.4.4`) driven from "
                  "Python: its callback holds the GIL, so it cannot use more than one core for Python work. "
                  "Efficiency = msg/s ÷ (workers ÷ cost); the machine's ideal is cores ÷ cost. *Cores rmqrun got* is "
@@ -988,8 +990,10 @@ def report(res: dict[str, Any], images: list[str]) -> str:
             L.append(f"Per orderly job (4 queues; up to 32 messages), the time between two results of a queue that "
                      f"its worker did not spend in the job: {fmt_spread(g, 3)} ms, against {fmt_spread(h, 3)} ms in "
                      "it (the consume service's own count, logged as it stops, over the whole drain). A queue's next "
-                     "job waits in its worker's pipe behind the running one, so this is what is left of the round "
-                     "trip per job (a result frame, the commit, the next RUN) that used to leave the worker idle.")
+                     "job waits in its worker's pipe behind the running one, so no pipe round trip is in it; what is "
+                     "left is the supervisor's own time per job (reading the result, committing, taking and sending "
+                     "the next job) and, on a loaded machine, its wait for a core: it shows how far the supervisor, "
+                     "not the worker, sets an orderly queue's pace.")
             L.append("")
         if "overhead.png" in images:
             L.append("![Framework overhead](overhead.png)")
