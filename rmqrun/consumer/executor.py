@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Protocol, Sequence, Union
+from typing import Any, Callable, Hashable, Protocol, Sequence, Union
 
 from rmqrun.model import MessageQueue
 
@@ -50,6 +50,14 @@ class ConsumeJob:
     #: its process was frozen past the lock's expiry would otherwise run behind what another client
     #: committed meanwhile (the lock-gap rule, ``lock_gap.py``); it comes back NOT_RUN, with no error
     under_lock: bool = False
+    #: orderly: the job of the same queue, not yet settled, that this one follows (pipelining; only for an
+    #: executor with ``runs_chains``). It runs only after that one succeeded in full, else not at all
+    after: "ConsumeJob | None" = None
+    #: for a job that follows another: whether its queue is still ours (the lock held); checked until it runs
+    still_owned: Callable[[], bool] | None = None
+    #: set by the executor: the batch carrying the job now, and once settled, whether every message succeeded
+    batch_id: int = 0
+    clean: bool | None = None
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -78,6 +86,10 @@ class Executor(Protocol):
     #: which counts from when a message's handler call began if the executor can say
     #: (:class:`~rmqrun.consumer.context.HandlerCalls`), else from the hand-over.
     enforces_time_limit: bool
+    #: Optional, True when the executor honours :attr:`ConsumeJob.after`: a job handed over while the job
+    #: it follows runs is run after it and only if it succeeded in full (else answered all NOT_RUN). The
+    #: orderly service pipelines a queue's jobs only then.
+    runs_chains: bool
 
     async def run(self, job: ConsumeJob) -> JobResult:
         """Consume the job; return when every message has a verdict.

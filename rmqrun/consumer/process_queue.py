@@ -408,6 +408,18 @@ class ProcessQueue:
             return self.pulled_to
         return last + 1
 
+    def commit_through(self, last: int) -> int:
+        """Finish the taken messages up to offset ``last``; the rest stay taken (a job pipelined behind
+        them). Returns the next offset to consume as :meth:`commit` does, or -1 if none was taken."""
+        taken = self._consuming_msgs
+        if taken and max(taken) <= last:
+            return self.commit()
+        done = [o for o in taken if o <= last]
+        if not done:
+            return -1
+        self.msg_size -= sum(map(_SIZE, map(taken.pop, done)))
+        return max(done) + 1
+
     def rollback(self) -> None:
         """Put every taken message back at the head of the queue."""
         taken = self._consuming_msgs
@@ -438,6 +450,11 @@ class ProcessQueue:
     @property
     def msg_count(self) -> int:
         return len(self._tree) + len(self._consuming_msgs)
+
+    @property
+    def cached_count(self) -> int:
+        """Messages cached and not taken."""
+        return len(self._tree)
 
     def has_temp_messages(self) -> bool:
         """Java ``hasTempMessage``: messages cached and not taken."""

@@ -173,6 +173,9 @@ class Batch:
     message on the supervisor's hot path (the executor's records come from
     :func:`~rmqrun.remoting.message.scan_records`, which validated them).
     ``auto_commit`` only matters in orderly mode (Java's ``autoCommit``).
+    ``after`` (orderly, 0 = none) chains the batch to an earlier batch of its
+    queue sent to the same worker: the worker runs it only if that batch ran
+    there just before with every message SUCCESS, else answers it NOT_RUN.
     """
 
     batch_id: int
@@ -182,6 +185,7 @@ class Batch:
     records: RecordData | Sequence[RecordData] = field(repr=False)
     auto_commit: bool = True
     count: int = -1
+    after: int = 0
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -306,7 +310,7 @@ _HEADER = struct.Struct(">IB")
 _INT = struct.Struct(">i")
 _FIRST = operator.itemgetter(0)
 _LONG = struct.Struct(">q")
-_RUN = struct.Struct(">QBBH")  # batch id, mode, flags, broker-name length
+_RUN = struct.Struct(">QBBHQ")  # batch id, mode, flags, broker-name length, chained after (0 = none)
 _DONE = struct.Struct(">QQiBHI")  # batch id, elapsed us, suspend ms, flags, error length, count
 _ID = struct.Struct(">Q")
 _PID = struct.Struct(">I")
@@ -333,6 +337,8 @@ class Run:
     #: where ``records`` start inside the bytes object they are a view of (set by :func:`decode`;
     #: -1 = unknown): see :meth:`records_in_bytes`
     records_at: int = field(default=-1, repr=False, compare=False)
+    #: the batch this one is chained to (:class:`Batch`.after; 0 = none)
+    after: int = 0
 
     def records_in_bytes(self) -> tuple[bytes, int]:
         """The records as a bytes object and the position they start at, without a copy when possible.
@@ -413,7 +419,7 @@ def encode_run(batch: Batch) -> list[RecordData]:
     blobs = _blobs(batch.records)
     size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
-                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker))
+                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after)
     prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker
     return [prefix, *blobs]
 
@@ -469,13 +475,13 @@ def decode(kind: int, payload: memoryview) -> Frame:
         if kind == Kind.STARTED:
             return Started(_ID.unpack_from(payload, 0)[0])
         if kind == Kind.RUN:
-            batch_id, mode, flags, blen = _RUN.unpack_from(payload, 0)
+            batch_id, mode, flags, blen, after = _RUN.unpack_from(payload, 0)
             p = _RUN.size
             broker = bytes(payload[p:p + blen]).decode("utf-8")
             base = payload.obj
             whole = type(base) is bytes and payload.nbytes == len(base) and payload.format == "B"
             return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
-                       payload[p + blen:], p + blen if whole else -1)
+                       payload[p + blen:], p + blen if whole else -1, after)
         if kind == Kind.STOP:
             return Stop()
         if kind == Kind.BOOT:

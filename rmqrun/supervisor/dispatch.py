@@ -4,7 +4,10 @@ Two policies, matching the two consume modes:
 
 * **Orderly** queues are pinned: a queue key maps to one worker by a stable
   hash (crc32 of ``str(key)`` mod the number of workers; not ``hash()``, which
-  is randomised per process), and at most one batch of a queue is in flight.
+  is randomised per process), and one batch of a queue is in flight, or
+  several chained ones: a batch may *follow* the queue's batch in flight
+  (``assign(..., follow=id)``) and then goes to that batch's worker, which
+  runs it only if the batch it follows ran cleanly (``Batch.after``).
   Because the pin is computed only when a queue has nothing in flight, a
   change in the number of workers re-pins a queue at the first moment that
   cannot reorder it, and never earlier.
@@ -92,7 +95,7 @@ class Dispatcher:
         self._batches: dict[int, int] = {}  # batches in flight per worker
         self._head_since: dict[int, float] = {}  # when the worker (probably) started its current batch
         self._flights: dict[int, _Flight] = {}
-        self._busy_queues: dict[Hashable, int] = {}
+        self._busy_queues: dict[Hashable, int] = {}  # orderly queue key -> its batches in flight
         self._rr = 0
         #: workers in a handler call that has run past the long-call threshold (new pins avoid them)
         self.stuck: frozenset[int] = frozenset()
@@ -165,19 +168,32 @@ class Dispatcher:
         return any(self._may_pipeline(w, size, now) for w in self._ids)
 
     # ------------------------------------------------------------------ decisions
-    def assign(self, batch_id: int, queue_key: Hashable, mode: ConsumeMode, size: int) -> int | None:
-        """The worker id for this batch, recorded as in flight; or None: wait and try again later."""
+    def assign(self, batch_id: int, queue_key: Hashable, mode: ConsumeMode, size: int,
+               follow: int = 0) -> int | None:
+        """The worker id for this batch, recorded as in flight; or None: wait and try again later.
+
+        ``follow`` (orderly): the id of the queue's batch in flight this one is chained to; it goes
+        to that batch's worker. Without it, an orderly batch waits until its queue has nothing in flight.
+        """
         if batch_id in self._flights:
             raise ValueError(f"batch {batch_id} is already in flight")
         if size < 1:
             raise ValueError(f"a batch has at least one message, got size {size}")
         if mode is ConsumeMode.ORDERLY:
-            if queue_key in self._busy_queues:
+            if follow:
+                ahead = self._flights.get(follow)
+                if ahead is None or ahead.queue_key != queue_key:
+                    return None
+                worker = ahead.worker_id
+            elif queue_key in self._busy_queues:
                 return None
-            worker = self.pinned_worker(queue_key)
-            if worker is None or not self._has_room(worker, size):
+            else:
+                worker = self.pinned_worker(queue_key)
+            # a batch chained behind its queue's own skips the bound: the queue has at most a
+            # couple in flight, and their messages are its cached ones (no extra memory)
+            if worker is None or not (follow or self._has_room(worker, size)):
                 return None
-            self._busy_queues[queue_key] = batch_id
+            self._busy_queues[queue_key] = self._busy_queues.get(queue_key, 0) + 1
         else:
             worker = self._least_loaded(size)
             if worker is None:
@@ -236,6 +252,10 @@ class Dispatcher:
             self._head_since.pop(wid, None)
         else:
             self._load[wid] = load
-        if flight.orderly and self._busy_queues.get(flight.queue_key) == batch_id:
-            del self._busy_queues[flight.queue_key]
+        if flight.orderly:
+            left = self._busy_queues.get(flight.queue_key, 0) - 1
+            if left > 0:
+                self._busy_queues[flight.queue_key] = left
+            else:
+                self._busy_queues.pop(flight.queue_key, None)
         return True

@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+from functools import partial
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -69,13 +70,28 @@ class _Pending:
     queued_at: float = field(default_factory=time.monotonic)
 
     def dropped(self) -> bool:
-        pq = self.job.pq if self.job is not None else None
-        return pq is not None and pq.dropped
+        job = self.job
+        if job is None:
+            return False
+        pq = job.pq
+        if pq is not None and pq.dropped:
+            return True
+        # a job queued behind another of its queue: the lock is checked again until it runs
+        return job.still_owned is not None and not job.still_owned()
 
     def lock_gone(self) -> bool:
         """An orderly job whose queue no longer holds its broker lock without a gap: it may not start."""
         job = self.job
         return job is not None and job.under_lock and job.pq is not None and not job.pq.holds_lock()
+
+
+def _settle(job: ConsumeJob, future: "asyncio.Future[JobResult]") -> None:
+    """Record on an orderly job whether it succeeded in full (a job chained to it may then run)."""
+    if future.cancelled() or future.exception() is not None:
+        job.clean = False
+        return
+    verdicts = future.result().verdicts
+    job.clean = verdicts.count(Verdict.SUCCESS) == len(verdicts)
 
 
 _SKIP_SWEEP_S = 0.05
@@ -111,6 +127,8 @@ class PoolExecutor:
         self._isolations: set[asyncio.Task[None]] = set()
         #: the pool stops a call at its time limit and answers for every batch (lost ones are redispatched)
         self.enforces_time_limit = config.time_limit > 0
+        #: a job with ``after`` goes behind that job in its worker's pipe, run only if that one succeeded
+        self.runs_chains = True
         #: ``time.monotonic()`` of the latest batch to finish (or of a worker's loss: the pool moved)
         self._moved_at = time.monotonic()
         #: warns of long handler calls and takes back the work queued behind them
@@ -133,6 +151,9 @@ class PoolExecutor:
         batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
                       len(job.offsets))
         pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
+        if job.orderly:
+            job.batch_id = batch.batch_id
+            pending.future.add_done_callback(partial(_settle, job))
         self._waiting.append(pending)
         self._dispatch()
         if job.pq is not None and self._sweeper is None:
@@ -228,7 +249,13 @@ class PoolExecutor:
             if pending.lock_gone():  # its service puts the messages back and waits for the lock (lock_gap.py)
                 pending.future.set_result(self._not_run(batch, None))
                 continue
-            worker = dispatcher.assign(batch.batch_id, batch.queue_key, batch.mode, batch.count)
+            follow = 0
+            if pending.job is not None and pending.job.after is not None:
+                follow = self._follow(pending, still)
+                if follow < 0:
+                    continue
+            batch.after = follow
+            worker = dispatcher.assign(batch.batch_id, batch.queue_key, batch.mode, batch.count, follow)
             if worker is None:
                 still.append(pending)
                 if batch.mode is ConsumeMode.CONCURRENT and not dispatcher.has_room(1):
@@ -244,6 +271,24 @@ class PoolExecutor:
                 continue
             self._flying[batch.batch_id] = pending
         self._waiting = still
+
+    def _follow(self, pending: _Pending, still: deque[_Pending]) -> int:
+        """A job chained to an earlier one of its queue: the batch id it follows now (0: none, that one
+        succeeded), or -1: it waits behind that one in ``still``, or it was answered all NOT_RUN (that
+        one failed, or runs nowhere this one can follow it: it stays first, the queue's order)."""
+        job = pending.job
+        ahead = job.after  # type: ignore[union-attr]
+        if ahead.clean:
+            return 0
+        if ahead.clean is None:
+            flying = self._flying.get(ahead.batch_id)
+            if flying is not None and flying.job is ahead:
+                return ahead.batch_id
+            if any(p.job is ahead for p in still):
+                still.append(pending)
+                return -1
+        pending.future.set_result(self._not_run(pending.batch, None))
+        return -1
 
     # ----------------------------------------------------------------- pool callbacks
 
@@ -398,7 +443,14 @@ class PoolExecutor:
             self.dispatcher.done(batch_id, ran=False)
         if pending.future.done():
             return False
+        job = pending.job
+        if job is not None and job.after is not None and not job.after.clean:
+            # chained behind the stuck call itself: nowhere else may it run first
+            pending.future.set_result(self._not_run(pending.batch, None))
+            return True
         pending.batch = dataclasses.replace(pending.batch, batch_id=next(self._ids))
+        if job is not None and job.orderly:
+            job.batch_id = pending.batch.batch_id
         self._waiting.appendleft(pending)
         self._dispatch()
         return True

@@ -60,6 +60,7 @@ from rmqrun.worker import memory_watch
 from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
+from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
 from rmqrun.worker.time_limit import CallLimit
 
@@ -143,6 +144,7 @@ class Worker:
         self._proc: Any = None
         #: with no memory limit, a warning when RSS keeps growing (a leak nothing recycles)
         self._growth = memory_watch.GrowthWatch() if config.max_memory <= 0 else None
+        self._clean = CleanBatches()  # the orderly batches a chained batch (Run.after) may follow
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
@@ -335,6 +337,9 @@ class Worker:
         if self._over_memory:
             self._skip_batch(run, "")
             return
+        if run.after and not self._clean.may_follow(run.after):
+            self._skip_batch(run, "")  # the batch ahead of it did not succeed here: nothing after a failure runs
+            return
         self.pipe.send(Started(run.batch_id))
         self.pipe.flush()
         if prog is not None:
@@ -350,6 +355,8 @@ class Worker:
         if prog is not None:
             prog.publish(outcome.statuses, outcome.delays, n)
         self.handled += n
+        if run.mode is ConsumeMode.ORDERLY and outcome.statuses.count(0) == n:
+            self._clean.add(run.batch_id)
         self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
                             outcome.suspend_ms, outcome.timed_out, outcome.error,
                             int((time.perf_counter() - t0) * 1e6)))

@@ -38,6 +38,34 @@ def test_orderly_queue_always_goes_to_its_pinned_worker_one_batch_at_a_time() ->
     assert d.assign(2, mq, O, 5) == pinned
 
 
+def test_a_chained_orderly_batch_follows_the_batch_ahead_to_its_worker() -> None:
+    d = Dispatcher(range(3))
+    mq, other = MessageQueue("T", "b", 1), MessageQueue("T", "b", 2)
+    first = d.assign(1, mq, O, 5)
+    assert first is not None
+    d.set_stuck({first})  # a new pin would avoid that worker now; the chain must not
+    assert d.pinned_worker(mq) != first
+    assert d.assign(2, mq, O, 5) is None  # not chained: waits until the queue has nothing in flight
+    assert d.assign(2, other, O, 5, follow=1) is None  # following another queue's batch: refused
+    assert d.assign(2, mq, O, 5, follow=99) is None  # following a batch not in flight: refused
+    assert d.assign(2, mq, O, 5, follow=1) == first
+    assert d.load(first) == 10
+    assert d.done(1)
+    assert d.is_busy(mq)  # the chained batch is still in flight
+    assert d.assign(3, mq, O, 5) is None
+    assert d.done(2)
+    assert not d.is_busy(mq)
+    assert d.assign(3, mq, O, 5) == d.pinned_worker(mq)
+
+
+def test_a_chained_orderly_batch_is_not_held_by_the_workers_bound() -> None:
+    d = Dispatcher(range(2), max_inflight_messages=6)
+    mq = MessageQueue("T", "b", 1)
+    worker = d.assign(1, mq, O, 5)
+    assert d.assign(2, MessageQueue("T", "b", 7), O, 5) in (None, 1 - worker)  # others: bounded as before
+    assert d.assign(3, mq, O, 5, follow=1) == worker  # its own queue's next batch: behind it at once
+
+
 def test_orderly_queues_spread_over_workers() -> None:
     d = Dispatcher(range(4))
     workers = Counter(d.assign(i, MessageQueue("T", "b", i), O, 1) for i in range(64))
