@@ -811,6 +811,11 @@ def headline(res: dict[str, Any]) -> list[str]:
             o4 = rows["rmqrun orderly, 4 queues"]["median"]
             line += f"; orderly over 4 queues {fmt(o4)} msg/s = {o4 / raw:.2f} of the raw pull rate"
         lines.append(line)
+    if "spark" in res:
+        rows = res["spark"]["rounds"]
+        lines.append(f"Spark rocketmq source, batch read on {res['spark']['master']}: "
+                     f"{fmt(statistics.median(r['spark'] for r in rows))} msg/s = "
+                     f"{statistics.median(r['ratio'] for r in rows):.2f} of the raw pull rate (goal 0.8)")
     return lines
 
 
@@ -1040,6 +1045,8 @@ def report(res: dict[str, Any], images: list[str]) -> str:
         if "memory.png" in images:
             L.append("![Memory](memory.png)")
             L.append("")
+    if "spark" in res:
+        L.extend(spark_lines(res["spark"]))
     L.append("Raw numbers of this run: [`report.json`](report.json).")
     L.append("")
     return "\n".join(L)
@@ -1048,6 +1055,35 @@ def report(res: dict[str, Any], images: list[str]) -> str:
 # --- main -------------------------------------------------------------------------------------------------------
 
 SECTIONS = ("overhead", "scaling", "latency", "memory", "stages")
+#: sections run only when named in --sections (they need the spark extra and Java 17+)
+OPTIONAL_SECTIONS = ("spark",)
+
+
+def section_spark(ns: str, sz: Sizes) -> dict[str, Any]:
+    """The ``rocketmq`` Spark source's batch read rate against raw pulls (``scripts/bench_spark_source.py``)."""
+    import bench_spark_source as bss
+
+    print(f"[spark] producing {sz.backlog:,} x 1 KiB", flush=True)
+    asyncio.run(bss.produce(ns, sz.backlog, 1024))
+    res = bss.measure(ns, "local[2]", sz.rounds)
+    res["limits"] = bss.LIMITS
+    return res
+
+
+def spark_lines(sp: dict[str, Any]) -> list[str]:
+    rows = sp["rounds"]
+    L = ["## Spark source: batch read rate against raw pulls", "",
+         f"`spark.read.format(\"rocketmq\")` on a `{sp['master']}` session against one process pulling the same "
+         f"{rows[0]['messages']:,} messages ({sp['queues']} queues) with a `PullConsumer`, interleaved; the load "
+         "average before each measurement beside it (`scripts/bench_spark_source.py`).", "",
+         "| round | raw msg/s | load | Spark msg/s | load | Spark / raw | Spark query s | fixed cost s |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for i, r in enumerate(rows, 1):
+        L.append(f"| {i} | {fmt(r['raw'])} | {r['load_raw']:.1f} | {fmt(r['spark'])} | {r['load_spark']:.1f} | "
+                 f"{r['ratio']:.2f} | {r['seconds']:.1f} | {r['fixed']:.1f} |")
+    L += ["", f"Median Spark / raw: **{statistics.median(r['ratio'] for r in rows):.2f}** (goal 0.8 on 2 cores).",
+          "", sp.get("limits", ""), ""]
+    return L
 
 
 def main() -> int:
@@ -1061,7 +1097,9 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, help="send time per latency rate (default 30, quick 8)")
     ap.add_argument("--timeout", type=float, help="per-drain time limit in seconds")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="N: rmqrun workers 1..N [cores]")
-    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma list of {', '.join(SECTIONS + OPTIONAL_SECTIONS)} (default: all but "
+                         f"{', '.join(OPTIONAL_SECTIONS)})")
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="report directory")
     ap.add_argument("--render", type=Path, metavar="JSON",
@@ -1085,9 +1123,9 @@ def main() -> int:
         if v <= 0:
             ap.error(f"--{k.replace('_', '-')} must be positive, got {v}")
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = [s for s in sections if s not in SECTIONS]
+    unknown = [s for s in sections if s not in SECTIONS + OPTIONAL_SECTIONS]
     if unknown:
-        ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(SECTIONS)})")
+        ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(SECTIONS + OPTIONAL_SECTIONS)})")
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
     with_cpp = not args.no_cpp and cpp_available()
@@ -1114,6 +1152,8 @@ def main() -> int:
             res["memory"] = section_memory(ns, sz, args.workers)
         if "stages" in sections:
             res["stages"] = section_stages(ns, sz, args.workers, res["overhead"]["supervisor_us_per_msg"]["median"])
+        if "spark" in sections:
+            res["spark"] = section_spark(ns, sz)
     shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
