@@ -872,6 +872,11 @@ def headline(res: dict[str, Any]) -> list[str]:
             if ratio["n"]:
                 line += f", {fmt_spread(ratio, 2)}× concurrent in the same rounds"
         lines.append(line)
+    if "spark" in res:
+        rows = res["spark"]["rounds"]
+        lines.append(f"Spark rocketmq source, batch read on {res['spark']['master']}: "
+                     f"{fmt(statistics.median(r['spark'] for r in rows))} msg/s = "
+                     f"{statistics.median(r['ratio'] for r in rows):.2f} of the raw pull rate (goal 0.8)")
     return lines
 
 
@@ -1125,6 +1130,8 @@ def report(res: dict[str, Any], images: list[str]) -> str:
             L.append("")
     if "pop" in res:
         L += pop_lines(res["pop"], fmt, fmt_spread)
+    if "spark" in res:
+        L.extend(spark_lines(res["spark"]))
     L.append("Raw numbers of this run: [`report.json`](report.json).")
     L.append("")
     return "\n".join(L)
@@ -1133,6 +1140,35 @@ def report(res: dict[str, Any], images: list[str]) -> str:
 # --- main -------------------------------------------------------------------------------------------------------
 
 SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop")
+#: sections run only when named in --sections (they need the spark extra and Java 17+)
+OPTIONAL_SECTIONS = ("spark",)
+
+
+def section_spark(ns: str, sz: Sizes) -> dict[str, Any]:
+    """The ``rocketmq`` Spark source's batch read rate against raw pulls (``scripts/bench_spark_source.py``)."""
+    import bench_spark_source as bss
+
+    print(f"[spark] producing {sz.backlog:,} x 1 KiB", flush=True)
+    asyncio.run(bss.produce(ns, sz.backlog, 1024))
+    res = bss.measure(ns, "local[2]", sz.rounds)
+    res["limits"] = bss.LIMITS
+    return res
+
+
+def spark_lines(sp: dict[str, Any]) -> list[str]:
+    rows = sp["rounds"]
+    L = ["## Spark source: batch read rate against raw pulls", "",
+         f"`spark.read.format(\"rocketmq\")` on a `{sp['master']}` session against one process pulling the same "
+         f"{rows[0]['messages']:,} messages ({sp['queues']} queues) with a `PullConsumer`, interleaved; the load "
+         "average before each measurement beside it (`scripts/bench_spark_source.py`).", "",
+         "| round | raw msg/s | load | Spark msg/s | load | Spark / raw | Spark query s | fixed cost s |",
+         "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for i, r in enumerate(rows, 1):
+        L.append(f"| {i} | {fmt(r['raw'])} | {r['load_raw']:.1f} | {fmt(r['spark'])} | {r['load_spark']:.1f} | "
+                 f"{r['ratio']:.2f} | {r['seconds']:.1f} | {r['fixed']:.1f} |")
+    L += ["", f"Median Spark / raw: **{statistics.median(r['ratio'] for r in rows):.2f}** (goal 0.8 on 2 cores).",
+          "", sp.get("limits", ""), ""]
+    return L
 
 
 def main() -> int:
@@ -1147,7 +1183,9 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, help="send time per latency rate (default 30, quick 8)")
     ap.add_argument("--timeout", type=float, help="per-drain time limit in seconds")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="N: rmqrun workers 1..N [cores]")
-    ap.add_argument("--sections", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    ap.add_argument("--sections", default=",".join(SECTIONS),
+                    help=f"comma list of {', '.join(SECTIONS + OPTIONAL_SECTIONS)} (default: all but "
+                         f"{', '.join(OPTIONAL_SECTIONS)})")
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="report directory")
     ap.add_argument("--render", type=Path, metavar="JSON",
@@ -1171,9 +1209,9 @@ def main() -> int:
         if v <= 0:
             ap.error(f"--{k.replace('_', '-')} must be positive, got {v}")
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = [s for s in sections if s not in SECTIONS]
+    unknown = [s for s in sections if s not in SECTIONS + OPTIONAL_SECTIONS]
     if unknown:
-        ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(SECTIONS)})")
+        ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(SECTIONS + OPTIONAL_SECTIONS)})")
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
     with_cpp = not args.no_cpp and cpp_available()
@@ -1204,6 +1242,8 @@ def main() -> int:
             pop_sizes = {"no-op": max(sz.backlog // 4, sz.cpu1_messages), "1 ms CPU": sz.cpu1_messages}
             res["pop"] = section_pop(ns, pop_sizes, sz.rounds, args.workers, sz.timeout, drain=drain,
                                      create_topic=create_topic, produce=produce, load=load, spread=spread)
+        if "spark" in sections:
+            res["spark"] = section_spark(ns, sz)
     shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

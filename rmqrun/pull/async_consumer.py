@@ -233,6 +233,25 @@ class AsyncPullConsumer:
             raise TopicNotFoundError(topic, f"topic {topic!r} has no readable queue (name server {self.namesrv})")
         return queues
 
+    async def fetch_topic_list(self) -> list[str]:
+        """The name server's topic list (GET_ALL_TOPIC_LIST_FROM_NAMESERVER), sorted: the plain names of
+        this namespace's topics (all topics outside any namespace without one); retry, DLQ and broker
+        system topics left out. A name server with ``enableAllTopicList=false`` refuses (BrokerError)."""
+        from rmqrun.client.admin import AdminClient
+        from rmqrun.namespace import SEPARATOR, is_system, split_prefix
+
+        instance = self._client()
+        names = await AdminClient(instance.pool, instance.namesrv, timeout=self.timeout).topic_list()
+        out = set()
+        for name in names:
+            if is_system(name) or split_prefix(name)[0]:
+                continue
+            plain = unwrap(self.namespace, name)
+            if (self.namespace and plain == name) or (not self.namespace and SEPARATOR in name):
+                continue  # another namespace's topic (or, with one, a topic under none)
+            out.add(plain)
+        return sorted(out)
+
     # ----------------------------------------------------------------- pulling
 
     async def pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32, *,

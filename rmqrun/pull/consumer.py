@@ -150,6 +150,9 @@ class PullConsumer:
     def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._call(self._async.fetch_subscribe_message_queues(topic))
 
+    def fetch_topic_list(self) -> list[str]:
+        return self._call(self._async.fetch_topic_list())
+
     def fetch_consume_offset(self, mq: MessageQueue, from_store: bool = True) -> int:
         return self._call(self._async.fetch_consume_offset(mq, from_store))
 

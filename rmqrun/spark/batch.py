@@ -52,14 +52,14 @@ class RocketMQBatchReader(DataSourceReader):
         try:
             self.ranges = plan_batch(consumer, opts.topics, opts.starting, opts.ending,
                                      min_partitions=opts.min_partitions,
-                                     max_records=opts.max_records_per_partition)
+                                     max_records=opts.max_records_per_partition, pattern=opts.pattern)
         finally:
             consumer.close()
 
     def partitions(self) -> Sequence[InputPartition]:
         if not self.ranges:
             # Spark needs at least one partition; an empty range reads nothing.
-            return [RangePartition(QueueRange(self.opts.topics[0], "", 0, 0, 0))]
+            return [RangePartition(QueueRange(self.opts.topics[0] if self.opts.topics else "", "", 0, 0, 0))]
         return [RangePartition(r) for r in self.ranges]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:

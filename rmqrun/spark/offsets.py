@@ -40,11 +40,15 @@ def parse_queue_key(topic: str, key: str) -> MessageQueue:
 
 @dataclass(frozen=True)
 class OffsetSpec:
-    """``earliest``, ``latest``, ``timestamp:<ms>`` or an explicit per-queue map (``json``)."""
+    """``earliest``, ``latest``, ``timestamp:<ms>``, an explicit per-queue map (``json``) or a per-queue
+    map of timestamps (``timestamps``: option ...OffsetsByTimestamp; the queues it leaves out take
+    ``fallback``; ``strategy`` says what a queue with no message at or after its time gets)."""
 
-    kind: str                                   # earliest | latest | timestamp | json
+    kind: str                                   # earliest | latest | timestamp | json | timestamps
     timestamp_ms: int = 0
     offsets: tuple[tuple[MessageQueue, int], ...] = field(default=())
+    fallback: "OffsetSpec | None" = None
+    strategy: str = "error"                     # timestamps: error | latest
 
     def as_map(self) -> dict[MessageQueue, int]:
         return dict(self.offsets)
@@ -54,7 +58,7 @@ EARLIEST = OffsetSpec("earliest")
 LATEST = OffsetSpec("latest")
 
 
-def parse_offset_spec(raw: str, option: str, topics: Iterable[str], *, allow_timestamp: bool) -> OffsetSpec:
+def parse_offset_spec(raw: str, option: str, topics: Iterable[str] | None, *, allow_timestamp: bool) -> OffsetSpec:
     """Parse one offsets option; every error names ``option``."""
     text = raw.strip()
     low = text.lower()
@@ -74,33 +78,52 @@ def parse_offset_spec(raw: str, option: str, topics: Iterable[str], *, allow_tim
         raise OptionError(f"rocketmq source option {option} must be earliest, latest"
                           f"{', timestamp:<ms>' if allow_timestamp else ''} or a JSON map "
                           f"{{\"topic\": {{\"broker:queueId\": offset}}}}, got {raw!r}")
+    return OffsetSpec("json", offsets=_queue_map(text, raw, option, topics, "offset",
+                                                 "an integer >= 0 (or -2 earliest, -1 latest)", EARLIEST_SENTINEL))
+
+
+def parse_timestamp_map(raw: str, option: str, topics: Iterable[str] | None, *, fallback: OffsetSpec,
+                        strategy: str) -> OffsetSpec:
+    """Option ``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``:
+    ``{"topic": {"broker:queueId": epochMillis}}``."""
+    text = raw.strip()
+    if not text.startswith("{"):
+        raise OptionError(f"rocketmq source option {option} must be a JSON map "
+                          f"{{\"topic\": {{\"broker:queueId\": epochMillis}}}}, got {raw!r}")
+    pairs = _queue_map(text, raw, option, topics, "timestamp", "milliseconds since the epoch (>= 0)", 0)
+    return OffsetSpec("timestamps", offsets=pairs, fallback=fallback, strategy=strategy)
+
+
+def _queue_map(text: str, raw: str, option: str, topics: Iterable[str] | None, what: str, want: str,
+               lowest: int) -> tuple[tuple[MessageQueue, int], ...]:
+    """``{"topic": {"broker:queueId": int}}`` checked: topics among ``topics`` (any with None), values >= lowest."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise OptionError(f"rocketmq source option {option} is not valid JSON ({e.msg} at column {e.colno}): "
                           f"{raw!r}") from None
-    wanted = set(topics)
+    wanted = None if topics is None else set(topics)
     pairs: list[tuple[MessageQueue, int]] = []
     if not isinstance(data, dict):
         raise OptionError(f"rocketmq source option {option} must be a JSON object "
-                          f"{{\"topic\": {{\"broker:queueId\": offset}}}}, got {raw!r}")
+                          f"{{\"topic\": {{\"broker:queueId\": {what}}}}}, got {raw!r}")
     for topic, queues in data.items():
-        if topic not in wanted:
+        if wanted is not None and topic not in wanted:
             raise OptionError(f"rocketmq source option {option} names topic {topic!r}, which is not in option "
                               f"topic ({', '.join(sorted(wanted))})")
         if not isinstance(queues, dict):
             raise OptionError(f"rocketmq source option {option}: topic {topic!r} must map to an object "
-                              f"{{\"broker:queueId\": offset}}, got {queues!r}")
+                              f"{{\"broker:queueId\": {what}}}, got {queues!r}")
         for key, off in queues.items():
             try:
                 mq = parse_queue_key(topic, key)
             except ValueError as e:
                 raise OptionError(f"rocketmq source option {option}: {e}") from None
-            if isinstance(off, bool) or not isinstance(off, int) or off < EARLIEST_SENTINEL:
-                raise OptionError(f"rocketmq source option {option}: offset of {topic} {key} must be an integer "
-                                  f">= 0 (or -2 earliest, -1 latest), got {off!r}")
+            if isinstance(off, bool) or not isinstance(off, int) or off < lowest:
+                raise OptionError(f"rocketmq source option {option}: {what} of {topic} {key} must be {want}, "
+                                  f"got {off!r}")
             pairs.append((mq, off))
-    return OffsetSpec("json", offsets=tuple(sorted(pairs)))
+    return tuple(sorted(pairs))
 
 
 def encode(offsets: Mapping[MessageQueue, int]) -> dict[str, dict[str, int]]:

@@ -14,13 +14,14 @@ user sees it in the Analysis/Py4J exception instead of a failure deep in a task.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from rmqrun.namespace import check_namespace
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.spark.errors import OptionError
-from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec
+from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec, parse_timestamp_map
 
 # Options Spark itself may add to a source's or sink's options.
 _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
@@ -29,10 +30,16 @@ _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"
 #: where the query is planned; the secret then travels to the executors inside the pickled options)
 SECURITY_OPTIONS = ("accessKey", "secretKey", "secretKeyFile", "securityToken", "tls", "tlsCaFile", "tlsCertFile",
                     "tlsKeyFile", "tlsInsecure")
-READ_OPTIONS = ("namesrv", "topic", "tags", "startingOffsets", "endingOffsets", "maxOffsetsPerTrigger", "group",
+READ_OPTIONS = ("namesrv", "topic", "subscribePattern", "tags", "startingOffsets", "endingOffsets",
+                "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+                "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "group",
                 "failOnDataLoss", "minPartitions", "maxRecordsPerPartition", "pullTimeoutMs", "pullBatchSize",
                 "namespace", *SECURITY_OPTIONS)
-WRITE_OPTIONS = ("namesrv", "topic", "producerGroup", "sendTimeoutMs", "namespace", *SECURITY_OPTIONS)
+WRITE_OPTIONS = ("namesrv", "topic", "createTopic", "producerGroup", "sendTimeoutMs", "namespace", *SECURITY_OPTIONS)
+
+#: maxTriggerDelay when minOffsetsPerTrigger is set and it is not (the Kafka source's default, 15m)
+DEFAULT_MAX_TRIGGER_DELAY = 15 * 60.0
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -98,6 +105,39 @@ def _topics(opts: dict[str, str], what: str) -> tuple[str, ...]:
     return topics
 
 
+def _subscription(opts: dict[str, str], what: str) -> tuple[tuple[str, ...], str | None]:
+    """(topics, None) from option topic or ((), pattern) from option subscribePattern: exactly one of them."""
+    pattern = opts.get("subscribepattern")
+    if pattern is not None and "topic" in opts:
+        raise OptionError(f"rocketmq {what}: give option topic or subscribePattern, not both")
+    if pattern is None:
+        if "topic" not in opts:
+            raise OptionError(f"rocketmq {what}: one of the options topic or subscribePattern is required")
+        return _topics(opts, what), None
+    if not pattern.strip():
+        raise OptionError(f"rocketmq {what} option subscribePattern is empty")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise OptionError(f"rocketmq {what} option subscribePattern is not a valid regular expression "
+                          f"({exc}): {pattern!r}") from None
+    return (), pattern
+
+
+def _duration(opts: dict[str, str], name: str, default: float, what: str) -> float:
+    """Seconds from ``"15m"``, ``"30s"``, ``"500ms"``, ``"1h"``, ``"2d"`` (a bare number is milliseconds,
+    as in Spark's own time options)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    found = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", raw.lower())
+    unit = found.group(2) or "ms" if found else None
+    if found is None or unit not in _DURATION_UNITS:
+        raise OptionError(f"rocketmq {what} option {name} must be a duration like 30s, 15m, 500ms or 1h, "
+                          f"got {raw!r}")
+    return int(found.group(1)) * _DURATION_UNITS[unit]
+
+
 def _security(opts: dict[str, str], what: str) -> ClientSecurity | None:
     """ClientSecurity from the security options; None when none is given. Never echoes a secret."""
     def text(name: str) -> str | None:
@@ -138,11 +178,64 @@ def _security(opts: dict[str, str], what: str) -> ClientSecurity | None:
                           tls_key_file=files["tlsKeyFile"], tls_insecure=insecure)
 
 
+def _offsets(opts: dict[str, str], topics: tuple[str, ...] | None, streaming: bool) -> tuple[OffsetSpec, OffsetSpec]:
+    """startingOffsets / endingOffsets, each with its ...ByTimestamp map (which wins for the queues it names)."""
+    default_start = "latest" if streaming else "earliest"
+    starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingOffsets", topics,
+                                 allow_timestamp=True)
+    if starting.kind == "latest" and not streaming and "startingoffsets" in opts:
+        raise OptionError("rocketmq source option startingOffsets: 'latest' is not allowed in a batch "
+                          "query (it would always read nothing); use earliest, a JSON map or timestamp:<ms>")
+    ending = LATEST
+    if "endingoffsets" in opts or "endingoffsetsbytimestamp" in opts:
+        if streaming:
+            name = "endingOffsets" if "endingoffsets" in opts else "endingOffsetsByTimestamp"
+            raise OptionError(f"rocketmq source option {name} is for batch queries only; "
+                              "a streaming query reads until stopped (see trigger(availableNow=True))")
+    if "endingoffsets" in opts:
+        ending = parse_offset_spec(opts["endingoffsets"], "endingOffsets", topics, allow_timestamp=False)
+        if ending.kind == "earliest":
+            raise OptionError("rocketmq source option endingOffsets: 'earliest' is not allowed; "
+                              "use latest or a JSON map")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise OptionError("rocketmq source option startingOffsetsByTimestampStrategy must be error or latest, "
+                          f"got {opts['startingoffsetsbytimestampstrategy']!r}")
+    if "startingoffsetsbytimestamp" in opts:
+        starting = parse_timestamp_map(opts["startingoffsetsbytimestamp"], "startingOffsetsByTimestamp", topics,
+                                       fallback=starting, strategy=strategy)
+    elif "startingoffsetsbytimestampstrategy" in opts:
+        raise OptionError("rocketmq source option startingOffsetsByTimestampStrategy needs option "
+                          "startingOffsetsByTimestamp")
+    if "endingoffsetsbytimestamp" in opts:
+        ending = parse_timestamp_map(opts["endingoffsetsbytimestamp"], "endingOffsetsByTimestamp", topics,
+                                     fallback=ending, strategy="latest")
+    return starting, ending
+
+
+def _trigger_limits(opts: dict[str, str], streaming: bool, what: str) -> tuple[int | None, int | None, float]:
+    """maxOffsetsPerTrigger, minOffsetsPerTrigger, maxTriggerDelay (seconds): streaming only, min <= max."""
+    max_rows = _int(opts, "maxOffsetsPerTrigger", None, minimum=1, what=what)
+    min_rows = _int(opts, "minOffsetsPerTrigger", None, minimum=1, what=what)
+    delay = _duration(opts, "maxTriggerDelay", DEFAULT_MAX_TRIGGER_DELAY, what)
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if name.lower() in opts and not streaming:
+            raise OptionError(f"rocketmq source option {name} is for streaming queries only")
+    if "maxtriggerdelay" in opts and min_rows is None:
+        raise OptionError("rocketmq source option maxTriggerDelay needs option minOffsetsPerTrigger (it bounds "
+                          "how long a trigger waits for that many new offsets)")
+    if min_rows is not None and max_rows is not None and min_rows > max_rows:
+        raise OptionError(f"rocketmq source option minOffsetsPerTrigger ({min_rows}) is larger than "
+                          f"maxOffsetsPerTrigger ({max_rows})")
+    return max_rows, min_rows, delay
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """The parsed options of a read (batch or streaming). Picklable: shipped to executors."""
 
     namesrv: str
+    #: the topics of option topic; empty with option subscribePattern
     topics: tuple[str, ...]
     tags: str = "*"
     starting: OffsetSpec = EARLIEST
@@ -158,6 +251,11 @@ class ReadOptions:
     namespace: str | None = None
     #: ACL credentials / TLS (options accessKey, secretKey or secretKeyFile, tls, ...); never in repr
     security: ClientSecurity | None = field(default=None, repr=False)
+    #: option subscribePattern: a regular expression the whole topic name must match (re.fullmatch)
+    pattern: str | None = None
+    #: option minOffsetsPerTrigger: a trigger with fewer new offsets waits (up to max_trigger_delay seconds)
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay: float = DEFAULT_MAX_TRIGGER_DELAY
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool = False) -> "ReadOptions":
@@ -165,27 +263,10 @@ class ReadOptions:
         opts = _lower(options)
         _check_known(opts, READ_OPTIONS, what)
         namesrv = _required(opts, "namesrv", what)
-        topics = _topics(opts, what)
+        topics, pattern = _subscription(opts, what)
         tags = opts.get("tags", "*").strip() or "*"
-        default_start = "latest" if streaming else "earliest"
-        starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingOffsets", topics,
-                                     allow_timestamp=True)
-        if starting.kind == "latest" and not streaming and "startingoffsets" in opts:
-            raise OptionError("rocketmq source option startingOffsets: 'latest' is not allowed in a batch "
-                              "query (it would always read nothing); use earliest, a JSON map or timestamp:<ms>")
-        if "endingoffsets" in opts:
-            if streaming:
-                raise OptionError("rocketmq source option endingOffsets is for batch queries only; "
-                                  "a streaming query reads until stopped (see trigger(availableNow=True))")
-            ending = parse_offset_spec(opts["endingoffsets"], "endingOffsets", topics, allow_timestamp=False)
-            if ending.kind == "earliest":
-                raise OptionError("rocketmq source option endingOffsets: 'earliest' is not allowed; "
-                                  "use latest or a JSON map")
-        else:
-            ending = LATEST
-        max_per_trigger = _int(opts, "maxOffsetsPerTrigger", None, minimum=1, what=what)
-        if max_per_trigger is not None and not streaming:
-            raise OptionError("rocketmq source option maxOffsetsPerTrigger is for streaming queries only")
+        starting, ending = _offsets(opts, topics or None, streaming)
+        max_per_trigger, min_per_trigger, delay = _trigger_limits(opts, streaming, what)
         # a stream commits its finished batches' end offsets to the group; a batch read commits nothing,
         # but its pulls name the group (an ACL cluster lets an account use its own groups only)
         group = opts.get("group", "").strip() or None
@@ -200,6 +281,7 @@ class ReadOptions:
             pull_batch_size=_int(opts, "pullBatchSize", 32, minimum=1, what=what) or 32,
             namespace=_namespace(opts, what),
             security=_security(opts, what),
+            pattern=pattern, min_offsets_per_trigger=min_per_trigger, max_trigger_delay=delay,
         )
 
 
@@ -208,12 +290,15 @@ class WriteOptions:
     """The parsed options of a write."""
 
     namesrv: str
-    topic: str
+    #: the topic of rows whose ``topic`` column is null or absent; None: every row must name its topic
+    topic: str | None
     producer_group: str = "RMQRUN_SPARK_PRODUCER"
     send_timeout: float = 3.0
     #: the topic and producer group are wrapped in this namespace on the wire
     namespace: str | None = None
     security: ClientSecurity | None = field(default=None, repr=False)
+    #: option createTopic: send to a topic the name server does not know (the broker auto-creates it)
+    create_topic: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriteOptions":
@@ -221,11 +306,15 @@ class WriteOptions:
         opts = _lower(options)
         _check_known(opts, WRITE_OPTIONS, what)
         namesrv = _required(opts, "namesrv", what)
-        topics = _topics(opts, what)
-        if len(topics) != 1:
-            raise OptionError(f"rocketmq sink option topic must name one topic, got {opts['topic']!r}")
+        topic = None
+        if "topic" in opts:
+            topics = _topics(opts, what)
+            if len(topics) != 1:
+                raise OptionError(f"rocketmq sink option topic must name one topic, got {opts['topic']!r}")
+            topic = topics[0]
         ms = _int(opts, "sendTimeoutMs", 3000, minimum=1, what=what) or 3000
         group = opts.get("producergroup", "").strip() or cls.producer_group
-        return cls(namesrv=namesrv, topic=topics[0], producer_group=group, send_timeout=ms / 1000.0,
+        return cls(namesrv=namesrv, topic=topic, producer_group=group, send_timeout=ms / 1000.0,
                    namespace=_namespace(opts, what),
-                   security=_security(opts, what))
+                   security=_security(opts, what),
+                   create_topic=_bool(opts, "createTopic", False, what))

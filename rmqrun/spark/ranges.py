@@ -19,12 +19,13 @@ one :class:`~rmqrun.pull.PullConsumer`; nothing here imports pyspark, so the
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping
 
 from rmqrun.model import MessageQueue
 from rmqrun.spark.errors import OptionError, SourceError
-from rmqrun.spark.offsets import EARLIEST_SENTINEL, LATEST_SENTINEL, OffsetSpec, queue_key
+from rmqrun.spark.offsets import EARLIEST, EARLIEST_SENTINEL, LATEST_SENTINEL, OffsetSpec, queue_key
 
 if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
@@ -84,11 +85,19 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
     """One concrete offset per queue for ``spec`` (queues a JSON map leaves out: earliest for a
     start, latest for an end). A JSON map naming a queue that does not exist is an error."""
     queues = list(queues)
-    explicit = spec.as_map() if spec.kind == "json" else {}
+    explicit = spec.as_map() if spec.kind in ("json", "timestamps") else {}
+    if spec.kind == "timestamps":
+        option = option.replace("Offsets", "OffsetsByTimestamp") if "ByTimestamp" not in option else option
     unknown = sorted(set(explicit) - set(queues))
     if unknown:
         names = ", ".join(f"{q.topic} {queue_key(q)}" for q in unknown)
         raise OptionError(f"rocketmq source option {option} names queue(s) that do not exist: {names}")
+    if spec.kind == "timestamps":
+        rest = [mq for mq in queues if mq not in explicit]
+        out = resolve(consumer, rest, spec.fallback or EARLIEST, option.replace("ByTimestamp", "")) if rest else {}
+        for mq, ts in explicit.items():
+            out[mq] = _by_timestamp(consumer, mq, ts, spec.strategy, option)
+        return {mq: out[mq] for mq in queues}
     out: dict[MessageQueue, int] = {}
     for mq in queues:
         if spec.kind == "earliest":
@@ -112,11 +121,29 @@ def resolve(consumer, queues: Iterable[MessageQueue], spec: OffsetSpec, option: 
     return out
 
 
-def first_stored_since(consumer, mq: MessageQueue, timestamp_ms: int) -> int:  # type: ignore[no-untyped-def]
-    """The offset of the first message stored at or after ``timestamp_ms`` (the queue's max offset if none).
+def _by_timestamp(consumer, mq: MessageQueue, ts: int, strategy: str, option: str) -> int:  # type: ignore[no-untyped-def]
+    """The first offset stored at or after ``ts``; with none, the queue's max offset (strategy latest,
+    always for an end) or an error (strategy error, the Kafka source's default for a start)."""
+    found = first_stored_at_or_after(consumer, mq, ts)
+    if found is not None:
+        return found
+    if strategy == "latest":
+        return consumer.max_offset(mq)
+    raise OptionError(f"rocketmq source option {option}: {mq.topic} {queue_key(mq)} has no message stored at or "
+                      f"after {ts} (set option startingOffsetsByTimestampStrategy=latest to start at its end)")
 
-    The broker's ``searchOffset`` answers the *nearest* message, which may be older
-    (the last one for a time past the end), so older messages are skipped here.
+
+def first_stored_since(consumer, mq: MessageQueue, timestamp_ms: int) -> int:  # type: ignore[no-untyped-def]
+    """The offset of the first message stored at or after ``timestamp_ms`` (the queue's max offset if none)."""
+    found = first_stored_at_or_after(consumer, mq, timestamp_ms)
+    return consumer.max_offset(mq) if found is None else found
+
+
+def first_stored_at_or_after(consumer, mq: MessageQueue, timestamp_ms: int) -> int | None:  # type: ignore[no-untyped-def]
+    """The offset of the first message stored at or after ``timestamp_ms``, None if there is none.
+
+    The broker's ``searchOffset`` (SEARCH_OFFSET_BY_TIMESTAMP) answers the *nearest* message, which
+    may be older (the last one for a time past the end), so older messages are skipped here.
     """
     from rmqrun.pull import PullStatus
 
@@ -130,7 +157,37 @@ def first_stored_since(consumer, mq: MessageQueue, timestamp_ms: int) -> int:  #
             if msg.store_timestamp >= timestamp_ms:
                 return msg.queue_offset
         offset = res.next_begin_offset
-    return min(offset, top)
+    return None
+
+
+def matching_topics(consumer, pattern: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Option subscribePattern: the name server's topics whose whole name matches ``pattern``, sorted."""
+    from rmqrun.client.errors import NameServerUnavailableError
+    from rmqrun.remoting.errors import RemotingError
+
+    regex = re.compile(pattern)
+    try:
+        names = consumer.fetch_topic_list()
+    except (NameServerUnavailableError, RemotingError, OSError, TimeoutError) as e:
+        raise SourceError(f"rocketmq option subscribePattern: the topic list of name server {consumer.namesrv} "
+                          f"could not be read ({type(e).__name__}: {e})") from None
+    return [t for t in names if regex.fullmatch(t)]
+
+
+def source_queues(consumer, topics: tuple[str, ...], pattern: str | None) -> list[MessageQueue]:  # type: ignore[no-untyped-def]
+    """The queues a source reads now: those of option topic, or of every topic matching subscribePattern
+    (listed again at each call, so topics created since are picked up; one deleted meanwhile is skipped)."""
+    if pattern is None:
+        return list_queues(consumer, topics)
+    from rmqrun.pull import TopicNotFoundError
+
+    out: list[MessageQueue] = []
+    for topic in matching_topics(consumer, pattern):
+        try:
+            out.extend(consumer.fetch_subscribe_message_queues(topic))
+        except TopicNotFoundError:
+            continue
+    return sorted(out)
 
 
 def check_order(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int]) -> None:
@@ -176,9 +233,10 @@ def plan_ranges(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, in
 
 
 def plan_batch(consumer, topics: Iterable[str], starting: OffsetSpec, ending: OffsetSpec, *,  # type: ignore[no-untyped-def]
-               min_partitions: int | None = None, max_records: int | None = None) -> list[QueueRange]:
+               min_partitions: int | None = None, max_records: int | None = None,
+               pattern: str | None = None) -> list[QueueRange]:
     """Resolve ``starting``/``ending`` on the brokers and plan the pieces of a batch read."""
-    queues = list_queues(consumer, topics)
+    queues = source_queues(consumer, tuple(topics), pattern)
     start = resolve(consumer, queues, starting, "startingOffsets")
     end = resolve(consumer, queues, ending, "endingOffsets")
     return plan_ranges(start, end, min_partitions=min_partitions, max_records=max_records)

@@ -18,7 +18,7 @@ COLUMNS = ("topic", "broker", "queue_id", "queue_offset", "msg_id", "tags", "key
 
 # The sink's columns: body is required; the rest are optional.
 SINK_REQUIRED = ("body",)
-SINK_OPTIONAL = ("tags", "keys", "properties", "sharding_key")
+SINK_OPTIONAL = ("topic", "tags", "keys", "properties", "sharding_key")
 
 
 def _ts(ms: int) -> datetime:

@@ -1,6 +1,7 @@
 """The sink: each row becomes one message, sent and confirmed before the next.
 
-Columns: ``body`` (binary or string, required), optional ``tags``, ``keys``,
+Columns: ``body`` (binary or string, required), optional ``topic`` (the row's
+topic; null or absent: option ``topic``), ``tags``, ``keys``,
 ``properties`` (map<string,string>) and ``sharding_key``: rows with the same
 key go to one queue (the producer's hash selector, as Java's
 ``SelectMessageQueueByHash``), in the order of the partition: a keyed row is
@@ -9,7 +10,10 @@ sent only once the key's previous row is stored. Other sends are pipelined
 broker's answer, so Spark retries it: delivery is at least once. Every row of
 a task is checked before its first send (:mod:`rmqrun.spark.sink_rows`): a row
 that cannot become a message fails the task with nothing of it stored, so
-retries of a task with a bad row duplicate nothing.
+retries of a task with a bad row duplicate nothing. Before the first send, too,
+every topic of the task must exist (the name server has a route for it) unless
+option ``createTopic`` is true, so a typo in a topic name stores nothing
+instead of auto-creating a topic on brokers that allow it.
 
 ``properties`` are user properties: system ones (``UNIQ_KEY``, ``TAGS``,
 ``KEYS``, ``CLUSTER``, ``MIN_OFFSET``... as a read of the source carries them)
@@ -37,12 +41,16 @@ class SentCount(WriterCommitMessage):
     sent: int
 
 
-def check_sink_schema(schema: StructType) -> tuple[str, ...]:
-    """The columns to send; unknown or mistyped columns are an error naming them."""
+def check_sink_schema(schema: StructType, topic_option: bool = True) -> tuple[str, ...]:
+    """The columns to send; unknown or mistyped columns are an error naming them, and so is data
+    without a ``topic`` column when option topic is not set (``topic_option`` False)."""
     names = [f.name for f in schema.fields]
     lower = [n.lower() for n in names]
     if "body" not in lower:
         raise OptionError(f"rocketmq sink needs a column body (binary or string); the data has {', '.join(names)}")
+    if not topic_option and "topic" not in lower:
+        raise OptionError("rocketmq sink: set option topic or give the data a topic column (string; a row whose "
+                          "topic is null goes to option topic)")
     unknown = [n for n, lo in zip(names, lower) if lo not in SINK_REQUIRED + SINK_OPTIONAL]
     if unknown:
         raise OptionError(f"rocketmq sink: unknown column(s) {', '.join(unknown)}; it writes body and optional "
@@ -74,13 +82,16 @@ class _Sends:
         self.pending: set[asyncio.Task[None]] = set()
         self.sent = 0
         self.failure: BaseException | None = None
+        #: the topic of the send that failed first (for the error)
+        self.topic = opts.topic
 
     async def submit(self, body: bytes, tags: str | None, keys: str | None, props: dict[str, str] | None,
-                     key: str | None) -> None:
+                     key: str | None, topic: str | None = None) -> None:
         await self.window.acquire()
         self.check()
+        topic = topic or self.opts.topic
         prev = self.last_of_key.get(key) if key is not None else None
-        task = asyncio.create_task(self._one(body, tags, keys, props, key, prev))
+        task = asyncio.create_task(self._one(body, tags, keys, props, key, prev, topic))
         self.pending.add(task)
         task.add_done_callback(self.pending.discard)
         if key is not None:
@@ -89,31 +100,55 @@ class _Sends:
                                    if self.last_of_key.get(k) is t else None)
 
     async def _one(self, body: bytes, tags: str | None, keys: str | None, props: dict[str, str] | None,
-                   key: str | None, prev: "asyncio.Task[None] | None") -> None:
+                   key: str | None, prev: "asyncio.Task[None] | None", topic: str | None = None) -> None:
         try:
             if prev is not None:
                 await asyncio.wait([prev])
                 if prev.cancelled() or prev.exception() is not None:
                     return  # the key's earlier row failed: this one is not sent out of order
-            await self.producer.send(self.opts.topic, body, tags=tags, keys=keys, properties=props,
+            await self.producer.send(topic or self.opts.topic, body, tags=tags, keys=keys, properties=props,
                                      sharding_key=key)
             self.sent += 1
         except Exception as e:  # noqa: BLE001 - every failure fails the task, with the broker's answer
             if self.failure is None:
-                self.failure = e
+                self.failure, self.topic = e, topic or self.opts.topic
         finally:
             self.window.release()
 
     def check(self) -> None:
         if self.failure is not None:
             e = self.failure
-            raise SourceError(f"rocketmq sink: sending to topic {self.opts.topic} via {self.opts.namesrv} failed "
+            raise SourceError(f"rocketmq sink: sending to topic {self.topic} via {self.opts.namesrv} failed "
                               f"({self.sent} message(s) of this task stored): {type(e).__name__}: {e}")
 
     async def drain(self) -> None:
         while self.pending:
             await asyncio.wait(set(self.pending))
         self.check()
+
+
+async def _check_topics(producer: Any, opts: WriteOptions, topics: set[str]) -> None:
+    """Before the first send: every topic of the task must exist (the name server has a route for it),
+    unless option createTopic=true lets the broker create it on the first send (autoCreateTopicEnable,
+    with the queues of its TBW102 template)."""
+    if opts.create_topic:
+        return
+    from rmqrun.namespace import wrap
+    from rmqrun.remoting.errors import TopicNotExistError
+
+    missing = []
+    for topic in sorted(topics):
+        try:
+            await producer.instance.update_route(wrap(opts.namespace, topic))
+        except TopicNotExistError:
+            missing.append(topic)
+        except Exception as e:  # noqa: BLE001 - a silent name server: the same error a send would give
+            raise SourceError(f"rocketmq sink: sending to topic {topic} via {opts.namesrv} failed (0 message(s) "
+                              f"of this task stored): {type(e).__name__}: {e}") from None
+    if missing:
+        raise SourceError(f"rocketmq sink: topic(s) {', '.join(missing)} do not exist (name server "
+                          f"{opts.namesrv} has no route); create them (mqadmin updateTopic) or set option "
+                          f"createTopic=true to let the broker create them; nothing of this task was sent")
 
 
 async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
@@ -125,10 +160,11 @@ async def _send_rows(opts: WriteOptions, rows: Iterator[Any]) -> int:
             return 0
         async with Producer(opts.namesrv, opts.producer_group, send_timeout=opts.send_timeout,
                             namespace=opts.namespace, security=opts.security) as producer:
+            await _check_topics(producer, opts, held.topics)
             sends = _Sends(producer, opts)
             try:
                 for row in held:
-                    await sends.submit(row.body, row.tags, row.keys, row.properties, row.sharding_key)
+                    await sends.submit(row.body, row.tags, row.keys, row.properties, row.sharding_key, row.topic)
                 await sends.drain()
             finally:
                 for task in list(sends.pending):

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import IO, Any, Iterable, Iterator
 
-from rmqrun.client.producer import MAX_MESSAGE_SIZE, OutgoingMessage
+from rmqrun.client.producer import MAX_MESSAGE_SIZE, OutgoingMessage, check_topic
 from rmqrun.remoting import message_props as m
 from rmqrun.spark.errors import SourceError
 
@@ -38,6 +38,8 @@ class SinkRow:
     keys: str | None
     properties: dict[str, str] | None
     sharding_key: str | None
+    #: the row's ``topic`` column, or the sink's option topic where it is null or absent
+    topic: str | None = None
 
 
 class BadRowError(SourceError):
@@ -45,6 +47,12 @@ class BadRowError(SourceError):
 
 
 def _problem(row: SinkRow, max_size: int) -> str | None:
+    if row.topic is None:
+        return "a null topic column and no option topic to fall back to"
+    try:
+        check_topic(row.topic)
+    except ValueError as exc:
+        return f"its topic: {exc}"
     if not row.body:
         return "an empty body"
     if len(row.body) > max_size:
@@ -71,7 +79,8 @@ def to_sink_row(row: Any) -> SinkRow | None:
     props = {k: v for k, v in (d.get("properties") or {}).items()
              if k not in SYSTEM_PROPERTIES and v is not None} or None
     key = d.get("sharding_key")
-    return SinkRow(bytes(body), d.get("tags"), d.get("keys"), props, None if key is None else str(key))
+    return SinkRow(bytes(body), d.get("tags"), d.get("keys"), props, None if key is None else str(key),
+                   d.get("topic"))
 
 
 class HeldRows:
@@ -80,6 +89,7 @@ class HeldRows:
     def __init__(self, spill_bytes: int = SPILL_BYTES) -> None:
         self.spill_bytes = spill_bytes
         self.count = 0
+        self.topics: set[str] = set()
         self._rows: list[SinkRow] = []
         self._bytes = 0
         self._file: IO[bytes] | None = None
@@ -115,17 +125,24 @@ class HeldRows:
         self._rows = []
 
 
-def checked_rows(topic: str, rows: Iterable[Any], max_size: int = MAX_MESSAGE_SIZE) -> HeldRows:
-    """Every row of the partition, checked; :class:`BadRowError` naming the first bad one (1-based)."""
+def checked_rows(topic: str | None, rows: Iterable[Any], max_size: int = MAX_MESSAGE_SIZE) -> HeldRows:
+    """Every row of the partition, checked; :class:`BadRowError` naming the first bad one (1-based).
+    ``topic`` (the sink's option) fills in a row whose ``topic`` column is null or absent;
+    ``held.topics`` is the set of topics the rows go to."""
     held = HeldRows()
     try:
         for n, raw in enumerate(rows, 1):
             row = to_sink_row(raw)
+            if row is not None and row.topic is None:
+                row.topic = topic
             problem = "a null body" if row is None else _problem(row, max_size)
             if problem:
-                raise BadRowError(f"rocketmq sink: topic {topic}: row {n} of this task cannot be sent ({problem}); "
+                named = row.topic if row is not None and row.topic else topic
+                where = f"topic {named}: " if named else ""
+                raise BadRowError(f"rocketmq sink: {where}row {n} of this task cannot be sent ({problem}); "
                                   f"nothing of this task was sent")
             held.add(row)  # type: ignore[arg-type]
+            held.topics.add(row.topic)  # type: ignore[union-attr,arg-type]
     except BaseException:
         held.close()
         raise

@@ -46,7 +46,7 @@ class RocketMQDataSource(DataSource):
         from rmqrun.spark.sink import RocketMQWriter, check_sink_schema
 
         opts = WriteOptions.parse(self.options)
-        check_sink_schema(schema)
+        check_sink_schema(schema, topic_option=opts.topic is not None)
         return RocketMQWriter(opts)
 
     @_plainly
@@ -54,5 +54,5 @@ class RocketMQDataSource(DataSource):
         from rmqrun.spark.sink import RocketMQStreamWriter, check_sink_schema
 
         opts = WriteOptions.parse(self.options)
-        check_sink_schema(schema)
+        check_sink_schema(schema, topic_option=opts.topic is not None)
         return RocketMQStreamWriter(opts)

@@ -10,6 +10,14 @@ backlog (like the Kafka source's ``rateLimit``). With
 (``prepareForTriggerAvailableNow``) and the query reads up to them in bounded
 batches, then ends.
 
+``minOffsetsPerTrigger`` (the Kafka source's option) is applied here, not as a
+Spark read limit (PySpark 4.3 passes one limit, and has no composite of a minimum
+and a maximum): a trigger that finds fewer new offsets answers ``start``, so
+Spark runs no batch, until ``maxTriggerDelay`` has passed since the last batch
+was admitted (counted from the query's first planning). With
+``subscribePattern`` every planning lists the name server's topics again, so a
+topic created meanwhile joins the offsets (from offset 0, its start).
+
 Group commits (option ``group``): Spark calls ``commit(end)`` for a batch only
 while it plans the next one and never for the last batch of a run, so the group
 is moved (a) in ``commit(end)``, and (b) to ``start`` in every
@@ -32,6 +40,7 @@ the Kafka source's ``min/max/avgOffsetsBehindLatest``.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Iterator, Sequence
 
 from loguru import logger
@@ -43,7 +52,7 @@ from rmqrun.spark.batch import RangePartition, read_partition
 from rmqrun.spark.errors import SourceError, plainly
 from rmqrun.spark.offsets import decode, encode
 from rmqrun.spark.options import ReadOptions
-from rmqrun.spark.ranges import QueueRange, list_queues, open_consumer, plan_ranges, resolve, share_limit
+from rmqrun.spark.ranges import QueueRange, open_consumer, plan_ranges, resolve, share_limit, source_queues
 
 # Consumers of the planner process, which lives as long as the query: never an
 # attribute of the reader, since the reader is pickled to executors.
@@ -77,12 +86,15 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._committed: dict[MessageQueue, int] = {}
         #: the brokers' max offsets seen by the last planning (what reportLatestOffset answers)
         self._seen_latest: dict[MessageQueue, int] | None = None
+        #: when the last batch was admitted (minOffsetsPerTrigger / maxTriggerDelay); None: not yet planned
+        self._last_trigger: float | None = None
 
     # --- planning (one long-lived planner process per query)
     @plainly
     def initialOffset(self) -> dict:
         consumer = _planner_consumer(self.opts)
-        queues = list_queues(consumer, self.opts.topics)
+        queues = source_queues(consumer, self.opts.topics, self.opts.pattern)
+        self._last_trigger = time.time()
         return encode(resolve(consumer, queues, self.opts.starting, "startingOffsets"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -92,7 +104,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> dict[MessageQueue, int]:
         consumer = _planner_consumer(self.opts)
-        latest = {mq: consumer.max_offset(mq) for mq in list_queues(consumer, self.opts.topics)}
+        latest = {mq: consumer.max_offset(mq) for mq in source_queues(consumer, self.opts.topics, self.opts.pattern)}
         self._seen_latest = latest
         return latest
 
@@ -127,10 +139,30 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end[mq] = max(first, off)
         for mq, off in begin.items():      # a queue gone from the route keeps its offset
             end.setdefault(mq, off)
+        if self._delay_batch(begin, end):
+            return encode(begin)   # Spark's start, unchanged: no batch this trigger
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(limit, ReadMaxRows) and max_rows:
             end = share_limit(begin, end, int(max_rows))
         return encode(end)
+
+    def _delay_batch(self, begin: dict[MessageQueue, int], end: dict[MessageQueue, int]) -> bool:
+        """minOffsetsPerTrigger: wait (answer ``start``) while fewer new offsets exist, unless
+        maxTriggerDelay passed since the last batch was admitted; never under availableNow, whose
+        query ends at the first trigger that finds nothing to read."""
+        wanted = self.opts.min_offsets_per_trigger
+        if not wanted or self._cap is not None:
+            return False
+        now = time.time()
+        if self._last_trigger is None:
+            self._last_trigger = now     # a restart's first planning: the delay counts from here
+        new = sum(max(0, off - begin.get(mq, 0)) for mq, off in end.items())
+        if new == 0:
+            return False                 # nothing to read: no batch either way
+        if new < wanted and now - self._last_trigger < self.opts.max_trigger_delay:
+            return True
+        self._last_trigger = now
+        return False
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         ranges = plan_ranges(decode(start), decode(end), max_records=self.opts.max_records_per_partition)

@@ -228,3 +228,17 @@ def test_the_async_twin_has_the_same_lookups(eb: EmbeddedBroker) -> None:
     asyncio.run(main())
     with rmqrun.PullConsumer(eb.namesrv_address, "CG_async") as c:
         assert [m.body for m in wait_for_messages(c, "%DLQ%CG_async", 1)] == [b"a0"]
+
+
+# ------------------------------------------------------------------ fetch_topic_list (Spark's subscribePattern)
+
+def test_topic_list_names_the_plain_topics_of_the_consumers_namespace(eb: EmbeddedBroker) -> None:
+    send(eb, "ListPlain", [(0, "a", None, None)])
+    send(eb, "ListInNs", [(0, "b", None, None)], namespace="NS_list")
+    with rmqrun.PullConsumer(eb.namesrv_address) as c:
+        plain = c.fetch_topic_list()
+    with rmqrun.PullConsumer(eb.namesrv_address, namespace="NS_list") as c:
+        wrapped = c.fetch_topic_list()
+    assert "ListPlain" in plain and "ListInNs" not in plain and "NS_list%ListInNs" not in plain
+    assert plain == sorted(plain) and not [t for t in plain if t.startswith("%") or t == "TBW102"]
+    assert wrapped == ["ListInNs"]

@@ -135,7 +135,7 @@ def test_sink_failure_names_the_topic_and_the_answer(spark: Any, tmp_path: Any) 
         df = spark.createDataFrame([(b"x",)], "body binary")
         with pytest.raises(Exception) as info:
             df.write.format("rocketmq").option("namesrv", strict.namesrv_address).option("topic", "NoAutoCreate") \
-                .mode("append").save()
+                .option("createTopic", "true").mode("append").save()
         text = str(info.value)
         assert "rocketmq sink: sending to topic NoAutoCreate" in text and "TOPIC_NOT_EXIST" in text
     finally:

@@ -39,9 +39,14 @@ def test_batch_source_reads_the_wrapped_topic_and_shows_the_plain_one(spark: Any
 def test_sink_writes_into_the_wrapped_topic(spark: Any, broker: Any) -> None:
     df = spark.createDataFrame([(f"ns-{i}",) for i in range(5)], "body string")
     (df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", "SparkNsOut")
-     .option("namespace", NS).mode("append").save())
+     .option("namespace", NS).option("createTopic", "true").mode("append").save())
     stored = topic_messages(broker, f"{NS}%SparkNsOut")
     assert sorted(m.body for m in stored) == [f"ns-{i}".encode() for i in range(5)]
+    # the topic now exists as NS%SparkNsOut: the sink's existence check looks it up under the namespace
+    (df.limit(1).write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", "SparkNsOut")
+     .option("namespace", NS).mode("append").save())
+    stored = topic_messages(broker, f"{NS}%SparkNsOut")
+    assert len(stored) == 6
     assert {m.properties.get("INSTANCE_ID") for m in stored} == {NS}
     assert topic_messages(broker, "SparkNsOut") == []
 

@@ -78,7 +78,7 @@ def test_sink_then_batch_read_over_acl_and_tls(spark: Any, secure: Secure) -> No
     refused_before = secure.eb.broker.acl.refused
     rows = [(f"secure-{i}", "TagSec", f"k-{i}") for i in range(10)]
     df = spark.createDataFrame(rows, "body string, tags string, keys string")
-    writer = df.write.format("rocketmq").mode("append")
+    writer = df.write.format("rocketmq").mode("append").option("createTopic", "true")  # the sink makes the topic
     for k, v in secure.options().items():
         writer = writer.option(k, v)
     writer.save()
