@@ -24,19 +24,21 @@ shown as unknown.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.instance import ClientInstance
-from rmqrun.client.route import MASTER_ID
+from rmqrun.client.route import MASTER_ID, subscribe_queues
 from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.protocol.admin import stats_key
 from rmqrun.protocol.assignment import MessageRequestMode, MessageRequestModeTable, is_retry_topic
 from rmqrun.protocol.bodies import message_queue_from
+from rmqrun.protocol.pop import pop_retry_topic
+from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
 
 TIMEOUT = 5.0
@@ -58,10 +60,12 @@ class TopicMode:
     pop_share_queue_num: int | None = None
     #: messages the brokers revived for the group on this topic in the last hour; None: unknown
     revived_last_hour: int | None = None
+    #: messages ever revived: the max offsets of the pop retry topic(s); None: unknown
+    revived_total: int | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"topic": self.topic, "mode": self.mode, "pop_share_queue_num": self.pop_share_queue_num,
-                "broker_revived_last_hour": self.revived_last_hour}
+                "broker_revived_last_hour": self.revived_last_hour, "broker_revived_total": self.revived_total}
 
 
 @dataclass(frozen=True)
@@ -154,6 +158,27 @@ class _Asker:
         except _FAILURES:
             return None
 
+    async def _revived_total(self, topic: str) -> int | None:
+        """The messages stored in the group's pop retry topics of ``topic`` (both namings): every one is a
+        revive, and their max offsets count them, whatever retention deleted since."""
+        total = 0
+        for name in (pop_retry_topic(self.group, topic), pop_retry_topic(self.group, topic, v2=True)):
+            try:
+                route = await self.instance.update_route(name)
+            except TopicNotExistError:
+                continue  # nothing revived under this naming yet
+            except _FAILURES:
+                return None
+            for mq in subscribe_queues(route, name):
+                addr = route.master_address(mq.broker_name)
+                if addr is None:
+                    return None
+                try:
+                    total += await self.instance.broker.get_max_offset(addr, mq, timeout=TIMEOUT)
+                except _FAILURES:
+                    return None
+        return total
+
     async def topic_mode(self, topic: str) -> TopicMode:
         try:
             route = await self.instance.update_route(topic)
@@ -171,7 +196,9 @@ class _Asker:
         if pops:
             revived = [await self._revived(addr, topic) for addr in masters]
             known = [n for n in revived if n is not None]
-            return TopicMode(topic, "POP", pops[0][1], sum(known) if known else None)
+            total = await self._revived_total(topic)
+            hour = sum(known) if known else 0 if total == 0 else None  # nothing ever revived: none this hour
+            return TopicMode(topic, "POP", pops[0][1], hour, total)
         if modes and len(modes) == len(masters):
             return TopicMode(topic, MessageRequestMode.PULL.value)
         return TopicMode(topic, None)
@@ -212,7 +239,7 @@ async def pop_view(namesrv: str, group: str, topics: Sequence[str], security: Cl
     try:
         asker = _Asker(instance, wrap(namespace, group))
         modes = [await asker.topic_mode(wrap(namespace, t)) for t in wanted]
-        modes = [TopicMode(t, m.mode, m.pop_share_queue_num, m.revived_last_hour) for t, m in zip(wanted, modes)]
+        modes = [replace(m, topic=t) for t, m in zip(wanted, modes)]
         clients = await asker.clients() if any(m.mode == "POP" for m in modes) else ()
         if namespace:
             clients = tuple(PopClient(c.client_id, c.answered, c.figures, tuple(
@@ -230,8 +257,10 @@ def _mode_line(t: TopicMode) -> str:
     if t.mode != "POP":
         return f"topic {t.topic}: consume mode {t.mode}"
     share = "?" if t.pop_share_queue_num is None else str(t.pop_share_queue_num)
-    revived = "unknown" if t.revived_last_hour is None else str(t.revived_last_hour)
-    return f"topic {t.topic}: consume mode POP, popShareQueueNum {share}, revived by the broker (last hour) {revived}"
+    hour = "unknown" if t.revived_last_hour is None else str(t.revived_last_hour)
+    total = "unknown" if t.revived_total is None else str(t.revived_total)
+    return (f"topic {t.topic}: consume mode POP, popShareQueueNum {share}, revived by the broker {total} "
+            f"(last hour {hour})")
 
 
 def render_pop(view: PopView) -> str:

@@ -77,7 +77,7 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         out = settled()
         assert out is not None
         assert out["consume_modes"] == [{"topic": TOPIC, "mode": "POP", "pop_share_queue_num": 0,
-                                         "broker_revived_last_hour": None}]
+                                         "broker_revived_last_hour": 0, "broker_revived_total": 0}]
         (client,) = out["pop_clients"]
         assert client["answered"] is True and client["unacked"] == 1 and client["nacks"] == 0, client
         assert client["invisible_time_ms"] == 5000
@@ -88,7 +88,8 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
 
         text = _status(eb, GROUP)
         assert text.returncode == 0, text.stderr
-        assert f"topic {TOPIC}: consume mode POP, popShareQueueNum 0" in text.stdout
+        assert f"topic {TOPIC}: consume mode POP, popShareQueueNum 0, revived by the broker 0 (last hour 0)" \
+            in text.stdout
         row = next(line.split() for line in text.stdout.splitlines() if line.startswith(client["client_id"]))
         assert row[1:4] == ["1", "3", "0"], text.stdout  # un-acked, acks, nacks
         assert f"{TOPIC} broker-a queue -1: un-acked 1" in text.stdout
@@ -97,7 +98,7 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         _commit(eb, "GStPull", 1)
         pull = _json(eb, "GStPull")
         assert pull["consume_modes"] == [{"topic": TOPIC, "mode": "PULL", "pop_share_queue_num": None,
-                                          "broker_revived_last_hour": None}] and pull["pop_clients"] == []
+                                          "broker_revived_last_hour": None, "broker_revived_total": None}] and pull["pop_clients"] == []
         text = _status(eb, "GStPull")
         assert text.returncode == 0 and "consume mode" not in text.stdout and "POP" not in text.stdout, text.stdout
 
@@ -111,14 +112,18 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         # kill -9: the hanging message is revived by the broker after its invisible time
         p.signal(signal.SIGKILL)
         p.wait(30)
-        wait_until(lambda: _json(eb)["consume_modes"][0]["broker_revived_last_hour"] == 1, 60,
-                   "the broker's revive count", interval=1.0)
+        wait_until(lambda: _json(eb)["consume_modes"][0]["broker_revived_total"] == 1, 60,
+                   "the revived message in the pop retry topic", interval=1.0)
+        revived = _json(eb)["consume_modes"][0]
+        assert revived["broker_revived_last_hour"] == 1 and revived["broker_revived_total"] == 1, revived
+        text = _status(eb, GROUP)
+        assert "revived by the broker 1 (last hour 1)" in text.stdout, text.stdout
 
         # a 4.x broker: the mode is unknown, the offsets are still shown
         _refuse(eb, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
         old = _json(eb)
         assert old["consume_modes"] == [{"topic": TOPIC, "mode": None, "pop_share_queue_num": None,
-                                         "broker_revived_last_hour": None}] and old["pop_clients"] == []
+                                         "broker_revived_last_hour": None, "broker_revived_total": None}] and old["pop_clients"] == []
         assert [q["queue"] for q in old["queues"] if q["topic"] == TOPIC] == [0, 1]
         text = _status(eb, GROUP)
         assert text.returncode == 0 and f"topic {TOPIC}: consume mode unknown" in text.stdout, text.stdout
