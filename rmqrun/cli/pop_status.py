@@ -13,12 +13,13 @@ rmqrun's POP consumer puts its un-acked count, acks, nacks, invisible-time
 extensions and revived messages in ``properties`` and its assignments in
 ``mqPopTable``. A client that does not answer is shown as unknown.
 
-Revived messages, broker side: the embedded broker counts, per ``topic@group``,
-the messages its revive service put back (POP_REVIVE_NUMS, read with
-VIEW_BROKER_STATS_DATA, the last hour's sum). A broker that does not keep that
-statistic (Apache RocketMQ's brokers report revives only through their
-OpenTelemetry metrics) or never revived for the group answers "not exist":
-shown as unknown.
+Revived messages, broker side: every message a broker revives goes into the
+group's pop retry topic of the topic (``%RETRY%<group>_<topic>``, or the V2
+``+`` naming), so the max offsets of those topics count every revive on any
+5.x broker (no such topic yet: 0). The last hour's count is the embedded
+broker's own statistic (POP_REVIVE_NUMS of ``topic@group``, read with
+VIEW_BROKER_STATS_DATA); Apache RocketMQ's BrokerStatsManager has no such item
+and answers "not exist": unknown.
 """
 
 from __future__ import annotations
