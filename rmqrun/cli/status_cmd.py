@@ -39,6 +39,9 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
            security_flags: dict[str, Any]) -> None:
     """Per queue: broker offset, consumer offset and lag of a consumer group.
 
+    For a group consumed by POP also the topic's mode and each live client's un-acked count, acks, nacks
+    and invisible-time extensions (docs/pop.md).
+
     Exit 1 when the cluster cannot answer or no broker knows the group.
     """
     import time
