@@ -98,7 +98,8 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         _commit(eb, "GStPull", 1)
         pull = _json(eb, "GStPull")
         assert pull["consume_modes"] == [{"topic": TOPIC, "mode": "PULL", "pop_share_queue_num": None,
-                                          "broker_revived_last_hour": None, "broker_revived_total": None}] and pull["pop_clients"] == []
+                                          "broker_revived_last_hour": None, "broker_revived_total": None}]
+        assert pull["pop_clients"] == []
         text = _status(eb, "GStPull")
         assert text.returncode == 0 and "consume mode" not in text.stdout and "POP" not in text.stdout, text.stdout
 
@@ -123,7 +124,8 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         _refuse(eb, RequestCode.GET_ALL_MESSAGE_REQUEST_MODE, ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
         old = _json(eb)
         assert old["consume_modes"] == [{"topic": TOPIC, "mode": None, "pop_share_queue_num": None,
-                                         "broker_revived_last_hour": None, "broker_revived_total": None}] and old["pop_clients"] == []
+                                         "broker_revived_last_hour": None, "broker_revived_total": None}]
+        assert old["pop_clients"] == []
         assert [q["queue"] for q in old["queues"] if q["topic"] == TOPIC] == [0, 1]
         text = _status(eb, GROUP)
         assert text.returncode == 0 and f"topic {TOPIC}: consume mode unknown" in text.stdout, text.stdout
