@@ -120,9 +120,11 @@ def _number(value: Any) -> int | str:
 
 
 def client_from_running_info(client_id: str, info: Mapping[str, Any]) -> PopClient:
-    """The POP figures of one ConsumerRunningInfo body; not answered when it is not a POP consumer's."""
+    """The POP figures of one ConsumerRunningInfo body; not answered when it is not a POP consumer's.
+    A Java 5.x push consumer in POP mode sends ``mqPopTable`` (PopProcessQueueInfo, the same fields) but none
+    of rmqrun's ``pop*`` properties: its assignments are shown, its counts are not known."""
     props = info.get("properties") or {}
-    if not isinstance(props, Mapping) or props.get("consumeMode") != "POP":
+    if not isinstance(props, Mapping) or (props.get("consumeMode") != "POP" and not info.get("mqPopTable")):
         return PopClient(client_id, False)
     figures = {name: _number(props[key]) for key, name in POP_PROPERTIES.items() if key in props}
     table = info.get("mqPopTable") or {}

@@ -42,3 +42,14 @@ def test_the_text_says_nothing_for_pull_and_unknown_where_nothing_was_said() -> 
     row = next(line.split() for line in text.splitlines() if line.startswith("c3"))
     assert row == ["c3"] + ["unknown"] * 5
     assert "POP clients: none online" in render_pop(PopView((TopicMode("Orders", "POP", 0, 0, 0),)))
+
+
+def test_a_java_pop_consumer_shows_its_assignments_without_counts() -> None:
+    body = fastjson.loads('{"properties":{"consumeType":"CONSUME_PASSIVELY"},'
+                          '"mqPopTable":{' + MQ_KEY + ':{"waitAckCount":4,"droped":false,"lastPopTimestamp":9}}}')
+    client = client_from_running_info("java", body)
+    assert client.answered and client.figures == {}
+    assert [a.wait_ack_count for a in client.assignments] == [4]
+    row = next(line.split() for line in render_pop(PopView((TopicMode("Orders", "POP", 0, 0, 0),), (client,)))
+               .splitlines() if line.startswith("java"))
+    assert row == ["java"] + ["?"] * 5
