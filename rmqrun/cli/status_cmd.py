@@ -1,4 +1,5 @@
-"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`.
+"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`
+(offsets and lag) and :mod:`rmqrun.cli.pop_status` (consume mode, POP clients' figures).
 
 Each text round of ``--watch`` starts with a header line naming the local time it was taken (on a terminal the
 screen is cleared first, so the table redraws in place); repeated tables with nothing saying when each was
@@ -38,6 +39,9 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
            security_flags: dict[str, Any]) -> None:
     """Per queue: broker offset, consumer offset and lag of a consumer group.
 
+    For a group consumed by POP also the topic's mode and each live client's un-acked count, acks, nacks
+    and invisible-time extensions (docs/pop.md).
+
     Exit 1 when the cluster cannot answer or no broker knows the group.
     """
     import time
@@ -69,10 +73,17 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
     (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
     import json
 
-    from rmqrun.cli.status import UnknownGroupError, progress, render, to_json
+    from rmqrun.cli.pop_status import PopView, pop_view, render_pop
+    from rmqrun.cli.status import QueueProgress, UnknownGroupError, progress, render, to_json
     from rmqrun.remoting.errors import AccessDeniedError, TlsError
+
+    async def ask() -> tuple[list[QueueProgress], PopView]:
+        rows = await progress(namesrv, group, topics, security, namespace=namespace)
+        # the POP part never fails the round: what the cluster does not say is shown as unknown
+        return rows, await pop_view(namesrv, group, [r.mq.topic for r in rows], security, namespace=namespace)
+
     try:
-        rows = asyncio.run(progress(namesrv, group, topics, security, namespace=namespace))
+        rows, pop = asyncio.run(ask())
     except (UnknownGroupError, AccessDeniedError, TlsError) as exc:
         fail(exc, str(exc))
     except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
@@ -81,13 +92,15 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
         error_line(str(exc) or type(exc).__name__)
         return
     if as_json:
-        click.echo(json.dumps(to_json(rows, group, namespace)))
+        click.echo(json.dumps({**to_json(rows, group, namespace), **pop.to_json()}))
         return
     if watch:
         if sys.stdout.isatty():
             click.clear()
         click.echo(watch_header(interval))
     click.echo(render(rows, group, namespace))
+    if pop.shown:
+        click.echo(render_pop(pop))
 
 
 def watch_header(interval: float, now: float | None = None) -> str:

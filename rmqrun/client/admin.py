@@ -6,7 +6,9 @@ cluster table and KV table (PUT/GET/DELETE_KV_CONFIG: ORDER_TOPIC_CONFIG),
 per-queue statistics (GET_TOPIC_STATS_INFO), a group's
 consume statistics (GET_CONSUME_STATS), who consumes a topic
 (QUERY_TOPIC_CONSUME_BY_WHO), what a group's online clients subscribe to
-(GET_CONSUMER_CONNECTION_LIST) and the online offset reset
+(GET_CONSUMER_CONNECTION_LIST), a client's running info asked through its
+broker (GET_CONSUMER_RUNNING_INFO, ``mqadmin consumerStatus``), one named
+broker statistic (VIEW_BROKER_STATS_DATA) and the online offset reset
 (INVOKE_BROKER_TO_RESET_OFFSET). Each call builds the request the 4.9.8 Java
 tools send and returns a typed result; a failing answer raises
 ``error_for_code``, whose ``code`` lets callers tell "not supported" or
@@ -24,6 +26,7 @@ from typing import Any, Mapping
 from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.route import MASTER_ID, PERM_READ, PERM_WRITE, BrokerData
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.admin import BrokerStatsData
 from rmqrun.protocol.bodies import load_object, message_queue_from, message_queue_table
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
@@ -267,3 +270,18 @@ class AdminClient:
                         if isinstance(c, Mapping))
         return ConsumerConnection(ids, frozenset(str(t) for t in body.get("subscriptionTable") or {}),
                                   str(body.get("consumeType") or ""))
+
+    async def consumer_running_info(self, addr: str, group: str, client_id: str, *,
+                                    jstack: bool = False) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO through the broker the client is connected to (``mqadmin consumerStatus``):
+        the client's ConsumerRunningInfo as a JSON object (``properties``, ``mqTable``, POP clients'
+        ``mqPopTable``, ...). Raises when the client is not online there or does not answer."""
+        ext = {"consumerGroup": group, "clientId": client_id, "jstackEnable": str(jstack).lower()}
+        resp = await self._broker(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, ext)
+        return load_object(resp.body or b"{}")
+
+    async def stats_data(self, addr: str, name: str, key: str) -> BrokerStatsData:
+        """VIEW_BROKER_STATS_DATA: one named statistic (``POP_REVIVE_NUMS`` of ``topic@group``, ...) over the
+        last minute, hour and day. A statistic the broker never wrote (or does not keep) raises SYSTEM_ERROR."""
+        resp = await self._broker(addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        return BrokerStatsData.from_json(resp.body or b"{}")
