@@ -256,8 +256,11 @@ class PopConsumeService:
             else:
                 self.engine.stats.failed += 1
                 steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error))
-        steps.extend(self.acks.ack(req.pq, entry) for entry in succeeded)
-        if steps:
+        if succeeded:
+            steps.append(self.acks.ack_all(req.pq, succeeded))
+        if len(steps) == 1:
+            await steps[0]
+        elif steps:
             await asyncio.gather(*steps)
 
     # ----------------------------------------------------------------- outcomes
