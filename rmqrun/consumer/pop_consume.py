@@ -3,7 +3,7 @@
 Popped messages become jobs for the same executor the pull engine uses (per
 queue of a pop, jobs of ``consume_message_batch_max_size`` messages while
 handler calls are slow or not measured yet, up to a pop's 32 once they are
-known to take a few ms in all: ``job_size``),
+known to take about 0.1 s in all: ``job_size``),
 so crash isolation, long-call handling and dispatch work as in pull mode. For
 each message of a finished job:
 
@@ -65,7 +65,7 @@ EXTEND_AT = 2 / 3
 #: how often the extension sweep looks (at most; shorter invisible times are looked at more often)
 EXTEND_TICK_S = 1.0
 #: handler time a job aims at once calls are known to be short (see PopConsumeService.job_size)
-JOB_TARGET_S = 0.02
+JOB_TARGET_S = 0.1
 #: most messages in one job (a pop brings 32 at most)
 JOB_MAX = 32
 #: weight of the newest job in the handler-time average
@@ -155,7 +155,7 @@ class PopConsumeService:
     def submit(self, req: PopRequest, entries: list[PopEntry]) -> None:
         """Consume a pop's messages: per queue (retry flag, queue id), jobs of :meth:`job_size` messages, as
         Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow, because a job's
-        results come back when all of it is done: each message is acked within a few ms of its own call's end,
+        results come back when all of it is done: each message is acked within ~0.1 s of its own call's end,
         so a stop or a kill redelivers only what had not finished."""
         req.pq.add(entries)
         by_queue: dict[tuple[str, int], list[PopEntry]] = defaultdict(list)
@@ -172,8 +172,9 @@ class PopConsumeService:
         to be short, then as many as take about ``JOB_TARGET_S`` of handler time (at most ``JOB_MAX``).
 
         A job is one round trip to a worker and its results come back together; one-message jobs cost the
-        supervisor ~10x pull mode's CPU per message with a no-op handler. Jobs of a few ms keep what a
-        job adds to an ack's wait, and what a stop at the end of its grace cuts short, that small."""
+        supervisor ~10x pull mode's CPU per message with a no-op handler. Jobs of ~0.1 s (a pull job of 32
+        1 ms calls takes a third of that) keep what a job adds to an ack's wait, and what a stop at the end of
+        its grace cuts short, that small; a 2 s call still gets a job of its own."""
         base = self.config.consume_message_batch_max_size
         per_msg = self._handler_s_per_msg
         if per_msg is None:
