@@ -30,7 +30,7 @@ from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
     PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, order_count_for,
-    parse_order_count_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
+    parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, error_for_code
@@ -122,6 +122,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         return PopResult(status, rest_num=int(rest) if rest not in (None, "") else 0)
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
+    starts: dict[tuple[str, int], int] | None = None  # startOffsetInfo, parsed once, when a message needs it
     body = resp.body or b""
     view = memoryview(body)
     out: list[PoppedMessage] = []
@@ -133,8 +134,10 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         if ck:
             receipt = ReceiptHandle.parse(ck)
         else:
+            if starts is None:
+                starts = parse_start_offset_info(header.start_offset_info)
             receipt = receipt_for(header, broker_name=broker_name, retry_flag=retry_flag_of(ids.topic),
-                                  queue_id=head.queue_id, queue_offset=head.queue_offset)
+                                  queue_id=head.queue_id, queue_offset=head.queue_offset, starts=starts)
         first = props.get(PROPERTY_FIRST_POP_TIME)
         try:
             first_pop = int(first) if first else header.pop_time

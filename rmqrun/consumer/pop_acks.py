@@ -61,19 +61,30 @@ class AckBatcher:
 
     async def ack(self, pq: PopProcessQueue, entry: PopEntry) -> None:
         """Acknowledge one finished message; returns once the broker has answered (or the ack failed)."""
-        receipt = await entry.settle()
+        await self.ack_all(pq, [entry])
+
+    async def ack_all(self, pq: PopProcessQueue, entries: list[PopEntry]) -> None:
+        """Acknowledge the finished messages of one job, each with its newest receipt; returns once the broker
+        has answered for all of them (or their acks failed). One coroutine for the job, not a task per message."""
         if not self.batch_supported:
-            await self._single_ack(pq, entry)
+            await asyncio.gather(*(self._single_ack(pq, entry) for entry in entries))
             return
         loop = asyncio.get_running_loop()
-        item = _Pending(pq, entry, receipt, loop.create_future())
-        queue = self._pending[receipt.broker_name]
-        queue.append(item)
-        if len(queue) >= ACK_BATCH_MAX:
-            self._flush_broker(receipt.broker_name)
-        elif self._timer is None:
+        items = []
+        for entry in entries:
+            receipt = await entry.settle()  # at once, unless an extension of it is on the wire
+            item = _Pending(pq, entry, receipt, loop.create_future())
+            items.append(item)
+            queue = self._pending[receipt.broker_name]
+            queue.append(item)
+            if len(queue) >= ACK_BATCH_MAX:
+                self._flush_broker(receipt.broker_name)
+        if self._timer is None and self._pending:
             self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
-        await asyncio.shield(item.done)
+        if len(items) == 1:
+            await asyncio.shield(items[0].done)
+        elif items:
+            await asyncio.shield(asyncio.gather(*(i.done for i in items)))
 
     def _flush_all(self) -> None:
         self._timer = None

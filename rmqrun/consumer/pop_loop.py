@@ -3,8 +3,9 @@
 One task per assignment loops: flow control, pop with a ``pop_poll_time_ms``
 long poll, hand what came to the consume service, repeat.
 
-1. un-acked messages of the assignment > ``pop_threshold_for_queue``: retry in
-   50 ms (Java's ``popThresholdForQueue``, default 96);
+1. un-acked messages of the assignment > ``pop_threshold_for_queue`` (Java's
+   ``popThresholdForQueue``, default 96): wait until acks bring it back to the
+   threshold (Java retries every 50 ms; so does this loop, at the latest);
 2. POP_MESSAGE with ``pop_batch_size`` messages at most, ``pop_invisible_time_ms``,
    the subscription's expression (tags or SQL, as a pull sends it) and the
    init mode from ``consume_from_where``;
@@ -66,7 +67,7 @@ async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
             if flow_logged % 1000 == 1:
                 logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue {})",
                                req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
-            await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+            await pq.wait_for_room(cfg.pop_threshold_for_queue, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         sub = engine.subscription(req.mq.topic)
         if sub is None:

@@ -73,6 +73,9 @@ class PopProcessQueue:
     entries: set[PopEntry] = field(default_factory=set)
     #: epoch ms of the latest pop request sent for it
     last_pop_ms: int = 0
+    #: set by :meth:`done` once the un-acked count is back to ``_room_at``: wakes a pop loop held by flow control
+    _room: "asyncio.Event | None" = field(default=None, repr=False)
+    _room_at: int = 0
 
     @property
     def wait_ack_count(self) -> int:
@@ -85,6 +88,24 @@ class PopProcessQueue:
         """Its outcome is decided and carried out: it no longer counts against flow control."""
         entry.settled = True
         self.entries.discard(entry)
+        if self._room is not None and len(self.entries) <= self._room_at:
+            self._room.set()
+
+    async def wait_for_room(self, threshold: int, timeout: float) -> None:
+        """Return once at most ``threshold`` messages are un-acked, or after ``timeout`` s at the latest.
+
+        Flow control wakes the pop loop the moment acks make room (a fixed 50 ms retry, as Java's, left the
+        workers idle most of the time: 96 no-op messages take a few ms)."""
+        if len(self.entries) <= threshold:
+            return
+        room = self._room = asyncio.Event()
+        self._room_at = threshold
+        try:
+            await asyncio.wait_for(room.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            self._room = None
 
 
 @dataclass(slots=True)

@@ -234,14 +234,17 @@ class ReceiptHandle:
 
 
 def receipt_for(header: PopMessageResponseHeader, *, broker_name: str, retry_flag: str, queue_id: int,
-                queue_offset: int, first_offset: int | None = None) -> ReceiptHandle:
+                queue_offset: int, first_offset: int | None = None,
+                starts: Mapping[tuple[str, int], int] | None = None) -> ReceiptHandle:
     """The receipt of one message of a POP answer (a normal-topic message, which carries no ``POP_CK``).
 
     As ``processPopResponse``: the ck start offset is the ``startOffsetInfo`` entry of (retry flag, queue);
     a broker that sends no ``startOffsetInfo`` gets the offset of the first message of that queue in the
-    answer (``first_offset``; the message's own offset if not given).
+    answer (``first_offset``; the message's own offset if not given). ``starts``: the header's
+    ``startOffsetInfo`` already parsed (a caller with a whole answer parses it once, not per message).
     """
-    starts = parse_start_offset_info(header.start_offset_info)
+    if starts is None:
+        starts = parse_start_offset_info(header.start_offset_info)
     if starts:
         try:
             start = starts[(retry_flag, queue_id)]
