@@ -130,8 +130,10 @@ class InspectProcessor:
             "dispatchMaxBuffer": "0",
         }
         pop = self.broker.pop
-        if pop is not None:  # POP since start (not in a 4.9.8 table: rmqrun's own keys)
-            c = pop.counters
+        c = pop.counters if pop is not None else None
+        # POP since start: rmqrun's own keys, not in a 4.9.8 table, so they appear only once the broker has
+        # served POP (a broker used as 4.x clients use it answers the 4.9.8 key set, checked against the captures)
+        if pop is not None and c is not None and (c.popped or c.acked or c.changed or c.revived or pop.in_flight()):
             t.update({"popMessageNums": str(c.popped), "popAckNums": str(c.acked),
                       "popChangeInvisibleNums": str(c.changed), "popReviveNums": str(c.revived),
                       "popInFlightNums": str(pop.in_flight())})
