@@ -157,6 +157,10 @@ def test_unacked_messages_are_revived_with_reconsume_times_plus_one(tmp_path: Pa
                 assert r.real_topic(T, G) == f"%RETRY%{G}_{T}"
             retry_tc = eb.broker.topics.get(f"%RETRY%{G}_{T}")
             assert retry_tc is not None and retry_tc.read_queue_nums == 1 and retry_tc.perm == 6
+            # the pop was woken by the second copy's append; the revive pass counts once that append returns
+            deadline = asyncio.get_running_loop().time() + 5
+            while eb.broker.pop.counters.revived < 2 and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
             assert eb.broker.pop.counters.revived == 2
             for _, r in back:
                 assert (await ack(c, G, T, r)).code == ResponseCode.SUCCESS

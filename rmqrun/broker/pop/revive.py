@@ -121,9 +121,9 @@ class ReviveService:
                                ck.queue_id, offset, retry, exc)
                 return False
             ck.ack(offset)  # stored: a retry of this checkpoint must not store it twice
+            self.pop.counters.revived += 1
             done += 1
         if done:
-            self.pop.counters.revived += done
             broker.stats.on_pop_revive(ck.group, ck.topic, done)
         return True
 
