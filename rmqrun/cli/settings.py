@@ -36,6 +36,8 @@ from rmqrun.cli.values import (
 from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
+from rmqrun.consumer.allocate_nearby import DEFAULT_BROKER_ROOMS, DEFAULT_CONSUMER_ROOMS
+from rmqrun.consumer.allocate_nearby import NAME as NEARBY
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
 from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
@@ -135,7 +137,20 @@ SETTINGS: tuple[Setting, ...] = (
     _S("consume_timestamp", parse_timestamp, None, "start time for CONSUME_FROM_TIMESTAMP, yyyyMMddHHmmss "
        "(default: half an hour ago)", CONSUMER),
     _S("allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "queue allocation strategy", CONSUMER,
-       flag="--allocate", choices=tuple(sorted(STRATEGIES))),
+       flag="--allocate", choices=tuple(sorted((*STRATEGIES, NEARBY)))),
+    _S("allocate_queues", parse_str, None, "CONFIG: the queues this instance consumes, "
+       "TOPIC@BROKER:QUEUE_ID,...", CONSUMER),
+    _S("allocate_idcs", parse_str, None, "MACHINE_ROOM: the rooms whose brokers (named IDC@NAME) the group "
+       "consumes, idc1,idc2", CONSUMER),
+    _S("machine_room", parse_str, None, "MACHINE_ROOM_NEARBY: the machine room this instance runs in (written "
+       "in front of its instance name, room-<name>, so the group can tell)", CONSUMER, flag="--machine-room"),
+    _S("nearby_allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "MACHINE_ROOM_NEARBY: the strategy applied "
+       "within each machine room", CONSUMER, choices=tuple(sorted(STRATEGIES))),
+    _S("broker_machine_rooms", parse_str, DEFAULT_BROKER_ROOMS, "MACHINE_ROOM_NEARBY: a broker's room from its "
+       "name: prefix:SEP (up to SEP), regex:PATTERN (group 1) or table:NAME=ROOM,...", CONSUMER),
+    _S("consumer_machine_rooms", parse_str, DEFAULT_CONSUMER_ROOMS, "MACHINE_ROOM_NEARBY: a consumer's room "
+       "from its client id (ip@instance): instance-prefix:SEP, prefix:SEP, regex:PATTERN or table:ID=ROOM,...",
+       CONSUMER),
     _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group) or pop "
        "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues)",
        CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull or pop"),

@@ -13,6 +13,9 @@ import time
 from dataclasses import dataclass, field
 
 from rmqrun.consumer import defaults as d
+from rmqrun.consumer.allocate_nearby import DEFAULT_BROKER_ROOMS, DEFAULT_CONSUMER_ROOMS, is_nearby
+from rmqrun.consumer.allocate_nearby import NAME as NEARBY
+from rmqrun.consumer.allocate_settings import configured_strategy
 from rmqrun.consumer.key_order import ORDER_BY, parse_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
@@ -95,6 +98,15 @@ class ConsumerConfig:
     pop_poll_time_ms: int = d.POP_POLL_TIME_MS
     pop_batch_size: int = d.POP_BATCH_NUMS
     pop_threshold_for_queue: int = d.POP_THRESHOLD_FOR_QUEUE
+    #: MACHINE_ROOM_NEARBY (rmqrun/consumer/allocate_nearby.py): this instance's machine room, the
+    #: strategy applied within a room, and how a broker's and a consumer's room are read from their names
+    machine_room: str | None = None
+    #: CONFIG's queues (``TOPIC@BROKER:QUEUE_ID,...``) and MACHINE_ROOM's rooms (``idc1,idc2``)
+    allocate_queues: str | None = None
+    allocate_idcs: str | None = None
+    nearby_allocate_strategy: str = d.ALLOCATE_STRATEGY
+    broker_machine_rooms: str = DEFAULT_BROKER_ROOMS
+    consumer_machine_rooms: str = DEFAULT_CONSUMER_ROOMS
 
     def __post_init__(self) -> None:
         if self.order_by == "key":
@@ -187,6 +199,7 @@ class ConsumerConfig:
             raise bad("auto_commit", self.auto_commit, "order_by=key commits per key and needs auto_commit=true "
                       "(manual Commit()/Rollback() are queue-wide; use order_by=queue for them)")
         self._validate_pop(bad, in_range)
+        self._validate_allocation(bad)
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
@@ -199,6 +212,14 @@ class ConsumerConfig:
             if too_long:
                 raise ConfigError(too_long)
         return self
+
+    def _validate_allocation(self, bad) -> None:  # type: ignore[no-untyped-def]
+        if not self.clustering:
+            return  # broadcasting consumes every queue: no strategy runs
+        configured_strategy(self)
+        if is_nearby(self.allocate_strategy) and self.consume_mode == "pop":
+            raise bad("allocate_strategy", self.allocate_strategy, f"{NEARBY} allocates pulled queues in the "
+                      "client; with POP the broker assigns queues (AVG); use --consume-mode pull")
 
     def _validate_pop(self, bad, in_range) -> None:  # type: ignore[no-untyped-def]
         if self.consume_mode not in d.CONSUME_MODES:

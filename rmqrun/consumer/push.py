@@ -27,6 +27,7 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.consumer.allocate_nearby import client_instance_name
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_keyed import KeyedConsumeService
@@ -133,7 +134,8 @@ class PushConsumer:
         self.config = config = self.user_config.on_wire()
         self.executor = executor
         self.instance = instance or ClientInstance(
-            config.namesrv, instance_name=config.instance_name,
+            config.namesrv, instance_name=client_instance_name(config.allocate_strategy, config.machine_room,
+                                                               config.instance_name, config.clustering),
             message_model=MessageModel.parse(config.message_model), client_ip=config.client_ip,
             unit_name=config.unit_name,
             poll_name_server_interval=config.poll_name_server_interval_ms / 1000,

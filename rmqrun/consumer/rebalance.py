@@ -36,7 +36,8 @@ from typing import cast
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.allocate import get_strategy
+from rmqrun.consumer.allocate_nearby import AllocateMachineRoomNearby, RoomUnknown, check_own_room
+from rmqrun.consumer.allocate_settings import configured_strategy
 from rmqrun.consumer.context import OrderedConsumeService, RebalanceContext
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
@@ -53,7 +54,11 @@ class Rebalancer:
     def __init__(self, engine: RebalanceContext) -> None:
         self.engine = engine
         self.config = engine.config
-        self.strategy = get_strategy(self.config.allocate_strategy)
+        self.strategy = configured_strategy(self.config)
+        if isinstance(self.strategy, AllocateMachineRoomNearby) and self.config.clustering:
+            check_own_room(self.strategy, engine.instance.client_id, self.config.machine_room or "")
+        #: the last allocation error per topic (a broker or consumer in no known room), said once
+        self._allocation_errors: dict[str, str] = {}
         self._lock = asyncio.Lock()  # one rebalance at a time
         self.rebalances = 0
         self.lock_losses = 0
@@ -132,11 +137,23 @@ class Rebalancer:
             if not cid_all:
                 logger.warning("no consumer ids for group {} on topic {}", self.config.group, topic)
                 return False
-            mine = set(self.strategy.allocate(self.config.group, self.engine.instance.client_id,
-                                              sorted(mq_all), sorted(cid_all)))
+            try:
+                mine = set(self.strategy.allocate(self.config.group, self.engine.instance.client_id,
+                                                  sorted(mq_all), sorted(cid_all)))
+            except RoomUnknown as exc:
+                return self._allocation_failed(topic, str(exc))
+            if self._allocation_errors.pop(topic, None) is not None:
+                logger.info("topic {}: queues allocated again ({})", topic, self.strategy.name)
         else:
             mine = set(mq_all)
         return await self._update_table(topic, mine)
+
+    def _allocation_failed(self, topic: str, error: str) -> bool:
+        """Keep this topic's queues as they are (Java's rebalance does the same when allocate throws)."""
+        if self._allocation_errors.get(topic) != error:
+            logger.warning("topic {}: cannot allocate queues, keeping the current ones: {}", topic, error)
+        self._allocation_errors[topic] = error
+        return False
 
     async def _consumer_ids(self, topic: str, mq_all: list[MessageQueue]) -> list[str] | None:
         """The group's members from the first broker that answers; None when every broker asked failed."""
