@@ -75,6 +75,9 @@ class RequestCode(IntEnum):
     UPDATE_NAMESRV_CONFIG = 318
     GET_NAMESRV_CONFIG = 319
     QUERY_TOPICS_BY_CONSUMER = 343
+    #: 5.x: one topic's config (and static-topic mapping) from one broker; 5.x mqadmin sends it for
+    #: consumerProgress, topicStatus and more
+    GET_TOPIC_CONFIG = 351
     SEND_BATCH_MESSAGE = 320
     QUERY_CONSUME_QUEUE = 321
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326

@@ -63,14 +63,28 @@ class AdminProcessor:
     async def get_all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topics = self.broker.topics
         assert topics is not None
-        table = {tc.topic_name: {
-            "order": tc.order, "perm": tc.perm, "readQueueNums": tc.read_queue_nums,
-            "topicFilterType": tc.topic_filter_type, "topicName": tc.topic_name, "topicSysFlag": tc.topic_sys_flag,
-            "writeQueueNums": tc.write_queue_nums} for tc in topics.all()}
+        table = {tc.topic_name: _topic_json(tc) for tc in topics.all()}
         version = self.broker.store.topic_configs.data_version.to_json()
         body = {"dataVersion": {"counter": version["counter"], "timestamp": version["timestamp"]},
                 "topicConfigTable": table}
         return answer(cmd, body=fastjson.dumps(body))
+
+    async def get_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """GET_TOPIC_CONFIG (5.x, 351): one topic's config as ``TopicConfigAndQueueMapping``.
+
+        A 5.x mqadmin asks every broker of a route for it (``consumerProgress``, ``topicStatus``) and
+        takes TOPIC_NOT_EXIST as "not on this broker". The embedded broker has no static topics, so the
+        mapping (``mappingDetail``) is absent, as fastjson leaves out a null field.
+        """
+        topic = cmd.ext_fields.get("topic")
+        if not topic:
+            return answer(cmd, ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null", typed=False)
+        topics = self.broker.topics
+        assert topics is not None
+        tc = topics.get(topic)
+        if tc is None:
+            return answer(cmd, ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {topic}")
+        return answer(cmd, body=fastjson.dumps({**_topic_json(tc), "attributes": {}}))
 
     async def delete_topic_in_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """DELETE_TOPIC_IN_BROKER: the config, the consume queues and every group's offsets of the topic.
@@ -131,3 +145,10 @@ class AdminProcessor:
         groups = list(dict.fromkeys(self.broker.consumers.groups_consuming(topic)
                                     + self.broker.store.consumer_offsets.groups_of_topic(topic)))
         return answer(cmd, body=fastjson.dumps({"groupList": groups}), typed=False)
+
+
+def _topic_json(tc: TopicConfig) -> dict[str, object]:
+    """A TopicConfig under Java's field names, as GET_ALL_TOPIC_CONFIG and GET_TOPIC_CONFIG carry it."""
+    return {"order": tc.order, "perm": tc.perm, "readQueueNums": tc.read_queue_nums,
+            "topicFilterType": tc.topic_filter_type, "topicName": tc.topic_name, "topicSysFlag": tc.topic_sys_flag,
+            "writeQueueNums": tc.write_queue_nums}

@@ -70,6 +70,7 @@ def register_all(broker: BrokerContext) -> Processors:
         R.UNLOCK_BATCH_MQ: p.clients.unlock_batch,
         R.UPDATE_AND_CREATE_TOPIC: p.admin.update_and_create_topic,
         R.GET_ALL_TOPIC_CONFIG: p.admin.get_all_topic_config,
+        R.GET_TOPIC_CONFIG: p.admin.get_topic_config,
         R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: p.admin.update_and_create_subscription_group,
         R.DELETE_SUBSCRIPTIONGROUP: p.admin.delete_subscription_group,
         R.VIEW_MESSAGE_BY_ID: p.admin.view_message_by_id,
