@@ -952,4 +952,60 @@ MUTANTS: list[Mutant] = [
       "            return PopClient(client_id, False)\n        try:",
       "            raise\n        try:",
       I + "test_status_pop.py"),
+    # ---------------------------------------------------------------- ten guarantees no test pinned (#37)
+    m("g37-orderly-queue-job-not-under-lock", CO,
+      "in queue mode an orderly job that waited for a worker while its lock lapsed still starts (beside the new "
+      "owner: out of order, or twice)",
+      "auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,",
+      "auto_commit=cfg.auto_commit, pq=pq, under_lock=False, after=ahead,",
+      I + "test_orderly_lock_lapse_waiting.py"),
+    m("g37-keyed-routes-held-entries-again", "rmqrun/consumer/consume_keyed.py",
+      "key mode routes entries the process queue already holds a second time when a pull answers below the "
+      "requested offset (handled twice)",
+      "            if entry.offset <= q.routed:\n", "            if False:\n",
+      I + "test_key_order_low_answer.py"),
+    m("g37-offsets-failed-save-not-dirty", "rmqrun/broker/store/consumer_offsets.py",
+      "a failed save of consumerOffset.json clears the dirty flag: an idle broker's stop does not write it, and "
+      "a restart goes back to what was saved before",
+      "        except BaseException:\n            self._dirty = True\n            raise\n",
+      "        except BaseException:\n            raise\n",
+      U + "test_store_json.py::test_a_failed_offsets_save_is_written_by_the_close_of_an_idle_store"),
+    m("g37-schedule-last-level-progress-dropped", "rmqrun/broker/schedule.py",
+      "the highest delay level's saved progress is dropped at load: its stored messages are delivered again "
+      "after a restart",
+      "            if 1 <= level <= self.max_level:", "            if 1 <= level < self.max_level:",
+      I + "test_broker_store_failures.py::test_the_highest_delay_level_s_progress_is_restored_after_a_restart"),
+    m("g37-revive-stored-copy-not-acked", "rmqrun/broker/pop/revive.py",
+      "a revive pass that stored some retry copies and then failed stores them again on the next pass "
+      "(duplicate retries)",
+      "            ck.ack(offset)  # stored: a retry of this checkpoint must not store it twice",
+      "            pass  # stored: a retry of this checkpoint must not store it twice",
+      I + "test_broker_pop.py::test_a_revive_pass_that_fails_half_way_stores_no_copy_twice"),
+    m("g37-pop-batch-ack-refused-no-fallback", "rmqrun/consumer/pop_acks.py",
+      "on a broker that serves POP but not BATCH_ACK_MESSAGE the batch that finds out is never acked one by one "
+      "(handled twice)",
+      "                await asyncio.gather(*(self._single_ack(i.pq, i.entry) for i in items))\n",
+      "                self._failed(items, exc)\n",
+      I + "test_pop_run.py::test_a_broker_refusing_batch_acks_gets_every_message_acked_one_by_one"),
+    m("g37-edquot-fences-store", "rmqrun/broker/store/disk.py",
+      "a full disk quota (EDQUOT) fences the store until a restart instead of rolling back and resuming",
+      "NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})", "NO_SPACE_ERRNOS = frozenset({errno.ENOSPC})",
+      U + "test_store_disk_space.py::test_a_full_quota_is_rolled_back_like_a_full_disk_and_writes_resume"),
+    m("g37-spark-pattern-prefix-match", "rmqrun/spark/ranges.py",
+      "subscribePattern matches a prefix of a topic name: 'orders' also reads 'orders_archive' (Kafka matches the "
+      "whole name)",
+      "    return [t for t in names if regex.fullmatch(t)]", "    return [t for t in names if regex.match(t)]",
+      "tests/spark/test_spark_kafka_options.py::test_subscribe_pattern_matches_whole_topic_names_only"),
+    m("g37-spark-available-now-past-start", "rmqrun/spark/stream.py",
+      "an availableNow query reads past the offsets that existed when it started (with producers writing it may "
+      "never end)",
+      "                off = min(off, self._cap.get(mq, first))",
+      "                off = max(off, self._cap.get(mq, first))",
+      "tests/spark/test_spark_stream.py::"
+      "test_available_now_ends_at_the_offsets_of_its_start_while_producers_write"),
+    m("g37-dlq-gauge-last-master-only", "rmqrun/client/group_lag.py",
+      "with several masters the exporter's DLQ gauge counts only the last master's DLQ (read as a counter reset)",
+      "        total += sum(q.max_offset for q in stats.values())",
+      "        total = sum(q.max_offset for q in stats.values())",
+      I + "test_exporter.py::test_exporter_sums_the_dead_letters_of_every_master"),
 ]

@@ -1,9 +1,9 @@
-"""Queue mode: an orderly job that waits for a busy worker while its queue's lock lapses does not start.
+"""Queue mode: an orderly job waiting for a busy worker while its queue's lock lapses does not start.
 
 One worker taking one job at a time; queue 0's message at offset 5 holds it (the gate
-handler) while queue 1's job waits in the executor for the same worker. Queue 1's lock then lapses (not renewed in time: a
-supervisor frozen past the expiry, a broker out of reach); another client may own the queue
-by now. When the worker frees, the waiting job must come back unrun, and the queue be locked
+handler) while queue 1's job waits in the executor for the same worker. Queue 1's lock
+then lapses (not renewed in time: a supervisor frozen past the expiry, a broker out of
+reach); another client may own the queue by now. When the worker frees, the waiting job must come back unrun, and the queue be locked
 again (and its gap settled, ``lock_gap.py``) before any of its messages is handled: started
 on the stale lock, it would run beside the new owner (out of order, or twice).
 
