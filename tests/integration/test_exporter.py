@@ -130,9 +130,9 @@ def test_exporter_sums_the_dead_letters_of_every_master(tmp_path: Path) -> None:
     with embedded_broker(tmp_path / "a") as a:
         b = EmbeddedBroker(tmp_path / "b", flush_mode="async", broker_name="broker-b").start_in_thread()
         try:
-            produce(a.namesrv_address, TOPIC, 12)                     # 3 per queue
+            produce(a.namesrv_address, TOPIC, 40)                     # about 10 per queue
             dead_letter(a.namesrv_address, a.broker_address, 3)
-            produce(b.namesrv_address, TOPIC, 8)
+            produce(b.namesrv_address, TOPIC, 20)
             dead_letter(b.namesrv_address, b.broker_address, 2)
             # broker-b joins broker-a's name server: one cluster, two masters
             a.namesrv.attach(BrokerEntry(a.config.cluster_name, "broker-b", b.broker_address, b.broker.topics))
