@@ -1053,4 +1053,9 @@ MUTANTS: list[Mutant] = [
       "            if not sgc.consume_broadcast_enable and info.message_model.value == \"BROADCASTING\":",
       "            if False:",
       I + "test_broker_send_pull.py::test_a_group_that_may_not_broadcast_is_refused_to_a_broadcasting_consumer"),
+    m("g37-pop-offset-past-end-not-corrected", "rmqrun/broker/pop/service.py",
+      "a group's pop offset outside the queue (past its end, or below what retention kept) is not moved to where "
+      "the store says: the group pops nothing from that queue again",
+      "        if got.status in _RESET and not got.records:", "        if False:",
+      I + "test_broker_pop_edges.py::test_a_group_offset_past_the_queue_s_end_is_moved_back_to_it"),
 ]

@@ -123,3 +123,23 @@ def test_a_pop_that_matches_nothing_moves_the_group_past_what_it_read(tmp_path: 
             await c.close()
 
     run(main())
+
+
+def test_a_group_offset_past_the_queue_s_end_is_moved_back_to_it(tmp_path: Path) -> None:
+    """The group's offset of a queue lies past its end (an offset written for an older store, say): the pop
+    moves it to where the store says the queue ends, so the next message sent is popped (left there, the
+    group would pop nothing until the queue grew past it)."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 2, queue_id=0)
+            moved = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                "consumerGroup": G, "topic": T, "queueId": "0", "commitOffset": "50"})
+            assert moved.code == ResponseCode.SUCCESS, moved.remark
+            assert await pop_all(c, G, T, queue_id=0) == []
+            assert eb.broker.store.consumer_offsets.query(G, T, 0) == 2
+            await send_many(c, T, 1, queue_id=0, prefix="late")
+            assert [m.body for m, _ in await pop_all(c, G, T, queue_id=0)] == [b"late0"]
+            await c.close()
+
+    run(main())
