@@ -66,6 +66,8 @@ def test_a_waiting_queue_mode_job_does_not_start_once_its_lock_lapsed(
                 engine, ex = r.supervisor.engine, r.supervisor.executor
                 assert engine is not None and ex is not None
                 await wait_for(lambda: {(0, o) for o in range(5)} <= _handled(record), what="queue 0 up to 4")
+                pq0 = engine.table[MessageQueue(TOPIC, "broker-a", 0)].pq
+                await wait_for(lambda: 5 in ex.handler_calls(pq0), what="queue 0's offset 5 holding the worker")
                 for i in range(3):   # queue 1's job comes while the worker is held
                     assert (await c.send(TOPIC, b"q1-%d" % i, queue_id=1)).code == ResponseCode.SUCCESS
 
