@@ -188,6 +188,34 @@ def test_revived_twice_counts_two(tmp_path: Path) -> None:
     run(main())
 
 
+def test_a_revive_pass_that_fails_half_way_stores_no_copy_twice(tmp_path: Path) -> None:
+    """Three popped messages come due; storing the second retry copy fails (a full disk, say). The next pass
+    stores what is left, not the first copy again: each message comes back once."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 3, queue_id=1)
+            real_put = eb.broker.put_messages
+            retry_puts: list[bytes] = []
+
+            async def put_failing_the_second_copy(msgs):  # type: ignore[no-untyped-def]
+                if msgs[0].topic.startswith("%RETRY%"):
+                    retry_puts.append(msgs[0].body)
+                    if len(retry_puts) == 2:
+                        raise OSError(28, "No space left on device")
+                return await real_put(msgs)
+
+            eb.broker.put_messages = put_failing_the_second_copy
+            assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 3
+            back = await _pop_until(c, 3, invisible_ms=60_000)
+            assert len(retry_puts) >= 4, retry_puts  # the scenario: a pass failed on the second copy
+            assert sorted(m.body for m, _ in back) == [b"m0", b"m1", b"m2"], [m.body for m, _ in back]
+            assert eb.broker.store.max_offset(f"%RETRY%{G}_{T}", 0) == 3, "a copy was stored twice"
+            await c.close()
+
+    run(main())
+
+
 def test_batch_ack_acks_exactly_the_bits_sent(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:

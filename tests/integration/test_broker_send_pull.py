@@ -259,3 +259,36 @@ def test_many_messages_across_queues_none_lost(tmp_path: Path) -> None:
         assert {m.queue_id for m in got} == {0, 1, 2, 3}
 
     run(_with_broker(tmp_path, body, flush_mode="async"))
+
+
+def test_a_group_that_may_not_broadcast_is_refused_to_a_broadcasting_consumer(tmp_path: Path) -> None:
+    """``mqadmin updateSubGroup -d false`` (consumeBroadcastEnable): a consumer heartbeating as BROADCASTING
+    whose pulls rely on that heartbeat's subscription is refused, NO_PERMISSION naming the group; the same
+    group consumed in clustering mode is served."""
+    from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
+    from rmqrun.protocol.bodies import ConsumerData, HeartbeatData, MessageModel
+    from rmqrun.protocol.subscription import SubscriptionData
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await Client.connect(eb.namesrv_address, eb.broker_address)
+            assert (await c.send("TB", b"x", queue_id=0)).code == ResponseCode.SUCCESS
+            cfg = SubscriptionGroupConfig("GB", consume_broadcast_enable=False)
+            made = await c.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=fastjson.dumps(cfg.to_json()))
+            assert made.code == ResponseCode.SUCCESS, made.remark
+
+            async def heartbeat(model: MessageModel) -> None:
+                data = HeartbeatData("cid-b", consumer_data_set=[ConsumerData(
+                    "GB", message_model=model, subscription_data_set=[SubscriptionData.build("TB", "*")])])
+                assert (await c.call(RequestCode.HEART_BEAT, body=data.encode())).code == ResponseCode.SUCCESS
+
+            await heartbeat(MessageModel.BROADCASTING)
+            refused = await c.pull("GB", "TB", 0, 0)
+            assert refused.code == ResponseCode.NO_PERMISSION, (refused.code, refused.remark)
+            assert refused.remark == "the consumer group[GB] can not consume by broadcast way"
+            await heartbeat(MessageModel.CLUSTERING)
+            served = await c.pull("GB", "TB", 0, 0)
+            assert served.code == ResponseCode.SUCCESS and [m.body for m in messages(served)] == [b"x"]
+            await c.close()
+
+    run(main())

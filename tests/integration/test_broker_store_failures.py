@@ -330,3 +330,37 @@ def test_a_stop_during_a_delayed_delivery_saves_the_progress_that_covers_it(tmp_
 
     run(first_life())
     run(second_life())
+
+
+def test_the_highest_delay_level_s_progress_is_restored_after_a_restart(tmp_path: Path) -> None:
+    """Level 18 (the last of Java's default 18, 2 h there; 1 s here so the test waits for nothing): its saved
+    progress is read back at start like every other level's, so its delivered messages are not delivered again."""
+    data = tmp_path / "d"
+    levels = " ".join(["1h"] * 17 + ["1s"])
+
+    async def first_life() -> None:
+        async with EmbeddedBroker(data, message_delay_levels=levels) as eb:
+            assert eb.broker.schedule.max_level == 18
+            c = await Client.connect(eb.namesrv_address, eb.broker_address)
+            for i in range(2):
+                assert (await c.send("Latest", b"d%d" % i, queue_id=0, props={"DELAY": "18"})).code == \
+                    ResponseCode.SUCCESS
+            await _wait_for(lambda: eb.broker.schedule.offsets.get(18) == 2, "level 18's progress past both")
+            await c.close()
+        assert '"18":2' in (data / "config" / "delayOffset.json").read_text().replace(" ", "")
+
+    async def second_life() -> None:
+        async with EmbeddedBroker(data, message_delay_levels=levels) as eb:
+            store = eb.broker.store
+            assert eb.broker.schedule.offsets.get(18) == 2
+            c = await Client.connect(eb.namesrv_address, eb.broker_address)
+            assert (await c.send("Latest", b"d2", queue_id=0, props={"DELAY": "18"})).code == ResponseCode.SUCCESS
+            # level 18's queue is in order: had its progress been dropped, d0 and d1 would come again before d2
+            await _wait_for(lambda: eb.broker.schedule.offsets.get(18) == 3, "the new delivery's progress")
+            pulled = await c.pull("G", "Latest", 0, 0, subscription="*")
+            assert [m.body for m in messages(pulled)] == [b"d0", b"d1", b"d2"]
+            assert store.max_offset("Latest", 0) == 3
+            await c.close()
+
+    run(first_life())
+    run(second_life())

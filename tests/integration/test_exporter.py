@@ -16,6 +16,8 @@ import signal
 import time
 from pathlib import Path
 
+from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.broker.namesrv import BrokerEntry
 from rmqrun.model import MessageQueue
 from rmqrun.pull import AsyncPullConsumer
 from tests.integration.cli_kit import Child, embedded_broker, free_port, produce, run_cli, wait_for
@@ -119,6 +121,32 @@ def test_exporter_lag_is_correct_with_no_consumer_running(tmp_path: Path) -> Non
             child.signal(signal.SIGTERM)
             assert child.wait(30) == 0
         assert child.stderr.count(f"group {GROUP}: cannot read its lag") == 1, child.stderr
+
+
+def test_exporter_sums_the_dead_letters_of_every_master(tmp_path: Path) -> None:
+    """A cluster of two masters, each holding some of the group's dead letters: the gauge is their sum (the
+    last master's alone would read as a drop, a counter reset, to a rate() over it)."""
+    port = free_port()
+    with embedded_broker(tmp_path / "a") as a:
+        b = EmbeddedBroker(tmp_path / "b", flush_mode="async", broker_name="broker-b").start_in_thread()
+        try:
+            produce(a.namesrv_address, TOPIC, 40)                     # about 10 per queue
+            dead_letter(a.namesrv_address, a.broker_address, 3)
+            produce(b.namesrv_address, TOPIC, 20)
+            dead_letter(b.namesrv_address, b.broker_address, 2)
+            # broker-b joins broker-a's name server: one cluster, two masters
+            a.namesrv.attach(BrokerEntry(a.config.cluster_name, "broker-b", b.broker_address, b.broker.topics))
+            args = ["exporter", "--namesrv", a.namesrv_address, "--group", GROUP, "--metrics-port", str(port),
+                    "--interval", "1"]
+            with Child(args, tmp_path, name="exporter") as child:
+                child.wait_output(f"metrics on http://127.0.0.1:{port}/metrics")
+                s = wait_for(lambda: (lambda x: x if x.value("rmqrun_exporter_up", group=GROUP) == 1 else None)(
+                    scrape(port)), 20, "a first reading")
+                assert s.value("rmqrun_dlq_messages_total", group=GROUP) == 5
+                child.signal(signal.SIGTERM)
+                assert child.wait(30) == 0
+        finally:
+            b.stop_in_thread()
 
 
 def test_exporter_refuses_a_bad_option_and_a_busy_port(tmp_path: Path) -> None:

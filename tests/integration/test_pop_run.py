@@ -351,3 +351,29 @@ def test_a_batch_handler_s_successes_are_acked_in_one_batch_ack(tmp_path: Path, 
         assert len(calls) < 40, "some calls carried several messages"
     finally:
         eb.stop_in_thread()
+
+
+@needs_pop_broker
+def test_a_broker_refusing_batch_acks_gets_every_message_acked_one_by_one(tmp_path: Path, runs: Runs) -> None:
+    """A broker that serves POP but answers BATCH_ACK_MESSAGE "not supported": the batch of acks that finds
+    out is sent again one ACK_MESSAGE per message, as every later one is; none is left to come back."""
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    try:
+        async def not_supported(conn, cmd):  # type: ignore[no-untyped-def]
+            return answer(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+        eb.broker.server.register(RequestCode.BATCH_ACK_MESSAGE, not_supported)
+        produce(eb, "PopNoBatch", 20)
+        set_pop_mode(eb, "GPopNoBatch", "PopNoBatch")
+        record = tmp_path / "records.txt"
+        p = start_pop(runs, "n", eb, "GPopNoBatch", "PopNoBatch", record,
+                      settings={"RMQRUN_POP_INVISIBLE_TIME_MS": "60000"})
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 20, 60, "every message handled", interval=0.2)
+        # acked: the broker holds no popped message un-acked (one whose ack was dropped would stay so for 60 s)
+        wait_until(lambda: len(eb.broker.pop.ck_log) == 0, 30, "every message acked", interval=0.2)
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert sorted(got) == list(range(20)) and all(len(ds) == 1 for ds in got.values()), got
+        assert "does not take batch acks" in p.log()
+    finally:
+        eb.stop_in_thread()

@@ -120,6 +120,15 @@ def test_subscribe_pattern_picks_up_a_topic_created_mid_stream(spark: Any, broke
     assert sum(end["SparkPat2"].values()) == 4
 
 
+def test_subscribe_pattern_matches_whole_topic_names_only(spark: Any, broker: Any) -> None:
+    """As Kafka's: the pattern must match the whole name, so a plain name is not a prefix match."""
+    mine = produce(broker, "SparkWhole", 3)
+    produce(broker, "SparkWhole_archive", 2)      # starts with the pattern: not a match
+    rows = _read(spark, broker, subscribePattern="SparkWhole").select("topic", "msg_id").collect()
+    assert {r.topic for r in rows} == {"SparkWhole"}
+    assert sorted(r.msg_id for r in rows) == sorted(mine)
+
+
 def test_sink_topic_column_with_the_option_as_fallback(spark: Any, broker: Any) -> None:
     for topic in ("SparkRowT1", "SparkRowT2", "SparkRowDefault"):
         produce(broker, topic, 1)

@@ -302,3 +302,84 @@ def test_read_options_take_an_ending_map_and_write_options_their_timeout() -> No
     assert (out.topic, out.send_timeout, out.producer_group) == ("Out", 1.5, "PG")
     with pytest.raises(OptionError, match="rocketmq sink option topic must name one topic, got 'A,B'"):
         WriteOptions.parse({"namesrv": "x:1", "topic": "A,B"})
+
+
+def test_share_limit_grants_the_whole_limit_when_queues_outnumber_it() -> None:
+    """Eight queues one message behind each and maxOffsetsPerTrigger=3: every proportional share rounds
+    down to 0, so the leftover must be granted too, or no trigger would ever read anything."""
+    start = {mq(q): 10 for q in range(8)}
+    latest = {mq(q): 11 for q in range(8)}
+    end = share_limit(start, latest, 3)
+    assert sum(end[q] - start[q] for q in start) == 3
+    cur = dict(start)
+    for _ in range(3):
+        cur = share_limit(cur, latest, 3)
+    assert cur == latest
+
+
+def test_a_start_by_timestamp_includes_the_message_stored_at_that_time() -> None:
+    """As Kafka's offsetsForTimes: the first message stored at or after the time, so one stored at exactly
+    that millisecond is read (searchOffset's answer, the nearest message, may be older and is passed over)."""
+    from rmqrun.model import Message
+    from rmqrun.pull import PullResult, PullStatus
+    from rmqrun.spark.ranges import first_stored_at_or_after
+
+    class Stamped:
+        stamps = [1000, 2000, 2000, 3000]
+
+        def max_offset(self, q: MessageQueue) -> int:
+            return len(self.stamps)
+
+        def min_offset(self, q: MessageQueue) -> int:
+            return 0
+
+        def search_offset(self, q: MessageQueue, ts: int) -> int:
+            return 0
+
+        def pull(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+            got = range(offset, min(len(self.stamps), offset + max_nums))
+            return PullResult(PullStatus.FOUND, got[-1] + 1, 0, len(self.stamps),
+                              [Message("T", b"x", queue_id=0, queue_offset=o, store_timestamp=self.stamps[o])
+                               for o in got])
+
+    assert first_stored_at_or_after(Stamped(), mq(0), 2000) == 1
+    assert first_stored_at_or_after(Stamped(), mq(0), 1999) == 1
+    assert first_stored_at_or_after(Stamped(), mq(0), 3000) == 3
+    assert first_stored_at_or_after(Stamped(), mq(0), 3001) is None
+
+
+def test_stream_planning_keeps_the_offset_of_a_queue_gone_from_the_route() -> None:
+    """A queue missing from the route for a while (its broker restarting) keeps its offset in every end the
+    planner answers; when it is back it goes on from there, not from 0 (everything read again)."""
+    pytest.importorskip("pyspark")
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from rmqrun.spark import stream
+    from rmqrun.spark.offsets import encode
+
+    class Brokers:
+        namesrv = "fake:1"
+
+        def __init__(self) -> None:
+            self.top = {mq(0): 10}
+
+        def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+            return sorted(self.top)
+
+        def max_offset(self, q: MessageQueue) -> int:
+            return self.top[q]
+
+    fake = Brokers()
+    opts = ReadOptions.parse({"namesrv": "fake:1", "topic": "T"}, streaming=True)
+    stream._PLANNER_CONSUMERS[(opts.namesrv, "", opts.pull_timeout)] = fake
+    try:
+        reader = stream.RocketMQStreamReader(opts)
+        first = reader.latestOffset(encode({mq(0): 2, mq(1): 4}), ReadAllAvailable())
+        assert first == encode({mq(0): 10, mq(1): 4})
+        fake.top[mq(1)] = 6                      # its broker is back, with two new messages
+        second = reader.latestOffset(first, ReadAllAvailable())
+        assert second == encode({mq(0): 10, mq(1): 6})
+        ranges = [p.range for p in reader.partitions(first, second)]
+        assert [(r.queue_id, r.start, r.end) for r in ranges] == [(1, 4, 6)]
+    finally:
+        stream._PLANNER_CONSUMERS.clear()

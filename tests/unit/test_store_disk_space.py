@@ -292,3 +292,26 @@ def test_a_rolled_back_write_the_key_index_saw_is_not_found_by_its_key(tmp_path:
         assert len(index.query("T", "k1", 8)) == 1
     finally:
         store.close()
+
+
+def test_a_full_quota_is_rolled_back_like_a_full_disk_and_writes_resume(tmp_path: Path) -> None:
+    """EDQUOT (this user's quota used up) is "no room", as ENOSPC: the write is rolled back and refused
+    while it lasts, never fenced until a restart, and writes resume once there is room."""
+    disk = FakeDisk(tmp_path, 256 * KIB)
+    store = open_store(tmp_path, disk)
+    try:
+        store.set_disk_usage(lambda _p: 0.10)
+        fill(store, 3)
+        log_end = store.commit_log_max_offset
+        disk.fail_errno = errno.EDQUOT
+        with pytest.raises(NoSpaceError) as info:
+            fill(store, 1)
+        assert isinstance(info.value, DiskFullError), "a full quota must be answered as a full disk"
+        assert store.disk_full and store.commit_log_max_offset == log_end and store.max_offset("T", 0) == 3
+        disk.fail_errno = None      # the operator raised the quota: the next check lifts the mark
+        store.clean_expired_files()
+        assert not store.disk_full
+        assert fill(store, 2) == [3, 4], "writes did not resume after the quota was raised"
+        assert len(bodies(store)) == 5
+    finally:
+        store.close()

@@ -164,3 +164,28 @@ def test_topic_table_with_wrong_structure(tmp_path) -> None:
     s = TopicConfigStore(tmp_path / "topics.json")
     loaded = s.load()
     assert loaded.source is LoadSource.EMPTY and "corrupt" in loaded.problem and s.all() == {}
+
+
+def test_a_failed_offsets_save_is_written_by_the_close_of_an_idle_store(tmp_path) -> None:
+    """A save of consumerOffset.json that failed (a full disk, an I/O error) leaves the table dirty: with no
+    commit after it, the stop of an idle broker still writes it, and a restart reads the last commits."""
+    with MessageStore(tmp_path, small_config(config_flush_interval_ms=60_000)) as s:
+        s.consumer_offsets.commit("G", "T", 0, 41)
+        s.flush_configs()
+        s.consumer_offsets.commit("G", "T", 0, 42)
+        real_save = s.consumer_offsets._file.save
+        failures = []
+
+        def failing_once(payload) -> None:
+            if not failures:
+                failures.append(payload)
+                raise OSError(28, "No space left on device")
+            real_save(payload)
+
+        s.consumer_offsets._file.save = failing_once
+        with pytest.raises(OSError):
+            s.flush_configs()
+        assert failures, "the save never failed"
+        # nothing commits any more: the group is idle until the broker stops
+    with MessageStore(tmp_path, small_config()) as s:
+        assert s.consumer_offsets.query("G", "T", 0) == 42, "the restart went back to what was saved before"
