@@ -59,6 +59,14 @@ def _template(option: str, text: str | None) -> Any:
         raise ConfigError(f"{option}: {exc}") from None
 
 
+def _check_trace_topic(topic: str) -> None:
+    from rmqrun.client.producer import check_topic
+    try:
+        check_topic(topic)
+    except ValueError as exc:
+        raise ConfigError(f"--msg-trace-topic: {exc}") from None
+
+
 def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | None,
           properties: tuple[str, ...], delay_level: int) -> Any:
     from rmqrun.cli import produce as p
@@ -92,12 +100,15 @@ def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | No
 @click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
+@click.option("--msg-trace", is_flag=True, help="write a Pub message-trace record per message (Java's enableMsgTrace; "
+              "see docs/tracing.md)")
+@click.option("--msg-trace-topic", default="RMQ_SYS_TRACE_TOPIC", show_default=True, help="the topic of --msg-trace")
 @namespace_option
 @security_options
 def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
-            delay_level: int, concurrency: int, batch: int, group: str, namespace: str | None,
-            security_flags: dict[str, Any]) -> None:
+            delay_level: int, concurrency: int, batch: int, group: str, msg_trace: bool, msg_trace_topic: str,
+            namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.client.producer import Producer
@@ -110,6 +121,10 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
     spec = _spec(topic, tags, keys, sharding_key, properties, delay_level)
     if batch > 1 and (sharding_key or delay_level):
         raise ConfigError("--batch cannot be combined with --sharding-key or --delay-level")
+    if batch > 1 and msg_trace:
+        raise ConfigError("--msg-trace traces messages sent one by one: drop --batch")
+    if msg_trace:
+        _check_trace_topic(msg_trace_topic)
     if file is None and _stdin_is_data():
         file = click.get_binary_stream("stdin")
     if file is None and count is None:
@@ -119,7 +134,8 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
 
     async def main() -> p.ProduceReport:
         bodies = p.generated(count or 0, template) if file is None else p.lines_of(file.readline, count)
-        async with Producer(addr, group, namespace=namespace, security=security) as producer:
+        async with Producer(addr, group, namespace=namespace, security=security, msg_trace=msg_trace,
+                            msg_trace_topic=msg_trace_topic) as producer:
             if not show_bar:
                 return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
             with click.progressbar(length=count, label=f"sending to {topic}", file=sys.stderr,

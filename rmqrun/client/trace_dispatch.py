@@ -4,11 +4,11 @@ Trace records are produced on the consume and send paths, where nothing may wait
 :meth:`TraceDispatcher.append` only puts a context in a bounded buffer and returns; a full buffer drops the
 context and counts it (:attr:`TraceDispatcher.dropped`, the ``rmqrun_trace_dropped_total`` metric), never
 the message traced. A background task encodes the buffered contexts (:mod:`rmqrun.protocol.trace`), batches
-them per trace topic, and sends a batch as one message through an ordinary :class:`~rmqrun.client.producer.
-Producer` (so it is signed like every other request under ACL) when it reaches ``max_batch_bytes`` (Java:
-the trace producer's 128,000-byte message limit less 10,000) or its first record has waited ``max_wait``
-seconds (Java: 500 ms). The message's KEYS are every traced message's id and keys, which is how
-``queryMsgTraceById`` (QUERY_MESSAGE by key on the trace topic) finds it.
+them per trace topic, and sends a batch as one message through an ordinary
+:class:`~rmqrun.client.producer.Producer` (so it is signed like every other request under ACL) when it
+reaches ``max_batch_bytes`` (Java: the trace producer's 128,000-byte message limit less 10,000) or its first
+record has waited ``max_wait`` seconds (Java: 500 ms). The message's KEYS are every traced message's id
+and keys, which is how ``queryMsgTraceById`` (QUERY_MESSAGE by key on the trace topic) finds it.
 
 A send that fails is logged (once per error text and minute) and its records are counted in
 :attr:`TraceDispatcher.send_failures`; at most ``max_sends`` sends are in flight, and while they all are the
@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Callable
+from typing import Any, Callable, Protocol
 
 from loguru import logger
 
-from rmqrun.client.producer import Producer
 from rmqrun.protocol.trace import DEFAULT_TRACE_TOPIC, TraceContext, TraceTransfer, encode_context, trace_keys
 
 #: AsyncTraceDispatcher's traceContextQueue capacity
@@ -36,10 +35,21 @@ DEFAULT_MAX_WAIT = 0.5
 TRACE_SEND_TIMEOUT = 5.0
 
 
+class TraceSender(Protocol):
+    """What the dispatcher sends with: a :class:`~rmqrun.client.producer.Producer` (which itself may own a
+    dispatcher, so this module does not import it)."""
+
+    async def start(self) -> None: ...
+
+    async def send(self, topic: str, body: bytes, *, keys: str, timeout: float) -> Any: ...
+
+    async def close(self) -> None: ...
+
+
 class TraceDispatcher:
     """Buffers trace contexts and sends them in batches, off the caller's path."""
 
-    def __init__(self, producer_factory: Callable[[], Producer], topic: str = DEFAULT_TRACE_TOPIC, *,
+    def __init__(self, producer_factory: Callable[[], TraceSender], topic: str = DEFAULT_TRACE_TOPIC, *,
                  capacity: int = DEFAULT_CAPACITY, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
                  max_wait: float = DEFAULT_MAX_WAIT, max_sends: int = 4) -> None:
         if capacity < 1:
@@ -49,7 +59,7 @@ class TraceDispatcher:
         self.max_batch_bytes = max_batch_bytes
         self.max_wait = max_wait
         self._producer_factory = producer_factory
-        self._producer: Producer | None = None
+        self._producer: TraceSender | None = None
         self._buffer: list[TraceContext] = []
         self._segment: list[TraceTransfer] = []
         self._segment_chars = 0
@@ -75,6 +85,8 @@ class TraceDispatcher:
             self.dropped += 1
             return False
         self._buffer.append(ctx)
+        if self._task is None:
+            self.start()  # on the first record: the owner may build the dispatcher before its loop runs
         if len(self._buffer) == 1:
             self._wake.set()
         return True
@@ -87,6 +99,7 @@ class TraceDispatcher:
     # ----------------------------------------------------------------- lifecycle
 
     def start(self) -> None:
+        """Start the sending task (on the running loop); :meth:`append` does it on its first record."""
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
 
@@ -160,7 +173,7 @@ class TraceDispatcher:
         finally:
             self._send_slots.release()
 
-    async def _started_producer(self) -> Producer:
+    async def _started_producer(self) -> TraceSender:
         if self._producer is None:
             self._producer = self._producer_factory()
         await self._producer.start()

@@ -73,6 +73,8 @@ class JobResult:
     error: str | None = None
     #: time the handler's process spent on the job (None: unknown), for the latency histogram
     handler_seconds: float | None = None
+    #: a time limit cut the job short (the message tracing's TIME_OUT context code)
+    timed_out: bool = False
 
     def delay_level(self, i: int) -> int:
         return self.delay_levels[i] if i < len(self.delay_levels) else 0

@@ -308,7 +308,8 @@ class PoolExecutor:
                 delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
                 error=result.error,
-                handler_seconds=result.elapsed))
+                handler_seconds=result.elapsed,
+                timed_out=result.timed_out))
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
@@ -537,4 +538,4 @@ async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResu
     delays = [first.delay_level(i) for i in range(index)] + [rest.delay_level(i) for i in range(len(rest.verdicts))]
     head_verdicts = (first.verdicts + [Verdict.NOT_RUN] * index)[:index]
     whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,
-                               handler_seconds=first.handler_seconds))
+                               handler_seconds=first.handler_seconds, timed_out=first.timed_out or rest.timed_out))

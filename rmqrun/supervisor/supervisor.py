@@ -38,6 +38,7 @@ from loguru import logger
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.pop_push import PopPushConsumer
 from rmqrun.consumer.push import PushConsumer
+from rmqrun.consumer.trace_hook import TracingExecutor, consumer_tracing
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
@@ -89,6 +90,8 @@ class Supervisor:
         # workers take the consumer's namespace off message topics: one source for both
         pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace)
         self.executor = PoolExecutor(pool, max_inflight_messages=settings.max_inflight_messages)
+        #: msg_trace: the executor the engine runs its jobs through, writing message traces (None: off)
+        self.tracing: TracingExecutor | None = consumer_tracing(settings.consumer, self.executor)
         self.engine: PushConsumer | None = None
         #: True once the consumer has started and taken its first assignment (systemd READY=1)
         self.ready = False
@@ -152,6 +155,8 @@ class Supervisor:
             return await self._run()
         finally:
             self._remove_signals()
+            if self.tracing is not None:
+                await self.tracing.dispatcher.close()
 
     async def _run(self) -> int:
         try:
@@ -162,7 +167,7 @@ class Supervisor:
         try:
             self.engine = await start_when_reachable(
                 lambda: (PopPushConsumer if self.settings.consumer.consume_mode == "pop" else PushConsumer)(
-                    self.settings.consumer, self.executor), self._signals,
+                    self.settings.consumer, self.tracing or self.executor), self._signals,
                 on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)
