@@ -41,7 +41,11 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     settings = table.build(resolved)
     cwd_on_path()
     from rmqrun.cli import event_loop
-    sys.exit(event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"]))
+    from rmqrun.supervisor.signal_senders import command_signals_blocked
+    # before the loop and its threads exist: a thread that has them unblocked takes them with no sender known
+    with command_signals_blocked():
+        code = event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"])
+    sys.exit(code)
 
 
 async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
