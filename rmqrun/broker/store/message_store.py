@@ -99,6 +99,7 @@ class MessageStore:
         self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock, self.disk)
         config_dir = self.data_dir / "config"
         self.consumer_offsets = ConsumerOffsetStore(config_dir / ConsumerOffsetStore.FILE_NAME)
+        self.retention.consumer_offsets = self.consumer_offsets
         self.topic_configs = TopicConfigStore(config_dir / TopicConfigStore.FILE_NAME)
         self.subscription_groups = SubscriptionGroupStore(config_dir / SubscriptionGroupStore.FILE_NAME)
         #: Filled by open(): what recovery did, and problems found in the JSON stores.
