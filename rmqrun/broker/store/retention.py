@@ -55,6 +55,7 @@ from .config import StoreConfig, delete_hours
 from .disk import REAL_DISK, DiskLike, StatVfs, used_ratio
 from .queue_table import QueueTable
 from .retention_loss import OffsetsLike, losses, report
+from .segment_space import FencedReport
 
 #: Reads the used share (0.0-1.0) of the file system holding a directory. A seam for tests.
 DiskUsage = Callable[[Path], float]
@@ -117,6 +118,8 @@ class Retention:
         self.consumer_offsets: OffsetsLike | None = None
         #: why the files about to go are deleted, for that line
         self._why = "expired"
+        #: a line every minute while writes are refused for lack of space (segment_space.py)
+        self._fenced = FencedReport()
 
     def real_disk_usage(self, path: Path) -> float:
         """The disk-use reading of ``path`` through the store's :class:`~.disk.Disk`."""
@@ -165,6 +168,8 @@ class Retention:
             report.deleted_commit_log_files = self._delete_commit_log(now)
         report.deleted_queue_files = self.follow()
         report.commit_log_min_offset = self.log.min_offset
+        self._fenced.note(self.disk_full, time.monotonic(), self.data_dir, self.last_used,
+                          len(self.log.file.segments), self.config.segment_size)
         return report
 
     def follow(self) -> int:
