@@ -338,18 +338,14 @@ class Supervisor:
     def status_text(self) -> str:
         """One line of progress. The rate is over the time since the previous line (the status interval), not
         since start: an average over a day hides that consuming stopped an hour ago. While draining the line
-        says so first, so systemd's ``stopping`` status is never replaced by a plain progress line; and so does
-        a wedged pool's line, or the next progress line (0.1 s later) hid the wedge from ``systemctl status``."""
+        says so first, so systemd's ``stopping`` status is never replaced by a plain progress line."""
         engine = self.engine
         if engine is None:
             return "starting"
         if self._status_line is None:
             self._status_line = StatusLine(engine.stats.started)
         text = self._status_line.text(self.snapshot(), time.monotonic())
-        if self.phase in ("draining", "stopped"):
-            return f"stopping: {text}"
-        alive = self.liveness()
-        return text if alive.ok else f"{alive.reason}; {text}"
+        return f"stopping: {text}" if self.phase in ("draining", "stopped") else text
 
     async def _status_loop(self) -> None:
         interval = self.settings.status_interval

@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
-from rmqrun.supervisor.health import Verdict
 from rmqrun.supervisor.supervisor import Supervisor
 from tests.unit.test_status_line import snap
 
@@ -21,7 +20,6 @@ def supervisor(consumed: int, started: float, phase: str = "consuming") -> Super
     sup.phase = phase
     sup._status_line = None
     sup.snapshot = lambda: snap(consumed, [(10, 10), (5, 3)])  # type: ignore[method-assign]
-    sup.liveness = lambda: Verdict(True, "alive: consuming")  # type: ignore[method-assign]
     return sup
 
 
@@ -40,11 +38,3 @@ def test_a_drain_keeps_saying_stopping() -> None:
     none = supervisor(0, time.monotonic())
     none.engine = None
     assert none.status_text() == "starting"
-
-
-def test_a_wedged_pool_says_so_first_on_every_line() -> None:
-    """The watchdog's ``STATUS=unhealthy: ...`` used to be replaced by the next plain progress line."""
-    sup = supervisor(20, time.monotonic() - 10)
-    sup.liveness = lambda: Verdict(False, "unhealthy: pool wedged: x")  # type: ignore[method-assign]
-    assert sup.status_text().startswith("unhealthy: pool wedged: x; 20 consumed (")
-    assert sup.status_text().startswith("unhealthy: pool wedged: x; 20 consumed (0/s now)")
