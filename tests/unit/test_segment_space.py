@@ -26,8 +26,15 @@ def test_a_64_mib_disk_refuses_the_default_segment_and_suggests_a_quarter_of_its
            "free of 64 MiB)" in text
     assert "rmqrun broker --segment-size 8MiB" in text, text
     check_first_segment_fits(Path("/d"), 8 * MIB, 4 * MIB, _disk(60 * MIB))  # fits: no error
-    assert suggested_segment_size(60 * MIB, 4 * MIB + 8) == 8 * MIB
-    assert suggested_segment_size(10 * MIB, 4 * MIB + 8) is None  # nothing useful fits: free space instead
+    assert "--max-message-size" not in text  # the default 4 MiB fits an 8 MiB segment
+    assert suggested_segment_size(60 * MIB) == 8 * MIB
+    assert suggested_segment_size(100 * 1024) is None  # nothing useful fits: free space instead
+
+
+def test_on_a_2_mib_disk_the_advice_lowers_the_largest_message_too() -> None:
+    with pytest.raises(DataDirError) as err:
+        check_first_segment_fits(Path("/d"), 256 * MIB, 4 * MIB, _disk(2 * MIB, 2 * MIB))
+    assert "rmqrun broker --segment-size 512KiB --max-message-size 128KiB" in str(err.value), str(err.value)
 
 
 def test_the_reminder_comes_once_a_period_while_fenced_and_starts_over_after() -> None:

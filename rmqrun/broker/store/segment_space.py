@@ -25,22 +25,32 @@ from loguru import logger
 from .disk import StatVfs
 from .errors import DataDirError
 
-MIB = 1024 * 1024
+KIB = 1024
+MIB = 1024 * KIB
 #: seconds between two reminders while writes are refused for lack of space
 FENCED_REPORT_S = 60.0
+
+
+#: the smallest segment suggested (a message of up to a quarter of it still fits)
+SMALLEST_SUGGESTED = 64 * KIB
 
 
 def mib(size: int) -> str:
     return f"{size / MIB:.0f} MiB" if size >= MIB else f"{size} bytes"
 
 
-def suggested_segment_size(free: int, smallest: int) -> int | None:
-    """A power-of-two MiB segment of at most a quarter of ``free`` (retention needs a full segment behind the
-    one being written to delete anything), at least ``smallest``; None when none fits."""
+def flag_size(size: int) -> str:
+    """``8MiB``, ``512KiB``: as ``--segment-size`` takes it."""
+    return f"{size // MIB}MiB" if size >= MIB and size % MIB == 0 else f"{size // KIB}KiB"
+
+
+def suggested_segment_size(free: int) -> int | None:
+    """A power-of-two segment of at most a quarter of ``free`` (retention needs a full segment behind the one
+    being written to delete anything); None when even :data:`SMALLEST_SUGGESTED` does not fit."""
     size = 1 << 40
-    while size > free // 4 and size >= MIB:
+    while size > free // 4 and size >= SMALLEST_SUGGESTED:
         size //= 2
-    return size if size >= max(smallest, MIB) else None
+    return size if size >= SMALLEST_SUGGESTED else None
 
 
 def check_first_segment_fits(data_dir: Path, segment_size: int, max_message_size: int,
@@ -51,10 +61,14 @@ def check_first_segment_fits(data_dir: Path, segment_size: int, max_message_size
     if segment_size <= free:
         return
     total = st.f_blocks * st.f_frsize
-    smaller = suggested_segment_size(free, max_message_size + 8)
-    fix = (f"start it with a smaller segment_size, e.g. rmqrun broker --segment-size {smaller // MIB}MiB (a "
-           "quarter of the free space or less, so retention has whole segments to delete)" if smaller else
-           "free space on that disk or use a larger one")
+    smaller = suggested_segment_size(free)
+    if smaller is None:
+        fix = "free space on that disk or use a larger one"
+    else:
+        # a record must fit in a segment: a smaller segment may need a smaller largest message too
+        message = (f" --max-message-size {flag_size(smaller // 4)}" if max_message_size + 8 > smaller else "")
+        fix = (f"start it with a smaller segment_size, e.g. rmqrun broker --segment-size {flag_size(smaller)}"
+               f"{message} (a quarter of the free space or less, so retention has whole segments to delete)")
     raise DataDirError(data_dir, f"a commit-log segment of {mib(segment_size)} (segment_size) is larger than the "
                                  f"free space of its disk ({mib(free)} free of {mib(total)}): the broker would fill "
                                  f"the disk with one segment it can never delete, then refuse every write; {fix}")
