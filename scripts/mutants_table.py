@@ -961,7 +961,7 @@ MUTANTS: list[Mutant] = [
       I + "test_signal_sender_metrics.py"),
     m("systemd-status-hides-wedge", "rmqrun/cli/systemd.py",
       "systemd's STATUS= is the plain progress line while the pool is wedged: systemctl status hides the wedge",
-      'self.notify(f"STATUS={text}" if alive.ok else f"STATUS={alive.reason}; {text}")',
+      'self.notify(f"STATUS={text}" if alive is None or alive.ok else f"STATUS={alive.reason}; {text}")',
       'self.notify(f"STATUS={text}")',
       I + "test_systemd_status_unhealthy.py"),
     m("exporter-unknown-group-known", "rmqrun/cli/exporter.py",

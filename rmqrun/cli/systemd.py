@@ -88,8 +88,8 @@ class SystemdNotifier:
         def status(text: str) -> None:
             # while the pool is wedged every STATUS= says so first: the watchdog's one STATUS=unhealthy line was
             # replaced by the next progress line 0.1 s later, and systemctl status hid the wedge
-            alive = supervisor.liveness()
-            self.notify(f"STATUS={text}" if alive.ok else f"STATUS={alive.reason}; {text}")
+            alive = supervisor.liveness() if supervisor.phase == "consuming" else None  # judged only then
+            self.notify(f"STATUS={text}" if alive is None or alive.ok else f"STATUS={alive.reason}; {text}")
 
         settings.on_status = status
         settings.on_stopping = lambda: self.notify("STOPPING=1", "STATUS=stopping: finishing in-flight messages")
