@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from rmqrun.consumer.allocate import AllocateStrategy, _prepare, get_strategy
-from rmqrun.errors import ConfigError
+from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import MessageQueue
 
 NAME = "MACHINE_ROOM_NEARBY"
@@ -44,7 +44,7 @@ DEFAULT_CONSUMER_ROOMS = "instance-prefix:-"
 RESOLVER_FORMS = ("prefix:SEP", "instance-prefix:SEP", "regex:PATTERN", "table:NAME=ROOM,NAME=ROOM,...")
 
 
-class RoomUnknown(ValueError):
+class RoomUnknown(RmqrunError, ValueError):
     """A broker or consumer the resolver cannot place in a room (Java: IllegalArgumentException)."""
 
 

@@ -333,7 +333,11 @@ class PushConsumer:
     # ----------------------------------------------------------------- broker → client requests
 
     async def _on_ids_changed(self, header: Any) -> None:
-        logger.info("broker says the members of {} changed; rebalancing now", self.user_config.group)
+        # a broker back from a hang sends the notices it queued meanwhile at once: one line for the one rebalance
+        if self._wake.is_set():
+            logger.debug("broker says the members of {} changed; a rebalance is due already", self.user_config.group)
+        else:
+            logger.info("broker says the members of {} changed; rebalancing now", self.user_config.group)
         self.wake_rebalance()
 
     async def _on_running_info(self, header: Any) -> dict[str, Any]:

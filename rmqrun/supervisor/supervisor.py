@@ -41,6 +41,7 @@ from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
+from rmqrun.supervisor.config_reload import ConfigChange, reload_with_config
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.health import (
     READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S, HealthLimits, HealthWatch, Verdict, liveness, readiness,
@@ -81,6 +82,9 @@ class RunSettings:
     #: read each signal's sender (and ignore those from workers): blocks the command signals in this thread,
     #: which child processes started meanwhile inherit (see signal_senders); ``rmqrun run`` turns it on
     signal_senders: bool = False
+    #: HUP reads the configuration anew with this (``rmqrun run``: file, environment, flags) and applies what
+    #: can change live (:mod:`rmqrun.supervisor.config_reload`); None: HUP starts fresh workers only
+    reload_config: Callable[[], ConfigChange] | None = field(default=None, repr=False)
 
 
 class Supervisor:
@@ -263,6 +267,9 @@ class Supervisor:
             logger.error("{} failed: {}", signal.Signals(sig).name, exc)
 
     async def _reload(self) -> None:
+        if self.settings.reload_config is not None:
+            await reload_with_config(self, self.settings.reload_config)
+            return
         try:
             await self.executor.pool.reload()
         except (PoolError, OSError) as exc:
