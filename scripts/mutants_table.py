@@ -952,4 +952,12 @@ MUTANTS: list[Mutant] = [
       "            return PopClient(client_id, False)\n        try:",
       "            raise\n        try:",
       I + "test_status_pop.py"),
+    # ---------------------------------------------------------------- property separators in keys and tags (#33)
+    m("property-separator-allowed", "rmqrun/remoting/message_props.py",
+      "a \\x02 or \\x01 inside keys, tags or a property value is sent as is: the broker reads it as an extra "
+      "property (a key can schedule or delay the message)",
+      "        if sep in text:",
+      "        if False:",
+      I + "test_producer_refusals.py::test_bad_sends_are_refused_by_name_and_nothing_is_stored",
+      I + "test_cli_produce_status.py::test_a_separator_in_keys_tags_or_properties_is_refused_and_nothing_is_sent"),
 ]

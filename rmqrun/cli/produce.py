@@ -52,7 +52,8 @@ class Template:
 
 
 def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
-    """``k=v`` strings to a mapping; refuses a missing ``=``, an empty key and reserved names."""
+    """``k=v`` strings to a mapping; refuses a missing ``=``, an empty key, reserved names and text the
+    properties string cannot carry (a separator character, bytes that were not UTF-8)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -62,8 +63,8 @@ def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
         if key in RESERVED_PROPERTIES:
             raise ValueError(f"--property {pair!r}: {key} is a system property (use the dedicated option, "
                              "or another name)")
-        if any(c in key + value for c in (m.NAME_VALUE_SEPARATOR, m.PROPERTY_SEPARATOR)):
-            raise ValueError(f"--property {pair!r}: contains a \\x01 or \\x02 separator character")
+        m.check_property_text(f"--property {key!r}: its name", key)
+        m.check_property_text(f"--property {key!r}: its value", value)
         out[key] = value
     return out
 

@@ -62,11 +62,16 @@ def _template(option: str, text: str | None) -> Any:
 def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | None,
           properties: tuple[str, ...], delay_level: int) -> Any:
     from rmqrun.cli import produce as p
+    from rmqrun.remoting.message_props import check_property_text
     try:
+        # a separator in a key, tag or sharding key would add or change properties of every message sent
+        for option, text in (("--tags", tags), ("--keys", keys), ("--sharding-key", sharding_key)):
+            if text:
+                check_property_text(option, text)
         return p.ProduceSpec(topic, tags=tags, keys=_template("--keys", keys),
                              sharding_key=_template("--sharding-key", sharding_key),
                              properties=p.parse_properties(properties), delay_level=delay_level)
-    except ValueError as exc:  # parse_properties names the --property it refuses
+    except ValueError as exc:  # each check names the option it refuses
         raise ConfigError(str(exc)) from None
 
 
