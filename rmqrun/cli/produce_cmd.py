@@ -111,6 +111,9 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
     security = security_for(security_flags, config_file)
     topic = _topic_of(given, config_file)
     namespace = resolve_namespace(namespace, config_file)
+    if not body:
+        raise ConfigError("--body '' is empty: RocketMQ refuses a message without a body; give some text "
+                          "(the default is 'message {i}')")
     template = _template("--body", body)
     spec = _spec(topic, tags, keys, sharding_key, properties, delay_level)
     if batch > 1 and (sharding_key or delay_level):
