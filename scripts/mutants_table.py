@@ -960,4 +960,10 @@ MUTANTS: list[Mutant] = [
       "        if False:",
       I + "test_producer_refusals.py::test_bad_sends_are_refused_by_name_and_nothing_is_stored",
       I + "test_cli_produce_status.py::test_a_separator_in_keys_tags_or_properties_is_refused_and_nothing_is_sent"),
+    m("handler-plain-value-fails", "rmqrun/handler/outcome.py",
+      "a handler that returns normally with a value (True, 'ok', 7) has its message failed, retried and "
+      "dead-lettered, although returning normally is success (README)",
+      "    return not (inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value))",
+      "    return False",
+      U + "test_handler_results.py::test_plain_return_values_succeed_and_false_is_retried_in_both_modes"),
 ]

@@ -472,19 +472,24 @@ class Worker:
                 if orderly:
                     break
                 continue
-            if self._map_result(value, run, start, end, outcome):
+            if self._map_result(value, run, start, end, outcome, offsets):
                 break
 
-    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome) -> bool:
+    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome,
+                    offsets: Any) -> bool:
         """Statuses of messages [start, end) from what a call returned; True when the batch stops here.
 
         An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at
-        a result that is not one (after its warning); a concurrent batch goes on.
+        a result that is not one (after its error line); a concurrent batch goes on.
+        A value that is not a result fails its messages and is logged for each call
+        (with the queue offsets), never once per type: every failed message is seen.
         """
         ref = self.handler.ref  # type: ignore[union-attr]
         statuses = outcome.statuses
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
+        if value is False:  # "not done": failed as ReconsumeLater() / SuspendCurrentQueue(), with a reason
+            outcome.error = outcome.error or f"handler '{ref}' returned False"
         try:
             if orderly:
                 out = map_orderly(value, ref, auto_commit=run.auto_commit)
@@ -504,7 +509,9 @@ class Worker:
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
             outcome.error = outcome.error or str(exc)
-            self._warn_once(("bad", type(value)), str(exc))
+            where = f"queue offset {offsets[start]}" if end - start == 1 else \
+                f"{end - start} messages, queue offsets {offsets[start]}..{offsets[end - 1]}"
+            self.log.error("{}: failed, to be retried ({})", exc, where)
             return orderly
         return False
 
