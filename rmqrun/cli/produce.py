@@ -5,8 +5,9 @@ is what makes a backlog of tens of thousands of messages take seconds, not
 minutes. Order still holds where it must: messages that share a sharding key
 go to one queue (Java's SelectMessageQueueByHash) and each is sent only after
 the previous one with that key was stored, so an orderly consumer sees them
-in input order. Messages without a sharding key are spread round robin and
-carry no order.
+in input order. Messages without a sharding key are spread round robin; lines
+of a file or of stdin keep their order within each queue (``keep_order``, on
+by default for them), generated messages carry no order.
 
 Templates (``--keys``, ``--sharding-key``, ``--body``) replace ``{i}`` with
 the message's index (0-based) and ``{i%N}`` with the index modulo N, so
@@ -137,13 +138,19 @@ async def lines_of(read_line: Callable[[], bytes], limit: int | None = None) -> 
 
 
 async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[bytes], *,
-                  concurrency: int = 64, batch: int = 1,
+                  concurrency: int = 64, batch: int = 1, keep_order: bool = False,
                   on_sent: Callable[[int], None] | None = None) -> ProduceReport:
     """Send every body; returns counts. ``on_sent(n)`` is called as sends finish (stored or failed).
 
     ``batch`` > 1 sends that many messages per request (SEND_BATCH_MESSAGE, one
     queue per request): much faster for a backlog, but with no sharding key
     and no delay level, as in the Java client.
+
+    ``keep_order`` (without a sharding key): the messages go round robin over the
+    topic's queues chosen here, and each is sent only after the previous one of its
+    queue was stored, so every queue holds its share in input order (what a user
+    piping a file expects); at most one send per queue is in flight. Sent to a
+    chosen queue, a message is tried once (Java's ``send(msg, mq)``).
     """
     if concurrency < 1 or batch < 1:
         raise ValueError("concurrency and batch must be at least 1")
@@ -159,15 +166,19 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
         return OutgoingMessage(body, spec.tags, spec.keys.render(i) if spec.keys else None,
                                spec.properties or None, spec.delay_level)
 
+    lanes = await producer.writable_queues(spec.topic) if keep_order and spec.sharding_key is None else []
+
     async def send(first: int, chunk: list[bytes], key: str | None, before: asyncio.Task[None] | None) -> None:
         try:
             if before is not None:
                 await asyncio.wait([before])  # its failure is counted there; order is what matters here
             msgs = [outgoing(first + j, body) for j, body in enumerate(chunk)]
+            lane = lanes[(first // batch) % len(lanes)] if lanes else None
             if len(msgs) == 1:
-                result = await producer.send_message(spec.topic, msgs[0], sharding_key=key)
+                result = await producer.send_message(spec.topic, msgs[0], queue=lane,
+                                                     sharding_key=None if lanes else key)
             else:
-                result = await producer.send_batch(spec.topic, msgs)
+                result = await producer.send_batch(spec.topic, msgs, queue=lane)
             report.stored(len(msgs), result.queue.queue_id)
         except Exception as exc:  # a failed send is reported, not fatal to the rest
             report.lost(len(chunk), exc)
@@ -186,7 +197,10 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
         if report.refused:  # refused while this one waited for room
             window.release()
             return
-        key = spec.sharding_key.render(first) if spec.sharding_key else None
+        if lanes:  # the chunk's queue is its lane: chained like a sharding key's messages
+            key: str | None = str((first // batch) % len(lanes))
+        else:
+            key = spec.sharding_key.render(first) if spec.sharding_key else None
         task = asyncio.ensure_future(send(first, chunk, key, previous.get(key) if key is not None else None))
         tasks.add(task)
         if key is not None:

@@ -17,6 +17,7 @@ from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
 from rmqrun.cli.read_format import StartAt, iso_ms, parse_from, parse_to
 from rmqrun.errors import ConfigError
+from rmqrun.namespace import MAX_GROUP_LENGTH
 
 if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
@@ -139,8 +140,9 @@ def _group_option(group: str | None) -> str | None:
     if group is None:
         return None
     name = group.strip()
-    if len(name) > 255 or not re.fullmatch(r"[%|a-zA-Z0-9_-]+", name):
-        raise ConfigError(f"--group {group!r} is not a group name (letters, digits, %, |, - and _, at most 255)")
+    if len(name) > MAX_GROUP_LENGTH or not re.fullmatch(r"[%|a-zA-Z0-9_-]+", name):
+        raise ConfigError(f"--group {group!r} is not a group name (letters, digits, %, |, - and _, at most "
+                          f"{MAX_GROUP_LENGTH})")
     return name
 
 

@@ -227,6 +227,14 @@ class Producer:
             self._publish[topic] = info
         return info
 
+    async def writable_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to ``topic`` may go to (plain names, as results name them), sorted; the route of
+        TBW102 for a topic the cluster does not have yet, as a first send would use."""
+        wire, _ = self._on_wire(topic, None)
+        info = await self.publish_info(wire)
+        return sorted((unwrap_queue(self.namespace, q) if self.namespace else q for q in info.queues),
+                      key=lambda q: (q.broker_name, q.queue_id))
+
     # ----------------------------------------------------------------- sending
 
     async def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | Sequence[str] | None = None,
