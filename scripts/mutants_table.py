@@ -966,4 +966,17 @@ MUTANTS: list[Mutant] = [
       "    return not (inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value))",
       "    return False",
       U + "test_handler_results.py::test_plain_return_values_succeed_and_false_is_retried_in_both_modes"),
+    m("spark-batch-latest-start-allowed", "rmqrun/spark/offsets.py",
+      "a batch query's JSON start of -1 (latest) or end of -2 (earliest) is taken: that queue reads nothing, "
+      "where the Kafka source refuses it",
+      "        if off == refused:",
+      "        if False:",
+      U + "test_spark_kafka_option_parsing.py::"
+          "test_a_batch_refuses_latest_as_a_start_and_earliest_as_an_end_but_a_stream_takes_them"),
+    m("spark-went-back-waits", "rmqrun/spark/stream.py",
+      "with failOnDataLoss=false a queue that went back (topic recreated) keeps the checkpointed offset: every new "
+      "message is skipped until the queue passes it",
+      "            again[mq] = min(consumer.min_offset(mq), top)",
+      "            again[mq] = was",
+      U + "test_spark_planning.py::test_stream_planning_bounds_batches_and_reports_queues_that_went_back"),
 ]

@@ -31,9 +31,10 @@ def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow
     raw = text.strip()
     if raw.startswith("{"):
         from rmqrun.spark.errors import OptionError
-        from rmqrun.spark.offsets import parse_offset_spec
+        from rmqrun.spark.offsets import check_batch_sentinels, parse_offset_spec
         try:
             spec = parse_offset_spec(raw, option, [topic], allow_timestamp=False)
+            check_batch_sentinels(spec, option)
         except OptionError as exc:
             raise ConfigError(str(exc).replace(f"rocketmq source option {option}", option)) from None
         return Bound("json", spec=spec)

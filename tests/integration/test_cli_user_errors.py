@@ -30,6 +30,11 @@ NAMESRV = f"127.0.0.1:{free_port()}"
      "--tags is not valid UTF-8 text: 'T\\udcff' holds the byte 0xff"),
     (["read", "--topic", "T", "--tags=T\udcff"], "--tags is not valid UTF-8 text"),
     (["status", "--group", "G\udcfe"], "--group is not valid UTF-8 text: 'G\\udcfe' holds the byte 0xfe"),
+    # rmqrun spark: a JSON start at latest or end at earliest reads nothing (Kafka refuses both, item 14)
+    (["spark", "workers.noop:handle", "--topic", "T", "--from", '{"T": {"broker-a:0": -1}}'],
+     "--from: T broker-a:0 can't be latest (-1) for batch queries"),
+    (["spark", "workers.noop:handle", "--topic", "T", "--to", '{"T": {"broker-a:0": -2}}'],
+     "--to: T broker-a:0 can't be earliest (-2) for batch queries"),
     # was "0 message(s)", exit 0, where rmqrun spark refuses the same range (item 4)
     (["read", "--topic", "T", "--from", "30", "--to", "10"], "--to offset 10 is before --from offset 30"),
     (["read", "--topic", "T", "--from", "2024-11-24T09:00:00Z", "--to", "2024-11-24T08:00:00Z"],

@@ -110,3 +110,28 @@ def test_a_sink_row_whose_keys_or_tags_hold_a_property_separator_is_refused_by_n
         assert why in str(info.value) and "row 2 of this task cannot be sent" in str(info.value), str(info.value)[-2000:]
         stored = [m.body for m in topic_messages(broker, topic)]
         assert len(stored) == 1 and b"fine" not in stored and b"bad" not in stored, stored
+
+
+def test_the_readme_sink_example_saves_without_a_mode_and_overwrite_is_refused(spark: Any, broker: Any,
+                                                                               tmp_path: Path) -> None:
+    """Spark refused the default mode (ErrorIfExists) of Python data sources; Kafka's sink takes it as append,
+    and refuses overwrite, which was silently an append here (issue #33 item 13)."""
+    topic = "SparkSinkModes"
+    produce(broker, topic, 1)
+    df = spark.createDataFrame([("no mode", "k1"), ("no mode 2", "k2")], "body string, keys string")
+    df.selectExpr("body", "keys").write.format("rocketmq").option("namesrv", broker.namesrv_address) \
+        .option("topic", topic).save()
+    df.limit(1).write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+        .mode("errorifexists").save()
+    df.limit(1).write.save(format="rocketmq", namesrv=broker.namesrv_address, topic=topic)
+    with pytest.raises(Exception) as info:
+        df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+            .mode("overwrite").save()
+    assert "save mode Overwrite is not allowed" in str(info.value) and "mode(\"append\")" in str(info.value)
+    bodies = sorted(m.body for m in topic_messages(broker, topic))
+    assert bodies == [b"msg-0", b"no mode", b"no mode", b"no mode", b"no mode 2"], bodies
+    # other formats keep Spark's own default: saving to a parquet path that exists is still an error
+    out = str(tmp_path / "modes.parquet")
+    df.write.parquet(out)
+    with pytest.raises(Exception, match="already exists"):
+        df.write.format("parquet").save(out)
