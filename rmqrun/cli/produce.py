@@ -137,6 +137,18 @@ async def lines_of(read_line: Callable[[], bytes], limit: int | None = None) -> 
         n += 1
 
 
+async def _chunks(bodies: AsyncIterator[bytes], size: int) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """The bodies in chunks of ``size`` (the last one may be shorter), each with the index of its first body."""
+    first, chunk = 0, []
+    async for body in bodies:
+        chunk.append(body)
+        if len(chunk) >= size:
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+    if chunk:
+        yield first, chunk
+
+
 async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[bytes], *,
                   concurrency: int = 64, batch: int = 1, keep_order: bool = False,
                   on_sent: Callable[[int], None] | None = None) -> ProduceReport:
@@ -146,11 +158,9 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
     queue per request): much faster for a backlog, but with no sharding key
     and no delay level, as in the Java client.
 
-    ``keep_order`` (without a sharding key): the messages go round robin over the
-    topic's queues chosen here, and each is sent only after the previous one of its
-    queue was stored, so every queue holds its share in input order (what a user
-    piping a file expects); at most one send per queue is in flight. Sent to a
-    chosen queue, a message is tried once (Java's ``send(msg, mq)``).
+    ``keep_order`` (without a sharding key): round robin over the topic's queues chosen
+    here, each send waiting for the previous one of its queue, so every queue holds its
+    share in input order; tried once, as Java's ``send(msg, mq)``.
     """
     if concurrency < 1 or batch < 1:
         raise ValueError("concurrency and batch must be at least 1")
@@ -207,19 +217,11 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
             previous[key] = task
         task.add_done_callback(lambda t, k=key: forget(t, k))
 
-    i = 0
-    chunk: list[bytes] = []
     try:
-        async for body in bodies:
+        async for first, chunk in _chunks(bodies, batch):
             if report.refused:
                 break
-            chunk.append(body)
-            if len(chunk) >= batch:
-                await submit(i, chunk)
-                i += len(chunk)
-                chunk = []
-        if chunk and not report.refused:
-            await submit(i, chunk)
+            await submit(first, chunk)
         if tasks:
             await asyncio.wait(list(tasks))
     finally:

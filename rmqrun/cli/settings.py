@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import yaml
 
 from rmqrun.cli.values import (
-    at_least, between, parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name, parse_namespace,
-    MAX_WORKERS, parse_namesrv, parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
+    MAX_WORKERS, at_least, between, parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name,
+    parse_namespace, parse_namesrv, parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp,
+    split_subscription,
 )
 from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
 from rmqrun.consumer import defaults as d

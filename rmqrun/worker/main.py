@@ -475,14 +475,11 @@ class Worker:
             if self._map_result(value, run, start, end, outcome, offsets):
                 break
 
-    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome,
-                    offsets: Any) -> bool:
+    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome, offsets: Any) -> bool:
         """Statuses of messages [start, end) from what a call returned; True when the batch stops here.
 
-        An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at
-        a result that is not one (after its error line); a concurrent batch goes on.
-        A value that is not a result fails its messages and is logged for each call
-        (with the queue offsets), never once per type: every failed message is seen.
+        An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at a bad result; a
+        concurrent batch goes on. A bad result is logged for every call it fails, with the queue offsets.
         """
         ref = self.handler.ref  # type: ignore[union-attr]
         statuses = outcome.statuses
@@ -509,9 +506,8 @@ class Worker:
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
             outcome.error = outcome.error or str(exc)
-            where = f"queue offset {offsets[start]}" if end - start == 1 else \
-                f"{end - start} messages, queue offsets {offsets[start]}..{offsets[end - 1]}"
-            self.log.error("{}: failed, to be retried ({})", exc, where)
+            self.log.error("{}: failed, to be retried ({})", exc, f"queue offset {offsets[start]}" if end - start == 1
+                           else f"{end - start} messages, queue offsets {offsets[start]}..{offsets[end - 1]}")
             return orderly
         return False
 

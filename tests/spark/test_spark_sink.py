@@ -107,7 +107,8 @@ def test_a_sink_row_whose_keys_or_tags_hold_a_property_separator_is_refused_by_n
         with pytest.raises(Exception) as info:
             df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
                 .mode("append").save()
-        assert why in str(info.value) and "row 2 of this task cannot be sent" in str(info.value), str(info.value)[-2000:]
+        text = str(info.value)
+        assert why in text and "row 2 of this task cannot be sent" in text, text[-2000:]
         stored = [m.body for m in topic_messages(broker, topic)]
         assert len(stored) == 1 and b"fine" not in stored and b"bad" not in stored, stored
 
