@@ -952,7 +952,8 @@ MUTANTS: list[Mutant] = [
       "            return PopClient(client_id, False)\n        try:",
       "            raise\n        try:",
       I + "test_status_pop.py"),
-    # ---------------------------------------------------------------- property separators in keys and tags (#33)
+    # ---------------------------------------------------------------- issue #33: property separators in keys and tags,
+    # handler return values, Spark batch offsets and a recreated topic under failOnDataLoss=false
     m("property-separator-allowed", "rmqrun/remoting/message_props.py",
       "a \\x02 or \\x01 inside keys, tags or a property value is sent as is: the broker reads it as an extra "
       "property (a key can schedule or delay the message)",
