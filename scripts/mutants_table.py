@@ -1123,4 +1123,32 @@ MUTANTS: list[Mutant] = [
       "    if True:",
       U + "test_segment_space.py", I + "test_broker_store_sizes.py::test_a_segment_larger_than_the_free_space_is_"
       "refused_at_start_with_the_fix"),
+    # ---------------------------------------------------------------- issue #33: property separators in keys and tags,
+    # handler return values, Spark batch offsets and a recreated topic under failOnDataLoss=false
+    m("property-separator-allowed", "rmqrun/remoting/message_props.py",
+      "a \\x02 or \\x01 inside keys, tags or a property value is sent as is: the broker reads it as an extra "
+      "property (a key can schedule or delay the message)",
+      "        if sep in text:",
+      "        if False:",
+      I + "test_producer_refusals.py::test_bad_sends_are_refused_by_name_and_nothing_is_stored",
+      I + "test_cli_produce_status.py::test_a_separator_in_keys_tags_or_properties_is_refused_and_nothing_is_sent"),
+    m("handler-plain-value-fails", "rmqrun/handler/outcome.py",
+      "a handler that returns normally with a value (True, 'ok', 7) has its message failed, retried and "
+      "dead-lettered, although returning normally is success (README)",
+      "    return not (inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value))",
+      "    return False",
+      U + "test_handler_results.py::test_plain_return_values_succeed_and_false_is_retried_in_both_modes"),
+    m("spark-batch-latest-start-allowed", "rmqrun/spark/offsets.py",
+      "a batch query's JSON start of -1 (latest) or end of -2 (earliest) is taken: that queue reads nothing, "
+      "where the Kafka source refuses it",
+      "        if off == refused:",
+      "        if False:",
+      U + "test_spark_kafka_option_parsing.py::"
+          "test_a_batch_refuses_latest_as_a_start_and_earliest_as_an_end_but_a_stream_takes_them"),
+    m("spark-went-back-waits", "rmqrun/spark/stream.py",
+      "with failOnDataLoss=false a queue that went back (topic recreated) keeps the checkpointed offset: every new "
+      "message is skipped until the queue passes it",
+      "            again[mq] = min(consumer.min_offset(mq), top)",
+      "            again[mq] = was",
+      U + "test_spark_planning.py::test_stream_planning_bounds_batches_and_reports_queues_that_went_back"),
 ]

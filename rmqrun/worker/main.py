@@ -472,19 +472,21 @@ class Worker:
                 if orderly:
                     break
                 continue
-            if self._map_result(value, run, start, end, outcome):
+            if self._map_result(value, run, start, end, outcome, offsets):
                 break
 
-    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome) -> bool:
+    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome, offsets: Any) -> bool:
         """Statuses of messages [start, end) from what a call returned; True when the batch stops here.
 
-        An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at
-        a result that is not one (after its warning); a concurrent batch goes on.
+        An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at a bad result; a
+        concurrent batch goes on. A bad result is logged for every call it fails, with the queue offsets.
         """
         ref = self.handler.ref  # type: ignore[union-attr]
         statuses = outcome.statuses
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
+        if value is False:  # "not done": failed as ReconsumeLater() / SuspendCurrentQueue(), with a reason
+            outcome.error = outcome.error or f"handler '{ref}' returned False"
         try:
             if orderly:
                 out = map_orderly(value, ref, auto_commit=run.auto_commit)
@@ -504,7 +506,8 @@ class Worker:
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
             outcome.error = outcome.error or str(exc)
-            self._warn_once(("bad", type(value)), str(exc))
+            self.log.error("{}: failed, to be retried ({})", exc, f"queue offset {offsets[start]}" if end - start == 1
+                           else f"{end - start} messages, queue offsets {offsets[start]}..{offsets[end - 1]}")
             return orderly
         return False
 
