@@ -413,7 +413,7 @@ class Pool:
                              len(frame.statuses), batch.batch_id, batch.count)
             self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.statuses, frame.delay_levels,
                                                     frame.queue_offsets, frame.suspend_ms, frame.timed_out,
-                                                    frame.error or None, frame.elapsed_us / 1e6))
+                                                    frame.error or None, frame.elapsed_us / 1e6, frame.errors))
         elif isinstance(frame, Started):
             proc.running = frame.batch_id
             proc.running_since = self._loop.time()
