@@ -83,11 +83,11 @@ class ConsumeMode:
 
     @property
     def orderly(self) -> bool:
-        return self.kind in ("orderly", "orderly-key", "pop-orderly")
+        return self.kind in ("orderly", "orderly-key", "pop-orderly", "pop-key")
 
     @property
     def by_key(self) -> bool:
-        return self.kind == "orderly-key"
+        return self.kind in ("orderly-key", "pop-key")
 
     @property
     def pop(self) -> bool:
@@ -97,7 +97,7 @@ class ConsumeMode:
     def description(self) -> str:
         """The words the start-up log, ``rmqrun check`` and ``rmqrun status`` use for this mode."""
         if self.by_key:
-            return f"orderly by key ({self.order_key})"
+            return f"orderly by key ({self.order_key}){' by POP' if self.pop else ''}"
         base = "orderly" if self.orderly else "concurrently"
         return f"{base} by POP" if self.pop else base
 
