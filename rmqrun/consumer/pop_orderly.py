@@ -92,25 +92,29 @@ class PopOrderlyConsumeService(PopConsumeService):
                     # stop here, in order; what is left comes back when it lapses
                     self._release(pq, entries[i:])
                     return
-                moved_on, suspend_ms = await self._run_chunk(req, mq, live)
+                moved_on, suspend_ms, failed = await self._run_chunk(req, mq, live)
                 i += moved_on
                 if moved_on == len(live):
                     continue
                 if suspend_ms is None:
                     self._release(pq, entries[i:])
                     return
-                # the failed message runs again here, counted once more; the rest waits behind it, popped by
-                # this instance (extended like a long call), so the queue stays blocked group-wide
-                _set_reconsume_times(entries[i], entries[i].message.reconsume_times + 1)
+                # the failed message runs again here, counted once more (a message that never ran, behind one
+                # that failed in the same job, is not); the rest waits behind it, popped by this instance
+                # (extended like a long call), so the queue stays blocked group-wide
+                if failed:
+                    _set_reconsume_times(entries[i], entries[i].message.reconsume_times + 1)
                 await asyncio.sleep(max(clamp_suspend_ms(suspend_ms, self.config.suspend_current_queue_time_ms),
                                         d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS) / 1000)
         except BaseException:
             self._release(pq, entries[i:])
             raise
 
-    async def _run_chunk(self, req: PopRequest, mq: MessageQueue, chunk: list[PopEntry]) -> tuple[int, int | None]:
-        """Run one orderly job: how many of its messages are settled in order (acked or dead-lettered), and
-        the suspend time (ms) before the first unsettled one runs again (None: leave the rest to come back)."""
+    async def _run_chunk(self, req: PopRequest, mq: MessageQueue,
+                         chunk: list[PopEntry]) -> tuple[int, int | None, bool]:
+        """Run one orderly job: how many of its messages are settled in order (acked or dead-lettered), the
+        suspend time (ms) before the first unsettled one runs again (None: leave the rest to come back), and
+        whether that one ran and failed (only then does its reconsume count grow)."""
         pq = req.pq
         job = ConsumeJob(mq, True, [e.message.record for e in chunk], [e.message.queue_offset for e in chunk],
                          pq=pq)
@@ -119,14 +123,14 @@ class PopOrderlyConsumeService(PopConsumeService):
             result = await self.engine.executor.run(job)
         except Exception as exc:  # not run at all (shutting down): the batch comes back when it lapses
             logger.debug("orderly POP job of {} not run: {}", mq, exc)
-            return 0, None
+            return 0, None, False
         if any(v is not Verdict.NOT_RUN for v in result.verdicts):
             self.engine.stats.record(len(chunk), time.monotonic() - started, result, job.records)
             self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         return await self._settle_chunk(pq, mq, chunk, result)
 
     async def _settle_chunk(self, pq: PopProcessQueue, mq: MessageQueue, chunk: list[PopEntry],
-                            result: JobResult) -> tuple[int, int | None]:
+                            result: JobResult) -> tuple[int, int | None, bool]:
         verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(chunk) - len(result.verdicts))
         verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
         for i, (entry, verdict) in enumerate(zip(chunk, verdicts)):
@@ -134,7 +138,7 @@ class PopOrderlyConsumeService(PopConsumeService):
                 await self._ack(pq, entry)
                 continue
             if verdict is Verdict.NOT_RUN and not result.error:
-                return i, None  # never run (a stop, a dropped assignment): left to come back
+                return i, None, False  # never run (a stop, a dropped assignment): left to come back
             if verdict is Verdict.UNDECODABLE:
                 if await self.engine.dead_letter_undecodable(mq, entry.message.record, entry.message.queue_offset,
                                                              result.error_of(i)):
@@ -146,8 +150,8 @@ class PopOrderlyConsumeService(PopConsumeService):
                 if await self._dead_letter_at_limit(mq, entry, result.error_of(i)):
                     await self._ack(pq, entry)
                     continue
-            return i, result.suspend_ms
-        return len(chunk), None
+            return i, result.suspend_ms, verdict is not Verdict.NOT_RUN
+        return len(chunk), None, False
 
     async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, error: str | None) -> bool:
         msg = entry.message
