@@ -40,6 +40,9 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 #: RocketMQ's longest topic name; a wrapped name must fit too
 MAX_NAME_LENGTH = 127
+#: RocketMQ's longest consumer group name (Java's ``Validators.checkGroup``: 255, where a topic has 127); one
+#: limit for every command that takes a group, so a group ``read --group`` accepts is one ``run`` accepts too
+MAX_GROUP_LENGTH = 255
 
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -151,7 +154,8 @@ def wrapped_length_error(namespace: str | None, name: str, what: str) -> str | N
     if not namespace:
         return None
     full = wrap(namespace, split_prefix(name)[1])
-    if len(full) > MAX_NAME_LENGTH:
+    limit = MAX_GROUP_LENGTH if what == "group" else MAX_NAME_LENGTH
+    if len(full) > limit:
         return (f"{what} {name!r} in namespace {namespace!r} is {full!r} on the wire: {len(full)} characters, "
-                f"more than RocketMQ's {MAX_NAME_LENGTH}")
+                f"more than RocketMQ's {limit}")
     return None

@@ -11,7 +11,8 @@
 property names, so every return type can be driven through real workers::
 
     ok | raise | reconsume[:level] | ackindex:n[:level] | suspend[:ms] | commit | rollback
-    | bad (returns a str) | badclass (returns the class Commit)
+    | bad (returns a generator: its work never ran) | badclass (returns the class Commit)
+    | false | true | str (returns 'ok') | int (returns 7): plain values (False fails, the others succeed)
 
 (``scripted_batch`` uses the first message's property.)
 """
@@ -60,7 +61,13 @@ def _result(spec: str):  # type: ignore[no-untyped-def]
     if name == "rollback":
         return rmqrun.Rollback()
     if name == "bad":
+        return (m for m in ())
+    if name in ("false", "true"):
+        return name == "true"
+    if name == "str":
         return "ok"
+    if name == "int":
+        return int(arg or 7)
     if name == "badclass":
         return rmqrun.Commit
     raise ValueError(f"unknown RESULT {spec!r}")

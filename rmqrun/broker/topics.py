@@ -43,6 +43,13 @@ TOPIC_MAX_LENGTH = 127
 #: RocketMQ keeps 18 schedule queues whatever the number of delay levels.
 SCHEDULE_TOPIC_QUEUE_NUM = 18
 
+#: ``TopicValidator.getSystemTopicSet()`` of 4.9.8: refused by UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER
+#: whether or not this broker made them (the transaction topics appear only once a transaction is sent)
+JAVA_SYSTEM_TOPICS = (AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
+                      TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT)
+#: every topic under this prefix is a system topic too (``TopicValidator.SYSTEM_TOPIC_PREFIX``)
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -102,6 +109,11 @@ class TopicTable:
         #: Called with the topic name whenever a topic is created or changed (the
         #: equivalent of the broker's REGISTER_BROKER to the name server).
         self.listeners: list[Callable[[str], None]] = []
+
+    def is_system(self, topic: str) -> bool:
+        """A topic no admin request may create or delete: one this broker made at start (its cluster and broker
+        name topics among them), one of Java's system topic set, or one under ``rmq_sys_``."""
+        return topic in self.system_topics or topic in JAVA_SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
     @staticmethod
     def _system_topics(config: BrokerConfig) -> list[TopicConfig]:

@@ -38,6 +38,38 @@ def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -
         raise ConfigError(f"--delete-when {delete_when!r}: give hours 00-23 of the day (several: '04;16')") from None
 
 
+#: store sizes and ratios: flag -> the broker setting (store/config.py has what each means)
+STORE_FLAGS = {"--segment-size": "segment_size", "--max-message-size": "max_message_size",
+               "--consume-queue-entries-per-file": "consume_queue_entries_per_file",
+               "--disk-space-clean-forcibly-ratio": "disk_space_clean_forcibly_ratio",
+               "--disk-space-warning-level-ratio": "disk_space_warning_level_ratio"}
+
+
+def _size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """``256MiB``, ``64m``, ``1048576``: bytes, or a usage error naming the flag."""
+    from rmqrun.cli.values import parse_size
+    if value is None:
+        return None
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _check_store(store: dict[str, object], disk_max_used_space_ratio: int) -> None:
+    """The store's own checks on the sizes and ratios given, its refusal worded with the flags' names."""
+    from rmqrun.broker.store.config import StoreConfig
+    from rmqrun.broker.store.errors import StoreError
+    given = {k: v for k, v in store.items() if v is not None}
+    try:
+        StoreConfig(disk_max_used_space_ratio=disk_max_used_space_ratio, **given)  # type: ignore[arg-type]
+    except StoreError as exc:
+        text = str(exc)
+        for flag, key in STORE_FLAGS.items():
+            text = text.replace(key, flag)
+        raise ConfigError(text) from None
+
+
 def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) -> str | None:
     """The value of a flag given by its name or by its older spelling (kept hidden so scripts keep working)."""
     if new is not None and old is not None and new != old:
@@ -64,6 +96,18 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
               help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
 @click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
               help="retention: above this disk use (percent) expired files are deleted at once")
+@click.option("--segment-size", callback=_size, default=None, cls=Shown, shown="256MiB", metavar="SIZE",
+              help="size of one commit-log file (the broker writes one at a time; retention never deletes the one "
+                   "being written): at most a quarter of the disk; fixed once a data directory has one")
+@click.option("--max-message-size", callback=_size, default=None, cls=Shown, shown="4MiB", metavar="SIZE",
+              help="largest message accepted (body and properties); at most --segment-size")
+@click.option("--consume-queue-entries-per-file", type=click.IntRange(min=1), default=None, cls=Shown,
+              shown="300000", help="entries (20 bytes each) per consume-queue file")
+@click.option("--disk-space-clean-forcibly-ratio", type=click.IntRange(10, 95), default=None, cls=Shown,
+              shown="85", help="retention: above this disk use (percent) even unexpired files are deleted")
+@click.option("--disk-space-warning-level-ratio", type=click.IntRange(10, 95), default=None, cls=Shown,
+              shown="90", help="above this disk use (percent) writes are refused until it is back at or under "
+                               "--disk-space-clean-forcibly-ratio")
 @click.option("--acl", "acl_file", default=None, metavar="FILE", cls=Shown, shown="none: no ACL",
               help="check every broker request against this plain_acl.yml (RocketMQ 4.x layout); "
                    "the name server stays open")
@@ -85,11 +129,14 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
            disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
            old_tls_cert: str | None, old_tls_key: str | None, tls_mode: str | None,
-           order_message_enable: bool, trace_topic_enable: bool, msg_trace_topic_name: str) -> None:
+           order_message_enable: bool, trace_topic_enable: bool, msg_trace_topic_name: str,
+           **store: object) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError
     _check_flags(log_level, advertise_host, delete_when)
+    _check_store(store, disk_max_used_space_ratio)
+    store = {k: v for k, v in store.items() if v is not None}
     tls_cert = _one_spelling(tls_cert, old_tls_cert, "--tls-cert-file", "--tls-cert")
     tls_key = _one_spelling(tls_key, old_tls_key, "--tls-key-file", "--tls-key")
     logs.setup(log_level.upper(), log_format, role="broker")
@@ -99,7 +146,7 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
                           acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
                           order_message_enable=order_message_enable, trace_topic_enable=trace_topic_enable,
-                          msg_trace_topic_name=msg_trace_topic_name, ready_line=log_format != "json")
+                          msg_trace_topic_name=msg_trace_topic_name, ready_line=log_format != "json", **store)
     except ValueError as exc:  # the broker refused a setting (an ACL file, TLS files): its text names it
         raise ConfigError(str(exc)) from None
     except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named

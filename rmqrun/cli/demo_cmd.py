@@ -10,6 +10,7 @@ import click
 from rmqrun.cli import logs
 from rmqrun.cli.flags import Shown, check_log_level, log_level_option
 from rmqrun.cli.handler_path import cwd_on_path
+from rmqrun.cli.values import MAX_WORKERS
 
 
 @click.command()
@@ -17,7 +18,7 @@ from rmqrun.cli.handler_path import cwd_on_path
               help="messages to produce and consume")
 @click.option("--cpu-ms", type=click.FloatRange(min=0), default=1.0, show_default=True,
               help="CPU milliseconds the handler burns per message")
-@click.option("-w", "--workers", type=click.IntRange(1, 1024), default=None, cls=Shown, shown="CPU count",
+@click.option("-w", "--workers", type=click.IntRange(1, MAX_WORKERS), default=None, cls=Shown, shown="CPU count",
               help="worker processes")
 @click.option("--handler", default="workers.cpu:handle", show_default=True,
               help="handler to run (reads RMQRUN_HANDLER_CPU_MS)")

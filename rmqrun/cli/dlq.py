@@ -58,10 +58,13 @@ def _target(group: str | None, redrive_group: str | None, namesrv: str | None, c
     from rmqrun.pull.redrive import redrive_group as default_redrive_group
     if group is None or not group.strip():
         raise ConfigError("missing --group (the consumer group whose %DLQ%<group> to read)")
+    from rmqrun.cli.settings import BY_KEY
+    name = BY_KEY["group"].convert(group.strip(), "command line --group")
+    redrive = (redrive_group or "").strip()
+    redrive = BY_KEY["group"].convert(redrive, "command line --redrive-group") if redrive \
+        else default_redrive_group(name)
     cluster = resolve_cluster(namesrv, config_file, security_flags)
-    name = group.strip()
-    return Target(cluster.namesrv, cluster.security, resolve_namespace(namespace, config_file), name,
-                  (redrive_group or "").strip() or default_redrive_group(name))
+    return Target(cluster.namesrv, cluster.security, resolve_namespace(namespace, config_file), name, redrive)
 
 
 def _time(value: str | None, option: str) -> int | None:

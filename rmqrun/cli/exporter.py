@@ -21,6 +21,15 @@ at all until it can be read again, never the last good numbers, and
 ``rmqrun_exporter_up{group}`` is 0: a stale lag that looks healthy is the worst
 answer during an outage. Failures are logged when they start (with the cause),
 at most once a minute while they last, and when they end.
+
+A group no broker knows (no stored offsets, no online consumer, no
+subscription: a typo in ``--group``, or a group not deployed yet) reads fine
+and has no queue series either, which is exactly what a lag alert cannot tell
+from "nothing to report". So ``rmqrun_exporter_group_known{group}`` is 0 for
+it and a warning says so when the exporter first sees it unknown (and a line
+again whenever that changes); ``rmqrun_exporter_up`` stays 1, because the
+cluster did answer: up 0 sends the operator after an outage that is not
+there. ``rmqrun status -g`` calls the same group unknown and exits 1.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from rmqrun.cli.flags import check_log_level, config_option, log_level_option, n
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
 from rmqrun.cli.metrics import QUEUE_LABELS, TEXT, MetricsHttpServer, add_process_collectors
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
+from rmqrun.cli.status import group_view
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.client.group_lag import CommitClock, QueueLag, dead_lettered, read_group_lag
 from rmqrun.client.instance import ClientInstance
@@ -65,6 +75,8 @@ class GroupReading:
     dead_lettered: int | None = None
     #: per queue, when its committed offset last moved (CommitClock)
     commits: dict[MessageQueue, float] = field(default_factory=dict)
+    #: whether any broker knows the group (None until read, or when an old broker cannot say)
+    known: bool | None = None
 
 
 class LagExporter:
@@ -89,6 +101,7 @@ class LagExporter:
         try:
             rows = await read_group_lag(self.instance, wrap(self.namespace, reading.group))
             dead = await dead_lettered(self.instance, wrap(self.namespace, reading.group))
+            known = True if rows else await self._known(reading.group)
         except (RmqrunError, OSError, asyncio.TimeoutError) as exc:  # name server or broker silent, a refusal
             reading.rows, reading.ok = (), False
             reading.failures += 1
@@ -100,6 +113,25 @@ class LagExporter:
         reading.read_seconds = time.monotonic() - began
         reading.commits = {r.mq: self._clock.observe(reading.group, r.mq, r.consumer_offset, now) for r in rows}
         self._failures.recovered(reading.group)
+        self._note_known(reading, known)
+
+    async def _known(self, group: str) -> bool | None:
+        """Whether a broker has stored offsets, an online consumer or a subscription of the group (as
+        ``rmqrun status``); None when a broker too old for GET_CONSUME_STATS cannot say."""
+        view = await group_view(self.instance, wrap(self.namespace, group))
+        if view is None:
+            return None
+        return bool(view.committed or view.subscribed or view.online)
+
+    def _note_known(self, reading: GroupReading, known: bool | None) -> None:
+        """One line when a group is first seen unknown, one each time that changes (never one per reading)."""
+        before, reading.known = reading.known, known
+        if known is False and before is not False:
+            logger.warning("group {}: no broker knows it (no stored offsets, online consumers or subscription: a "
+                           "typo in --group, or not deployed yet); rmqrun_exporter_group_known is 0 and it has no "
+                           "lag series", reading.group)
+        elif known and before is False:
+            logger.info("group {}: known to the brokers now; its lag is exported", reading.group)
 
 
 class LagCollector:
@@ -124,6 +156,9 @@ class LagCollector:
         failures = CounterMetricFamily("rmqrun_exporter_read_failures_total",
                                        "readings of the group that failed (a broker or the name server silent, "
                                        "a refusal)", labels=["group"])
+        known = GaugeMetricFamily("rmqrun_exporter_group_known", "1 when a broker knows the group (stored "
+                                  "offsets, an online consumer or a subscription); 0: a typo or a group not "
+                                  "deployed, with no lag series to alert on", labels=["group"])
         dlq = CounterMetricFamily("rmqrun_dlq_messages_total", "messages %DLQ%<group> received (its queues' max "
                                   "offsets, from the brokers): rate() is the group's dead-letter rate",
                                   labels=["group"])
@@ -134,6 +169,8 @@ class LagCollector:
             if reading.read_at is not None:
                 read_at.add_metric([group], reading.read_at)
                 took.add_metric([group], reading.read_seconds)
+            if reading.ok and reading.known is not None:
+                known.add_metric([group], int(reading.known))
             if reading.ok and reading.dead_lettered is not None:
                 dlq.add_metric([group], reading.dead_lettered)
             for row in reading.rows:
@@ -144,7 +181,7 @@ class LagCollector:
                 families["rmqrun_queue_last_commit_timestamp_seconds"].add_metric(labels, reading.commits[row.mq])
                 if row.oldest_age_s is not None:
                     families["rmqrun_queue_oldest_unfinished_age_seconds"].add_metric(labels, row.oldest_age_s)
-        yield from (up, read_at, took, failures, dlq)
+        yield from (up, known, read_at, took, failures, dlq)
         yield from families.values()
 
 

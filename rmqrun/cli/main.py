@@ -88,12 +88,41 @@ class _Group(click.Group):
         command: click.Command = getattr(importlib.import_module(module), attr)
         return command
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """Refuse a command line holding bytes that are not UTF-8, naming the option, before anything reads it."""
+        try:
+            _check_utf8(args)
+        except ConfigError as exc:
+            from rmqrun.cli.exit_codes import fail
+            fail(exc)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ConfigError as exc:
             from rmqrun.cli.exit_codes import fail
             fail(exc)
+
+
+def _check_utf8(args: list[str]) -> None:
+    """A ConfigError for the first argument holding bytes that are not UTF-8 (Python hands them over as lone
+    surrogates, ``--tags $'T\\xff'`` arrives as ``'T\\udcff'``), named by its option: every value rmqrun takes
+    ends up as UTF-8 text (a tag, a key, a topic, a setting), where such bytes fail much later, and unnamed."""
+    for i, arg in enumerate(args):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            name, eq, value = arg.partition("=")
+            if arg.startswith("-") and eq:
+                where, value = name, value
+            elif i > 0 and args[i - 1].startswith("-"):
+                where, value = args[i - 1], arg
+            else:
+                where, value = f"argument {i + 1}", arg
+            bad = arg[exc.start].encode("utf-8", "surrogateescape")
+            raise ConfigError(f"{where} is not valid UTF-8 text: {value!r} holds the byte 0x{bad.hex()}; give "
+                              "the value as UTF-8 (check the terminal's or the script's encoding)") from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 120,

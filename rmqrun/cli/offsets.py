@@ -46,6 +46,8 @@ class QueuePlan:
     mq: MessageQueue
     old: int | None
     new: int | None
+    #: why ``new`` is not what was asked (an offset or a shift past the queue's ends is kept within them)
+    note: str | None = None
 
 
 async def _online_clients(instance: ClientInstance, addrs: list[str], group: str) -> list[str]:
@@ -75,17 +77,23 @@ async def plan(instance: ClientInstance, group: str, topic: str, target: Target)
         low = await instance.broker.get_min_offset(addr, mq)
         high = await instance.broker.get_max_offset(addr, mq)
         new: int | None
+        note = None
         if target.kind == "earliest":
             new = low
         elif target.kind == "latest":
             new = high
         elif target.kind == "time":
             new = await instance.broker.search_offset(addr, mq, target.value)
-        elif target.kind == "shift":
-            new = None if old is None or old < 0 else min(max(old + target.value, low), high)
         else:
-            new = min(max(target.value, low), high)
-        return QueuePlan(mq, old, new)
+            if target.kind == "shift":  # a queue never committed has no position to shift from
+                asked = None if old is None or old < 0 else old + target.value
+            else:
+                asked = target.value
+            new = None if asked is None else min(max(asked, low), high)
+            if asked is not None and new != asked:
+                side = "end" if asked > high else "start"
+                note = f"{asked} is past the queue's {side} [{low}, {high}]: clamped to {new}"
+        return QueuePlan(mq, old, new, note)
 
     rows = await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic))))
     return list(rows), masters
@@ -113,7 +121,20 @@ async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, 
         if execute and path == "offline":
             await _write_offsets(instance, masters, group, rows)
         return {"group": group, "topic": topic, "to": target.describe(), "path": path, "clients": clients,
-                "dry_run": not execute, "rows": rows}
+                "dry_run": not execute, "rows": rows, "warnings": await _warnings(instance, group, clients)}
+
+
+async def _warnings(instance: ClientInstance, group: str, clients: list[str]) -> list[str]:
+    """What the operator should read before saying yes: a group no broker knows is most likely a typo (a broker
+    answers offset 0 for a group it never saw, so the plan alone looks like a real one)."""
+    from rmqrun.cli.status import group_view
+    if clients:
+        return []
+    view = await group_view(instance, group)
+    if view is None or view.committed or view.subscribed or view.online:
+        return []
+    return [f"group {group} is unknown to every broker (no stored offsets, subscriptions or consumers): check the "
+            "name; with --execute these offsets create it"]
 
 
 async def _write_offsets(instance: ClientInstance, masters: dict[str, str], group: str,

@@ -86,8 +86,8 @@ def reset_cmd(group: str, topic: str, to_earliest: bool, to_latest: bool, to_dat
 
 
 def _json(out: dict[str, Any]) -> str:
-    rows = [{"topic": r.mq.topic, "broker": r.mq.broker_name, "queue": r.mq.queue_id, "old": r.old, "new": r.new}
-            for r in out["rows"]]
+    rows = [{"topic": r.mq.topic, "broker": r.mq.broker_name, "queue": r.mq.queue_id, "old": r.old, "new": r.new,
+             **({"note": r.note} if r.note else {})} for r in out["rows"]]
     return json.dumps({**out, "executed": not out["dry_run"], "rows": rows, "at": int(time.time() * 1000)})
 
 
@@ -102,6 +102,7 @@ def _text(out: dict[str, Any], group: str, topic: str, ns: str | None) -> str:
     in_ns = f" in namespace {ns}" if ns else ""
     lines = [f"{verb} group {group} on {topic}{in_ns} to {out['to']} ({how})"]
     lines += [_row(r) for r in out["rows"]]
+    lines += [f"warning: {w}" for w in out.get("warnings", ())]
     if out["dry_run"]:
         lines.append(f"dry run: nothing changed ({_effect(out['rows'])}); add --execute to apply this plan")
     return "\n".join(lines)
@@ -111,7 +112,8 @@ def _row(r: Any) -> str:
     old = "-" if r.old is None else r.old
     if r.new is None:
         return f"  {r.mq.broker_name}  queue {r.mq.queue_id}: {old} (never committed: left as it is)"
-    return f"  {r.mq.broker_name}  queue {r.mq.queue_id}: {old} -> {r.new}"
+    return f"  {r.mq.broker_name}  queue {r.mq.queue_id}: {old} -> {r.new}" + (f"  (warning: {r.note})" if r.note
+                                                                                else "")
 
 
 def _effect(rows: list[Any]) -> str:

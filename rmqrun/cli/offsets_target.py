@@ -17,6 +17,8 @@ from datetime import datetime, timezone
 
 from rmqrun.errors import ConfigError
 
+#: the last millisecond a date can name (9999-12-31T23:59:59.999Z), as ``rmqrun read`` bounds its times
+MAX_EPOCH_MS = 253402300799999
 #: the timestamp INVOKE_BROKER_TO_RESET_OFFSET reads as "the max offset"
 LATEST_TIMESTAMP = -1
 #: the target options, in the order the help lists them
@@ -98,6 +100,9 @@ def choose_target(*, to: str | None = None, to_datetime: str | None = None, to_t
     if to_datetime is not None:
         return parse_datetime(to_datetime)
     if to_timestamp_ms is not None:
+        if to_timestamp_ms > MAX_EPOCH_MS:
+            raise ConfigError(f"--to-timestamp-ms {to_timestamp_ms} is after the year 9999: give epoch "
+                              "milliseconds (e.g. 1714564800000), or --to-offset for a queue offset")
         return Target("time", to_timestamp_ms, f"{to_timestamp_ms} ms")
     if to_offset is not None:
         return Target("offset", to_offset, f"offset {to_offset}")

@@ -46,3 +46,25 @@ def tags_option(topic: str, tags: str | None) -> str:
     except ValueError as exc:
         raise ConfigError(f"--tags {tags!r}: {exc}") from None
     return expression
+
+
+def from_config(config_file: str | None, namesrv: str | None, topic: str | None,
+                namespace: str | None) -> tuple[str | None, str | None, str | None]:
+    """``--config FILE`` of ``read`` and ``spark``: the name server, topic and namespace the flags did not give,
+    taken from the same YAML file ``rmqrun run`` reads (RMQRUN_* variables over it, as there).
+
+    Only where to read: never the group, whose offsets a read would commit and to whose retry topic spark
+    would send failures; a group is always named on the command line.
+    """
+    if not config_file:
+        return namesrv, topic, namespace
+    from rmqrun.cli import settings as table
+    from rmqrun.cli.namespace_option import resolve_namespace
+    resolved = table.resolve({}, config_file=config_file)
+    if namesrv is None and resolved["namesrv"]:
+        namesrv = str(resolved["namesrv"])
+    if topic is None:
+        if resolved["subscriptions"]:
+            raise ConfigError(f"{config_file} subscribes to several topics: give --topic")
+        topic = resolved["topic"][0] if isinstance(resolved["topic"], (list, tuple)) else resolved["topic"]
+    return namesrv, topic, resolve_namespace(namespace, config_file)

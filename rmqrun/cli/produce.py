@@ -5,8 +5,9 @@ is what makes a backlog of tens of thousands of messages take seconds, not
 minutes. Order still holds where it must: messages that share a sharding key
 go to one queue (Java's SelectMessageQueueByHash) and each is sent only after
 the previous one with that key was stored, so an orderly consumer sees them
-in input order. Messages without a sharding key are spread round robin and
-carry no order.
+in input order. Messages without a sharding key are spread round robin; lines
+of a file or of stdin keep their order within each queue (``keep_order``, on
+by default for them), generated messages carry no order.
 
 Templates (``--keys``, ``--sharding-key``, ``--body``) replace ``{i}`` with
 the message's index (0-based) and ``{i%N}`` with the index modulo N, so
@@ -52,7 +53,8 @@ class Template:
 
 
 def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
-    """``k=v`` strings to a mapping; refuses a missing ``=``, an empty key and reserved names."""
+    """``k=v`` strings to a mapping; refuses a missing ``=``, an empty key, reserved names and text the
+    properties string cannot carry (a separator character, bytes that were not UTF-8)."""
     out: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -62,8 +64,8 @@ def parse_properties(pairs: Iterable[str]) -> dict[str, str]:
         if key in RESERVED_PROPERTIES:
             raise ValueError(f"--property {pair!r}: {key} is a system property (use the dedicated option, "
                              "or another name)")
-        if any(c in key + value for c in (m.NAME_VALUE_SEPARATOR, m.PROPERTY_SEPARATOR)):
-            raise ValueError(f"--property {pair!r}: contains a \\x01 or \\x02 separator character")
+        m.check_property_text(f"--property {key!r}: its name", key)
+        m.check_property_text(f"--property {key!r}: its value", value)
         out[key] = value
     return out
 
@@ -135,14 +137,30 @@ async def lines_of(read_line: Callable[[], bytes], limit: int | None = None) -> 
         n += 1
 
 
+async def _chunks(bodies: AsyncIterator[bytes], size: int) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """The bodies in chunks of ``size`` (the last one may be shorter), each with the index of its first body."""
+    first, chunk = 0, []
+    async for body in bodies:
+        chunk.append(body)
+        if len(chunk) >= size:
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+    if chunk:
+        yield first, chunk
+
+
 async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[bytes], *,
-                  concurrency: int = 64, batch: int = 1,
+                  concurrency: int = 64, batch: int = 1, keep_order: bool = False,
                   on_sent: Callable[[int], None] | None = None) -> ProduceReport:
     """Send every body; returns counts. ``on_sent(n)`` is called as sends finish (stored or failed).
 
     ``batch`` > 1 sends that many messages per request (SEND_BATCH_MESSAGE, one
     queue per request): much faster for a backlog, but with no sharding key
     and no delay level, as in the Java client.
+
+    ``keep_order`` (without a sharding key): round robin over the topic's queues chosen
+    here, each send waiting for the previous one of its queue, so every queue holds its
+    share in input order; tried once, as Java's ``send(msg, mq)``.
     """
     if concurrency < 1 or batch < 1:
         raise ValueError("concurrency and batch must be at least 1")
@@ -158,15 +176,19 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
         return OutgoingMessage(body, spec.tags, spec.keys.render(i) if spec.keys else None,
                                spec.properties or None, spec.delay_level)
 
+    lanes = await producer.writable_queues(spec.topic) if keep_order and spec.sharding_key is None else []
+
     async def send(first: int, chunk: list[bytes], key: str | None, before: asyncio.Task[None] | None) -> None:
         try:
             if before is not None:
                 await asyncio.wait([before])  # its failure is counted there; order is what matters here
             msgs = [outgoing(first + j, body) for j, body in enumerate(chunk)]
+            lane = lanes[(first // batch) % len(lanes)] if lanes else None
             if len(msgs) == 1:
-                result = await producer.send_message(spec.topic, msgs[0], sharding_key=key)
+                result = await producer.send_message(spec.topic, msgs[0], queue=lane,
+                                                     sharding_key=None if lanes else key)
             else:
-                result = await producer.send_batch(spec.topic, msgs)
+                result = await producer.send_batch(spec.topic, msgs, queue=lane)
             report.stored(len(msgs), result.queue.queue_id)
         except Exception as exc:  # a failed send is reported, not fatal to the rest
             report.lost(len(chunk), exc)
@@ -185,26 +207,21 @@ async def produce(producer: Producer, spec: ProduceSpec, bodies: AsyncIterator[b
         if report.refused:  # refused while this one waited for room
             window.release()
             return
-        key = spec.sharding_key.render(first) if spec.sharding_key else None
+        if lanes:  # the chunk's queue is its lane: chained like a sharding key's messages
+            key: str | None = str((first // batch) % len(lanes))
+        else:
+            key = spec.sharding_key.render(first) if spec.sharding_key else None
         task = asyncio.ensure_future(send(first, chunk, key, previous.get(key) if key is not None else None))
         tasks.add(task)
         if key is not None:
             previous[key] = task
         task.add_done_callback(lambda t, k=key: forget(t, k))
 
-    i = 0
-    chunk: list[bytes] = []
     try:
-        async for body in bodies:
+        async for first, chunk in _chunks(bodies, batch):
             if report.refused:
                 break
-            chunk.append(body)
-            if len(chunk) >= batch:
-                await submit(i, chunk)
-                i += len(chunk)
-                chunk = []
-        if chunk and not report.refused:
-            await submit(i, chunk)
+            await submit(first, chunk)
         if tasks:
             await asyncio.wait(list(tasks))
     finally:

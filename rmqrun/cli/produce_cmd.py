@@ -70,11 +70,16 @@ def _check_trace_topic(topic: str) -> None:
 def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | None,
           properties: tuple[str, ...], delay_level: int) -> Any:
     from rmqrun.cli import produce as p
+    from rmqrun.remoting.message_props import check_property_text
     try:
+        # a separator in a key, tag or sharding key would add or change properties of every message sent
+        for option, text in (("--tags", tags), ("--keys", keys), ("--sharding-key", sharding_key)):
+            if text:
+                check_property_text(option, text)
         return p.ProduceSpec(topic, tags=tags, keys=_template("--keys", keys),
                              sharding_key=_template("--sharding-key", sharding_key),
                              properties=p.parse_properties(properties), delay_level=delay_level)
-    except ValueError as exc:  # parse_properties names the --property it refuses
+    except ValueError as exc:  # each check names the option it refuses
         raise ConfigError(str(exc)) from None
 
 
@@ -99,6 +104,10 @@ def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | No
               help="sends in flight at once")
 @click.option("--batch", type=click.IntRange(1, 1024), default=1, show_default=True,
               help="messages per request (SEND_BATCH_MESSAGE; not with --sharding-key or --delay-level)")
+@click.option("--keep-order/--no-keep-order", "keep_order", default=None, cls=Shown,
+              shown="on for --file and stdin, off for generated messages",
+              help="each queue stores its share of the lines in input order (one send per queue in flight); "
+                   "--no-keep-order sends --concurrency at once, in any order")
 @click.option("--group", default="rmqrun_producer", show_default=True, help="producer group")
 @click.option("--msg-trace", is_flag=True, help="write a Pub message-trace record per message (Java's enableMsgTrace; "
               "see docs/tracing.md)")
@@ -107,8 +116,8 @@ def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | No
 @security_options
 def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...], count: int | None, file: Any,
             body: str, tags: str | None, keys: str | None, properties: tuple[str, ...], sharding_key: str | None,
-            delay_level: int, concurrency: int, batch: int, group: str, msg_trace: bool, msg_trace_topic: str,
-            namespace: str | None, security_flags: dict[str, Any]) -> None:
+            delay_level: int, concurrency: int, batch: int, keep_order: bool | None, group: str, msg_trace: bool,
+            msg_trace_topic: str, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
     from rmqrun.cli import produce as p
     from rmqrun.client.producer import Producer
@@ -117,6 +126,9 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
     security = security_for(security_flags, config_file)
     topic = _topic_of(given, config_file)
     namespace = resolve_namespace(namespace, config_file)
+    if not body:
+        raise ConfigError("--body '' is empty: RocketMQ refuses a message without a body; give some text "
+                          "(the default is 'message {i}')")
     template = _template("--body", body)
     spec = _spec(topic, tags, keys, sharding_key, properties, delay_level)
     if batch > 1 and (sharding_key or delay_level):
@@ -129,6 +141,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
         file = click.get_binary_stream("stdin")
     if file is None and count is None:
         raise ConfigError("nothing to send: give --count N, --file FILE, or pipe lines on stdin")
+    ordered = (file is not None) if keep_order is None else keep_order
     logs.setup("ERROR", role="produce")
     show_bar = sys.stderr.isatty() and count is not None
 
@@ -137,11 +150,12 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
         async with Producer(addr, group, namespace=namespace, security=security, msg_trace=msg_trace,
                             msg_trace_topic=msg_trace_topic) as producer:
             if not show_bar:
-                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch)
+                return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch,
+                                       keep_order=ordered)
             with click.progressbar(length=count, label=f"sending to {topic}", file=sys.stderr,
                                    show_pos=True, show_eta=True) as bar:
                 return await p.produce(producer, spec, bodies, concurrency=concurrency, batch=batch,
-                                       on_sent=bar.update)
+                                       keep_order=ordered, on_sent=bar.update)
 
     report = asyncio.run(main())
     click.echo(report.summary(topic))

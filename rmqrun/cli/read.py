@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import click
 
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
-from rmqrun.cli.flags import Shown, namesrv_flag
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option
 from rmqrun.cli.read_format import StartAt, body_record, json_line, length_prefixed_record, text_line
 from rmqrun.cli.read_options import Options, parse_options
@@ -432,16 +432,19 @@ Examples:
 @click.option("--format", "fmt", default="text", show_default=True, metavar="[text|json|body|length-prefixed]",
               help="text: one readable line per message; json: one object per line with every field; "
                    "body: raw bodies, one per line; length-prefixed: raw bodies after a 4-byte length")
+@config_option("the name server, topic, namespace and ACL/TLS (never the group)")
 @namespace_option
 @security_options
 def read(topic: str | None, namesrv: str | None, from_: str | None, to: str | None, count: str | None,
          follow: bool, timeout: str | None, group: str | None, key: str | None, msg_id: str | None,
-         tags: str | None, sql: str | None, queue: str | None, fmt: str, namespace: str | None,
-         security_flags: dict[str, Any]) -> None:
+         tags: str | None, sql: str | None, queue: str | None, fmt: str, config_file: str | None,
+         namespace: str | None, security_flags: dict[str, Any]) -> None:
     from rmqrun.cli import logs
+    from rmqrun.cli.option_checks import from_config
+    namesrv, topic, namespace = from_config(config_file, namesrv, topic, namespace)
     opts = parse_options(namesrv, topic, from_, count, follow, tags, queue, fmt, namespace, to=to, timeout=timeout,
                          group=group, key=key, msg_id=msg_id, sql=sql)
-    opts.security = security_for(security_flags, None)
+    opts.security = security_for(security_flags, config_file)
     logs.setup("ERROR", role="read")
 
     def note(text: str) -> None:

@@ -17,6 +17,8 @@ from rmqrun.model import Message
 
 #: a bare integer at least this large is epoch milliseconds (2001-09-09 onwards), a smaller one an offset
 EPOCH_MS_FLOOR = 10**12
+#: the last millisecond a date can name (9999-12-31T23:59:59.999Z): a larger "time" is a typo, not a moment
+MAX_EPOCH_MS = 253402300799999
 PREVIEW_CHARS = 120
 
 
@@ -66,6 +68,9 @@ def _parse_position(text: str, flag: str, words: tuple[str, ...]) -> StartAt:
         number = int(raw)
         if kind is None:
             kind = "time" if number >= EPOCH_MS_FLOOR else "offset"
+        if kind == "time" and number > MAX_EPOCH_MS:
+            raise ValueError(f"{flag} {text!r} is epoch milliseconds after the year 9999; give a time such as "
+                             "1732435200000 or 2024-11-24T08:00:00Z, or offset:N for a queue offset")
         return StartAt(kind, number)
     if kind != "offset" and raw:
         try:

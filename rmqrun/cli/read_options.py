@@ -9,13 +9,15 @@ halfway through a read.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
-from rmqrun.cli.read_format import StartAt, parse_from, parse_to
+from rmqrun.cli.read_format import StartAt, iso_ms, parse_from, parse_to
 from rmqrun.errors import ConfigError
+from rmqrun.namespace import MAX_GROUP_LENGTH
 
 if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity
@@ -68,6 +70,7 @@ def parse_options(namesrv: str | None, topic: str | None, from_: str | None, cou
         raise ConfigError(str(exc)) from None
     if end is not None and end.kind == "latest":
         end = None  # the default: the end as the read starts
+    _check_order(start, end)
     fmt = fmt.strip().lower()
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt!r} is not one of: {', '.join(FORMATS)}")
@@ -102,6 +105,9 @@ def _lookup_options(opts: Options, key: str | None, msg_id: str | None, tags: st
     value = (key if key is not None else msg_id or "").strip()
     if not value or " " in value:
         raise ConfigError(f"{flag} {value!r} must be one non-empty value without spaces")
+    if msg_id is not None and any(ch not in string.hexdigits for ch in value):
+        raise ConfigError(f"--msg-id {value!r} is not a message id: a client id (UNIQ_KEY, what producers log) or "
+                          "an offset id, both hex digits (e.g. C0A8010A1F2E18B4AAC2512B3F4E0000)")
     clashes = [name for name, given in (("--follow/--timeout", opts.follow), ("--group", opts.group),
                                         ("--queue", opts.queue is not None), ("--tags", tags is not None),
                                         ("--sql", opts.expression_type != "TAG"))
@@ -119,12 +125,24 @@ def _lookup_options(opts: Options, key: str | None, msg_id: str | None, tags: st
         opts.msg_id = value
 
 
+def _check_order(start: StartAt, end: StartAt | None) -> None:
+    """``--to`` before ``--from`` (both offsets, or both times) would read nothing: refused as ``rmqrun spark``
+    refuses it, so a typo is an error, not an empty answer."""
+    if end is None or start.kind != end.kind or start.kind not in ("offset", "time"):
+        return
+    if end.value < start.value:
+        def name(at: StartAt) -> str:
+            return f"offset {at.value}" if at.kind == "offset" else iso_ms(at.value)
+        raise ConfigError(f"--to {name(end)} is before --from {name(start)}: nothing lies between; swap them")
+
+
 def _group_option(group: str | None) -> str | None:
     if group is None:
         return None
     name = group.strip()
-    if len(name) > 255 or not re.fullmatch(r"[%|a-zA-Z0-9_-]+", name):
-        raise ConfigError(f"--group {group!r} is not a group name (letters, digits, %, |, - and _, at most 255)")
+    if len(name) > MAX_GROUP_LENGTH or not re.fullmatch(r"[%|a-zA-Z0-9_-]+", name):
+        raise ConfigError(f"--group {group!r} is not a group name (letters, digits, %, |, - and _, at most "
+                          f"{MAX_GROUP_LENGTH})")
     return name
 
 

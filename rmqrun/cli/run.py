@@ -39,9 +39,16 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     from rmqrun.client.failure_log import set_report_every
     set_report_every(resolved["log_repeat_interval"])
     settings = table.build(resolved)
+    from rmqrun.cli.config_reload import config_reader
+    # SIGHUP resolves the settings again (the file re-read) and applies what can change live
+    settings.reload_config = config_reader({"handler": handler, **flags}, config_file, resolved)
     cwd_on_path()
     from rmqrun.cli import event_loop
-    sys.exit(event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"]))
+    from rmqrun.supervisor.signal_senders import command_signals_blocked
+    # before the loop and its threads exist: a thread that has them unblocked takes them with no sender known
+    with command_signals_blocked():
+        code = event_loop.run(lambda loop_name: _run(settings, resolved, loop_name), resolved["event_loop"])
+    sys.exit(code)
 
 
 async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:

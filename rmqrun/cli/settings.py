@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import yaml
 
 from rmqrun.cli.values import (
-    at_least, between, parse_bool, parse_float, parse_int, parse_lower, parse_name, parse_namespace, parse_namesrv,
-    parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp, split_subscription,
+    MAX_WORKERS, at_least, between, parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name,
+    parse_namespace, parse_namesrv, parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp,
+    split_subscription,
 )
 from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
 from rmqrun.consumer import defaults as d
@@ -113,7 +114,7 @@ SETTINGS: tuple[Setting, ...] = (
     _S("handler", parse_ref, None, "the handler, module:function", POOL),
     _S("namesrv", parse_namesrv, None, "name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)",
        CONSUMER, flag="--namesrv"),
-    _S("group", parse_name, None, "consumer group", CONSUMER, flag="--group"),
+    _S("group", parse_group, None, "consumer group", CONSUMER, flag="--group"),
     _S("namespace", parse_namespace, None, "instance namespace of a managed cluster: topics and the group are "
        "'NAMESPACE%name' on the wire, handlers, metrics and output show the plain names", CONSUMER,
        flag="--namespace"),
@@ -214,7 +215,7 @@ SETTINGS: tuple[Setting, ...] = (
        "(customizedTraceTopic)", CONSUMER, flag="--msg-trace-topic"),
     # --- worker processes
     _S("workers", parse_int, None, "worker processes (default: CPU count)", POOL, flag="--workers",
-       check=between(1, 4096), allowed="an integer from 1 to 4096"),
+       check=between(1, MAX_WORKERS), allowed=f"an integer from 1 to {MAX_WORKERS}"),
     _S("worker_init", parse_ref, None, "module:function called once in each worker before messages", POOL,
        flag="--worker-init"),
     _S("worker_exit", parse_ref, None, "module:function called once in each worker at exit", POOL),

@@ -14,10 +14,10 @@ from typing import Any
 import click
 
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
-from rmqrun.cli.flags import Shown, namesrv_flag
+from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.handler_path import cwd_on_path
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
-from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
+from rmqrun.cli.option_checks import from_config, int_option, namesrv_option, tags_option
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.spark.backfill import Bound
@@ -31,9 +31,10 @@ def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow
     raw = text.strip()
     if raw.startswith("{"):
         from rmqrun.spark.errors import OptionError
-        from rmqrun.spark.offsets import parse_offset_spec
+        from rmqrun.spark.offsets import check_batch_sentinels, parse_offset_spec
         try:
             spec = parse_offset_spec(raw, option, [topic], allow_timestamp=False)
+            check_batch_sentinels(spec, option)
         except OptionError as exc:
             raise ConfigError(str(exc).replace(f"rocketmq source option {option}", option)) from None
         return Bound("json", spec=spec)
@@ -90,17 +91,22 @@ def _conf(pairs: tuple[str, ...]) -> dict[str, str]:
               help="at least N Spark partitions, queues split by offset range")
 @click.option("--conf", "conf", multiple=True, metavar="KEY=VALUE", cls=Shown, shown="none",
               help="a Spark setting (repeatable)")
+@config_option("the name server, topic, namespace, handler and ACL/TLS (never the group)")
 @namespace_option
 @security_options
 def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str | None, from_: str, to: str,
           master: str, group: str | None, worker_init: str | None, failed_to: str | None, batch_size: str,
-          time_limit: str, partitions: str | None, conf: tuple[str, ...], namespace: str | None,
-          security_flags: dict[str, Any]) -> None:
+          time_limit: str, partitions: str | None, conf: tuple[str, ...], config_file: str | None,
+          namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark."""
     from rmqrun.cli import logs
     from rmqrun.spark.runner import RunnerOptions, run
     from rmqrun.handler.loading import HandlerLoadError
 
+    namesrv, topic, namespace = from_config(config_file, namesrv, topic, namespace)
+    if handler is None and config_file:
+        from rmqrun.cli import settings as table
+        handler = table.resolve({}, config_file=config_file)["handler"]
     opts = RunnerOptions(
         handler=_required(handler, "the handler argument MODULE:FUNC"),
         namesrv=namesrv_option(namesrv), topic=_topic(topic), tags=tags_option(topic or "", tags),
@@ -109,7 +115,7 @@ def spark(handler: str | None, namesrv: str | None, topic: str | None, tags: str
         time_limit=_seconds(time_limit, "--time-limit"),
         partitions=int_option(partitions, "--partitions", 1) if partitions is not None else None, conf=_conf(conf),
         namespace=resolve_namespace(namespace))
-    opts.security = security_for(security_flags, None)
+    opts.security = security_for(security_flags, config_file)
     opts.start = parse_bound(from_, "--from", opts.topic, allow_latest=False, allow_earliest=True, allow_offset=True)
     opts.end = parse_bound(to, "--to", opts.topic, allow_latest=True, allow_earliest=False, allow_offset=False)
     cwd_on_path()
@@ -155,8 +161,11 @@ def _group(group: str | None) -> str | None:
     if group is None:
         return None
     value = group.strip()
-    if not value or not all(c.isalnum() or c in "%|_-" for c in value) or value.startswith("%"):
-        raise ConfigError(f"--group {group!r} is not a consumer group name (letters, digits, '_', '-', '|')")
+    from rmqrun.namespace import MAX_GROUP_LENGTH
+    if not value or not all(c.isalnum() or c in "%|_-" for c in value) or value.startswith("%") \
+            or len(value) > MAX_GROUP_LENGTH:
+        raise ConfigError(f"--group {group!r} is not a consumer group name (letters, digits, '_', '-', '|'; at "
+                          f"most {MAX_GROUP_LENGTH})")
     return value
 
 

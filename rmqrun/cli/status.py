@@ -59,6 +59,16 @@ class QueueProgress:
     #: with lag: seconds since the broker stored the message at the consumer offset, the queue's oldest
     #: unfinished one (None: no lag, or it could not be read)
     oldest_age_s: float | None = None
+    #: the queue's min offset (read only where the group has an offset: None otherwise)
+    min_offset: int | None = None
+
+    @property
+    def deleted_unconsumed(self) -> int:
+        """Messages retention deleted before the group consumed them: its offset is below the queue's min
+        offset (it continues there on its next pull)."""
+        if self.consumer_offset is None or self.min_offset is None:
+            return 0
+        return max(0, self.min_offset - self.consumer_offset)
 
     @property
     def lag(self) -> int | None:
@@ -71,7 +81,8 @@ class QueueProgress:
         return {"topic": self.mq.topic, "broker": self.mq.broker_name, "queue": self.mq.queue_id,
                 "broker_offset": self.broker_offset, "consumer_offset": self.consumer_offset, "lag": self.lag,
                 "oldest_unfinished_offset": self.consumer_offset if self.oldest_age_s is not None else None,
-                "oldest_unfinished_age_s": None if self.oldest_age_s is None else round(self.oldest_age_s, 3)}
+                "oldest_unfinished_age_s": None if self.oldest_age_s is None else round(self.oldest_age_s, 3),
+                "min_offset": self.min_offset, "deleted_unconsumed": self.deleted_unconsumed}
 
 
 def _admin(instance: ClientInstance) -> AdminClient:
@@ -182,7 +193,8 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
         high = await instance.broker.get_max_offset(addr, mq, timeout=TIMEOUT)
         stored = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT) if committed else None
         age = await stored_age_at(instance, addr, group, mq, stored) if stored is not None and stored < high else None
-        return QueueProgress(mq, high, stored, age)
+        low = await instance.broker.get_min_offset(addr, mq, timeout=TIMEOUT) if stored is not None else None
+        return QueueProgress(mq, high, stored, age, low)
 
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
@@ -278,4 +290,17 @@ def render(rows: Sequence[QueueProgress], group: str, namespace: str | None = No
 
     rule = "  ".join("-" * w for w in widths)
     lines = [f"group {group}", fmt(header), rule, *(fmt(row) for row in body[:-1]), rule, fmt(body[-1])]
-    return "\n".join(line.rstrip() for line in lines)
+    return "\n".join([*(line.rstrip() for line in lines), *_lost_lines(rows)])
+
+
+def _lost_lines(rows: Sequence[QueueProgress]) -> list[str]:
+    """Queues whose consumer offset is below the queue's min offset: what retention deleted unconsumed."""
+    lost = [r for r in rows if r.deleted_unconsumed]
+    if not lost:
+        return []
+    out = [f"! {len(lost)} queue(s) with the consumer offset below the queue's min offset: retention deleted "
+           f"{sum(r.deleted_unconsumed for r in lost)} message(s) before the group consumed them (it continues at "
+           "the min offset):"]
+    out += [f"!   {r.mq.topic} {r.mq.broker_name} queue {r.mq.queue_id}: consumer offset {r.consumer_offset} < min "
+            f"offset {r.min_offset} ({r.deleted_unconsumed} deleted)" for r in lost]
+    return out

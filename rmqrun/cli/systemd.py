@@ -85,7 +85,13 @@ class SystemdNotifier:
                     self._ping(supervisor if settings.watchdog_checks_health else None))
 
         settings.on_ready = ready
-        settings.on_status = lambda text: self.notify(f"STATUS={text}")
+        def status(text: str) -> None:
+            # while the pool is wedged every STATUS= says so first: the watchdog's one STATUS=unhealthy line was
+            # replaced by the next progress line 0.1 s later, and systemctl status hid the wedge
+            alive = supervisor.liveness() if supervisor.phase == "consuming" else None  # judged only then
+            self.notify(f"STATUS={text}" if alive is None or alive.ok else f"STATUS={alive.reason}; {text}")
+
+        settings.on_status = status
         settings.on_stopping = lambda: self.notify("STOPPING=1", "STATUS=stopping: finishing in-flight messages")
         if settings.status_interval <= 0 or settings.status_interval > 10:
             settings.status_interval = 10.0

@@ -34,7 +34,7 @@ from rmqrun.cli.admin_session import AdminError, admin_session, resolve_cluster,
 from rmqrun.cli.flags import Shown, json_option
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.cli.topic_describe import describe
-from rmqrun.cli.topic_options import cluster_args, the_topic, topic_args, topic_name, where_args
+from rmqrun.cli.topic_options import cluster_args, the_topic, topic_args, user_topic_name, where_args
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.client.admin import ORDER_TOPIC_CONFIG
@@ -153,7 +153,7 @@ def create(name: str | None, topic_flag: str | None, queues: int | None, read_qu
            config_file: str | None, broker: str | None, cluster: str | None, namespace: str | None,
            security_flags: dict[str, Any]) -> None:
     """Create topic NAME (8 read and 8 write queues unless told otherwise)."""
-    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
+    name = user_topic_name(the_topic(name, topic_flag), "create", namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     config = TopicConfig(name, read or 8, write or 8, parse_perm(perm) if perm else PERM_READ | PERM_WRITE,
                          bool(order))
@@ -188,7 +188,7 @@ def update(name: str | None, topic_flag: str | None, queues: int | None, read_qu
            config_file: str | None, broker: str | None, cluster: str | None, namespace: str | None,
            security_flags: dict[str, Any]) -> None:
     """Change topic NAME; fields not given keep their value."""
-    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
+    name = user_topic_name(the_topic(name, topic_flag), "update", namespace, config_file)
     read, write = _counts(queues, read_queues, write_queues)
     new_perm = parse_perm(perm) if perm else None
     if read is None and write is None and new_perm is None and order is None:
@@ -233,7 +233,7 @@ def update(name: str | None, topic_flag: str | None, queues: int | None, read_qu
 def delete(name: str | None, topic_flag: str | None, cluster: str | None, config_file: str | None,
            namesrv: str | None, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Delete topic NAME from every master of the cluster, then from the name servers."""
-    name = topic_name(the_topic(name, topic_flag), namespace, config_file)
+    name = user_topic_name(the_topic(name, topic_flag), "delete", namespace, config_file)
     addr = resolve_cluster(namesrv, config_file, security_flags)
 
     async def main() -> list[str]:

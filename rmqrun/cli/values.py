@@ -16,11 +16,13 @@ import re
 import time
 from typing import Any, Callable
 
-from rmqrun.namespace import check_namespace
+from rmqrun.namespace import MAX_GROUP_LENGTH, check_namespace
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
                "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+#: the most worker processes a pool may have: one bound for ``run --workers`` and ``demo --workers``
+MAX_WORKERS = 4096
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _REF_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*(:{_IDENT}(\.{_IDENT})*)?$")
 _HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -162,6 +164,14 @@ def parse_name(value: Any) -> str:
     text = parse_str(value)
     if len(text) > 127 or not _NAME_RE.match(text):
         raise ValueError("letters, digits, '%', '|', '_' and '-' only, at most 127 characters")
+    return text
+
+
+def parse_group(value: Any) -> str:
+    """A consumer group name: the characters of :func:`parse_name`, at most 255 (Java's group limit)."""
+    text = parse_str(value)
+    if len(text) > MAX_GROUP_LENGTH or not _NAME_RE.match(text):
+        raise ValueError(f"letters, digits, '%', '|', '_' and '-' only, at most {MAX_GROUP_LENGTH} characters")
     return text
 
 

@@ -37,7 +37,7 @@ from rmqrun.protocol.bodies import (
 )
 from rmqrun.client.broker import BrokerClient
 from rmqrun.client.errors import NameServerUnavailableError
-from rmqrun.client.failure_log import FailureLog
+from rmqrun.client.failure_log import FailureLog, is_transport
 from rmqrun.protocol.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -143,6 +143,8 @@ class ClientInstance:
         self.heartbeat_interval = heartbeat_interval
         self.route_listeners: list[RouteListener] = []
         self._routes: dict[str, TopicRouteData] = {}
+        #: route refreshes refused for a reason other than an outage: one incident for every topic
+        self._route_failures = FailureLog()
         self._broker_addrs: dict[str, dict[int, str]] = {}
         self._producers: set[str] = set()
         self._consumers: dict[str, _Consumer] = {}
@@ -277,16 +279,21 @@ class ClientInstance:
     async def refresh_routes(self) -> None:
         """Refresh every cached route. A topic the name server no longer knows keeps its old
         route (a producer's auto-create route, or a transient name-server gap)."""
+        failed = False
         for topic in list(self._routes):
             try:
                 await self.update_route(topic)
             except TopicNotExistError:
                 pass
-            except NameServerUnavailableError as exc:
-                # the name server's own incident line says it (namesrv.py): one line, not one per topic
-                logger.debug("route refresh of {} failed: {}", topic, exc)
-            except RemotingError as exc:
-                logger.warning("route refresh of {} failed: {}", topic, exc)
+            except (NameServerUnavailableError, RemotingError) as exc:
+                failed = True
+                if is_transport(exc):
+                    # dead or hung: the name server's own incident line says it (namesrv.py), not one per topic
+                    logger.debug("route refresh of {} failed: {}", topic, exc)
+                else:  # e.g. a refusal: one incident whatever the topic count, naming the first topic
+                    self._route_failures.failed("routes", "route refresh", f"{topic}: {exc}")
+        if not failed:
+            self._route_failures.recovered("routes")
 
     async def subscribe_queues(self, topic: str, *, refresh: bool = False) -> list[MessageQueue]:
         return subscribe_queues(await self.get_route(topic, refresh=refresh), topic)

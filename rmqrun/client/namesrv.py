@@ -106,7 +106,10 @@ class NameServerClient:
                 dropped = True
                 last = exc
                 self._skip(address)
-            except RequestTimeoutError:
+            except RequestTimeoutError as exc:
+                # a hung name server (the connection up, no answer): an incident like a dead one, so the
+                # route refresh of every topic need not say it, and its end is logged too
+                self._warn(address, "not answering", str(exc))
                 self._skip(address)
                 raise
             else:

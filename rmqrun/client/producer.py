@@ -55,16 +55,15 @@ from rmqrun.remoting.compression import COMPRESSION_ZLIB
 from rmqrun.remoting.message import SYSFLAG_COMPRESSED
 from rmqrun.remoting.message_batch import BatchItem, encode_batch
 from rmqrun.remoting.message_props import (
-    NAME_VALUE_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_MAX_RECONSUME_TIMES,
     PROPERTY_RECONSUME_TIME,
     PROPERTY_SHARDING_KEY,
-    PROPERTY_SEPARATOR,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
+    check_properties,
     java_string_hash,
     properties_to_string,
 )
@@ -100,12 +99,8 @@ class OutgoingMessage:
     flag: int = 0
 
     def build_properties(self) -> dict[str, str]:
-        props: dict[str, str] = {}
-        for k, v in (self.properties or {}).items():
-            k, v = str(k), str(v)
-            if any(sep in k or sep in v for sep in (NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR)):
-                raise ValueError(f"property {k!r} contains a \\x01 or \\x02 separator character")
-            props[k] = v
+        """The message's properties, every name and value checked (``PropertyTextError`` naming the field)."""
+        props = {str(k): str(v) for k, v in (self.properties or {}).items()}
         if self.keys:
             props[PROPERTY_KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
         if self.tags:
@@ -113,6 +108,7 @@ class OutgoingMessage:
         if self.delay_level > 0:
             props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         props.setdefault(PROPERTY_WAIT_STORE_MSG_OK, "true")
+        check_properties(props)  # before anything connects; properties_to_string checks again at the wire
         return props
 
 
@@ -247,6 +243,14 @@ class Producer:
             self._publish[topic] = info
         return info
 
+    async def writable_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to ``topic`` may go to (plain names, as results name them), sorted; the route of
+        TBW102 for a topic the cluster does not have yet, as a first send would use."""
+        wire, _ = self._on_wire(topic, None)
+        info = await self.publish_info(wire)
+        return sorted((unwrap_queue(self.namespace, q) if self.namespace else q for q in info.queues),
+                      key=lambda q: (q.broker_name, q.queue_id))
+
     # ----------------------------------------------------------------- sending
 
     async def send(self, topic: str, body: bytes, tags: str | None = None, keys: str | Sequence[str] | None = None,
@@ -300,9 +304,10 @@ class Producer:
         batch_props = {PROPERTY_WAIT_STORE_MSG_OK: "true"}
         if self.namespace:
             batch_props[PROPERTY_INSTANCE_ID] = self.namespace
+        batch_text = properties_to_string(batch_props)
 
         def header_for(mq: MessageQueue) -> SendMessageRequestHeader:
-            return self._header(topic, mq, sys_flag=0, flag=0, props=batch_props, batch=True)
+            return self._header(topic, mq, sys_flag=0, flag=0, props_text=batch_text, batch=True)
         return await self._dispatch(topic, header_for, body, queue, None, timeout, oneway=False,  # type: ignore[return-value]
                                     msg_id=",".join(ids))
 
@@ -340,9 +345,11 @@ class Producer:
                 reconsume_times = int(props.pop(PROPERTY_RECONSUME_TIME))
             if PROPERTY_MAX_RECONSUME_TIMES in props:
                 max_reconsume = int(props.pop(PROPERTY_MAX_RECONSUME_TIMES))
+        # once per send, before the route is looked up: a refused property (the sharding key too) sends nothing
+        props_text = properties_to_string(props)
 
         def header_for(mq: MessageQueue) -> SendMessageRequestHeader:
-            return self._header(topic, mq, sys_flag=sys_flag, flag=msg.flag, props=props, batch=False,
+            return self._header(topic, mq, sys_flag=sys_flag, flag=msg.flag, props_text=props_text, batch=False,
                                 reconsume_times=reconsume_times, max_reconsume_times=max_reconsume)
         started = time.time()
         result = await self._dispatch(topic, header_for, body, queue, sharding_key, timeout, oneway=oneway,
@@ -374,13 +381,13 @@ class Producer:
             queue = wrap_queue(self.namespace, queue)
         return wrap(self.namespace, topic), queue
 
-    def _header(self, topic: str, mq: MessageQueue, *, sys_flag: int, flag: int, props: dict[str, str],
+    def _header(self, topic: str, mq: MessageQueue, *, sys_flag: int, flag: int, props_text: str,
                 batch: bool, reconsume_times: int = 0,
                 max_reconsume_times: int | None = None) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
             producer_group=self.group, topic=topic, default_topic=self.create_topic_key,
             default_topic_queue_nums=self.default_topic_queue_nums, queue_id=mq.queue_id, sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000), flag=flag, properties=properties_to_string(props),
+            born_timestamp=int(time.time() * 1000), flag=flag, properties=props_text,
             reconsume_times=reconsume_times, unit_mode=False, batch=batch,
             max_reconsume_times=max_reconsume_times, bname=mq.broker_name)
 

@@ -32,9 +32,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, unique_instance_name
 from rmqrun.consumer.allocate import AllocateStrategy, _prepare, get_strategy
-from rmqrun.errors import ConfigError
+from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import MessageQueue
 
 NAME = "MACHINE_ROOM_NEARBY"
@@ -45,7 +44,7 @@ DEFAULT_CONSUMER_ROOMS = "instance-prefix:-"
 RESOLVER_FORMS = ("prefix:SEP", "instance-prefix:SEP", "regex:PATTERN", "table:NAME=ROOM,NAME=ROOM,...")
 
 
-class RoomUnknown(ValueError):
+class RoomUnknown(RmqrunError, ValueError):
     """A broker or consumer the resolver cannot place in a room (Java: IllegalArgumentException)."""
 
 
@@ -229,6 +228,8 @@ def client_instance_name(strategy_name: str, machine_room: str | None, instance_
     """
     if not is_nearby(strategy_name) or not machine_room:
         return instance_name
+    # imported here: the settings table imports this module, and `rmqrun run --help` loads no client
+    from rmqrun.client.instance import DEFAULT_INSTANCE_NAME, unique_instance_name
     if instance_name == DEFAULT_INSTANCE_NAME and clustering:
         instance_name = unique_instance_name()
     return room_instance_name(machine_room, instance_name)

@@ -12,6 +12,7 @@ The functions are pure so every return type can be unit-tested without processes
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,14 +50,43 @@ def bad_result(value: Any, handler_ref: str, orderly: bool) -> BadResultError:
     if not orderly and isinstance(value, ORDERLY_RESULTS):
         return BadResultError(f"{who} returned {value!r}, an orderly-mode result, but its queue is consumed "
                               f"concurrently; return ReconsumeLater() or AckIndex(n)")
+    if inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value):
+        return BadResultError(f"{who} returned {_describe(value)}: its work never ran (workers call plain "
+                              "functions; do not return a coroutine or a generator)")
     expected = ("SuspendCurrentQueue, Commit, Rollback" if orderly else "ReconsumeLater, AckIndex")
     return BadResultError(f"{who} returned {_describe(value)}; expected None or one of {expected}")
 
 
+def is_plain_success(value: Any) -> bool:
+    """The rule for what is not an explicit result: a handler that returns normally has done its work.
+
+    ``None``, ``True`` and any other value (a string, a count, a dict the handler
+    computed) mean success, as a Celery, RQ or dramatiq task's return value does:
+    only an exception, an explicit result or ``False`` fail a message. ``False``
+    is the one plain value read as "not done" (retry later): failing it costs a
+    retry, taking it for success would lose a message its handler said it did
+    not handle. Never a success: a coroutine, generator or other awaitable (the
+    work never ran) or a result class instead of an instance (``return
+    ReconsumeLater``), which :func:`bad_result` refuses.
+    """
+    if value is None or value is True:
+        return True
+    if value is False or isinstance(value, HandlerResult):
+        return False
+    if isinstance(value, type) and issubclass(value, HandlerResult):
+        return False
+    return not (inspect.isawaitable(value) or inspect.isgenerator(value) or inspect.isasyncgen(value))
+
+
 def map_concurrent(value: Any, count: int, handler_ref: str) -> ConcurrentOutcome:
-    """A concurrent-mode return value for a call over ``count`` messages (raises BadResultError)."""
-    if value is None:
+    """A concurrent-mode return value for a call over ``count`` messages (raises BadResultError).
+
+    :func:`is_plain_success` values acknowledge all; ``False`` retries all as ``ReconsumeLater()`` does.
+    """
+    if is_plain_success(value):
         return ConcurrentOutcome(count)
+    if value is False:
+        return ConcurrentOutcome(0)
     if isinstance(value, ReconsumeLater):
         return ConcurrentOutcome(0, value.delay_level)
     if isinstance(value, AckIndex):

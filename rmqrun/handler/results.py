@@ -10,10 +10,13 @@ handler says *what* it wants with the parameters that go with it::
     ReconsumeLater(delay_level=0)            SuspendCurrentQueue(ms=-1)
     AckIndex(index, delay_level=0)           Commit() / Rollback()   (manual commit only)
 
-A result of the other mode, or anything else (a string, ``True``, the class
-instead of an instance), is a programming error: the worker logs it once with
-the handler's name and treats the call as failed, so nothing is committed by
-accident.
+Any other value returned normally (``True``, a string, a count) is success too, as
+a Celery task's return value is; ``False`` alone means "not done" and fails the call
+like ``ReconsumeLater()`` / ``SuspendCurrentQueue()`` (:func:`rmqrun.handler.outcome.is_plain_success`).
+A result of the other mode, a result class instead of an instance, or a coroutine
+or generator (the work never ran) is a programming error: the worker fails the call,
+so nothing is committed by accident, and logs it with the handler's name and the
+queue offsets for every call it fails.
 
 This module imports only the root exception, so ``import rmqrun`` stays cheap.
 """

@@ -190,7 +190,9 @@ class Connection:
             return await fut
         except RequestTimeoutError as exc:
             if self.close_on_timeout and self._closed is None:
-                logger.warning("closing connection {}: {}", self.name, exc)
+                # DEBUG: the timeout goes to the caller, and a hung peer times out every request; the broker and
+                # name-server clients fold those into one incident per peer (client/failure_log.py)
+                logger.debug("closing connection {}: {}", self.name, exc)
                 self.close(exc)
             raise
         finally:

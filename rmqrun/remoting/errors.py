@@ -52,6 +52,14 @@ class FrameTooLargeError(ProtocolError):
     """A length prefix outside 0..max_frame_size."""
 
 
+class PropertyTextError(RemotingError, ValueError):
+    """Text a message property cannot carry: a separator of the properties string, or no valid UTF-8.
+
+    Raised before anything is sent, naming the field (``keys``, ``tags``, ``property 'k'``,
+    ``--keys``...). A ``ValueError`` too, as every other refusal of a bad send is.
+    """
+
+
 class ConnectionClosedError(RemotingError):
     """The connection closed (or could not be opened) before the answer came."""
 

@@ -7,6 +7,10 @@ the broker derives from the TAGS property. No I/O, nothing about records.
 
 from __future__ import annotations
 
+from typing import Mapping
+
+from rmqrun.remoting.errors import PropertyTextError
+
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
@@ -57,11 +61,57 @@ def tags_code(tags: str | None) -> int:
     return java_string_hash(tags) if tags else 0
 
 
-def properties_to_string(props: dict[str, str]) -> str:
+#: what each separator does in the properties string, for the refusal's wording
+_SEPARATOR_ROLE = {
+    PROPERTY_SEPARATOR: "to separate properties",
+    NAME_VALUE_SEPARATOR: "to separate a property's name from its value",
+}
+
+#: properties that a message's own fields set: a refusal names the field the caller filled in
+_FIELD_OF_PROPERTY = {PROPERTY_KEYS: "keys", PROPERTY_TAGS: "tags", PROPERTY_SHARDING_KEY: "sharding key",
+                      "INSTANCE_ID": "namespace"}
+
+
+def check_property_text(what: str, text: str) -> None:
+    """Refuse ``text`` (the field ``what``) if the properties string cannot carry it as it is.
+
+    A ``\\x02`` or ``\\x01`` inside a key, a tag or a value would be read back as the
+    end of that property and the start of another: ``order-1\\x02DELAY\\x013`` sent as
+    keys becomes keys ``order-1`` plus a 10-second delay, so a key taken from outside
+    could schedule or reshape a message. The Java client joins the text without a
+    check (``messageProperties2String``); refusing it is the only safe answer, since
+    any escaping would change what a Java consumer reads. Text holding lone
+    surrogates (bytes that were not UTF-8, as Python hands over a bad command line)
+    cannot be encoded at all, so it is refused here too, with the field named.
+    """
+    for sep, role in _SEPARATOR_ROLE.items():
+        if sep in text:
+            code = ord(sep)
+            raise PropertyTextError(f"{what} contains the control character \\x{code:02x} (U+{code:04X}), "
+                                    f"which RocketMQ uses {role}: {text!r}")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PropertyTextError(f"{what} is not valid UTF-8 text: {text!r} holds {text[exc.start]!r} "
+                                    "(bytes that were not UTF-8?)") from None
+
+
+def check_properties(props: Mapping[str, str]) -> None:
+    """Every name and value of ``props`` through :func:`check_property_text`, named as the caller set it."""
+    for name, value in props.items():
+        check_property_text(f"property name {name!r}", name)
+        check_property_text(_FIELD_OF_PROPERTY.get(name, f"property {name!r}"), value)
+
+
+def properties_to_string(props: Mapping[str, str]) -> str:
     """``name\\x01value`` pairs joined by ``\\x02``, as the 4.9.8 Java client and broker write them.
 
-    (5.x and the C++ client add a trailing separator; the decoder accepts both.)
+    (5.x and the C++ client add a trailing separator; the decoder accepts both.) Every
+    name and value is checked first (:func:`check_properties`): this is the one place a
+    client builds the string, so no way of sending can skip the check.
     """
+    check_properties(props)
     return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items())
 
 

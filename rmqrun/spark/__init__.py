@@ -55,11 +55,17 @@ def require_java() -> None:
 
 
 def register(spark: Any) -> None:
-    """Register the ``rocketmq`` data source with a SparkSession."""
+    """Register the ``rocketmq`` data source with a SparkSession.
+
+    Also lets a ``rocketmq`` batch write be saved without ``.mode("append")``, as
+    Spark's Kafka sink is (:mod:`rmqrun.spark.save_mode`).
+    """
     require_pyspark()
+    from rmqrun.spark.save_mode import accept_default_mode
     from rmqrun.spark.source import RocketMQDataSource
 
     spark.dataSource.register(RocketMQDataSource)
+    accept_default_mode()
 
 
 def session(master: str = "local[*]", app_name: str = "rmqrun", **conf: str) -> Any:

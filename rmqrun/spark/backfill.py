@@ -24,6 +24,8 @@ MAX_RECONSUME_TIMES = 16
 SUCCESS = "success"
 RECONSUME_LATER = "ReconsumeLater"
 NOT_ACKED = "AckIndex: not acked"
+#: a handler returned False ("not done"): retried as ReconsumeLater() is
+RETURNED_FALSE = "returned False"
 TIME_LIMIT = "time limit"
 BAD_RESULT = "bad result"
 

@@ -82,6 +82,20 @@ def parse_offset_spec(raw: str, option: str, topics: Iterable[str] | None, *, al
                                                  "an integer >= 0 (or -2 earliest, -1 latest)", EARLIEST_SENTINEL))
 
 
+def check_batch_sentinels(spec: OffsetSpec, option: str) -> None:
+    """A batch query's JSON map may not start a queue at latest (-1) nor end one at earliest (-2): that queue
+    would read nothing, which is never what was meant. The Kafka source refuses both for batch queries."""
+    if spec.kind != "json":
+        return
+    refused, word = ((LATEST_SENTINEL, "latest (-1)") if option in ("startingOffsets", "--from")
+                     else (EARLIEST_SENTINEL, "earliest (-2)"))
+    for mq, off in spec.offsets:
+        if off == refused:
+            raise OptionError(f"rocketmq source option {option}: {mq.topic} {queue_key(mq)} can't be {word} for "
+                              "batch queries (that queue would read nothing); give an offset, or -2/-1 where the "
+                              "other end of the range is meant")
+
+
 def parse_timestamp_map(raw: str, option: str, topics: Iterable[str] | None, *, fallback: OffsetSpec,
                         strategy: str) -> OffsetSpec:
     """Option ``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp``:

@@ -21,7 +21,8 @@ from typing import Mapping
 from rmqrun.namespace import check_namespace
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.spark.errors import OptionError
-from rmqrun.spark.offsets import EARLIEST, LATEST, OffsetSpec, parse_offset_spec, parse_timestamp_map
+from rmqrun.spark.offsets import (EARLIEST, LATEST, OffsetSpec, check_batch_sentinels, parse_offset_spec,
+                                  parse_timestamp_map)
 
 # Options Spark itself may add to a source's or sink's options.
 _SPARK_INTERNAL = {"path", "paths", "checkpointlocation", "__checkpointlocation"}
@@ -183,6 +184,8 @@ def _offsets(opts: dict[str, str], topics: tuple[str, ...] | None, streaming: bo
     default_start = "latest" if streaming else "earliest"
     starting = parse_offset_spec(opts.get("startingoffsets", default_start), "startingOffsets", topics,
                                  allow_timestamp=True)
+    if not streaming:
+        check_batch_sentinels(starting, "startingOffsets")
     if starting.kind == "latest" and not streaming and "startingoffsets" in opts:
         raise OptionError("rocketmq source option startingOffsets: 'latest' is not allowed in a batch "
                           "query (it would always read nothing); use earliest, a JSON map or timestamp:<ms>")
@@ -194,6 +197,7 @@ def _offsets(opts: dict[str, str], topics: tuple[str, ...] | None, streaming: bo
                               "a streaming query reads until stopped (see trigger(availableNow=True))")
     if "endingoffsets" in opts:
         ending = parse_offset_spec(opts["endingoffsets"], "endingOffsets", topics, allow_timestamp=False)
+        check_batch_sentinels(ending, "endingOffsets")
         if ending.kind == "earliest":
             raise OptionError("rocketmq source option endingOffsets: 'earliest' is not allowed; "
                               "use latest or a JSON map")

@@ -43,8 +43,10 @@ class RocketMQDataSource(DataSource):
 
     @_plainly
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from rmqrun.spark.save_mode import refuse_overwrite
         from rmqrun.spark.sink import RocketMQWriter, check_sink_schema
 
+        refuse_overwrite(overwrite)
         opts = WriteOptions.parse(self.options)
         check_sink_schema(schema, topic_option=opts.topic is not None)
         return RocketMQWriter(opts)

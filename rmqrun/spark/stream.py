@@ -124,14 +124,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._commit_group(begin)
         latest = self._latest()
         end: dict[MessageQueue, int] = {}
-        shrunk = {mq: (begin[mq], off) for mq, off in latest.items() if mq in begin and off < begin[mq]}
-        if shrunk:
-            detail = "; ".join(f"{mq.topic} {mq.broker_name}:{mq.queue_id} max offset {top} < "
-                               f"checkpointed {was}" for mq, (was, top) in sorted(shrunk.items()))
-            text = f"rocketmq source: queue(s) went back past the query's offsets (broker data lost?): {detail}"
-            if self.opts.fail_on_data_loss:
-                raise SourceError(text + " (set option failOnDataLoss=false to wait for new offsets past them)")
-            logger.warning("{} (failOnDataLoss=false: offsets below the checkpointed ones are skipped)", text)
+        begin = {**begin, **self._went_back(begin, latest)}   # where those queues are read from again
         for mq, off in latest.items():
             first = begin.get(mq, 0)
             if self._cap is not None:
@@ -140,11 +133,40 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for mq, off in begin.items():      # a queue gone from the route keeps its offset
             end.setdefault(mq, off)
         if self._delay_batch(begin, end):
-            return encode(begin)   # Spark's start, unchanged: no batch this trigger
+            return encode(decode(start))   # Spark's start, unchanged: no batch this trigger
         max_rows = getattr(limit, "max_rows", None)
         if isinstance(limit, ReadMaxRows) and max_rows:
             end = share_limit(begin, end, int(max_rows))
         return encode(end)
+
+    def _went_back(self, begin: dict[MessageQueue, int], latest: dict[MessageQueue, int]) -> dict[MessageQueue, int]:
+        """Queues whose max offset is below the checkpointed one (the topic was deleted and created again, or a
+        broker lost data), mapped to the offset they are read from again: their min offset, everything they
+        hold now. With failOnDataLoss (the default) the query fails instead, naming them.
+
+        As the Kafka source does with failOnDataLoss=false, the lost range (the queue's max offset up to the
+        checkpointed one) is dropped with a warning naming it, and reading goes on with what the queue now
+        holds, instead of waiting, while every new message is skipped, until the queue passes the old offset.
+        The batch planned then ends below its start; :meth:`partitions` reads such a queue from its min offset.
+        """
+        shrunk = {mq: (begin[mq], off) for mq, off in latest.items() if mq in begin and off < begin[mq]}
+        if not shrunk:
+            return {}
+        detail = "; ".join(f"{mq.topic} {mq.broker_name}:{mq.queue_id} max offset {top} < checkpointed {was}"
+                           for mq, (was, top) in sorted(shrunk.items()))
+        text = f"rocketmq source: queue(s) went back past the query's offsets (topic recreated, or broker data " \
+               f"lost?): {detail}"
+        if self.opts.fail_on_data_loss:
+            raise SourceError(text + " (set option failOnDataLoss=false to skip the lost offsets and read what the "
+                              "queues hold now)")
+        consumer = _planner_consumer(self.opts)
+        again: dict[MessageQueue, int] = {}
+        for mq, (was, top) in sorted(shrunk.items()):
+            again[mq] = min(consumer.min_offset(mq), top)
+            logger.warning("rocketmq source: {} {}:{} went back from offset {} to max offset {} (failOnDataLoss="
+                           "false): offsets {}..{} are lost and skipped; reading the queue again from its min "
+                           "offset {}", mq.topic, mq.broker_name, mq.queue_id, was, top, top, was - 1, again[mq])
+        return again
 
     def _delay_batch(self, begin: dict[MessageQueue, int], end: dict[MessageQueue, int]) -> bool:
         """minOffsetsPerTrigger: wait (answer ``start``) while fewer new offsets exist, unless
@@ -165,7 +187,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return False
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        ranges = plan_ranges(decode(start), decode(end), max_records=self.opts.max_records_per_partition)
+        begin, until = decode(start), decode(end)
+        back = [mq for mq, off in until.items() if off < begin.get(mq, 0)]
+        if back:  # a queue that went back (latestOffset, failOnDataLoss=false): read what it holds, up to end
+            consumer = _planner_consumer(self.opts)
+            begin.update({mq: min(consumer.min_offset(mq), until[mq]) for mq in back})
+        ranges = plan_ranges(begin, until, max_records=self.opts.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:

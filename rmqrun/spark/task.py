@@ -29,7 +29,8 @@ from typing import Any, Callable, Iterable, Iterator
 from rmqrun.errors import RmqrunError
 from rmqrun.model import Message
 from rmqrun.spark.backfill import (
-    BAD_RESULT, NOT_ACKED, RECONSUME_LATER, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport, TaskConfig,
+    BAD_RESULT, NOT_ACKED, RECONSUME_LATER, RETURNED_FALSE, SUCCESS, TIME_LIMIT, FailedMessage, RangeReport,
+    TaskConfig,
 )
 from rmqrun.handler.loading import Handler, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
@@ -111,7 +112,8 @@ def handle_chunk(handler: Handler, chunk: list[Message], report: RangeReport, li
         report.count(SUCCESS, outcome.acked)
     rest = chunk[outcome.acked:]
     if rest:
-        result = RECONSUME_LATER if isinstance(value, ReconsumeLater) else NOT_ACKED
+        result = RECONSUME_LATER if isinstance(value, ReconsumeLater) else RETURNED_FALSE if value is False \
+            else NOT_ACKED
         _fail(report, rest, result, f"returned {value!r}", keep, outcome.delay_level)
 
 

@@ -15,6 +15,14 @@ that still has them unblocked; a signal the kernel hands to it goes the old
 way, through the event loop's handler, with no sender known. Both paths end
 in the same callback, so nothing is lost either way.
 
+Any thread started before :meth:`SignalReceiver.install` keeps them
+unblocked, and the kernel may pick it: ``--metrics-port`` resolves its host on
+the event loop's resolver thread before the supervisor runs, and every SIGTERM
+then lost its sender. ``rmqrun run`` therefore blocks them for the whole
+process, before the event loop and any thread exist
+(:func:`command_signals_blocked`); one arriving before the receiver is
+installed waits, pending, and is then taken like any other.
+
 Embedding programs that start other child processes while a supervisor runs
 in them would pass the blocked mask on to those too; so this is opt-in
 (``RunSettings.signal_senders``), and ``rmqrun run`` opts in.
@@ -25,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import signal
 import threading
-from typing import Callable
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from loguru import logger
 
 from rmqrun.pipe.procs import COMMAND_SIGNALS, ProcStat, ancestry
 
-__all__ = ["SignalReceiver", "UNKNOWN_SENDER"]
+__all__ = ["SignalReceiver", "UNKNOWN_SENDER", "command_signals_blocked"]
 
 #: the sender when the signal came through the event loop's handler, which is not told
 UNKNOWN_SENDER = -1
@@ -97,3 +106,19 @@ class SignalReceiver:
                 loop.call_soon_threadsafe(self._deliver, info.si_signo, info.si_pid, chain)
             except RuntimeError:  # the loop is closed: the run is over
                 return
+
+
+@contextmanager
+def command_signals_blocked() -> Iterator[None]:
+    """The command signals blocked in this thread, and so in every thread started inside the block.
+
+    Why: a thread that exists before :meth:`SignalReceiver.install` (an event
+    loop's resolver or executor thread) would otherwise take some of them with
+    no sender known. On leaving, the mask is what it was; a signal still
+    pending then goes where it would have gone.
+    """
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, COMMAND_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

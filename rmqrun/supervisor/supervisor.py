@@ -36,12 +36,13 @@ from typing import Callable
 from loguru import logger
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.pop_push import PopPushConsumer
+from rmqrun.consumer.engines import new_engine
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.consumer.trace_hook import TracingExecutor, consumer_tracing
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
+from rmqrun.supervisor.config_reload import ConfigChange, reload_with_config
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.health import (
     READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S, HealthLimits, HealthWatch, Verdict, liveness, readiness,
@@ -82,6 +83,9 @@ class RunSettings:
     #: read each signal's sender (and ignore those from workers): blocks the command signals in this thread,
     #: which child processes started meanwhile inherit (see signal_senders); ``rmqrun run`` turns it on
     signal_senders: bool = False
+    #: HUP reads the configuration anew with this (``rmqrun run``: file, environment, flags) and applies what
+    #: can change live (:mod:`rmqrun.supervisor.config_reload`); None: HUP starts fresh workers only
+    reload_config: Callable[[], ConfigChange] | None = field(default=None, repr=False)
 
 
 class Supervisor:
@@ -166,8 +170,7 @@ class Supervisor:
             return EXIT_BOOT
         try:
             self.engine = await start_when_reachable(
-                lambda: (PopPushConsumer if self.settings.consumer.consume_mode == "pop" else PushConsumer)(
-                    self.settings.consumer, self.tracing or self.executor), self._signals,
+                lambda: new_engine(self.settings.consumer, self.tracing or self.executor), self._signals,
                 on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)
@@ -180,12 +183,8 @@ class Supervisor:
             self._set_phase("draining", "stop requested while waiting for the cluster")
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
-        mode = "orderly" if self.settings.consumer.orderly else "concurrently"
-        if self.settings.consumer.consume_mode == "pop":
-            mode = f"{mode} by POP"
+        mode = self.settings.consumer.mode.description
         ns = self.settings.consumer.namespace
-        if self.settings.consumer.order_by_key:
-            mode = f"orderly by key ({self.settings.consumer.order_key})"
         logger.info("consuming {} as group {}{} ({}, {}), {} running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",
@@ -268,6 +267,9 @@ class Supervisor:
             logger.error("{} failed: {}", signal.Signals(sig).name, exc)
 
     async def _reload(self) -> None:
+        if self.settings.reload_config is not None:
+            await reload_with_config(self, self.settings.reload_config)
+            return
         try:
             await self.executor.pool.reload()
         except (PoolError, OSError) as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rmqrun.handler.outcome import bad_result
+from rmqrun.handler.outcome import bad_result, is_plain_success
 from rmqrun.handler.results import Commit, Rollback, SuspendCurrentQueue
 from rmqrun.pipe.wire import Status
 
@@ -27,9 +27,12 @@ class OrderlyOutcome:
 
 
 def map_orderly(value: Any, handler_ref: str, *, auto_commit: bool = True) -> OrderlyOutcome:
-    """An orderly-mode return value (raises BadResultError)."""
-    if value is None:
+    """An orderly-mode return value (raises BadResultError); plain values as
+    :func:`~rmqrun.handler.outcome.is_plain_success` says, ``False`` as ``SuspendCurrentQueue()``."""
+    if is_plain_success(value):
         return OrderlyOutcome(Status.SUCCESS)
+    if value is False:  # "not done": the queue is suspended and the messages delivered again, as on a raise
+        return OrderlyOutcome(Status.SUSPEND)
     if isinstance(value, SuspendCurrentQueue):
         return OrderlyOutcome(Status.SUSPEND, value.ms)
     if isinstance(value, (Commit, Rollback)):

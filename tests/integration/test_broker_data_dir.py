@@ -108,7 +108,9 @@ def test_full_disk_at_start(tmp_path: Path) -> None:
 def test_full_disk_while_running_is_logged_once_per_change(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "small", "2m") as small:
         data = small / "data"
-        with Child(broker_args(data, "--flush", "async"), tmp_path, name="broker") as broker:
+        # (the default 256 MiB segment would not fit this disk: refused at start, segment_space.py)
+        with Child(broker_args(data, "--flush", "async", "--segment-size", "1MiB",
+                                       "--max-message-size", "256KiB"), tmp_path, name="broker") as broker:
             info = ready_line(broker)
             produce(info["namesrv"], "FULL", 4)
             filler = small / "filler"

@@ -215,10 +215,11 @@ def test_on_a_real_tmpfs_forced_cleanup_frees_space_at_once_and_stops_at_the_thr
 def test_on_a_real_tmpfs_a_fast_fill_refuses_sends_and_they_resume_once_space_is_back(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "small", "4m") as small:
         data = small / "data"
-        # One commit-log file bigger than the disk: retention can delete nothing, so every
-        # acknowledged message must still be there at the end. The periodic check is far off:
-        # only the failed write itself can notice the full disk.
-        settings = dict(segment_size=64 * MIB, max_message_size=64 * KIB, clean_resource_interval_ms=600_000,
+        # One commit-log file, never full here: retention can delete nothing, so every acknowledged
+        # message must still be there at the end (a segment bigger than the free space is refused at
+        # start: segment_space.py). The periodic check is far off: only the failed write itself can
+        # notice the full disk.
+        settings = dict(segment_size=3 * MIB, max_message_size=64 * KIB, clean_resource_interval_ms=600_000,
                         flush_mode="async")
         eb = EmbeddedBroker(data, **settings).start_in_thread()  # type: ignore[arg-type]
         acked: list[bytes] = []
@@ -264,7 +265,8 @@ def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tm
     with tmpfs(tmp_path / "small", "2m") as small:
         data = small / "data"
         args = ["broker", "--data-dir", str(data), "--namesrv-port", str(free_port()), "--broker-port", "0",
-                "--flush", "async"]
+                "--flush", "async", "--segment-size", "1MiB",
+                "--max-message-size", "256KiB"]  # the default would not fit: refused at start
         with Child(args, tmp_path, name="full-broker") as child:
             child.wait_output("RMQRUN_BROKER_READY", 60, stream="stdout")
             line = next(ln for ln in child.stdout.splitlines() if ln.startswith("RMQRUN_BROKER_READY"))

@@ -189,10 +189,38 @@ def test_epoch_seconds_are_refused_not_clamped(eb: Any) -> None:
          "--to-offset, --shift-by, --to"),
     (["--to-offset", "1", "--to-latest"], "give one target, not --to-latest and --to-offset"),
     (["--to-latest", "--execute", "--dry-run"], "give --execute or --dry-run, not both"),
+    # a time no date can name was a traceback (year 3170843 is out of range)
+    (["--to-timestamp-ms", "99999999999999999"], "--to-timestamp-ms 99999999999999999 is after the year 9999"),
 ])
 def test_bad_targets_are_one_line_exit_2(eb: Any, args: list[str], message: str) -> None:
     proc = reset(eb, "--group", "GOFF", "--topic", "OFF", *args)
     assert proc.returncode == 2 and message in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_an_offset_past_the_end_is_clamped_with_a_warning_and_an_unknown_group_is_named(eb: Any) -> None:
+    """``--to-offset 99999`` was silently kept at each queue's end, and a plan for a group no broker has seen
+    (a typo) printed ``0 -> 0`` rows as if it were real: both are said in the plan now."""
+    produce(eb.namesrv_address, "CLAMP", 8)
+    high = highs(eb, "CLAMP")
+    commit(eb, "GCLAMP", "CLAMP", {0: 0, 1: 0, 2: 0, 3: 0})
+    proc = reset(eb, "--group", "GCLAMP", "--topic", "CLAMP", "--to-offset", "99999")
+    assert proc.returncode == 0, proc.stderr
+    for q in range(4):
+        assert (f"  broker-a  queue {q}: 0 -> {high[q]}  (warning: 99999 is past the queue's end [0, {high[q]}]: "
+                f"clamped to {high[q]})") in proc.stdout, proc.stdout
+    assert "unknown" not in proc.stdout, "a group with stored offsets is known"
+    js = json.loads(reset(eb, "--group", "GCLAMP", "--topic", "CLAMP", "--to-offset", "99999", "--json").stdout)
+    assert [r["note"] for r in js["rows"]] == [f"99999 is past the queue's end [0, {high[q]}]: clamped to {high[q]}"
+                                               for q in range(4)] and js["warnings"] == []
+    inside = reset(eb, "--group", "GCLAMP", "--topic", "CLAMP", "--to-offset", "1")
+    assert "warning" not in inside.stdout, inside.stdout
+
+    typo = reset(eb, "--group", "GClampTypo", "--topic", "CLAMP", "--to-earliest")
+    assert typo.returncode == 0, typo.stderr
+    assert ("warning: group GClampTypo is unknown to every broker (no stored offsets, subscriptions or consumers): "
+            "check the name; with --execute these offsets create it") in typo.stdout.splitlines(), typo.stdout
+    js = json.loads(reset(eb, "--group", "GClampTypo", "--topic", "CLAMP", "--to-earliest", "--json").stdout)
+    assert js["warnings"] and "GClampTypo is unknown" in js["warnings"][0]
 
 
 def test_unknown_topic_is_exit_1(eb: Any) -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from rmqrun.client.instance import ClientInstance
 from rmqrun.model import Message, MessageQueue
+from rmqrun.remoting.errors import TopicNotExistError
 from tests.integration.broker_kit import Client, drain
 from tests.integration.cli_kit import RMQRUN, ROOT, child_env, embedded_broker, produce, run_cli
 
@@ -103,6 +104,35 @@ def test_bad_produce_options_are_exit_2(eb, args: list[str], message: str) -> No
     proc = run_cli(base + args)
     assert proc.returncode == 2, proc.stdout
     assert message in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--keys", "order-1\x02__STARTDELIVERTIME\x019999999999999"],
+     "--keys contains the control character \\x02 (U+0002), which RocketMQ uses to separate properties"),
+    (["--keys", "k1\x02DELAY\x013"], "--keys contains the control character \\x02 (U+0002)"),
+    (["--tags", "a\x01b"], "--tags contains the control character \\x01 (U+0001), which RocketMQ uses to "
+                           "separate a property's name from its value"),
+    (["--sharding-key", "s\x02DELAY\x011"], "--sharding-key contains the control character \\x02"),
+    (["--property", "k=v\x02DELAY\x013"], "--property 'k': its value contains the control character \\x02"),
+    (["--tags", "T\udcff"], "--tags is not valid UTF-8 text"),  # the bytes T 0xff on the command line
+])
+def test_a_separator_in_keys_tags_or_properties_is_refused_and_nothing_is_sent(
+        eb, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    """A key holding ``\\x02DELAY\\x013`` would become keys plus a delay property: exit 2, the option named."""
+    proc = run_cli(["produce", "--namesrv", eb.namesrv_address, "--count", "1", "--topic", "SepT", *args])
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+
+    async def route_exists() -> bool:
+        inst = ClientInstance(eb.namesrv_address, instance_name="route-probe")
+        try:
+            await inst.get_route("SepT")
+            return True
+        except TopicNotExistError:
+            return False
+        finally:
+            await inst.close()
+    assert not asyncio.run(route_exists()), "the refused run sent something (the broker created the topic)"
 
 
 def test_nothing_to_send_without_count_file_or_stdin(eb) -> None:  # type: ignore[no-untyped-def]

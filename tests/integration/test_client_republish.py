@@ -73,3 +73,31 @@ def test_republish_without_a_broker_is_false_not_an_exception(tmp_path: Path) ->
             await instance.close()
 
     run(main())
+
+
+def test_republish_refuses_a_property_holding_a_separator_and_says_which(tmp_path: Path) -> None:
+    """A message whose property text would be read back as other properties is not re-published (False, never
+    an exception), and the error line names the field; nothing reaches the retry topic."""
+    from loguru import logger
+
+    lines: list[str] = []
+    sink = logger.add(lambda m: lines.append(str(m)), format="{message}", level="ERROR")
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            instance = ClientInstance(eb.namesrv_address, instance_name="republish-sep")
+            await instance.start()
+            publisher = RetryPublisher(instance, "G")
+            try:
+                msg = Message(topic="T", body=b"x", msg_id="M1", properties={"TAGS": "a\x01b", "KEYS": "k"})
+                assert await publisher.republish(msg, 16, 1) is False
+                assert eb.broker.store.max_offset("%RETRY%G", 0) == 0, "nothing was sent"
+            finally:
+                await publisher.close()
+                await instance.close()
+    try:
+        run(main())
+    finally:
+        logger.remove(sink)
+    assert any("re-publishing M1 to %RETRY%G failed too: tags contains the control character \\x01 (U+0001)" in ln
+               for ln in lines), lines

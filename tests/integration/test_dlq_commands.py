@@ -269,3 +269,34 @@ def test_dead_letters_under_a_namespace(eb: EmbeddedBroker, tmp_path: Path) -> N
     copies = [m for m in map(json.loads, r.stdout.splitlines()) if "RMQRUN_REDRIVEN_FROM" in m["properties"]]
     assert len(copies) == 1 and copies[0]["properties"]["RMQRUN_REDRIVEN_FROM"].startswith(f"%DLQ%{group}@")
     assert copies[0]["properties"]["idx"] == "1"
+
+
+def test_a_dead_letter_whose_tags_hold_a_separator_stops_the_redrive_by_name(eb: EmbeddedBroker) -> None:
+    """A dead letter stored by another client with ``\\x01`` inside its TAGS value is not sent on: the re-drive
+    stops on it with the field named (exit 1), nothing reaches the topic and the offset stays on it."""
+    import asyncio
+
+    from rmqrun.remoting.codes import RequestCode, ResponseCode
+    from tests.integration.broker_kit import Client, send_ext
+
+    group, topic = "GSepDead", "SepDead"
+    eb.broker.topics.put(TopicConfig(topic, 1, 1))
+    eb.broker.topics.put(TopicConfig(f"%DLQ%{group}", 1, 1))
+
+    async def store_raw() -> None:
+        client = await Client.connect(eb.namesrv_address, eb.broker_address)
+        try:
+            ext = send_ext(f"%DLQ%{group}", queue_id=0)
+            # as a client that joins properties without a check would store it
+            ext["i"] = f"TAGS\x01a\x01b\x02KEYS\x01k1\x02RETRY_TOPIC\x01{topic}\x02WAIT\x01true"
+            resp = await client.call(RequestCode.SEND_MESSAGE_V2, ext, b"dead")
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        finally:
+            await client.close()
+    asyncio.run(store_raw())
+
+    r = run_cli(["dlq", "redrive", "--group", group, "--namesrv", eb.namesrv_address])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "tags contains the control character \\x01 (U+0001)" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert [row["redriven"] for row in listed(eb, group)] == [False], "the offset stays on the dead letter"
+    assert topic_messages(eb, topic) == [], "nothing was sent"

@@ -89,6 +89,7 @@ def test_exporter_lag_is_correct_with_no_consumer_running(tmp_path: Path) -> Non
             assert set(first_commit) == set(high) and all(abs(t - time.time()) < 60 for t in first_commit.values())
             # a group nobody ever committed for reads fine and has no queue series
             assert s.value("rmqrun_exporter_up", group="GNobody") == 1
+            assert s.value("rmqrun_exporter_group_known", group="GNobody") == 0  # as `rmqrun status -g` says
             assert not [lab for lab, _ in s.all("rmqrun_queue_lag_messages") if lab["group"] == "GNobody"]
             assert s.types["process_resident_memory_bytes"] == "gauge" and "python_info" in s.types
             assert s.value("rmqrun_exporter_read_failures_total", group=GROUP) == 0
@@ -147,6 +148,42 @@ def test_exporter_sums_the_dead_letters_of_every_master(tmp_path: Path) -> None:
                 assert child.wait(30) == 0
         finally:
             b.stop_in_thread()
+
+
+def test_a_group_no_broker_knows_is_flagged_once_and_again_when_it_becomes_known(tmp_path: Path) -> None:
+    """``--group TypoGroup`` used to serve up 1 and nothing else, with no log line: a lag alert went silent."""
+    port = free_port()
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, TOPIC, 8)
+        commit(eb.namesrv_address, {0: 1})
+        args = ["exporter", "--namesrv", eb.namesrv_address, "--group", "TypoGroup", "--group", GROUP,
+                "--metrics-port", str(port), "--interval", "1"]
+        with Child(args, tmp_path, name="exporter") as child:
+            child.wait_output(f"metrics on http://127.0.0.1:{port}/metrics")
+            first = wait_for(lambda: (lambda x: x if x.value("rmqrun_exporter_group_known", group="TypoGroup")
+                                      is not None else None)(scrape(port)), 20, "a first reading")
+            assert first.value("rmqrun_exporter_group_known", group="TypoGroup") == 0
+            assert first.value("rmqrun_exporter_up", group="TypoGroup") == 1  # the cluster answered
+            assert first.value("rmqrun_exporter_group_known", group=GROUP) == 1
+            read_at = first.value("rmqrun_exporter_last_read_timestamp_seconds", group="TypoGroup")
+            # two readings later the warning is still one line, not one per reading
+            wait_for(lambda: (scrape(port).value("rmqrun_exporter_last_read_timestamp_seconds", group="TypoGroup")
+                              or 0) > read_at + 1.5, 20, "two more readings")
+            warning = "group TypoGroup: no broker knows it"
+            assert child.stderr.count(warning) == 1, child.stderr
+            assert "WARNING" in next(ln for ln in child.stderr.splitlines() if warning in ln)
+            assert "group GEx: no broker knows it" not in child.stderr
+
+            async def deploy() -> None:  # the group appears: a consumer of it stores an offset
+                async with AsyncPullConsumer(eb.namesrv_address, "TypoGroup") as c:
+                    await c.update_consume_offset(MessageQueue(TOPIC, "broker-a", 0), 1)
+            asyncio.run(deploy())
+            wait_for(lambda: scrape(port).value("rmqrun_exporter_group_known", group="TypoGroup") == 1, 20,
+                     "the group known")
+            child.wait_output("group TypoGroup: known to the brokers now")
+            child.signal(signal.SIGTERM)
+            assert child.wait(30) == 0
+        assert child.stderr.count(warning) == 1, child.stderr
 
 
 def test_exporter_refuses_a_bad_option_and_a_busy_port(tmp_path: Path) -> None:

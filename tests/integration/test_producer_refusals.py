@@ -17,6 +17,7 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import OutgoingMessage, Producer
 from rmqrun.model import MessageQueue
 from rmqrun.client.errors import SendFailedError
+from rmqrun.remoting.errors import PropertyTextError
 from tests.integration.engine_kit import broker
 
 
@@ -43,8 +44,24 @@ def test_bad_sends_are_refused_by_name_and_nothing_is_stored(tmp_path: Path) -> 
                     (p.send("T" * 128, b"x"), ValueError, "longer than 127 characters"),
                     (p.send("bad topic", b"x"), ValueError, "may only contain letters, digits"),
                     (p.send("TBW102", b"x"), ValueError, "auto-create template topic"),
-                    (p.send("PR", b"x", properties={"a\x01b": "v"}), ValueError, "separator character"),
-                    (p.send("PR", b"x", properties={"a": "v\x02"}), ValueError, "separator character"),
+                    (p.send("PR", b"x", properties={"a\x01b": "v"}), PropertyTextError,
+                     "property name 'a\\x01b' contains the control character \\x01 (U+0001)"),
+                    (p.send("PR", b"x", properties={"a": "v\x02"}), PropertyTextError,
+                     "property 'a' contains the control character \\x02 (U+0002), which RocketMQ uses to "
+                     "separate properties"),
+                    # keys and tags are properties on the wire too: a separator in them would add or change one
+                    (p.send("PR", b"x", keys="order-1\x02__STARTDELIVERTIME\x019999999999999"), PropertyTextError,
+                     "keys contains the control character \\x02 (U+0002)"),
+                    (p.send("PR", b"x", keys=["k0", "k1\x02DELAY\x013"]), PropertyTextError, "keys contains"),
+                    (p.send("PR", b"x", tags="a\x01b"), PropertyTextError,
+                     "tags contains the control character \\x01 (U+0001), which RocketMQ uses to separate a "
+                     "property's name from its value"),
+                    (p.send("PR", b"x", tags="T\udcff"), PropertyTextError, "tags is not valid UTF-8 text"),
+                    (p.send("PR", b"x", sharding_key="s\x02DELAY\x011"), PropertyTextError,
+                     "sharding key contains the control character \\x02"),
+                    (p.send_oneway("PR", b"x", keys="k\x02DELAY\x013"), PropertyTextError, "keys contains"),
+                    (p.send_batch("PR", [b"fine", OutgoingMessage(b"x", tags="t\x02DELAY\x012")]),
+                     PropertyTextError, "tags contains the control character \\x02"),
                     (p.send("PR", b""), ValueError, "the message body is empty"),
                     (p.send("PR", "text"), TypeError, "a message body is bytes, not str"),  # type: ignore[arg-type]
                     (p.send("PR", b"x" * 5000), ValueError, "5000 bytes exceeds max_message_size 4096"),

@@ -45,8 +45,15 @@ def test_results_map_like_rmqrun_run() -> None:
     r = _run(lambda m: rmqrun.ReconsumeLater(delay_level=-1), _msgs(1))
     assert r.results == {"ReconsumeLater": 1} and r.failures[0].delay_level == -1
 
-    r = _run(lambda m: "yes", _msgs(1))
-    assert r.results == {"bad result": 1} and "expected None or one of ReconsumeLater, AckIndex" in r.failures[0].reason
+    r = _run(lambda m: rmqrun.ReconsumeLater, _msgs(1))
+    assert r.results == {"bad result": 1} and "return an instance: ReconsumeLater()" in r.failures[0].reason
+
+    # returning normally is success whatever the value, as under rmqrun run; False alone is "not done"
+    for value in (True, "yes", 0, 7):
+        r = _run(lambda m, v=value: v, _msgs(1))
+        assert (r.succeeded, r.failed, r.results) == (1, 0, {"success": 1}), value
+    r = _run(lambda m: False, _msgs(1))
+    assert r.results == {"returned False": 1} and r.failures[0].reason == "returned False"
 
     r = _run(lambda ms: rmqrun.AckIndex(1), _msgs(4), is_batch=True)
     assert (r.succeeded, r.failed) == (2, 2) and [f.queue_offset for f in r.failures] == [12, 13]

@@ -14,9 +14,12 @@ def test_every_row_is_checked_before_any_is_returned() -> None:
     assert [(r.body, r.tags, r.properties) for r in held] == [(b"a", "T", None), (b"b", None, {"k": "v"})]
     for bad, why in [({"body": None}, "(a null body)"), ({"body": ""}, "(an empty body)"),
                      ({"body": b"x" * 11}, "(a body of 11 bytes, over the maximum message size of 10 bytes)"),
-                     ({"body": "x", "properties": {"a\x01": "v"}}, "separator"),
-                     ({"body": "x", "tags": "t\x02"}, "TAGS 't\\x02' contains"),
-                     ({"body": "x", "sharding_key": "k\x01"}, "sharding_key")]:
+                     ({"body": "x", "properties": {"a\x01": "v"}}, "property name 'a\\x01' contains the control "
+                                                                  "character \\x01 (U+0001)"),
+                     ({"body": "x", "tags": "t\x02"}, "tags contains the control character \\x02 (U+0002), which "
+                                                       "RocketMQ uses to separate properties: 't\\x02'"),
+                     ({"body": "x", "keys": "k\x02DELAY\x013"}, "keys contains the control character \\x02"),
+                     ({"body": "x", "sharding_key": "k\x01"}, "sharding_key contains the control character \\x01")]:
         with pytest.raises(BadRowError) as info:
             checked_rows("T", [*good, bad, {"body": "after"}], max_size=10)
         text = str(info.value)

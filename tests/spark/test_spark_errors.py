@@ -140,3 +140,21 @@ def test_sink_failure_names_the_topic_and_the_answer(spark: Any, tmp_path: Any) 
         assert "rocketmq sink: sending to topic NoAutoCreate" in text and "TOPIC_NOT_EXIST" in text
     finally:
         strict.stop_in_thread()
+
+
+@pytest.mark.parametrize("option, raw, expected", [
+    ("startingOffsets", '{"SparkErr": {"broker-a:0": -1}}',
+     "option startingOffsets: SparkErr broker-a:0 can't be latest (-1) for batch queries"),
+    ("endingOffsets", '{"SparkErr": {"broker-a:1": -2}}',
+     "option endingOffsets: SparkErr broker-a:1 can't be earliest (-2) for batch queries"),
+])
+def test_a_batch_range_that_could_only_be_empty_is_refused_as_kafka_does(
+        spark: Any, broker: Any, topic: str, option: str, raw: str, expected: str) -> None:
+    """-1 as a batch start or -2 as a batch end read 0 rows of that queue without a word (issue #33 item 14)."""
+    assert expected in _error_of_read(spark, {"namesrv": broker.namesrv_address, "topic": topic, option: raw})
+    # the other ends are fine: -2 as a start, -1 as an end are the whole queue
+    whole = {"startingOffsets": '{"SparkErr": {"broker-a:0": -2}}', "endingOffsets": '{"SparkErr": {"broker-a:0": -1}}'}
+    df = spark.read.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic)
+    for k, v in whole.items():
+        df = df.option(k, v)
+    assert df.load().filter("queue_id = 0").count() == queue_max_offsets(broker, topic)[0]

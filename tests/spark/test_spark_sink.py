@@ -92,3 +92,47 @@ def test_a_sink_task_with_a_bad_row_stores_nothing_of_its_task(spark: Any, broke
                 .mode("append").save()
         assert why in str(info.value) and "nothing of this task was sent" in str(info.value)
         assert [m for m in topic_messages(broker, topic) if m.tags == "TagBad"] == [], "a and c were not stored"
+
+
+def test_a_sink_row_whose_keys_or_tags_hold_a_property_separator_is_refused_by_name(spark: Any,
+                                                                                     broker: Any) -> None:
+    """``order-1\\x02DELAY\\x013`` as keys would be sent as keys ``order-1`` plus a delay: refused, nothing stored."""
+    topic = "SparkSinkSeparators"
+    produce(broker, topic, 1)
+    for column, text, why in (("keys", "order-1\x02DELAY\x013", "keys contains the control character \\x02 (U+0002), "
+                                                                 "which RocketMQ uses to separate properties"),
+                              ("tags", "a\x01b", "tags contains the control character \\x01 (U+0001)")):
+        rows = [("fine", "k", "T"), ("bad", text, "T") if column == "keys" else ("bad", "k", text)]
+        df = spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), "body string, keys string, tags string")
+        with pytest.raises(Exception) as info:
+            df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+                .mode("append").save()
+        text = str(info.value)
+        assert why in text and "row 2 of this task cannot be sent" in text, text[-2000:]
+        stored = [m.body for m in topic_messages(broker, topic)]
+        assert len(stored) == 1 and b"fine" not in stored and b"bad" not in stored, stored
+
+
+def test_the_readme_sink_example_saves_without_a_mode_and_overwrite_is_refused(spark: Any, broker: Any,
+                                                                               tmp_path: Path) -> None:
+    """Spark refused the default mode (ErrorIfExists) of Python data sources; Kafka's sink takes it as append,
+    and refuses overwrite, which was silently an append here (issue #33 item 13)."""
+    topic = "SparkSinkModes"
+    produce(broker, topic, 1)
+    df = spark.createDataFrame([("no mode", "k1"), ("no mode 2", "k2")], "body string, keys string")
+    df.selectExpr("body", "keys").write.format("rocketmq").option("namesrv", broker.namesrv_address) \
+        .option("topic", topic).save()
+    df.limit(1).write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+        .mode("errorifexists").save()
+    df.limit(1).write.save(format="rocketmq", namesrv=broker.namesrv_address, topic=topic)
+    with pytest.raises(Exception) as info:
+        df.write.format("rocketmq").option("namesrv", broker.namesrv_address).option("topic", topic) \
+            .mode("overwrite").save()
+    assert "save mode Overwrite is not allowed" in str(info.value) and "mode(\"append\")" in str(info.value)
+    bodies = sorted(m.body for m in topic_messages(broker, topic))
+    assert bodies == [b"msg-0", b"no mode", b"no mode", b"no mode", b"no mode 2"], bodies
+    # other formats keep Spark's own default: saving to a parquet path that exists is still an error
+    out = str(tmp_path / "modes.parquet")
+    df.write.parquet(out)
+    with pytest.raises(Exception, match="already exists"):
+        df.write.format("parquet").save(out)

@@ -176,3 +176,42 @@ def test_progress_shows_the_latest_offsets_and_offsets_behind_that_reach_zero(
     assert lags[0] is not None and int(lags[0][MAX]) > 0 and float(lags[0][AVG]) == 12 / len(ends), lags
     assert lags[-1] == {MIN: "0", MAX: "0", AVG: "0.0"}, "caught up: every queue 0 behind"
     _wait(lambda: seen.get(str(q.id)) == lags[-1], 30, "the listener's last metrics")
+
+
+def test_fail_on_data_loss_false_reads_a_recreated_topic_from_what_its_queues_hold(
+        spark: Any, broker: Any, tmp_path: Path) -> None:
+    """After the topic was deleted and created again, its queues end below the checkpointed offsets: the query
+    skipped every new message until each queue passed them (all of them here). Now the lost range is dropped with
+    a warning and the new messages are read, as the Kafka source does; with failOnDataLoss (the default) the query
+    fails naming the queues (issue #33 item 15)."""
+    from tests.integration.cli_kit import run_cli
+
+    topic = "SparkRecreated"
+    old = produce(broker, topic, 40)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+
+    def run_once(**options: str) -> Any:
+        q = (_to_files(_stream(spark, broker, topic, startingOffsets="earliest", **options), out, cp)
+             .trigger(availableNow=True).start())
+        try:
+            q.awaitTermination(180)
+        except Exception:  # noqa: BLE001 - a failed query raises here; q.exception() says why
+            pass
+        return q
+
+    first = run_once()
+    assert first.exception() is None
+    assert sorted(r.msg_id for r in spark.read.parquet(str(out)).collect()) == sorted(old)
+
+    deleted = run_cli(["topic", "delete", topic, "--namesrv", broker.namesrv_address])
+    assert deleted.returncode == 0, deleted.stderr
+    new = produce(broker, topic, 8)   # auto-created again: each queue ends well below the checkpoint
+    assert max(queue_max_offsets(broker, topic).values()) < 10
+
+    strict = run_once()
+    assert strict.exception() is not None and "went back past the query's offsets" in str(strict.exception())
+
+    lenient = run_once(failOnDataLoss="false")
+    assert lenient.exception() is None
+    got = [r.msg_id for r in spark.read.parquet(str(out)).collect()]
+    assert sorted(got) == sorted(old + new), "every new message is read once, nothing old twice"

@@ -35,6 +35,13 @@ S = Status
     (rmqrun.AckIndex(1), ConcurrentOutcome(2, 0)),
     (rmqrun.AckIndex(-1, delay_level=2), ConcurrentOutcome(0, 2)),
     (rmqrun.AckIndex(99), ConcurrentOutcome(4, 0)),  # clamped like Java's ackIndex
+    # returning normally is success, whatever the value (a Celery task's rule); False alone means "not done"
+    (True, ConcurrentOutcome(4, 0)),
+    ("ok", ConcurrentOutcome(4, 0)),
+    (0, ConcurrentOutcome(4, 0)),
+    (7, ConcurrentOutcome(4, 0)),
+    ({"saved": 3}, ConcurrentOutcome(4, 0)),
+    (False, ConcurrentOutcome(0, 0)),
 ])
 def test_map_concurrent(value: Any, expected: ConcurrentOutcome) -> None:
     assert map_concurrent(value, 4, "m:f") == expected
@@ -46,6 +53,10 @@ def test_map_concurrent(value: Any, expected: ConcurrentOutcome) -> None:
     (rmqrun.SuspendCurrentQueue(ms=250), False, OrderlyOutcome(S.SUSPEND, 250)),
     (rmqrun.Commit(), False, OrderlyOutcome(S.COMMIT)),
     (rmqrun.Rollback(), False, OrderlyOutcome(S.ROLLBACK)),
+    (True, True, OrderlyOutcome(S.SUCCESS)),
+    ("ok", True, OrderlyOutcome(S.SUCCESS)),
+    (0, True, OrderlyOutcome(S.SUCCESS)),
+    (False, True, OrderlyOutcome(S.SUSPEND, -1)),
 ])
 def test_map_orderly(value: Any, auto: bool, expected: OrderlyOutcome) -> None:
     assert map_orderly(value, "m:f", auto_commit=auto) == expected
@@ -59,9 +70,10 @@ def test_commit_and_rollback_with_automatic_commit_are_success_with_a_warning() 
 
 
 @pytest.mark.parametrize("value, orderly, message", [
-    ("ok", False, "handler 'pkg.mod:fn' returned 'ok' (str); expected None or one of ReconsumeLater, AckIndex"),
-    (True, True, "handler 'pkg.mod:fn' returned True (bool); expected None or one of SuspendCurrentQueue, "
-                 "Commit, Rollback"),
+    ((m for m in ()), False, "handler 'pkg.mod:fn' returned <generator object"),
+    ((m for m in ()), True, ": its work never ran (workers call plain functions; do not return a coroutine or a "
+                            "generator)"),
+    (rmqrun.ReconsumeLater, False, "returned the class ReconsumeLater; return an instance: ReconsumeLater()"),
     (rmqrun.Commit, True, "handler 'pkg.mod:fn' returned the class Commit; return an instance: Commit()"),
     (rmqrun.ReconsumeLater(), True, "a concurrent-mode result, but its queue is consumed orderly"),
     (rmqrun.AckIndex(0), True, "a concurrent-mode result"),
@@ -145,17 +157,37 @@ def test_concurrent_plain_handler_every_result_type() -> None:
     assert not done.timed_out
 
 
-def test_bad_result_is_logged_once_per_worker_with_the_handler_name() -> None:
+def test_a_bad_result_is_logged_for_every_message_it_fails_with_the_handler_name() -> None:
+    """Once per type per worker hid every later failure (issue #33): each failed call is one ERROR line."""
+    from loguru import logger
+
     from workers.flaky import scripted as fn
     w = InProcessWorker(fn, ref="workers.flaky:scripted")
     logged: list[str] = []
-    w.worker._warn_once = lambda key, text, _orig=w.worker._warn_once: (  # type: ignore[method-assign]
-        logged.append(text) if key not in w.worker._warned else None, _orig(key, text))
-    done = w.run(scripted("bad", "bad", "bad"))
-    assert statuses(done) == [S.RECONSUME_LATER] * 3
-    assert logged == ["handler 'workers.flaky:scripted' returned 'ok' (str); expected None or one of "
-                      "ReconsumeLater, AckIndex"]
-    assert done.error == logged[0]
+    sink = logger.add(lambda m: logged.append(m.record["message"]), level="ERROR")
+    try:
+        done = w.run(scripted("bad", "ok", "bad", "badclass"))
+    finally:
+        logger.remove(sink)
+    assert statuses(done) == [S.RECONSUME_LATER, S.SUCCESS, S.RECONSUME_LATER, S.RECONSUME_LATER]
+    assert len(logged) == 3, logged
+    assert logged[0].endswith("(generator): its work never ran (workers call plain functions; do not return a "
+                              "coroutine or a generator): failed, to be retried (queue offset 100)"), logged[0]
+    assert logged[1].endswith(": failed, to be retried (queue offset 102)"), logged[1]
+    assert "returned the class Commit" in logged[2] and logged[2].endswith("(queue offset 103)"), logged[2]
+    assert done.error and done.error.startswith("handler 'workers.flaky:scripted' returned <generator")
+
+
+def test_plain_return_values_succeed_and_false_is_retried_in_both_modes() -> None:
+    """The README's rule: returning normally is success whatever the value, False alone means "not done"."""
+    from workers.flaky import scripted as fn
+    done = InProcessWorker(fn, ref="workers.flaky:scripted").run(scripted("true", "str", "int", "int:0", "false"))
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.SUCCESS, S.SUCCESS, S.RECONSUME_LATER]
+    assert done.error == "handler 'workers.flaky:scripted' returned False"
+    done = InProcessWorker(fn, ref="workers.flaky:scripted").run(scripted("true", "str", "int", "false", "ok"),
+                                                                 ConsumeMode.ORDERLY)
+    assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.SUCCESS, S.SUSPEND, S.NOT_RUN]
+    assert done.suspend_ms == -1 and done.error == "handler 'workers.flaky:scripted' returned False"
 
 
 def test_concurrent_batch_handler_ack_index_per_chunk() -> None:
@@ -195,7 +227,7 @@ def test_orderly_success_then_suspend_stops_the_batch() -> None:
     assert done.suspend_ms == 250
 
 
-@pytest.mark.parametrize("result", ["raise", "bad", "reconsume", "badclass"])
+@pytest.mark.parametrize("result", ["raise", "bad", "reconsume", "badclass", "false"])
 def test_orderly_failures_suspend_with_the_default_time(result: str) -> None:
     from workers.flaky import scripted as fn
     done = InProcessWorker(fn, ref="workers.flaky:scripted").run(scripted("ok", result, "ok"), ConsumeMode.ORDERLY)

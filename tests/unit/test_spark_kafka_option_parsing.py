@@ -72,3 +72,16 @@ def test_sink_topic_option_is_optional_and_create_topic_is_a_flag() -> None:
     assert WriteOptions.parse({**BASE, "topic": "Out"}).create_topic is False
     with pytest.raises(OptionError, match="createTopic must be true or false"):
         WriteOptions.parse({**BASE, "createTopic": "maybe"})
+
+
+def test_a_batch_refuses_latest_as_a_start_and_earliest_as_an_end_but_a_stream_takes_them() -> None:
+    """Kafka's rule for batch queries (issue #33 item 14): a queue that could only read nothing is a mistake."""
+    start_latest = {**BASE, "topic": "T", "startingOffsets": '{"T": {"broker-a:0": -1, "broker-a:1": 5}}'}
+    with pytest.raises(OptionError, match=r"option startingOffsets: T broker-a:0 can't be latest \(-1\) for batch"):
+        ReadOptions.parse(start_latest, streaming=False)
+    assert ReadOptions.parse(start_latest, streaming=True).starting.kind == "json"
+    with pytest.raises(OptionError, match=r"option endingOffsets: T broker-a:1 can't be earliest \(-2\) for batch"):
+        ReadOptions.parse({**BASE, "topic": "T", "endingOffsets": '{"T": {"broker-a:1": -2}}'}, streaming=False)
+    fine = ReadOptions.parse({**BASE, "topic": "T", "startingOffsets": '{"T": {"broker-a:0": -2}}',
+                              "endingOffsets": '{"T": {"broker-a:0": -1}}'}, streaming=False)
+    assert fine.starting.as_map() == {MessageQueue("T", "broker-a", 0): -2}

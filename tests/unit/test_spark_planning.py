@@ -214,6 +214,9 @@ def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> N
         def max_offset(self, q: MessageQueue) -> int:
             return self.top[q]
 
+        def min_offset(self, q: MessageQueue) -> int:
+            return 1 if q == mq(1) else 0
+
     fake = Brokers()
     for fail in (True, False):
         opts = ReadOptions.parse({"namesrv": "fake:1", "topic": "T", "failOnDataLoss": str(fail)}, streaming=True)
@@ -227,7 +230,13 @@ def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> N
             with pytest.raises(SourceError, match="T broker-a:1 max offset 4 < checkpointed 7"):
                 reader.latestOffset(behind, ReadAllAvailable())
         else:
-            assert reader.latestOffset(behind, ReadAllAvailable()) == encode({mq(0): 10, mq(1): 7})
+            # the lost range 4..6 is dropped; the queue is read again from its min offset (1), up to its max (4)
+            end = reader.latestOffset(behind, ReadAllAvailable())
+            assert end == encode({mq(0): 10, mq(1): 4})
+            assert [(r.queue_id, r.start, r.end) for r in (p.range for p in reader.partitions(behind, end))] == \
+                [(0, 2, 10), (1, 1, 4)]
+            # a bounded trigger shares its rows counting the queue from where it is read again
+            assert reader.latestOffset(behind, ReadMaxRows(4)) == encode({mq(0): 5, mq(1): 2})
     stream._PLANNER_CONSUMERS.clear()
 
 

@@ -112,12 +112,13 @@ def test_forced_cleanup_deletes_only_what_brings_use_to_the_threshold(tmp_path: 
 
 def test_a_write_that_finds_the_disk_full_is_rolled_back_and_writes_resume_without_reopening(
         tmp_path: Path) -> None:
-    # One big commit-log file: retention cannot delete it, so everything acknowledged stays.
-    disk = FakeDisk(tmp_path, 128 * KIB)
+    # One big commit-log file: retention cannot delete it, so everything acknowledged stays. (The disk holds a
+    # segment, or the store refuses to start on it: segment_space.py.)
+    disk = FakeDisk(tmp_path, 512 * KIB)
     store = open_store(tmp_path, disk, segment_size=256 * KIB, max_message_size=8 * KIB)
     acked: list[bytes] = []
     try:
-        disk.external = (100 - 40) * KIB  # another process fills the disk fast, between two checks
+        disk.external = (484 - 40) * KIB  # another process fills the disk fast, between two checks
         with pytest.raises(NoSpaceError) as info:
             for i in range(1000):
                 body = bytes([65 + i % 26]) * (700 + i % 5)

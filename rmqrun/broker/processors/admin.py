@@ -52,7 +52,7 @@ class AdminProcessor:
             return answer(cmd, ResponseCode.SYSTEM_ERROR, problem, typed=False)
         topics = self.broker.topics
         assert topics is not None
-        if h.topic in topics.system_topics or h.topic.startswith("rmq_sys_"):
+        if topics.is_system(h.topic):
             return answer(cmd, ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.",
                           typed=False)
         topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type,
@@ -96,7 +96,7 @@ class AdminProcessor:
             return answer(cmd, ResponseCode.SYSTEM_ERROR, "the custom field <topic> is null", typed=False)
         topics = self.broker.topics
         assert topics is not None
-        if topic in topics.system_topics:
+        if topics.is_system(topic):
             return answer(cmd, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.",
                           typed=False)
         topics.delete(topic)

@@ -27,7 +27,7 @@ from loguru import logger
 from rmqrun.broker.config_names import CONFIG_BLACK_LIST, FIELD_BY_JAVA_NAME, parse_setting
 from rmqrun.broker.processors.common import answer
 from rmqrun.broker.processors.context import BrokerContext
-from rmqrun.broker.topics import SCHEDULE_TOPIC
+from rmqrun.broker.topics import JAVA_SYSTEM_TOPICS, SCHEDULE_TOPIC
 from rmqrun.protocol.admin import TopicList, parse_properties
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.codes import ResponseCode
@@ -47,8 +47,7 @@ LIVE = STORE_LIVE | frozenset({
 })
 
 #: ``TopicValidator.getSystemTopicSet()`` of 4.9.8.
-SYSTEM_TOPICS = ("TBW102", SCHEDULE_TOPIC, "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-                 "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT")
+SYSTEM_TOPICS = JAVA_SYSTEM_TOPICS
 
 
 def system_topic_list() -> list[str]:

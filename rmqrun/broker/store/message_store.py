@@ -46,6 +46,7 @@ from .commit_log import CommitLog
 from .config import FlushMode, StoreConfig
 from .consume_queue import ConsumeQueue, QueueEntry, iter_entries, pack_entry
 from .consumer_offsets import ConsumerOffsetStore
+from .segment_space import check_first_segment_fits
 from .disk import REAL_DISK, DiskLike, is_no_space
 from .errors import (DataDirError, DiskFullError, MessageTooLargeError, NoSpaceError, RecordFormatError,
                      StoreClosedError, StoreError, StoreIOError, StoreLockedError)
@@ -99,6 +100,7 @@ class MessageStore:
         self.retention = Retention(self._log, self._queues, self.config, self.data_dir, self._put_lock, self.disk)
         config_dir = self.data_dir / "config"
         self.consumer_offsets = ConsumerOffsetStore(config_dir / ConsumerOffsetStore.FILE_NAME)
+        self.retention.consumer_offsets = self.consumer_offsets
         self.topic_configs = TopicConfigStore(config_dir / TopicConfigStore.FILE_NAME)
         self.subscription_groups = SubscriptionGroupStore(config_dir / SubscriptionGroupStore.FILE_NAME)
         #: Filled by open(): what recovery did, and problems found in the JSON stores.
@@ -132,6 +134,9 @@ class MessageStore:
     def _open_locked(self) -> None:
         rebuild_queues = self._check_meta()
         unusable = self._log.file.load()
+        if not self._log.file.segments:  # a fresh directory: its disk must hold one segment (segment_space.py)
+            check_first_segment_fits(self.data_dir, self.config.segment_size, self.config.max_message_size,
+                                     self.disk.statvfs)
         if unusable:
             raise StoreError(f"commit log files {[p.name for p in unusable]} are misaligned or after a gap; "
                              f"is segment_size={self.config.segment_size} right?")

@@ -54,6 +54,8 @@ from .commit_log import CommitLog
 from .config import StoreConfig, delete_hours
 from .disk import REAL_DISK, DiskLike, StatVfs, used_ratio
 from .queue_table import QueueTable
+from .retention_loss import OffsetsLike, losses, report
+from .segment_space import FencedReport
 
 #: Reads the used share (0.0-1.0) of the file system holding a directory. A seam for tests.
 DiskUsage = Callable[[Path], float]
@@ -111,6 +113,13 @@ class Retention:
         #: at the queue's new minimum), since the store opened; see :meth:`count_skipped`.
         self.skipped_messages = 0
         self._skipped_to: dict[tuple[str, str, int], int] = {}
+        #: the groups' committed offsets (set by the store once it has them): a deletion names at once each
+        #: group that loses messages it had not consumed (retention_loss.py)
+        self.consumer_offsets: OffsetsLike | None = None
+        #: why the files about to go are deleted, for that line
+        self._why = "expired"
+        #: a line every minute while writes are refused for lack of space (segment_space.py)
+        self._fenced = FencedReport()
 
     def real_disk_usage(self, path: Path) -> float:
         """The disk-use reading of ``path`` through the store's :class:`~.disk.Disk`."""
@@ -127,6 +136,7 @@ class Retention:
         now = time.time() if now is None else now
         deleted: list[str] = []
         with self._run_lock:
+            self._why = f"expired (older than {self.config.file_reserved_hours:g} h), deleted on request"
             for _ in range(rounds):
                 batch = self._delete_commit_log(now)
                 if not batch:
@@ -149,12 +159,17 @@ class Retention:
         else:
             reason = None
         report = RetentionReport(used, reason)
+        self._why = (f"unexpired: the disk was above disk_space_clean_forcibly_ratio "
+                     f"{self.config.disk_space_clean_forcibly_ratio}%" if reason == "forced"
+                     else f"older than {self.config.file_reserved_hours:g} h, file_reserved_hours")
         if reason == "forced":
             report.deleted_commit_log_files = self._delete_forced()
         elif reason is not None:
             report.deleted_commit_log_files = self._delete_commit_log(now)
         report.deleted_queue_files = self.follow()
         report.commit_log_min_offset = self.log.min_offset
+        self._fenced.note(self.disk_full, time.monotonic(), self.data_dir, self.last_used,
+                          len(self.log.file.segments), self.config.segment_size)
         return report
 
     def follow(self) -> int:
@@ -163,10 +178,13 @@ class Retention:
         if log_min <= self.followed_min:
             return 0
         deleted = 0
+        before = {cq.key: cq.min_offset for cq in self.queues}
         for cq in self.queues:
             with self._lock:
                 deleted += cq.delete_files_below(log_min)
         self.followed_min = log_min
+        if self.consumer_offsets is not None:
+            report(losses(before, self.queues, self.consumer_offsets), self._why)
         for listener in self.listeners:
             try:
                 listener(log_min)
@@ -213,7 +231,7 @@ class Retention:
             if self.last_used <= limit / 100:
                 break
         if names:
-            logger.info("retention deleted commit log file(s) {} (disk above {}%, unexpired files too); disk now "
+            logger.warning("retention deleted commit log file(s) {} (disk above {}%, unexpired files too); disk now "
                         "{:.0%} used; commit log now starts at {}", names, limit, self.last_used, self.log.min_offset)
             self._note_disk_state(self.last_used)
         return names
