@@ -208,6 +208,9 @@ SETTINGS: tuple[Setting, ...] = (
        check=at_least(100), allowed="at least 100"),
     _S("offset_store_dir", parse_str, None, "broadcasting: local offset directory (default ~/.rocketmq_offsets)",
        CONSUMER),
+    _S("otel", parse_bool, False, "OpenTelemetry: a process span per handler call, child of the producer's "
+       "W3C traceparent; exporters from OTEL_* variables (needs rmqrun[otel]; docs/tracing.md)", POOL,
+       flag="--otel"),
     _S("msg_trace", parse_bool, False, "write RocketMQ message traces of consumption (SubBefore/SubAfter per "
        "message, as Java's enableMsgTrace) for mqadmin queryMsgTraceById and the Dashboard", CONSUMER,
        flag="--msg-trace"),

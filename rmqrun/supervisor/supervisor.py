@@ -92,7 +92,8 @@ class Supervisor:
     def __init__(self, settings: RunSettings) -> None:
         self.settings = settings
         # workers take the consumer's namespace off message topics: one source for both
-        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace)
+        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace,
+                                   consumer_group=settings.consumer.group)
         self.executor = PoolExecutor(pool, max_inflight_messages=settings.max_inflight_messages)
         #: msg_trace: the executor the engine runs its jobs through, writing message traces (None: off)
         self.tracing: TracingExecutor | None = consumer_tracing(settings.consumer, self.executor)
