@@ -36,30 +36,35 @@ from rmqrun.protocol.trace import (
     PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, TRACE_GROUP_PREFIX, ContextCode, TraceBean, TraceContext, TraceType,
 )
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import decode_message
-from rmqrun.remoting.message_props import PROPERTY_KEYS
+from rmqrun.remoting.message import record_ids_and_properties
+from rmqrun.remoting.message_props import (
+    PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties,
+)
 
 _SUCCESS = frozenset({Verdict.SUCCESS, Verdict.COMMIT})
 
 
-def _beans(job: ConsumeJob) -> tuple[list[TraceBean], str | None]:
-    """The traced messages of a job (TRACE_ON=false and undecodable records left out), and the region."""
-    beans: list[TraceBean] = []
+def _beans(job: ConsumeJob) -> tuple[list[TraceBean | None], str | None]:
+    """A bean per record (None for one not traced: TRACE_ON=false, or unreadable), and the region.
+
+    Only the record's fixed fields and properties are read (the body is skipped): this runs in the
+    supervisor for every consumed message while tracing is on."""
+    beans: list[TraceBean | None] = []
     region: str | None = None
     for record in job.records:
         try:
-            msg, _ = decode_message(record, decompress=False)
+            ids, text = record_ids_and_properties(record)
         except ProtocolError:
-            beans.append(None)  # type: ignore[arg-type]  # keeps positions aligned with verdicts
+            beans.append(None)
             continue
-        props = msg.properties
+        props = string_to_properties(text)
         if props.get(PROPERTY_TRACE_SWITCH) == "false":
-            beans.append(None)  # type: ignore[arg-type]
+            beans.append(None)
             continue
         region = props.get(PROPERTY_MSG_REGION)
-        beans.append(TraceBean(msg_id=msg.msg_id, topic=msg.topic, tags=props.get("TAGS"),
-                               keys=props.get(PROPERTY_KEYS), body_length=len(record),
-                               retry_times=msg.reconsume_times, store_host=msg.store_host))
+        beans.append(TraceBean(msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ids.offset_msg_id,
+                               topic=ids.topic, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS),
+                               body_length=len(record), retry_times=ids.reconsume_times, store_host=ids.store_host))
     return beans, region
 
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import enum
 import itertools
+import operator
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.message_props import java_string_hash
@@ -111,47 +112,64 @@ class TraceTransfer:
     keys: list[str]
 
 
-def _s(value: object) -> str:
-    if value is None:
-        return JAVA_NULL
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.IntEnum):
-        return str(int(value))
-    return str(value)
+def _n(value: str | None) -> str:
+    return JAVA_NULL if value is None else value
 
 
-def _record(fields: Iterable[object], end: str = FIELD_SPLITOR) -> str:
-    return CONTENT_SPLITOR.join(_s(f) for f in fields) + end
+def _b(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def encode_context(ctx: TraceContext) -> TraceTransfer:
-    """TraceDataEncoder.encoderFromContextBean (LOCAL access channel: SubAfter carries timestamp and group)."""
+    """TraceDataEncoder.encoderFromContextBean (LOCAL access channel: SubAfter carries timestamp and group).
+
+    Written with f-strings, field by field in Java's order: this runs for every traced message."""
     t = ctx.trace_type
+    c, f = CONTENT_SPLITOR, FIELD_SPLITOR
     if t is TraceType.PUB:
         b = ctx.beans[0]
-        data = _record((t.value, ctx.timestamp, ctx.region_id, ctx.group, b.topic, b.msg_id, b.tags, b.keys,
-                        b.store_host, b.body_length, ctx.cost_time, b.msg_type, b.offset_msg_id, ctx.success))
+        data = (f"Pub{c}{ctx.timestamp}{c}{_n(ctx.region_id)}{c}{_n(ctx.group)}{c}{_n(b.topic)}{c}{_n(b.msg_id)}"
+                f"{c}{_n(b.tags)}{c}{_n(b.keys)}{c}{_n(b.store_host)}{c}{b.body_length}{c}{ctx.cost_time}"
+                f"{c}{int(b.msg_type)}{c}{_n(b.offset_msg_id)}{c}{_b(ctx.success)}{f}")
     elif t is TraceType.SUB_BEFORE:
-        data = "".join(_record((t.value, ctx.timestamp, ctx.region_id, ctx.group, ctx.request_id, b.msg_id,
-                                b.retry_times, b.keys)) for b in ctx.beans)
+        head = f"SubBefore{c}{ctx.timestamp}{c}{_n(ctx.region_id)}{c}{_n(ctx.group)}{c}{_n(ctx.request_id)}{c}"
+        data = "".join(f"{head}{_n(b.msg_id)}{c}{b.retry_times}{c}{_n(b.keys)}{f}" for b in ctx.beans)
     elif t is TraceType.SUB_AFTER:
-        data = "".join(_record((t.value, ctx.request_id, b.msg_id, ctx.cost_time, ctx.success, b.keys,
-                                ctx.context_code, ctx.timestamp, ctx.group)) for b in ctx.beans)
+        tail = f"{c}{int(ctx.context_code)}{c}{ctx.timestamp}{c}{_n(ctx.group)}{f}"
+        mid = f"{c}{ctx.cost_time}{c}{_b(ctx.success)}{c}"
+        data = "".join(f"SubAfter{c}{_n(ctx.request_id)}{c}{_n(b.msg_id)}{mid}{_n(b.keys)}{tail}"
+                       for b in ctx.beans)
     else:
         raise ValueError(f"rmqrun does not write {t.value} trace records")
     keys: list[str] = []
     for b in ctx.beans:
-        keys.append(_s(b.msg_id))
+        keys.append(_n(b.msg_id))
         if b.keys:
             keys.extend(b.keys.split(KEY_SEPARATOR))
-    return TraceTransfer(data, java_hash_set_order(keys, java_string_hash))
+    # in the order given: HashSet order is computed once per trace message (trace_keys)
+    return TraceTransfer(data, list(dict.fromkeys(keys)))
+
+
+#: 31**k mod 2**32 for k < 128: a Java String hash of an ASCII string as one C-level dot product
+_POWERS = [pow(31, k, 1 << 32) for k in range(127, -1, -1)]
+
+
+def _string_hash(text: str) -> int:
+    """``String.hashCode()``, fast for the ASCII ids and keys trace messages carry (else the general one)."""
+    n = len(text)
+    if n > 128 or not text.isascii():
+        return java_string_hash(text)
+    h = sum(map(operator.mul, text.encode("ascii"), _POWERS[128 - n:])) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def trace_keys(transfers: Sequence[TraceTransfer]) -> str:
     """The KEYS of the trace message carrying ``transfers`` (AsyncDataSendTask: one HashSet, space-joined)."""
-    return KEY_SEPARATOR.join(java_hash_set_order(itertools.chain.from_iterable(t.keys for t in transfers),
-                                                  java_string_hash))
+    hashes = {k: _string_hash(k) for t in transfers for k in t.keys}
+    # each record's own set first (TraceTransferBean.transKey), in whose order they join the message's set:
+    # keys sharing a bucket keep that order
+    each = (java_hash_set_order(t.keys, hashes.__getitem__) for t in transfers)
+    return KEY_SEPARATOR.join(java_hash_set_order(itertools.chain.from_iterable(each), hashes.__getitem__))
 
 
 def _java_split(text: str, sep: str) -> list[str]:
