@@ -36,7 +36,7 @@ from rmqrun.protocol.trace import (
     PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, TRACE_GROUP_PREFIX, ContextCode, TraceBean, TraceContext, TraceType,
 )
 from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import record_ids_and_properties
+from rmqrun.remoting.message import record_ids, record_properties
 from rmqrun.remoting.message_props import (
     PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties,
 )
@@ -53,7 +53,7 @@ def _beans(job: ConsumeJob) -> tuple[list[TraceBean | None], str | None]:
     region: str | None = None
     for record in job.records:
         try:
-            ids, text = record_ids_and_properties(record)
+            reconsume, text = record_properties(record)
         except ProtocolError:
             beans.append(None)
             continue
@@ -62,9 +62,9 @@ def _beans(job: ConsumeJob) -> tuple[list[TraceBean | None], str | None]:
             beans.append(None)
             continue
         region = props.get(PROPERTY_MSG_REGION)
-        beans.append(TraceBean(msg_id=props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or ids.offset_msg_id,
-                               topic=ids.topic, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS),
-                               body_length=len(record), retry_times=ids.reconsume_times, store_host=ids.store_host))
+        msg_id = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or record_ids(record).offset_msg_id
+        beans.append(TraceBean(msg_id=msg_id, tags=props.get(PROPERTY_TAGS), keys=props.get(PROPERTY_KEYS),
+                               body_length=len(record), retry_times=reconsume))
     return beans, region
 
 

@@ -165,7 +165,11 @@ def _string_hash(text: str) -> int:
 
 def trace_keys(transfers: Sequence[TraceTransfer]) -> str:
     """The KEYS of the trace message carrying ``transfers`` (AsyncDataSendTask: one HashSet, space-joined)."""
-    hashes = {k: _string_hash(k) for t in transfers for k in t.keys}
+    hashes: dict[str, int] = {}
+    for t in transfers:
+        for k in t.keys:
+            if k not in hashes:
+                hashes[k] = _string_hash(k)
     # each record's own set first (TraceTransferBean.transKey), in whose order they join the message's set:
     # keys sharing a bucket keep that order
     each = (java_hash_set_order(t.keys, hashes.__getitem__) for t in transfers)

@@ -246,22 +246,6 @@ class RecordIds:
 
 def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
     """Read the fixed fields and the topic of the record at ``pos``; the body is skipped, not inflated."""
-    return _ids_at(data, pos)[0]
-
-
-def record_ids_and_properties(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[RecordIds, str]:
-    """:func:`record_ids` and the properties text (``name\x01value\x02...``), the body skipped: what the
-    message-trace hook reads of each consumed record in the supervisor (its worker decodes the rest)."""
-    ids, p = _ids_at(data, pos)
-    try:
-        (props_len,) = _SHORT.unpack_from(data, p)
-        text = str(data[p + 2:p + 2 + props_len], "utf-8")
-    except (struct.error, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"record at {pos}: properties do not read: {exc}") from exc
-    return ids, text
-
-
-def _ids_at(data: bytes | bytearray | memoryview, pos: int) -> tuple[RecordIds, int]:
     try:
         (_total, _magic, _crc, queue_id, _flag, queue_offset, phys_offset, sys_flag,
          _born) = _HEAD.unpack_from(data, pos)
@@ -275,12 +259,29 @@ def _ids_at(data: bytes | bytearray | memoryview, pos: int) -> tuple[RecordIds, 
             (topic_len,) = _SHORT.unpack_from(data, p)
             p += 2
         topic = bytes(data[p:p + max(topic_len, 0)]).decode("utf-8", "replace")
-        p += max(topic_len, 0)
     except (struct.error, IndexError) as exc:
         raise ProtocolError(f"record at {pos} is truncated: {exc}") from exc
     off_id = (bytes(store_ip) + struct.pack(">iq", store_port, phys_offset)).hex().upper()
     return RecordIds(queue_id, queue_offset, phys_offset, sys_flag, fmt_host(store_ip, store_port), off_id,
-                     reconsume, topic), p
+                     reconsume, topic)
+
+
+def record_properties(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, str]:
+    """The reconsume count and the properties text (``name\x01value\x02...``) of the record at ``pos``,
+    nothing else read (the body is skipped): what the message-trace hook needs of each consumed record in
+    the supervisor, whose worker decodes the rest."""
+    try:
+        (_total, magic, _crc, _qid, _flag, _qoff, _phys, sys_flag, _born) = _HEAD.unpack_from(data, pos)
+        (*_hosts, reconsume, _prepared, body_len, p) = _middle_fields(data, pos + _HEAD.size, sys_flag)
+        p += max(body_len, 0)
+        if magic == MAGIC_V1:
+            p += 1 + data[p]
+        else:
+            p += 2 + _SHORT.unpack_from(data, p)[0]
+        (props_len,) = _SHORT.unpack_from(data, p)
+        return reconsume, str(data[p + 2:p + 2 + props_len], "utf-8")
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"record at {pos}: properties do not read: {exc}") from exc
 
 
 def decode_messages(body: bytes | memoryview, *, decompress: bool = True, broker_name: str = "") -> list[Message]:
