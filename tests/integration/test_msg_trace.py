@@ -14,8 +14,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from prometheus_client import generate_latest
 
 from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.cli.metrics import registry_for
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
@@ -91,6 +93,9 @@ def test_pub_sub_before_and_sub_after_are_found_by_message_id(tmp_path: Path, mo
             cfg = consumer_config(eb.namesrv_address, GROUP, TOPIC, msg_trace=True, **MODES[mode])
             async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
                 await wait_for(lambda: len(_oks(record)) == 2, timeout=120, what="both messages handled")
+                metrics = generate_latest(registry_for(r.supervisor, 0.0)).decode()
+                assert "rmqrun_trace_dropped_total 0.0" in metrics
+                assert "rmqrun_trace_send_failures_total 0.0" in metrics
                 assert await r.stop() == 0  # the dispatcher sends what it holds as the supervisor stops
                 assert r.supervisor.tracing is not None and r.supervisor.tracing.dispatcher.dropped == 0
             return ids, await _traces(eb, ids[0]), await _traces(eb, ids[1]), eb.broker_address
@@ -119,3 +124,27 @@ def test_pub_sub_before_and_sub_after_are_found_by_message_id(tmp_path: Path, mo
     # each SubAfter answers its SubBefore (Java pairs them by request id)
     assert [c.request_id for c in afters] == [c.request_id for c in befores]
     assert len({c.request_id for c in befores}) == 2
+
+
+def test_a_call_stopped_by_the_time_limit_is_traced_as_time_out(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "probe.txt"
+    monkeypatch.setenv("PROBE_RECORD", str(record))
+    monkeypatch.setenv("PROBE_HANG_IDX", "1")
+
+    def oks() -> int:
+        return sum(line.startswith("ok ") for line in record.read_text().splitlines()) if record.exists() else 0
+
+    async def main() -> list[TraceContext]:
+        async with broker(tmp_path, trace_topic_enable=True, message_delay_levels=FAST_DELAYS,
+                          auto_create_queue_nums=1) as eb:
+            ids = await _send(eb)
+            cfg = consumer_config(eb.namesrv_address, GROUP, TOPIC, msg_trace=True)
+            pool = pool_config("tests.integration.probe_handler:hang", workers=1, time_limit=1.0)
+            async with Running(cfg, pool) as r:
+                await wait_for(lambda: oks() == 2, timeout=120, what="both messages handled")
+                assert await r.stop() == 0
+            return await _traces(eb, ids[1])
+    traces = asyncio.run(asyncio.wait_for(main(), 220))
+    afters = sorted((c for c in traces if c.trace_type is TraceType.SUB_AFTER), key=lambda c: c.timestamp)
+    assert [(c.success, c.context_code) for c in afters] == [(False, ContextCode.TIME_OUT), (True, ContextCode.SUCCESS)]
