@@ -148,3 +148,32 @@ def test_a_call_stopped_by_the_time_limit_is_traced_as_time_out(tmp_path: Path,
     traces = asyncio.run(asyncio.wait_for(main(), 220))
     afters = sorted((c for c in traces if c.trace_type is TraceType.SUB_AFTER), key=lambda c: c.timestamp)
     assert [(c.success, c.context_code) for c in afters] == [(False, ContextCode.TIME_OUT), (True, ContextCode.SUCCESS)]
+
+
+def test_trace_sends_are_signed_under_acl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker with ACL refuses unsigned requests: the records arrive only because trace sends are signed with
+    the consumer's (and producer's) credentials, as every other request is."""
+    from rmqrun.remoting.security import ClientSecurity
+    from tests.acl_kit import ADMIN_AK, ADMIN_SK, USER_AK, USER_SK, write_acl
+    record = tmp_path / "records.txt"
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(record))
+    user = ClientSecurity(USER_AK, USER_SK)
+
+    async def main() -> tuple[str, list[TraceContext]]:
+        acl = write_acl(tmp_path / "plain_acl.yml")
+        async with broker(tmp_path, trace_topic_enable=True, acl_file=str(acl), auto_create_queue_nums=1) as eb:
+            async with Producer(eb.namesrv_address, "PG_acl", security=user, msg_trace=True) as producer:
+                msg_id = (await producer.send("OpenTopic", b"m", keys="acl-key", properties={"idx": "0"})).msg_id
+            cfg = consumer_config(eb.namesrv_address, "OpenGroup", "OpenTopic", msg_trace=True, security=user)
+            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
+                await wait_for(lambda: len(_oks(record)) == 1, timeout=120, what="the message handled")
+                assert await r.stop() == 0
+                dispatcher = r.supervisor.tracing.dispatcher  # type: ignore[union-attr]
+                assert (dispatcher.dropped, dispatcher.send_failures) == (0, 0)
+            async with AsyncPullConsumer(eb.namesrv_address, "trace_reader", register=False,
+                                         security=ClientSecurity(ADMIN_AK, ADMIN_SK)) as c:
+                found = await c.query_message("RMQ_SYS_TRACE_TOPIC", msg_id)
+            return msg_id, [ctx for m in found.messages for ctx in decode_trace_data(m.body.decode("utf-8"))]
+    msg_id, traces = asyncio.run(asyncio.wait_for(main(), 220))
+    assert sorted(c.trace_type.value for c in traces if c.beans[0].msg_id == msg_id) == [
+        "Pub", "SubAfter", "SubBefore"]
