@@ -137,7 +137,12 @@ class TraceDispatcher:
             for ctx in batch:
                 if not ctx.beans:
                     continue
-                transfer = encode_context(ctx)
+                try:
+                    transfer = encode_context(ctx)
+                except Exception as exc:  # noqa: BLE001 - one bad record must not stop the sender
+                    self.dropped += 1
+                    self._log_failure(exc)
+                    continue
                 if not self._segment:
                     self._segment_since = loop.time()
                 self._segment.append(transfer)

@@ -114,3 +114,15 @@ def test_the_broker_creates_the_trace_topic_only_when_asked(tmp_path) -> None:  
         off.stop_in_thread()
     with pytest.raises(ValueError, match="msg_trace_topic_name"):
         start_broker(tmp_path / "bad", trace_topic_enable=True, msg_trace_topic_name="no spaces")
+
+
+def test_a_record_that_does_not_encode_is_dropped_and_the_rest_sent(eb: EmbeddedBroker) -> None:
+    async def main() -> tuple[TraceDispatcher, list[TraceContext]]:
+        d = TraceDispatcher(lambda: Producer(eb.namesrv_address, "PG_trace_bad"), "TRACE_BAD")
+        assert d.append(TraceContext(TraceType.END_TRANSACTION, beans=[TraceBean(msg_id="X")]))  # not written
+        assert d.append(_before("BA" + "0" * 30, "fine"))
+        await d.close(timeout=30)
+        return d, await _query(eb, "TRACE_BAD", "fine")
+    d, found = asyncio.run(main())
+    assert (d.dropped, d.send_failures, d.sent_messages) == (1, 0, 1)
+    assert [c.beans[0].msg_id for c in found] == ["BA" + "0" * 30]
