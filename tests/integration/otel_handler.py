@@ -61,3 +61,9 @@ def handle(msg: rmqrun.Message) -> None:
             _record(msg, "slow")
             time.sleep(30)  # the soft time limit interrupts it
         _record(msg, "ok")
+
+
+@rmqrun.batch
+def handle_batch(msgs: list[rmqrun.Message]) -> None:
+    for msg in msgs:
+        _record(msg, "ok")

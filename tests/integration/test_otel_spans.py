@@ -141,3 +141,54 @@ def test_nothing_of_opentelemetry_is_imported_when_off() -> None:
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["None", "[]"]
+
+
+def test_a_batch_handler_call_is_one_span_linked_to_each_producer_span(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _provider()
+    MEMORY.clear()
+    spans_file, record = tmp_path / "spans.jsonl", tmp_path / "records.txt"
+    monkeypatch.setenv("RMQRUN_HANDLER_SPAN_FILE", str(spans_file))
+    monkeypatch.setenv("RMQRUN_HANDLER_RECORD_FILE", str(record))
+
+    async def main() -> None:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            async with Producer(eb.namesrv_address, "PG_otel_batch", otel=True) as producer:
+                for i in range(5):
+                    await producer.send("OtelB", f"m{i}".encode(), properties={"idx": str(i)})
+            cfg = consumer_config(eb.namesrv_address, "GOtelB", "OtelB", consume_message_batch_max_size=4)
+            pool = pool_config("tests.integration.otel_handler:handle_batch", workers=1, otel=True, batch_size=4,
+                               worker_init="tests.integration.otel_handler:init")
+            async with Running(cfg, pool) as r:
+                await wait_for(lambda: len(_lines(record)) == 5, timeout=120, what="the five messages handled")
+                assert await r.stop() == 0
+    asyncio.run(asyncio.wait_for(main(), 220))
+    sends = {f"{s.context.span_id:016x}" for s in MEMORY.get_finished_spans() if s.name == "send OtelB"}
+    process = [s for s in map(json.loads, _lines(spans_file)) if s["name"] == "process OtelB"]
+    assert len(sends) == 5 and process
+    for s in process:
+        assert s["parent_id"] is None and s["kind"] == "CONSUMER"
+        assert s["attributes"]["messaging.batch.message_count"] == len(s["links"]) <= 4
+    assert sorted(lk for s in process for lk in s["links"]) == sorted(sends)
+
+
+def test_a_producer_injects_by_default_when_the_application_uses_opentelemetry(tmp_path: Path) -> None:
+    from rmqrun.pull.async_consumer import AsyncPullConsumer
+    _provider()
+    MEMORY.clear()
+
+    async def main() -> tuple[dict[str, str], dict[str, str]]:
+        async with broker(tmp_path, auto_create_queue_nums=1) as eb:
+            with trace.get_tracer("test").start_as_current_span("request"):
+                async with Producer(eb.namesrv_address, "PG_auto") as auto, \
+                        Producer(eb.namesrv_address, "PG_off", otel=False) as off:
+                    a = await auto.send("OtelAuto", b"a")
+                    o = await off.send("OtelAuto", b"o")
+            async with AsyncPullConsumer(eb.namesrv_address, "reader", register=False) as c:
+                return ((await c.view_message(a.msg_id, topic="OtelAuto")).properties,
+                        (await c.view_message(o.msg_id, topic="OtelAuto")).properties)
+    auto_props, off_props = asyncio.run(asyncio.wait_for(main(), 120))
+    (send,) = [s for s in MEMORY.get_finished_spans() if s.name == "send OtelAuto"]
+    version, trace_id, span_id, _flags = auto_props["traceparent"].split("-")
+    assert (version, trace_id, span_id) == ("00", f"{send.context.trace_id:032x}", f"{send.context.span_id:016x}")
+    assert "traceparent" not in off_props
