@@ -20,7 +20,7 @@ import click
 
 from rmqrun.cli.admin_session import resolve_namesrv
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
-from rmqrun.cli.flags import Shown, config_option, namesrv_flag
+from rmqrun.cli.flags import config_option, namesrv_flag
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.protocol.trace import ContextCode, DEFAULT_TRACE_TOPIC, TraceContext, TraceType, decode_trace_data
 
