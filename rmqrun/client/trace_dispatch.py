@@ -115,6 +115,8 @@ class TraceDispatcher:
                 logger.warning("trace: {} record(s) not sent within {}s of closing", self.pending, timeout)
         for task in list(self._sends):
             task.cancel()
+        left = [t for t in (self._task, *self._sends) if t is not None]
+        await asyncio.gather(*left, return_exceptions=True)  # cancelled ones end before the producer closes
         if self._producer is not None:
             try:
                 await self._producer.close()
