@@ -48,6 +48,12 @@ class BrokerConfig:
     cluster_name: str = "DefaultCluster"
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: Create the message-trace topic at start (traceTopicEnable, off as in RocketMQ): one queue, a system
+    #: topic, named ``msg_trace_topic_name`` (msgTraceTopicName). Trace-enabled clients send their records
+    #: there and ``queryMsgTraceById`` reads them back through the key index; without it the topic is
+    #: auto-created by the first trace send like any other.
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
 
     #: SYNC is *not* RocketMQ's default (ASYNC_FLUSH), but the embedded broker runs
     #: tests that kill it with -9 and must not lose an acknowledged message.
@@ -136,6 +142,10 @@ class BrokerConfig:
             value = getattr(self, name)
             if not 0 <= value <= 65535:
                 raise ValueError(f"{name}={value} is not a TCP port")
+        if not self.msg_trace_topic_name or len(self.msg_trace_topic_name) > 127 or any(
+                not (ch.isascii() and (ch.isalnum() or ch in "%|_-")) for ch in self.msg_trace_topic_name):
+            raise ValueError(f"msg_trace_topic_name={self.msg_trace_topic_name!r} is not a topic name "
+                             f"(letters, digits, '%', '|', '_', '-'; at most 127)")
         if not 0 <= self.broker_permission <= 7:
             raise ValueError(f"broker_permission={self.broker_permission} is not a permission (0-7; 6 read-write)")
         if self.default_topic_queue_nums < 1:

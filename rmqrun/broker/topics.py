@@ -130,6 +130,8 @@ class TopicTable:
         ]
         schedule_queues = max(SCHEDULE_TOPIC_QUEUE_NUM, len(config.delay_levels_ms))
         out.append(TopicConfig(SCHEDULE_TOPIC, schedule_queues, schedule_queues))
+        if config.trace_topic_enable:
+            out.append(TopicConfig(config.msg_trace_topic_name, 1, 1))
         out.append(TopicConfig(f"{config.cluster_name}_REPLY_TOPIC", 1, 1))
         return out
 

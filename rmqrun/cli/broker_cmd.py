@@ -121,11 +121,16 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
               shown="permissive", help="permissive: TLS and plain clients on the same port; enforcing: TLS only")
 @click.option("--order-message-enable", is_flag=True,
               help="the name server puts ordered topics' order conf (topic create --order) in their routes")
+@click.option("--trace-topic-enable", is_flag=True,
+              help="create the message-trace topic at start (traceTopicEnable; see docs/tracing.md)")
+@click.option("--msg-trace-topic", "msg_trace_topic_name", default="RMQ_SYS_TRACE_TOPIC", show_default=True,
+              help="the trace topic --trace-topic-enable creates (msgTraceTopicName)")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
            disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
            old_tls_cert: str | None, old_tls_key: str | None, tls_mode: str | None,
-           order_message_enable: bool, **store: object) -> None:
+           order_message_enable: bool, trace_topic_enable: bool, msg_trace_topic_name: str,
+           **store: object) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError
@@ -140,7 +145,8 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
                           advertise_host=advertise_host, file_reserved_hours=file_reserved_hours,
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
                           acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
-                          order_message_enable=order_message_enable, ready_line=log_format != "json", **store)
+                          order_message_enable=order_message_enable, trace_topic_enable=trace_topic_enable,
+                          msg_trace_topic_name=msg_trace_topic_name, ready_line=log_format != "json", **store)
     except ValueError as exc:  # the broker refused a setting (an ACL file, TLS files): its text names it
         raise ConfigError(str(exc)) from None
     except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named

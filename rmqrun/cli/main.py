@@ -43,6 +43,7 @@ COMMANDS: dict[str, str] = {
     "spark": "rmqrun.cli.spark:spark",
     "status": "rmqrun.cli.status_cmd:status",
     "topic": "rmqrun.cli.topic:topic",
+    "trace": "rmqrun.cli.trace_cmd:trace",
 }
 
 
@@ -63,6 +64,8 @@ SUMMARIES: dict[str, str] = {
     "spark": "Run HANDLER (module:function, as for `rmqrun run`) over every message of a topic's range on Spark.",
     "status": "Per queue: broker offset, consumer offset and lag of a consumer group.",
     "topic": "Create, change, delete, list and inspect topics (like mqadmin updateTopic, topicList, topicStatus).",
+    "trace": "Show a message's trace: who sent it, and each delivery to each consumer group (mqadmin "
+             "queryMsgTraceById).",
 }
 
 

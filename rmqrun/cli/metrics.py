@@ -106,6 +106,11 @@ class SupervisorCollector:
         for slot in snap.slots:
             busy.add_metric([str(slot.worker_id)], slot.in_flight)
         yield busy
+        if snap.trace_dropped is not None:
+            yield _counter("rmqrun_trace_dropped_total", "message-trace records dropped because the trace buffer "
+                           "was full (msg_trace; the messages themselves are consumed as usual)", snap.trace_dropped)
+            yield _counter("rmqrun_trace_send_failures_total", "message-trace records in trace sends that failed",
+                           snap.trace_send_failures or 0)
         consume = snap.consume
         if consume is None:
             return

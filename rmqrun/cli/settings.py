@@ -208,6 +208,14 @@ SETTINGS: tuple[Setting, ...] = (
        check=at_least(100), allowed="at least 100"),
     _S("offset_store_dir", parse_str, None, "broadcasting: local offset directory (default ~/.rocketmq_offsets)",
        CONSUMER),
+    _S("otel", parse_bool, False, "OpenTelemetry: a process span per handler call, child of the producer's "
+       "W3C traceparent; exporters from OTEL_* variables (needs rmqrun[otel]; docs/tracing.md)", POOL,
+       flag="--otel"),
+    _S("msg_trace", parse_bool, False, "write RocketMQ message traces of consumption (SubBefore/SubAfter per "
+       "message, as Java's enableMsgTrace) for mqadmin queryMsgTraceById and the Dashboard", CONSUMER,
+       flag="--msg-trace"),
+    _S("msg_trace_topic", parse_name, "RMQ_SYS_TRACE_TOPIC", "the topic message traces go to "
+       "(customizedTraceTopic)", CONSUMER, flag="--msg-trace-topic"),
     # --- worker processes
     _S("workers", parse_int, None, "worker processes (default: CPU count)", POOL, flag="--workers",
        check=between(1, MAX_WORKERS), allowed=f"an integer from 1 to {MAX_WORKERS}"),

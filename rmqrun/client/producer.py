@@ -40,11 +40,16 @@ from rmqrun.client.broker import SEND_TIMEOUT, SendResult
 from rmqrun.client.errors import BrokerNotFoundError, NoRouteError, SendFailedError
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.msgid import UniqueIdGenerator
+from rmqrun.client.otel_send import send_spans
 from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
+from rmqrun.client.trace_dispatch import TraceDispatcher
 from rmqrun.model import MessageQueue
 from rmqrun.model import RETRY_TOPIC_PREFIX
-from rmqrun.namespace import check_namespace, unwrap_queue, wrap, wrap_queue
+from rmqrun.namespace import check_namespace, unwrap, unwrap_queue, wrap, wrap_queue
 from rmqrun.protocol.headers import SendMessageRequestHeader
+from rmqrun.protocol.trace import (
+    DEFAULT_TRACE_TOPIC, TRACE_GROUP_PREFIX, MessageType, TraceBean, TraceContext, TraceType,
+)
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.compression import COMPRESSION_ZLIB
@@ -155,7 +160,10 @@ class Producer:
                  default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS,
                  create_topic_key: str = DEFAULT_CREATE_TOPIC_KEY,
                  namespace: str | None = None,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None,
+                 msg_trace: bool = False,
+                 msg_trace_topic: str = DEFAULT_TRACE_TOPIC,
+                 otel: bool | None = None) -> None:
         if instance is None and namesrv is None:
             raise ValueError("a Producer needs name server addresses or a ClientInstance")
         if instance is not None and security is not None:
@@ -166,6 +174,7 @@ class Producer:
         #: topics and the group live under it on the wire; None: no namespace
         self.namespace = check_namespace(namespace)
         self.group = wrap(self.namespace, group)
+        self._plain_group = group
         self.send_timeout = send_timeout
         self.retry_times = retry_times
         self.compress_over = compress_over
@@ -177,6 +186,16 @@ class Producer:
         self._publish: dict[str, _PublishInfo] = {}
         self._provisional: set[str] = set()
         self._started = False
+        #: msg_trace: a Pub trace record per message sent (Java's enableMsgTrace), sent off the send path by
+        #: a producer of the same client instance in Java's trace group; None when off
+        self.tracer: TraceDispatcher | None = None
+        #: OpenTelemetry: a send span per message, its W3C context in the message (client/otel_send.py); by
+        #: default on when the application uses OpenTelemetry (has imported it), never importing it otherwise
+        self._spans = send_spans(otel)
+        if msg_trace:
+            trace_group = f"{TRACE_GROUP_PREFIX}-{group}-PRODUCER-1"
+            self.tracer = TraceDispatcher(lambda: Producer(instance=self.instance, group=trace_group),
+                                          msg_trace_topic)
 
     async def start(self) -> None:
         if self._started:
@@ -192,6 +211,8 @@ class Producer:
                 await self.instance.close()
             return
         self._started = False
+        if self.tracer is not None:
+            await self.tracer.close()
         await self.instance.unregister_producer(self.group)
         if self._owns_instance:
             await self.instance.close()
@@ -329,14 +350,44 @@ class Producer:
                 reconsume_times = int(props.pop(PROPERTY_RECONSUME_TIME))
             if PROPERTY_MAX_RECONSUME_TIMES in props:
                 max_reconsume = int(props.pop(PROPERTY_MAX_RECONSUME_TIMES))
-        # once per send, before the route is looked up: a refused property (the sharding key too) sends nothing
-        props_text = properties_to_string(props)
+        started = time.time()
+        # the send span's context travels in the message's properties: started before they are written
+        span = self._spans.start(unwrap(self.namespace, topic), props) if self._spans is not None else None
+        try:
+            # once per send, before the route is looked up: a refused property (the sharding key too) sends nothing
+            props_text = properties_to_string(props)
 
-        def header_for(mq: MessageQueue) -> SendMessageRequestHeader:
-            return self._header(topic, mq, sys_flag=sys_flag, flag=msg.flag, props_text=props_text, batch=False,
-                                reconsume_times=reconsume_times, max_reconsume_times=max_reconsume)
-        return await self._dispatch(topic, header_for, body, queue, sharding_key, timeout, oneway=oneway,
-                                    msg_id=uniq)
+            def header_for(mq: MessageQueue) -> SendMessageRequestHeader:
+                return self._header(topic, mq, sys_flag=sys_flag, flag=msg.flag, props_text=props_text,
+                                    batch=False, reconsume_times=reconsume_times,
+                                    max_reconsume_times=max_reconsume)
+            result = await self._dispatch(topic, header_for, body, queue, sharding_key, timeout, oneway=oneway,
+                                          msg_id=uniq)
+        except BaseException as exc:
+            if span is not None:
+                self._spans.end(span, uniq, exc)  # type: ignore[union-attr]
+            raise
+        if span is not None:
+            self._spans.end(span, uniq, None)  # type: ignore[union-attr]
+        if self.tracer is not None and result is not None:
+            self._trace_pub(msg, props, len(msg.body), started, result)
+        return result
+
+    def _trace_pub(self, msg: OutgoingMessage, props: dict[str, str], body_length: int, started: float,
+                   result: SendResult) -> None:
+        """SendMessageTraceHookImpl: a Pub record of a sent message, unless the broker said trace off."""
+        if not result.trace_on or self.tracer is None:
+            return
+        cost = int((time.time() - started) * 1000)
+        delayed = PROPERTY_DELAY_TIME_LEVEL in props
+        store_host = self.instance.broker_address(result.queue.broker_name)
+        bean = TraceBean(msg_id=result.msg_id, topic=result.queue.topic, tags=props.get(PROPERTY_TAGS),
+                         keys=props.get(PROPERTY_KEYS), store_host=store_host, body_length=body_length,
+                         offset_msg_id=result.offset_msg_id,
+                         msg_type=MessageType.DELAY if delayed else MessageType.NORMAL)
+        self.tracer.append(TraceContext(TraceType.PUB, timestamp=int(started * 1000), region_id=result.region_id,
+                                        group=self._plain_group,
+                                        cost_time=cost, success=result.status.value == "SEND_OK", beans=[bean]))
 
     def _on_wire(self, topic: str, queue: int | MessageQueue | None) -> tuple[str, int | MessageQueue | None]:
         """The topic (and an explicit queue) as the cluster names them, under the namespace."""

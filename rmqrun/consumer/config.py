@@ -108,6 +108,10 @@ class ConsumerConfig:
     nearby_allocate_strategy: str = d.ALLOCATE_STRATEGY
     broker_machine_rooms: str = DEFAULT_BROKER_ROOMS
     consumer_machine_rooms: str = DEFAULT_CONSUMER_ROOMS
+    #: write RocketMQ message traces (SubBefore/SubAfter per consumed message) to ``msg_trace_topic``, as a Java
+    #: consumer with enableMsgTrace does (rmqrun/consumer/trace_hook.py); customizedTraceTopic
+    msg_trace: bool = False
+    msg_trace_topic: str = "RMQ_SYS_TRACE_TOPIC"
 
     def __post_init__(self) -> None:
         if self.order_by == "key":

@@ -76,6 +76,8 @@ class JobResult:
     #: each failed message's own error, by its index in the job (what its handler call raised); empty when
     #: the executor reports only the job's ``error``
     errors: dict[int, str] = field(default_factory=dict)
+    #: a time limit cut the job short (the message tracing's TIME_OUT context code)
+    timed_out: bool = False
 
     def delay_level(self, i: int) -> int:
         return self.delay_levels[i] if i < len(self.delay_levels) else 0

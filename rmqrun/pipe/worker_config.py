@@ -40,3 +40,6 @@ class WorkerConfig:
     namespace: str | None = None
     #: the longest log record a handler may write, in characters; longer ones are cut with a marker (0: no cap)
     max_log_record: int = 64 * 1024
+    #: OpenTelemetry: a process span per handler call (rmqrun/worker/otel.py), with this consumer group
+    otel: bool = False
+    consumer_group: str = ""

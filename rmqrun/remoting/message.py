@@ -266,6 +266,24 @@ def record_ids(data: bytes | bytearray | memoryview, pos: int = 0) -> RecordIds:
                      reconsume, topic)
 
 
+def record_properties(data: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, str]:
+    """The reconsume count and the properties text (``name\x01value\x02...``) of the record at ``pos``,
+    nothing else read (the body is skipped): what the message-trace hook needs of each consumed record in
+    the supervisor, whose worker decodes the rest."""
+    try:
+        (_total, magic, _crc, _qid, _flag, _qoff, _phys, sys_flag, _born) = _HEAD.unpack_from(data, pos)
+        (*_hosts, reconsume, _prepared, body_len, p) = _middle_fields(data, pos + _HEAD.size, sys_flag)
+        p += max(body_len, 0)
+        if magic == MAGIC_V1:
+            p += 1 + data[p]
+        else:
+            p += 2 + _SHORT.unpack_from(data, p)[0]
+        (props_len,) = _SHORT.unpack_from(data, p)
+        return reconsume, str(data[p + 2:p + 2 + props_len], "utf-8")
+    except (struct.error, IndexError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"record at {pos}: properties do not read: {exc}") from exc
+
+
 def decode_messages(body: bytes | memoryview, *, decompress: bool = True, broker_name: str = "") -> list[Message]:
     """Every record in a pull (or query) response body."""
     out: list[Message] = []

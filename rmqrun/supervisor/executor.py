@@ -309,7 +309,8 @@ class PoolExecutor:
                 suspend_ms=result.suspend_ms,
                 error=result.error,
                 handler_seconds=result.elapsed,
-                errors=dict(result.errors)))
+                errors=dict(result.errors),
+                timed_out=result.timed_out))
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
@@ -546,4 +547,5 @@ async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResu
     errors = {i: e for i, e in first.errors.items() if i < index}
     errors.update({index + i: e for i, e in rest.errors.items()})
     whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,
-                               handler_seconds=first.handler_seconds, errors=errors))
+                               handler_seconds=first.handler_seconds, errors=errors,
+                               timed_out=first.timed_out or rest.timed_out))

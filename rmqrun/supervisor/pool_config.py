@@ -51,6 +51,10 @@ class PoolConfig:
     #: seconds after which a handler call is long (or 10 x the usual time per message, if longer): logged,
     #: and the work queued behind it on its worker goes to other workers (0: off)
     long_call_seconds: float = 5.0
+    #: OpenTelemetry spans per handler call in the workers (needs ``rmqrun[otel]``); the group is their
+    #: consumer group attribute (the supervisor sets it)
+    otel: bool = False
+    consumer_group: str = ""
 
     def __post_init__(self) -> None:
         checks = [
@@ -83,7 +87,8 @@ class PoolConfig:
                             max_messages=self.max_messages_per_worker, max_messages_jitter=jitter,
                             max_memory=self.max_memory_per_worker, log_level=self.log_level,
                             log_format=self.log_format, namespace=self.namespace,
-                            max_log_record=self.max_log_record)
+                            max_log_record=self.max_log_record, otel=self.otel,
+                            consumer_group=self.consumer_group)
 
     @property
     def effective_crash_limit(self) -> int:

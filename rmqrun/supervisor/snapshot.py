@@ -143,6 +143,10 @@ class SupervisorSnapshot:
     slots: tuple[WorkerSlot, ...]
     #: None until the consumer has started
     consume: ConsumeSnapshot | None
+    #: message tracing (msg_trace): trace records dropped on a full buffer, and in sends that failed;
+    #: None when tracing is off
+    trace_dropped: int | None = None
+    trace_send_failures: int | None = None
 
 
 def health_of(supervisor: Any) -> HealthSnapshot:
@@ -215,7 +219,9 @@ def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
     pool = executor.pool
     slots = tuple(WorkerSlot(s.worker_id, s.in_flight) for s in pool.workers() if s.current)
     engine = supervisor.engine
+    tracer = supervisor.tracing.dispatcher if supervisor.tracing is not None else None
     return SupervisorSnapshot(
         settings.consumer.group, settings.pool.handler, supervisor.ready, health_of(supervisor), pool.size,
         pool.restarts, pool.recycles, executor.in_flight, executor.waiting, slots,
-        None if engine is None else _consume_of(engine, supervisor.health_limits.ready_broker_timeout))
+        None if engine is None else _consume_of(engine, supervisor.health_limits.ready_broker_timeout),
+        None if tracer is None else tracer.dropped, None if tracer is None else tracer.send_failures)

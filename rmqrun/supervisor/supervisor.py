@@ -38,6 +38,7 @@ from loguru import logger
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.engines import new_engine
 from rmqrun.consumer.push import PushConsumer
+from rmqrun.consumer.trace_hook import TracingExecutor, consumer_tracing
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
@@ -91,8 +92,11 @@ class Supervisor:
     def __init__(self, settings: RunSettings) -> None:
         self.settings = settings
         # workers take the consumer's namespace off message topics: one source for both
-        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace)
+        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace,
+                                   consumer_group=settings.consumer.group)
         self.executor = PoolExecutor(pool, max_inflight_messages=settings.max_inflight_messages)
+        #: msg_trace: the executor the engine runs its jobs through, writing message traces (None: off)
+        self.tracing: TracingExecutor | None = consumer_tracing(settings.consumer, self.executor)
         self.engine: PushConsumer | None = None
         #: True once the consumer has started and taken its first assignment (systemd READY=1)
         self.ready = False
@@ -156,6 +160,8 @@ class Supervisor:
             return await self._run()
         finally:
             self._remove_signals()
+            if self.tracing is not None:
+                await self.tracing.dispatcher.close()
 
     async def _run(self) -> int:
         try:
@@ -165,7 +171,7 @@ class Supervisor:
             return EXIT_BOOT
         try:
             self.engine = await start_when_reachable(
-                lambda: new_engine(self.settings.consumer, self.executor), self._signals,
+                lambda: new_engine(self.settings.consumer, self.tracing or self.executor), self._signals,
                 on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)

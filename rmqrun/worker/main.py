@@ -172,6 +172,14 @@ class Worker:
                 self.log.opt(exception=exc).error("worker_init '{}' raised", cfg.worker_init)
                 return self._boot_failed(ExitCode.INIT_ERROR,
                                          f"worker_init '{cfg.worker_init}' raised {type(exc).__name__}: {exc}")
+        if cfg.otel:
+            try:
+                from rmqrun.worker import otel
+            except ImportError as exc:
+                return self._boot_failed(ExitCode.BOOT_ERROR, f"otel is on but OpenTelemetry is not installed "
+                                         f"({exc}): pip install 'rmqrun[otel]'")
+            otel.configure_sdk()  # after worker_init: a tracer provider it installed is kept
+            self.handler = otel.traced_handler(self.handler, cfg.consumer_group)
         if cfg.max_memory > 0:
             try:
                 self._statm = os.open("/proc/self/statm", os.O_RDONLY)
@@ -185,6 +193,9 @@ class Worker:
             code = self._loop()
         finally:
             self._call_exit_hook(info)
+            if cfg.otel:
+                from rmqrun.worker import otel
+                otel.shutdown()  # the spans still buffered are exported before the process ends
         return code
 
     def _boot_failed(self, code: ExitCode, message: str) -> int:

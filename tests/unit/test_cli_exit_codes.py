@@ -92,7 +92,8 @@ def test_every_command_is_listed_and_loads() -> None:
     import click
     ctx = click.Context(cli)
     assert cli.list_commands(ctx) == sorted(COMMANDS) == [
-        "broker", "check", "demo", "dlq", "exporter", "group", "offsets", "produce", "read", "run", "spark", "status", "topic"]
+        "broker", "check", "demo", "dlq", "exporter", "group", "offsets", "produce", "read", "run", "spark", "status", "topic",
+        "trace"]
     for name in COMMANDS:
         command = cli.get_command(ctx, name)
         assert command is not None and command.name == name

@@ -66,9 +66,9 @@ class InspectProcessor:
                 continue
             out.setdefault(java_name(f.name), config_text(getattr(cfg, f.name)))
         # Read by mqadmin exportConfigs / exportMetrics, which fail on a missing key; the values say
-        # what this broker does (no filter servers, slaves, trace topic of its own).
-        out.update({"filterServerNums": "0", "slaveReadEnable": "false", "traceTopicEnable": "false",
-                    "msgTraceTopicName": "RMQ_SYS_TRACE_TOPIC", "useTLS": config_text(cfg.tls_cert is not None),
+        # what this broker does (no filter servers nor slaves).
+        out.update({"filterServerNums": "0", "slaveReadEnable": "false",
+                    "useTLS": config_text(cfg.tls_cert is not None),
                     "clientCallbackExecutorThreads": str(os.cpu_count() or 1),
                     "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST))})
         return out
