@@ -923,8 +923,8 @@ MUTANTS: list[Mutant] = [
     m("pop-orderly-suspends-failed-only", "rmqrun/consumer/pop_orderly.py",
       "orderly POP moves on past a failed message instead of retrying it in place: the rest of its queue runs "
       "before it succeeds",
-      "                moved_on, suspend_ms = await self._run_chunk(req, mq, live)\n                i += moved_on\n",
-      "                moved_on, suspend_ms = await self._run_chunk(req, mq, live)\n"
+      "                moved_on, suspend_ms, failed = await self._run_chunk(req, mq, live)\n                i += moved_on\n",
+      "                moved_on, suspend_ms, failed = await self._run_chunk(req, mq, live)\n"
       "                i += moved_on + (moved_on < len(live) and suspend_ms is not None)\n",
       I + "test_pop_run.py::test_orderly_pop_retries_a_failed_message_before_the_rest_of_its_queue"),
     m("pop-orderly-count-ignored", "rmqrun/consumer/pop_orderly.py",
