@@ -38,7 +38,7 @@ from tests.integration.signals_kit import (
 )
 
 PROBE = "tests.integration.probe_handler"
-CRASH = "tests.integration.crash_handler:crash"
+CRASH = "tests.integration.crash_handler:crash_batch"
 #: queues of a cell's topic; with KEYS keys each key has a queue of its own
 QUEUES = 4
 KEYS = 4
