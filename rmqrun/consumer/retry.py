@@ -110,13 +110,16 @@ class SendBack:
         await self._republisher.close()
 
     async def send_back(self, record: RecordData, broker_name: str, delay_level: int,
-                        max_reconsume_times: int, failure: Failure | None = None) -> bool:
+                        max_reconsume_times: int, failure: Failure | None = None, *,
+                        reason: DeadLetterReason | None = None) -> bool:
         """True when the broker (or the retry topic) has the message; False: keep it and retry later.
 
         The send-back names the message by its commit-log offset, so only the record's
         fixed fields and properties are read here; the body is inflated only for the
         re-publish fallback. Never raises: every failure is a False. ``failure`` (where the
         message was consumed, the handler's error) names it in the dead-letter line.
+        ``reason``: why the caller sends it to the DLQ when it uses delay level -1 for its own
+        decision (orderly POP at its limit); by default -1 means the handler asked for it.
         """
         try:
             ids, msg_id, origin_topic = _send_back_fields(record)
@@ -127,7 +130,8 @@ class SendBack:
         if await self._send_msg_back(ids, msg_id, origin_topic, broker_name, delay_level, max_reconsume_times):
             attempts = _attempts(record)
             if goes_to_dlq_on_send_back(attempts - 1, delay_level, max_reconsume_times):
-                reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
+                if reason is None:
+                    reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
                 if reason is DeadLetterReason.HANDLER and failure is not None:
                     # the job's error belongs to another message of the batch, if to any: say what happened
                     failure = Failure(failure.mq, failure.offset, f"the handler asked for the DLQ (delay level "

@@ -55,13 +55,14 @@ def _set(name: str) -> set[int] | None:
 
 FAIL_IDX = _set("PROBE_FAIL_IDX")
 FAIL_TIMES = int(os.environ.get("PROBE_FAIL_TIMES", "1"))
+FAIL_PLAN = {int(k): int(v) for k, _, v in (item.partition(":")
+                                             for item in os.environ.get("PROBE_FAIL_PLAN", "").split(",")
+                                             if item.strip())}
 DELAY_LEVEL = os.environ.get("PROBE_DELAY_LEVEL")
 HANG_IDX = _set("PROBE_HANG_IDX")
 SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "0")) / 1000.0
 ACK_INDEX = int(os.environ.get("PROBE_ACK_INDEX", "0"))
 LEAK_MB = float(os.environ.get("PROBE_LEAK_MB", "20"))
-FAIL_PLAN = {int(k): int(v) for k, v in (x.split(":") for x in os.environ.get("PROBE_FAIL_PLAN", "").split(",")
-                                         if x.strip())}
 HEAL_FILE = os.environ.get("PROBE_HEAL_FILE", "")
 
 
