@@ -208,6 +208,13 @@ SETTINGS: tuple[Setting, ...] = (
     _S("long_call_seconds", parse_float, 5.0, "a handler call running this long (or 10 x the usual time per "
        "message, if longer) is logged, and the work queued behind it on its worker goes to other workers (0: off)",
        POOL, check=at_least(0), allowed="0 or more seconds"),
+    _S("worker_liveness_timeout", parse_float, 20.0, "a worker that holds work and shows no sign of life "
+       "(picks up no batch, makes no progress, outside a handler call or stopped) for this long is stuck: "
+       "logged, the batches it has not begun go to other workers, not ready when no worker can take work "
+       "(0: off)", POOL, check=at_least(0), allowed="0 or more seconds"),
+    _S("stuck_worker_kill_after", parse_float, 60.0, "a worker still stuck (worker_liveness_timeout) this "
+       "many seconds later is killed with SIGKILL and replaced; what it had not finished runs again (0: never)",
+       POOL, check=at_least(0), allowed="0 or more seconds"),
     _S("max_log_record", parse_size, 64 * 1024, "longest log record a handler may write, in characters, e.g. "
        "64KiB; the rest is cut with a marker saying how much (0: no cap)", POOL, check=at_least(0),
        allowed="0 or a size"),
