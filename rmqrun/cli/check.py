@@ -118,9 +118,7 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
             if queues is None:
                 return
             shares.append(f"{queues} queue(s) of {topic}")
-        mode = "orderly" if consumer.orderly else "concurrently"
-        if consumer.order_by_key:
-            mode = f"orderly by key ({consumer.order_key})"
+        mode = consumer.mode.description
         subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
         in_ns = f" in namespace {ns} ({wire_group} on the wire)" if ns else ""
         report.note(f"would subscribe to {subs} as group {consumer.group}{in_ns}: {consumer.message_model}, {mode}, "

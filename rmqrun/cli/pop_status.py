@@ -50,6 +50,8 @@ POP_PROPERTIES = {"popUnacked": "unacked", "popAcks": "acks", "popNacks": "nacks
                   "popInvisibleExtensions": "invisible_extensions", "popRevived": "revived",
                   "popInvisibleTime": "invisible_time_ms", "popThresholdForQueue": "threshold_for_queue",
                   "popBatchNums": "batch_size"}
+#: the running-info property in which an rmqrun consumer names its consume mode (rmqrun.consumer.running_info)
+MODE_PROPERTY = "rmqrunConsumeMode"
 _FAILURES = (RmqrunError, OSError, asyncio.TimeoutError)
 
 
@@ -89,9 +91,11 @@ class PopClient:
     #: POP_PROPERTIES' names -> values (ints where the client sent a number)
     figures: dict[str, int | str] = field(default_factory=dict)
     assignments: tuple[PopAssignment, ...] = ()
+    #: its consume mode as rmqrun describes it (``orderly by POP``); None: not an rmqrun client, or unknown
+    mode: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        out: dict[str, object] = {"client_id": self.client_id, "answered": self.answered}
+        out: dict[str, object] = {"client_id": self.client_id, "answered": self.answered, "mode": self.mode}
         out.update({name: self.figures.get(name) for name in POP_PROPERTIES.values()})
         out["assignments"] = [a.to_json() for a in self.assignments]
         return out
@@ -134,7 +138,9 @@ def client_from_running_info(client_id: str, info: Mapping[str, Any]) -> PopClie
             continue
         assignments.append(PopAssignment(message_queue_from(key), int(value.get("waitAckCount", 0)),
                                          bool(value.get("droped", False)), int(value.get("lastPopTimestamp", 0))))
-    return PopClient(client_id, True, figures, tuple(sorted(assignments, key=lambda a: a.mq)))
+    mode = props.get(MODE_PROPERTY)
+    return PopClient(client_id, True, figures, tuple(sorted(assignments, key=lambda a: a.mq)),
+                     str(mode) if mode else None)
 
 
 class _Asker:
@@ -285,6 +291,8 @@ def render_pop(view: PopView) -> str:
             lines += ["POP clients", fmt(header), "  ".join("-" * w for w in widths)]
             for c, row in zip(view.clients, body):
                 lines.append(fmt(row))
+                if c.mode:
+                    lines.append(f"  consumes {c.mode}")
                 lines += [f"  {a.mq.topic} {a.mq.broker_name} queue {a.mq.queue_id}: un-acked {a.wait_ack_count}"
                           + (" (dropped)" if a.dropped else "") for a in c.assignments]
     return "\n".join(lines)

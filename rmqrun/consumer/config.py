@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from rmqrun.consumer import defaults as d
+from rmqrun.consumer.consume_mode import ConsumeMode, mode_of
 from rmqrun.consumer.key_order import ORDER_BY, parse_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
@@ -101,6 +102,13 @@ class ConsumerConfig:
             self.orderly = True  # ordering by key is an orderly mode: locks, suspend, DLQ as in queue mode
 
     @property
+    def mode(self) -> ConsumeMode:
+        """The consume mode these settings name (engine, services, description, cross-checks):
+        see rmqrun/consumer/consume_mode.py."""
+        return mode_of(orderly=self.orderly, order_by=self.order_by, order_key=self.order_key,
+                       consume_mode=self.consume_mode)
+
+    @property
     def order_by_key(self) -> bool:
         return self.order_by == "key"
 
@@ -183,10 +191,8 @@ class ConsumerConfig:
             parse_order_key(self.order_key)
         except ValueError as exc:
             raise bad("order_key", self.order_key, str(exc)) from None
-        if self.order_by == "key" and not self.auto_commit:
-            raise bad("auto_commit", self.auto_commit, "order_by=key commits per key and needs auto_commit=true "
-                      "(manual Commit()/Rollback() are queue-wide; use order_by=queue for them)")
         self._validate_pop(bad, in_range)
+        self.mode.validate(self)
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
@@ -207,14 +213,3 @@ class ConsumerConfig:
         in_range("pop_poll_time_ms", 1000, 60_000)
         in_range("pop_batch_size", 1, 32)
         in_range("pop_threshold_for_queue", 1, 65535)
-        if self.consume_mode != "pop":
-            return
-        if self.order_by_key:
-            raise bad("consume_mode", self.consume_mode, "order_by=key is not available with POP (the broker "
-                      "orders by queue); use --order-by queue, or --consume-mode pull for key order")
-        if self.orderly and not self.auto_commit:
-            raise bad("consume_mode", self.consume_mode, "orderly POP acks each message as it succeeds and needs "
-                      "auto_commit=true (manual Commit()/Rollback() need --consume-mode pull)")
-        if not self.clustering:
-            raise bad("consume_mode", self.consume_mode, "POP is a clustering model (the broker shares messages "
-                      "among the group); use --consume-mode pull with BROADCASTING")

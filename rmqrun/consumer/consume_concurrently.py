@@ -70,7 +70,7 @@ class ConcurrentConsumeService:
 
     # ----------------------------------------------------------------- submission
 
-    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage]) -> None:
         """Consume ``entries`` (just cached in ``req.pq``) as one job."""
         self._spawn(req, list(entries))
 

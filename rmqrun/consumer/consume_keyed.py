@@ -160,7 +160,7 @@ class KeyedConsumeService:
             if pending:
                 await asyncio.wait(pending)
 
-    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage]) -> None:
         """Route newly pulled messages into their lanes and start what may start."""
         q = self._queues.get(req.mq)
         if q is None or q.req is not req:

@@ -100,7 +100,7 @@ class OrderlyConsumeService:
             if pending:
                 await asyncio.wait(pending)
 
-    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None:
+    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage]) -> None:
         self.kick(req)
 
     def kick(self, req: PullRequest) -> None:

@@ -11,7 +11,7 @@ a part a small fake instead of a whole engine.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar, runtime_checkable
 
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance
@@ -25,8 +25,18 @@ from rmqrun.model import MessageQueue
 from rmqrun.protocol.subscription import SubscriptionData
 
 
-class ConsumeService(Protocol):
-    """What the push consumer and the puller ask of a consume service (concurrent or orderly)."""
+#: what a service is handed: a pulled queue's request and its messages, or a pop's request and its entries
+Req = TypeVar("Req", contravariant=True)
+Entry = TypeVar("Entry", contravariant=True)
+
+
+class ConsumeService(Protocol[Req, Entry]):
+    """What an engine asks of a consume service, in every mode (concurrent, orderly by queue or by key, POP,
+    orderly POP): the one protocol every service implements (``consume_services.py`` builds them).
+
+    ``submit`` hands over messages the engine has just cached for the request (``req.pq``): the service
+    decides when and how they run. Pulled services take a :class:`PullRequest` and
+    :class:`QueuedMessage` s, POP services a ``PopRequest`` and ``PopEntry`` s."""
 
     @property
     def in_flight(self) -> int: ...
@@ -35,10 +45,14 @@ class ConsumeService(Protocol):
 
     async def stop(self, grace: float) -> None: ...
 
-    def submit(self, req: PullRequest, entries: Sequence[QueuedMessage], dispatch: bool) -> None: ...
+    def submit(self, req: Req, entries: Sequence[Entry]) -> None: ...
 
 
-class OrderedConsumeService(ConsumeService, Protocol):
+#: a service of pulled queues, as the puller and the rebalancer see it
+PullConsumeService = ConsumeService[PullRequest, QueuedMessage]
+
+
+class OrderedConsumeService(PullConsumeService, Protocol):
     """An orderly service (by queue or by key), as the rebalancer sees it: a queue with a job in flight
     is unlocked only once the job is over, and a relocked queue is kicked to consume again."""
 
@@ -108,7 +122,7 @@ class PullContext(Protocol):
     config: ConsumerConfig
     instance: ClientInstance
     offset_store: OffsetStore
-    consume_service: ConsumeService
+    consume_service: PullConsumeService
     paused: bool
     #: a queue whose pulls fail for a cause other than an unreachable broker: one incident per queue
     pull_failures: FailureLog
@@ -136,7 +150,7 @@ class RebalanceContext(Protocol):
     config: ConsumerConfig
     instance: ClientInstance
     offset_store: OffsetStore
-    consume_service: ConsumeService
+    consume_service: PullConsumeService
     table: dict[MessageQueue, PullRequest]
     removing: set[MessageQueue]
 

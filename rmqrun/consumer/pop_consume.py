@@ -43,7 +43,7 @@ import asyncio
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from loguru import logger
 
@@ -152,7 +152,7 @@ class PopConsumeService:
 
     # ----------------------------------------------------------------- submission
 
-    def submit(self, req: PopRequest, entries: list[PopEntry]) -> None:
+    def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
         """Consume a pop's messages: per queue (retry flag, queue id), jobs of :meth:`job_size` messages, as
         Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow, because a job's
         results come back when all of it is done: each message is acked within ~0.1 s of its own call's end,

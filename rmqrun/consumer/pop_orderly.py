@@ -30,6 +30,7 @@ exactly as long as its batch is being worked on.
 from __future__ import annotations
 
 import time
+from typing import Sequence
 
 from loguru import logger
 
@@ -44,7 +45,7 @@ from rmqrun.model import MessageQueue
 
 
 class PopOrderlyConsumeService(PopConsumeService):
-    def submit(self, req: PopRequest, entries: list[PopEntry]) -> None:
+    def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
         """One task per queue of the pop (the broker gives each queue's batch to one client at a time)."""
         req.pq.add(entries)
         by_queue: dict[tuple[str, int], list[PopEntry]] = {}

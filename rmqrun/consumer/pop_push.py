@@ -39,10 +39,10 @@ from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.pop_api import PopClient, PopNotSupportedError
 from rmqrun.consumer.broker_mode import mode_of, query_assignment
 from rmqrun.consumer.config import ConsumerConfig, retry_topic
+from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import Executor
 from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
 from rmqrun.consumer.pop_loop import pop_loop
-from rmqrun.consumer.pop_orderly import PopOrderlyConsumeService
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
@@ -65,7 +65,7 @@ class PopPushConsumer(PushConsumer):
         self.pop_client = PopClient(self.instance.broker)
         self.assignments = AssignmentClient(self.instance.pool)
         self.pop_stats = PopStats()
-        self.pop_service = PopOrderlyConsumeService(self) if self.config.orderly else PopConsumeService(self)
+        self.pop_service: PopConsumeService = pop_service(self.config.mode, self)
         self.pop_table: dict[MessageQueue, PopRequest] = {}
         self._pop_wake = asyncio.Event()
         self._pop_tasks: list[asyncio.Task[Any]] = []

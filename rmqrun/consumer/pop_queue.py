@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from rmqrun.client.pop_api import PoppedMessage
 from rmqrun.model import MessageQueue
@@ -81,7 +82,7 @@ class PopProcessQueue:
     def wait_ack_count(self) -> int:
         return len(self.entries)
 
-    def add(self, entries: list[PopEntry]) -> None:
+    def add(self, entries: Iterable[PopEntry]) -> None:
         self.entries.update(entries)
 
     def done(self, entry: PopEntry) -> None:

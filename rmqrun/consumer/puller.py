@@ -215,9 +215,9 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
             pq.note_pulled_to(req.next_offset)
             _correct_offset_when_idle(engine, req)
             return
-        dispatch = pq.put(entries, result.max_offset)
+        pq.put(entries, result.max_offset)
         pq.note_pulled_to(req.next_offset)
-        engine.consume_service.submit(req, entries, dispatch)
+        engine.consume_service.submit(req, entries)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
         req.next_offset = result.next_begin_offset
         pq.note_pulled_to(req.next_offset)

@@ -29,9 +29,7 @@ from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.broker_mode import ModeWatch, PullModeCheck
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
-from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
-from rmqrun.consumer.consume_keyed import KeyedConsumeService
-from rmqrun.consumer.consume_orderly import OrderlyConsumeService
+from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
 from rmqrun.consumer.oldest import store_timestamp_ms
@@ -149,9 +147,7 @@ class PushConsumer:
         self.dead_letters = DeadLetters(self.user_config.group, config.namespace,
                                         tuple(self.user_config.subscriptions))
         self.send_back = SendBack(self.instance, config.group, self.dead_letters)
-        self.consume_service: ConcurrentConsumeService | OrderlyConsumeService | KeyedConsumeService = (
-            KeyedConsumeService(self) if config.order_by_key else
-            OrderlyConsumeService(self) if config.orderly else ConcurrentConsumeService(self))
+        self.consume_service: PullService = pull_service(config.mode, self)
         self.rebalancer = Rebalancer(self)
         self.pull_failures = FailureLog()
         self.table: dict[MessageQueue, PullRequest] = {}

@@ -186,6 +186,8 @@ def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str
         "PROP_NAMESERVER_ADDR": ";".join(str(cfg.namesrv).replace(",", ";").split(";")) + ";",
         "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
         "PROP_CONSUMEORDERLY": cfg.orderly,
+        # rmqrun's own: the consume mode in the words of the start-up log and ``rmqrun check`` (rmqrun status)
+        "rmqrunConsumeMode": cfg.mode.description,
         "PROP_THREADPOOL_CORE_SIZE": pool,
         "PROP_CONSUMER_START_TIMESTAMP": consumer.started_at_ms,
         "PROP_CLIENT_VERSION": CLIENT_VERSION,

@@ -36,7 +36,7 @@ from typing import Callable
 from loguru import logger
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.pop_push import PopPushConsumer
+from rmqrun.consumer.engines import new_engine
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
@@ -161,8 +161,7 @@ class Supervisor:
             return EXIT_BOOT
         try:
             self.engine = await start_when_reachable(
-                lambda: (PopPushConsumer if self.settings.consumer.consume_mode == "pop" else PushConsumer)(
-                    self.settings.consumer, self.executor), self._signals,
+                lambda: new_engine(self.settings.consumer, self.executor), self._signals,
                 on_status=self._waiting, on_signal=self._handle)
         except ConfigError:
             await self.executor.stop(0)
@@ -175,12 +174,8 @@ class Supervisor:
             self._set_phase("draining", "stop requested while waiting for the cluster")
             await self.executor.stop(self.settings.grace)
             return EXIT_OK
-        mode = "orderly" if self.settings.consumer.orderly else "concurrently"
-        if self.settings.consumer.consume_mode == "pop":
-            mode = f"{mode} by POP"
+        mode = self.settings.consumer.mode.description
         ns = self.settings.consumer.namespace
-        if self.settings.consumer.order_by_key:
-            mode = f"orderly by key ({self.settings.consumer.order_key})"
         logger.info("consuming {} as group {}{} ({}, {}), {} running {}",
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",

@@ -51,6 +51,14 @@ def test_config_file_and_environment(cluster, tmp_path: Path) -> None:  # type: 
     assert "settings resolved (5 from config file, 1 from environment)" in proc.stdout
 
 
+def test_pop_mode_is_described_as_the_run_logs_it(cluster) -> None:  # type: ignore[no-untyped-def]
+    """check and the start-up log describe the mode with the same words (ConsumerConfig.mode), POP included."""
+    proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "GCK3", "--topic", "CK",
+                 "--consume-mode", "pop", "--orderly")
+    assert proc.returncode == 0, proc.stderr
+    assert "as group GCK3: CLUSTERING, orderly by POP," in proc.stdout
+
+
 def test_invalid_setting_is_exit_2(cluster) -> None:  # type: ignore[no-untyped-def]
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "CK",
                  "--workers", "none")

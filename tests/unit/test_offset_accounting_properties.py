@@ -224,11 +224,11 @@ async def drive(orderly: bool, data: st.DataObject) -> None:
                 batch.append(next_offset)
             pulled += batch
             entries = [QueuedMessage(o, 10, record(o)) for o in batch]
-            dispatch = pq.put(entries)
+            pq.put(entries)
             # records after the batch that the tag filter dropped: the pull's next-begin offset is past them
             next_offset += data.draw(st.integers(0, 2), label="filtered tail")
             pq.note_pulled_to(next_offset + 1)
-            service.submit(req, entries, dispatch)
+            service.submit(req, entries)
         else:
             finish(data.draw(st.integers(0, len(engine.executor.jobs) - 1), label="job"), final=False)
         await settle()
