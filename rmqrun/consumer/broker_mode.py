@@ -163,6 +163,8 @@ class PullModeCheck:
 
     async def check(self) -> None:
         engine = self.engine
+        if engine.mode_watch.running != "pull":
+            return  # a POP engine asks in its assignment loop; an auto engine follows the answer there
         if not engine.config.clustering:
             return  # broadcasting consumes every queue by design; POP has no such model
         for topic in engine.subscribed_topics():
