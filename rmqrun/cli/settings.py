@@ -136,9 +136,10 @@ SETTINGS: tuple[Setting, ...] = (
        "(default: half an hour ago)", CONSUMER),
     _S("allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "queue allocation strategy", CONSUMER,
        flag="--allocate", choices=tuple(sorted(STRATEGIES))),
-    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group) or pop "
-       "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues)",
-       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull or pop"),
+    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group), pop "
+       "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues) or auto "
+       "(pull or pop per topic as the broker's mode table says, switching live; pull on 4.x)",
+       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull, pop or auto"),
     _S("pop_invisible_time_ms", parse_int, d.POP_INVISIBLE_TIME_MS, "pop: a popped message stays invisible "
        "this long unless acked; a longer handler call is extended before it lapses", CONSUMER,
        check=between(d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS), allowed="5000 to 300000 ms"),

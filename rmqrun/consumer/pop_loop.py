@@ -53,12 +53,12 @@ class PopLoopContext(Protocol):
 
 
 async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
-    """Pop ``req.mq`` until its process queue is dropped or the task is cancelled."""
+    """Pop ``req.mq`` until its process queue is dropped, the request is stopping or the task is cancelled."""
     cfg = engine.config
     pq = req.pq
     exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
     flow_logged = 0
-    while not pq.dropped:
+    while not pq.dropped and not req.stopping:
         if engine.paused:
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
             continue

@@ -27,6 +27,7 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
+from rmqrun.consumer.broker_mode import ModeWatch, PullModeCheck
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
 from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
@@ -163,6 +164,12 @@ class PushConsumer:
         #: renews orderly locks; kept through a graceful stop's drain, so what the drain commits is still ours
         self._lock_renewal: asyncio.Task[None] | None = None
         self._running = False
+        #: the broker's mode table against this instance's mode: one warning when they disagree (broker_mode.py)
+        self.mode_watch = ModeWatch(self.user_config.group, config.namespace, self.running_mode)
+        self.mode_check = PullModeCheck(self)
+
+    #: what :class:`ModeWatch` compares with the broker's table: this engine pulls with a client-side rebalance
+    running_mode = "pull"
 
     # ----------------------------------------------------------------- wiring
 
@@ -401,9 +408,11 @@ class PushConsumer:
         self._running = True
         self.consume_service.start()
         await self.rebalancer.rebalance()
+        await self.mode_check.check()  # a POP group is said within the first rebalance, not 20 s later
         self._tasks = [
             asyncio.ensure_future(self.rebalancer.run(self._wake)),
             asyncio.ensure_future(self._persist_loop()),
+            asyncio.ensure_future(self.mode_check.run(self.config.rebalance_interval_ms / 1000)),
         ]
         self._lock_renewal = asyncio.ensure_future(self.rebalancer.run_lock_renewal())
 
