@@ -18,6 +18,7 @@ order calls ended in (one ``O_APPEND`` write per call, after the call).
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import urllib.error
 import urllib.request
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+import psutil
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
@@ -180,6 +182,19 @@ class Cell:
         if self.mode.order == "queue" and per_queue:
             for q, offsets in by_queue.items():
                 assert offsets == sorted(offsets), f"{self.mode}: queue {q} out of order: {offsets}"
+
+
+def stop_worker(pid: int) -> None:
+    """SIGSTOP a worker, and wait until the kernel says it is stopped."""
+    os.kill(pid, signal.SIGSTOP)
+    wait_until(lambda: psutil.Process(pid).status() == psutil.STATUS_STOPPED, 10, f"worker {pid} stopped")
+
+
+def continue_worker(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:  # killed meanwhile (stuck_worker_kill_after)
+        pass
 
 
 def http_status(port: int, path: str) -> int:
