@@ -22,6 +22,7 @@ from rmqrun.consumer.dead_letters import (
 )
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
+from rmqrun.protocol.pop import original_topic
 from rmqrun.remoting import message as codec
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
@@ -47,7 +48,14 @@ def undecodable_label(record: RecordData, mq: object) -> str:
     return f"message {ids.offset_msg_id} ({mq}, queue offset {ids.queue_offset})"
 
 
-def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
+def origin_of(topic: str, group: str) -> str:
+    """The topic a message consumed from ``topic`` was first sent to: a POP retry topic
+    (``%RETRY%<group>_<topic>`` V1, ``%RETRY%<group>+<topic>`` V2) stands for its ``<topic>``; any other is
+    itself. Every mode names a dead letter's origin with this, so ``dlq --topic T`` and a re-drive find it."""
+    return original_topic(topic, group)
+
+
+def _send_back_fields(record: RecordData, group: str) -> tuple[codec.RecordIds, str, str]:
     """(ids, message id, original topic) for CONSUMER_SEND_MSG_BACK, without inflating the body.
 
     The properties give the client message id and the original topic of a retried
@@ -57,8 +65,8 @@ def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
     try:
         head, _ = codec.decode_message(record, decompress=False)
     except ProtocolError:
-        return ids, ids.offset_msg_id, ids.topic
-    return ids, head.msg_id, head.properties.get(PROPERTY_RETRY_TOPIC) or head.topic
+        return ids, ids.offset_msg_id, origin_of(ids.topic, group)
+    return ids, head.msg_id, origin_of(head.properties.get(PROPERTY_RETRY_TOPIC) or head.topic, group)
 
 
 def reconsume_times_position(record: RecordData) -> int:
@@ -122,7 +130,7 @@ class SendBack:
         decision (orderly POP at its limit); by default -1 means the handler asked for it.
         """
         try:
-            ids, msg_id, origin_topic = _send_back_fields(record)
+            ids, msg_id, origin_topic = _send_back_fields(record, self.group)
         except ProtocolError as exc:
             logger.error("a failed record of {} cannot be read for its send-back ({}); it stays cached",
                          broker_name, exc)
@@ -145,6 +153,7 @@ class SendBack:
             logger.error("{} cannot be re-published either: it does not decode ({}); it stays cached and is "
                          "retried", msg_id, exc)
             return False
+        msg.topic = origin_topic
         return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1, failure)
 
     async def dead_letter_as_stored(self, record: RecordData, broker_name: str, max_reconsume_times: int,
@@ -156,7 +165,7 @@ class SendBack:
         so nothing needs to be decoded or re-encoded here. Never raises.
         """
         try:
-            ids, msg_id, origin_topic = _send_back_fields(record)
+            ids, msg_id, origin_topic = _send_back_fields(record, self.group)
         except ProtocolError as exc:
             logger.error("a record of {} is too damaged to name for the DLQ: {}", broker_name, exc)
             return False
