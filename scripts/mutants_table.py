@@ -952,4 +952,41 @@ MUTANTS: list[Mutant] = [
       "            return PopClient(client_id, False)\n        try:",
       "            raise\n        try:",
       I + "test_status_pop.py"),
+    # ---------------------------------------------------------------- worker liveness (#31, defect 4)
+    m("liveness-bound-ignored", "rmqrun/supervisor/liveness.py",
+      "a worker that holds work and does nothing is never found stuck: a SIGSTOPped worker keeps its batches "
+      "for ever, nothing is logged, readiness stays green",
+      "                if now - max(w.since, self._awake_since) < self.bound:",
+      "                if True:",
+      I + "test_worker_liveness.py::test_a_stopped_worker_s_batches_run_on_the_other_one_and_nothing_runs_"
+          "twice_after_it_resumes[concurrent]"),
+    m("liveness-unready-not-reported", "rmqrun/supervisor/health.py",
+      "with every worker not responding /readyz and rmqrun_ready stay ready",
+      "    if h.workers and h.not_responding and h.stuck_workers >= h.workers:",
+      "    if False:",
+      U + "test_health_readiness.py",
+      I + "test_worker_liveness.py::test_every_worker_stopped_is_not_ready_and_ready_again_after_sigcont"),
+    m("liveness-moves-to-stuck-workers", "rmqrun/supervisor/liveness.py",
+      "with every worker stuck their work is still taken back, only to be sent to a stuck worker again",
+      "            movable = not dispatcher.stuck.issuperset(dispatcher.worker_ids)",
+      "            movable = True",
+      I + "test_worker_liveness.py::test_every_worker_stopped_is_not_ready_and_ready_again_after_sigcont"),
+    m("liveness-stuck-worker-never-killed", "rmqrun/supervisor/liveness.py",
+      "a worker stuck past stuck_worker_kill_after is not killed: the batch it began waits for ever",
+      "        if self.kill_after > 0 and now - w.stuck_since >= self.kill_after:",
+      "        if False:",
+      I + "test_worker_liveness.py::test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_"
+          "runs_once"),
+    m("liveness-take-back-unconfirmed", "rmqrun/supervisor/liveness.py",
+      "batches asked to be skipped are moved without confirming that the worker claimed none of them since: one "
+      "it claimed in between runs twice",
+      "            if w.marked and sign == w.mark_sign:",
+      "            if w.marked:",
+      U + "test_liveness.py"),
+    m("skip-list-evicts", "rmqrun/pipe/progress.py",
+      "the skip list is a ring again: a skip falls out while its worker is stopped, and the worker runs a "
+      "batch already run elsewhere",
+      "        if len(self.slots) >= SKIP_SLOTS:\n            return False",
+      "        if len(self.slots) >= SKIP_SLOTS:\n            self.slots.pop(next(iter(self.slots)))",
+      U + "test_progress.py"),
 ]

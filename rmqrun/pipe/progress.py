@@ -175,13 +175,10 @@ class Writer:
         self.done = 0
         self.batch_id = batch_id
 
-    def claim(self, batch_id: int) -> bool:
+    def skipped(self, batch_id: int) -> bool:
         """About to run ``batch_id``: claim it, then read the skip list (in this order: see the module
         docstring). True when the supervisor asked for the batch to be skipped."""
         struct.pack_into("=q", self.mm, CLAIM_AT, batch_id)
-        return self.skipped(batch_id)
-
-    def skipped(self, batch_id: int) -> bool:
         return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
 
     def call(self, statuses: bytearray, delays: list[int], start: int, end: int, began: float) -> None:

@@ -327,7 +327,7 @@ class PoolExecutor:
     def _on_lost(self, lost: WorkerLost) -> None:
         self._moved_at = time.monotonic()
         logger.warning("worker {} (pid {}) {}: redelivering {} batch(es)", lost.worker_id, lost.pid, lost.reason,
-                       len(lost.batches))
+                       sum(b.batch_id in self._flying for b in lost.batches))  # not those taken back before
         again: list[_Pending] = []
         for batch in lost.batches:
             pending = self._flying.pop(batch.batch_id, None)

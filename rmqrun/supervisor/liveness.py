@@ -166,7 +166,7 @@ class LivenessWatch:
                 # in a handler call and running: a long call (long_calls.py), not a silent worker
             if w.stuck_since is not None:
                 self._revived(proc, w, now)
-            w.sign, w.since, w.stuck_since, w.marked, w.mark_sign = sign, now, None, [], None
+            w.sign, w.since, w.stuck_since, w.marked, w.mark_sign, w.warned = sign, now, None, [], None, False
         for pid in [p for p in self._watched if p not in holding]:
             w = self._watched.pop(pid)
             gone = procs.get(pid)

@@ -496,7 +496,8 @@ class Pool:
             self._fail(WorkerBootError(f"a replacement for worker {proc.slot} cannot load the handler: "
                                        f"{proc.boot_error}", code))
             return
-        if proc.kill_reason != _KILL_TIME_LIMIT and not (explained or proc.kill_explained):
+        explained = explained or proc.kill_explained  # a stuck worker killed (liveness.py) is no crash
+        if proc.kill_reason != _KILL_TIME_LIMIT and not explained:
             if self._crash_guard.record(self._loop.time()):
                 self._fail(CrashLoopError(
                     f"workers died {self._crash_guard.count} times within {self.config.crash_window:g} s "

@@ -331,7 +331,7 @@ class Worker:
         """One RUN: skip it, or announce it, decode, call the handler within the limits, report DONE."""
         assert self.handler is not None
         prog = self.progress
-        if prog is not None and prog.claim(run.batch_id):  # claimed first: supervisor/liveness.py
+        if prog is not None and prog.skipped(run.batch_id):  # it claims the batch: supervisor/liveness.py
             self._skip_batch(run, "skipped: its queue was dropped")
             return
         if self._over_memory:

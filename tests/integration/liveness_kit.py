@@ -62,8 +62,9 @@ class LivenessRun:
         os.kill(pid, signal.SIGCONT)
 
     # -- what it did
-    def oks(self) -> list[Delivery]:
-        return oks(self.record)
+    def oks(self, since: int = 0) -> list[Delivery]:
+        """Successful deliveries, in the order recorded (from the ``since``-th on)."""
+        return oks(self.record)[since:]
 
     def handled(self) -> set[int]:
         return {d.idx for d in self.oks()}
@@ -123,12 +124,13 @@ def start_liveness_run(tmp_path: Path, eb: EmbeddedBroker, runs: Runs, mode: str
                        created: int = 0) -> LivenessRun:
     """``rmqrun run`` in ``mode`` (a key of :data:`MODES`) with ``workers`` workers, ready to consume.
 
-    The topic is created first (``created`` messages, 1 by default for POP, whose group mode is set on it)."""
+    The topic is created first (``created`` messages, 1 by default; for POP the group's mode is set on it).
+    Wait for them (``wait_handled(produced)``) before stopping a worker: the pool has moved once."""
     group = f"G{topic}"
     record = tmp_path / f"{topic}.record"
     port = free_port()
     pop = "pop" in mode
-    created = created or (1 if pop else 0)
+    created = created or 1
     if created:
         produce(eb, topic, created, sharding_keys=8)
     if pop:

@@ -19,7 +19,7 @@ from tests.integration.signals_kit import Runs, wait_until
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.mark.parametrize("mode", ["concurrent", "orderly", "pop"])
+@pytest.mark.parametrize("mode", ["concurrent", "orderly", "orderly_key", "pop", "orderly_pop"])
 def test_a_stopped_worker_s_batches_run_on_the_other_one_and_nothing_runs_twice_after_it_resumes(
         tmp_path: Path, eb: EmbeddedBroker, runs: Runs, mode: str) -> None:
     """The worker is stopped while idle, then messages come: it never picks its batches up. Within the bound
@@ -27,22 +27,26 @@ def test_a_stopped_worker_s_batches_run_on_the_other_one_and_nothing_runs_twice_
     /readyz stays 200 (a worker can take work). After SIGCONT it answers the moved batches unrun."""
     lr = start_liveness_run(tmp_path, eb, runs, mode, f"Live{mode.title().replace('_', '')}")
     victim, other = lr.run.worker_pids()
-    lr.wait_handled(lr.produced)  # the messages that created the topic: the pool moves before the stop
+    lr.wait_handled(lr.produced)  # the message that created the topic: the pool moves before the stop
     lr.stop(victim)
+    before = len(lr.oks())
     lr.produce(120)
     warning = lr.wait_stuck(victim)
     lr.wait_handled(lr.produced)
-    assert victim not in {d.pid for d in lr.oks()}, "the stopped worker handled nothing"
+    assert victim not in {d.pid for d in lr.oks(before)}, "the stopped worker handled nothing"
     assert moved_of(warning) >= 1, warning
     assert "process stopped (SIGSTOP?)" in warning and f"(worker_liveness_timeout {BOUND:g} s)" in warning, warning
     assert lr.readyz()[0] == 200, lr.readyz()
     if "pop" not in mode:
         wait_until(lr.committed_to_end, 30, "every queue committed to its end")
-    if mode == "orderly":
-        per_queue: dict[int, list[int]] = {}
+    if "orderly" in mode:  # the pins moved with the work: each queue (or key) still in order
+        lanes: dict[int, list[int]] = {}
         for d in lr.oks():
-            per_queue.setdefault(d.queue_id, []).append(d.offset)
-        assert all(offs == sorted(offs) for offs in per_queue.values()), per_queue
+            if mode == "orderly_key":
+                lanes.setdefault(d.idx % 8, []).append(d.idx)  # idx i has sharding key i % 8
+            else:
+                lanes.setdefault(d.queue_id, []).append(d.offset)
+        assert all(seq == sorted(seq) for seq in lanes.values()), lanes
 
     lr.cont(victim)
     wait_until(lambda: f"(pid {victim}) responds again after " in lr.run.log(), 30, "the worker back")
@@ -58,6 +62,7 @@ def test_a_stopped_worker_s_batches_run_on_the_other_one_and_nothing_runs_twice_
 def test_every_worker_stopped_is_not_ready_and_ready_again_after_sigcont(
         tmp_path: Path, eb: EmbeddedBroker, runs: Runs) -> None:
     lr = start_liveness_run(tmp_path, eb, runs, "concurrent", "LiveAll")
+    lr.wait_handled(lr.produced)
     wait_until(lambda: lr.readyz()[0] == 200, 30, "ready")
     pids = lr.run.worker_pids()
     for pid in pids:
@@ -65,7 +70,6 @@ def test_every_worker_stopped_is_not_ready_and_ready_again_after_sigcont(
     lr.produce(60)
     for pid in pids:
         lr.wait_stuck(pid)
-    status, body = lr.readyz()
     wait_until(lambda: lr.readyz()[0] == 503, 15, "not ready")
     status, body = lr.readyz()
     assert body.startswith("not ready: no worker can take work: 2 of 2 not responding"), body

@@ -73,10 +73,10 @@ def test_a_claim_is_read_back_by_the_supervisor() -> None:
     w = p.Writer(mm)
     ring = p.SkipRing(mm)
     assert p.read_claim(mm) == 0
-    assert not w.claim(41)
+    assert not w.skipped(41)  # the check claims the batch
     assert p.read_claim(mm) == 41
     ring.add(42)
-    assert w.claim(42) and p.read_claim(mm) == 42  # claimed, then found skipped
+    assert w.skipped(42) and p.read_claim(mm) == 42  # claimed, then found skipped
 
 
 def test_a_living_worker_s_call_is_read_with_its_begin_time_and_publishing_ends_it() -> None:
