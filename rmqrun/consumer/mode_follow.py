@@ -36,8 +36,10 @@ Limits (docs/pop.md says them to operators):
   out the same message (what a puller had in flight when a popper took the
   queue from the committed offset);
 * messages revived into the pop retry topic ``%RETRY%<group>_<topic>`` (a POP
-  failure's delay, a pop whose invisible time lapsed) are read only by pops:
-  after a switch to pull they wait there until the group pops the topic again.
+  failure's delay, a pop whose invisible time lapsed) are read only by pops of
+  the topic; while auto pulls a topic whose pop retry topic exists it pops that
+  retry topic on its own (``pop_retry_drain.py``), so they are still handled.
+  Plain pull instances never read it.
 """
 
 from __future__ import annotations
@@ -51,11 +53,16 @@ from rmqrun.client.pop_api import PopNotSupportedError
 from rmqrun.consumer.broker_mode import mode_of, not_supported
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import Executor
+from rmqrun.consumer.pop_loop import pop_loop
 from rmqrun.consumer.pop_push import PopPushConsumer
+from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.protocol.assignment import MessageQueueAssignment, MessageRequestMode
+from rmqrun.protocol.pop import pop_retry_topic
+from rmqrun.protocol.subscription import SubscriptionData
+from rmqrun.remoting.errors import TopicNotExistError
 
 #: how a topic is consumed now
 UNKNOWN = "unknown"  # not asked yet: neither pulled nor popped
@@ -100,6 +107,8 @@ class AutoPushConsumer(PopPushConsumer):
         self.without_table = False
         #: switches finished (either way)
         self.switches = 0
+        #: pop retry topic -> the topic it stands for, while popped on its own (``pop_retry_drain.py``)
+        self.drained: dict[str, str] = {}
 
     # ----------------------------------------------------------------- what each side sees
 
@@ -109,6 +118,14 @@ class AutoPushConsumer(PopPushConsumer):
 
     def _user(self, topic: str) -> str:
         return unwrap(self.config.namespace, topic)
+
+    def offset_queues(self) -> list[MessageQueue]:
+        """Queues handed over to POP keep their offsets (committed each period) until their jobs are done."""
+        return [*self.table, *self.leaving]
+
+    def subscription(self, topic: str) -> SubscriptionData | None:
+        """A drained pop retry topic is popped with its topic's expression (what was revived there matched it)."""
+        return super().subscription(self.drained.get(topic, topic))
 
     # ----------------------------------------------------------------- following the table
 
@@ -129,6 +146,8 @@ class AutoPushConsumer(PopPushConsumer):
                     "auto: asking the mode of topic {} failed: {}", self._user(topic), exc)
                 continue
             changed |= self._follow(topic, found)
+            if self.topic_states[topic] == PULL:
+                await self._drain_retry(topic)
         return changed
 
     def _no_table(self) -> bool:
@@ -178,6 +197,46 @@ class AutoPushConsumer(PopPushConsumer):
                 logger.opt(exception=t.exception()).error("auto: the switch of topic {} failed", self._user(topic))
         task.add_done_callback(done)
 
+    # ----------------------------------------------------------------- the pop retry topic while pulled
+
+    async def _drain_retry(self, topic: str) -> None:
+        """Pop ``topic``'s pop retry topic on its own while the topic is pulled, if it exists (once per broker)."""
+        retry = pop_retry_topic(self.config.group, topic)
+        if retry in self.drained:
+            return
+        try:
+            queues = await self.instance.subscribe_queues(retry)
+        except TopicNotExistError:
+            return  # the group never left anything there (the next refresh looks again)
+        except Exception as exc:
+            logger.debug("route of {} not read: {}", retry, exc)
+            return
+        self.drained[retry] = topic
+        for name in sorted({mq.broker_name for mq in queues}):
+            mq = MessageQueue(retry, name, -1)
+            req = PopRequest(mq, PopProcessQueue(mq), 0, original_topic=topic)
+            self.pop_table[mq] = req
+            req.task = asyncio.ensure_future(pop_loop(self, req))
+            req.task.add_done_callback(lambda _t, mq=mq, req=req: self._drain_ended(mq, req))
+        logger.info("consume_mode=auto: topic {} is pulled; popping {} on its own, so what POP left there is "
+                    "still handled", self._user(topic), retry)
+
+    def _drain_ended(self, mq: MessageQueue, req: PopRequest) -> None:
+        if self.pop_table.get(mq) is req and (req.stopping or req.pq.dropped):
+            del self.pop_table[mq]
+
+    def _stop_drain(self, topic: str) -> None:
+        """The topic pops again (its pops read the retry topic): the drain's pops end once they answer; what they
+        brought is still handled and acked."""
+        retry = pop_retry_topic(self.config.group, topic)
+        if self.drained.pop(retry, None) is None:
+            return
+        for mq, req in list(self.pop_table.items()):
+            if mq.topic == retry:
+                req.stopping = True
+                if req.task is None or req.task.done():
+                    del self.pop_table[mq]
+
     # ----------------------------------------------------------------- pull -> POP
 
     async def _to_pop(self, topic: str) -> None:
@@ -200,6 +259,7 @@ class AutoPushConsumer(PopPushConsumer):
             await self._commit_for_good(mq)
             self.offset_store.remove(mq)
             self.leaving.pop(mq).pq.dropped = True
+        self._stop_drain(topic)
         self.topic_states[topic] = POP
         self.switches += 1
         logger.info("consume_mode=auto: topic {}: pulled work committed; popping from the committed offsets", user)
@@ -235,6 +295,7 @@ class AutoPushConsumer(PopPushConsumer):
         self.switches += 1
         logger.info("consume_mode=auto: topic {}: popped work acked; pulling from the committed offsets", user)
         self.wake_rebalance()
+        await self._drain_retry(topic)
 
     # ----------------------------------------------------------------- lifecycle
 

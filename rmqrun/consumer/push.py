@@ -421,9 +421,14 @@ class PushConsumer:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
+                await self.offset_store.persist_all(self.offset_queues(), self.unconfirmed_offsets())
             except Exception as exc:
                 logger.warning("persisting offsets failed: {}", exc)
+
+    def offset_queues(self) -> list[MessageQueue]:
+        """The queues whose offsets this client keeps and commits (the store forgets the others at each
+        persist): the table's (``mode_follow.py`` adds queues it is handing over)."""
+        return list(self.table)
 
     def unconfirmed_offsets(self) -> set[MessageQueue]:
         """Orderly queues whose offset in memory is not to be persisted: their lock is not held without a gap
@@ -456,7 +461,7 @@ class PushConsumer:
         await cancel_and_wait(tasks)
         await self.consume_service.stop(grace)
         try:
-            await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
+            await self.offset_store.persist_all(self.offset_queues(), self.unconfirmed_offsets())
         except Exception as exc:
             logger.warning("final offset persist failed: {}", exc)
         if self._lock_renewal is not None:

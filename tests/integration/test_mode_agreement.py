@@ -34,7 +34,8 @@ def test_a_pull_instance_of_a_pop_group_is_warned_at_start_and_when_the_mode_cha
         p = runs.start("pull", HANDLER, namesrv=eb.namesrv_address, group="GMode", topic="ModeT",
                        args=["--workers", "1"], env={"PROBE_RECORD": str(tmp_path / "records.txt")},
                        ready_timeout=60.0)
-        # ready = "consuming ..." is logged after the first rebalance: the warning is there by then
+        # the start-up line ("consuming ModeT[*] ...") follows the first rebalance: the warning is there by then
+        wait_until(lambda: "consuming ModeT[" in p.log(), 60, "the start-up line")
         warned = lines_with(p.log(), PULL_WARNING, "POP mode for topic ModeT")
         assert len(warned) == 1, p.log()[-3000:]
         assert "WARNING" in warned[0]
@@ -63,6 +64,7 @@ def test_a_pop_instance_of_a_pull_group_is_warned_by_the_same_check(tmp_path: Pa
     try:
         produce(eb, "ModeP", 1)
         p = start_pop(runs, "pop", eb, "GModeP", "ModeP", tmp_path / "records.txt")
+        wait_until(lambda: "consuming ModeP[" in p.log(), 60, "the start-up line")
         warned = lines_with(p.log(), POP_WARNING, "PULL mode for topic ModeP")
         assert len(warned) == 1 and "rmqrun group mode --group GModeP --topic ModeP --mode pop" in warned[0], \
             p.log()[-3000:]

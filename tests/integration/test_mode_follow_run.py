@@ -27,41 +27,47 @@ FAST = {"RMQRUN_POP_POLL_TIME_MS": "1000"}
 
 
 def test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once(tmp_path: Path, runs: Runs) -> None:
-    batch = 150
+    first, batch = 300, 150
+    failing = first + 20  # popped, fails once
+    total = first + 2 * batch
     eb = start_broker(tmp_path, auto_create_queue_nums=2)
     record = tmp_path / "records.txt"
     try:
-        produce(eb, "AutoT", batch)
+        produce(eb, "AutoT", first)
         p = runs.start("auto", HANDLER, namesrv=eb.namesrv_address, group="GAuto", topic="AutoT", args=AUTO,
-                       env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "20"}, settings=FAST,
-                       ready_timeout=60.0)
+                       env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "20", "PROBE_FAIL_IDX": str(failing)},
+                       settings=FAST, ready_timeout=60.0)
+        # (ready matches "rebalance: now consuming" too: wait for the start-up line itself)
+        wait_until(lambda: "consuming AutoT[" in p.log(), 60, "the start-up line")
         assert lines_with(p.log(), "in PULL mode for topic AutoT: pulling it"), p.log()[-3000:]
 
-        # pull -> POP while most of the first batch is pulled and not yet handled
+        # pull -> POP while most of the first messages are pulled and not yet handled
         wait_until(lambda: len(deliveries_by_idx(record)) >= 10, 60, "pulled messages handled")
         set_mode_cli(eb, "GAuto", "AutoT", "pop")
-        produce(eb, "AutoT", batch, start=batch)
         wait_until(lambda: lines_with(p.log(), "topic AutoT: pulled work committed; popping"), 120,
                    "the switch to POP", interval=0.2)
+        assert len(deliveries_by_idx(record)) == first, "every pulled message was handled before the first pop"
+        produce(eb, "AutoT", batch, start=first)
         wait_until(lambda: lines_with(p.log(), "POP: popping AutoT"), 60, "pops begun")
-        handled_at_pop = len(deliveries_by_idx(record))
-        assert handled_at_pop >= batch, "every pulled message was handled before the first pop"
 
-        # POP -> pull while popped messages are being handled
-        wait_until(lambda: len(deliveries_by_idx(record)) >= handled_at_pop + 10, 120, "popped messages handled")
+        # POP -> pull while popped messages are being handled and one failed pop waits for its retry (the broker
+        # revives it into the pop retry topic %RETRY%GAuto_AutoT ~10 s after it failed: after this switch)
+        wait_until(lambda: deliveries_by_idx(record, "fail").get(failing), 120, "the failing message failed once")
         set_mode_cli(eb, "GAuto", "AutoT", "pull")
-        produce(eb, "AutoT", batch, start=2 * batch)
+        produce(eb, "AutoT", batch, start=first + batch)
         wait_until(lambda: lines_with(p.log(), "topic AutoT: popped work acked; pulling"), 120,
                    "the switch back to pull", interval=0.2)
-        wait_until(lambda: len(deliveries_by_idx(record)) >= 3 * batch, 180, "every message handled", interval=0.2)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 180, "every message handled", interval=0.2)
         p.signal(signal.SIGTERM)
         assert p.wait(60) == 0, p.log()[-3000:]
 
         got = deliveries_by_idx(record)
-        assert set(got) == set(range(3 * batch)), "every message handled"
+        assert set(got) == set(range(total)), "every message handled"
         twice = {idx: len(ds) for idx, ds in got.items() if len(ds) > 1}
         assert not twice, f"{len(twice)} message(s) handled twice across the switches: {sorted(twice)[:10]}"
-        assert not [d for d in read_deliveries(record) if d.event == "fail"]
+        fails = [d.idx for d in read_deliveries(record) if d.event == "fail"]
+        assert fails == [failing], fails
+        assert got[failing][0].reconsume == 1, "handled again as a retry"
         log = p.log()
         assert len(lines_with(log, "in POP mode for topic AutoT now: pulls of its")) == 1, log[-3000:]
         assert len(lines_with(log, "in PULL mode for topic AutoT now: pops stopping")) == 1, log[-3000:]
