@@ -1011,4 +1011,11 @@ MUTANTS: list[Mutant] = [
       "        return list(self.table)",
       U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
       I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
+    # ---------------------------------------------------------------- guarantee × mode matrix (#31)
+    m("matrix-pop-orderly-count-from-pops", "rmqrun/consumer/pop_orderly.py",
+      "orderly POP hands every message of a re-popped batch the broker's pop count as its reconsume_times: after "
+      "an instance is killed, messages that waited behind its call run 'retried' without having failed",
+      "head=i == 0))",
+      "head=True))",
+      I + "guarantees/test_instance_kill.py::test_kill9_mid_drain_loses_nothing[pop_orderly]"),
 ]
