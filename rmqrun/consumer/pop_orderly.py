@@ -137,19 +137,19 @@ class PopOrderlyConsumeService(PopConsumeService):
                 return i, None  # never run (a stop, a dropped assignment): left to come back
             if verdict is Verdict.UNDECODABLE:
                 if await self.engine.dead_letter_undecodable(mq, entry.message.record, entry.message.queue_offset,
-                                                             result.error):
+                                                             result.error_of(i)):
                     self.stats.dead_lettered += 1
                     await self._ack(pq, entry)
                     continue
             elif verdict is not Verdict.NOT_RUN:
                 self.engine.stats.failed += 1
-                if await self._dead_letter_at_limit(mq, entry, result):
+                if await self._dead_letter_at_limit(mq, entry, result.error_of(i)):
                     await self._ack(pq, entry)
                     continue
             return i, result.suspend_ms
         return len(chunk), None
 
-    async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, result: JobResult) -> bool:
+    async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, error: str | None) -> bool:
         msg = entry.message
         limit = self.config.effective_max_reconsume_times
         if msg.reconsume_times < limit:
@@ -157,7 +157,7 @@ class PopOrderlyConsumeService(PopConsumeService):
         # delay level -1: the broker's copy counts none of these failures (no retry topic in order mode), so
         # the client's count decides, and the DLQ line says so (not "the handler asked for it")
         if not await self.engine.send_back.send_back(msg.record, msg.receipt.broker_name, -1, limit,
-                                                     Failure(mq, msg.queue_offset, result.error),
+                                                     Failure(mq, msg.queue_offset, error),
                                                      reason=DeadLetterReason.MAX_RECONSUME):
             return False
         self.stats.dead_lettered += 1

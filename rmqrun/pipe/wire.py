@@ -258,6 +258,8 @@ class BatchResult:
     timed_out: bool = False
     error: str | None = None
     elapsed: float = 0.0
+    #: each failed message's own error: (index in the batch, text), for its failure and dead-letter lines
+    errors: tuple[tuple[int, str], ...] = ()
 
     @property
     def batch_id(self) -> int:
@@ -394,6 +396,8 @@ class Done:
     timed_out: bool = False
     error: str = ""
     elapsed_us: int = 0
+    #: (index, error) of each message whose call failed with an error of its own (``error`` is the first)
+    errors: tuple[tuple[int, str], ...] = ()
 
     def outcomes(self) -> list[MessageOutcome]:
         by_byte = _STATUS_BY_BYTE
@@ -435,7 +439,8 @@ def encode(frame: Frame) -> bytes:
             _DONE.pack(frame.batch_id, frame.elapsed_us, frame.suspend_ms,
                        _FLAG_TIMED_OUT if frame.timed_out else 0, len(err), n),
             err, bytes(frame.statuses),
-            struct.pack(f">{n}h", *frame.delay_levels), struct.pack(f">{n}q", *frame.queue_offsets)))
+            struct.pack(f">{n}h", *frame.delay_levels), struct.pack(f">{n}q", *frame.queue_offsets),
+            _encode_errors(frame.errors, n)))
         return _frame(Kind.DONE, payload)
     if isinstance(frame, Started):
         return _frame(Kind.STARTED, _ID.pack(frame.batch_id))
@@ -455,6 +460,43 @@ def encode(frame: Frame) -> bytes:
     raise TypeError(f"not a frame: {frame!r}")
 
 
+_ERRORS = struct.Struct(">H")      # how many per-message errors follow the offsets
+_ERROR = struct.Struct(">IH")      # message index, error length (then the UTF-8 text)
+#: per-message errors one DONE frame carries at most (the first ones; the rest fall back to none reported)
+MAX_MESSAGE_ERRORS = 1024
+#: bytes of one message's error on the wire at most
+MAX_ERROR_BYTES = 4096
+
+
+def _encode_errors(errors: tuple[tuple[int, str], ...], n: int) -> bytes:
+    """The per-message errors section of a DONE frame (empty when there are none: a frame without it is
+    read as one with no per-message errors)."""
+    if not errors:
+        return b""
+    kept = [(i, text.encode("utf-8")[:MAX_ERROR_BYTES]) for i, text in errors[:MAX_MESSAGE_ERRORS] if 0 <= i < n]
+    return _ERRORS.pack(len(kept)) + b"".join(_ERROR.pack(i, len(raw)) + raw for i, raw in kept)
+
+
+def _decode_errors(payload: memoryview, p: int, n: int) -> tuple[tuple[int, str], ...]:
+    if len(payload) - p < _ERRORS.size:
+        raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+    (count,) = _ERRORS.unpack_from(payload, p)
+    p += _ERRORS.size
+    out = []
+    for _ in range(count):
+        if len(payload) - p < _ERROR.size:
+            raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+        index, length = _ERROR.unpack_from(payload, p)
+        p += _ERROR.size
+        if index >= n or p + length > len(payload):
+            raise WireError(f"DONE frame: a message error at index {index} of {n} does not add up")
+        out.append((index, bytes(payload[p:p + length]).decode("utf-8", "replace")))
+        p += length
+    if p != len(payload):
+        raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+    return tuple(out)
+
+
 def decode(kind: int, payload: memoryview) -> Frame:
     """One frame from its kind byte and payload (as split by :class:`FrameBuffer`)."""
     try:
@@ -468,10 +510,12 @@ def decode(kind: int, payload: memoryview) -> Frame:
             delays = struct.unpack_from(f">{n}h", payload, p)
             p += 2 * n
             offsets = struct.unpack_from(f">{n}q", payload, p)
-            if p + 8 * n != len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):
+            p += 8 * n
+            errors = _decode_errors(payload, p, n) if p < len(payload) else ()
+            if p > len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):
                 raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
             return Done(batch_id, statuses, delays, offsets, suspend_ms, bool(flags & _FLAG_TIMED_OUT),
-                        error, elapsed)
+                        error, elapsed, errors)
         if kind == Kind.STARTED:
             return Started(_ID.unpack_from(payload, 0)[0])
         if kind == Kind.RUN:

@@ -77,15 +77,17 @@ def hard_limit_result(batch: Batch, slot: int, pid: int, elapsed: float,
     status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
     offsets = tuple(batch.queue_offsets())
     n = len(offsets)
+    error = f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s"
     if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
         done = min(progress.done, n)
         end = min(max(progress.call_end, done + 1), n)
         statuses = progress.statuses[:done] + bytes([status]) * (end - done) + bytes([Status.NOT_RUN]) * (n - end)
         delays = tuple(progress.delay_levels[:done]) + (0,) * (n - done)
+        # the limit is the error of the call that hung only (what failed before it raised its own, unknown here)
+        errors = tuple((i, error) for i in range(done, end))
     else:
-        statuses, delays = bytes([status]) * n, (0,) * n
-    return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True,
-                       f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s", elapsed)
+        statuses, delays, errors = bytes([status]) * n, (0,) * n, ()
+    return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True, error, elapsed, errors)
 
 
 def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch], in_call: Batch | None,

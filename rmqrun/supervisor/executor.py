@@ -321,7 +321,8 @@ class PoolExecutor:
                 delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
                 error=result.error,
-                handler_seconds=result.elapsed))
+                handler_seconds=result.elapsed,
+                errors=dict(result.errors)))
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
@@ -386,6 +387,8 @@ class PoolExecutor:
         error = f"isolated after a worker death: {n - len(verdicts)} message(s) re-run one by one"
         loop = asyncio.get_running_loop()
 
+        errors: dict[int, str] = {}
+
         async def one(i: int) -> tuple[Verdict, int]:
             if parent.future.done():
                 return Verdict.NOT_RUN, 0
@@ -397,6 +400,9 @@ class PoolExecutor:
                 res = await sub.future
             except ExecutorClosedError:
                 return Verdict.NOT_RUN, 0
+            own = res.error_of(0)
+            if own:
+                errors[i] = own  # each re-run message's own error, not the isolation's
             return (res.verdicts[0] if res.verdicts else Verdict.NOT_RUN), res.delay_level(0)
 
         try:
@@ -421,7 +427,7 @@ class PoolExecutor:
             raise
         if not parent.future.done():
             parent.future.set_result(JobResult(verdicts + [v for v, _ in outcomes],
-                                               delays + [lv for _, lv in outcomes], error=error))
+                                               delays + [lv for _, lv in outcomes], error=error, errors=errors))
 
     def _on_fatal(self, error: PoolError) -> None:
         logger.error("worker pool gave up: {}", error)
@@ -551,5 +557,7 @@ async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResu
         return
     delays = [first.delay_level(i) for i in range(index)] + [rest.delay_level(i) for i in range(len(rest.verdicts))]
     head_verdicts = (first.verdicts + [Verdict.NOT_RUN] * index)[:index]
+    errors = {i: e for i, e in first.errors.items() if i < index}
+    errors.update({index + i: e for i, e in rest.errors.items()})
     whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,
-                               handler_seconds=first.handler_seconds))
+                               handler_seconds=first.handler_seconds, errors=errors))

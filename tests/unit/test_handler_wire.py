@@ -36,8 +36,17 @@ def test_every_frame_round_trips() -> None:
         Boot(2, {"handler": "m:f", "time_limit": 1.5}, ["/a", ""]),
         Done(9, bytes([0, 1, 5]), (0, -1, 18), (10, 11, 2**62), suspend_ms=250, timed_out=True, error="é", elapsed_us=7),
         Done(10, b"", (), ()),
+        # each failed message's own error (issue #31): index -> text, after the offsets
+        Done(11, bytes([1, 0, 1]), (0, 0, 0), (4, 5, 6), error="a", errors=((0, "a"), (2, "b é"))),
     ]
     assert split(b"".join(encode(f) for f in frames)) == frames
+
+
+def test_a_message_error_that_does_not_add_up_is_refused() -> None:
+    good = bytearray(encode(Done(1, bytes([1]), (0,), (1,), error="a", errors=((0, "a"),))))
+    good[-4] = 9  # the low byte of the error's index: message 9 of a 1-message batch
+    with pytest.raises(WireError):
+        split(bytes(good))
 
 
 def test_run_frame_carries_records_uncopied_and_splits_back() -> None:
