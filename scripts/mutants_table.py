@@ -977,12 +977,19 @@ MUTANTS: list[Mutant] = [
       "        if False:",
       I + "test_worker_liveness.py::test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_"
           "runs_once"),
-    m("liveness-take-back-unconfirmed", "rmqrun/supervisor/liveness.py",
-      "batches asked to be skipped are moved without confirming that the worker claimed none of them since: one "
-      "it claimed in between runs twice",
-      "            if w.marked and sign == w.mark_sign:",
-      "            if w.marked:",
+    m("liveness-take-back-in-one-step", "rmqrun/supervisor/liveness.py",
+      "batches are moved as they are asked to be skipped, without the tick that confirms the worker claimed none "
+      "of them: one it claimed just before the skip runs twice",
+      "            w.marked = [b for b in proc.unclaimed() if b not in w.moved and pool.skip(b)]",
+      "            w.marked = [b for b in proc.unclaimed() if b not in w.moved and pool.skip(b)"
+      " and not self.executor.reclaim(b)]",
       U + "test_liveness.py"),
+    m("long-call-takes-stopped-worker", "rmqrun/supervisor/long_calls.py",
+      "a worker stopped inside a handler call is taken for a long call: two warnings for one stuck worker",
+      "                    and not (self.leave_stopped and process_stopped(status.pid)):",
+      "                    and True:",
+      I + "test_worker_liveness.py::test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_"
+          "runs_once"),
     m("skip-list-evicts", "rmqrun/pipe/progress.py",
       "the skip list is a ring again: a skip falls out while its worker is stopped, and the worker runs a "
       "batch already run elsewhere",

@@ -90,16 +90,18 @@ def test_every_worker_stopped_is_not_ready_and_ready_again_after_sigcont(
 
 def test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_runs_once(
         tmp_path: Path, eb: EmbeddedBroker, runs: Runs) -> None:
-    """The issue's case: stopped while messages flow, holding a batch it had begun. Its waiting batches move
-    at once; after stuck_worker_kill_after it is killed, a new worker takes its slot, and the messages of
-    its batch it had not finished run there: every message handled once, offsets to the end."""
+    """The issue's case: stopped while messages flow, holding a batch it had begun (most likely inside a
+    200 ms call). Its waiting batches move at once; a stopped call is no long call (one warning, not two);
+    after stuck_worker_kill_after it is killed, a new worker takes its slot, and the messages of its batch it
+    had not finished run again: every message handled once, offsets to the end."""
     lr = start_liveness_run(tmp_path, eb, runs, "concurrent", "LiveKill", kill_after=2.0,
-                            env={"PROBE_SLEEP_MS": "20"})
-    lr.produce(300)
+                            env={"PROBE_SLEEP_MS": "200"}, settings={"RMQRUN_LONG_CALL_SECONDS": "1"})
+    lr.produce(60)
     victim = lr.run.worker_pids()[0]
-    wait_until(lambda: sum(d.pid == victim for d in lr.oks()) >= 5, 60, "the victim handling messages")
+    wait_until(lambda: sum(d.pid == victim for d in lr.oks()) >= 3, 60, "the victim handling messages")
     lr.stop(victim)
     lr.wait_stuck(victim)
+    assert f"(pid {victim}) has been in one handler call" not in lr.run.log(), "a stopped call is no long call"
     wait_until(lambda: f"(pid {victim}) still not responding after " in lr.run.log(), 30, "the kill")
     wait_until(lambda: len(lr.run.worker_pids()) == 2 and victim not in lr.run.worker_pids(), 30,
                "a replacement")
