@@ -53,6 +53,7 @@ from rmqrun.client.pop_api import PopNotSupportedError
 from rmqrun.consumer.broker_mode import mode_of, not_supported
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import Executor
+from rmqrun.consumer.peer_modes import PeerHoldings, peer_holdings
 from rmqrun.consumer.pop_loop import pop_loop
 from rmqrun.consumer.pop_push import PopPushConsumer
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
@@ -73,6 +74,8 @@ TO_PULL = "to-pull"  # pops stopped, popped jobs finishing; pulls not begun
 
 #: seconds between looks at a draining queue (its jobs end in their own time; this only notices)
 DRAIN_POLL_S = 0.05
+#: seconds between asking the other clients, while waiting for them to stop popping
+PEER_POLL_S = 1.0
 
 
 def next_state(state: str, mode: MessageRequestMode | None) -> str:
@@ -109,6 +112,12 @@ class AutoPushConsumer(PopPushConsumer):
         self.switches = 0
         #: pop retry topic -> the topic it stands for, while popped on its own (``pop_retry_drain.py``)
         self.drained: dict[str, str] = {}
+        #: POP topics no other client pulls any more: popped as the broker says, without asking the peers again
+        self.settled: set[str] = set()
+        #: POP topics popped only queue by queue (this instance's pull share) while other clients still pull them
+        self.narrowed: set[str] = set()
+        #: pop loops of queue-by-queue pops ending (cancelled by a stop)
+        self._retiring: list[asyncio.Task[None]] = []
 
     # ----------------------------------------------------------------- what each side sees
 
@@ -146,7 +155,11 @@ class AutoPushConsumer(PopPushConsumer):
                     "auto: asking the mode of topic {} failed: {}", self._user(topic), exc)
                 continue
             changed |= self._follow(topic, found)
-            if self.topic_states[topic] == PULL:
+            state = self.topic_states[topic]
+            if state == POP and found is not None and mode_of(found) is not MessageRequestMode.PULL:
+                # the usual refresh of who pops what, as wide as the other clients allow
+                changed |= self._update_pop_table(topic, await self._widen_when_settled(topic, found))
+            elif state == PULL:
                 await self._drain_retry(topic)
         return changed
 
@@ -166,8 +179,6 @@ class AutoPushConsumer(PopPushConsumer):
         mode = mode_of(found)
         new = next_state(state, mode)
         if new == state:
-            if state == POP and found is not None:
-                return self._update_pop_table(topic, found)  # the usual refresh of who pops what
             return False
         if new == TO_POP:
             self._start_switch(topic, self._to_pop(topic))
@@ -180,9 +191,7 @@ class AutoPushConsumer(PopPushConsumer):
         logger.info("consume_mode=auto: the broker has group {} in {} mode for topic {}: {}", self.user_config.group,
                     (mode or MessageRequestMode.PULL).value, self._user(topic),
                     "popping it" if new == POP else "pulling it")
-        if new == POP and found is not None:
-            self._update_pop_table(topic, found)
-        else:
+        if new == PULL:
             self.wake_rebalance()
         return True
 
@@ -196,6 +205,79 @@ class AutoPushConsumer(PopPushConsumer):
             if not t.cancelled() and t.exception() is not None:
                 logger.opt(exception=t.exception()).error("auto: the switch of topic {} failed", self._user(topic))
         task.add_done_callback(done)
+
+    # ----------------------------------------------------------------- the other clients (peer_modes.py)
+
+    async def _peers(self, topic: str) -> tuple[PeerHoldings, set[MessageQueue]] | None:
+        """What the group's other clients hold of ``topic``, and this instance's pull share of it; None when the
+        broker cannot be asked."""
+        try:
+            queues = await self.instance.subscribe_queues(topic)
+            addrs = [a for a in (self.instance.broker_address(n) for n in sorted({q.broker_name for q in queues}))
+                     if a is not None]
+            if not addrs:
+                return None
+            cids = await self.instance.broker.get_consumer_list(addrs[0], self.config.group)
+        except Exception as exc:
+            logger.debug("auto: the members of {} not read: {}", self.user_config.group, exc)
+            return None
+        share = set(self.rebalancer.strategy.allocate(self.config.group, self.instance.client_id, sorted(queues),
+                                                      sorted(cids))) if cids else set()
+        return await peer_holdings(self.instance, addrs[0], self.config.group, topic, cids), share
+
+    async def _widen_when_settled(self, topic: str,
+                                  found: list[MessageQueueAssignment]) -> list[MessageQueueAssignment]:
+        """The broker's POP answer, or only this instance's pull share while another client still pulls."""
+        if topic in self.settled or not any(a.pop_all_queues for a in found):
+            return found
+        view = await self._peers(topic)
+        if view is None:
+            return found if topic not in self.narrowed else [a for a in found if a.message_queue in self.pop_table]
+        holdings, share = view
+        pullers = holdings.pullers()
+        if not pullers:
+            if topic in self.narrowed:
+                logger.info("consume_mode=auto: no other client pulls topic {} any more: popping every queue",
+                            self._user(topic))
+                self._retire_queue_pops(topic)
+            self.narrowed.discard(topic)
+            self.settled.add(topic)
+            return found
+        if topic not in self.narrowed:
+            logger.info("consume_mode=auto: {} still pull(s) topic {}: popping only this instance's {} queue(s) "
+                        "until they stop, so no message they hold is handed out again", ", ".join(pullers),
+                        self._user(topic), len(share))
+            self.narrowed.add(topic)
+        return [MessageQueueAssignment(mq, MessageRequestMode.POP) for mq in sorted(share)]
+
+    def _retire_queue_pops(self, topic: str) -> None:
+        """Widening: the queue-by-queue pops end once their pops on the wire answer (dropping them would leave
+        what those brought to come back only after the invisible time); what they popped is still handled."""
+        for mq, req in list(self.pop_table.items()):
+            if mq.topic == topic and mq.queue_id >= 0:
+                req.stopping = True
+                del self.pop_table[mq]
+                if req.task is not None and not req.task.done():
+                    self._retiring.append(req.task)
+
+    async def _wait_for_poppers(self, topic: str) -> bool:
+        """Before pulling: until no other client pops this instance's queues of ``topic``. False: the broker has
+        the group in POP mode for it again meanwhile (the switch is called off)."""
+        said = False
+        while True:
+            view = await self._peers(topic)
+            if view is None or not view[0].poppers_of(view[1]):
+                return True
+            if not said:
+                logger.info("consume_mode=auto: {} still pop(s) topic {}: pulling once they stop",
+                            ", ".join(view[0].poppers_of(view[1])), self._user(topic))
+                said = True
+            await asyncio.sleep(PEER_POLL_S)
+            try:
+                if mode_of(await self._query_assignment(topic)) is MessageRequestMode.POP:
+                    return False
+            except Exception as exc:
+                logger.debug("auto: asking the mode of topic {} failed: {}", self._user(topic), exc)
 
     # ----------------------------------------------------------------- the pop retry topic while pulled
 
@@ -260,6 +342,7 @@ class AutoPushConsumer(PopPushConsumer):
             self.offset_store.remove(mq)
             self.leaving.pop(mq).pq.dropped = True
         self._stop_drain(topic)
+        self.settled.discard(topic)
         self.topic_states[topic] = POP
         self.switches += 1
         logger.info("consume_mode=auto: topic {}: pulled work committed; popping from the committed offsets", user)
@@ -291,6 +374,14 @@ class AutoPushConsumer(PopPushConsumer):
             if self.pop_table.get(mq) is req:
                 del self.pop_table[mq]
             req.pq.dropped = True
+        self.settled.discard(topic)
+        self.narrowed.discard(topic)
+        if not await self._wait_for_poppers(topic):
+            self.topic_states[topic] = POP
+            logger.info("consume_mode=auto: the broker has group {} in POP mode for topic {} again: popping it",
+                        self.user_config.group, user)
+            self._pop_wake.set()
+            return
         self.topic_states[topic] = PULL
         self.switches += 1
         logger.info("consume_mode=auto: topic {}: popped work acked; pulling from the committed offsets", user)
@@ -308,7 +399,7 @@ class AutoPushConsumer(PopPushConsumer):
     def stop_pulling(self) -> None:
         """A stop during a switch: the switch ends where it is; pulled queues still leaving go back to the
         table, so the shutdown commits what their jobs finish (popped ones are in the pop table already)."""
-        for task in list(self._switches.values()):
+        for task in [*self._switches.values(), *self._retiring]:
             task.cancel()
         for mq, req in self.leaving.items():
             self.table.setdefault(mq, req)
@@ -317,6 +408,9 @@ class AutoPushConsumer(PopPushConsumer):
 
     async def _on_running_info(self, header: Any) -> dict[str, Any]:
         body = await super()._on_running_info(header)
+        # queues being handed over still hold pulled messages: the peers' settle step must see them
+        body["mqTable"].update({mq: req.pq.info(self.offset_store.read_memory(mq))
+                                for mq, req in sorted(self.leaving.items())})
         body["properties"]["consumeMode"] = "AUTO"
         body["properties"]["autoTopicModes"] = ",".join(
             f"{self._user(t)}={s}" for t, s in sorted(self.topic_states.items()))
