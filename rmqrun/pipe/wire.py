@@ -186,6 +186,8 @@ class Batch:
     auto_commit: bool = True
     count: int = -1
     after: int = 0
+    #: the topic whose queue holds the records (a retry topic for redeliveries; "" unknown): log positions
+    topic: str = ""
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -312,7 +314,7 @@ _HEADER = struct.Struct(">IB")
 _INT = struct.Struct(">i")
 _FIRST = operator.itemgetter(0)
 _LONG = struct.Struct(">q")
-_RUN = struct.Struct(">QBBHQ")  # batch id, mode, flags, broker-name length, chained after (0 = none)
+_RUN = struct.Struct(">QBBHQH")  # batch id, mode, flags, broker-name length, chained after (0 = none), topic len
 _DONE = struct.Struct(">QQiBHI")  # batch id, elapsed us, suspend ms, flags, error length, count
 _ID = struct.Struct(">Q")
 _PID = struct.Struct(">I")
@@ -341,6 +343,8 @@ class Run:
     records_at: int = field(default=-1, repr=False, compare=False)
     #: the batch this one is chained to (:class:`Batch`.after; 0 = none)
     after: int = 0
+    #: the topic whose queue holds the records (:class:`Batch`.topic)
+    topic: str = ""
 
     def records_in_bytes(self) -> tuple[bytes, int]:
         """The records as a bytes object and the position they start at, without a copy when possible.
@@ -420,11 +424,12 @@ def _frame(kind: Kind, payload: bytes = b"") -> bytes:
 def encode_run(batch: Batch) -> list[RecordData]:
     """The RUN frame of a batch, as pieces to write back to back (records are not copied)."""
     broker = batch.broker_name.encode("utf-8")
+    topic = batch.topic.encode("utf-8")
     blobs = _blobs(batch.records)
     size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
-                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after)
-    prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker
+                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after, len(topic))
+    prefix = _HEADER.pack(1 + len(head) + len(broker) + len(topic) + size, Kind.RUN) + head + broker + topic
     return [prefix, *blobs]
 
 
@@ -462,10 +467,8 @@ def encode(frame: Frame) -> bytes:
 
 _ERRORS = struct.Struct(">H")      # how many per-message errors follow the offsets
 _ERROR = struct.Struct(">IH")      # message index, error length (then the UTF-8 text)
-#: per-message errors one DONE frame carries at most (the first ones; the rest fall back to none reported)
-MAX_MESSAGE_ERRORS = 1024
-#: bytes of one message's error on the wire at most
-MAX_ERROR_BYTES = 4096
+#: per-message errors one DONE frame carries at most (the first ones), and bytes of one error at most
+MAX_MESSAGE_ERRORS, MAX_ERROR_BYTES = 1024, 4096
 
 
 def _encode_errors(errors: tuple[tuple[int, str], ...], n: int) -> bytes:
@@ -519,13 +522,16 @@ def decode(kind: int, payload: memoryview) -> Frame:
         if kind == Kind.STARTED:
             return Started(_ID.unpack_from(payload, 0)[0])
         if kind == Kind.RUN:
-            batch_id, mode, flags, blen, after = _RUN.unpack_from(payload, 0)
+            batch_id, mode, flags, blen, after, tlen = _RUN.unpack_from(payload, 0)
             p = _RUN.size
             broker = bytes(payload[p:p + blen]).decode("utf-8")
+            p += blen
+            topic = bytes(payload[p:p + tlen]).decode("utf-8")
+            p += tlen
             base = payload.obj
             whole = type(base) is bytes and payload.nbytes == len(base) and payload.format == "B"
             return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
-                       payload[p + blen:], p + blen if whole else -1, after)
+                       payload[p:], p if whole else -1, after, topic)
         if kind == Kind.STOP:
             return Stop()
         if kind == Kind.BOOT:

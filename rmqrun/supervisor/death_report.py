@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from loguru import logger
 
+from rmqrun.model import message_position
 from rmqrun.pipe import progress as progress_mem
+from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 
 __all__ = ["OomWatch", "describe_messages", "hard_limit_result", "log_death"]
@@ -60,7 +62,9 @@ def describe_messages(batch: Batch, start: int, end: int) -> str:
     for i in range(max(0, start), min(end, len(records))):
         try:
             msg, _ = decode_message(records[i], broker_name=batch.broker_name, decompress=False)
-            out.append(f"message {msg.msg_id} ({msg.topic}, queue {batch.queue_key}, offset {msg.queue_offset})")
+            where = message_position(batch.topic or msg.topic, batch.broker_name, msg.queue_id, msg.queue_offset,
+                                     msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic)
+            out.append(f"message {msg.msg_id} at {where}")
         except Exception as exc:  # a record that does not decode is described by its place
             out.append(f"record {i} of batch {batch.batch_id} ({batch.queue_key}; undecodable: {exc})")
     return ", ".join(out) or f"batch {batch.batch_id} of {batch.queue_key}"

@@ -160,7 +160,7 @@ class PoolExecutor:
         key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
         # one record per entry, each checked by the puller's scan: the batch need not walk them again
         batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
-                      len(job.offsets))
+                      len(job.offsets), topic=job.mq.topic)
         pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
         if job.orderly:
             job.batch_id = batch.batch_id
@@ -393,7 +393,7 @@ class PoolExecutor:
             if parent.future.done():
                 return Verdict.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
-                                 batch.auto_commit, 1), loop.create_future(), job=parent.job)
+                                 batch.auto_commit, 1, topic=batch.topic), loop.create_future(), job=parent.job)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:
@@ -489,9 +489,10 @@ class PoolExecutor:
         # the pool still knows the batch as it was (its statuses come for every message); from here on this
         # pending stands for the head only, so a death of its worker re-runs only the head's unfinished messages
         pending.batch = Batch(batch.batch_id, batch.queue_key, batch.mode, batch.broker_name, records[:index],
-                              batch.auto_commit, index)
+                              batch.auto_commit, index, topic=batch.topic)
         tail = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, records[index:],
-                              batch.auto_commit, len(records) - index), loop.create_future(), job=pending.job)
+                              batch.auto_commit, len(records) - index, topic=batch.topic), loop.create_future(),
+                        job=pending.job)
         whole, pending.future = pending.future, loop.create_future()
         task = asyncio.ensure_future(_join(pending.future, tail.future, whole, index))
         self._isolations.add(task)

@@ -333,7 +333,8 @@ class Worker:
         msgs, offsets, decode_errors = self._decode(run)
         n = len(msgs)
         context = worker_logs.CONTEXT
-        context.begin(msgs, offsets)  # by reference: what the handler logs is labelled only when it logs
+        # by reference: what the handler logs is labelled only when it logs
+        context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
         outcome = BatchOutcome(n)
         self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
         context.end()

@@ -51,12 +51,13 @@ def test_a_message_error_that_does_not_add_up_is_refused() -> None:
 
 def test_run_frame_carries_records_uncopied_and_splits_back() -> None:
     blobs = [rec(5) + rec(6), rec(7, b"x" * 1000)]
-    batch = Batch(77, ("q", 1), ConsumeMode.ORDERLY, "broker-é", blobs, auto_commit=False)
+    batch = Batch(77, ("q", 1), ConsumeMode.ORDERLY, "broker-é", blobs, auto_commit=False, topic="%RETRY%G")
     parts = encode_run(batch)
     assert parts[1] is blobs[0] and parts[2] is blobs[1]
     (run,) = split(b"".join(parts))
     assert isinstance(run, Run)
     assert (run.batch_id, run.mode, run.auto_commit, run.broker_name) == (77, ConsumeMode.ORDERLY, False, "broker-é")
+    assert run.topic == "%RETRY%G", "the topic whose queue holds the records: log positions (issue #31)"
     assert bytes(run.records) == b"".join(blobs)
 
 
