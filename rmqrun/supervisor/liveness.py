@@ -100,6 +100,8 @@ class TakesBack(Protocol):
 
     def reclaim(self, batch_id: int) -> bool: ...
 
+    def dispatch_waiting(self) -> None: ...
+
 
 class LivenessWatch:
     """Runs on the supervisor's loop beside the executor; see the module docstring."""
@@ -180,7 +182,7 @@ class LivenessWatch:
             gone = procs.get(pid)
             if w.stuck_since is not None and gone is not None and not gone.kill_reason:
                 self._revived(gone, w, now)  # it answered all it held within a tick (a killed one: the pool says)
-        self.stuck = frozenset(proc.slot for proc, _, _ in stuck if proc.pid in current)
+        was, self.stuck = self.stuck, frozenset(proc.slot for proc, _, _ in stuck if proc.pid in current)
         dispatcher = self.executor.dispatcher
         if dispatcher is not None:
             dispatcher.set_stuck(self.stuck, WHY)
@@ -190,6 +192,8 @@ class LivenessWatch:
             movable = False
         for proc, w, sign in stuck:
             self._handle_stuck(proc, w, sign, now, movable)
+        if was - self.stuck:
+            self.executor.dispatch_waiting()  # a worker back: work waiting for room may go to it now
 
     @staticmethod
     def _busy(proc: WorkerProcess, w: _Watched) -> bool | None:

@@ -84,10 +84,14 @@ class FakeExecutor:
         self.pool = FakePool(procs)
         self.dispatcher = Dispatcher([p.slot for p in procs])
         self.reclaimed: list[int] = []
+        self.kicked = 0
 
     def reclaim(self, batch_id: int) -> bool:
         self.reclaimed.append(batch_id)
         return True
+
+    def dispatch_waiting(self) -> None:
+        self.kicked += 1
 
 
 @pytest.fixture
@@ -170,6 +174,7 @@ def test_a_worker_moving_again_gets_its_place_back(logs: list[str]) -> None:
     proc.sent += 30  # SIGCONT: it answers the moved batches NOT_RUN
     watch._look(BOUND + 1.0)
     assert not watch.stuck and not ex.dispatcher.stuck
+    assert ex.kicked == 1  # work waiting for room may go to it again
     assert any("worker 0 (pid 100) responds again after " in m and "3 batch(es) moved are skipped" in m
                for m in logs)
 
