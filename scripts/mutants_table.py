@@ -993,6 +993,17 @@ MUTANTS: list[Mutant] = [
       "                    and True:",
       I + "test_worker_liveness.py::test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_"
           "runs_once"),
+    m("stuck-kill-counted-as-crash", "rmqrun/supervisor/pool.py",
+      "killing a stuck worker counts against the crash-loop guard: a few stopped workers stop rmqrun",
+      "        explained = explained or proc.kill_explained",
+      "        explained = explained",
+      I + "test_worker_liveness.py::test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_"
+          "runs_once"),
+    m("liveness-cpu-ignored", "rmqrun/supervisor/liveness.py",
+      "a worker busy outside a handler call (a huge decode, a long garbage collection) is taken for a stuck one",
+      "        return cpu != w.cpu",
+      "        return False",
+      U + "test_liveness.py"),
     m("skip-list-evicts", "rmqrun/pipe/progress.py",
       "the skip list is a ring again: a skip falls out while its worker is stopped, and the worker runs a "
       "batch already run elsewhere",

@@ -151,6 +151,12 @@ class Dispatcher:
         self._stuck_by[why] = frozenset(worker_ids)
         self.stuck = frozenset().union(*self._stuck_by.values())
 
+    def _takers(self) -> list[int]:
+        """The workers concurrent batches may go to: those not stuck, or all when every one is."""
+        if self.stuck and not self.stuck.issuperset(self._ids):
+            return [w for w in self._ids if w not in self.stuck]
+        return self._ids
+
     def _has_room(self, worker_id: int, size: int) -> bool:
         load = self._load[worker_id]
         return load == 0 or load + size <= self.max_inflight_messages
@@ -169,7 +175,7 @@ class Dispatcher:
     def has_room(self, size: int = 1) -> bool:
         """Whether some worker could take a concurrent batch of ``size`` messages now."""
         now = self._clock()
-        return any(self._may_pipeline(w, size, now) for w in self._ids)
+        return any(self._may_pipeline(w, size, now) for w in self._takers())
 
     # ------------------------------------------------------------------ decisions
     def assign(self, batch_id: int, queue_key: Hashable, mode: ConsumeMode, size: int,
@@ -210,9 +216,7 @@ class Dispatcher:
         return worker
 
     def _least_loaded(self, size: int) -> int | None:
-        ids = self._ids
-        if self.stuck and not self.stuck.issuperset(ids):
-            ids = [w for w in ids if w not in self.stuck]
+        ids = self._takers()
         n = len(ids)
         best: int | None = None
         best_load = 0

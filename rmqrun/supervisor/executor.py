@@ -245,6 +245,10 @@ class PoolExecutor:
     def waiting(self) -> int:
         return len(self._waiting)
 
+    def dispatch_waiting(self) -> None:
+        """A worker can take work again (it responds after being stuck): send what waits for room."""
+        self._dispatch()
+
     def _dispatch(self) -> None:
         """Send every waiting batch that has room now, oldest first."""
         dispatcher = self.dispatcher

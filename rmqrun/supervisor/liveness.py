@@ -11,11 +11,13 @@ A few times a second the supervisor reads each worker's *life sign*
 it sent, the head of its progress block, the batch it claimed last). A worker
 that holds work (batches sent to it and not answered) and whose sign has not
 changed for ``worker_liveness_timeout`` seconds is **not responding**, unless
-it is inside a handler call and its process is not stopped: that is a long
-call, which the long-call watch handles (a call may rightly take minutes).
-What a busy worker does outside a call (picking up a batch, decoding it, a
-garbage collection) takes well under a second, seconds on a loaded machine
-with a huge batch: the default (20 s) leaves room for that.
+it is inside a handler call and its process is not stopped (that is a long
+call, which the long-call watch handles: a call may rightly take minutes), or
+the CPU time of its main thread moves from one tick to the next (it is busy
+outside a call: decoding a huge batch, a long garbage collection; a stopped
+or blocked worker uses none). What a worker does outside a call takes well
+under a second, seconds on a loaded machine with a huge batch: the default
+(20 s) leaves room for that, and the CPU time covers the rest.
 
 A worker not responding:
 
@@ -86,6 +88,8 @@ class _Watched:
     #: batches taken back from it (each once)
     moved: set[int] = field(default_factory=set)
     warned: bool = False
+    #: its main thread's CPU time when it had been silent for the bound (None: not read since its last sign)
+    cpu: int | None = None
 
 
 class TakesBack(Protocol):
@@ -95,6 +99,8 @@ class TakesBack(Protocol):
     dispatcher: Dispatcher | None
 
     def reclaim(self, batch_id: int) -> bool: ...
+
+    def dispatch_waiting(self) -> None: ...
 
 
 class LivenessWatch:
@@ -160,19 +166,23 @@ class LivenessWatch:
             if sign == w.sign:
                 if now - max(w.since, self._awake_since) < self.bound:
                     continue
-                if not (proc.in_call() and not proc.stopped()):
+                busy = self._busy(proc, w)
+                if busy is None:
+                    continue  # its CPU time noted: judged at the next tick
+                if not busy:
                     stuck.append((proc, w, sign))
                     continue
-                # in a handler call and running: a long call (long_calls.py), not a silent worker
+                # in a running handler call (a long call: long_calls.py), or its CPU time moves: not silent
             if w.stuck_since is not None:
                 self._revived(proc, w, now)
             w.sign, w.since, w.stuck_since, w.marked, w.mark_sign, w.warned = sign, now, None, [], None, False
+            w.cpu = None
         for pid in [p for p in self._watched if p not in holding]:
             w = self._watched.pop(pid)
             gone = procs.get(pid)
             if w.stuck_since is not None and gone is not None and not gone.kill_reason:
                 self._revived(gone, w, now)  # it answered all it held within a tick (a killed one: the pool says)
-        self.stuck = frozenset(proc.slot for proc, _, _ in stuck if proc.pid in current)
+        was, self.stuck = self.stuck, frozenset(proc.slot for proc, _, _ in stuck if proc.pid in current)
         dispatcher = self.executor.dispatcher
         if dispatcher is not None:
             dispatcher.set_stuck(self.stuck, WHY)
@@ -182,6 +192,23 @@ class LivenessWatch:
             movable = False
         for proc, w, sign in stuck:
             self._handle_stuck(proc, w, sign, now, movable)
+        if was - self.stuck:
+            self.executor.dispatch_waiting()  # a worker back: work waiting for room may go to it now
+
+    @staticmethod
+    def _busy(proc: WorkerProcess, w: _Watched) -> bool | None:
+        """Whether a worker silent for the bound is busy all the same: in a handler call of a process that is
+        not stopped, or its main thread's CPU time moving (True); stuck (False); None: its CPU time was not
+        known yet, now it is (look again at the next tick)."""
+        if proc.in_call():
+            return not proc.stopped()
+        cpu = proc.cpu_time()
+        if cpu is None:
+            return False  # no /proc: the sign alone decides
+        if w.cpu is None:
+            w.cpu = cpu
+            return None if w.stuck_since is None else False
+        return cpu != w.cpu
 
     def _handle_stuck(self, proc: WorkerProcess, w: _Watched, sign: Sign, now: float, movable: bool) -> None:
         if w.stuck_since is None:

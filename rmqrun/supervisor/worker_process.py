@@ -231,6 +231,18 @@ class WorkerProcess:
     def stopped(self) -> bool:
         return process_stopped(self.pid)
 
+    def cpu_time(self) -> int | None:
+        """CPU time its main thread has used (clock ticks; None where unknown): moving, it works on something
+        (a huge batch to decode, a garbage collection); still, it does nothing."""
+        stat = _main_thread_stat(self.pid)
+        if stat is None:
+            return None
+        fields = stat[stat.rfind(b")") + 2:].split()
+        try:
+            return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (IndexError, ValueError):
+            return None
+
     def close(self) -> None:
         loop = self._loop
         if not self.eof:
@@ -248,14 +260,19 @@ class WorkerProcess:
                             self.batches_done)
 
 
+def _main_thread_stat(pid: int) -> bytes | None:
+    """/proc's stat line of a process's main thread (its state and CPU time), None where there is none."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
 def process_stopped(pid: int) -> bool:
     """Whether a process is stopped (SIGSTOP, a debugger): /proc's state T or t (False where unknown)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2:][:1] in (b"T", b"t")
+    stat = _main_thread_stat(pid)
+    return stat is not None and stat[stat.rfind(b")") + 2:][:1] in (b"T", b"t")
 
 
 def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,

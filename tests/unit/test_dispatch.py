@@ -187,6 +187,7 @@ def test_workers_stuck_by_either_watch_get_no_new_work_while_another_can_take_it
     assert d.stuck == {0, 1}
     # idle 0 and 1 are stuck: never chosen; busy 2 takes no second batch before a time per message is known
     assert [d.assign(i, "q", C, 1) for i in range(3)] == [2, None, None]
+    assert not d.has_room(1)  # the idle ones are stuck: nothing to try until worker 2 is done
     pinned = next(k for k in range(100) if stable_index(str(k), 3) == 1)
     assert d.assign(10, str(pinned), O, 1) == 2  # a new pin hashes over the workers that can take work
     d.set_stuck(set(), "not responding")  # worker 1 responds again; worker 0's long call goes on

@@ -32,6 +32,10 @@ class FakeProc:
     calling: bool = False
     is_stopped: bool = True
     skips: set[int] = field(default_factory=set)
+    cpu: int | None = None  # None: no /proc (the sign alone decides)
+
+    def cpu_time(self) -> int | None:
+        return self.cpu
 
     def life_sign(self) -> tuple[int, bytes, int]:
         return self.sent, bytes([self.calling]), self.claim
@@ -80,10 +84,14 @@ class FakeExecutor:
         self.pool = FakePool(procs)
         self.dispatcher = Dispatcher([p.slot for p in procs])
         self.reclaimed: list[int] = []
+        self.kicked = 0
 
     def reclaim(self, batch_id: int) -> bool:
         self.reclaimed.append(batch_id)
         return True
+
+    def dispatch_waiting(self) -> None:
+        self.kicked += 1
 
 
 @pytest.fixture
@@ -166,6 +174,7 @@ def test_a_worker_moving_again_gets_its_place_back(logs: list[str]) -> None:
     proc.sent += 30  # SIGCONT: it answers the moved batches NOT_RUN
     watch._look(BOUND + 1.0)
     assert not watch.stuck and not ex.dispatcher.stuck
+    assert ex.kicked == 1  # work waiting for room may go to it again
     assert any("worker 0 (pid 100) responds again after " in m and "3 batch(es) moved are skipped" in m
                for m in logs)
 
@@ -190,3 +199,21 @@ def test_a_worker_holding_nothing_or_booting_is_not_watched() -> None:
     for t in (0.0, BOUND, BOUND * 2):
         watch._look(t)
     assert not watch.stuck
+
+
+def test_a_worker_busy_outside_a_call_is_not_stuck_while_its_cpu_time_moves() -> None:
+    """Decoding a huge batch, a long garbage collection: silent on the pipe, but its main thread works."""
+    proc, _, ex, watch = two_workers()
+    proc.cpu, proc.is_stopped = 100, False
+    watch._look(0.0)
+    watch._look(BOUND)  # silent for the bound: its CPU time is noted, judged a tick later
+    assert not watch.stuck
+    proc.cpu = 150
+    watch._look(BOUND + 0.5)
+    assert not watch.stuck and not proc.skips  # it works: the bound starts again
+    watch._look(2 * BOUND + 0.5)
+    watch._look(2 * BOUND + 1.0)  # its CPU time did not move in between: stuck
+    assert watch.stuck == {0} and proc.skips == {1, 2, 3}
+    proc.cpu = 151  # blocked, then working again: it gets its place back
+    watch._look(2 * BOUND + 1.5)
+    assert not watch.stuck and ex.reclaimed == []
