@@ -152,9 +152,10 @@ SETTINGS: tuple[Setting, ...] = (
     _S("consumer_machine_rooms", parse_str, DEFAULT_CONSUMER_ROOMS, "MACHINE_ROOM_NEARBY: a consumer's room "
        "from its client id (ip@instance): instance-prefix:SEP, prefix:SEP, regex:PATTERN or table:ID=ROOM,...",
        CONSUMER),
-    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group) or pop "
-       "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues)",
-       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull or pop"),
+    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group), pop "
+       "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues) or auto "
+       "(pull or pop per topic as the broker's mode table says, switching live; pull on 4.x)",
+       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull, pop or auto"),
     _S("pop_invisible_time_ms", parse_int, d.POP_INVISIBLE_TIME_MS, "pop: a popped message stays invisible "
        "this long unless acked; a longer handler call is extended before it lapses", CONSUMER,
        check=between(d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS), allowed="5000 to 300000 ms"),
@@ -231,6 +232,13 @@ SETTINGS: tuple[Setting, ...] = (
        flag="--max-memory-per-worker", check=at_least(0), allowed="0 or a size"),
     _S("long_call_seconds", parse_float, 5.0, "a handler call running this long (or 10 x the usual time per "
        "message, if longer) is logged, and the work queued behind it on its worker goes to other workers (0: off)",
+       POOL, check=at_least(0), allowed="0 or more seconds"),
+    _S("worker_liveness_timeout", parse_float, 20.0, "a worker that holds work and shows no sign of life "
+       "(picks up no batch, makes no progress, outside a handler call or stopped) for this long is stuck: "
+       "logged, the batches it has not begun go to other workers, not ready when no worker can take work "
+       "(0: off)", POOL, check=at_least(0), allowed="0 or more seconds"),
+    _S("stuck_worker_kill_after", parse_float, 60.0, "a worker still stuck (worker_liveness_timeout) this "
+       "many seconds later is killed with SIGKILL and replaced; what it had not finished runs again (0: never)",
        POOL, check=at_least(0), allowed="0 or more seconds"),
     _S("max_log_record", parse_size, 64 * 1024, "longest log record a handler may write, in characters, e.g. "
        "64KiB; the rest is cut with a marker saying how much (0: no cap)", POOL, check=at_least(0),

@@ -92,8 +92,9 @@ class ConsumerConfig:
     order_by: str = "queue"
     #: where a message's key comes from in key mode: sharding_key, keys, tags or property:NAME
     order_key: str = "sharding_key"
-    #: "pull" (queues rebalanced among the group's clients) or "pop" (RocketMQ 5.x: the broker hands
-    #: messages of any queue to any client; see rmqrun/consumer/pop_push.py)
+    #: "pull" (queues rebalanced among the group's clients), "pop" (RocketMQ 5.x: the broker hands
+    #: messages of any queue to any client; see rmqrun/consumer/pop_push.py) or "auto" (per topic as the
+    #: broker's mode table says; see rmqrun/consumer/mode_follow.py)
     consume_mode: str = d.CONSUME_MODE
     pop_invisible_time_ms: int = d.POP_INVISIBLE_TIME_MS
     pop_poll_time_ms: int = d.POP_POLL_TIME_MS

@@ -27,9 +27,14 @@ it with the way out.
 The names here are plain strings, so the mode stands below the engines and
 services it names (``rmqrun.consumer.engines`` and
 ``rmqrun.consumer.consume_services`` map them to classes) and ``config.py`` can
-hold it without an import cycle. ``consume_mode: auto`` (the broker's table per
-topic decides) is another *kind* to add here when it comes: a value whose
-engine follows the broker.
+hold it without an import cycle.
+
+``consume_mode: auto`` is the sixth value, :data:`AUTO`: concurrent, with an
+engine that follows the broker's message-request-mode table per topic
+(``mode_follow.py``), pulling a topic while the group is PULL and popping it
+while it is POP, as a Java 5.x push consumer with ``clientRebalance=false``.
+Like Java (which rebalances orderly listeners itself whatever that flag says)
+it is not offered for orderly consumption, and not for BROADCASTING.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ Problem = Optional[Tuple[str, object, str]]
 #: the engine that pulls (rebalanced queues) and the one that pops (5.x, broker-shared queues)
 ENGINE_PUSH = "push"
 ENGINE_POP = "pop"
+#: pulls or pops each topic as the broker's table says (``AutoPushConsumer``)
+ENGINE_AUTO = "auto"
 
 #: the services (rmqrun.consumer.consume_services maps these names to classes)
 SERVICE_CONCURRENT = "concurrent"
@@ -94,8 +101,15 @@ class ConsumeMode:
         return self.engine == ENGINE_POP
 
     @property
+    def follows_broker(self) -> bool:
+        """``auto``: pulls or pops each topic as the broker's table says."""
+        return self.engine == ENGINE_AUTO
+
+    @property
     def description(self) -> str:
         """The words the start-up log, ``rmqrun check`` and ``rmqrun status`` use for this mode."""
+        if self.follows_broker:
+            return "concurrently by pull or POP as the broker's mode table says (auto)"
         if self.by_key:
             return f"orderly by key ({self.order_key}){' by POP' if self.pop else ''}"
         base = "orderly" if self.orderly else "concurrently"
@@ -118,6 +132,7 @@ CONCURRENT = ConsumeMode("concurrent", ENGINE_PUSH, SERVICE_CONCURRENT)
 ORDERLY = ConsumeMode("orderly", ENGINE_PUSH, SERVICE_ORDERLY)
 POP = ConsumeMode("pop", ENGINE_POP, SERVICE_CONCURRENT, SERVICE_POP)
 POP_ORDERLY = ConsumeMode("pop-orderly", ENGINE_POP, SERVICE_ORDERLY, SERVICE_POP_ORDERLY)
+AUTO = ConsumeMode("auto", ENGINE_AUTO, SERVICE_CONCURRENT, SERVICE_POP)
 
 
 def orderly_by_key(order_key: str) -> ConsumeMode:
@@ -127,6 +142,9 @@ def orderly_by_key(order_key: str) -> ConsumeMode:
 def mode_of(*, orderly: bool, order_by: str, order_key: str, consume_mode: str) -> ConsumeMode:
     """The mode the settings name. Key order on POP is the POP value with the key kept aside, so that
     :meth:`ConsumeMode.validate` can refuse it with today's message rather than a lookup error."""
+    if consume_mode == "auto":
+        # orderly and key order keep the value's own kind, for validate to refuse with the way out
+        return AUTO if not orderly else ConsumeMode("auto-orderly", ENGINE_AUTO, SERVICE_ORDERLY, SERVICE_POP)
     if consume_mode == "pop":
         if order_by == "key":
             return ConsumeMode("pop-key", ENGINE_POP, SERVICE_KEYED, SERVICE_POP_ORDERLY, order_key=order_key)
@@ -162,10 +180,25 @@ def _pop_is_clustering(c: ModeSettings) -> Problem:
             "among the group); use --consume-mode pull with BROADCASTING")
 
 
+def _auto_is_clustering(c: ModeSettings) -> Problem:
+    if c.clustering:
+        return None
+    return ("consume_mode", c.consume_mode, "auto follows the broker's PULL/POP table of the group, a clustering "
+            "notion; use --consume-mode pull with BROADCASTING")
+
+
+def _auto_is_concurrent(c: ModeSettings) -> Problem:
+    return ("consume_mode", c.consume_mode, "auto follows the broker's table for concurrent consumption only "
+            "(as Java's push consumer, which rebalances orderly listeners itself); with --orderly or "
+            "--order-by key use --consume-mode pull, or pop for orderly POP")
+
+
 #: per kind, the cross-checks in the order they are reported (the first that fails is the error)
 _CHECKS: dict[str, tuple[Callable[[ModeSettings], Problem], ...]] = {
     "orderly-key": (_key_needs_auto_commit,),
     "pop-key": (_key_needs_auto_commit, _no_key_on_pop),
     "pop": (_pop_is_clustering,),
     "pop-orderly": (_pop_orderly_needs_auto_commit, _pop_is_clustering),
+    "auto": (_auto_is_clustering,),
+    "auto-orderly": (_auto_is_concurrent,),
 }

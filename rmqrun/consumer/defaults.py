@@ -91,7 +91,7 @@ LOCAL_OFFSET_FILE_NAME = "offsets.json"
 
 # --- POP consumption (RocketMQ 5.x DefaultMQPushConsumer) ------------------------------
 CONSUME_MODE = "pull"
-CONSUME_MODES = ("pull", "pop")
+CONSUME_MODES = ("pull", "pop", "auto")
 POP_INVISIBLE_TIME_MS = 60_000
 """popInvisibleTime; the Java client refuses values outside [5 s, 300 s] (MIN/MAX_POP_INVISIBLE_TIME)."""
 MIN_POP_INVISIBLE_TIME_MS = 5_000

@@ -25,6 +25,7 @@ from loguru import logger
 from rmqrun.client.pop_api import PopClient, PoppedMessage, PopStatus
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.pop_queue import PopEntry, PopRequest, now_ms
+from rmqrun.consumer.pop_retry_drain import as_original
 from rmqrun.remoting.errors import FlowControlError, SubscriptionError, TopicNotExistError
 
 if TYPE_CHECKING:
@@ -53,12 +54,12 @@ class PopLoopContext(Protocol):
 
 
 async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
-    """Pop ``req.mq`` until its process queue is dropped or the task is cancelled."""
+    """Pop ``req.mq`` until its process queue is dropped, the request is stopping or the task is cancelled."""
     cfg = engine.config
     pq = req.pq
     exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
     flow_logged = 0
-    while not pq.dropped:
+    while not pq.dropped and not req.stopping:
         if engine.paused:
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
             continue
@@ -119,7 +120,10 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     stats.popped += len(result.messages)
     wanted: list[PopEntry] = []
     unwanted: list[PoppedMessage] = []
-    for msg in result.messages:
+    popped = result.messages
+    if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
+        popped = [as_original(msg, req.original_topic) for msg in popped]
+    for msg in popped:
         if msg.receipt.retry_flag != "0":
             stats.revived += 1
         if _tag_matches(sub, msg):

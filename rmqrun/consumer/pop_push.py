@@ -12,7 +12,8 @@ user's topics are consumed by POP instead:
 * a broker that still has the group in PULL mode for the topic answers with
   this client's share of the queues, allocated like a pull rebalance. rmqrun
   then pops exactly those queues (one warning says how to switch the group with
-  ``rmqrun group mode``): each queue still has one consumer, so a group that
+  ``rmqrun group mode``; the same check warns a pull instance of a group in POP
+  mode, see ``broker_mode.py``): each queue still has one consumer, so a group that
   mixes POP instances with pulling clients does not consume a queue twice,
   and switching the mode later needs no restart;
 * each assignment has a pop loop (``pop_loop``) and a :class:`PopProcessQueue`;
@@ -36,6 +37,7 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.pop_api import PopClient, PopNotSupportedError
+from rmqrun.consumer.broker_mode import mode_of, query_assignment
 from rmqrun.consumer.config import ConsumerConfig, retry_topic
 from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import Executor
@@ -48,11 +50,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.protocol.assignment import MessageQueueAssignment, MessageRequestMode
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import BrokerError, TopicNotExistError
-
-#: strategies a broker's QUERY_ASSIGNMENT knows (others are asked for as AVG)
-BROKER_STRATEGIES = ("AVG", "AVG_BY_CIRCLE")
-
+from rmqrun.remoting.errors import BrokerError
 
 def pop_not_supported(topic: str, cause: BaseException) -> ConfigError:
     return ConfigError(f"consume_mode=pop: the broker refuses POP for topic {topic} ({cause}): POP needs RocketMQ "
@@ -60,6 +58,8 @@ def pop_not_supported(topic: str, cause: BaseException) -> ConfigError:
 
 
 class PopPushConsumer(PushConsumer):
+    running_mode = "pop"
+
     def __init__(self, config: ConsumerConfig, executor: Executor, **kw: Any) -> None:
         super().__init__(config, executor, **kw)
         self.pop_client = PopClient(self.instance.broker)
@@ -67,8 +67,6 @@ class PopPushConsumer(PushConsumer):
         self.pop_stats = PopStats()
         self.pop_service: PopConsumeService = pop_service(self.config.mode, self)
         self.pop_table: dict[MessageQueue, PopRequest] = {}
-        #: topics the broker reported in PULL mode for the group (warned once each)
-        self.pull_mode_topics: set[str] = set()
         self._pop_wake = asyncio.Event()
         self._pop_tasks: list[asyncio.Task[Any]] = []
         self._pop_topics = [t for t in self._subs if t != retry_topic(self.config.group)]
@@ -126,42 +124,12 @@ class PopPushConsumer(PushConsumer):
 
     async def _query_assignment(self, topic: str) -> list[MessageQueueAssignment] | None:
         """Ask the brokers of ``topic`` in turn (Java asks one broker of the route); None: no answer."""
-        try:
-            queues = await self.instance.subscribe_queues(topic)
-        except TopicNotExistError:
-            return []
-        strategy = self.config.allocate_strategy if self.config.allocate_strategy in BROKER_STRATEGIES else "AVG"
-        last: BaseException | None = None
-        for name in sorted({mq.broker_name for mq in queues}):
-            addr = self.instance.broker_address(name)
-            if addr is None:
-                continue
-            try:
-                return await self.assignments.query_assignment(addr, topic, self.config.group,
-                                                               self.instance.client_id, strategy_name=strategy)
-            except BrokerError as exc:
-                if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                    raise
-                last = exc
-            except Exception as exc:
-                last = exc
-        if last is not None:
-            raise last
-        return None
+        return await query_assignment(self.instance, self.assignments, self.config, topic)
 
     def _update_pop_table(self, topic: str, found: list[MessageQueueAssignment]) -> bool:
         mine = {a.message_queue: a for a in found}
         pull = [a.message_queue for a in found if a.mode is not MessageRequestMode.POP]
-        if pull and topic not in self.pull_mode_topics:
-            self.pull_mode_topics.add(topic)
-            user_topic, group = unwrap(self.config.namespace, topic), self.user_config.group
-            logger.warning("consume_mode=pop, but the broker has group {} in PULL mode for topic {}: this instance "
-                           "pops only the {} queue(s) the broker allocates to it, like a pull rebalance. To share "
-                           "every queue with the whole group: rmqrun group mode --group {} --topic {} --mode pop",
-                           group, user_topic, len(pull), group, user_topic)
-        elif not pull and topic in self.pull_mode_topics:
-            self.pull_mode_topics.discard(topic)
-            logger.info("topic {} is in POP mode for the group now", unwrap(self.config.namespace, topic))
+        self.mode_watch.note(topic, mode_of(found), pull_queues=len(pull))
         changed = False
         for mq, req in list(self.pop_table.items()):
             if mq.topic == topic and mq not in mine:

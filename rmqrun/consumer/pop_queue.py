@@ -118,3 +118,9 @@ class PopRequest:
     #: ConsumeInitMode: 0 MIN (CONSUME_FROM_FIRST_OFFSET), 1 MAX (anything else), as RebalancePushImpl says
     init_mode: int = 1
     task: "asyncio.Task[None] | None" = field(default=None, repr=False)
+    #: set to end the pop loop after the pop on the wire has answered (its messages are still consumed and
+    #: acked): a switch to pull stops popping without leaving popped messages to the broker's clock
+    stopping: bool = False
+    #: set when ``mq`` is a pop retry topic popped on its own (``pop_retry_drain.py``): the topic its messages
+    #: are handed out under
+    original_topic: str | None = None

@@ -28,6 +28,7 @@ from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.allocate_nearby import client_instance_name
+from rmqrun.consumer.broker_mode import ModeWatch, PullModeCheck
 from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
 from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
@@ -165,6 +166,12 @@ class PushConsumer:
         #: renews orderly locks; kept through a graceful stop's drain, so what the drain commits is still ours
         self._lock_renewal: asyncio.Task[None] | None = None
         self._running = False
+        #: the broker's mode table against this instance's mode: one warning when they disagree (broker_mode.py)
+        self.mode_watch = ModeWatch(self.user_config.group, config.namespace, self.running_mode)
+        self.mode_check = PullModeCheck(self)
+
+    #: what :class:`ModeWatch` compares with the broker's table: this engine pulls with a client-side rebalance
+    running_mode = "pull"
 
     # ----------------------------------------------------------------- wiring
 
@@ -407,9 +414,11 @@ class PushConsumer:
         self._running = True
         self.consume_service.start()
         await self.rebalancer.rebalance()
+        await self.mode_check.check()  # a POP group is said within the first rebalance, not 20 s later
         self._tasks = [
             asyncio.ensure_future(self.rebalancer.run(self._wake)),
             asyncio.ensure_future(self._persist_loop()),
+            asyncio.ensure_future(self.mode_check.run(self.config.rebalance_interval_ms / 1000)),
         ]
         self._lock_renewal = asyncio.ensure_future(self.rebalancer.run_lock_renewal())
 
@@ -418,9 +427,14 @@ class PushConsumer:
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
+                await self.offset_store.persist_all(self.offset_queues(), self.unconfirmed_offsets())
             except Exception as exc:
                 logger.warning("persisting offsets failed: {}", exc)
+
+    def offset_queues(self) -> list[MessageQueue]:
+        """The queues whose offsets this client keeps and commits (the store forgets the others at each
+        persist): the table's (``mode_follow.py`` adds queues it is handing over)."""
+        return list(self.table)
 
     def unconfirmed_offsets(self) -> set[MessageQueue]:
         """Orderly queues whose offset in memory is not to be persisted: their lock is not held without a gap
@@ -453,7 +467,7 @@ class PushConsumer:
         await cancel_and_wait(tasks)
         await self.consume_service.stop(grace)
         try:
-            await self.offset_store.persist_all(list(self.table), self.unconfirmed_offsets())
+            await self.offset_store.persist_all(self.offset_queues(), self.unconfirmed_offsets())
         except Exception as exc:
             logger.warning("final offset persist failed: {}", exc)
         if self._lock_renewal is not None:

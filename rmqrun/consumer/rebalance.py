@@ -67,6 +67,12 @@ class Rebalancer:
         self._suspects: set[str] = set()
 
     @property
+    def pass_lock(self) -> asyncio.Lock:
+        """Held through each pass: hold it to change which topics are pulled (``mode_follow.py`` takes a
+        topic's queues out of the table) without a pass in progress acting on half of the change."""
+        return self._lock
+
+    @property
     def orderly_locks(self) -> bool:
         return self.config.orderly and self.config.clustering
 

@@ -32,6 +32,8 @@ Layout (native byte order, one writer per field)::
     ...  int64   cut: batch id whose calls from index on are     supervisor
          int32        taken back (run by another worker)
          int32   cut flag: 1 while a cut is asked               supervisor
+    ...  int64   claim: the batch the worker is about to run,    worker
+                 written before it reads the skip list
 
 The cut is how the supervisor takes back the messages queued behind a call
 that runs far too long (:mod:`rmqrun.supervisor.long_calls`): it writes the
@@ -41,6 +43,14 @@ The supervisor gives them to another worker only once it has seen, a while
 after writing the cut, that the worker is still in the very same call: the
 worker announces a call (the head above) *before* it reads the flag, so a call
 announced after that check sees the cut.
+
+The claim is how the supervisor takes back batches from a worker that does not
+pick them up at all (stopped, frozen: :mod:`rmqrun.supervisor.liveness`): it
+asks the worker to skip them, and moves them only if, a while later, the
+claim has not changed: a worker claims a batch *before* it reads the skip
+list, so one that claims it after the skip was written sees the skip. The
+skip list is a set of slots, each freed when the worker has answered its
+batch, so a skipped batch stays skipped however long the worker was away.
 
 Batches longer than ``CAPACITY`` messages record progress for their first
 ``CAPACITY`` messages only; the rest count as unfinished.
@@ -59,6 +69,7 @@ from rmqrun.errors import RmqrunError
 CAPACITY = 4096
 SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
 _HEAD = struct.Struct("=qdiiii")
+HEAD_SIZE = _HEAD.size
 _STATE = struct.Struct("=diiii")  # when the call began, done, call start, call end, in call
 _FIELDS = struct.Struct("=iiii")  # done, call start, call end, in call
 _SKIP = struct.Struct(f"={SKIP_SLOTS}q")
@@ -68,7 +79,8 @@ DELAY_AT = STATUS_AT + CAPACITY
 CUT_AT = DELAY_AT + CAPACITY
 _CUT = struct.Struct("=qi")
 CUT_FLAG_AT = CUT_AT + _CUT.size
-SIZE = CUT_FLAG_AT + 4
+CLAIM_AT = CUT_FLAG_AT + 4
+SIZE = CLAIM_AT + 8
 
 
 class CallCut(RmqrunError):
@@ -164,6 +176,9 @@ class Writer:
         self.batch_id = batch_id
 
     def skipped(self, batch_id: int) -> bool:
+        """About to run ``batch_id``: claim it, then read the skip list (in this order: see the module
+        docstring). True when the supervisor asked for the batch to be skipped."""
+        struct.pack_into("=q", self.mm, CLAIM_AT, batch_id)
         return batch_id in _SKIP.unpack_from(self.mm, SKIP_AT)
 
     def call(self, statuses: bytearray, delays: list[int], start: int, end: int, began: float) -> None:
@@ -205,18 +220,39 @@ class Writer:
 
 
 class SkipRing:
-    """The supervisor's side of the skip list: batch ids whose queue was dropped."""
+    """The supervisor's side of the skip list: batch ids the worker must answer NOT_RUN (their queue was
+    dropped, or they were taken back). A batch keeps its slot until its answer came (:meth:`discard`): a
+    skip that fell out of a ring while its worker was stopped would let it run a batch run elsewhere."""
 
-    __slots__ = ("mm", "next")
+    __slots__ = ("mm", "slots")
 
     def __init__(self, mm: mmap.mmap) -> None:
         self.mm = mm
-        self.next = 0
+        #: batch id -> its slot
+        self.slots: dict[int, int] = {}
         _SKIP.pack_into(mm, SKIP_AT, *([-1] * SKIP_SLOTS))  # -1: no batch has that id (0 may)
 
-    def add(self, batch_id: int) -> None:
-        struct.pack_into("=q", self.mm, SKIP_AT + 8 * self.next, batch_id)
-        self.next = (self.next + 1) % SKIP_SLOTS
+    def add(self, batch_id: int) -> bool:
+        """Ask for the skip (again: nothing changes); False when every slot is taken (not asked)."""
+        if batch_id in self.slots:
+            return True
+        if len(self.slots) >= SKIP_SLOTS:
+            return False
+        slot = min(set(range(SKIP_SLOTS)) - set(self.slots.values()))
+        struct.pack_into("=q", self.mm, SKIP_AT + 8 * slot, batch_id)
+        self.slots[batch_id] = slot
+        return True
+
+    def discard(self, batch_id: int) -> None:
+        """The worker answered the batch: it never looks for that id again."""
+        slot = self.slots.pop(batch_id, None)
+        if slot is not None:
+            struct.pack_into("=q", self.mm, SKIP_AT + 8 * slot, -1)
+
+
+def read_claim(mm: mmap.mmap) -> int:
+    """The batch the worker claimed last (0: none yet)."""
+    return struct.unpack_from("=q", mm, CLAIM_AT)[0]
 
 
 def ask_cut(mm: mmap.mmap, batch_id: int, index: int) -> None:

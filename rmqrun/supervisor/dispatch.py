@@ -31,10 +31,12 @@ grow, so nothing more is queued behind it). Short batches (a no-op handler)
 still pipeline up to the message bound; long ones go to idle workers only.
 
 A worker stuck in a long handler call (:mod:`rmqrun.supervisor.long_calls`
-says which, :meth:`Dispatcher.set_stuck`) is avoided: an orderly queue that
-is pinned anew while it is stuck (the pin is computed only when the queue has
-nothing in flight, so this cannot reorder it) hashes over the other workers;
-concurrent batches avoid it already, its current batch having run so long.
+says which) or not responding at all (:mod:`rmqrun.supervisor.liveness`),
+both through :meth:`Dispatcher.set_stuck`, is avoided while another worker
+is not: an orderly queue that is pinned anew while it is stuck (the pin is
+computed only when the queue has nothing in flight, so this cannot reorder
+it: the pin moves with the work, once nothing of the queue can still run
+there) hashes over the other workers; concurrent batches go to the others.
 
 When no worker can take a batch,
 :meth:`Dispatcher.assign` returns ``None``: the caller keeps the batch and
@@ -97,7 +99,8 @@ class Dispatcher:
         self._flights: dict[int, _Flight] = {}
         self._busy_queues: dict[Hashable, int] = {}  # orderly queue key -> its batches in flight
         self._rr = 0
-        #: workers in a handler call that has run past the long-call threshold (new pins avoid them)
+        #: workers stuck, per watch that says so ("long call", "not responding"): new pins avoid them
+        self._stuck_by: dict[str, frozenset[int]] = {}
         self.stuck: frozenset[int] = frozenset()
         self.set_workers(worker_ids)
 
@@ -143,9 +146,16 @@ class Dispatcher:
                 return others[stable_index(queue_key, len(others))]
         return worker
 
-    def set_stuck(self, worker_ids: Iterable[int]) -> None:
-        """The workers now in a long handler call (replaces the previous set)."""
-        self.stuck = frozenset(worker_ids)
+    def set_stuck(self, worker_ids: Iterable[int], why: str = "long call") -> None:
+        """The workers one watch now finds stuck (replaces that watch's previous set)."""
+        self._stuck_by[why] = frozenset(worker_ids)
+        self.stuck = frozenset().union(*self._stuck_by.values())
+
+    def _takers(self) -> list[int]:
+        """The workers concurrent batches may go to: those not stuck, or all when every one is."""
+        if self.stuck and not self.stuck.issuperset(self._ids):
+            return [w for w in self._ids if w not in self.stuck]
+        return self._ids
 
     def _has_room(self, worker_id: int, size: int) -> bool:
         load = self._load[worker_id]
@@ -165,7 +175,7 @@ class Dispatcher:
     def has_room(self, size: int = 1) -> bool:
         """Whether some worker could take a concurrent batch of ``size`` messages now."""
         now = self._clock()
-        return any(self._may_pipeline(w, size, now) for w in self._ids)
+        return any(self._may_pipeline(w, size, now) for w in self._takers())
 
     # ------------------------------------------------------------------ decisions
     def assign(self, batch_id: int, queue_key: Hashable, mode: ConsumeMode, size: int,
@@ -206,7 +216,7 @@ class Dispatcher:
         return worker
 
     def _least_loaded(self, size: int) -> int | None:
-        ids = self._ids
+        ids = self._takers()
         n = len(ids)
         best: int | None = None
         best_load = 0

@@ -29,7 +29,9 @@ Work stuck behind a long handler call is taken back
 stuck worker's pipe is skipped there and sent again as a fresh batch
 (:meth:`PoolExecutor.reclaim`), and a concurrent batch's messages after the
 long call are cut off and run as a batch of their own, the job's result
-joined from both (:meth:`PoolExecutor.split`).
+joined from both (:meth:`PoolExecutor.split`). So is the work of a worker that
+does not respond at all (stopped, frozen: :mod:`rmqrun.supervisor.liveness`),
+with the same :meth:`PoolExecutor.reclaim`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from loguru import logger
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
+from rmqrun.supervisor.liveness import LivenessWatch
 from rmqrun.supervisor.long_calls import LongCallWatch
 from rmqrun.supervisor.pool import Pool, PoolError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
@@ -107,6 +110,10 @@ class PoolLoad:
     queued: int
     #: seconds work has waited with no batch finishing (None: nothing waits)
     stalled_for: float | None
+    #: workers that cannot take work: not responding (:mod:`rmqrun.supervisor.liveness`) or in a long call
+    stuck: int = 0
+    #: of those, the ones not responding
+    not_responding: int = 0
 
 
 class PoolExecutor:
@@ -133,12 +140,16 @@ class PoolExecutor:
         self._moved_at = time.monotonic()
         #: warns of long handler calls and takes back the work queued behind them
         self.long_calls = LongCallWatch(self, config.long_call_seconds)
+        #: notices a worker that holds work and does nothing with it, and takes that work back
+        self.liveness = LivenessWatch(self, config.worker_liveness_timeout, config.stuck_worker_kill_after)
+        self.long_calls.leave_stopped = self.liveness.enabled
 
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()
         await self.pool.start()
         self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages)
         self.long_calls.start()
+        self.liveness.start()
 
     # ----------------------------------------------------------------- Executor
 
@@ -217,7 +228,9 @@ class PoolExecutor:
                 queued += 1
                 since = pending.queued_at if since is None else min(since, pending.queued_at)
         stalled = None if since is None else max(0.0, now - max(since, self._moved_at))
-        return PoolLoad(tuple(ages), queued, stalled)
+        ids = set(self.pool.worker_ids)
+        stuck = len(self.dispatcher.stuck & ids) if self.dispatcher is not None else 0
+        return PoolLoad(tuple(ages), queued, stalled, stuck, len(self.liveness.stuck & ids))
 
     @property
     def in_flight(self) -> int:
@@ -231,6 +244,10 @@ class PoolExecutor:
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    def dispatch_waiting(self) -> None:
+        """A worker can take work again (it responds after being stuck): send what waits for room."""
+        self._dispatch()
 
     def _dispatch(self) -> None:
         """Send every waiting batch that has room now, oldest first."""
@@ -316,7 +333,7 @@ class PoolExecutor:
     def _on_lost(self, lost: WorkerLost) -> None:
         self._moved_at = time.monotonic()
         logger.warning("worker {} (pid {}) {}: redelivering {} batch(es)", lost.worker_id, lost.pid, lost.reason,
-                       len(lost.batches))
+                       sum(b.batch_id in self._flying for b in lost.batches))  # not those taken back before
         again: list[_Pending] = []
         for batch in lost.batches:
             pending = self._flying.pop(batch.batch_id, None)
@@ -426,6 +443,7 @@ class PoolExecutor:
     def _fail_all(self, error: BaseException) -> None:
         self._closed = error
         self.long_calls.stop()
+        self.liveness.stop()
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
@@ -506,6 +524,7 @@ class PoolExecutor:
         jobs already with a worker finish normally."""
         self._closed = ExecutorClosedError("shutting down")
         self.long_calls.stop()  # nothing may be sent elsewhere any more
+        self.liveness.stop()  # (a stuck worker is still killed by the pool's stop grace)
         for pending in list(self._waiting):
             if not pending.future.done():
                 pending.future.set_exception(ExecutorClosedError("shutting down"))

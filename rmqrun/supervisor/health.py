@@ -16,8 +16,11 @@ pool is wedged, the incident a restart cures and a turning event loop hides:
   needs a larger ``stall_timeout`` (0 turns this rule off).
 
 **Ready** (``/readyz``, ``rmqrun_ready``) fails before the first rebalance,
-while draining or stopped, while wedged, and when no broker has answered any
-request for ``ready_broker_timeout`` seconds. A healthy consumer hears from a
+while draining or stopped, while wedged, when no worker can take work (each
+one is stuck: not responding for ``worker_liveness_timeout`` seconds, see
+:mod:`rmqrun.supervisor.liveness`, or in a long handler call, and at least one
+not responding: a pool of slow calls alone is no reason), and when no broker
+has answered any request for ``ready_broker_timeout`` seconds. A healthy consumer hears from a
 broker every few seconds (offset commits every 5 s, long polls answered
 within 15 s); an idle member with no queue only at its rebalance and
 heartbeat, so :class:`HealthWatch` sends a heartbeat when the brokers have
@@ -96,6 +99,11 @@ def readiness(h: HealthSnapshot, limits: HealthLimits, *, now: float | None = No
     why = wedged(h, limits)
     if why is not None:
         return Verdict(False, f"not ready: {why}")
+    if h.workers and h.not_responding and h.stuck_workers >= h.workers:
+        others = h.stuck_workers - h.not_responding
+        return Verdict(False, f"not ready: no worker can take work: {h.not_responding} of {h.workers} not "
+                              f"responding (worker_liveness_timeout)"
+                              + (f", {others} in a long handler call" if others else ""))
     now = time.monotonic() if now is None else now
     limit = limits.ready_broker_timeout
     if last <= 0.0 or now - last > limit:

@@ -40,6 +40,7 @@ from rmqrun.pipe.wire import Batch, ConsumeMode
 from rmqrun.supervisor.dispatch import Dispatcher
 from rmqrun.supervisor.pool import Pool
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.worker_process import process_stopped
 
 __all__ = ["LongCallWatch", "USUAL_TIMES"]
 
@@ -95,6 +96,8 @@ class LongCallWatch:
         #: counts only from then (see :meth:`_tick`)
         self._last_tick = time.monotonic()
         self._awake_since = 0.0
+        #: a stopped process (SIGSTOP) is not in a long call: the liveness watch says it is stuck, once
+        self.leave_stopped = False
 
     def start(self) -> None:
         if self.threshold > 0:
@@ -136,7 +139,8 @@ class LongCallWatch:
         for status in pool.workers():
             batch_id = status.running_batch_id
             live = pool.live_call(batch_id) if batch_id is not None else None
-            if live is not None and live.in_call and now - max(live.call_began, self._awake_since) >= limit:
+            if live is not None and live.in_call and now - max(live.call_began, self._awake_since) >= limit \
+                    and not (self.leave_stopped and process_stopped(status.pid)):
                 long_calls.append((status, live))
         stuck = {status.worker_id for status, _ in long_calls}
         # work is moved only if some worker can take it: with every worker stuck it would come straight back

@@ -56,13 +56,10 @@ finished keep their statuses, the hung call fails and the rest are NOT_RUN
 (nothing of the hung call is ever a success); batches queued behind it come
 back through ``on_worker_lost`` untouched.
 
-Layout: this module is the orchestration (slots, submission, frames, deaths,
-stop); one process's spawn, socket buffering and death detection live in
-:mod:`rmqrun.supervisor.worker_process`, the settings in
-:mod:`rmqrun.supervisor.pool_config`, the crash-loop rule in
-:mod:`rmqrun.supervisor.crash_guard`, and what is said about a death (OOM
-hint, the messages a dead call was on, a hard-limit result) in
-:mod:`rmqrun.supervisor.death_report`.
+Layout: this module orchestrates (slots, submission, frames, deaths, stop);
+one process's spawn, socket I/O and death live in ``worker_process``, the
+settings in ``pool_config``, the crash-loop rule in ``crash_guard``, what is
+said about a death in ``death_report`` (all in :mod:`rmqrun.supervisor`).
 """
 
 from __future__ import annotations
@@ -198,6 +195,10 @@ class Pool:
         return sorted((p.status(id(p) in current) for p in self._procs if not p.candidate),
                       key=lambda s: (s.worker_id, not s.current, s.pid))
 
+    def processes(self) -> list[WorkerProcess]:
+        """The living worker processes (reload candidates aside), for the liveness watch."""
+        return [p for p in self._procs if not p.candidate and not p.dead]
+
     def in_flight(self, worker_id: int | None = None) -> int:
         """Batches submitted and not finished (to one slot's current process, or in total)."""
         if worker_id is None:
@@ -280,8 +281,7 @@ class Pool:
         proc = self._where.get(batch_id)
         if proc is None or proc.running == batch_id or proc.dead:
             return False
-        proc.skips.add(batch_id)
-        return True
+        return proc.skips.add(batch_id)  # False: its skip list is full
 
     def add_worker(self) -> int:
         """Add a slot (TTIN); returns its worker id. It accepts batches at once (they wait for its boot)."""
@@ -405,6 +405,7 @@ class Pool:
                 logger.error("worker {} (pid {}) finished unknown batch {}", proc.slot, proc.pid, frame.batch_id)
                 return
             del self._where[frame.batch_id]
+            proc.skips.discard(frame.batch_id)
             progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
             proc.running = None
             proc.batches_done += 1
@@ -498,6 +499,7 @@ class Pool:
             self._fail(WorkerBootError(f"a replacement for worker {proc.slot} cannot load the handler: "
                                        f"{proc.boot_error}", code))
             return
+        explained = explained or proc.kill_explained  # a stuck worker killed (liveness.py) is no crash
         if proc.kill_reason != _KILL_TIME_LIMIT and not explained:
             if self._crash_guard.record(self._loop.time()):
                 self._fail(CrashLoopError(

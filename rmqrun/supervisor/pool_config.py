@@ -55,6 +55,11 @@ class PoolConfig:
     #: consumer group attribute (the supervisor sets it)
     otel: bool = False
     consumer_group: str = ""
+    #: seconds a worker holding work may show no sign of life (outside a handler call, or stopped) before
+    #: it is stuck and the batches it has not begun move (0: off); see :mod:`rmqrun.supervisor.liveness`
+    worker_liveness_timeout: float = 20.0
+    #: seconds a stuck worker may stay stuck before it is killed and replaced (0: never)
+    stuck_worker_kill_after: float = 60.0
 
     def __post_init__(self) -> None:
         checks = [
@@ -73,6 +78,10 @@ class PoolConfig:
             (self.crash_window > 0, f"crash_window must be > 0, got {self.crash_window}"),
             (self.max_log_record >= 0, f"max_log_record must be >= 0, got {self.max_log_record}"),
             (self.long_call_seconds >= 0, f"long_call_seconds must be >= 0 (0 = off), got {self.long_call_seconds}"),
+            (self.worker_liveness_timeout >= 0, f"worker_liveness_timeout must be >= 0 (0 = off), got "
+                                                f"{self.worker_liveness_timeout}"),
+            (self.stuck_worker_kill_after >= 0, f"stuck_worker_kill_after must be >= 0 (0 = never), got "
+                                                f"{self.stuck_worker_kill_after}"),
         ]
         for ok, message in checks:
             if not ok:

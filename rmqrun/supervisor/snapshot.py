@@ -44,6 +44,9 @@ class HealthSnapshot:
     call_ages: tuple[float, ...] = ()
     queued_batches: int = 0
     stalled_for: float | None = None
+    #: workers that cannot take work (not responding, or in a long handler call), and of those not responding
+    stuck_workers: int = 0
+    not_responding: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +160,7 @@ def health_of(supervisor: Any) -> HealthSnapshot:
     last = None if engine is None else engine.instance.broker.last_answer
     assigned = 0 if engine is None else len(engine.table) + len(getattr(engine, "pop_table", ()))
     return HealthSnapshot(supervisor.phase, supervisor.phase_detail, last, assigned, executor.pool.size, load.call_ages,
-                          load.queued, load.stalled_for)
+                          load.queued, load.stalled_for, load.stuck, load.not_responding)
 
 
 def _current(engine: Any, req: Any, quiet_s: float, now: float) -> bool:

@@ -6,7 +6,8 @@ said whether anything was waiting. It now gives the rate since the previous
 line (the first one: since the consumer started), the lag summed over the
 queues this member holds (the broker's max offset minus the consumer offset,
 as ``rmqrun status`` shows it; ``lag ?`` until a queue has answered a pull), and
-counts with their nouns in agreement (``1 worker``, ``2 workers``).
+counts with their nouns in agreement (``1 worker``, ``2 workers``), and the workers
+not responding, if any (:mod:`rmqrun.supervisor.liveness`).
 """
 
 from __future__ import annotations
@@ -42,4 +43,5 @@ class StatusLine:
                 f"{plural(pop.extensions, 'extension')}, " if pop is not None else "")
         return (f"{consumed} consumed ({rate:.0f}/s now), lag {lag}, {failed} failed, {held}"
                 f"{plural(len(queues), 'queue')}, {plural(snap.inflight_batches, 'batch', 'batches')} in flight, "
-                f"{plural(snap.workers, 'worker')}")
+                f"{plural(snap.workers, 'worker')}"
+                + (f" ({snap.health.not_responding} not responding)" if snap.health.not_responding else ""))

@@ -32,7 +32,7 @@ from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import Batch, Frame, FrameBuffer, WireError
 from rmqrun.remoting.security import SECRET_ENV
 
-__all__ = ["WorkerProcess", "WorkerStatus", "spawn_worker"]
+__all__ = ["WorkerProcess", "WorkerStatus", "process_stopped", "spawn_worker"]
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,10 @@ class WorkerProcess:
         self.dead = False
         self.broken = False
         self.eof = False
+        #: bytes read from the worker so far: any frame is a sign of life (:mod:`rmqrun.supervisor.liveness`)
+        self.received = 0
+        #: killed for a reason no message explains and no crash is (a stuck worker): not a crash-loop death
+        self.kill_explained = False
 
     def watch(self) -> None:
         """Start reading the socket and watching for the death (once the caller has the object)."""
@@ -167,6 +171,7 @@ class WorkerProcess:
             self.eof = True
             self._loop.remove_reader(self.fd)
             return False
+        self.received += len(data)
         self.frames.feed(data)
         try:
             while (frame := self.frames.next()) is not None:
@@ -197,13 +202,46 @@ class WorkerProcess:
             return
         self._on_exit(self, code)
 
-    def kill(self, reason: str, sig: int = signal.SIGKILL) -> None:
+    def kill(self, reason: str, sig: int = signal.SIGKILL, *, explained: bool = False) -> None:
         if self.kill_reason is None:
             self.kill_reason = reason
+            self.kill_explained = explained
         try:
             os.kill(self.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+    # -- liveness (read by :mod:`rmqrun.supervisor.liveness`)
+    def life_sign(self) -> tuple[int, bytes, int]:
+        """What changes whenever the worker does anything: bytes it sent, the head of its progress
+        block (the batch, the call, how far), and its claim. Equal twice: it did nothing in between."""
+        return self.received, bytes(self.progress[0:progress_mem.HEAD_SIZE]), progress_mem.read_claim(self.progress)
+
+    def in_call(self) -> bool:
+        """Whether the worker is inside a handler call of the batch it runs (the progress block says so)."""
+        live = progress_mem.read_live(self.progress)
+        return live is not None and live.in_call and self.running is not None and live.batch_id == self.running
+
+    def unclaimed(self) -> list[int]:
+        """Batches in its pipe it has not reached yet (after the one it runs or claimed), in order."""
+        ids = list(self.pending)
+        reached = [ids.index(b) for b in (self.running, progress_mem.read_claim(self.progress)) if b in self.pending]
+        return ids[max(reached) + 1:] if reached else ids
+
+    def stopped(self) -> bool:
+        return process_stopped(self.pid)
+
+    def cpu_time(self) -> int | None:
+        """CPU time its main thread has used (clock ticks; None where unknown): moving, it works on something
+        (a huge batch to decode, a garbage collection); still, it does nothing."""
+        stat = _main_thread_stat(self.pid)
+        if stat is None:
+            return None
+        fields = stat[stat.rfind(b")") + 2:].split()
+        try:
+            return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+        except (IndexError, ValueError):
+            return None
 
     def close(self) -> None:
         loop = self._loop
@@ -220,6 +258,21 @@ class WorkerProcess:
     def status(self, current: bool) -> WorkerStatus:
         return WorkerStatus(self.slot, self.pid, self.state, current, len(self.pending), self.running,
                             self.batches_done)
+
+
+def _main_thread_stat(pid: int) -> bytes | None:
+    """/proc's stat line of a process's main thread (its state and CPU time), None where there is none."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/stat", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether a process is stopped (SIGSTOP, a debugger): /proc's state T or t (False where unknown)."""
+    stat = _main_thread_stat(pid)
+    return stat is not None and stat[stat.rfind(b")") + 2:][:1] in (b"T", b"t")
 
 
 def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,

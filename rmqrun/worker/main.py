@@ -327,7 +327,7 @@ class Worker:
         """One RUN: skip it, or announce it, decode, call the handler within the limits, report DONE."""
         assert self.handler is not None
         prog = self.progress
-        if prog is not None and prog.skipped(run.batch_id):
+        if prog is not None and prog.skipped(run.batch_id):  # it claims the batch: supervisor/liveness.py
             self._skip_batch(run, "skipped: its queue was dropped")
             return
         if self._over_memory:

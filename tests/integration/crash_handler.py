@@ -72,3 +72,17 @@ def leak_rss(msg: rmqrun.Message) -> None:
         os.write(fd, f"rss {os.getpid()} {rss}\n".encode())
     finally:
         os.close(fd)
+
+
+@rmqrun.batch
+def crash_batch(msgs: list[rmqrun.Message]) -> None:
+    """Batch form: a call holding a chosen message ends its process before anything of the call is
+    recorded, so each ``ok`` is a call that returned. The death is recorded (``start``) only when the
+    chosen message leads the call: messages before it in the same call were still running, and an
+    order audit must not read the record as the chosen one overtaking them."""
+    call = next(_calls)
+    if any(CRASH_IDX is not None and _selected(CRASH_IDX, m) for m in msgs):
+        if _selected(CRASH_IDX, msgs[0]):  # type: ignore[arg-type]
+            _write("start", msgs[:1], call)
+        os._exit(7)
+    _write("ok", msgs, call)

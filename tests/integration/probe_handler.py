@@ -23,7 +23,8 @@ The variables use a ``PROBE_`` prefix, not ``RMQRUN_``: ``rmqrun run`` refuses
 ``PROBE_SLEEP_MS``     sleep this long per call (default 0)
 ``PROBE_FAIL_IDX``     comma-separated idx values that fail (``*``: all)...
 ``PROBE_FAIL_TIMES``   ...while their reconsume count is below this (default 1)
-``PROBE_FAIL_PLAN``    ``idx:times,...``: each idx fails while its reconsume count is below its times
+``PROBE_FAIL_PLAN``    ``idx:times,...``: each named message fails while its reconsume count is below its times
+``PROBE_HEAL_FILE``    once this file exists nothing fails any more (the operator's fix before a re-drive)
 ``PROBE_DELAY_LEVEL``  fail by returning ``ReconsumeLater(level)`` instead of raising
 ``PROBE_HANG_IDX``     idx values whose first delivery hangs (``hang``) or dies
 ``PROBE_ACK_INDEX``    ``ack_batch``: first deliveries return ``AckIndex(n)``
@@ -62,6 +63,7 @@ HANG_IDX = _set("PROBE_HANG_IDX")
 SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "0")) / 1000.0
 ACK_INDEX = int(os.environ.get("PROBE_ACK_INDEX", "0"))
 LEAK_MB = float(os.environ.get("PROBE_LEAK_MB", "20"))
+HEAL_FILE = os.environ.get("PROBE_HEAL_FILE", "")
 
 
 def idx_of(msg: rmqrun.Message) -> int:
@@ -90,6 +92,8 @@ def record(msg: rmqrun.Message):  # type: ignore[no-untyped-def]
         time.sleep(SLEEP_S)
     failing = (_selected(FAIL_IDX, msg) and msg.reconsume_times < FAIL_TIMES
                or msg.reconsume_times < FAIL_PLAN.get(idx_of(msg), 0))
+    if failing and HEAL_FILE and os.path.exists(HEAL_FILE):
+        failing = False
     if failing:
         _write("fail", [msg], call)
         if DELAY_LEVEL is not None:

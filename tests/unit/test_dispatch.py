@@ -177,3 +177,21 @@ def test_invariants_under_random_operations(ops) -> None:  # type: ignore[no-unt
         for wid in set(loads) | set(d.worker_ids):
             assert d.load(wid) == loads[wid]
         assert d.in_flight == len(flights)
+
+
+def test_workers_stuck_by_either_watch_get_no_new_work_while_another_can_take_it() -> None:
+    """The long-call watch and the liveness watch each keep their own set; the dispatcher avoids the union."""
+    d = Dispatcher(range(3), max_inflight_messages=100)
+    d.set_stuck({0}, "long call")
+    d.set_stuck({1}, "not responding")
+    assert d.stuck == {0, 1}
+    # idle 0 and 1 are stuck: never chosen; busy 2 takes no second batch before a time per message is known
+    assert [d.assign(i, "q", C, 1) for i in range(3)] == [2, None, None]
+    assert not d.has_room(1)  # the idle ones are stuck: nothing to try until worker 2 is done
+    pinned = next(k for k in range(100) if stable_index(str(k), 3) == 1)
+    assert d.assign(10, str(pinned), O, 1) == 2  # a new pin hashes over the workers that can take work
+    d.set_stuck(set(), "not responding")  # worker 1 responds again; worker 0's long call goes on
+    assert d.stuck == {0}
+    assert d.assign(11, "q", C, 1) == 1
+    d.set_stuck({0, 1, 2}, "not responding")  # nobody can take work: the work still goes somewhere, bounded
+    assert d.assign(12, "q", C, 1) is not None

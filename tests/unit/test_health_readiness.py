@@ -66,3 +66,19 @@ def test_wedged_when_every_worker_is_past_the_consume_time_limit() -> None:
     assert verdict == (False, "unhealthy: pool wedged: every worker (2) has been in one handler call for over "
                               "60 s (the consume time limit; the longest 70 s)")
     assert liveness(snap(workers=2, call_ages=(61.0, 70.0)), HealthLimits(20.0, 0.0, 0.0)).ok  # no limit
+
+
+def test_not_ready_when_no_worker_can_take_work_and_one_does_not_respond() -> None:
+    """Stopped workers (liveness.py): not ready once none is left to take work, and say why."""
+    one = snap(workers=2, stuck_workers=1, not_responding=1)
+    assert readiness(one, LIMITS, now=1000.0).ok  # the other worker takes the work
+    both = snap(workers=2, stuck_workers=2, not_responding=2)
+    assert readiness(both, LIMITS, now=1000.0) == (
+        False, "not ready: no worker can take work: 2 of 2 not responding (worker_liveness_timeout)")
+    mixed = snap(workers=2, stuck_workers=2, not_responding=1)
+    assert readiness(mixed, LIMITS, now=1000.0) == (
+        False, "not ready: no worker can take work: 1 of 2 not responding (worker_liveness_timeout), "
+               "1 in a long handler call")
+    slow = snap(workers=2, stuck_workers=2, not_responding=0)  # long calls only: a slow handler is no reason
+    assert readiness(slow, LIMITS, now=1000.0).ok
+    assert liveness(both, LIMITS).ok  # alive: the pool replaces them itself (stuck_worker_kill_after)

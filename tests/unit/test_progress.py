@@ -52,14 +52,31 @@ def test_progress_beyond_capacity_is_not_recorded() -> None:
     assert p.read(mm).done == p.CAPACITY
 
 
-def test_skip_ring_starts_empty_and_keeps_the_last_ids() -> None:
+def test_skip_list_starts_empty_keeps_each_skip_until_answered_and_refuses_when_full() -> None:
+    """A skip never falls out while its batch waits (a stopped worker would run a batch moved elsewhere)."""
     mm = _mapped()
     ring = p.SkipRing(mm)
     w = p.Writer(mm)
     assert not w.skipped(0) and not w.skipped(5)
-    for batch_id in range(1, p.SKIP_SLOTS + 3):
-        ring.add(batch_id)
-    assert w.skipped(p.SKIP_SLOTS + 2) and not w.skipped(1)  # the oldest were overwritten
+    for batch_id in range(1, p.SKIP_SLOTS + 1):
+        assert ring.add(batch_id)
+    assert ring.add(3)  # asked again: nothing changes, no slot taken
+    assert not ring.add(p.SKIP_SLOTS + 1) and not w.skipped(p.SKIP_SLOTS + 1)  # full: not asked
+    assert all(w.skipped(b) for b in range(1, p.SKIP_SLOTS + 1))
+    ring.discard(1)  # answered: its slot is free again
+    assert not w.skipped(1)
+    assert ring.add(p.SKIP_SLOTS + 1) and w.skipped(p.SKIP_SLOTS + 1) and w.skipped(2)
+
+
+def test_a_claim_is_read_back_by_the_supervisor() -> None:
+    mm = _mapped()
+    w = p.Writer(mm)
+    ring = p.SkipRing(mm)
+    assert p.read_claim(mm) == 0
+    assert not w.skipped(41)  # the check claims the batch
+    assert p.read_claim(mm) == 41
+    ring.add(42)
+    assert w.skipped(42) and p.read_claim(mm) == 42  # claimed, then found skipped
 
 
 def test_a_living_worker_s_call_is_read_with_its_begin_time_and_publishing_ends_it() -> None:

@@ -14,12 +14,13 @@ from rmqrun.supervisor.status_line import StatusLine, plural
 
 
 def snap(consumed: int, lags: list[tuple[int | None, int | None]], workers: int = 2, batches: int = 0,
-         failed: int = 0) -> SupervisorSnapshot:
+         failed: int = 0, not_responding: int = 0) -> SupervisorSnapshot:
     queues = tuple(QueueSnapshot(MessageQueue("T", "b", i), "T", 0, high, done, None)
                    for i, (high, done) in enumerate(lags))
     empty = HistogramSnapshot((), (), 0.0, 0)
     consume = ConsumeSnapshot(consumed, failed, 0, 0, empty, empty, 0, 0, queues)
-    return SupervisorSnapshot("G", "m:f", True, HealthSnapshot("consuming", "", None, len(queues)), workers, 0, 0,
+    return SupervisorSnapshot("G", "m:f", True, HealthSnapshot("consuming", "", None, len(queues),
+                                                                     not_responding=not_responding), workers, 0, 0,
                               batches, 0, (), consume)
 
 
@@ -44,3 +45,10 @@ def test_nouns_agree_with_their_counts() -> None:
     two = StatusLine(started=0.0).text(snap(2, [(1, 1), (1, 1)], workers=2, batches=2, failed=1), 1.0)
     assert two.endswith("1 failed, 2 queues, 2 batches in flight, 2 workers")
     assert (plural(0, "batch", "batches"), plural(1, "worker")) == ("0 batches", "1 worker")
+
+
+def test_workers_not_responding_are_said() -> None:
+    """A stopped worker (supervisor/liveness.py) shows in the line until it responds again or is replaced."""
+    text = StatusLine(started=0.0).text(snap(5, [(1, 1)], workers=2, not_responding=1), 1.0)
+    assert text.endswith("0 batches in flight, 2 workers (1 not responding)"), text
+    assert StatusLine(started=0.0).text(snap(5, [(1, 1)]), 1.0).endswith("in flight, 2 workers")

@@ -1,0 +1,96 @@
+"""``rmqrun run --consume-mode auto`` follows the broker's mode table live (``mode_follow.py``).
+
+A real ``rmqrun run`` process against the embedded broker, the probe handler
+recording every delivery by the message's ``idx`` property:
+
+* the group starts in PULL (the broker's default): auto pulls; ``rmqrun group mode --mode pop`` while
+  pulled messages are still being handled: the pulls stop, those jobs finish and commit, then it pops;
+  ``--mode pull`` while popped messages are being handled: the pops stop, those are acked, then it pulls.
+  Messages flow all along; every one is handled exactly once;
+* a broker without the table (4.x): auto pulls and says so once.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from rmqrun.broker.processors.common import answer
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from tests.integration.mode_kit import lines_with, set_mode_cli
+from tests.integration.pop_run_kit import HANDLER, deliveries_by_idx
+from tests.integration.signals_kit import Runs, produce, read_deliveries, start_broker, wait_until
+
+AUTO = ["--consume-mode", "auto", "--workers", "1"]
+#: short long polls: a switch to pull waits for the pop on the wire to answer
+FAST = {"RMQRUN_POP_POLL_TIME_MS": "1000"}
+
+
+def test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once(tmp_path: Path, runs: Runs) -> None:
+    first, batch = 300, 150
+    failing = first + 20  # popped, fails once
+    total = first + 2 * batch
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    record = tmp_path / "records.txt"
+    try:
+        produce(eb, "AutoT", first)
+        p = runs.start("auto", HANDLER, namesrv=eb.namesrv_address, group="GAuto", topic="AutoT", args=AUTO,
+                       env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "20", "PROBE_FAIL_IDX": str(failing)},
+                       settings=FAST, ready_timeout=60.0)
+        # (ready matches "rebalance: now consuming" too: wait for the start-up line itself)
+        wait_until(lambda: "consuming AutoT[" in p.log(), 60, "the start-up line")
+        assert lines_with(p.log(), "in PULL mode for topic AutoT: pulling it"), p.log()[-3000:]
+
+        # pull -> POP while most of the first messages are pulled and not yet handled
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 10, 60, "pulled messages handled")
+        set_mode_cli(eb, "GAuto", "AutoT", "pop")
+        wait_until(lambda: lines_with(p.log(), "topic AutoT: pulled work committed; popping"), 120,
+                   "the switch to POP", interval=0.2)
+        assert len(deliveries_by_idx(record)) == first, "every pulled message was handled before the first pop"
+        produce(eb, "AutoT", batch, start=first)
+        wait_until(lambda: lines_with(p.log(), "POP: popping AutoT"), 60, "pops begun")
+
+        # POP -> pull while popped messages are being handled and one failed pop waits for its retry (the broker
+        # revives it into the pop retry topic %RETRY%GAuto_AutoT ~10 s after it failed: after this switch)
+        wait_until(lambda: deliveries_by_idx(record, "fail").get(failing), 120, "the failing message failed once")
+        set_mode_cli(eb, "GAuto", "AutoT", "pull")
+        produce(eb, "AutoT", batch, start=first + batch)
+        wait_until(lambda: lines_with(p.log(), "topic AutoT: popped work acked; pulling"), 120,
+                   "the switch back to pull", interval=0.2)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 180, "every message handled", interval=0.2)
+        p.signal(signal.SIGTERM)
+        assert p.wait(60) == 0, p.log()[-3000:]
+
+        got = deliveries_by_idx(record)
+        assert set(got) == set(range(total)), "every message handled"
+        twice = {idx: len(ds) for idx, ds in got.items() if len(ds) > 1}
+        assert not twice, f"{len(twice)} message(s) handled twice across the switches: {sorted(twice)[:10]}"
+        fails = [d.idx for d in read_deliveries(record) if d.event == "fail"]
+        assert fails == [failing], fails
+        assert got[failing][0].reconsume == 1, "handled again as a retry"
+        log = p.log()
+        assert len(lines_with(log, "in POP mode for topic AutoT now: pulls of its")) == 1, log[-3000:]
+        assert len(lines_with(log, "in PULL mode for topic AutoT now: pops stopping")) == 1, log[-3000:]
+        assert not lines_with(log, "consume_mode=pull, but"), "auto never disagrees with the table"
+    finally:
+        eb.stop_in_thread()
+
+
+def test_auto_on_a_broker_without_the_table_pulls(tmp_path: Path, runs: Runs) -> None:
+    eb = start_broker(tmp_path, auto_create_queue_nums=2)
+    record = tmp_path / "records.txt"
+    try:
+        produce(eb, "AutoOld", 5)
+
+        async def not_supported(conn, cmd):  # type: ignore[no-untyped-def]
+            return answer(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {cmd.code} not supported")
+        eb.broker.server.register(RequestCode.QUERY_ASSIGNMENT, not_supported)
+        p = runs.start("old", HANDLER, namesrv=eb.namesrv_address, group="GAutoOld", topic="AutoOld", args=AUTO,
+                       env={"PROBE_RECORD": str(record)}, ready_timeout=60.0)
+        wait_until(lambda: len(deliveries_by_idx(record)) == 5, 60, "every message handled")
+        log = p.log()
+        assert len(lines_with(log, "consume_mode=auto: the brokers have no message request modes")) == 1, log
+        assert "rebalance: took MessageQueue [topic=AutoOld" in log, log[-3000:]
+        assert not lines_with(log, "ERROR"), log[-3000:]
+    finally:
+        eb.stop_in_thread()
