@@ -974,4 +974,16 @@ MUTANTS: list[Mutant] = [
       "        return list(self.table)",
       U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
       I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
+    m("auto-widens-while-peers-pull", "rmqrun/consumer/mode_follow.py",
+      "an auto instance that switched to POP pops every queue while another instance still pulls some: the pops "
+      "start below what the puller holds and hand it out again",
+      "        pullers = holdings.pullers()",
+      "        pullers: list[str] = []",
+      I + "test_mode_follow_run.py::test_two_auto_instances_switch_one_after_the_other_with_every_message_once"),
+    m("auto-pulls-while-peers-pop", "rmqrun/consumer/mode_follow.py",
+      "an auto instance that switched to pull pulls while another instance still pops every queue: both read "
+      "the same messages",
+      "            if view is None or not view[0].poppers_of(view[1]):",
+      "            if True:",
+      I + "test_mode_follow_run.py::test_two_auto_instances_switch_one_after_the_other_with_every_message_once"),
 ]

@@ -13,11 +13,12 @@ recording every delivery by the message's ``idx`` property:
 from __future__ import annotations
 
 import signal
+import time
 from pathlib import Path
 
 from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from tests.integration.mode_kit import lines_with, set_mode_cli
+from tests.integration.mode_kit import create_topic_cli, lines_with, set_mode_cli
 from tests.integration.pop_run_kit import HANDLER, deliveries_by_idx
 from tests.integration.signals_kit import Runs, produce, read_deliveries, start_broker, wait_until
 
@@ -74,6 +75,64 @@ def test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once(tmp_pa
         assert not lines_with(log, "consume_mode=pull, but"), "auto never disagrees with the table"
     finally:
         eb.stop_in_thread()
+
+
+def test_two_auto_instances_switch_one_after_the_other_with_every_message_once(tmp_path: Path, runs: Runs) -> None:
+    """Two instances notice each flip at their own next query (up to a rebalance interval apart): the first to
+    switch to POP pops only its own pull share while the other still pulls; the first to switch back waits until the
+    other stops popping its queues. Messages flow all along; none is handled twice."""
+    first, batch = 400, 200
+    total = first + 2 * batch
+    eb = start_broker(tmp_path, auto_create_queue_nums=4)
+    record = tmp_path / "records.txt"
+    try:
+        create_topic_cli(eb, "AutoTwo", 4)
+        # a asks the broker every second, b every six: b notices each flip seconds after a has switched; b's
+        # handler is the slower one, so b still holds pulled messages when a has handed its own over
+        procs = [runs.start(name, HANDLER, namesrv=eb.namesrv_address, group="GAutoTwo", topic="AutoTwo",
+                            args=AUTO, env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": sleep_ms},
+                            settings={**FAST, "RMQRUN_REBALANCE_INTERVAL_MS": interval}, ready_timeout=0.0)
+                 for name, interval, sleep_ms in (("a", "1000", "20"), ("b", "6000", "60"))]
+        # the messages come once the two pull two queues each: a pull rebalance hands a queue over with what
+        # was in flight (at least once, as in Java), which is not what this test is about
+        for p in procs:
+            wait_until(lambda p=p: _pulls(p.log(), "AutoTwo") == 2, 90, "two queues each")  # type: ignore[misc]
+        produce(eb, "AutoTwo", first)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= 40, 60, "pulled messages handled")
+        set_mode_cli(eb, "GAutoTwo", "AutoTwo", "pop")
+        for p in procs:
+            wait_until(lambda p=p: lines_with(p.log(), "topic AutoTwo: pulled work committed; popping"),  # type: ignore
+                       120, "the switch to POP", interval=0.2)
+        produce(eb, "AutoTwo", batch, start=first)  # popped
+        # all of them handled: both wait for more with a pop on the wire, so b pops what comes next at once
+        wait_until(lambda: len(deliveries_by_idx(record)) >= first + batch, 120, "popped messages handled")
+        set_mode_cli(eb, "GAutoTwo", "AutoTwo", "pull")
+        # the last messages come as soon as a pulls again (b may still be popping then, had a not waited for it)
+        for p in procs:
+            wait_until(lambda p=p: lines_with(p.log(), "topic AutoTwo: popped work acked; pulling"),  # type: ignore
+                       120, "the switch back to pull", interval=0.05)
+            if p is procs[0]:
+                for k in range(0, batch, 10):  # a trickle, so that b has room to pop while a pulls
+                    produce(eb, "AutoTwo", 10, start=first + batch + k)
+                    time.sleep(0.2)  # pacing the producer, not waiting for anything
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 240, "every message handled", interval=0.2)
+        for p in procs:
+            p.signal(signal.SIGTERM)
+        for p in procs:
+            assert p.wait(60) == 0, p.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert set(got) == set(range(total)), "every message handled"
+        twice = {idx: [(d.pid, d.queue_id, d.offset) for d in ds] for idx, ds in got.items() if len(ds) > 1}
+        assert not twice, f"{len(twice)} message(s) handled twice across the switches: {list(twice.items())[:5]}"
+        assert len({d.pid for ds in got.values() for d in ds}) == 2, "both instances handled messages"
+    finally:
+        eb.stop_in_thread()
+
+
+def _pulls(log: str, topic: str) -> int:
+    """How many queues of ``topic`` the run's latest rebalance line says it pulls (-1: no such line yet)."""
+    lines = lines_with(log, "rebalance: now consuming")
+    return lines[-1].count(f" {topic}@") if lines else -1  # (not %RETRY%G{topic}@)
 
 
 def test_auto_on_a_broker_without_the_table_pulls(tmp_path: Path, runs: Runs) -> None:
