@@ -129,6 +129,44 @@ def test_two_auto_instances_switch_one_after_the_other_with_every_message_once(t
         eb.stop_in_thread()
 
 
+def test_auto_beside_a_pull_instance_in_a_pop_group_pops_only_its_share(tmp_path: Path, runs: Runs) -> None:
+    """The group is POP from the start, and a plain pull instance (warned) is left in it: the auto instance that
+    joins pops, but only its own pull share queue by queue while the pull instance holds the others, so no message
+    is handled twice (a POP instance beside it would pop every queue and hand its messages out again). A client
+    joining later makes an auto instance ask again (the broker's "consumer ids changed")."""
+    total = 200
+    eb = start_broker(tmp_path, auto_create_queue_nums=4)
+    record = tmp_path / "records.txt"
+    try:
+        create_topic_cli(eb, "AutoMix", 4)
+        set_mode_cli(eb, "GAutoMix", "AutoMix", "pop")
+        env = {"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": "10"}
+        pull = runs.start("pull", HANDLER, namesrv=eb.namesrv_address, group="GAutoMix", topic="AutoMix",
+                          args=["--workers", "1"], env=env, ready_timeout=0.0)
+        wait_until(lambda: _pulls(pull.log(), "AutoMix") == 4, 90, "the pull instance alone")
+        auto = runs.start("auto", HANDLER, namesrv=eb.namesrv_address, group="GAutoMix", topic="AutoMix",
+                          args=AUTO, env=env, settings=FAST, ready_timeout=0.0)
+        wait_until(lambda: _pulls(pull.log(), "AutoMix") == 2, 90, "the pull instance's share")
+        wait_until(lambda: lines_with(auto.log(), "still pull(s) topic AutoMix: popping only this instance's 2"),
+                   90, "the auto instance narrowed to its share")
+        assert lines_with(auto.log(), "in POP mode for topic AutoMix: popping it"), auto.log()[-3000:]
+        assert lines_with(pull.log(), "consume_mode=pull, but the broker has group GAutoMix in POP mode")
+        produce(eb, "AutoMix", total)
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 120, "every message handled", interval=0.2)
+        for p in (pull, auto):
+            p.signal(signal.SIGTERM)
+        for p in (pull, auto):
+            assert p.wait(60) == 0, p.log()[-3000:]
+        got = deliveries_by_idx(record)
+        assert set(got) == set(range(total))
+        twice = {idx: [(d.pid, d.queue_id, d.offset) for d in ds] for idx, ds in got.items() if len(ds) > 1}
+        assert not twice, f"{len(twice)} message(s) handled twice: {list(twice.items())[:5]}"
+        assert len({d.pid for ds in got.values() for d in ds}) == 2, "both handled their share"
+        assert not lines_with(auto.log(), "popping every queue"), "it never widened while the pull instance ran"
+    finally:
+        eb.stop_in_thread()
+
+
 def _pulls(log: str, topic: str) -> int:
     """How many queues of ``topic`` the run's latest rebalance line says it pulls (-1: no such line yet)."""
     lines = lines_with(log, "rebalance: now consuming")
