@@ -53,6 +53,18 @@ class MessageQueue:
         return cls(str(data["topic"]), str(data["brokerName"]), int(data["queueId"]))
 
 
+def message_position(topic: str, broker_name: str, queue_id: int | str, offset: int | str,
+                     origin: str | None = None) -> str:
+    """Where a message is, for every log line that names one: ``<topic> <broker>:<queue>@<offset>``.
+
+    ``topic`` is the topic whose queue holds the message at that offset: for a redelivery, the retry topic it
+    was consumed from (``%RETRY%<group>``, a POP retry topic), never the topic the handler sees, so that
+    ``rmqrun read -t <topic> --queue <queue> --from <offset>`` shows this very message. ``origin``: the
+    topic it was sent to, when that is another (`` (from <origin>)``)."""
+    where = f"{topic} {broker_name}:{queue_id}@{offset}"
+    return f"{where} (from {origin})" if origin and origin != topic else where
+
+
 class _Marker:
     """A private marker value (never a field's real value): its repr is its name."""
 

@@ -124,9 +124,9 @@ class ConcurrentConsumeService:
                 self.engine.offset_store.update(req.mq, offset, True)
             return
         done: list[int] = []
-        failed: list[tuple[QueuedMessage, int]] = []
+        failed: list[tuple[QueuedMessage, int, str | None]] = []
         redo: list[QueuedMessage] = []
-        undecodable: list[QueuedMessage] = []
+        undecodable: list[tuple[QueuedMessage, str | None]] = []
         for i, entry in enumerate(entries):
             verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
             if verdict is Verdict.SUCCESS:
@@ -134,14 +134,14 @@ class ConcurrentConsumeService:
             elif verdict is Verdict.NOT_RUN:
                 redo.append(entry)
             elif verdict is Verdict.UNDECODABLE:
-                undecodable.append(entry)
+                undecodable.append((entry, result.error_of(i)))
             else:
-                failed.append((entry, result.delay_level(i)))
+                failed.append((entry, result.delay_level(i), result.error_of(i)))
         if undecodable:
             # Never handled and never retried: no later attempt can decode them either.
-            sent = await asyncio.gather(*(self.engine.dead_letter_undecodable(req.mq, e.payload, e.offset,
-                                                                              result.error) for e in undecodable))
-            for entry, ok in zip(undecodable, sent):
+            sent = await asyncio.gather(*(self.engine.dead_letter_undecodable(req.mq, e.payload, e.offset, error)
+                                          for e, error in undecodable))
+            for (entry, _), ok in zip(undecodable, sent):
                 if ok:
                     done.append(entry.offset)
                 else:
@@ -149,16 +149,16 @@ class ConcurrentConsumeService:
         if failed:
             self.engine.stats.failed += len(failed)
             if self.config.clustering:
-                sent = await asyncio.gather(*(self._send_back(req, entry, level, result.error)
-                                              for entry, level in failed))
-                for (entry, _), ok in zip(failed, sent):
+                sent = await asyncio.gather(*(self._send_back(req, entry, level, error)
+                                              for entry, level, error in failed))
+                for (entry, _, _), ok in zip(failed, sent):
                     if ok:
                         done.append(entry.offset)
                     else:
                         entry.payload = with_reconsume_times(entry.payload, reconsume_times(entry.payload) + 1)
                         redo.append(entry)
             else:
-                for entry, _ in failed:
+                for entry, _, _ in failed:
                     logger.warning("broadcasting: dropping failed message at {}:{} (no retry in this model)",
                                    req.mq, entry.offset)
                     done.append(entry.offset)

@@ -415,7 +415,8 @@ class KeyedConsumeService:
             if first_bad < pos:  # behind the message that stopped the job: not run, not to blame
                 pause, finished, back = 0.0, [], lane
             else:
-                pause, finished, back = await self._apply(req, key, lane, verdicts[pos:pos + len(lane)], result)
+                pause, finished, back = await self._apply(req, key, lane, verdicts[pos:pos + len(lane)], result,
+                                                          pos)
             pos += len(lane)
             done.extend(finished)
             outcome[key] = (pause, back)
@@ -426,22 +427,24 @@ class KeyedConsumeService:
         return outcome
 
     async def _apply(self, req: PullRequest, key: str | None, entries: list[QueuedMessage],
-                     verdicts: list[Verdict], result: JobResult
+                     verdicts: list[Verdict], result: JobResult, at: int
                      ) -> tuple[float, list[QueuedMessage], list[QueuedMessage]]:
-        """One lane's share of a job: (seconds to suspend it, messages finished, messages to put back)."""
+        """One lane's share of a job (its messages from index ``at`` of the job): (seconds to suspend it,
+        messages finished, messages to put back)."""
         cfg = self.config
         first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        error = result.error_of(at + first_bad)
         done = entries[:first_bad]
         rest = entries[first_bad:]
         bad = verdicts[first_bad] if rest else None
         suspend = 0.0
         if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
             call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
-            moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms, result.error)
+            moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms, error)
             done = done + call[:moved_on]
             rest = rest[moved_on:]
         elif bad is Verdict.UNDECODABLE:
-            if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset, result.error):
+            if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset, error):
                 done = done + rest[:1]
                 rest = rest[1:]
             else:

@@ -90,11 +90,11 @@ class ConsumeMode:
 
     @property
     def orderly(self) -> bool:
-        return self.kind in ("orderly", "orderly-key", "pop-orderly")
+        return self.kind in ("orderly", "orderly-key", "pop-orderly", "pop-key")
 
     @property
     def by_key(self) -> bool:
-        return self.kind == "orderly-key"
+        return self.kind in ("orderly-key", "pop-key")
 
     @property
     def pop(self) -> bool:
@@ -111,7 +111,7 @@ class ConsumeMode:
         if self.follows_broker:
             return "concurrently by pull or POP as the broker's mode table says (auto)"
         if self.by_key:
-            return f"orderly by key ({self.order_key})"
+            return f"orderly by key ({self.order_key}){' by POP' if self.pop else ''}"
         base = "orderly" if self.orderly else "concurrently"
         return f"{base} by POP" if self.pop else base
 

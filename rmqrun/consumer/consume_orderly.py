@@ -263,11 +263,12 @@ class OrderlyConsumeService:
             if first_bad:
                 commit_offset = pq.commit()
             if bad is Verdict.SUSPEND:
-                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms,
+                                                               result.error_of(first_bad))
                 if moved_on and pq.take_messages(moved_on):
                     commit_offset = pq.commit()
             elif bad is Verdict.UNDECODABLE:
-                moved_on, suspend = await self._undecodable(req, rest[0], result.error)
+                moved_on, suspend = await self._undecodable(req, rest[0], result.error_of(first_bad))
                 if moved_on and pq.take_messages(1):
                     commit_offset = pq.commit()
             elif bad is Verdict.NOT_RUN and result.error:
@@ -296,13 +297,14 @@ class OrderlyConsumeService:
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
             elif bad is Verdict.SUSPEND:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
-                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms, result.error)
+                moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms,
+                                                               result.error_of(len(entries) - len(rest)))
                 if moved_on:
                     # dead-lettered: consumed, committed with the handler's next Commit()
                     pq.take_messages(moved_on)
             elif bad is Verdict.UNDECODABLE:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
-                moved_on, suspend = await self._undecodable(req, rest[0], result.error)
+                moved_on, suspend = await self._undecodable(req, rest[0], result.error_of(len(entries) - len(rest)))
                 if moved_on:
                     pq.take_messages(1)  # like a dead-lettered message: committed with the next Commit()
             elif rest:

@@ -73,9 +73,20 @@ class JobResult:
     error: str | None = None
     #: time the handler's process spent on the job (None: unknown), for the latency histogram
     handler_seconds: float | None = None
+    #: each failed message's own error, by its index in the job (what its handler call raised); empty when
+    #: the executor reports only the job's ``error``
+    errors: dict[int, str] = field(default_factory=dict)
 
     def delay_level(self, i: int) -> int:
         return self.delay_levels[i] if i < len(self.delay_levels) else 0
+
+    def error_of(self, i: int) -> str | None:
+        """What went wrong with message ``i``, for its failure and dead-letter lines in every mode: its own
+        error where the executor reports them (None: its call raised nothing, e.g. ``ReconsumeLater``), else
+        the job's (an executor that reports one error per job). Never another message's error."""
+        if self.errors:
+            return self.errors.get(i)
+        return self.error
 
 
 class Executor(Protocol):

@@ -253,10 +253,10 @@ class PopConsumeService:
             elif verdict is Verdict.NOT_RUN:
                 self._release(req.pq, [entry])
             elif verdict is Verdict.UNDECODABLE:
-                steps.append(self._undecodable(req.pq, mq, entry, result.error))
+                steps.append(self._undecodable(req.pq, mq, entry, result.error_of(i)))
             else:
                 self.engine.stats.failed += 1
-                steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error))
+                steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error_of(i)))
         if succeeded:
             steps.append(self.acks.ack_all(req.pq, succeeded))
         if len(steps) == 1:

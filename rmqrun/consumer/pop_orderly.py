@@ -15,10 +15,29 @@ first message still out). At the first failure:
 
 * the message is at ``max_reconsume_times`` (unlimited by default, as in pull
   orderly mode): to ``%DLQ%<group>``, acked, and the batch goes on after it;
-* otherwise it and every message after it become invisible for
-  ``suspend_current_queue_time_ms`` (CHANGE_MESSAGE_INVISIBLETIME): the queue
-  stays blocked that long, then the broker hands the batch out again from the
-  failed message, to whichever instance pops first.
+* otherwise it runs again *here* after ``suspend_current_queue_time_ms`` (or
+  the handler's ``Suspend(ms)``), counted once more, and every message after it
+  waits: the batch stays popped by this instance (its invisibility extended as
+  for a long call), so the queue stays blocked for the whole group meanwhile,
+  as pull orderly mode suspends and retries a locked queue locally and the 5.x
+  FIFO clients retry a message in place.
+
+**Reconsume counts.** ``reconsume_times`` counts the handler's failures of that
+message and nothing else. The broker's ``orderCountInfo`` counts every pop of a
+batch a message was in, also the pops where it only waited behind another
+message, so it is not handed to the handler as such (:func:`pop_reconsume_times`):
+
+* a message behind another un-acked message of its queue in the pop cannot
+  have failed before (in order, it never ran while one before it was out): 0;
+* the first message of its queue in the pop takes the broker's count: the
+  batch came back after a stop, a kill or a lapse (failures here are retried
+  in place, so never come back through the broker), and a message that takes
+  its instance down must still reach the DLQ. The residual: such a head counts
+  the redelivery also when it was only cut short, and an instance killed after
+  failing a message N times hands the next instance the broker's count (its
+  pops), not N;
+* each failure here adds one, in the record the worker decodes, so the next
+  run of it (and the DLQ decision at ``max_reconsume_times``) sees it.
 
 A job cut short (its worker died, a time limit) is treated like a failure of
 its first unfinished message; one never run (a stop) is left alone: the batch
@@ -29,13 +48,14 @@ exactly as long as its batch is being worked on.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Sequence
 
 from loguru import logger
 
 from rmqrun.consumer import defaults as d
-from rmqrun.consumer.dead_letters import Failure
+from rmqrun.consumer.dead_letters import DeadLetterReason, Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms
 from rmqrun.consumer.pop_consume import PopConsumeService
@@ -50,10 +70,12 @@ class PopOrderlyConsumeService(PopConsumeService):
         req.pq.add(entries)
         by_queue: dict[tuple[str, int], list[PopEntry]] = {}
         for entry in entries:
-            _count_as_reconsume(entry)
             by_queue.setdefault((entry.message.ack_topic, entry.message.queue_id), []).append(entry)
         for batch in by_queue.values():
             batch.sort(key=lambda e: e.message.queue_offset)
+            for i, entry in enumerate(batch):
+                _set_reconsume_times(entry, pop_reconsume_times(entry.message.order_count,
+                                                                entry.message.reconsume_times, head=i == 0))
             self._spawn(req, batch)
 
     async def _consume(self, req: PopRequest, entries: list[PopEntry]) -> None:
@@ -71,21 +93,24 @@ class PopOrderlyConsumeService(PopConsumeService):
                     self._release(pq, entries[i:])
                     return
                 moved_on, suspend_ms = await self._run_chunk(req, mq, live)
-                if moved_on < len(live):
-                    rest, i = entries[i + moved_on:], len(entries)
-                    if suspend_ms is None:
-                        self._release(pq, rest)
-                    else:
-                        await self._suspend(pq, rest, suspend_ms)
+                i += moved_on
+                if moved_on == len(live):
+                    continue
+                if suspend_ms is None:
+                    self._release(pq, entries[i:])
                     return
-                i += len(live)
+                # the failed message runs again here, counted once more; the rest waits behind it, popped by
+                # this instance (extended like a long call), so the queue stays blocked group-wide
+                _set_reconsume_times(entries[i], entries[i].message.reconsume_times + 1)
+                await asyncio.sleep(max(clamp_suspend_ms(suspend_ms, self.config.suspend_current_queue_time_ms),
+                                        d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS) / 1000)
         except BaseException:
             self._release(pq, entries[i:])
             raise
 
     async def _run_chunk(self, req: PopRequest, mq: MessageQueue, chunk: list[PopEntry]) -> tuple[int, int | None]:
         """Run one orderly job: how many of its messages are settled in order (acked or dead-lettered), and
-        the suspend time (ms) for the rest of the batch when a failure stopped it (None: leave the rest)."""
+        the suspend time (ms) before the first unsettled one runs again (None: leave the rest to come back)."""
         pq = req.pq
         job = ConsumeJob(mq, True, [e.message.record for e in chunk], [e.message.queue_offset for e in chunk],
                          pq=pq)
@@ -112,53 +137,47 @@ class PopOrderlyConsumeService(PopConsumeService):
                 return i, None  # never run (a stop, a dropped assignment): left to come back
             if verdict is Verdict.UNDECODABLE:
                 if await self.engine.dead_letter_undecodable(mq, entry.message.record, entry.message.queue_offset,
-                                                             result.error):
+                                                             result.error_of(i)):
                     self.stats.dead_lettered += 1
                     await self._ack(pq, entry)
                     continue
             elif verdict is not Verdict.NOT_RUN:
                 self.engine.stats.failed += 1
-                if await self._dead_letter_at_limit(mq, entry, result):
+                if await self._dead_letter_at_limit(mq, entry, result.error_of(i)):
                     await self._ack(pq, entry)
                     continue
             return i, result.suspend_ms
         return len(chunk), None
 
-    async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, result: JobResult) -> bool:
+    async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, error: str | None) -> bool:
         msg = entry.message
         limit = self.config.effective_max_reconsume_times
         if msg.reconsume_times < limit:
             return False
+        # delay level -1: the broker's copy counts none of these failures (no retry topic in order mode), so
+        # the client's count decides, and the DLQ line says so (not "the handler asked for it")
         if not await self.engine.send_back.send_back(msg.record, msg.receipt.broker_name, -1, limit,
-                                                     Failure(mq, msg.queue_offset, result.error)):
+                                                     Failure(mq, msg.queue_offset, error),
+                                                     reason=DeadLetterReason.MAX_RECONSUME):
             return False
         self.stats.dead_lettered += 1
         return True
 
-    async def _suspend(self, pq: PopProcessQueue, rest: list[PopEntry], suspend_ms: int) -> None:
-        """The failed message and all after it: invisible (so the queue blocked) for the suspend time."""
-        delay_ms = clamp_suspend_ms(suspend_ms, self.config.suspend_current_queue_time_ms)
-        for entry in rest:
-            await self._change(pq, entry, max(delay_ms, d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS))
 
-    async def _change(self, pq: PopProcessQueue, entry: PopEntry, invisible_ms: int) -> None:
-        receipt = await entry.settle()
-        try:
-            addr = await self.engine.broker_addr(MessageQueue(entry.message.ack_topic, receipt.broker_name,
-                                                              entry.message.queue_id))
-            await self.engine.pop_client.change_invisible(addr, group=self.config.group, message=entry.message,
-                                                          invisible_time_ms=invisible_ms, receipt=receipt)
-            self.stats.nacks += 1
-        except Exception as exc:
-            logger.warning("suspending {} queue {} offset {} failed ({}); the queue waits for its invisible time",
-                           entry.message.ack_topic, entry.message.queue_id, entry.message.queue_offset, exc)
-        finally:
-            pq.done(entry)
+def pop_reconsume_times(order_count: int | None, stored: int, *, head: bool) -> int:
+    """A freshly popped orderly message's reconsume count (see the module docstring).
+
+    ``order_count`` is the broker's delivery count of it (orderCountInfo; None: none sent), ``stored`` the
+    count in its record, ``head``: it is the first message of its queue in the pop (nothing before it is out).
+    Only the head can have failed before; behind it, the broker's count is pops it waited through."""
+    if head and order_count is not None and order_count > stored:
+        return order_count
+    return stored
 
 
-def _count_as_reconsume(entry: PopEntry) -> None:
-    """The broker's delivery count becomes the message's reconsume count, in the record the worker decodes."""
+def _set_reconsume_times(entry: PopEntry, times: int) -> None:
+    """The count the handler sees (and the DLQ decision reads), in the record the worker decodes."""
     msg = entry.message
-    if msg.order_count is not None and msg.order_count > msg.reconsume_times:
-        msg.record = memoryview(with_reconsume_times(msg.record, msg.order_count))
-        msg.reconsume_times = msg.order_count
+    if times != msg.reconsume_times:
+        msg.record = memoryview(with_reconsume_times(msg.record, times))
+        msg.reconsume_times = times

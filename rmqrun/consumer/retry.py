@@ -22,6 +22,7 @@ from rmqrun.consumer.dead_letters import (
 )
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
+from rmqrun.protocol.pop import original_topic
 from rmqrun.remoting import message as codec
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
@@ -47,7 +48,14 @@ def undecodable_label(record: RecordData, mq: object) -> str:
     return f"message {ids.offset_msg_id} ({mq}, queue offset {ids.queue_offset})"
 
 
-def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
+def origin_of(topic: str, group: str) -> str:
+    """The topic a message consumed from ``topic`` was first sent to: a POP retry topic
+    (``%RETRY%<group>_<topic>`` V1, ``%RETRY%<group>+<topic>`` V2) stands for its ``<topic>``; any other is
+    itself. Every mode names a dead letter's origin with this, so ``dlq --topic T`` and a re-drive find it."""
+    return original_topic(topic, group)
+
+
+def _send_back_fields(record: RecordData, group: str) -> tuple[codec.RecordIds, str, str]:
     """(ids, message id, original topic) for CONSUMER_SEND_MSG_BACK, without inflating the body.
 
     The properties give the client message id and the original topic of a retried
@@ -57,8 +65,8 @@ def _send_back_fields(record: RecordData) -> tuple[codec.RecordIds, str, str]:
     try:
         head, _ = codec.decode_message(record, decompress=False)
     except ProtocolError:
-        return ids, ids.offset_msg_id, ids.topic
-    return ids, head.msg_id, head.properties.get(PROPERTY_RETRY_TOPIC) or head.topic
+        return ids, ids.offset_msg_id, origin_of(ids.topic, group)
+    return ids, head.msg_id, origin_of(head.properties.get(PROPERTY_RETRY_TOPIC) or head.topic, group)
 
 
 def reconsume_times_position(record: RecordData) -> int:
@@ -110,16 +118,19 @@ class SendBack:
         await self._republisher.close()
 
     async def send_back(self, record: RecordData, broker_name: str, delay_level: int,
-                        max_reconsume_times: int, failure: Failure | None = None) -> bool:
+                        max_reconsume_times: int, failure: Failure | None = None, *,
+                        reason: DeadLetterReason | None = None) -> bool:
         """True when the broker (or the retry topic) has the message; False: keep it and retry later.
 
         The send-back names the message by its commit-log offset, so only the record's
         fixed fields and properties are read here; the body is inflated only for the
         re-publish fallback. Never raises: every failure is a False. ``failure`` (where the
         message was consumed, the handler's error) names it in the dead-letter line.
+        ``reason``: why the caller sends it to the DLQ when it uses delay level -1 for its own
+        decision (orderly POP at its limit); by default -1 means the handler asked for it.
         """
         try:
-            ids, msg_id, origin_topic = _send_back_fields(record)
+            ids, msg_id, origin_topic = _send_back_fields(record, self.group)
         except ProtocolError as exc:
             logger.error("a failed record of {} cannot be read for its send-back ({}); it stays cached",
                          broker_name, exc)
@@ -127,7 +138,8 @@ class SendBack:
         if await self._send_msg_back(ids, msg_id, origin_topic, broker_name, delay_level, max_reconsume_times):
             attempts = _attempts(record)
             if goes_to_dlq_on_send_back(attempts - 1, delay_level, max_reconsume_times):
-                reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
+                if reason is None:
+                    reason = DeadLetterReason.HANDLER if delay_level < 0 else DeadLetterReason.MAX_RECONSUME
                 if reason is DeadLetterReason.HANDLER and failure is not None:
                     # the job's error belongs to another message of the batch, if to any: say what happened
                     failure = Failure(failure.mq, failure.offset, f"the handler asked for the DLQ (delay level "
@@ -141,6 +153,7 @@ class SendBack:
             logger.error("{} cannot be re-published either: it does not decode ({}); it stays cached and is "
                          "retried", msg_id, exc)
             return False
+        msg.topic = origin_topic
         return await self.republish(msg, max_reconsume_times, msg.reconsume_times + 1, failure)
 
     async def dead_letter_as_stored(self, record: RecordData, broker_name: str, max_reconsume_times: int,
@@ -152,7 +165,7 @@ class SendBack:
         so nothing needs to be decoded or re-encoded here. Never raises.
         """
         try:
-            ids, msg_id, origin_topic = _send_back_fields(record)
+            ids, msg_id, origin_topic = _send_back_fields(record, self.group)
         except ProtocolError as exc:
             logger.error("a record of {} is too damaged to name for the DLQ: {}", broker_name, exc)
             return False

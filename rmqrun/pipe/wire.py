@@ -186,6 +186,8 @@ class Batch:
     auto_commit: bool = True
     count: int = -1
     after: int = 0
+    #: the topic whose queue holds the records (a retry topic for redeliveries; "" unknown): log positions
+    topic: str = ""
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -258,6 +260,8 @@ class BatchResult:
     timed_out: bool = False
     error: str | None = None
     elapsed: float = 0.0
+    #: each failed message's own error: (index in the batch, text), for its failure and dead-letter lines
+    errors: tuple[tuple[int, str], ...] = ()
 
     @property
     def batch_id(self) -> int:
@@ -310,7 +314,7 @@ _HEADER = struct.Struct(">IB")
 _INT = struct.Struct(">i")
 _FIRST = operator.itemgetter(0)
 _LONG = struct.Struct(">q")
-_RUN = struct.Struct(">QBBHQ")  # batch id, mode, flags, broker-name length, chained after (0 = none)
+_RUN = struct.Struct(">QBBHQH")  # batch id, mode, flags, broker-name length, chained after (0 = none), topic len
 _DONE = struct.Struct(">QQiBHI")  # batch id, elapsed us, suspend ms, flags, error length, count
 _ID = struct.Struct(">Q")
 _PID = struct.Struct(">I")
@@ -339,6 +343,8 @@ class Run:
     records_at: int = field(default=-1, repr=False, compare=False)
     #: the batch this one is chained to (:class:`Batch`.after; 0 = none)
     after: int = 0
+    #: the topic whose queue holds the records (:class:`Batch`.topic)
+    topic: str = ""
 
     def records_in_bytes(self) -> tuple[bytes, int]:
         """The records as a bytes object and the position they start at, without a copy when possible.
@@ -394,6 +400,8 @@ class Done:
     timed_out: bool = False
     error: str = ""
     elapsed_us: int = 0
+    #: (index, error) of each message whose call failed with an error of its own (``error`` is the first)
+    errors: tuple[tuple[int, str], ...] = ()
 
     def outcomes(self) -> list[MessageOutcome]:
         by_byte = _STATUS_BY_BYTE
@@ -416,11 +424,12 @@ def _frame(kind: Kind, payload: bytes = b"") -> bytes:
 def encode_run(batch: Batch) -> list[RecordData]:
     """The RUN frame of a batch, as pieces to write back to back (records are not copied)."""
     broker = batch.broker_name.encode("utf-8")
+    topic = batch.topic.encode("utf-8")
     blobs = _blobs(batch.records)
     size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
-                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after)
-    prefix = _HEADER.pack(1 + len(head) + len(broker) + size, Kind.RUN) + head + broker
+                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after, len(topic))
+    prefix = _HEADER.pack(1 + len(head) + len(broker) + len(topic) + size, Kind.RUN) + head + broker + topic
     return [prefix, *blobs]
 
 
@@ -435,7 +444,8 @@ def encode(frame: Frame) -> bytes:
             _DONE.pack(frame.batch_id, frame.elapsed_us, frame.suspend_ms,
                        _FLAG_TIMED_OUT if frame.timed_out else 0, len(err), n),
             err, bytes(frame.statuses),
-            struct.pack(f">{n}h", *frame.delay_levels), struct.pack(f">{n}q", *frame.queue_offsets)))
+            struct.pack(f">{n}h", *frame.delay_levels), struct.pack(f">{n}q", *frame.queue_offsets),
+            _encode_errors(frame.errors, n)))
         return _frame(Kind.DONE, payload)
     if isinstance(frame, Started):
         return _frame(Kind.STARTED, _ID.pack(frame.batch_id))
@@ -455,6 +465,41 @@ def encode(frame: Frame) -> bytes:
     raise TypeError(f"not a frame: {frame!r}")
 
 
+_ERRORS = struct.Struct(">H")      # how many per-message errors follow the offsets
+_ERROR = struct.Struct(">IH")      # message index, error length (then the UTF-8 text)
+#: per-message errors one DONE frame carries at most (the first ones), and bytes of one error at most
+MAX_MESSAGE_ERRORS, MAX_ERROR_BYTES = 1024, 4096
+
+
+def _encode_errors(errors: tuple[tuple[int, str], ...], n: int) -> bytes:
+    """The per-message errors section of a DONE frame (empty when there are none: a frame without it is
+    read as one with no per-message errors)."""
+    if not errors:
+        return b""
+    kept = [(i, text.encode("utf-8")[:MAX_ERROR_BYTES]) for i, text in errors[:MAX_MESSAGE_ERRORS] if 0 <= i < n]
+    return _ERRORS.pack(len(kept)) + b"".join(_ERROR.pack(i, len(raw)) + raw for i, raw in kept)
+
+
+def _decode_errors(payload: memoryview, p: int, n: int) -> tuple[tuple[int, str], ...]:
+    if len(payload) - p < _ERRORS.size:
+        raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+    (count,) = _ERRORS.unpack_from(payload, p)
+    p += _ERRORS.size
+    out = []
+    for _ in range(count):
+        if len(payload) - p < _ERROR.size:
+            raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+        index, length = _ERROR.unpack_from(payload, p)
+        p += _ERROR.size
+        if index >= n or p + length > len(payload):
+            raise WireError(f"DONE frame: a message error at index {index} of {n} does not add up")
+        out.append((index, bytes(payload[p:p + length]).decode("utf-8", "replace")))
+        p += length
+    if p != len(payload):
+        raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
+    return tuple(out)
+
+
 def decode(kind: int, payload: memoryview) -> Frame:
     """One frame from its kind byte and payload (as split by :class:`FrameBuffer`)."""
     try:
@@ -468,20 +513,25 @@ def decode(kind: int, payload: memoryview) -> Frame:
             delays = struct.unpack_from(f">{n}h", payload, p)
             p += 2 * n
             offsets = struct.unpack_from(f">{n}q", payload, p)
-            if p + 8 * n != len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):
+            p += 8 * n
+            errors = _decode_errors(payload, p, n) if p < len(payload) else ()
+            if p > len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):
                 raise WireError(f"DONE frame of {len(payload)} bytes does not add up")
             return Done(batch_id, statuses, delays, offsets, suspend_ms, bool(flags & _FLAG_TIMED_OUT),
-                        error, elapsed)
+                        error, elapsed, errors)
         if kind == Kind.STARTED:
             return Started(_ID.unpack_from(payload, 0)[0])
         if kind == Kind.RUN:
-            batch_id, mode, flags, blen, after = _RUN.unpack_from(payload, 0)
+            batch_id, mode, flags, blen, after, tlen = _RUN.unpack_from(payload, 0)
             p = _RUN.size
             broker = bytes(payload[p:p + blen]).decode("utf-8")
+            p += blen
+            topic = bytes(payload[p:p + tlen]).decode("utf-8")
+            p += tlen
             base = payload.obj
             whole = type(base) is bytes and payload.nbytes == len(base) and payload.format == "B"
             return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
-                       payload[p + blen:], p + blen if whole else -1, after)
+                       payload[p:], p if whole else -1, after, topic)
         if kind == Kind.STOP:
             return Stop()
         if kind == Kind.BOOT:

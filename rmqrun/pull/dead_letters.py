@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, AsyncIterator
 from rmqrun.errors import RmqrunError
 from rmqrun.model import DLQ_TOPIC_PREFIX, Message, MessageQueue
 from rmqrun.namespace import unwrap
+from rmqrun.protocol.pop import RETRY_PREFIX, original_topic
 from rmqrun.pull.errors import TopicNotFoundError
 from rmqrun.pull.result import PullResult, PullStatus
 from rmqrun.remoting import message_props
@@ -63,9 +64,24 @@ def ids_of(msg: Message) -> set[str]:
     return {i for i in ids if i}
 
 
+def wire_origin_topic(msg: Message) -> str | None:
+    """The topic the dead letter was first sent to, as the cluster names it (under the namespace), if known.
+
+    ``RETRY_TOPIC`` holds it. A message dead-lettered from a POP retry topic by a broker that did not copy
+    the original topic into the property (rmqrun's embedded broker before issue #31, brokers older than
+    Java's reviveRetry keeping it) names ``%RETRY%<group>_<topic>`` (V1) or ``%RETRY%<group>+<topic>`` (V2)
+    there instead: that stands for ``<topic>``, the group being the one whose DLQ this is."""
+    topic = msg.properties.get(message_props.PROPERTY_RETRY_TOPIC)
+    if not topic:
+        return None
+    if topic.startswith(RETRY_PREFIX) and msg.topic.startswith(DLQ_TOPIC_PREFIX):
+        return original_topic(topic, msg.topic[len(DLQ_TOPIC_PREFIX):])
+    return topic
+
+
 def origin_topic(msg: Message, namespace: str | None = None) -> str | None:
     """The topic the message was consumed from (``RETRY_TOPIC``, as the user names it), if known."""
-    topic = msg.properties.get(message_props.PROPERTY_RETRY_TOPIC)
+    topic = wire_origin_topic(msg)
     if not topic:
         return None
     return unwrap(namespace, topic) if namespace else topic
@@ -98,7 +114,7 @@ class DlqFilter:
             return False
         if self.keys and not self.keys.intersection(keys_of(msg)):
             return False
-        if self.topics and msg.properties.get(message_props.PROPERTY_RETRY_TOPIC) not in self.topics:
+        if self.topics and wire_origin_topic(msg) not in self.topics:
             return False
         return not self.msg_ids or bool(self.msg_ids & ids_of(msg))
 

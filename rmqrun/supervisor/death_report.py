@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from loguru import logger
 
+from rmqrun.model import message_position
 from rmqrun.pipe import progress as progress_mem
+from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 
 __all__ = ["OomWatch", "describe_messages", "hard_limit_result", "log_death"]
@@ -60,7 +62,9 @@ def describe_messages(batch: Batch, start: int, end: int) -> str:
     for i in range(max(0, start), min(end, len(records))):
         try:
             msg, _ = decode_message(records[i], broker_name=batch.broker_name, decompress=False)
-            out.append(f"message {msg.msg_id} ({msg.topic}, queue {batch.queue_key}, offset {msg.queue_offset})")
+            where = message_position(batch.topic or msg.topic, batch.broker_name, msg.queue_id, msg.queue_offset,
+                                     msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic)
+            out.append(f"message {msg.msg_id} at {where}")
         except Exception as exc:  # a record that does not decode is described by its place
             out.append(f"record {i} of batch {batch.batch_id} ({batch.queue_key}; undecodable: {exc})")
     return ", ".join(out) or f"batch {batch.batch_id} of {batch.queue_key}"
@@ -77,15 +81,17 @@ def hard_limit_result(batch: Batch, slot: int, pid: int, elapsed: float,
     status = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
     offsets = tuple(batch.queue_offsets())
     n = len(offsets)
+    error = f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s"
     if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
         done = min(progress.done, n)
         end = min(max(progress.call_end, done + 1), n)
         statuses = progress.statuses[:done] + bytes([status]) * (end - done) + bytes([Status.NOT_RUN]) * (n - end)
         delays = tuple(progress.delay_levels[:done]) + (0,) * (n - done)
+        # the limit is the error of the call that hung only (what failed before it raised its own, unknown here)
+        errors = tuple((i, error) for i in range(done, end))
     else:
-        statuses, delays = bytes([status]) * n, (0,) * n
-    return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True,
-                       f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s", elapsed)
+        statuses, delays, errors = bytes([status]) * n, (0,) * n, ()
+    return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True, error, elapsed, errors)
 
 
 def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch], in_call: Batch | None,

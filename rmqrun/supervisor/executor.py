@@ -149,7 +149,7 @@ class PoolExecutor:
         key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
         # one record per entry, each checked by the puller's scan: the batch need not walk them again
         batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
-                      len(job.offsets))
+                      len(job.offsets), topic=job.mq.topic)
         pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
         if job.orderly:
             job.batch_id = batch.batch_id
@@ -308,7 +308,8 @@ class PoolExecutor:
                 delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
                 error=result.error,
-                handler_seconds=result.elapsed))
+                handler_seconds=result.elapsed,
+                errors=dict(result.errors)))
         self._dispatch()
 
     def _on_lost(self, lost: WorkerLost) -> None:
@@ -373,17 +374,22 @@ class PoolExecutor:
         error = f"isolated after a worker death: {n - len(verdicts)} message(s) re-run one by one"
         loop = asyncio.get_running_loop()
 
+        errors: dict[int, str] = {}
+
         async def one(i: int) -> tuple[Verdict, int]:
             if parent.future.done():
                 return Verdict.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
-                                 batch.auto_commit, 1), loop.create_future(), job=parent.job)
+                                 batch.auto_commit, 1, topic=batch.topic), loop.create_future(), job=parent.job)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:
                 res = await sub.future
             except ExecutorClosedError:
                 return Verdict.NOT_RUN, 0
+            own = res.error_of(0)
+            if own:
+                errors[i] = own  # each re-run message's own error, not the isolation's
             return (res.verdicts[0] if res.verdicts else Verdict.NOT_RUN), res.delay_level(0)
 
         try:
@@ -408,7 +414,7 @@ class PoolExecutor:
             raise
         if not parent.future.done():
             parent.future.set_result(JobResult(verdicts + [v for v, _ in outcomes],
-                                               delays + [lv for _, lv in outcomes], error=error))
+                                               delays + [lv for _, lv in outcomes], error=error, errors=errors))
 
     def _on_fatal(self, error: PoolError) -> None:
         logger.error("worker pool gave up: {}", error)
@@ -469,9 +475,10 @@ class PoolExecutor:
         # the pool still knows the batch as it was (its statuses come for every message); from here on this
         # pending stands for the head only, so a death of its worker re-runs only the head's unfinished messages
         pending.batch = Batch(batch.batch_id, batch.queue_key, batch.mode, batch.broker_name, records[:index],
-                              batch.auto_commit, index)
+                              batch.auto_commit, index, topic=batch.topic)
         tail = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, records[index:],
-                              batch.auto_commit, len(records) - index), loop.create_future(), job=pending.job)
+                              batch.auto_commit, len(records) - index, topic=batch.topic), loop.create_future(),
+                        job=pending.job)
         whole, pending.future = pending.future, loop.create_future()
         task = asyncio.ensure_future(_join(pending.future, tail.future, whole, index))
         self._isolations.add(task)
@@ -536,5 +543,7 @@ async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResu
         return
     delays = [first.delay_level(i) for i in range(index)] + [rest.delay_level(i) for i in range(len(rest.verdicts))]
     head_verdicts = (first.verdicts + [Verdict.NOT_RUN] * index)[:index]
+    errors = {i: e for i, e in first.errors.items() if i < index}
+    errors.update({index + i: e for i, e in rest.errors.items()})
     whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,
-                               handler_seconds=first.handler_seconds))
+                               handler_seconds=first.handler_seconds, errors=errors))

@@ -170,6 +170,8 @@ class Pool:
         self._oom = OomWatch()
         #: batches cut short by the last stop() (killed or interrupted), for the log and tests
         self.cut_short: list[Batch] = []
+        #: their messages that run again (a batch's NOT_RUN ones; all of a killed worker's), not what finished
+        self.cut_short_messages = 0
         self.fatal: PoolError | None = None
         #: replacements of workers that died unexpectedly / were recycled (limits), for metrics
         self.restarts = 0
@@ -356,7 +358,7 @@ class Pool:
                 await self._wait_change(1.0)
             return []
         self._state = "stopping"
-        self.cut_short = []
+        self.cut_short, self.cut_short_messages = [], 0
         for proc in list(self._procs):
             self._retire(proc)
         await self._wait_dead(grace)
@@ -370,13 +372,13 @@ class Pool:
             for proc in list(self._procs):
                 proc.kill("stop grace expired")
             await self._wait_dead(10.0)
-        leftovers = self._leftovers
-        self._leftovers = []
+        leftovers, self._leftovers = self._leftovers, []
         self.cut_short.extend(leftovers)
+        self.cut_short_messages += sum(b.count for b in leftovers)
         self._finish_stop()
         if self.cut_short:
             logger.warning("pool stopped; {} batch(es) cut short ({} messages), redelivered later: {}",
-                           len(self.cut_short), sum(b.count for b in self.cut_short),
+                           len(self.cut_short), self.cut_short_messages,
                            "; ".join(f"batch {b.batch_id} of {b.queue_key}" for b in self.cut_short))
         else:
             logger.info("pool stopped; every batch finished")
@@ -408,12 +410,13 @@ class Pool:
             proc.batches_done += 1
             if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
                 self.cut_short.append(batch)
+                self.cut_short_messages += frame.statuses.count(Status.NOT_RUN)
             if len(frame.statuses) != batch.count:
                 logger.error("worker {} reported {} statuses for batch {} of {} messages", proc.slot,
                              len(frame.statuses), batch.batch_id, batch.count)
             self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.statuses, frame.delay_levels,
                                                     frame.queue_offsets, frame.suspend_ms, frame.timed_out,
-                                                    frame.error or None, frame.elapsed_us / 1e6))
+                                                    frame.error or None, frame.elapsed_us / 1e6, frame.errors))
         elif isinstance(frame, Started):
             proc.running = frame.batch_id
             proc.running_since = self._loop.time()

@@ -18,8 +18,11 @@ the JSON-lines stream. So at boot the worker routes all of them into loguru:
 
 Every record carries ``worker_id`` and ``pid``, and while a message is in the
 handler also ``topic``, ``queue`` (queue id), ``broker`` and ``offset`` (the
-queue offset of the first message of the call; for a retried message, the
-retry queue it was pulled from). The worker sets the context by reference
+queue offset of the first message of the call) and ``position``, the text of
+them (:func:`rmqrun.model.message_position`). They say where the message is
+stored: for a redelivery, the retry topic's queue it was consumed from, with
+``origin_topic`` (`` (from T)`` in the text) the topic the handler sees, so
+``rmqrun read`` at that position shows this very message. The worker sets the context by reference
 (:class:`MessageContext` keeps the batch's lists and the current index); the
 fields are looked up only when something is logged, so a handler that does
 not log pays nothing per message.
@@ -47,10 +50,12 @@ from typing import Any, TextIO
 
 from loguru import logger
 
+from rmqrun.model import message_position
+
 TEXT_FORMAT = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
                "{message}\n{exception}")
 TEXT_FORMAT_IN_MESSAGE = ("{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | worker {extra[worker_id]} pid {extra[pid]} | "
-                          "{extra[topic]} {extra[broker]}:{extra[queue]}@{extra[offset]} | {message}\n{exception}")
+                          "{extra[position]} | {message}\n{exception}")
 #: levels of the lines a handler writes to its standard streams
 STDOUT_LEVEL = "INFO"
 STDERR_LEVEL = "WARNING"
@@ -59,17 +64,20 @@ STDERR_LEVEL = "WARNING"
 class MessageContext:
     """The message in the handler now, by reference: set per batch and per call, read only when logging."""
 
-    __slots__ = ("msgs", "offsets", "index")
+    __slots__ = ("msgs", "offsets", "index", "topic")
 
     def __init__(self) -> None:
         self.msgs: list[Any] | None = None
         self.offsets: list[int] = []
         self.index = 0
+        #: the topic whose queue holds the batch (a retry topic for redeliveries; "": the messages' own)
+        self.topic = ""
 
-    def begin(self, msgs: list[Any], offsets: list[int]) -> None:
+    def begin(self, msgs: list[Any], offsets: list[int], topic: str = "") -> None:
         self.msgs = msgs
         self.offsets = offsets
         self.index = 0
+        self.topic = topic
 
     def end(self) -> None:
         self.msgs = None
@@ -81,8 +89,17 @@ class MessageContext:
         msg = msgs[self.index]
         offset = self.offsets[self.index]
         if msg is None:  # a record that did not decode: only its offset is known
-            return {"topic": "?", "broker": "?", "queue": "?", "offset": offset}
-        return {"topic": msg.topic, "broker": msg.broker_name, "queue": msg.queue_id, "offset": offset}
+            topic = self.topic or "?"
+            return {"topic": topic, "broker": "?", "queue": "?", "offset": offset,
+                    "position": message_position(topic, "?", "?", offset)}
+        # the position is where the message is stored (the retry queue of a redelivery), with the topic the
+        # handler sees as its origin: the original topic with the retry queue's offset names another message
+        topic = self.topic or msg.topic
+        found = {"topic": topic, "broker": msg.broker_name, "queue": msg.queue_id, "offset": offset,
+                 "position": message_position(topic, msg.broker_name, msg.queue_id, offset, msg.topic)}
+        if topic != msg.topic:
+            found["origin_topic"] = msg.topic
+        return found
 
 
 #: the worker process's one context (one handler call at a time: the handler runs in the main thread)

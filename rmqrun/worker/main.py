@@ -60,6 +60,7 @@ from rmqrun.worker import memory_watch
 from rmqrun.handler.loading import Handler, HandlerLoadError, WorkerInfo, call_hook, load_handler, load_hook
 from rmqrun.handler.outcome import BadResultError, map_concurrent
 from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
+from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
 from rmqrun.worker.time_limit import CallLimit
@@ -96,22 +97,6 @@ class _Pipe:
     def read(self) -> memoryview:
         """What one read returned; valid until the next read (feed it to ``frames`` at once)."""
         return self._inbuf[:self.sock.recv_into(self._inbuf)]
-
-
-class _BatchOutcome:
-    """What one batch comes to, filled in call by call and sent back in its DONE frame."""
-
-    __slots__ = ("statuses", "delays", "suspend_ms", "error", "timed_out")
-
-    def __init__(self, n: int) -> None:
-        #: one status per message; NOT_RUN until a call (or a decode error) decides it
-        self.statuses = bytearray([Status.NOT_RUN]) * n
-        #: delay levels the handler asked for (ReconsumeLater(delay_level=n)), 0 = the broker's
-        self.delays = [0] * n
-        self.suspend_ms = -1
-        #: the first error of the batch, for the log line and the result
-        self.error = ""
-        self.timed_out = False
 
 
 class Worker:
@@ -348,8 +333,9 @@ class Worker:
         msgs, offsets, decode_errors = self._decode(run)
         n = len(msgs)
         context = worker_logs.CONTEXT
-        context.begin(msgs, offsets)  # by reference: what the handler logs is labelled only when it logs
-        outcome = _BatchOutcome(n)
+        # by reference: what the handler logs is labelled only when it logs
+        context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
+        outcome = BatchOutcome(n)
         self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
         context.end()
         if prog is not None:
@@ -359,10 +345,10 @@ class Worker:
             self._clean.add(run.batch_id)
         self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
                             outcome.suspend_ms, outcome.timed_out, outcome.error,
-                            int((time.perf_counter() - t0) * 1e6)))
+                            int((time.perf_counter() - t0) * 1e6), tuple(outcome.errors.items())))
 
     def _call_within_limits(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
-                            outcome: _BatchOutcome) -> None:
+                            outcome: BatchOutcome) -> None:
         """The batch's handler calls under the soft time limit, the memory limit and SIGTERM.
 
         Each call arms the timer for its own deadline. A limit that fires just as a
@@ -395,7 +381,7 @@ class Worker:
                              self.handler.ref, self.config.time_limit, fired)  # type: ignore[union-attr]
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
-                      outcome: _BatchOutcome) -> None:
+                      outcome: BatchOutcome) -> None:
         """Call the handler per message (or per chunk of a batch handler) and record each call's statuses.
 
         The hot loop of the worker: the usual call returns None and costs one
@@ -430,7 +416,7 @@ class Worker:
             if any_bad and decode_errors[start]:
                 # never handed to the handler; the supervisor dead-letters it as stored
                 statuses[start] = Status.UNDECODABLE
-                outcome.error = outcome.error or str(decode_errors[start])
+                outcome.failed(start, start + 1, str(decode_errors[start]))
                 if orderly:
                     break  # the queue's order: nothing after it runs before it is dead-lettered
                 continue
@@ -461,13 +447,13 @@ class Worker:
                     continue
             except SoftTimeLimitExceeded as exc:  # (one-shot timer; the warning: once the batch is over)
                 statuses[start:end] = bytes([fail]) * (end - start)
-                outcome.error = outcome.error or f"handler '{ref}': {exc}"
+                outcome.failed(start, end, f"handler '{ref}': {exc}")
                 outcome.timed_out = True
                 break
             except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
                 statuses[start:end] = bytes([fail]) * (end - start)
                 call_limit.deadline = 0.0
-                outcome.error = outcome.error or f"handler '{ref}' raised {type(exc).__name__}: {exc}"
+                outcome.failed(start, end, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
                 self._log_exception(exc, offsets[start])
                 if orderly:
                     break
@@ -475,7 +461,7 @@ class Worker:
             if self._map_result(value, run, start, end, outcome):
                 break
 
-    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: _BatchOutcome) -> bool:
+    def _map_result(self, value: Any, run: Run, start: int, end: int, outcome: BatchOutcome) -> bool:
         """Statuses of messages [start, end) from what a call returned; True when the batch stops here.
 
         An orderly batch stops at a SUSPEND or ROLLBACK (the queue's order) and at
@@ -503,7 +489,7 @@ class Worker:
                     outcome.delays[acked:end] = [c.delay_level] * (end - acked)
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
-            outcome.error = outcome.error or str(exc)
+            outcome.failed(start, end, str(exc))
             self._warn_once(("bad", type(value)), str(exc))
             return orderly
         return False

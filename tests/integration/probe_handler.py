@@ -23,6 +23,7 @@ The variables use a ``PROBE_`` prefix, not ``RMQRUN_``: ``rmqrun run`` refuses
 ``PROBE_SLEEP_MS``     sleep this long per call (default 0)
 ``PROBE_FAIL_IDX``     comma-separated idx values that fail (``*``: all)...
 ``PROBE_FAIL_TIMES``   ...while their reconsume count is below this (default 1)
+``PROBE_FAIL_PLAN``    ``idx:times,...``: each idx fails while its reconsume count is below its times
 ``PROBE_DELAY_LEVEL``  fail by returning ``ReconsumeLater(level)`` instead of raising
 ``PROBE_HANG_IDX``     idx values whose first delivery hangs (``hang``) or dies
 ``PROBE_ACK_INDEX``    ``ack_batch``: first deliveries return ``AckIndex(n)``
@@ -53,6 +54,9 @@ def _set(name: str) -> set[int] | None:
 
 FAIL_IDX = _set("PROBE_FAIL_IDX")
 FAIL_TIMES = int(os.environ.get("PROBE_FAIL_TIMES", "1"))
+FAIL_PLAN = {int(k): int(v) for k, _, v in (item.partition(":")
+                                             for item in os.environ.get("PROBE_FAIL_PLAN", "").split(",")
+                                             if item.strip())}
 DELAY_LEVEL = os.environ.get("PROBE_DELAY_LEVEL")
 HANG_IDX = _set("PROBE_HANG_IDX")
 SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "0")) / 1000.0
@@ -84,7 +88,8 @@ def record(msg: rmqrun.Message):  # type: ignore[no-untyped-def]
     call = next(_calls)
     if SLEEP_S:
         time.sleep(SLEEP_S)
-    failing = _selected(FAIL_IDX, msg) and msg.reconsume_times < FAIL_TIMES
+    failing = (_selected(FAIL_IDX, msg) and msg.reconsume_times < FAIL_TIMES
+               or msg.reconsume_times < FAIL_PLAN.get(idx_of(msg), 0))
     if failing:
         _write("fail", [msg], call)
         if DELAY_LEVEL is not None:

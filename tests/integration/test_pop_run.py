@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import signal
 import time
 import urllib.request
@@ -30,7 +31,7 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
-from tests.integration.cli_kit import free_port
+from tests.integration.cli_kit import free_port, run_cli
 from tests.integration.pop_run_kit import deliveries_by_idx, set_pop_mode, start_pop
 from tests.integration.signals_kit import (
     Runs, produce, read_deliveries, start_broker, topic_messages, wait_until,
@@ -126,6 +127,17 @@ def test_a_message_failing_every_time_ends_in_the_dlq(tmp_path: Path, runs: Runs
         fails = deliveries_by_idx(record, "fail")
         assert sorted(d.reconsume for d in fails[3]) == [0, 1], "delivered max_reconsume_times + 1 times"
         assert set(deliveries_by_idx(record)) == {0, 1, 2, 4, 5}
+        # its origin is the topic it was sent to, not the pop retry topic it last came from (issue #31)
+        assert dead.properties.get("RETRY_TOPIC") == "PopDlq"
+        (line,) = [ln for ln in p.log().splitlines() if "dead-lettered message" in ln]
+        assert " of PopDlq to %DLQ%GPopDlq (max_reconsume)" in line, line
+        dlq = ["--group", "GPopDlq", "--namesrv", eb.namesrv_address]
+        listed = run_cli(["dlq", "list", "--json", "--topic", "PopDlq", *dlq])
+        assert listed.returncode == 0, listed.stderr
+        assert [json.loads(row)["origin_topic"] for row in listed.stdout.splitlines()] == ["PopDlq"]
+        moved = run_cli(["dlq", "redrive", "--topic", "PopDlq", *dlq])
+        assert moved.stdout.count("moved ") == 1 and "-> PopDlq (" in moved.stdout, moved.stdout + moved.stderr
+        assert len(topic_messages(eb, "PopDlq")) == 7, "re-driven to the original topic"
     finally:
         eb.stop_in_thread()
 

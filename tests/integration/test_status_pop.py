@@ -80,6 +80,7 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
                                          "broker_revived_last_hour": 0, "broker_revived_total": 0}]
         (client,) = out["pop_clients"]
         assert client["answered"] is True and client["unacked"] == 1 and client["nacks"] == 0, client
+        assert client["mode"] == "concurrently by POP", "the words of its start-up line (ConsumerConfig.mode)"
         assert client["invisible_time_ms"] == 5000
         assert [(a["topic"], a["queue"], a["unacked"], a["dropped"]) for a in client["assignments"]] == \
             [(TOPIC, -1, 1, False)]

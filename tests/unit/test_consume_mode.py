@@ -61,3 +61,11 @@ def test_the_mode_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):
         cm.POP.engine = cm.ENGINE_PUSH  # type: ignore[misc]
     assert config(orderly=True).mode == cm.ORDERLY and hash(cm.ORDERLY) == hash(config(orderly=True).mode)
+
+
+def test_key_order_on_pop_is_named_for_what_it_asks_and_refused() -> None:
+    mode = config(consume_mode="pop", order_by="key").mode
+    assert mode.pop and mode.by_key and mode.orderly
+    assert mode.description == "orderly by key (sharding_key) by POP"
+    with pytest.raises(ConfigError, match="not available with POP"):
+        mode.validate(config(consume_mode="pop", order_by="key"))

@@ -255,3 +255,33 @@ def test_what_dlq_list_and_show_print() -> None:
     assert "origin topic    Orders" in text and "  note = line\\nbreak" in text and "m… (2 bytes)" in text
     undecodable = fmt.undecodable_record(UndecodableRecord(MQ, 9, "bad"), 3)
     assert fmt.undecodable_line(undecodable) == "broker-a:0@9 does not decode (bad)" and not undecodable["redriven"]
+
+
+@pytest.mark.parametrize("stored, ns", [
+    ("%RETRY%G_Orders", None),             # a POP retry topic, V1 naming
+    ("%RETRY%G+Orders", None),             # V2
+    ("Orders", None),                      # what a broker that keeps the original topic stores
+    ("%RETRY%ns%G_ns%Orders", "ns"),       # under a namespace
+])
+def test_a_dead_letter_from_a_pop_retry_topic_names_its_original_topic(stored: str, ns: str | None) -> None:
+    from rmqrun.pull.dead_letters import origin_topic
+    dlq = f"%DLQ%{'ns%' if ns else ''}G"
+    msg = Message(dlq, b"x", {"RETRY_TOPIC": stored})
+    assert origin_topic(msg, ns) == "Orders"
+    wire = f"{'ns%' if ns else ''}Orders"
+    assert DlqFilter(topics=frozenset({wire})).matches(msg)
+    assert not DlqFilter(topics=frozenset({stored})).matches(msg) or stored == wire
+
+
+def test_the_push_retry_topic_stays_what_it_is() -> None:
+    from rmqrun.pull.dead_letters import origin_topic
+    assert origin_topic(Message("%DLQ%G", b"x", {"RETRY_TOPIC": "%RETRY%G"})) == "%RETRY%G"
+    assert origin_topic(Message("%DLQ%G", b"x", {})) is None
+
+
+def test_a_send_back_names_the_original_topic_of_a_pop_retry_message() -> None:
+    from rmqrun.consumer.retry import origin_of
+    assert origin_of("%RETRY%G_Orders", "G") == "Orders"
+    assert origin_of("%RETRY%G+Orders", "G") == "Orders"
+    assert origin_of("Orders", "G") == "Orders"
+    assert origin_of("%RETRY%G", "G") == "%RETRY%G"

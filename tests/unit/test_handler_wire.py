@@ -36,18 +36,28 @@ def test_every_frame_round_trips() -> None:
         Boot(2, {"handler": "m:f", "time_limit": 1.5}, ["/a", ""]),
         Done(9, bytes([0, 1, 5]), (0, -1, 18), (10, 11, 2**62), suspend_ms=250, timed_out=True, error="é", elapsed_us=7),
         Done(10, b"", (), ()),
+        # each failed message's own error (issue #31): index -> text, after the offsets
+        Done(11, bytes([1, 0, 1]), (0, 0, 0), (4, 5, 6), error="a", errors=((0, "a"), (2, "b é"))),
     ]
     assert split(b"".join(encode(f) for f in frames)) == frames
 
 
+def test_a_message_error_that_does_not_add_up_is_refused() -> None:
+    good = bytearray(encode(Done(1, bytes([1]), (0,), (1,), error="a", errors=((0, "a"),))))
+    good[-4] = 9  # the low byte of the error's index: message 9 of a 1-message batch
+    with pytest.raises(WireError):
+        split(bytes(good))
+
+
 def test_run_frame_carries_records_uncopied_and_splits_back() -> None:
     blobs = [rec(5) + rec(6), rec(7, b"x" * 1000)]
-    batch = Batch(77, ("q", 1), ConsumeMode.ORDERLY, "broker-é", blobs, auto_commit=False)
+    batch = Batch(77, ("q", 1), ConsumeMode.ORDERLY, "broker-é", blobs, auto_commit=False, topic="%RETRY%G")
     parts = encode_run(batch)
     assert parts[1] is blobs[0] and parts[2] is blobs[1]
     (run,) = split(b"".join(parts))
     assert isinstance(run, Run)
     assert (run.batch_id, run.mode, run.auto_commit, run.broker_name) == (77, ConsumeMode.ORDERLY, False, "broker-é")
+    assert run.topic == "%RETRY%G", "the topic whose queue holds the records: log positions (issue #31)"
     assert bytes(run.records) == b"".join(blobs)
 
 

@@ -53,3 +53,13 @@ def test_a_java_pop_consumer_shows_its_assignments_without_counts() -> None:
     row = next(line.split() for line in render_pop(PopView((TopicMode("Orders", "POP", 0, 0, 0),), (client,)))
                .splitlines() if line.startswith("java"))
     assert row == ["java"] + ["?"] * 5
+
+
+def test_an_rmqrun_client_says_its_consume_mode_in_the_words_of_its_start_up_line() -> None:
+    body = fastjson.loads('{"properties":{"consumeMode":"POP","popUnacked":"0","rmqrunConsumeMode":"orderly by POP"},'
+                          '"mqPopTable":{}}')
+    client = client_from_running_info("c4", body)
+    assert client.mode == "orderly by POP" and client.to_json()["mode"] == "orderly by POP"
+    text = render_pop(PopView((TopicMode("Orders", "POP", 0, 0, 0),), (client,)))
+    assert "  consumes orderly by POP" in text.splitlines()
+    assert client_from_running_info("java", fastjson.loads('{"properties":{},"mqPopTable":{"x":1}}')).mode is None

@@ -23,7 +23,7 @@ from rmqrun.broker.pop.service import PopService, now_ms
 from rmqrun.broker.store import GetMessageStatus
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE
 from rmqrun.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_PREFIX, pop_retry_topic
-from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL
+from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_RETRY_TOPIC
 
 #: Longest sleep between looks at the table (also the ASYNC-mode fsync period).
 TICK_S = 1.0
@@ -131,6 +131,10 @@ class ReviveService:
         props = stored.properties.copy()
         props.remove(PROPERTY_POP_CK)
         props.remove(PROPERTY_DELAY_TIME_LEVEL)  # revived now, not delayed again
+        if props.get(PROPERTY_RETRY_TOPIC) is None:
+            # the topic it was first sent to, as Java's reviveRetry keeps it: a dead letter made from the pop
+            # retry topic names that as its origin (dlq --topic, redrive), not %RETRY%<group>_<topic>
+            props.put(PROPERTY_RETRY_TOPIC, stored.topic)
         if stored.reconsume_times == 0 or props.get(PROPERTY_FIRST_POP_TIME) is None:
             props.put(PROPERTY_FIRST_POP_TIME, str(pop_time))
         address = self.broker.address
