@@ -230,8 +230,11 @@ class AutoPushConsumer(PopPushConsumer):
         if topic in self.settled or not any(a.pop_all_queues for a in found):
             return found
         view = await self._peers(topic)
-        if view is None:
-            return found if topic not in self.narrowed else [a for a in found if a.message_queue in self.pop_table]
+        if view is None:  # the peers cannot be asked now: keep what is popped (the broker's answer at first)
+            if topic not in self.narrowed:
+                return found
+            return [MessageQueueAssignment(mq, MessageRequestMode.POP) for mq in sorted(self.pop_table)
+                    if mq.topic == topic]
         holdings, share = view
         pullers = holdings.pullers()
         if not pullers:
