@@ -16,6 +16,7 @@ import signal
 import time
 from pathlib import Path
 
+from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.mode_kit import create_topic_cli, lines_with, set_mode_cli
@@ -77,45 +78,77 @@ def test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once(tmp_pa
         eb.stop_in_thread()
 
 
+class LateNotice:
+    """While ``held``, one client's QUERY_ASSIGNMENT answers are its last ones from before: it notices a flip of
+    the mode table only when the test lets it, so two instances switch one after the other, for sure."""
+
+    def __init__(self, eb: EmbeddedBroker, marker: str) -> None:
+        self.original = eb.broker.server.processors[int(RequestCode.QUERY_ASSIGNMENT)]
+        self.marker = marker.encode()
+        self.held = False
+        self.last: bytes | None = None
+        eb.broker.server.register(RequestCode.QUERY_ASSIGNMENT, self.handle)
+
+    async def handle(self, conn, cmd):  # type: ignore[no-untyped-def]
+        if self.marker not in (cmd.body or b""):
+            return await self.original(conn, cmd)
+        if self.held and self.last is not None:
+            return answer(cmd, body=self.last, typed=False)
+        resp = await self.original(conn, cmd)
+        self.last = resp.body
+        return resp
+
+
 def test_two_auto_instances_switch_one_after_the_other_with_every_message_once(tmp_path: Path, runs: Runs) -> None:
-    """Two instances notice each flip at their own next query (up to a rebalance interval apart): the first to
-    switch to POP pops only its own pull share while the other still pulls; the first to switch back waits until the
-    other stops popping its queues. Messages flow all along; none is handled twice."""
+    """Two instances notice each flip at their own next query; here b notices it only once a has switched: the
+    first to switch to POP pops only its own pull share while the other still pulls, the first to switch back
+    waits until the other stops popping. Messages flow all along; none is handled twice."""
     first, batch = 400, 200
     total = first + 2 * batch
     eb = start_broker(tmp_path, auto_create_queue_nums=4)
     record = tmp_path / "records.txt"
+    late = LateNotice(eb, "@autob")
     try:
         create_topic_cli(eb, "AutoTwo", 4)
-        # a asks the broker every second, b every six: b notices each flip seconds after a has switched; b's
-        # handler is the slower one, so b still holds pulled messages when a has handed its own over
+        # b's handler is the slower one: it still holds pulled messages when a has handed its own over
         procs = [runs.start(name, HANDLER, namesrv=eb.namesrv_address, group="GAutoTwo", topic="AutoTwo",
                             args=AUTO, env={"PROBE_RECORD": str(record), "PROBE_SLEEP_MS": sleep_ms},
-                            settings={**FAST, "RMQRUN_REBALANCE_INTERVAL_MS": interval}, ready_timeout=0.0)
-                 for name, interval, sleep_ms in (("a", "1000", "20"), ("b", "6000", "60"))]
+                            settings={**FAST, "RMQRUN_REBALANCE_INTERVAL_MS": "1000", "RMQRUN_INSTANCE_NAME": name},
+                            ready_timeout=0.0)
+                 for name, sleep_ms in (("autoa", "20"), ("autob", "60"))]
+        a, b = procs
         # the messages come once the two pull two queues each: a pull rebalance hands a queue over with what
         # was in flight (at least once, as in Java), which is not what this test is about
         for p in procs:
             wait_until(lambda p=p: _pulls(p.log(), "AutoTwo") == 2, 90, "two queues each")  # type: ignore[misc]
         produce(eb, "AutoTwo", first)
         wait_until(lambda: len(deliveries_by_idx(record)) >= 40, 60, "pulled messages handled")
+
+        # pull -> POP: a first; b (still told PULL) keeps pulling its backlog
+        late.held = True
         set_mode_cli(eb, "GAutoTwo", "AutoTwo", "pop")
-        for p in procs:
-            wait_until(lambda p=p: lines_with(p.log(), "topic AutoTwo: pulled work committed; popping"),  # type: ignore
-                       120, "the switch to POP", interval=0.2)
+        wait_until(lambda: lines_with(a.log(), "topic AutoTwo: pulled work committed; popping"), 120, "a's switch")
+        wait_until(lambda: len(deliveries_by_idx(record)) >= first, 120, "the first messages handled", interval=0.2)
+        assert lines_with(a.log(), "autob still pull(s) topic AutoTwo: popping only this instance's 2 queue(s)")
+        late.held = False
+        wait_until(lambda: lines_with(b.log(), "topic AutoTwo: pulled work committed; popping"), 120, "b's switch")
         produce(eb, "AutoTwo", batch, start=first)  # popped
         # all of them handled: both wait for more with a pop on the wire, so b pops what comes next at once
         wait_until(lambda: len(deliveries_by_idx(record)) >= first + batch, 120, "popped messages handled")
+
+        # POP -> pull: a first; b (still told POP) keeps popping every queue, and more messages come meanwhile
+        late.held = True
         set_mode_cli(eb, "GAutoTwo", "AutoTwo", "pull")
-        # the last messages come as soon as a pulls again (b may still be popping then, had a not waited for it)
+        wait_until(lambda: lines_with(a.log(), "autob still pop(s) topic AutoTwo: pulling once they stop")
+                   or lines_with(a.log(), "topic AutoTwo: popped work acked; pulling"), 120, "a's switch back")
+        for k in range(0, batch, 10):  # a trickle: b pops while a would pull, had it not waited for b
+            produce(eb, "AutoTwo", 10, start=first + batch + k)
+            time.sleep(0.1)  # pacing the producer, not waiting for anything
+        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 120, "every message handled", interval=0.2)
+        late.held = False
         for p in procs:
             wait_until(lambda p=p: lines_with(p.log(), "topic AutoTwo: popped work acked; pulling"),  # type: ignore
-                       120, "the switch back to pull", interval=0.05)
-            if p is procs[0]:
-                for k in range(0, batch, 10):  # a trickle, so that b has room to pop while a pulls
-                    produce(eb, "AutoTwo", 10, start=first + batch + k)
-                    time.sleep(0.2)  # pacing the producer, not waiting for anything
-        wait_until(lambda: len(deliveries_by_idx(record)) >= total, 240, "every message handled", interval=0.2)
+                       120, "the switch back to pull", interval=0.2)
         for p in procs:
             p.signal(signal.SIGTERM)
         for p in procs:
