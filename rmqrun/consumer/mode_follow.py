@@ -94,6 +94,8 @@ def next_state(state: str, mode: MessageRequestMode | None) -> str:
 
 
 class AutoPushConsumer(PopPushConsumer):
+    """The POP engine, pulling or popping each topic as the broker's table says (one state per topic)."""
+
     running_mode = "auto"
 
     def __init__(self, config: ConsumerConfig, executor: Executor, **kw: Any) -> None:
