@@ -1209,28 +1209,6 @@ MUTANTS: list[Mutant] = [
       "        if len(self.slots) >= SKIP_SLOTS:\n            return False",
       "        if len(self.slots) >= SKIP_SLOTS:\n            self.slots.pop(next(iter(self.slots)))",
       U + "test_progress.py"),
-    # ---------------------------------------------------------------- mode agreement and consume_mode auto (#31)
-    m("mode-mismatch-not-warned", "rmqrun/consumer/broker_mode.py",
-      "a pull instance of a group the broker has in POP mode says nothing (it double-consumes beside the POP "
-      "instances in silence), and a POP instance of a PULL group neither",
-      "        return (mode is MessageRequestMode.POP) != (self.running == \"pop\")",
-      "        return False",
-      I + "test_mode_agreement.py::test_a_pull_instance_of_a_pop_group_is_warned_at_start_and_when_the_mode_changes",
-      U + "test_mode_follow.py::test_the_watch_says_a_disagreement_once_and_the_agreement_once"),
-    m("auto-pops-before-pulls-committed", "rmqrun/consumer/mode_follow.py",
-      "auto's switch to POP pops at once, before the pulled jobs finish and their offsets are committed: the "
-      "pops start from the old committed offset and hand out again what the pulls had",
-      "        while any(self.leaving[mq].pq.msg_count for mq in mine):",
-      "        while False:",
-      U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
-      I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
-    m("auto-handover-offsets-forgotten", "rmqrun/consumer/mode_follow.py",
-      "queues handed over to POP are left out of the periodic commit, which forgets their offsets: the pops "
-      "start below what the pulls handled",
-      "        return [*self.table, *self.leaving]",
-      "        return list(self.table)",
-      U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
-      I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
     # ---------------------------------------------------------------- guarantee × mode matrix (#31)
     m("matrix-pop-orderly-count-from-pops", "rmqrun/consumer/pop_orderly.py",
       "orderly POP hands every message of a re-popped batch the broker's pop count as its reconsume_times: after "
@@ -1336,4 +1314,38 @@ MUTANTS: list[Mutant] = [
       "        if config.trace_topic_enable:", "        if False:",
       I + "test_trace_dispatch.py::test_the_broker_creates_the_trace_topic_only_when_asked"),
 
+    # ---------------------------------------------------------------- mode agreement and consume_mode auto (#31)
+    m("mode-mismatch-not-warned", "rmqrun/consumer/broker_mode.py",
+      "a pull instance of a group the broker has in POP mode says nothing (it double-consumes beside the POP "
+      "instances in silence), and a POP instance of a PULL group neither",
+      "        return (mode is MessageRequestMode.POP) != (self.running == \"pop\")",
+      "        return False",
+      I + "test_mode_agreement.py::test_a_pull_instance_of_a_pop_group_is_warned_at_start_and_when_the_mode_changes",
+      U + "test_mode_follow.py::test_the_watch_says_a_disagreement_once_and_the_agreement_once"),
+    m("auto-pops-before-pulls-committed", "rmqrun/consumer/mode_follow.py",
+      "auto's switch to POP pops at once, before the pulled jobs finish and their offsets are committed: the "
+      "pops start from the old committed offset and hand out again what the pulls had",
+      "        while any(self.leaving[mq].pq.msg_count for mq in mine):",
+      "        while False:",
+      U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
+      I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
+    m("auto-handover-offsets-forgotten", "rmqrun/consumer/mode_follow.py",
+      "queues handed over to POP are left out of the periodic commit, which forgets their offsets: the pops "
+      "start below what the pulls handled",
+      "        return [*self.table, *self.leaving]",
+      "        return list(self.table)",
+      U + "test_mode_follow.py::test_pull_to_pop_commits_only_once_every_pulled_message_is_done",
+      I + "test_mode_follow_run.py::test_auto_switches_a_live_group_pull_pop_pull_with_every_message_once"),
+    m("auto-widens-while-peers-pull", "rmqrun/consumer/mode_follow.py",
+      "an auto instance that switched to POP pops every queue while another instance still pulls some: the pops "
+      "start below what the puller holds and hand it out again",
+      "        pullers = holdings.pullers()",
+      "        pullers: list[str] = []",
+      I + "test_mode_follow_run.py::test_two_auto_instances_switch_one_after_the_other_with_every_message_once"),
+    m("auto-pulls-while-peers-pop", "rmqrun/consumer/mode_follow.py",
+      "an auto instance that switched to pull pulls while another instance still pops every queue: both read "
+      "the same messages",
+      "            if view is None or not view[0].poppers_of(view[1]):",
+      "            if True:",
+      I + "test_mode_follow_run.py::test_two_auto_instances_switch_one_after_the_other_with_every_message_once"),
 ]

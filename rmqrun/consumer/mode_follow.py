@@ -28,18 +28,17 @@ so auto instances and plain pull instances of a group agree on who owns which
 queue. A broker without the table (RocketMQ 4.x) has no POP: auto pulls, and
 says so once.
 
-Limits (docs/pop.md says them to operators):
+Across instances (``peer_modes.py``): each instance switches at its own next
+query, so before it widens an auto instance asks the other clients what they
+hold. After a switch to POP it pops only its own pull share, queue by queue,
+while another client still pulls the topic; a switch to pull waits until no
+other client pops its queues. A client that does not answer is left out.
 
-* each instance switches at its own next assignment query (every
-  ``rebalance_interval_ms``); while some instances of a group have switched and
-  others not yet, the ones still pulling and the ones already popping may hand
-  out the same message (what a puller had in flight when a popper took the
-  queue from the committed offset);
-* messages revived into the pop retry topic ``%RETRY%<group>_<topic>`` (a POP
-  failure's delay, a pop whose invisible time lapsed) are read only by pops of
-  the topic; while auto pulls a topic whose pop retry topic exists it pops that
-  retry topic on its own (``pop_retry_drain.py``), so they are still handled.
-  Plain pull instances never read it.
+Messages revived into the pop retry topic ``%RETRY%<group>_<topic>`` (a POP
+failure's delay, a pop whose invisible time lapsed) are read only by pops of
+the topic; while auto pulls a topic whose pop retry topic exists it pops that
+retry topic on its own (``pop_retry_drain.py``), so they are still handled.
+docs/pop.md says all this to operators, with its limits.
 """
 
 from __future__ import annotations
@@ -95,6 +94,8 @@ def next_state(state: str, mode: MessageRequestMode | None) -> str:
 
 
 class AutoPushConsumer(PopPushConsumer):
+    """The POP engine, pulling or popping each topic as the broker's table says (one state per topic)."""
+
     running_mode = "auto"
 
     def __init__(self, config: ConsumerConfig, executor: Executor, **kw: Any) -> None:
@@ -231,8 +232,11 @@ class AutoPushConsumer(PopPushConsumer):
         if topic in self.settled or not any(a.pop_all_queues for a in found):
             return found
         view = await self._peers(topic)
-        if view is None:
-            return found if topic not in self.narrowed else [a for a in found if a.message_queue in self.pop_table]
+        if view is None:  # the peers cannot be asked now: keep what is popped (the broker's answer at first)
+            if topic not in self.narrowed:
+                return found
+            return [MessageQueueAssignment(mq, MessageRequestMode.POP) for mq in sorted(self.pop_table)
+                    if mq.topic == topic]
         holdings, share = view
         pullers = holdings.pullers()
         if not pullers:
@@ -387,6 +391,12 @@ class AutoPushConsumer(PopPushConsumer):
         logger.info("consume_mode=auto: topic {}: popped work acked; pulling from the committed offsets", user)
         self.wake_rebalance()
         await self._drain_retry(topic)
+
+    async def _on_ids_changed(self, header: Any) -> None:
+        """A client joined or left: ask the peers again before popping every queue (a pull instance may have
+        joined a POP group; it is warned, and this instance keeps to its share meanwhile)."""
+        self.settled.clear()
+        await super()._on_ids_changed(header)
 
     # ----------------------------------------------------------------- lifecycle
 

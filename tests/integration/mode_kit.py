@@ -28,15 +28,23 @@ def set_mode(eb: EmbeddedBroker, group: str, topic: str, mode: MessageRequestMod
     asyncio.run(main())
 
 
-def set_mode_cli(eb: EmbeddedBroker, group: str, topic: str, mode: str) -> str:
-    """``rmqrun group mode --group G --topic T --mode MODE``; its output (it must succeed)."""
+def _cli(eb: EmbeddedBroker, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RMQRUN_")}
     env["PYTHONPATH"] = str(REPO)
-    done = subprocess.run([sys.executable, "-m", "rmqrun.cli.main", "group", "mode", "--namesrv", eb.namesrv_address,
-                           "--group", group, "--topic", topic, "--mode", mode], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "rmqrun.cli.main", *args, "--namesrv", eb.namesrv_address],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
+
+
+def set_mode_cli(eb: EmbeddedBroker, group: str, topic: str, mode: str) -> str:
+    """``rmqrun group mode --group G --topic T --mode MODE``; its output (it must succeed)."""
+    return _cli(eb, "group", "mode", "--group", group, "--topic", topic, "--mode", mode)
+
+
+def create_topic_cli(eb: EmbeddedBroker, topic: str, queues: int) -> str:
+    """``rmqrun topic create T -q N``: an empty topic, so the first messages come once the group has settled."""
+    return _cli(eb, "topic", "create", topic, "-q", str(queues))
 
 
 def lines_with(log: str, *parts: str) -> list[str]:

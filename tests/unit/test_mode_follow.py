@@ -141,3 +141,19 @@ def test_a_retry_topic_record_is_handed_out_under_the_original_topic() -> None:
     for name in ("body", "properties", "msg_id", "offset_msg_id", "queue_id", "queue_offset", "commit_log_offset",
                  "reconsume_times", "born_host", "store_host", "born_timestamp", "store_timestamp", "body_crc"):
         assert getattr(after, name) == getattr(before, name), name
+
+
+def test_peer_holdings_read_from_running_info_tables() -> None:
+    """The settle step reads the other clients' mqTable (pulled) and mqPopTable (popped) keys, fastjson style."""
+    from rmqrun.consumer.peer_modes import PeerHoldings, _queues
+
+    key = '{"brokerName":"b","queueId":%d,"topic":"%s"}'
+    table = {key % (0, "T"): {}, key % (1, "T"): {}, key % (0, "Other"): {}, "not a queue": {}}
+    assert _queues(table, "T") == {MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)}
+    assert _queues(None, "T") == set()
+    peers = PeerHoldings(pulled={"c1": {MessageQueue("T", "b", 2)}, "c2": set()},
+                         popped={"c3": {MessageQueue("T", "b", -1)}, "c4": {MessageQueue("T", "b", 3)},
+                                 "c5": {MessageQueue("T", "b", 1)}})
+    assert peers.pullers() == ["c1"]
+    mine = {MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)}
+    assert peers.poppers_of(mine) == ["c3", "c5"], "every queue (-1) or one of this instance's share"
