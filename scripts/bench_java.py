@@ -198,6 +198,12 @@ def section_java(dest: Path, sz: JavaSizes, *, drain: Callable[..., Any], runner
             n = sz.cpu1 if cpu_ms else sz.noop
             print(f"[java] producing {n:,} x 1 KiB to {topic} ({queues} queues)", flush=True)
             asyncio.run(produce(broker.namesrv, topic, n))
+        # Unrecorded warm-up: one drain by each side. A fresh broker JIT-compiles its pull path and reads the
+        # new backlog for the first time during its first drains (its CPU per message was 3-5x higher then),
+        # and the first round would charge that to whichever side ran there.
+        print("[java] warm-up: one unrecorded drain by each side", flush=True)
+        run_java(broker, classes, cp, ROWS[0][1], "CG_warmup_java", sz.noop, 0.0, False, sz.timeout)
+        run_rmqrun(drain, broker, ROWS[0][1], "CG_warmup_rmqrun", sz.noop, 0.0, False, sz)
         raw: dict[str, dict[str, list[Drain]]] = {r[0]: {"java": [], "rmqrun": []} for r in ROWS}
         loads: list[float] = []
         for r in range(sz.rounds):
@@ -252,7 +258,8 @@ def java_lines(res: dict[str, Any]) -> list[str]:
           f"{sz['noop']:,} × 1 KiB no-op backlog, {sz['cpu1']:,} messages at 1 ms of handler CPU; rmqrun `run` with "
           f"{sz['workers']} workers against `scripts/java/JavaPushBench.java` (DefaultMQPushConsumer, client "
           f"defaults: 20 consume threads, pull batch 32), each on a fresh group from the first offset, "
-          f"{sz['rounds']} rounds alternating which side drains first. Cells are *median (min–max)* over the rounds; "
+          f"{sz['rounds']} rounds alternating which side drains first, after one unrecorded warm-up drain by each "
+          "side (the broker's first drains cost it several times the CPU per message). Cells are *median (min–max)* over the rounds; "
           "rates and CPU per message are taken between 10 % and 90 % of each drain. Own CPU = supervisor + workers "
           "for rmqrun, the whole JVM for Java; the broker's CPU per message is measured in the same window.", "",
           f"Load: `{res['uptime_before']}` before, `{res['uptime_after']}` after; 1-minute load average sampled "
