@@ -78,5 +78,6 @@ def test_the_table_sets_rmqrun_beside_java_per_row() -> None:
     md = "\n".join(bj.java_lines(res))
     assert "| no-op concurrent | 50,000 (50,000–50,000) | 40,000 (40,000–40,000) | 0.80 (0.80–0.80) |" in md
     assert "12.0 (12.0–12.0) (5.0 + 7.0)" in md
+    assert "| 9.0 / 9.0 | 1.00 / 0.48 |" in md  # cores used: msg/s × own µs per message
     cores = os.cpu_count() or 1
     assert f"rmqrun {1_900 / (cores * 1000):.2f}" in md
