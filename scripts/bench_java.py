@@ -140,12 +140,14 @@ def window(points: list[tuple[float, int, float, float]], n: int) -> Drain:
 
 
 def run_java(broker: RealBroker, classes: Path, cp: str, topic: str, group: str, n: int, cpu_ms: float,
-             orderly: bool, timeout: float) -> Drain:
-    """JavaPushBench on a fresh group; its progress lines carry the JVM's CPU, the broker's is sampled beside."""
+             orderly: bool, timeout: float, warmup: int = 0) -> Drain:
+    """JavaPushBench on a fresh group; its progress lines carry the JVM's CPU, the broker's is sampled beside.
+
+    ``warmup``: messages the same JVM drains first (no-op, another group, unreported): the warm-JVM row."""
     cmd = ["java", *JVM_OPTS, f"-Drocketmq.client.logRoot={broker.home / 'logs'}", f"-Duser.home={broker.home}",
            "-cp", f"{cp}:{classes}", "JavaPushBench", "--namesrv", broker.namesrv, "--group", group, "--topic",
-           topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout)] + (["--orderly"] if orderly
-                                                                                            else [])
+           topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout), "--warmup", str(warmup)]
+    cmd += ["--orderly"] if orderly else []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
     points: list[tuple[float, int, float, float]] = []
@@ -208,33 +210,48 @@ def section_java(dest: Path, sz: JavaSizes, *, drain: Callable[..., Any], runner
         print("[java] warm-up: one unrecorded drain by each side", flush=True)
         run_java(broker, classes, cp, ROWS[0][1], "CG_warmup_java", sz.noop, 0.0, False, sz.timeout)
         run_rmqrun(drain, broker, ROWS[0][1], "CG_warmup_rmqrun", sz.noop, 0.0, False, sz)
-        raw: dict[str, dict[str, list[Drain]]] = {r[0]: {"java": [], "rmqrun": []} for r in ROWS}
-        loads: list[float] = []
-        for r in range(sz.rounds):
-            for label, topic, _, cpu_ms, orderly in ROWS:
-                n = sz.cpu1 if cpu_ms else sz.noop
-                sides = ["java", "rmqrun"] if r % 2 == 0 else ["rmqrun", "java"]
-                for side in sides:
-                    loads.append(os.getloadavg()[0])
-                    group = f"CG_{side}_{topic}_r{r}"
-                    d = (run_java(broker, classes, cp, topic, group, n, cpu_ms, orderly, sz.timeout)
-                         if side == "java" else run_rmqrun(drain, broker, topic, group, n, cpu_ms, orderly, sz))
-                    raw[label][side].append(d)
-                print(f"[java] round {r + 1} {label}: java {raw[label]['java'][-1].rate:,.0f}/s "
-                      f"{raw[label]['java'][-1].own_us:.1f} µs, rmqrun {raw[label]['rmqrun'][-1].rate:,.0f}/s "
-                      f"{raw[label]['rmqrun'][-1].own_us:.1f} µs (load {loads[-1]:.2f})", flush=True)
+        raw, loads = _rounds(broker, classes, cp, sz, drain)
     finally:
         runner.broker = saved
         broker.stop()
     out["rows"] = {label: {side: {f: spread([getattr(d, f) for d in ds]) for f in vars(ds[0])}
                            for side, ds in sides_.items()} for label, sides_ in raw.items()}
     for label, row in out["rows"].items():
-        row["ratio"] = spread([rq.rate / jv.rate if jv.rate == jv.rate and jv.rate else float("nan")
-                               for rq, jv in zip(raw[label]["rmqrun"], raw[label]["java"])])
+        for java, key in (("java", "ratio"), ("java_warm", "ratio_warm")):
+            row[key] = spread([rq.rate / jv.rate if jv.rate == jv.rate and jv.rate else float("nan")
+                               for rq, jv in zip(raw[label]["rmqrun"], raw[label][java])])
     out["load"] = spread(loads)
     out["load_after"] = os.getloadavg()[0]
     out["uptime_after"] = _uptime()
     return out
+
+
+#: the consumers of every row: Java in a fresh JVM (what starting a consumer gives), Java in a JVM that drained
+#: the backlog once before (a long-running consumer's compiled code), rmqrun
+SIDES = ("java", "java_warm", "rmqrun")
+
+
+def _rounds(broker: RealBroker, classes: Path, cp: str, sz: JavaSizes,
+            drain: Callable[..., Any]) -> tuple[dict[str, dict[str, list[Drain]]], list[float]]:
+    """``sz.rounds`` rounds of every row and side, the order of the sides rotating from round to round."""
+    raw: dict[str, dict[str, list[Drain]]] = {r[0]: {side: [] for side in SIDES} for r in ROWS}
+    loads: list[float] = []
+    for r in range(sz.rounds):
+        for label, topic, _, cpu_ms, orderly in ROWS:
+            n = sz.cpu1 if cpu_ms else sz.noop
+            for side in SIDES[r % len(SIDES):] + SIDES[:r % len(SIDES)]:
+                loads.append(os.getloadavg()[0])
+                group = f"CG_{side}_{topic}_r{r}"
+                if side == "rmqrun":
+                    d = run_rmqrun(drain, broker, topic, group, n, cpu_ms, orderly, sz)
+                else:
+                    d = run_java(broker, classes, cp, topic, group, n, cpu_ms, orderly, sz.timeout,
+                                 n if side == "java_warm" else 0)
+                raw[label][side].append(d)
+            print(f"[java] round {r + 1} {label}: " + ", ".join(
+                f"{side} {raw[label][side][-1].rate:,.0f}/s {raw[label][side][-1].own_us:.1f} µs" for side in SIDES)
+                + f" (load {loads[-1]:.2f})", flush=True)
+    return raw, loads
 
 
 def _uptime() -> str:
@@ -268,31 +285,41 @@ def java_lines(res: dict[str, Any]) -> list[str]:
           f"{sz['noop']:,} × 1 KiB no-op backlog, {sz['cpu1']:,} messages at 1 ms of handler CPU; rmqrun `run` with "
           f"{sz['workers']} workers against `scripts/java/JavaPushBench.java` (DefaultMQPushConsumer, client "
           f"defaults: 20 consume threads, pull batch 32), each on a fresh group from the first offset, "
-          f"{sz['rounds']} rounds alternating which side drains first, after one unrecorded warm-up drain by each "
-          "side (the broker's first drains cost it several times the CPU per message). Cells are *median (min–max)* over the rounds; "
+          f"{sz['rounds']} rounds rotating which consumer drains first, after one unrecorded warm-up drain by each "
+          "side (the broker's first drains cost it several times the CPU per message). Cells are *median "
+          "(min–max)* over the rounds; "
           "rates and CPU per message are taken between 10 % and 90 % of each drain. Own CPU = supervisor + workers "
           "for rmqrun, the whole JVM for Java; the broker's CPU per message is measured in the same window.", "",
           f"Load: `{res['uptime_before']}` before, `{res['uptime_after']}` after; 1-minute load average sampled "
           f"before each drain {_s(res['load'], 2)}.", "",
-          "| row | Java msg/s | rmqrun msg/s | rmqrun ÷ Java (per round) | Java own µs/msg | rmqrun own µs/msg "
-          "(supervisor + workers) | broker µs/msg Java / rmqrun | cores used Java / rmqrun |",
-          "|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "| row | consumer | msg/s | rmqrun ÷ this (per round) | own µs/msg | broker µs/msg | cores used |",
+          "|---|---|---:|---:|---:|---:|---:|"]
+    names = {"java": "Java, fresh JVM", "java_warm": "Java, warm JVM", "rmqrun": "rmqrun"}
+    ratio_of = {"java": "ratio", "java_warm": "ratio_warm"}
     for label, row in res["rows"].items():
-        jv, rq = row["java"], row["rmqrun"]
-        L.append(f"| {label} | {_s(jv['rate'])} | {_s(rq['rate'])} | {_s(row['ratio'], 2)} | "
-                 f"{_s(jv['own_us'], 1)} | {_s(rq['own_us'], 1)} ({_f(rq['supervisor_us']['median'], 1)} + "
-                 f"{_f(rq['workers_us']['median'], 1)}) | {_f(jv['broker_us']['median'], 1)} / "
-                 f"{_f(rq['broker_us']['median'], 1)} | {_f(cores(jv), 2)} / {_f(cores(rq), 2)} |")
+        for side, name in names.items():
+            if side not in row:  # (runs before the warm-JVM row existed)
+                continue
+            d = row[side]
+            own = _s(d["own_us"], 1)
+            if side == "rmqrun":
+                own += f" ({_f(d['supervisor_us']['median'], 1)} + {_f(d['workers_us']['median'], 1)})"
+            ratio = _s(row[ratio_of[side]], 2) if side in ratio_of and ratio_of[side] in row else ""
+            L.append(f"| {label} | {name} | {_s(d['rate'])} | {ratio} | {own} | {_f(d['broker_us']['median'], 1)} "
+                     f"| {_f(cores(d), 2)} |")
     L += ["", "*Cores used* = msg/s × own µs/msg, the median over the rounds: the CPU each consumer got while "
           "draining. On a loaded machine the scheduler, not the consumer's efficiency, decides most of the rate "
           "(a JVM of ~30 threads and rmqrun's 3 processes compete differently with everything else); own µs per "
-          "message is the figure that load changes least."]
+          "message is the figure that load changes least. rmqrun's own CPU is its supervisor + workers (in "
+          "brackets). *Warm JVM*: the same JVM first drained the backlog on another group with a no-op listener "
+          "(unreported), so the measured drain runs on JIT-compiled code, as in a long-running consumer; a fresh "
+          "JVM spends the first seconds of a drain compiling."]
     cpu = res["rows"].get("1 ms CPU")
     if cpu:
         ideal = os.cpu_count() or 1
-        L += ["", f"1 ms row against the machine's ideal ({ideal} cores ÷ 1 ms = {ideal * 1000:,}/s): Java "
-              f"{_f(cpu['java']['rate']['median'] / (ideal * 1000), 2)}, rmqrun "
-              f"{_f(cpu['rmqrun']['rate']['median'] / (ideal * 1000), 2)}."]
+        L += ["", f"1 ms row against the machine's ideal ({ideal} cores ÷ 1 ms = {ideal * 1000:,}/s): " + ", ".join(
+            f"{names[side]} {_f(cpu[side]['rate']['median'] / (ideal * 1000), 2)}" for side in names if side in cpu)
+            + "."]
     return L + [""]
 
 

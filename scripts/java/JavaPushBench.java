@@ -15,7 +15,9 @@
 //
 //   javac -cp $(DEST/bin/classpath) -d OUT JavaPushBench.java
 //   java -cp $(DEST/bin/classpath):OUT JavaPushBench --namesrv 127.0.0.1:19876 --group G --topic T --count 100000
-//        [--cpu-ms 1] [--orderly] [--timeout 600]
+//        [--cpu-ms 1] [--orderly] [--timeout 600] [--warmup N]
+// --warmup N: first drain N messages of the topic with a no-op listener on the group <G>_warmup in the same JVM
+// (unreported), so the measured drain runs on compiled code, as a long-running consumer's does.
 
 import java.lang.management.ManagementFactory;
 import java.lang.management.ThreadMXBean;
@@ -79,19 +81,12 @@ public final class JavaPushBench {
         return false;
     }
 
-    public static void main(String[] args) throws Exception {
-        String namesrv = arg(args, "--namesrv", null);
-        String group = arg(args, "--group", null);
-        String topic = arg(args, "--topic", null);
-        long count = Long.parseLong(arg(args, "--count", null));
-        double cpuMs = Double.parseDouble(arg(args, "--cpu-ms", "0"));
-        double timeout = Double.parseDouble(arg(args, "--timeout", "600"));
-        boolean orderly = flag(args, "--orderly");
-        final long burnNanos = (long) (cpuMs * 1e6);
-
+    /** A started push consumer on a fresh group from the first offset, with the client's defaults otherwise. */
+    private static DefaultMQPushConsumer start(String namesrv, String group, String topic, boolean orderly,
+                                               long burnNanos, String role) throws Exception {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(namesrv);
-        consumer.setInstanceName("JavaPushBench-" + ProcessHandle.current().pid());
+        consumer.setInstanceName("JavaPushBench-" + ProcessHandle.current().pid() + "-" + role);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.subscribe(topic, "*");
         if (orderly) {
@@ -116,8 +111,34 @@ public final class JavaPushBench {
             });
         }
         consumer.start();
+        return consumer;
+    }
 
+    public static void main(String[] args) throws Exception {
+        String namesrv = arg(args, "--namesrv", null);
+        String group = arg(args, "--group", null);
+        String topic = arg(args, "--topic", null);
+        long count = Long.parseLong(arg(args, "--count", null));
+        double cpuMs = Double.parseDouble(arg(args, "--cpu-ms", "0"));
+        double timeout = Double.parseDouble(arg(args, "--timeout", "600"));
+        long warmup = Long.parseLong(arg(args, "--warmup", "0"));
+        boolean orderly = flag(args, "--orderly");
+        final long burnNanos = (long) (cpuMs * 1e6);
         long deadline = System.nanoTime() + (long) (timeout * 1e9);
+
+        if (warmup > 0) {
+            // A long-running consumer's JVM has compiled its hot paths; a fresh one spends the first seconds of
+            // a drain in the JIT. Drain `warmup` messages with a no-op listener of the same kind on a group of
+            // its own first, unreported, then measure on compiled code.
+            DefaultMQPushConsumer warm = start(namesrv, group + "_warmup", topic, orderly, 0, "warmup");
+            while (CONSUMED.sum() < warmup && System.nanoTime() < deadline) {
+                Thread.sleep(20);
+            }
+            warm.shutdown();
+            CONSUMED.reset();
+        }
+        DefaultMQPushConsumer consumer = start(namesrv, group, topic, orderly, burnNanos, "measured");
+
         List<double[]> points = new ArrayList<>(); // {unix s, consumed, cpu s}
         int rc = 0;
         while (true) {

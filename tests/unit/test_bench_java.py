@@ -71,13 +71,17 @@ def test_the_table_sets_rmqrun_beside_java_per_row() -> None:
 
     res = {"dest": "/x", "sizes": vars(bj.JavaSizes()), "uptime_before": "up 1", "uptime_after": "up 2",
            "load": bj.spread([1.0, 2.0]),
-           "rows": {"no-op concurrent": {"java": side(50_000, 20.0), "rmqrun": side(40_000, 12.0, 5.0, 7.0),
-                                         "ratio": bj.spread([0.8])},
+           "rows": {"no-op concurrent": {"java": side(50_000, 20.0), "java_warm": side(80_000, 8.0),
+                                         "rmqrun": side(40_000, 12.0, 5.0, 7.0),
+                                         "ratio": bj.spread([0.8]), "ratio_warm": bj.spread([0.5])},
                     "1 ms CPU": {"java": side(1_800, 1100.0), "rmqrun": side(1_900, 1040.0, 20.0, 1020.0),
                                  "ratio": bj.spread([1.9 / 1.8])}}}
     md = "\n".join(bj.java_lines(res))
-    assert "| no-op concurrent | 50,000 (50,000–50,000) | 40,000 (40,000–40,000) | 0.80 (0.80–0.80) |" in md
-    assert "12.0 (12.0–12.0) (5.0 + 7.0)" in md
-    assert "| 9.0 / 9.0 | 1.00 / 0.48 |" in md  # cores used: msg/s × own µs per message
+    assert ("| no-op concurrent | Java, fresh JVM | 50,000 (50,000–50,000) | 0.80 (0.80–0.80) | 20.0 (20.0–20.0) "
+            "| 9.0 | 1.00 |") in md  # cores used: msg/s × own µs per message
+    assert "| no-op concurrent | Java, warm JVM | 80,000 (80,000–80,000) | 0.50 (0.50–0.50) |" in md
+    assert ("| no-op concurrent | rmqrun | 40,000 (40,000–40,000) |  | 12.0 (12.0–12.0) (5.0 + 7.0) | 9.0 "
+            "| 0.48 |") in md
+    assert "| 1 ms CPU | Java, warm JVM |" not in md  # a run without the warm row renders what it has
     cores = os.cpu_count() or 1
     assert f"rmqrun {1_900 / (cores * 1000):.2f}" in md
