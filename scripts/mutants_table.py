@@ -1123,4 +1123,14 @@ MUTANTS: list[Mutant] = [
       "    if True:",
       U + "test_segment_space.py", I + "test_broker_store_sizes.py::test_a_segment_larger_than_the_free_space_is_"
       "refused_at_start_with_the_fix"),
+    # --- issue #38 (j38): the Java-peer benchmark rows report the 10-90 % window and the cores each side got
+    m("java-bench-window-80", "scripts/bench_java.py",
+      "the Java-peer rows take rate and CPU per message up to 80 % of a drain instead of 90 %",
+      "hi = next((p for p in points if p[1] >= 0.9 * n), None)",
+      "hi = next((p for p in points if p[1] >= 0.8 * n), None)",
+      U + "test_bench_java.py"),
+    m("java-bench-cores-rate-only", "scripts/bench_java.py",
+      "the cores-used column forgets the CPU per message (reports msg/s scaled, not CPU got)",
+      "got = [r * u / 1e6 for r, u", "got = [r / 1e6 for r, u",
+      U + "test_bench_java.py"),
 ]
