@@ -85,3 +85,18 @@ def test_the_table_sets_rmqrun_beside_java_per_row() -> None:
     assert "| 1 ms CPU | Java, warm JVM |" not in md  # a run without the warm row renders what it has
     cores = os.cpu_count() or 1
     assert f"rmqrun {1_900 / (cores * 1000):.2f}" in md
+
+
+def test_the_full_report_carries_the_note_when_the_java_rows_were_skipped() -> None:
+    spec = importlib.util.spec_from_file_location("bench_report_for_java", ROOT / "scripts" / "bench_report.py")
+    assert spec is not None and spec.loader is not None
+    br = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = br
+    spec.loader.exec_module(br)
+    assert "java" in br.SECTIONS  # run by default, so a report without a build says why the rows are missing
+    res = {"machine": br.machine(), "quick": False, "started": "s", "finished": "f", "command": "c",
+           "load_start": 0.1, "load_end": 0.1, "sizes": {"rounds": 1},
+           "java": {"skipped": _load().missing(None)}}
+    md = br.report(res, [])
+    assert "## rmqrun beside the Java push consumer" in md
+    assert "Skipped: no 4.9.8 build given (`--java DEST`" in md
