@@ -885,14 +885,11 @@ def report(res: dict[str, Any], images: list[str]) -> str:
            f"Linux {m['kernel']}")
     L: list[str] = []
     mode = "QUICK run (small sizes, not the issue's full sizes)" if res["quick"] else "full run"
-    L.append("# rmqrun benchmark report")
-    L.append("")
-    L.append(f"**{mode}**, {res['started']} → {res['finished']}, produced by `{res['command']}`.")
-    L.append("")
+    L += ["# rmqrun benchmark report", "",
+          f"**{mode}**, {res['started']} → {res['finished']}, produced by `{res['command']}`.", ""]
     L.append(f"Machine: {cap}. Load average (1 min) at start {res['load_start']:.2f}, at end {res['load_end']:.2f}.")
     if "code" in res:
-        L.append("")
-        L.append(f"Code: {res['code']}.")
+        L += ["", f"Code: {res['code']}."]
     # Only the load before the first measurement tells of other processes: the load at the end (and the
     # per-row figures) include the benchmark's own broker, consumers and producers.
     quiet = res["load_start"] < 0.5 * m["cores"]
@@ -1132,8 +1129,7 @@ def report(res: dict[str, Any], images: list[str]) -> str:
     if "spark" in res:
         L.extend(spark_lines(res["spark"]))
     L += bench_java.java_lines(res["java"]) if "java" in res else []
-    L.append("Raw numbers of this run: [`report.json`](report.json).")
-    L.append("")
+    L += ["Raw numbers of this run: [`report.json`](report.json).", ""]
     return "\n".join(L)
 
 
