@@ -5,10 +5,11 @@
 
 ``DEST`` is a build of ``shared/realmq/build-rocketmq-4.9.8.sh`` (name server, broker, Java client). Why a real
 broker: rmqrun's own benchmarks run on the embedded broker and compare with the C++ client only, so a gap to the
-Java consumer that a user would switch from never showed. Both consumers here drain the same backlogs of the same
-real broker, alternating within each round (the order flips every round so drift in the machine's load falls on
-both sides alike), and each side's own CPU per message is measured over the same 10–90 % window as its rate:
-the supervisor plus its workers for rmqrun, the whole JVM for Java, and the broker's CPU in both.
+Java consumer that a user would switch from never showed. Three consumers drain the same backlogs of the same
+real broker in every round: Java in a fresh JVM, Java in a JVM that drained the backlog once before (JIT-compiled,
+as a long-running consumer is) and rmqrun; their order rotates from round to round so drift in the machine's
+load falls on all alike. Each one's own CPU per message is measured over the same 10–90 % window as its rate:
+the supervisor plus its workers for rmqrun, the whole JVM for Java, and the broker's CPU beside each.
 
 The broker runs from a private home (a temporary directory with DEST's ``bin/`` and ``conf/`` copied and ``lib/``
 linked), so its store starts empty and a broker someone else runs from DEST is left alone. The Java program is
@@ -41,7 +42,7 @@ BROKER_PORT = 20911
 
 @dataclass
 class JavaSizes:
-    """Issue #38's recipe: 100k × 1 KiB no-op backlog, 10k at 1 ms of CPU, ≥ 4 alternating rounds."""
+    """Issue #38's recipe: 100k × 1 KiB no-op backlog, 10k at 1 ms of CPU, ≥ 4 rounds."""
 
     rounds: int = 4
     noop: int = 100_000
@@ -190,7 +191,7 @@ def spread(values: list[float]) -> dict[str, Any]:
 
 def section_java(dest: Path, sz: JavaSizes, *, drain: Callable[..., Any], runner: Any,
                  produce: Callable[..., Any], create_topic: Callable[[str, str, int], None]) -> dict[str, Any]:
-    """Every row, both consumers, ``sz.rounds`` alternating rounds on one real broker; the raw figures."""
+    """Every row and consumer, ``sz.rounds`` rotating rounds on one real broker; medians, spreads, ratios."""
     out: dict[str, Any] = {"dest": str(dest), "sizes": vars(sz), "load_before": os.getloadavg()[0],
                            "uptime_before": _uptime()}
     broker = RealBroker(dest).start()

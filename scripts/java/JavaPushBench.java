@@ -34,7 +34,6 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 
 public final class JavaPushBench {
     private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
-    private static final LongAdder CONSUMED = new LongAdder();
     private static volatile long sink; // keeps the burn loop's count observable so it is not optimised away
 
     private JavaPushBench() {
@@ -83,7 +82,7 @@ public final class JavaPushBench {
 
     /** A started push consumer on a fresh group from the first offset, with the client's defaults otherwise. */
     private static DefaultMQPushConsumer start(String namesrv, String group, String topic, boolean orderly,
-                                               long burnNanos, String role) throws Exception {
+                                               long burnNanos, String role, LongAdder consumed) throws Exception {
         DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName("JavaPushBench-" + ProcessHandle.current().pid() + "-" + role);
@@ -95,7 +94,7 @@ public final class JavaPushBench {
                     if (burnNanos > 0) {
                         burn(burnNanos);
                     }
-                    CONSUMED.increment();
+                    consumed.increment();
                 }
                 return ConsumeOrderlyStatus.SUCCESS;
             });
@@ -105,7 +104,7 @@ public final class JavaPushBench {
                     if (burnNanos > 0) {
                         burn(burnNanos);
                     }
-                    CONSUMED.increment();
+                    consumed.increment();
                 }
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
             });
@@ -130,21 +129,23 @@ public final class JavaPushBench {
             // A long-running consumer's JVM has compiled its hot paths; a fresh one spends the first seconds of
             // a drain in the JIT. Drain `warmup` messages with a no-op listener of the same kind on a group of
             // its own first, unreported, then measure on compiled code.
-            DefaultMQPushConsumer warm = start(namesrv, group + "_warmup", topic, orderly, 0, "warmup");
-            while (CONSUMED.sum() < warmup && System.nanoTime() < deadline) {
+            // (its own counter: a listener call still running as it shuts down counts nothing measured)
+            LongAdder warmed = new LongAdder();
+            DefaultMQPushConsumer warm = start(namesrv, group + "_warmup", topic, orderly, 0, "warmup", warmed);
+            while (warmed.sum() < warmup && System.nanoTime() < deadline) {
                 Thread.sleep(20);
             }
             warm.shutdown();
-            CONSUMED.reset();
         }
-        DefaultMQPushConsumer consumer = start(namesrv, group, topic, orderly, burnNanos, "measured");
+        LongAdder consumed = new LongAdder();
+        DefaultMQPushConsumer consumer = start(namesrv, group, topic, orderly, burnNanos, "measured", consumed);
 
         List<double[]> points = new ArrayList<>(); // {unix s, consumed, cpu s}
         int rc = 0;
         while (true) {
             Thread.sleep(100);
             double t = System.currentTimeMillis() / 1000.0;
-            long c = CONSUMED.sum();
+            long c = consumed.sum();
             double cpu = processCpuSeconds();
             points.add(new double[] {t, c, cpu});
             System.out.printf("%.3f %d %.4f%n", t, c, cpu);
