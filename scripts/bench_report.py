@@ -17,6 +17,7 @@ Sections (each against peers measured in the same run, on the same embedded brok
   of the supervisor (shares only: the profiler inflates absolute times).
 * POP beside pull (:mod:`bench_pop`): no-op and 1 ms handlers drained by a pull group and a POP group in
   the same rounds; msg/s and what POP adds per message in supervisor and broker CPU.
+* The Java push consumer beside rmqrun on a real 4.9.8 broker (:mod:`bench_java`, ``--java DEST``).
 
 The load average is recorded before every measurement and printed beside it: this
 report is only a quiet-machine result if those numbers say so.
@@ -54,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_consume import _STATUS, BODY, _children, cpp_available, produce, raw_pull, window_rate  # noqa: E402
 from bench_pop import pop_lines, section_pop  # noqa: E402
+import bench_java  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
@@ -272,37 +274,34 @@ class RmqrunRun:
     def rate(self, n: int) -> float:
         return window_rate([(s.t, s.consumed) for s in self.samples], n)
 
+    def window(self, n: int) -> tuple[Sample | None, Sample | None]:
+        """The first samples at >= 10 % and >= 90 % of ``n``: every per-message figure is taken between them."""
+        return (next((s for s in self.samples if s.consumed >= 0.1 * n), None),
+                next((s for s in self.samples if s.consumed >= 0.9 * n), None))
+
     def cores_used(self, n: int) -> float:
         """CPU (supervisor + workers) per wall second between 10 % and 90 % of ``n``: the cores rmqrun got."""
-        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
-        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
+        lo, hi = self.window(n)
         if lo is None or hi is None or hi.t <= lo.t:
             return float("nan")
         return (hi.sup_cpu + hi.worker_cpu - lo.sup_cpu - lo.worker_cpu) / (hi.t - lo.t)
 
-    def broker_us_per_msg(self, n: int) -> float:
-        """The embedded broker's CPU between 10 % and 90 % of ``n`` over the messages consumed then, in µs."""
-        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
-        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
-        if self.broker is None or lo is None or hi is None or hi.consumed <= lo.consumed:
+    def us_per_msg(self, n: int, field: str) -> float:
+        """A CPU-seconds field of the samples, between 10 % and 90 % of ``n``, per message consumed then, in µs."""
+        lo, hi = self.window(n)
+        if lo is None or hi is None or hi.consumed <= lo.consumed:
             return float("nan")
-        return (hi.broker_cpu - lo.broker_cpu) / (hi.consumed - lo.consumed) * 1e6
+        return (getattr(hi, field) - getattr(lo, field)) / (hi.consumed - lo.consumed) * 1e6
+
+    def broker_us_per_msg(self, n: int) -> float:
+        """The broker's CPU per message (its process is ``RmqrunRun.broker``: shared by everything in the run)."""
+        return float("nan") if self.broker is None else self.us_per_msg(n, "broker_cpu")
 
     def worker_us_per_msg(self, n: int) -> float:
-        """All workers' CPU between 10 % and 90 % of ``n`` over the messages consumed in that window, in µs."""
-        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
-        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
-        if lo is None or hi is None or hi.consumed <= lo.consumed:
-            return float("nan")
-        return (hi.worker_cpu - lo.worker_cpu) / (hi.consumed - lo.consumed) * 1e6
+        return self.us_per_msg(n, "worker_cpu")  # all the workers together
 
     def supervisor_us_per_msg(self, n: int) -> float:
-        """Supervisor CPU between 10 % and 90 % of ``n`` over the messages consumed in that window, in µs."""
-        lo = next((s for s in self.samples if s.consumed >= 0.1 * n), None)
-        hi = next((s for s in self.samples if s.consumed >= 0.9 * n), None)
-        if lo is None or hi is None or hi.consumed <= lo.consumed:
-            return float("nan")
-        return (hi.sup_cpu - lo.sup_cpu) / (hi.consumed - lo.consumed) * 1e6
+        return self.us_per_msg(n, "sup_cpu")
 
 
 def run_cpp(ns: str, topic: str, group: str, n: int, cpu_ms: float, timeout: float) -> tuple[float, float]:
@@ -886,14 +885,11 @@ def report(res: dict[str, Any], images: list[str]) -> str:
            f"Linux {m['kernel']}")
     L: list[str] = []
     mode = "QUICK run (small sizes, not the issue's full sizes)" if res["quick"] else "full run"
-    L.append("# rmqrun benchmark report")
-    L.append("")
-    L.append(f"**{mode}**, {res['started']} → {res['finished']}, produced by `{res['command']}`.")
-    L.append("")
+    L += ["# rmqrun benchmark report", "",
+          f"**{mode}**, {res['started']} → {res['finished']}, produced by `{res['command']}`.", ""]
     L.append(f"Machine: {cap}. Load average (1 min) at start {res['load_start']:.2f}, at end {res['load_end']:.2f}.")
     if "code" in res:
-        L.append("")
-        L.append(f"Code: {res['code']}.")
+        L += ["", f"Code: {res['code']}."]
     # Only the load before the first measurement tells of other processes: the load at the end (and the
     # per-row figures) include the benchmark's own broker, consumers and producers.
     quiet = res["load_start"] < 0.5 * m["cores"]
@@ -1132,14 +1128,14 @@ def report(res: dict[str, Any], images: list[str]) -> str:
         L += pop_lines(res["pop"], fmt, fmt_spread)
     if "spark" in res:
         L.extend(spark_lines(res["spark"]))
-    L.append("Raw numbers of this run: [`report.json`](report.json).")
-    L.append("")
+    L += bench_java.java_lines(res["java"]) if "java" in res else []
+    L += ["Raw numbers of this run: [`report.json`](report.json).", ""]
     return "\n".join(L)
 
 
 # --- main -------------------------------------------------------------------------------------------------------
 
-SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop")
+SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop", "java")
 #: sections run only when named in --sections (they need the spark extra and Java 17+)
 OPTIONAL_SECTIONS = ("spark",)
 
@@ -1187,6 +1183,7 @@ def main() -> int:
                     help=f"comma list of {', '.join(SECTIONS + OPTIONAL_SECTIONS)} (default: all but "
                          f"{', '.join(OPTIONAL_SECTIONS)})")
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
+    ap.add_argument("--java", type=Path, metavar="DEST", help="a RocketMQ 4.9.8 build: the java section's broker")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="report directory")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="measure nothing: rewrite report.md and the plots in --out from a saved report.json")
@@ -1223,6 +1220,9 @@ def main() -> int:
                            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                            "load_start": load(), "with_cpp": with_cpp, "code": code_version()}
     print(f"machine: {res['machine']}; load {res['load_start']:.2f}; sizes {vars(sz)}", flush=True)
+    if "java" in sections and bench_java.hook(args, sections, res, drain=drain, runner=RmqrunRun, produce=produce,
+                                              create_topic=create_topic):
+        return 0  # --sections java alone: its report went to OUT/java/
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-report-"))
     with BrokerProcess(data / "broker", flush_mode="async") as bp:
         ns = bp.namesrv_address

@@ -1348,4 +1348,14 @@ MUTANTS: list[Mutant] = [
       "            if view is None or not view[0].poppers_of(view[1]):",
       "            if True:",
       I + "test_mode_follow_run.py::test_two_auto_instances_switch_one_after_the_other_with_every_message_once"),
+    # --- issue #38 (j38): the Java-peer benchmark rows report the 10-90 % window and the cores each side got
+    m("java-bench-window-80", "scripts/bench_java.py",
+      "the Java-peer rows take rate and CPU per message up to 80 % of a drain instead of 90 %",
+      "hi = next((p for p in points if p[1] >= 0.9 * n), None)",
+      "hi = next((p for p in points if p[1] >= 0.8 * n), None)",
+      U + "test_bench_java.py"),
+    m("java-bench-cores-rate-only", "scripts/bench_java.py",
+      "the cores-used column forgets the CPU per message (reports msg/s scaled, not CPU got)",
+      "got = [r * u / 1e6 for r, u", "got = [r / 1e6 for r, u",
+      U + "test_bench_java.py"),
 ]
