@@ -32,6 +32,7 @@ from rmqrun.client.admin import AdminClient
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import MASTER_ID, subscribe_queues
+from rmqrun.consumer.running_info import consume_mode_of
 from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
@@ -50,8 +51,6 @@ POP_PROPERTIES = {"popUnacked": "unacked", "popAcks": "acks", "popNacks": "nacks
                   "popInvisibleExtensions": "invisible_extensions", "popRevived": "revived",
                   "popInvisibleTime": "invisible_time_ms", "popThresholdForQueue": "threshold_for_queue",
                   "popBatchNums": "batch_size"}
-#: the running-info property in which an rmqrun consumer names its consume mode (rmqrun.consumer.running_info)
-MODE_PROPERTY = "rmqrunConsumeMode"
 _FAILURES = (RmqrunError, OSError, asyncio.TimeoutError)
 
 
@@ -138,7 +137,7 @@ def client_from_running_info(client_id: str, info: Mapping[str, Any]) -> PopClie
             continue
         assignments.append(PopAssignment(message_queue_from(key), int(value.get("waitAckCount", 0)),
                                          bool(value.get("droped", False)), int(value.get("lastPopTimestamp", 0))))
-    mode = props.get(MODE_PROPERTY)
+    mode = consume_mode_of(props)
     return PopClient(client_id, True, figures, tuple(sorted(assignments, key=lambda a: a.mq)),
                      str(mode) if mode else None)
 

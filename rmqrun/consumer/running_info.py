@@ -149,6 +149,17 @@ class RunningConsumer(Protocol):
     def subscription(self, topic: str) -> Any: ...
 
 
+#: how an rmqrun consumer's ``messageListener`` property begins; its consume mode follows in parentheses
+LISTENER = "rmqrun worker pool"
+
+
+def consume_mode_of(properties: dict[str, Any]) -> str | None:
+    """The consume mode an rmqrun client states in its running info (None: not an rmqrun client, or older)."""
+    listener = str(properties.get("messageListener") or "")
+    prefix = LISTENER + " ("
+    return listener[len(prefix):-1] if listener.startswith(prefix) and listener.endswith(")") else None
+
+
 def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str, Any]:
     """The GET_CONSUMER_RUNNING_INFO body of ``consumer``, keys as the Java consumer writes them."""
     cfg = consumer.config
@@ -161,7 +172,9 @@ def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str
         "consumeTimestamp": cfg.consume_timestamp,
         "allocateMessageQueueStrategy": cfg.allocate_strategy,
         "subscription": "{}",
-        "messageListener": "rmqrun worker pool",
+        # rmqrun's consume mode rides in the listener's description (Java writes the listener object there), so
+        # the property keys stay exactly Java's and ``rmqrun status`` can still say each client's mode
+        "messageListener": f"{LISTENER} ({cfg.mode.description})",
         "offsetStore": type(consumer.offset_store).__name__,
         "consumeThreadMin": pool,
         "consumeThreadMax": pool,
@@ -186,8 +199,6 @@ def running_info(consumer: RunningConsumer, *, jstack: bool = False) -> dict[str
         "PROP_NAMESERVER_ADDR": ";".join(str(cfg.namesrv).replace(",", ";").split(";")) + ";",
         "PROP_CONSUME_TYPE": "CONSUME_PASSIVELY",
         "PROP_CONSUMEORDERLY": cfg.orderly,
-        # rmqrun's own: the consume mode in the words of the start-up log and ``rmqrun check`` (rmqrun status)
-        "rmqrunConsumeMode": cfg.mode.description,
         "PROP_THREADPOOL_CORE_SIZE": pool,
         "PROP_CONSUMER_START_TIMESTAMP": consumer.started_at_ms,
         "PROP_CLIENT_VERSION": CLIENT_VERSION,

@@ -56,7 +56,7 @@ def test_a_java_pop_consumer_shows_its_assignments_without_counts() -> None:
 
 
 def test_an_rmqrun_client_says_its_consume_mode_in_the_words_of_its_start_up_line() -> None:
-    body = fastjson.loads('{"properties":{"consumeMode":"POP","popUnacked":"0","rmqrunConsumeMode":"orderly by POP"},'
+    body = fastjson.loads('{"properties":{"consumeMode":"POP","popUnacked":"0","messageListener":"rmqrun worker pool (orderly by POP)"},'
                           '"mqPopTable":{}}')
     client = client_from_running_info("c4", body)
     assert client.mode == "orderly by POP" and client.to_json()["mode"] == "orderly by POP"
