@@ -466,8 +466,9 @@ class PoolExecutor:
             return False
         job = pending.job
         if job is not None and job.after is not None and not job.after.clean:
-            # chained behind the stuck call itself: nowhere else may it run first
+            # chained behind the stuck call itself (or one moved just now): nowhere else may it run first
             pending.future.set_result(self._not_run(pending.batch, None))
+            self._dispatch()  # its queue is free now: a batch of it moved a moment ago may go
             return True
         pending.batch = dataclasses.replace(pending.batch, batch_id=next(self._ids))
         if job is not None and job.orderly:
