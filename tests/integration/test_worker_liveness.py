@@ -125,7 +125,7 @@ def test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_runs
     assert lr.run.wait(60) == 0
 
 
-@pytest.mark.parametrize("mode", ["orderly", "orderly_key"])
+@pytest.mark.parametrize("mode", ["orderly", "orderly_key", "orderly_pop"])
 def test_an_orderly_worker_stopped_mid_flow_and_continued_keeps_every_lane_in_order(
         tmp_path: Path, eb: EmbeddedBroker, runs: Runs, mode: str) -> None:
     """Stopped while running a batch of one lane with others waiting behind it: the waiting lanes move (their
