@@ -1203,6 +1203,13 @@ MUTANTS: list[Mutant] = [
       "        return cpu != w.cpu",
       "        return False",
       U + "test_liveness.py"),
+    m("reclaim-chained-leaves-queue-idle", "rmqrun/supervisor/executor.py",
+      "a chained batch taken back is answered unrun but nothing is dispatched: the batch of its queue moved a "
+      "moment earlier waits until some other batch finishes (for ever on an otherwise idle pool)",
+      "            self._dispatch()  # its queue is free now: a batch of it moved a moment ago may go\n",
+      "",
+      I + "test_worker_liveness.py::test_an_orderly_worker_stopped_mid_flow_and_continued_keeps_every_lane_in_"
+          "order[orderly]"),
     m("skip-list-evicts", "rmqrun/pipe/progress.py",
       "the skip list is a ring again: a skip falls out while its worker is stopped, and the worker runs a "
       "batch already run elsewhere",

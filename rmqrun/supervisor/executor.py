@@ -343,7 +343,7 @@ class PoolExecutor:
                 continue
             self.lost_batches += 1
             if batch.batch_id == lost.started_batch_id:
-                pending.deaths += 1
+                pending.deaths += lost.pid not in self.liveness.killed  # killed for not responding: no suspect
                 if batch.count == 1 and (lost.in_call or pending.deaths >= POISON_DEATHS):
                     self._fail_poison(pending, lost)
                     continue
@@ -351,6 +351,7 @@ class PoolExecutor:
                     self._isolate(pending, lost)
                     continue
             again.append(pending)
+        self.liveness.killed.discard(lost.pid)
         if self._closed is not None:
             for pending in again:
                 pending.future.set_exception(ExecutorClosedError(f"worker lost while stopping: {lost.reason}"))
@@ -376,9 +377,11 @@ class PoolExecutor:
         done = prog.done if prog is not None else 0
         verdicts: list[Verdict] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
         delays = list(prog.delay_levels) if prog is not None else []
+        why = ("its worker was killed for not responding" if lost.pid in self.liveness.killed
+               else "to find the one that kills its worker")
         logger.warning("batch {} of {}: {} of {} messages had finished when worker {} died; re-running the other "
-                       "{} one per batch to find the one that kills its worker", batch.batch_id, batch.queue_key,
-                       done, batch.count, lost.worker_id, batch.count - done)
+                       "{} one per batch ({})", batch.batch_id, batch.queue_key, done, batch.count, lost.worker_id,
+                       batch.count - done, why)
         task = asyncio.ensure_future(self._run_isolated(pending, verdicts, delays))
         self._isolations.add(task)
         task.add_done_callback(self._isolations.discard)
@@ -470,8 +473,9 @@ class PoolExecutor:
             return False
         job = pending.job
         if job is not None and job.after is not None and not job.after.clean:
-            # chained behind the stuck call itself: nowhere else may it run first
+            # chained behind the stuck call itself (or one moved just now): nowhere else may it run first
             pending.future.set_result(self._not_run(pending.batch, None))
+            self._dispatch()  # its queue is free now: a batch of it moved a moment ago may go
             return True
         pending.batch = dataclasses.replace(pending.batch, batch_id=next(self._ids))
         if job is not None and job.orderly:

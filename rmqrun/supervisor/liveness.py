@@ -117,6 +117,8 @@ class LivenessWatch:
         self.stuck: frozenset[int] = frozenset()
         #: batches taken back from stuck workers, for metrics and tests
         self.taken_back = 0
+        #: pids killed for not responding, until the executor has their batches back: no message is to blame
+        self.killed: set[int] = set()
         self._last_tick = time.monotonic()
         self._awake_since = 0.0
 
@@ -236,6 +238,7 @@ class LivenessWatch:
             logger.warning("worker {} (pid {}) still not responding after {:.0f} s; killing it (SIGKILL) and "
                            "starting a replacement (stuck_worker_kill_after {:g} s): what it had not finished "
                            "runs again", proc.slot, proc.pid, quiet, self.kill_after)
+            self.killed.add(proc.pid)
             proc.kill(f"not responding for {quiet:.0f} s", explained=True)
 
     def _warn(self, proc: WorkerProcess, w: _Watched, quiet: float, movable: bool) -> None:

@@ -123,3 +123,38 @@ def test_a_worker_stopped_mid_flow_is_killed_and_replaced_and_every_message_runs
     assert lr.run.poll() is None and "worker pool failed" not in lr.run.log(), lr.run.log()[-3000:]
     lr.run.signal(signal.SIGTERM)
     assert lr.run.wait(60) == 0
+
+
+@pytest.mark.parametrize("mode", ["orderly", "orderly_key", "orderly_pop"])
+def test_an_orderly_worker_stopped_mid_flow_and_continued_keeps_every_lane_in_order(
+        tmp_path: Path, eb: EmbeddedBroker, runs: Runs, mode: str) -> None:
+    """Stopped while running a batch of one lane with others waiting behind it: the waiting lanes move (their
+    pins with them), the stopped lane waits for its batch (nothing of it runs elsewhere first); after SIGCONT
+    every message is handled once and each queue (key) in order. The bound (8 s) is past the time the other
+    worker needs for its own lanes (240 x 20 ms): the moved lanes must start on an idle pool, with no result
+    of other work to set the dispatch going."""
+    lr = start_liveness_run(tmp_path, eb, runs, mode, f"LiveMid{mode.title().replace('_', '')}", bound=8.0,
+                            env={"PROBE_SLEEP_MS": "20"})
+    lr.wait_handled(lr.produced)
+    victim = lr.run.worker_pids()[0]
+    lr.produce(480)  # four pulls per queue: batches of one queue chained behind one another in the pipes
+    wait_until(lambda: any(d.pid == victim for d in lr.oks(1)), 60, "the victim handling messages")
+    lr.stop(victim)
+    lr.wait_stuck(victim)
+    handled = len(lr.handled())
+    wait_until(lambda: len(lr.handled()) > handled + 20, 60, "the other lanes going on without the victim")
+    lr.cont(victim)
+    lr.wait_handled(lr.produced)
+    if "pop" not in mode:
+        wait_until(lr.committed_to_end, 30, "every queue committed to its end")
+    lanes: dict[int, list[int]] = {}
+    for d in lr.oks():
+        if mode == "orderly_key":
+            lanes.setdefault(d.idx % 8, []).append(d.idx)
+        else:
+            lanes.setdefault(d.queue_id, []).append(d.offset)
+    assert all(seq == sorted(seq) for seq in lanes.values()), lanes
+    assert lr.twice() == {}, f"handled twice: {lr.twice()}"
+    assert len(lr.stuck_warnings()) == 1, lr.stuck_warnings()
+    lr.run.signal(signal.SIGTERM)
+    assert lr.run.wait(60) == 0

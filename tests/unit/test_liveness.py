@@ -187,6 +187,7 @@ def test_killed_after_stuck_worker_kill_after_and_never_with_0() -> None:
     assert proc.kill_reason is None
     watch._look(BOUND + 60.0)
     assert proc.kill_reason == "not responding for 80 s"
+    assert watch.killed == {100}  # the executor blames no message of its batch for this death
     proc, _, _, watch = two_workers(kill_after=0.0)
     for t in (0.0, BOUND, 10_000.0):
         watch._look(t)
