@@ -22,13 +22,12 @@ unguarded script that starts a second pool), and adds a resource-tracker
 process and an atexit join we do not want. The worker inherits only its socket
 (``pass_fds``) and gets its settings and the supervisor's ``sys.path`` in the
 first frame. A spawn costs ~0.15 s, paid at start-up and on replacement only.
-Death is watched with a pidfd (Linux >= 5.3), else with a pipe whose write
-end only the child holds (multiprocessing's sentinel trick).
+Death is watched with a pidfd (Linux >= 5.3), else with a pipe whose write end only the child holds.
 
-Worker slots: a worker id is a slot number 0..N-1, stable across replacement,
-recycling and reload, so orderly queues pinned to a slot keep their worker.
-A slot has one *current* process (new batches go there) and possibly older
-processes still finishing batches they were given before a recycle/reload.
+Worker slots: a worker id is a slot number 0..N-1, stable across replacement, recycling and reload, so
+orderly queues pinned to a slot keep their worker.
+A slot has one *current* process (new batches go there) and possibly older processes still finishing
+batches they were given before a recycle/reload.
 
 Deaths: a current process that dies unexpectedly is replaced at once (before
 ``on_worker_lost`` runs, so the callback can resubmit to the same slot); its
@@ -165,9 +164,9 @@ class Pool:
         self._tick_handle: asyncio.TimerHandle | None = None
         self._reloading = False
         self._oom = OomWatch()
-        #: batches cut short by the last stop() (killed or interrupted), for the log and tests
+        #: batches cut short by the last stop() (killed or interrupted), and how many of their messages run again
+        #: (a batch's NOT_RUN ones, all of a killed worker's; not what finished), for the log and tests
         self.cut_short: list[Batch] = []
-        #: their messages that run again (a batch's NOT_RUN ones; all of a killed worker's), not what finished
         self.cut_short_messages = 0
         self.fatal: PoolError | None = None
         #: replacements of workers that died unexpectedly / were recycled (limits), for metrics
