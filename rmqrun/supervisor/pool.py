@@ -45,9 +45,8 @@ called, nothing is respawned and ``submit`` raises. Any exit of a worker that
 was ready, whatever its code, is a crash, never a boot failure. See
 :class:`rmqrun.pipe.wire.ExitCode` for the exit-code table.
 
-Time limits count per handler call, like Java's consumeTimeout (a pool
-batch is a whole pull, many calls): the worker interrupts a call at
-``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
+Time limits count per handler call, like Java's consumeTimeout (a pool batch is a whole pull, many calls):
+the worker interrupts a call at ``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
 it ``time_limit + kill_grace`` after the batch was last announced (STARTED,
 which a worker repeats before calls of a long batch) and reports that batch
 as a ``BatchResult`` with ``timed_out=True``: the messages the worker had
