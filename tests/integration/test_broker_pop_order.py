@@ -56,7 +56,7 @@ def test_a_popped_batch_blocks_its_queue_until_acked(tmp_path: Path) -> None:
             assert await pop_all(c2, G, T, queue_id=0, order=True, attempt_id="a2") == []  # m1 still out
             # a held pop is woken by the ack that unblocks the queue
             held = asyncio.create_task(pop(c2, G, T, queue_id=0, order=True, attempt_id="a3", poll_ms=10_000))
-            end = time.monotonic() + 10
+            end = time.monotonic() + 30  # a bound that only ends a failure
             while eb.broker.pop_polling.polling_num(T, G, 0) == 0:
                 assert not held.done() and time.monotonic() < end
                 await asyncio.sleep(0.01)
