@@ -952,4 +952,18 @@ MUTANTS: list[Mutant] = [
       "            return PopClient(client_id, False)\n        try:",
       "            raise\n        try:",
       I + "test_status_pop.py"),
+    # ---------------------------------------------------------------- deterministic suite (#39)
+    m("dispatch-pipelines-behind-hung-call", "rmqrun/supervisor/dispatch.py",
+      "a busy worker is given batches up to the message bound, whatever they cost: work piles up behind a hung call",
+      "PIPELINE_BUDGET_S = 0.05\n", "PIPELINE_BUDGET_S = math.inf\n",
+      I + "test_guarantees_hang.py::test_batches_are_not_queued_behind_a_hung_call"),
+    m("longpoll-held-without-suspend-flag", "rmqrun/broker/processors/pull.py",
+      "a pull without the suspend bit is held for the suspend time it names (answered late, not at once)",
+      "if allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:", "if allow_suspend:",
+      I + "test_broker_longpoll.py::test_held_pull_times_out_with_pull_not_found"),
+    m("longpoll-expires-at-once", "rmqrun/broker/longpoll.py",
+      "a held pull's timer fires at once: the pull is answered PULL_NOT_FOUND instead of held",
+      "held.timer = loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)",
+      "held.timer = loop.call_later(0, self._expire, held)",
+      I + "test_broker_longpoll.py::test_held_pull_times_out_with_pull_not_found"),
 ]
