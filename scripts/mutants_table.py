@@ -966,4 +966,9 @@ MUTANTS: list[Mutant] = [
       "held.timer = loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)",
       "held.timer = loop.call_later(0, self._expire, held)",
       I + "test_broker_longpoll.py::test_held_pull_times_out_with_pull_not_found"),
+    m("dispatch-chain-ignores-moved-pin", "rmqrun/supervisor/dispatch.py",
+      "an orderly queue whose pin moved (TTIN/TTOU) is still chained to its old worker: a worker added for a "
+      "backlog idles until that backlog is gone",
+      "if not self._ids or self._ids[stable_index(queue_key, len(self._ids))] != worker:", "if False:",
+      U + "test_dispatch.py::test_a_queue_whose_pin_moved_is_not_chained_further"),
 ]
