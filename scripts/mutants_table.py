@@ -971,4 +971,8 @@ MUTANTS: list[Mutant] = [
       "backlog idles until that backlog is gone",
       "if not self._ids or self._ids[stable_index(queue_key, len(self._ids))] != worker:", "if False:",
       U + "test_dispatch.py::test_a_queue_whose_pin_moved_is_not_chained_further"),
+    m("second-term-waits-for-grace", "rmqrun/supervisor/supervisor.py",
+      "a second TERM during a graceful stop is logged but the stop still waits out the grace period",
+      "                await self.executor.stop(0)\n", "                pass\n",
+      I + "test_signals_supervisor.py::test_second_sigterm_stops_at_once_and_the_interrupted_messages_come_again"),
 ]
