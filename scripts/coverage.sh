@@ -28,9 +28,7 @@ rm -f .coverage .coverage.*
 export PYSPARK_SUBMIT_ARGS="${PYSPARK_SUBMIT_ARGS:---conf spark.python.worker.reuse=false pyspark-shell}"
 
 if [ $# -eq 0 ]; then set -- tests -m "not slow"; fi  # the default suite, as CI runs it
-# a throughput bound means nothing under line tracing, which slows that loop several times
-"$PY" -m coverage run -m pytest -q -p no:cacheprovider \
-    --deselect tests/unit/test_process_queue.py::test_throughput_put_mark_remove "$@"
+"$PY" -m coverage run -m pytest -q -p no:cacheprovider "$@"
 status=$?
 
 "$PY" -m coverage combine -q

@@ -79,6 +79,7 @@ class Background:
     line: str
     proc: subprocess.Popen[str]
     out: list[str] = field(default_factory=list)
+    reader: threading.Thread | None = None
 
     def pump(self) -> None:
         """Collect stdout+stderr lines in a thread (so the pipe never fills)."""
@@ -86,16 +87,25 @@ class Background:
             assert self.proc.stdout is not None
             for ln in self.proc.stdout:
                 self.out.append(ln)
-        threading.Thread(target=read, daemon=True).start()
+        self.reader = threading.Thread(target=read, daemon=True)
+        self.reader.start()
+
+    def drained(self) -> None:
+        """The process has exited: wait until its last lines are read (the reader ends at the pipe's end),
+        rather than sleeping and hoping (a loaded machine lost the "stopped: ..." line that way)."""
+        if self.reader is not None:
+            self.reader.join(60)
 
     def wait_for(self, pattern: str, timeout: float) -> str:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None
+            if exited:
+                self.drained()  # its last lines, then one more look
             for ln in list(self.out):
                 if re.search(pattern, ln):
                     return ln
-            if self.proc.poll() is not None:
-                time.sleep(0.2)  # let the reader thread take the last lines
+            if exited:
                 break
             time.sleep(0.1)
         raise CheckFailed(f"`{self.line}` did not print /{pattern}/ within {timeout:g} s "
@@ -109,6 +119,7 @@ class Background:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.drained()
         return self.proc.returncode
 
     def tail(self, n: int = 30) -> str:
@@ -304,7 +315,13 @@ def using_it(readme: str, co: Path, venv_bin: Path, log: bool) -> None:
         raise CheckFailed("\n".join(problems))
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (a caller's timeout): unwind, so the ``finally`` blocks stop the broker and runs started."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", type=Path, default=REPO / "README.md")
     parser.add_argument("--venv", type=Path, help="use this venv; skip the quick start")

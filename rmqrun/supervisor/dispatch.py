@@ -10,7 +10,8 @@ Two policies, matching the two consume modes:
   runs it only if the batch it follows ran cleanly (``Batch.after``).
   Because the pin is computed only when a queue has nothing in flight, a
   change in the number of workers re-pins a queue at the first moment that
-  cannot reorder it, and never earlier.
+  cannot reorder it, and never earlier; a queue whose pin moved is not chained
+  any further, so that moment comes even while its backlog lasts.
 * **Concurrent** batches go to the least-loaded worker (load = messages in
   flight), ties broken round-robin so idle workers share the work.
 
@@ -195,6 +196,13 @@ class Dispatcher:
                 if ahead is None or ahead.queue_key != queue_key:
                     return None
                 worker = ahead.worker_id
+                if not self._ids or self._ids[stable_index(queue_key, len(self._ids))] != worker:
+                    # workers were added or removed and the queue's pin moved: chaining would keep it on its
+                    # old worker for as long as its backlog lasts (a worker added for a backlog would idle, a
+                    # removed one would never drain). Wait for the chain to end: the queue is pinned anew at
+                    # the first moment that cannot reorder it. (A stuck worker keeps its chain: it is still
+                    # the queue's pin, and long_calls.py takes the work behind a long call back.)
+                    return None
             elif queue_key in self._busy_queues:
                 return None
             else:

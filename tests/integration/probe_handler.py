@@ -19,17 +19,18 @@ handler calls of one worker (messages of one batch call share it). Events:
 The variables use a ``PROBE_`` prefix, not ``RMQRUN_``: ``rmqrun run`` refuses
 ``RMQRUN_*`` variables it does not know.
 
-=====================  =====================================================
-``PROBE_SLEEP_MS``     sleep this long per call (default 0)
-``PROBE_FAIL_IDX``     comma-separated idx values that fail (``*``: all)...
-``PROBE_FAIL_TIMES``   ...while their reconsume count is below this (default 1)
-``PROBE_FAIL_PLAN``    ``idx:times,...``: each named message fails while its reconsume count is below its times
-``PROBE_HEAL_FILE``    once this file exists nothing fails any more (the operator's fix before a re-drive)
-``PROBE_DELAY_LEVEL``  fail by returning ``ReconsumeLater(level)`` instead of raising
-``PROBE_HANG_IDX``     idx values whose first delivery hangs (``hang``) or dies
-``PROBE_ACK_INDEX``    ``ack_batch``: first deliveries return ``AckIndex(n)``
-``PROBE_LEAK_MB``      ``leak``: MiB kept for ever per call (default 20)
-=====================  =====================================================
+======================  =====================================================
+``PROBE_SLEEP_MS``      sleep this long per call (default 0)
+``PROBE_FAIL_IDX``      comma-separated idx values that fail (``*``: all)...
+``PROBE_FAIL_TIMES``    ...while their reconsume count is below this (default 1)
+``PROBE_FAIL_PLAN``     ``idx:times,...``: each named message fails while its reconsume count is below its times
+``PROBE_HEAL_FILE``     once this file exists nothing fails any more (the operator's fix before a re-drive)
+``PROBE_DELAY_LEVEL``   fail by returning ``ReconsumeLater(level)`` instead of raising
+``PROBE_HANG_IDX``      idx values whose first delivery hangs (``hang``) or dies
+``PROBE_HANG_RELEASE``  ``hang``: hang until this file exists instead of for an hour
+``PROBE_ACK_INDEX``     ``ack_batch``: first deliveries return ``AckIndex(n)``
+``PROBE_LEAK_MB``       ``leak``: MiB kept for ever per call (default 20)
+======================  =====================================================
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ FAIL_PLAN = {int(k): int(v) for k, _, v in (item.partition(":")
                                              if item.strip())}
 DELAY_LEVEL = os.environ.get("PROBE_DELAY_LEVEL")
 HANG_IDX = _set("PROBE_HANG_IDX")
+HANG_RELEASE = os.environ.get("PROBE_HANG_RELEASE", "")
 SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "0")) / 1000.0
 ACK_INDEX = int(os.environ.get("PROBE_ACK_INDEX", "0"))
 LEAK_MB = float(os.environ.get("PROBE_LEAK_MB", "20"))
@@ -126,11 +128,16 @@ def ack_batch(msgs: list[rmqrun.Message]):  # type: ignore[no-untyped-def]
 
 
 def hang(msg: rmqrun.Message) -> None:
-    """The first delivery of a PROBE_HANG_IDX message sleeps for an hour (the soft limit stops it)."""
+    """The first delivery of a PROBE_HANG_IDX message sleeps for an hour (the soft limit stops it), or, with
+    PROBE_HANG_RELEASE, until that file exists (a test ends the hang at the moment it chooses, not a timer)."""
     call = next(_calls)
     if _selected(HANG_IDX, msg) and msg.reconsume_times == 0:
         _write("start", [msg], call)
-        time.sleep(3600)
+        if HANG_RELEASE:
+            while not os.path.exists(HANG_RELEASE):
+                time.sleep(0.02)
+        else:
+            time.sleep(3600)
     if SLEEP_S:
         time.sleep(SLEEP_S)
     _write("ok", [msg], call)

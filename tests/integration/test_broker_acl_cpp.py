@@ -10,12 +10,16 @@ import pytest
 from loguru import logger
 
 from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.remoting.codes import RequestCode
 from tests.acl_kit import USER_AK, USER_SK, write_acl
 from tests.peers.cpp import cpp_available, cpp_unavailable_reason, run_producer, start_consumer
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.cpp, pytest.mark.timeout(240)]
 
 FAST = " ".join(["1s"] * 18)
+SEND_REFUSALS = tuple(f"ACL refused {code.name}(" for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
+                                                                RequestCode.SEND_BATCH_MESSAGE))
 
 
 @pytest.fixture
@@ -49,20 +53,23 @@ def test_signed_cpp_producer_and_consumer_pass(broker: EmbeddedBroker, tmp_path:
 def test_wrongly_signed_or_unpermitted_cpp_sends_are_refused(broker: EmbeddedBroker, tmp_path: Path,
                                                               credentials: tuple[str, str] | None,
                                                               reason: str) -> None:
+    # DEBUG too: the broker logs a client's first refusal for a reason at WARNING and the rest at DEBUG, and on a
+    # loaded machine the C++ client's heartbeat can be that first one.
     lines: list[str] = []
-    sink = logger.add(lambda m: lines.append(str(m)), level="WARNING", format="{message}")
+    sink = logger.add(lambda m: lines.append(str(m)), level="DEBUG", format="{message}",
+                      filter=lambda r: r["message"].startswith("ACL refused "))
     topic = "ClosedTopic" if credentials == (USER_AK, USER_SK) else "OpenTopic"
     try:
         results = run_producer(broker.namesrv_address, topic=topic, count=2, home=tmp_path / "p",
                                credentials=credentials, check=False, keep_going=True, send_deadline=5.0,
                                send_timeout_ms=2000)
+        assert results and all(r["event"] == "send_failed" for r in results), results
+        # What the code guarantees, whatever the scheduler did: a send that reached the broker was refused (a
+        # send the client gave up on first may never have), and the refusal gives the reason. How many refusals
+        # there were depends on how many sends and heartbeats got there before the client's deadlines.
+        eventually(lambda: [ln for ln in lines if ln.startswith(SEND_REFUSALS)], what="a refused send", timeout=30)
     finally:
         logger.remove(sink)
-    assert results and all(r["event"] == "send_failed" for r in results), results
     assert topic not in broker.broker.topics  # nothing stored: not even an auto-created topic
-    assert broker.broker.acl is not None and broker.broker.acl.refused >= 2
-    # The broker logs a client's first refusal for a reason at WARNING and the rest at DEBUG: on a loaded machine the
-    # C++ client's heartbeat can be that first one, so the refused sends are then quiet. Every refusal logged, of
-    # whichever request, must give the reason.
-    refusals = [ln for ln in lines if ln.startswith("ACL refused ")]
-    assert refusals and all(reason in ln for ln in refusals), lines
+    assert broker.broker.acl is not None and broker.broker.acl.refused >= 1
+    assert all(reason in ln for ln in lines), lines

@@ -135,7 +135,9 @@ def test_delayed_message_is_delivered_to_its_topic_when_due(tmp_path: Path) -> N
             assert eb.broker.store.max_offset("SCHEDULE_TOPIC_XXXX", 1) == 1
             got = await drain(c, "G", "D", 1, expect=2)
             assert [m.body for m in got] == [b"now", b"later"]
-            assert 1.7 < time.monotonic() - sent < 5
+            # not before its level's 2 s (a lower bound the schedule's timer guarantees; how much later the
+            # drain sees it is the scheduler's business)
+            assert time.monotonic() - sent > 1.7
             later = got[1]
             assert later.properties["REAL_TOPIC"] == "D" and later.properties["DELAY"] == "2"
             assert later.properties["WAIT"] == "true"  # re-serialised from the map that kept it

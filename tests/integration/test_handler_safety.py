@@ -75,7 +75,7 @@ def test_kill_9_of_the_supervisor_during_a_hung_call_leaves_no_worker(
     assert _title(hung).endswith(f"[{H}:hang_some]"), _title(hung)
     assert _title(run.pid) == "rmqrun: supervisor [GHNG/HNG]"
     run.kill9()
-    wait_until(lambda: not any(_alive(p) for p in workers), 5, "the workers to die with their supervisor")
+    wait_until(lambda: not any(_alive(p) for p in workers), 30, "the workers to die with their supervisor")
 
 
 def test_a_forking_handler_leaves_no_process_behind_after_its_worker_is_replaced(
@@ -90,13 +90,16 @@ def test_a_forking_handler_leaves_no_process_behind_after_its_worker_is_replaced
                "the children of replaced workers to be killed")
     log = run.log()
     assert "process(es) of its handler behind" in log, log[-3000:]
-    forked = [p for p in children if _alive(p)]
-    for pid in forked:  # the last worker's children: the forked copy is titled as one
-        if "python" in psutil.Process(pid).name() or _title(pid).startswith("rmqrun"):
-            assert _title(pid).startswith("rmqrun: fork of worker 0 ["), _title(pid)
+    for pid in children:  # the last worker's children: the forked copy is titled as one
+        try:  # read once: the last worker is recycled too, so its children may go (or be zombies) meanwhile
+            name, title = psutil.Process(pid).name(), _title(pid)
+        except psutil.NoSuchProcess:  # ZombieProcess included: gone is what the test wants anyway
+            continue
+        if "python" in name or title.startswith("rmqrun"):
+            assert title.startswith("rmqrun: fork of worker 0 ["), title
     run.signal(signal.SIGTERM)
     assert run.wait(30) == 0
-    wait_until(lambda: not any(map(_alive, children)), 10, "every child gone after the stop")
+    wait_until(lambda: not any(map(_alive, children)), 30, "every child gone after the stop")
     assert "finished unknown batch" not in run.log()
 
 
@@ -107,7 +110,7 @@ def test_a_forked_copy_signalled_with_its_group_runs_no_worker_code(
     worker = run.worker_pids()[0]
     forked = [int(x[1]) for x in _lines(record, "child")]
     os.killpg(worker, signal.SIGTERM)  # the worker's whole group: the worker, its `sleep`s, its forked copies
-    wait_until(lambda: not any(map(_alive, forked)), 10, "the forked copies to end")
+    wait_until(lambda: not any(map(_alive, forked)), 30, "the forked copies to end")
     wait_until(lambda: len(run.worker_pids()) == 1 and worker not in run.worker_pids(), 15, "a replacement")
     assert run.poll() is None
     assert "finished unknown batch" not in run.log(), run.log()[-3000:]

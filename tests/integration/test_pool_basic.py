@@ -144,11 +144,9 @@ def test_batch_handler_in_a_worker_sees_lists_and_order(tmp_path: Path, monkeypa
 def test_a_handler_that_does_not_import_stops_the_start_with_the_loader_message() -> None:
     async def scenario() -> None:
         h = Harness("workers.noop:hanlde", workers=2)
-        t0 = time.monotonic()
         with pytest.raises(WorkerBootError) as err:
             await h.pool.start()
-        assert time.monotonic() - t0 < 15
-        assert err.value.exit_code == 3
+        assert err.value.exit_code == 3  # the loader's exit, not the boot timeout's "not ready after"
         assert "Failed to find attribute 'hanlde' in 'workers.noop'" in str(err.value)
         assert "did you mean 'workers.noop:handle'?" in str(err.value)
         assert h.pool.state == "stopped" and h.pool.workers() == []
@@ -217,12 +215,10 @@ def test_stop_after_grace_interrupts_and_returns_unfinished_batches(
         h = Harness("pool_hooks_mod2:slow", worker_exit="pool_hooks_mod2:bye")
         async with h:
             (pid,) = h.pids()
-            a = h.submit(0, records([{}, {"SLEEP": "60"}, {}]))
+            a = h.submit(0, records([{}, {"SLEEP": "600"}, {}]))  # longer than run(): only SIGTERM ends it
             b = h.submit(0, records(2, start=3))
             await h.wait_for(lambda: h.pool.workers()[0].running_batch_id == a.batch_id, what="batch a started")
-            t0 = time.monotonic()
             leftovers = await h.pool.stop(0.3)
-            assert time.monotonic() - t0 < 5
             assert [x.batch_id for x in leftovers] == [b.batch_id]
             ra = h.results[a.batch_id]  # SIGTERM interrupted the handler: nothing is committed by mistake
             assert statuses(ra) == [S.SUCCESS, S.NOT_RUN, S.NOT_RUN]

@@ -143,28 +143,23 @@ def test_blocking_pull_is_woken_by_a_send(eb: EmbeddedBroker) -> None:
     topic = "PQ_block"
     send(eb, topic, [(2, "T", "first")])
     mq = mq_of(topic, 2)
-    hold = 20.0
+    hold = 600.0  # far longer than the test may run: only the send can answer the pull within it
     with rmqrun.PullConsumer(eb.namesrv_address, "CG_block") as c:
         out: dict[str, object] = {}
 
         def pull() -> None:
-            began = time.monotonic()
             out["result"] = c.pull_block_if_not_found(mq, "*", 1, timeout=hold)
-            out["elapsed"] = time.monotonic() - began
 
         t = threading.Thread(target=pull)
         t.start()
         wait_until(lambda: held_on(eb, topic) == 1, what="the broker to hold the pull")
-        time.sleep(0.2)
         assert t.is_alive(), "a pull at the end of the queue must be held, not answered"
         send(eb, topic, [(2, "T", "second")])
-        t.join(hold + 15)
-        assert not t.is_alive()
+        t.join(60)
+        assert not t.is_alive(), "the held pull was not woken by the send"
         result = out["result"]
         assert result.status is PullStatus.FOUND  # type: ignore[attr-defined]
         assert [m.body for m in result.messages] == [b"second"]  # type: ignore[attr-defined]
-        # woken by the send, not by the end of the hold
-        assert out["elapsed"] < hold / 2, out["elapsed"]  # type: ignore[operator]
 
 
 def test_blocking_pull_times_out_with_no_new_msg(eb: EmbeddedBroker) -> None:
@@ -180,9 +175,9 @@ def test_blocking_pull_times_out_with_no_new_msg(eb: EmbeddedBroker) -> None:
 def test_blocking_pull_with_data_answers_at_once(eb: EmbeddedBroker) -> None:
     send(eb, "PQ_block_data", [(0, None, "x")])
     with rmqrun.PullConsumer(eb.namesrv_address, "CG_block_data") as c:
-        began = time.monotonic()
-        r = c.pull_block_if_not_found(mq_of("PQ_block_data", 0), "*", 0, timeout=20.0)
-        assert r.status is PullStatus.FOUND and time.monotonic() - began < 10.0
+        # a hold past the test's own timeout: a pull that found data is answered without one
+        r = c.pull_block_if_not_found(mq_of("PQ_block_data", 0), "*", 0, timeout=600.0)
+        assert r.status is PullStatus.FOUND
 
 
 # ------------------------------------------------------------------ queue offsets, time, ids

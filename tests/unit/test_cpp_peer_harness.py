@@ -172,13 +172,11 @@ def test_library_loads_in_a_child_and_logs_under_the_given_home(tmp_path: Path, 
 @needs_library
 def test_producer_to_a_closed_port_fails_fast_with_a_clear_error(closed_port: int, tmp_path: Path,
                                                                  real_home_logs: None) -> None:
-    began = time.monotonic()
     results = cpp.run_producer(f"127.0.0.1:{closed_port}", topic="T_closed", count=3, tags=["TagA"],
                                home=tmp_path, check=False)
-    elapsed = time.monotonic() - began
-    # Measured: ~15 ms for the send, ~0.2 s for the whole child (connection refused is immediate).
-    assert elapsed < 5.0
-    assert len(results) == 1  # fail fast: no further sends after the first failure
+    # Fail fast: no further sends after the first failure (how fast is the machine's business: measured
+    # ~15 ms for the send, ~0.2 s for the whole child, connection refused being immediate).
+    assert len(results) == 1
     failed = results[0]
     assert failed["event"] == "send_failed" and failed["index"] == 0 and failed["tags"] == "TagA"
     assert failed["error_type"] == "ProducerSendSyncFailed"
@@ -211,10 +209,11 @@ def test_keep_going_reports_every_message(closed_port: int, tmp_path: Path) -> N
 def test_producer_blocked_by_a_silent_name_server_is_ended_by_the_watchdog(silent_port: int,
                                                                           tmp_path: Path) -> None:
     # Unchecked, the C++ producer waits 5 s per route query, 12 queries: a 60 s send.
+    # Ended by the watchdog (EXIT_HUNG), not by run_producer's own kill (returncode None): no timing needed.
     began = time.monotonic()
     with pytest.raises(CppPeerError) as info:
         cpp.run_producer(f"127.0.0.1:{silent_port}", topic="T", count=1, send_deadline=1.5, home=tmp_path)
-    assert 1.5 <= time.monotonic() - began < 10.0
+    assert time.monotonic() - began >= 1.5  # not before its deadline
     assert info.value.returncode == EXIT_HUNG
     error = next(line for line in info.value.lines if line["event"] == "error")
     assert error["kind"] == "deadline" and error["operation"] == "send #0"
@@ -239,9 +238,7 @@ def test_consumer_stop_shuts_the_client_down_cleanly(closed_port: int) -> None:
                                   fail_first=[1, 2], timeout=120)
     home = Path(consumer.home)
     consumer.wait_started()
-    began = time.monotonic()
-    assert consumer.stop() == EXIT_OK
-    assert time.monotonic() - began < 5.0  # measured ~0.1 s
+    assert consumer.stop() == EXIT_OK  # measured ~0.1 s
     done = consumer.lines()[-1]
     assert done["event"] == "done" and done["reason"] == "signal"
     assert not home.exists()  # the temp home of a clean run is removed
@@ -250,10 +247,9 @@ def test_consumer_stop_shuts_the_client_down_cleanly(closed_port: int) -> None:
 @needs_library
 def test_waiting_for_messages_from_a_consumer_that_exited_fails_at_once(closed_port: int, tmp_path: Path) -> None:
     consumer = cpp.start_consumer(f"127.0.0.1:{closed_port}", topic="T", expect=1, timeout=0.5, home=tmp_path)
-    began = time.monotonic()
+    # "exited before": noticed the exit; a wait that missed it would end "still waiting after 120s"
     with pytest.raises(CppPeerError, match="exited before 1 successful messages"):
-        consumer.wait_ok(1, timeout=30)
-    assert time.monotonic() - began < 15.0
+        consumer.wait_ok(1, timeout=120)
     assert consumer.wait() == EXIT_TIMEOUT
 
 

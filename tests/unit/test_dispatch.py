@@ -66,6 +66,24 @@ def test_a_chained_orderly_batch_is_not_held_by_the_workers_bound() -> None:
     assert d.assign(3, mq, O, 5, follow=1) == worker  # its own queue's next batch: behind it at once
 
 
+def test_a_queue_whose_pin_moved_is_not_chained_further() -> None:
+    """A chain would keep the queue on its old worker for as long as its backlog lasts: after a resize the
+    next batch waits for the one ahead, then goes to the new pin (a worker added for a backlog gets work)."""
+    mq = next(MessageQueue("T", "b", i) for i in range(100) if stable_index(MessageQueue("T", "b", i), 2)
+              != [0, 1, 2][stable_index(MessageQueue("T", "b", i), 3)])
+    d = Dispatcher(range(2))
+    old = d.assign(1, mq, O, 5)
+    assert d.assign(2, mq, O, 5, follow=1) == old  # the same workers: chained behind it
+    d.set_workers(range(3))
+    assert d.pinned_worker(mq) != old
+    assert d.assign(3, mq, O, 5, follow=2) is None  # the pin moved: not chained, waits
+    assert d.done(1) and d.done(2)
+    now = d.assign(3, mq, O, 5)
+    assert now == d.pinned_worker(mq)  # then pinned anew
+    d.set_workers([w for w in range(3) if w != now])  # the worker it runs on goes (TTOU): no chain onto it
+    assert d.assign(4, mq, O, 5, follow=3) is None
+
+
 def test_orderly_queues_spread_over_workers() -> None:
     d = Dispatcher(range(4))
     workers = Counter(d.assign(i, MessageQueue("T", "b", i), O, 1) for i in range(64))

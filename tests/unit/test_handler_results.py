@@ -326,9 +326,7 @@ def test_soft_time_limit_interrupts_the_handler_and_leaves_the_rest_not_run() ->
                 caught.append(str(exc))
                 raise
 
-    t0 = time.monotonic()
     done = InProcessWorker(fn, time_limit=0.2).run(records([{}] * 3))
-    assert time.monotonic() - t0 < 2
     assert caught == ["soft time limit (0.2 s) exceeded"]
     assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.NOT_RUN]
     assert done.timed_out and "soft time limit" in done.error

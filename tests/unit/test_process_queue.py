@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -419,23 +418,3 @@ class OrderlyModel(RuleBasedStateMachine):
 
 TestOrderlyModel = OrderlyModel.TestCase
 TestOrderlyModel.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
-
-
-@pytest.mark.slow
-def test_throughput_put_mark_remove() -> None:
-    """Per-message cost of the concurrent path; the target is ~40k msg/s for the whole supervisor."""
-    pq = new_pq()
-    n = 400_000
-    start = time.perf_counter()
-    for base in range(0, n, 32):
-        batch = [QueuedMessage(o, 100) for o in range(base, base + 32)]
-        pq.put(batch)
-        offsets = [e.offset for e in batch]
-        pq.mark_consume_started(offsets, T0)
-        # complete out of order: odd ones first, then even
-        pq.remove_messages(offsets[1::2], T0)
-        pq.remove_messages(offsets[0::2], T0)
-    elapsed = time.perf_counter() - start
-    rate = n / elapsed
-    print(f"process queue: {rate:,.0f} msg/s")
-    assert rate > 200_000

@@ -11,7 +11,7 @@ from loguru import logger
 import rmqrun
 from rmqrun.handler.results import SoftTimeLimitExceeded
 from rmqrun.pipe.wire import Status as S
-from rmqrun.worker.time_limit import CallLimit
+from rmqrun.worker.time_limit import ALARM_SLACK_S, CallLimit
 from tests.unit.test_handler_results import InProcessWorker, records, statuses
 
 
@@ -58,13 +58,16 @@ def test_a_signal_at_the_deadline_raises_and_is_reported_once(lent_timer) -> Non
 
 def test_a_call_blocked_in_c_is_cut_at_its_own_deadline() -> None:
     """0.4 s of Python, then a C sleep, under a 1 s limit: a timer armed for the batch would wake the
-    C sleep 0.6 s into the second call, which would return early as a success."""
+    C sleep 0.6 s into the second call, which would return early as a success.
+
+    What the code guarantees is asserted, not how late the scheduler lets the alarm in: the second
+    call gets a deadline of its own, armed after the first call returned, and is cut no earlier."""
     import ctypes
     libc = ctypes.CDLL(None)
-    took: dict[int, float] = {}
+    calls: dict[int, tuple[float, float, float]] = {}  # offset: (deadline seen at entry, entered, left)
 
     def fn(msg):  # type: ignore[no-untyped-def]
-        start = time.monotonic()
+        deadline, start = worker.worker.call_limit.deadline, time.monotonic()
         try:
             if msg.queue_offset == 100:
                 while time.monotonic() < start + 0.4:
@@ -72,11 +75,14 @@ def test_a_call_blocked_in_c_is_cut_at_its_own_deadline() -> None:
             elif msg.queue_offset == 101:
                 libc.sleep(3600)
         finally:
-            took[msg.queue_offset] = time.monotonic() - start
+            calls[msg.queue_offset] = (deadline, start, time.monotonic())
 
-    done = InProcessWorker(fn, time_limit=1.0).run(records([{}] * 3))
+    worker = InProcessWorker(fn, time_limit=1.0)
+    done = worker.run(records([{}] * 3))
     assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.NOT_RUN] and done.timed_out
-    assert abs(took[101] - 1.0) <= 0.1, took
+    (_, _, first_left), (deadline, entered, cut) = calls[100], calls[101]
+    assert first_left <= deadline - 1.0 <= entered, ("the second call's own deadline", calls)
+    assert cut >= deadline - ALARM_SLACK_S, ("cut before its deadline", calls)
 
 
 def test_the_warning_is_logged_when_the_handler_catches_the_limit_and_goes_on() -> None:
