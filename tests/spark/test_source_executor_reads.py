@@ -58,7 +58,8 @@ def test_tasks_of_one_worker_share_its_consumer_and_a_failed_task_drops_it(broke
 
 
 def test_a_forked_worker_opens_its_own_consumer(broker: Any) -> None:
-    opts = ReadOptions.parse({"namesrv": broker.namesrv_address, "topic": "ExecReuse"}, streaming=False)
+    produce(broker, "ExecFork", 2)
+    opts = ReadOptions.parse({"namesrv": broker.namesrv_address, "topic": "ExecFork"}, streaming=False)
     parent = executor_clients.consumer_for(opts)
     read, write = os.pipe()
     pid = os.fork()
@@ -66,7 +67,7 @@ def test_a_forked_worker_opens_its_own_consumer(broker: Any) -> None:
         ok = b"0"
         try:
             child = executor_clients.consumer_for(opts)
-            ok = b"1" if child is not parent and child.max_offset(_ranges(broker, "ExecReuse")[0].mq) >= 0 else b"0"
+            ok = b"1" if child is not parent and child.max_offset(_ranges(broker, "ExecFork")[0].mq) >= 0 else b"0"
             executor_clients.close_all()
         finally:
             os.write(write, ok)
