@@ -15,7 +15,9 @@ own. These consumers never commit offsets, so they never register their group
 (``register=False``): a cached one holds nothing on the brokers but a
 connection. A task that fails drops its consumer (:func:`discard`), so a broken
 connection is never handed to the next task; every consumer left is closed at
-interpreter exit.
+interpreter exit (a worker that Spark's daemon ends with ``os._exit`` skips
+that, and the operating system closes its connections: nothing is held on the
+brokers that would need a goodbye, since these consumers never register).
 """
 
 from __future__ import annotations
