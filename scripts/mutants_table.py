@@ -1388,4 +1388,22 @@ MUTANTS: list[Mutant] = [
       "a second TERM during a graceful stop is logged but the stop still waits out the grace period",
       "                await self.executor.stop(0)\n", "                pass\n",
       I + "test_signals_supervisor.py::test_second_sigterm_stops_at_once_and_the_interrupted_messages_come_again"),
+    # --- s32 (issue #32): the Spark source's per-worker consumer, read-ahead and one-pass Arrow batches
+    m("s32-executor-consumer-no-pid", "rmqrun/spark/executor_clients.py",
+      "a Spark worker forked from one holding a consumer uses its parent's (its loop thread is not there)",
+      "(os.getpid(), opts.namesrv,", "(0, opts.namesrv,",
+      "tests/spark/test_source_executor_reads.py::test_a_forked_worker_opens_its_own_consumer"),
+    m("s32-failed-task-keeps-consumer", "rmqrun/spark/batch.py",
+      "a task that failed leaves its consumer (and a possibly broken connection) to the next task",
+      "        discard(opts, consumer)", "        pass",
+      "tests/spark/test_source_executor_reads.py::test_tasks_of_one_worker_share_its_consumer_and_a_failed_task_drops_it"),
+    m("s32-prefetch-swallows-error", "rmqrun/spark/prefetch.py",
+      "an error while pulling ahead ends the range quietly (failOnDataLoss would lose data silently)",
+      "            put(exc)", "            put(_END)",
+      U + "test_spark_prefetch.py::test_an_error_arrives_after_the_chunks_before_it"),
+    m("s32-arrow-properties-values", "rmqrun/spark/schema.py",
+      "the properties column maps each key to itself",
+      "        prop_values.extend(props.values())", "        prop_values.extend(props)",
+      "tests/spark/test_source_executor_reads.py::test_an_arrow_batch_holds_what_one_row_per_message_holds"),
+
 ]

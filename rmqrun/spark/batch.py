@@ -6,7 +6,9 @@ from typing import Any, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from rmqrun.spark.executor_clients import consumer_for, discard
 from rmqrun.spark.options import ReadOptions
+from rmqrun.spark.prefetch import chunks_ahead
 from rmqrun.spark.pulling import read_range
 from rmqrun.spark.ranges import QueueRange, open_consumer, plan_batch
 from rmqrun.spark.schema import ARROW_BATCH_ROWS, arrow_schema, to_arrow
@@ -21,23 +23,19 @@ class RangePartition(InputPartition):
 
 
 def read_partition(opts: ReadOptions, r: QueueRange) -> Iterator[Any]:
-    """Rows of one range as Arrow record batches, pulled with a consumer of this executor process
-    (batch and streaming). Arrow batches cost Spark far less than a tuple per row."""
+    """Rows of one range as Arrow record batches (batch and streaming), pulled with this worker
+    process's consumer (:mod:`rmqrun.spark.executor_clients`), the next chunk pulled while the last
+    one is converted (:mod:`rmqrun.spark.prefetch`). Arrow batches cost Spark far less than a tuple
+    per row."""
     schema = arrow_schema()
-    consumer = open_consumer(opts.namesrv, group=opts.group, timeout=opts.pull_timeout, security=opts.security,
-                             namespace=opts.namespace)
+    consumer = consumer_for(opts)
     try:
-        chunk = []
-        for msg in read_range(consumer, r, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
-                              batch_size=opts.pull_batch_size):
-            chunk.append(msg)
-            if len(chunk) >= ARROW_BATCH_ROWS:
-                yield to_arrow(chunk, schema)
-                chunk = []
-        if chunk:
+        for chunk in chunks_ahead(lambda: read_range(consumer, r, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
+                                                     batch_size=opts.pull_batch_size), ARROW_BATCH_ROWS):
             yield to_arrow(chunk, schema)
-    finally:
-        consumer.close()
+    except Exception:
+        discard(opts, consumer)     # the next task connects afresh rather than inherit a broken connection
+        raise
 
 
 class RocketMQBatchReader(DataSourceReader):

@@ -49,20 +49,43 @@ def arrow_schema():  # type: ignore[no-untyped-def]
 
 
 def to_arrow(msgs: list[Message], schema: Any):  # type: ignore[no-untyped-def]
-    """Messages as one Arrow record batch: far cheaper for Spark to take than one tuple per row."""
+    """Messages as one Arrow record batch: far cheaper for Spark to take than one tuple per row.
+
+    One pass over the messages fills a flat list per column; the properties map is built from flat
+    key/value lists and offsets (a list of pairs per row cost more than the rest of the batch together),
+    and bodies go in as they were decoded (``bytes`` is not copied again until Arrow packs its buffer).
+    """
     import pyarrow as pa
 
+    topics, brokers, qids, offs, ids, tags, keys, bodies, born, stored, recons = ([] for _ in range(11))
+    prop_keys: list[str] = []
+    prop_values: list[str] = []
+    prop_offsets = [0]
+    n = 0
+    for m in msgs:
+        props = m.properties
+        topics.append(m.topic)
+        brokers.append(m.broker_name)
+        qids.append(m.queue_id)
+        offs.append(m.queue_offset)
+        ids.append(m.msg_id)
+        tags.append(props.get("TAGS"))
+        keys.append(props.get("KEYS"))
+        body = m.body
+        bodies.append(body if type(body) is bytes else bytes(body))
+        prop_keys.extend(props)
+        prop_values.extend(props.values())
+        n += len(props)
+        prop_offsets.append(n)
+        born.append(m.born_timestamp * 1000)
+        stored.append(m.store_timestamp * 1000)
+        recons.append(m.reconsume_times)
+    properties = pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_keys, pa.string()),
+                                         pa.array(prop_values, pa.string()))
     return pa.RecordBatch.from_arrays([
-        pa.array([m.topic for m in msgs], pa.string()),
-        pa.array([m.broker_name for m in msgs], pa.string()),
-        pa.array([m.queue_id for m in msgs], pa.int32()),
-        pa.array([m.queue_offset for m in msgs], pa.int64()),
-        pa.array([m.msg_id for m in msgs], pa.string()),
-        pa.array([m.properties.get("TAGS") for m in msgs], pa.string()),
-        pa.array([m.properties.get("KEYS") for m in msgs], pa.string()),
-        pa.array([bytes(m.body) for m in msgs], pa.binary()),
-        pa.array([list(m.properties.items()) for m in msgs], pa.map_(pa.string(), pa.string())),
-        pa.array([m.born_timestamp * 1000 for m in msgs], pa.timestamp("us", tz="UTC")),
-        pa.array([m.store_timestamp * 1000 for m in msgs], pa.timestamp("us", tz="UTC")),
-        pa.array([m.reconsume_times for m in msgs], pa.int32()),
+        pa.array(topics, pa.string()), pa.array(brokers, pa.string()), pa.array(qids, pa.int32()),
+        pa.array(offs, pa.int64()), pa.array(ids, pa.string()), pa.array(tags, pa.string()),
+        pa.array(keys, pa.string()), pa.array(bodies, pa.binary()), properties,
+        pa.array(born, pa.timestamp("us", tz="UTC")), pa.array(stored, pa.timestamp("us", tz="UTC")),
+        pa.array(recons, pa.int32()),
     ], schema=schema)

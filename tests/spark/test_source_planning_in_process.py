@@ -23,6 +23,16 @@ from rmqrun.spark.source import RocketMQDataSource
 from tests.integration.signals_kit import produce
 
 
+@pytest.fixture(autouse=True)
+def _close_executor_consumers() -> Any:
+    """read_partition leaves this process's consumer cached, as a Spark worker keeps it; close it before the
+    module's broker stops, so no consumer outlives its broker."""
+    from rmqrun.spark import executor_clients
+
+    yield
+    executor_clients.close_all()
+
+
 def test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range(broker: Any) -> None:
     produce(broker, "PlanIn", 12)
     source = RocketMQDataSource({"namesrv": broker.namesrv_address, "topic": "PlanIn"})

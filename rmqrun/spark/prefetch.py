@@ -1,0 +1,63 @@
+"""Pull the next messages of a range while the task turns the previous ones into Arrow batches.
+
+A partition alternates between waiting for a pull (the broker reads, the
+client's loop thread decodes) and building an Arrow batch that Spark then
+copies out of the Python worker; done in turn, each waits for the other. Here a
+thread drains :func:`~rmqrun.spark.pulling.read_range` into chunks of
+``rows`` messages, at most ``ahead`` chunks in front of the reader, so both
+overlap. Order, the range's bounds and every error of ``read_range`` (data
+loss with ``failOnDataLoss``, a broker that does not answer) reach the caller
+exactly as without the thread: an error is raised where its chunk would have
+been. A caller that stops early (a ``LIMIT``) stops the thread at its next chunk.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any, Callable, Iterator
+
+_END = object()
+
+
+def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 2) -> Iterator[list[Any]]:
+    """Chunks of at most ``rows`` items of ``messages()``, produced by a thread up to ``ahead`` chunks early."""
+    out: queue.Queue[Any] = queue.Queue(maxsize=max(1, ahead))
+    stop = threading.Event()
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.2)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def fill() -> None:
+        try:
+            chunk: list[Any] = []
+            for msg in messages():
+                chunk.append(msg)
+                if len(chunk) >= rows:
+                    if not put(chunk):
+                        return
+                    chunk = []
+            if chunk and not put(chunk):
+                return
+            put(_END)
+        except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
+            put(exc)
+
+    thread = threading.Thread(target=fill, name="rmqrun-spark-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = out.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
