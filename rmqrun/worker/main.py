@@ -43,11 +43,8 @@ from typing import Any, Iterator
 
 from loguru import logger
 
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import unwrap
-from rmqrun.remoting.errors import ProtocolError
-from rmqrun.remoting.message import QUEUE_OFFSET_POS, decode_message
-from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
+from rmqrun.remoting.message import QUEUE_OFFSET_POS
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
@@ -63,6 +60,7 @@ from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
+from rmqrun.worker.batch_decode import decode_batch
 from rmqrun.worker.time_limit import CallLimit
 
 _SIZE = struct.Struct(">i")
@@ -260,36 +258,7 @@ class Worker:
     def _decode(self, run: Run) -> tuple[list[Any], list[int], list[str | None]]:
         """Messages (None where a record does not decode), queue offsets, decode errors."""
         data, pos = run.records_in_bytes()
-        msgs: list[Any] = []
-        offsets: list[int] = []
-        bad: dict[int, str] = {}
-        n = len(data)
-        namespace = self.config.namespace
-        broker_name = run.broker_name
-        add_msg = msgs.append
-        add_offset = offsets.append
-        while pos < n:
-            try:
-                msg, end = decode_message(data, pos, broker_name=broker_name)
-            except ProtocolError as exc:
-                add_offset(_OFFSET.unpack_from(data, pos + QUEUE_OFFSET_POS)[0])
-                add_msg(None)
-                bad[len(msgs) - 1] = f"record {len(msgs) - 1} does not decode: {exc}"
-                pos += _SIZE.unpack_from(data, pos)[0]
-                continue
-            add_offset(msg.queue_offset)  # the same field the supervisor reads at QUEUE_OFFSET_POS
-            if msg.topic.startswith(RETRY_TOPIC_PREFIX):  # (properties are parsed only for these)
-                retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
-                if retry_topic:
-                    msg.topic = retry_topic  # Java's resetRetryAndNamespace
-            if namespace:
-                msg.topic = unwrap(namespace, msg.topic)
-            add_msg(msg)
-            pos = end  # a record that decodes ends where its size field says
-        errors: list[str | None] = [None] * len(msgs)
-        for i, text in bad.items():
-            errors[i] = text
-        return msgs, offsets, errors
+        return decode_batch(data, pos, run.broker_name, self.config.namespace)
 
     def rss(self) -> int:
         """Resident set size in bytes (one pread of /proc/self/statm: a few microseconds)."""

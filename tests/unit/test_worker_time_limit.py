@@ -103,3 +103,33 @@ def test_the_warning_is_logged_when_the_handler_catches_the_limit_and_goes_on() 
     assert statuses(done) == [S.SUCCESS]
     assert [ln for ln in lines if "soft time limit" in ln] == [
         "handler 'tests:fn': soft time limit (0.2 s) exceeded (queue offset 100)\n"]
+
+
+def test_calls_within_the_grace_share_a_timer_that_never_fires_before_their_deadlines(
+        lent_timer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue #38: one ``setitimer`` for the short calls of a batch, a fresh one for a call that starts later."""
+    from rmqrun.worker import time_limit
+
+    armed: list[float] = []
+    real = signal.setitimer
+    monkeypatch.setattr(time_limit.signal, "setitimer",
+                        lambda which, value: (armed.append(value), real(which, value))[1])
+    limit = CallLimit(5.0)
+    grace = limit.grace
+    assert 0 < grace <= time_limit.REARM_GRACE_S
+    t = time.monotonic()
+    starts = [t, t + grace / 4, t + grace / 2, t + 2 * grace, t + 2 * grace, t + 10.0]
+    for i, start in enumerate(starts):
+        limit.arm(start, i)
+        assert limit.expires >= limit.deadline  # the armed timer fires no earlier than this call's deadline
+        assert limit.expires <= limit.deadline + grace  # and at most the grace after it
+        remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+        if start == t:
+            assert remaining >= limit.deadline - time.monotonic()
+        limit.deadline = 0.0
+    assert len(armed) == 3, armed  # t, t + 2 grace, t + 10 s: the others kept the timer
+    limit.disarm()
+    assert limit.expires == 0.0 and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    limit.arm(t + 2 * grace, 9)  # after a disarm a call always arms its own
+    assert len(armed) == 5  # the disarm's setitimer(0) and this arm
+    limit.disarm()
