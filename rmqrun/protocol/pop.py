@@ -375,7 +375,11 @@ def decode_bitset(value: Any) -> frozenset[int]:
         raw = bytes(b & 0xFF for b in value)
     else:
         raise ProtocolError(f"batch ack bitset {value!r} is neither base64 nor a byte array")
-    return frozenset(i * 8 + bit for i, byte in enumerate(raw) for bit in range(8) if byte >> bit & 1)
+    word = int.from_bytes(raw, "little")  # BitSet.toByteArray is little-endian: bit i is bit i of this int
+    width = word.bit_length()
+    if word == (1 << width) - 1:  # a whole pop acked at once, the usual batch ack
+        return frozenset(range(width))
+    return frozenset(i for i in range(width) if word >> i & 1)
 
 
 @dataclass(slots=True)
