@@ -69,7 +69,7 @@ def test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout() 
         bytes(encode_stored(topic=TOPIC, body=b"a", queue_id=1, queue_offset=7, reconsume_times=3,
                             properties="XTAGS\x01no\x02KEYS\x01k\x02X1ST_POP_TIME\x0112")),
         bytes(encode_stored(topic=TOPIC, body=b"b" * 300, queue_id=1, queue_offset=8, reconsume_times=4,
-                            properties="TAGS\x01first\x02KEYS\x01k\x02TAGS\x01last\x02",
+                            properties="KEYS\x01k\x02TAGS\x01first\x02TAGS\x01last\x02",
                             born_host="[::1]:5", store_host="[::1]:10911", sys_flag=0x10 | 0x20))]
     result = pop_result_from_response(_answer(records, startOffsetInfo="0 1 7", msgOffsetInfo="0 1 7,8"),
                                       group=GROUP, broker_name="broker-5x")
