@@ -1427,4 +1427,22 @@ MUTANTS: list[Mutant] = [
       "the shared timer may fire a second after a call's deadline, not at most the grace",
       "            self.expires = deadline + self.grace", "            self.expires = deadline + 1.0",
       U + "test_worker_time_limit.py"),
+    # --- issue #32 (q32): POP's per-message CPU: the answer decoder's property lookup, the checkpoint's
+    # positional bit, the revive loop woken only when a checkpoint revives before it would wake
+    m("pop-prop-first-entry", "rmqrun/client/pop_api.py",
+      "a property given twice in a popped record is read by its first entry (the parsed dict keeps the last)",
+      'at = props.rfind(b"\\x02" + name + b"\\x01")', 'at = props.find(b"\\x02" + name + b"\\x01")',
+      U + "test_client_pop_api.py::test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout"),
+    m("pop-prop-suffix-name", "rmqrun/client/pop_api.py",
+      "a property whose name only ends like TAGS (XTAGS) is taken for the message's tags",
+      'elif props.startswith(name + b"\\x01"):', 'elif (name + b"\\x01") in props:',
+      U + "test_client_pop_api.py::test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout"),
+    m("pop-ck-bit-unchecked", "rmqrun/broker/pop/checkpoint.py",
+      "an ack of an offset a tag-filtered pop skipped marks the bit at its distance from the start",
+      "if 0 <= i < len(self.offsets) and self.offsets[i] == offset:", "if 0 <= i < len(self.offsets):",
+      U + "test_pop_checkpoints.py::test_a_checkpoint_line_is_the_json_of_its_fields_whatever_its_names_hold"),
+    m("pop-revive-wake-always-skipped", "rmqrun/broker/pop/revive.py",
+      "a new checkpoint never wakes the sleeping revive loop, even one due before it wakes by itself",
+      "and revive_at_ms >= until:", "and revive_at_ms >= 0:",
+      U + "test_pop_revive_wake.py::test_a_checkpoint_due_before_the_loop_wakes_wakes_it_and_a_later_one_does_not"),
 ]

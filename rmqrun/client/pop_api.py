@@ -19,6 +19,7 @@ raises :class:`PopNotSupportedError`, which says what is needed.
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -33,9 +34,11 @@ from rmqrun.protocol.pop import (
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import BrokerError, error_for_code
+from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
-from rmqrun.remoting.message import record_ids, scan_records
+from rmqrun.remoting.message import (
+    MAGIC_V1, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, record_ids, scan_spans,
+)
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
 #: the Java client's timeout for ack and change-invisible calls (DefaultMQPushConsumerImpl.ASYNC_TIMEOUT)
@@ -107,8 +110,61 @@ class PopResult:
     rest_num: int = 0
 
 
+#: what the answer decoder reads of a record beside scan_spans' fields: magic, sysFlag and, for a record
+#: with both hosts IPv4, reconsumeTimes (at byte 72)
+_MAGIC_FLAG_RECONSUME = struct.Struct(">4xi28xi32xi")
+_SHORT = struct.Struct(">h")
+_V4_TOPIC_AT = 88  # a record with both hosts IPv4: where the topic (length) starts, after the body
+_HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
+_B_POP_CK = PROPERTY_POP_CK.encode()
+_B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
+_B_TAGS = PROPERTY_TAGS.encode()
+
+
+def _property(props: bytes, name: bytes) -> str | None:
+    """One property of a record's raw properties (``name\x01value\x02...``), read without parsing them all.
+
+    The last entry of that name wins, as in the dict :func:`string_to_properties` builds; None when absent.
+    Only the value is decoded, so a record whose other properties are not UTF-8 still pops: its worker
+    reports it undecodable, as any popped record that does not decode.
+    """
+    at = props.rfind(b"\x02" + name + b"\x01")
+    if at >= 0:
+        at += len(name) + 2
+    elif props.startswith(name + b"\x01"):
+        at = len(name) + 1
+    else:
+        return None
+    end = props.find(b"\x02", at)
+    raw = props[at:] if end < 0 else props[at:end]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"POP answer: property {name.decode()} is not UTF-8: {exc}") from exc
+
+
+def _topic_and_reconsume(body: bytes, pos: int, body_len: int) -> tuple[bytes, int]:
+    """The raw topic and reconsumeTimes of the record at ``pos`` (scan_spans has checked its lengths)."""
+    magic, sys_flag, reconsume = _MAGIC_FLAG_RECONSUME.unpack_from(body, pos)
+    if sys_flag & _HOSTS_V6:
+        ids = record_ids(body, pos)
+        return ids.topic.encode("utf-8"), ids.reconsume_times
+    p = pos + _V4_TOPIC_AT + body_len
+    if magic == MAGIC_V1:
+        return body[p + 1:p + 1 + body[p]], reconsume
+    (topic_len,) = _SHORT.unpack_from(body, p)
+    return body[p + 2:p + 2 + topic_len], reconsume
+
+
 def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str) -> PopResult:
-    """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt."""
+    """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt.
+
+    The per-message hot path of a POP consumer: each record is read through
+    :func:`scan_spans` (no object per record), and only the three properties a
+    popped message needs (``POP_CK``, ``1ST_POP_TIME``, ``TAGS``) are looked up
+    in its raw properties; the topic's retry flag and ack topic are worked out
+    once per distinct topic in the answer, not per message.
+    """
     if resp.code == ResponseCode.SUCCESS:
         status = PopStatus.FOUND
     elif resp.code == ResponseCode.POLLING_FULL:
@@ -123,33 +179,41 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
     starts: dict[tuple[str, int], int] | None = None  # startOffsetInfo, parsed once, when a message needs it
-    body = resp.body or b""
+    body = bytes(resp.body or b"")
     view = memoryview(body)
+    topics: dict[bytes, tuple[str, str, str]] = {}  # raw topic -> (topic, ack topic, retry flag)
     out: list[PoppedMessage] = []
-    for head in scan_records(body):
-        record = view[head.start:head.start + head.size]
-        ids = record_ids(record)
-        props = head.properties
-        ck = props.get(PROPERTY_POP_CK)
+    for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
+        raw_topic, reconsume = _topic_and_reconsume(body, pos, body_len)
+        named = topics.get(raw_topic)
+        if named is None:
+            topic = raw_topic.decode("utf-8", "replace")
+            flag = retry_flag_of(topic)
+            # a record names its original topic (the broker rewrites a retried one) unless it kept the retry topic
+            named = topics[raw_topic] = (topic, topic if topic.startswith(RETRY_TOPIC_PREFIX)
+                                         else real_topic(topic, group, flag), flag)
+        topic, ack_topic, flag = named
+        props = body[p:pos + total]
+        ck = _property(props, _B_POP_CK) if _B_POP_CK in props else None
         if ck:
             receipt = ReceiptHandle.parse(ck)
+            if receipt.retry_flag != flag:  # the receipt's own flag names the topic it acks
+                ack_topic = topic if topic.startswith(RETRY_TOPIC_PREFIX) else real_topic(topic, group,
+                                                                                         receipt.retry_flag)
         else:
             if starts is None:
                 starts = parse_start_offset_info(header.start_offset_info)
-            receipt = receipt_for(header, broker_name=broker_name, retry_flag=retry_flag_of(ids.topic),
-                                  queue_id=head.queue_id, queue_offset=head.queue_offset, starts=starts)
-        first = props.get(PROPERTY_FIRST_POP_TIME)
+            receipt = receipt_for(header, broker_name=broker_name, retry_flag=flag, queue_id=queue_id,
+                                  queue_offset=queue_offset, starts=starts)
+        first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
         try:
             first_pop = int(first) if first else header.pop_time
         except ValueError:
             first_pop = header.pop_time
-        # a record names its original topic (the broker rewrites a retried one) unless it kept the retry topic
-        ack_topic = ids.topic if ids.topic.startswith(RETRY_TOPIC_PREFIX) else real_topic(ids.topic, group,
-                                                                                          receipt.retry_flag)
         count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
                                                             receipt.queue_offset)
-        out.append(PoppedMessage(record, ids.topic, ack_topic, receipt, ids.reconsume_times, first_pop,
-                                 props.get(PROPERTY_TAGS), count))
+        out.append(PoppedMessage(view[pos:pos + total], topic, ack_topic, receipt, reconsume, first_pop,
+                                 _property(props, _B_TAGS) if _B_TAGS in props else None, count))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
 

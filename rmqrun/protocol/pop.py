@@ -353,13 +353,13 @@ def order_count_for(counts: Mapping[OrderCountKey, int], retry_flag: str, queue_
 
 def encode_bitset(bits: Iterable[int]) -> str:
     """BitSetSerializerDeserializer: ``BitSet.toByteArray()`` (little-endian, no trailing zero bytes), base64."""
-    indices = sorted(set(bits))
-    if indices and indices[0] < 0:
-        raise ValueError(f"negative bit index {indices[0]}")
-    raw = bytearray((indices[-1] // 8 + 1) if indices else 0)
-    for i in indices:
-        raw[i // 8] |= 1 << (i % 8)
-    return base64.b64encode(bytes(raw)).decode("ascii")
+    word = 0
+    for i in bits:
+        if i < 0:
+            raise ValueError(f"negative bit index {i}")
+        word |= 1 << i
+    # the bytes of one little-endian int, as long as its highest set bit needs: what toByteArray writes
+    return base64.b64encode(word.to_bytes((word.bit_length() + 7) // 8, "little")).decode("ascii")
 
 
 def decode_bitset(value: Any) -> frozenset[int]:
@@ -375,7 +375,11 @@ def decode_bitset(value: Any) -> frozenset[int]:
         raw = bytes(b & 0xFF for b in value)
     else:
         raise ProtocolError(f"batch ack bitset {value!r} is neither base64 nor a byte array")
-    return frozenset(i * 8 + bit for i, byte in enumerate(raw) for bit in range(8) if byte >> bit & 1)
+    word = int.from_bytes(raw, "little")  # BitSet.toByteArray is little-endian: bit i is bit i of this int
+    width = word.bit_length()
+    if word == (1 << width) - 1:  # a whole pop acked at once, the usual batch ack
+        return frozenset(range(width))
+    return frozenset(i for i in range(width) if word >> i & 1)
 
 
 @dataclass(slots=True)

@@ -61,6 +61,25 @@ def test_a_retried_message_keeps_the_brokers_receipt_and_acks_on_the_retry_topic
     assert msg.first_pop_time == 1795500000000
 
 
+def test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout() -> None:
+    """The decoder looks the three properties up in the raw text: a name that merely ends like one (XTAGS) is
+    not it, a name given twice counts by its last entry (as the parsed dict), and records with IPv6 hosts
+    (another layout of the fixed fields) give the same topic and reconsume count."""
+    records = [
+        bytes(encode_stored(topic=TOPIC, body=b"a", queue_id=1, queue_offset=7, reconsume_times=3,
+                            properties="XTAGS\x01no\x02KEYS\x01k\x02X1ST_POP_TIME\x0112")),
+        bytes(encode_stored(topic=TOPIC, body=b"b" * 300, queue_id=1, queue_offset=8, reconsume_times=4,
+                            properties="KEYS\x01k\x02TAGS\x01first\x02TAGS\x01last\x02",
+                            born_host="[::1]:5", store_host="[::1]:10911", sys_flag=0x10 | 0x20))]
+    result = pop_result_from_response(_answer(records, startOffsetInfo="0 1 7", msgOffsetInfo="0 1 7,8"),
+                                      group=GROUP, broker_name="broker-5x")
+    assert [m.tags for m in result.messages] == [None, "last"]
+    assert [m.first_pop_time for m in result.messages] == [1795500243867] * 2
+    assert [(m.topic, m.ack_topic, m.reconsume_times) for m in result.messages] == [(TOPIC, TOPIC, 3),
+                                                                                     (TOPIC, TOPIC, 4)]
+    assert [m.queue_offset for m in result.messages] == [7, 8]
+
+
 @pytest.mark.parametrize("code,status", [(ResponseCode.POLLING_TIMEOUT, PopStatus.NO_NEW_MSG),
                                          (ResponseCode.PULL_NOT_FOUND, PopStatus.NO_NEW_MSG),
                                          (ResponseCode.POLLING_FULL, PopStatus.POLLING_FULL)])

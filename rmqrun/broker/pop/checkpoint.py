@@ -8,6 +8,7 @@ stands for ``offsets[i]`` (``PopCheckPoint.indexOfAck``): offsets need not be co
 from __future__ import annotations
 
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_str
 from typing import Any
 
 #: (topic, group, queue id, start offset, pop time, broker name)
@@ -42,6 +43,9 @@ class PopCheckpoint:
 
     def index_of(self, offset: int) -> int:
         """The bit of ``offset``, -1 if this pop did not hand it out."""
+        i = offset - self.start_offset  # a pop without a tag filter read contiguous offsets: its own bit
+        if 0 <= i < len(self.offsets) and self.offsets[i] == offset:
+            return i
         try:
             return self.offsets.index(offset)
         except ValueError:
@@ -74,6 +78,15 @@ class PopCheckpoint:
         return {"t": self.topic, "c": self.group, "q": self.queue_id, "so": self.start_offset, "pt": self.pop_time,
                 "it": self.invisible_time, "rq": self.revive_qid, "bn": self.broker_name,
                 "d": [o - self.start_offset for o in self.offsets], "bm": self.acked}
+
+    def to_line(self) -> str:
+        """``{"op":"ck", **to_json()}`` as ``json.dumps(..., separators=(",", ":"))`` writes it, built directly:
+        one is written per pop (the checkpoint log's hot path), and this costs a fraction of the dict and dump."""
+        so = self.start_offset
+        return (f'{{"op":"ck","t":{_json_str(self.topic)},"c":{_json_str(self.group)},"q":{self.queue_id},'
+                f'"so":{so},"pt":{self.pop_time},"it":{self.invisible_time},"rq":{self.revive_qid},'
+                f'"bn":{_json_str(self.broker_name)},"d":[{",".join([str(o - so) for o in self.offsets])}],'
+                f'"bm":{self.acked}}}')
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "PopCheckpoint":

@@ -102,7 +102,7 @@ class CheckpointLog:
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for ck in self._cks.values():
-                fh.write(json.dumps({"op": "ck", **ck.to_json()}, separators=(",", ":")) + "\n")
+                fh.write(ck.to_line() + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
@@ -139,7 +139,7 @@ class CheckpointLog:
 
     def add(self, ck: PopCheckpoint) -> None:
         self._put(ck)
-        self._write({"op": "ck", **ck.to_json()})
+        self._write_line(ck.to_line())
 
     def ack(self, key: CheckpointKey, offsets: Iterable[int]) -> tuple[PopCheckpoint | None, int]:
         """Ack ``offsets`` in the checkpoint ``key``: (the checkpoint or None, how many were newly acked)."""
@@ -182,8 +182,11 @@ class CheckpointLog:
     # ------------------------------------------------------------------ durability
 
     def _write(self, rec: dict[str, Any]) -> None:
+        self._write_line(json.dumps(rec, separators=(",", ":")))
+
+    def _write_line(self, line: str) -> None:
         assert self._fh is not None, "checkpoint log not open"
-        self._fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        self._fh.write(line + "\n")
         self._fh.flush()  # in the OS: a killed broker keeps it
         self._lines += 1
         self._written += 1

@@ -40,12 +40,21 @@ class ReviveService:
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._stopping = False
+        #: epoch ms at which the sleeping pass loop wakes by itself; None while a pass runs
+        self._sleep_until_ms: int | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name="pop-revive")
 
-    def wake(self) -> None:
-        """A checkpoint was added: its revive time may be earlier than the one slept for."""
+    def wake(self, revive_at_ms: int | None = None) -> None:
+        """A checkpoint was added: its revive time may be earlier than the one slept for.
+
+        One comes with every pop, and waking the loop costs a pass and a new timed wait on the request
+        path; a checkpoint that revives no earlier than the loop wakes by itself (``revive_at_ms``) leaves
+        it asleep: the pass it would have run finds nothing due. None: wake in any case."""
+        until = self._sleep_until_ms
+        if revive_at_ms is not None and until is not None and revive_at_ms >= until:
+            return
         self._wake.set()
 
     async def stop(self) -> None:
@@ -79,10 +88,13 @@ class ReviveService:
                 logger.opt(exception=exc).error("POP revive pass failed")
             nxt = log.next_due()
             delay = TICK_S if nxt is None else min(TICK_S, max(0.0, (nxt - now_ms()) / 1000))
+            self._sleep_until_ms = now_ms() + int(delay * 1000)
             try:
                 await asyncio.wait_for(self._wake.wait(), delay)
             except asyncio.TimeoutError:
                 pass
+            finally:
+                self._sleep_until_ms = None
 
     def _save_orders(self) -> None:
         """The order-mode state is saved on this task's tick (once a second when it changed)."""

@@ -126,8 +126,9 @@ class PopService:
         self._random = random.Random()
         #: Called with (topic, group, queue id) when an order-mode queue may be popped again.
         self.on_unblocked: list[Any] = []
-        #: Called after a checkpoint is added (the revive service may have to wake earlier).
-        self.wake_revive: Any = lambda: None
+        #: Called with the new checkpoint's revive time (epoch ms) after one is added: the revive service may
+        #: have to wake earlier.
+        self.wake_revive: Any = lambda revive_at_ms=None: None
 
     @property
     def broker_name(self) -> str:
@@ -156,7 +157,7 @@ class PopService:
             self._pop_topic(req, result, retry_topic, True, random_q)
         if result.records:
             if not req.order:
-                self.wake_revive()
+                self.wake_revive(result.pop_time + req.invisible_time)
             self.counters.popped += len(result.records)
             broker.stats.on_get(req.group, req.topic, len(result.records), sum(len(r) for r in result.records))
         return result
@@ -339,7 +340,7 @@ class PopService:
         self.counters.checkpoints += 1
         key = (topic, group, queue_id, receipt.ck_start_offset, receipt.pop_time, receipt.broker_name)
         self.ck_log.ack(key, [offset])
-        self.wake_revive()
+        self.wake_revive(now + invisible_time)
         return now, invisible_time
 
     def _change_order(self, group: str, topic: str, queue_id: int, offset: int, visible_at: int,
