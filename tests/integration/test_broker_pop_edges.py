@@ -144,3 +144,32 @@ def test_a_group_offset_past_the_queue_s_end_is_moved_back_to_it(tmp_path: Path)
             await c.close()
 
     run(main())
+
+
+def test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The extension of a pop's first message made in the millisecond of the pop: its new checkpoint must not take
+    the key of the pop's own (start offset and pop time alike), or the ack of the original drops both and the rest
+    of the pop is never revived (found by a full run on a loaded machine; forced here with a stopped clock)."""
+    from rmqrun.broker.pop import service
+
+    stopped: list[int] = []
+    real = service.now_ms
+    monkeypatch.setattr(service, "now_ms", lambda: stopped[0] if stopped else real())
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await _client(eb)
+            await send_many(c, T, 2, queue_id=0)
+            stopped.append(real())
+            got = popped(await pop(c, G, T, invisible_ms=1000))
+            assert [m.body for m, _ in got] == [b"m0", b"m1"]
+            resp = await change_invisible(c, G, T, got[0][1], 60_000)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            stopped.clear()
+            back = await _pop_until(c, 1, invisible_ms=60_000)
+            assert [m.body for m, _ in back] == [b"m1"], "the rest of the pop was never revived"
+            assert int(resp.ext_fields["popTime"]) != got[0][1].pop_time  # the extension has a checkpoint of its own
+            await c.close()
+
+    run(main())

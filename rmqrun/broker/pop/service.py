@@ -334,6 +334,11 @@ class PopService:
         self.counters.changed += 1
         if receipt.is_order:
             return self._change_order(group, topic, queue_id, offset, now + invisible_time, receipt)
+        # A checkpoint is known by (topic, group, queue, start offset, pop time, broker): one made in the
+        # millisecond of its pop for the pop's first message has the key of the pop's own checkpoint, and would
+        # replace it (and the ack below then drop both: the rest of the pop never revived). Move to a free one.
+        while self.ck_log.get((topic, group, queue_id, offset, now, self.broker_name)) is not None:
+            now += 1
         self.ck_log.add(PopCheckpoint(topic=topic, group=group, queue_id=queue_id, start_offset=offset,
                                       pop_time=now, invisible_time=invisible_time, revive_qid=receipt.revive_qid,
                                       broker_name=self.broker_name, offsets=(offset,)))
