@@ -1446,4 +1446,11 @@ MUTANTS: list[Mutant] = [
       "a new checkpoint never wakes the sleeping revive loop, even one due before it wakes by itself",
       "and revive_at_ms >= until:", "and revive_at_ms >= 0:",
       U + "test_pop_revive_wake.py::test_a_checkpoint_due_before_the_loop_wakes_wakes_it_and_a_later_one_does_not"),
+    # ---------------------------------------------------------------- found by the final full runs
+    m("pop-extension-takes-pop-key", "rmqrun/broker/pop/service.py",
+      "an extension made in the millisecond of its pop takes the pop's checkpoint key: the rest of the pop is "
+      "never revived",
+      "        while self.ck_log.get((topic, group, queue_id, offset, now, self.broker_name)) is not None:",
+      "        while False:",
+      I + "test_broker_pop_edges.py::test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop"),
 ]
