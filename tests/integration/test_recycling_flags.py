@@ -61,7 +61,7 @@ def test_a_worker_growing_with_no_limit_set_is_warned_about(tmp_path: Path, eb, 
     run, record = _start(tmp_path, eb, runs, "leak", "RMG", 6, ["--batch-size", "1"], PROBE_LEAK_MB="50",
                          PROBE_SLEEP_MS="600")
     wait_until(lambda: len(oks(record)) >= 6, 60, "6 messages")
-    wait_until(lambda: "nothing recycles it" in run.log(), 10, "the growth warning")
+    wait_until(lambda: "nothing recycles it" in run.log(), 60, "the growth warning")  # the bound ends a failure only
     log = run.log()
     assert "set max_memory_per_worker (--max-memory-per-worker 512MiB)" in log
     assert len({d.pid for d in oks(record)}) == 1, "nothing recycles a worker when no limit is set"
