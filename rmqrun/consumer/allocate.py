@@ -297,6 +297,11 @@ STRATEGIES: dict[str, type[AllocateStrategy]] = {
 }
 
 
+def strategy_key(name: str) -> str:
+    """A strategy name as the table keys it: case-insensitive, '-' counting as '_' ("avg-by-circle")."""
+    return name.strip().upper().replace("-", "_")
+
+
 def get_strategy(name: str, **options: Any) -> AllocateStrategy:
     """Build a strategy from its Java name ("AVG", "AVG_BY_CIRCLE", ...).
 
@@ -304,7 +309,7 @@ def get_strategy(name: str, **options: Any) -> AllocateStrategy:
     to the constructor: ``virtual_nodes`` for CONSISTENT_HASH, ``queues`` for
     CONFIG, ``idcs`` for MACHINE_ROOM.
     """
-    key = name.strip().upper().replace("-", "_")
+    key = strategy_key(name)
     cls = STRATEGIES.get(key)
     if cls is None:
         raise ValueError(

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rmqrun.consumer.allocate import AllocateStrategy, _prepare, get_strategy
+from rmqrun.consumer.allocate import AllocateStrategy, _prepare, get_strategy, strategy_key
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.model import MessageQueue
 
@@ -181,7 +181,7 @@ def nearby_strategy(*, machine_room: str | None, wrapped: str, broker_rooms: str
     if any(c in machine_room for c in "@- \t"):
         raise ConfigError(f"machine_room={machine_room!r} is invalid: it is written into the client id as "
                           "'<room>-<instance>', so it may not contain '@', '-' or blanks")
-    if wrapped.strip().upper().replace("-", "_") == NAME:
+    if strategy_key(wrapped) == NAME:
         raise ConfigError(f"nearby_allocate_strategy={wrapped!r} is invalid: {NAME} cannot wrap itself")
     try:
         inner = get_strategy(wrapped)
@@ -216,7 +216,7 @@ def check_own_room(strategy: AllocateMachineRoomNearby, client_id: str, machine_
 
 
 def is_nearby(strategy_name: str) -> bool:
-    return strategy_name.strip().upper().replace("-", "_") == NAME
+    return strategy_key(strategy_name) == NAME
 
 
 def client_instance_name(strategy_name: str, machine_room: str | None, instance_name: str,

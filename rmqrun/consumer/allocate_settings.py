@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from rmqrun.consumer.allocate import AllocateStrategy, get_strategy
+from rmqrun.consumer.allocate import AllocateStrategy, get_strategy, strategy_key
 from rmqrun.consumer.allocate_nearby import is_nearby, nearby_strategy
 from rmqrun.errors import ConfigError
 from rmqrun.model import MessageQueue
@@ -25,10 +25,6 @@ class AllocationSettings(Protocol):
     nearby_allocate_strategy: str
     broker_machine_rooms: str
     consumer_machine_rooms: str
-
-
-def _key(name: str) -> str:
-    return name.strip().upper().replace("-", "_")
 
 
 def parse_queues(value: str | None) -> list[MessageQueue]:
@@ -51,7 +47,7 @@ def parse_idcs(value: str | None) -> list[str]:
 
 def configured_strategy(config: AllocationSettings) -> AllocateStrategy:
     """Build the configured strategy with its options; ConfigError when a needed option is missing."""
-    name = _key(config.allocate_strategy)
+    name = strategy_key(config.allocate_strategy)
     if is_nearby(name):
         return nearby_strategy(machine_room=config.machine_room, wrapped=config.nearby_allocate_strategy,
                                broker_rooms=config.broker_machine_rooms,
