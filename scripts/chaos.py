@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
 import shutil
@@ -46,18 +45,19 @@ import signal
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chaos_audit import (  # noqa: E402
-    Fault, GroupAudit, KindRow, RecordTail, Stored, audit_group, count_events, handler_fault_rows, read_calls, table,
+    Fault, GroupAudit, KindRow, RecordTail, Stored, audit_group, handler_fault_rows, read_calls,
 )
 from chaos_pop import POP_GROUP, group_settings, retry_topics, set_pop_mode  # noqa: E402
 from chaos_procs import BrokerProc, RunProc, free_port, free_port_pair, wait_until  # noqa: E402
 from chaos_proxy import ChaosProxy  # noqa: E402
+from chaos_report import report  # noqa: E402
 
 BROKER_HOST = "127.0.0.1"
 PROXY_HOST = "127.0.0.2"
@@ -68,7 +68,6 @@ SLOTS = ("a", "b", "c")
 FAULT_KINDS = ("worker_kill", "run_kill", "run_term", "join_leave", "broker_kill", "proxy_cut", "proxy_stall",
                "proxy_half_open")
 HANDLER_KINDS = ("handler_raise", "handler_hang", "handler_leak")
-MIB = 2**20
 
 
 @dataclass
@@ -507,85 +506,11 @@ class Chaos:
             dlq = await self.read_topic(f"%DLQ%{group}")
             audits.append(audit_group(group, orderly, calls_by_group[group], stored, retry, dlq, acked,
                                       await self.offsets(group), self.faults, rows, {q: 0 for q in range(QUEUES)}))
-        return self.report(audits, rows, stored, calls_by_group, settled, elapsed)
+        return report(self, audits, rows, stored, calls_by_group, settled, elapsed,
+                      kinds=(FAULT_KINDS, HANDLER_KINDS), queues=QUEUES)
 
     def all_logs(self) -> list[str]:
         return [p.read_text(errors="replace") for p in sorted(self.work.glob("chaos_*.log"))]
-
-    def report(self, audits: list[GroupAudit], rows: dict[str, KindRow], stored: list[Stored],
-               calls_by_group: dict, settled: bool, elapsed: float) -> int:  # type: ignore[type-arg]
-        o = self.o
-        print()
-        print(f"chaos run: seed {o.seed}, {o.minutes:g} min of faults, {elapsed / 60:.1f} min in all, "
-              f"{o.rate:g} msg/s over {o.keys} sharding keys, {QUEUES} queues, groups "
-              + ", ".join(f"{a.group} ({'orderly' if a.orderly else 'POP' if a.group == POP_GROUP else 'concurrent'})"
-                           for a in audits))
-        print(f"produced: {len(self.producer.acked)} acknowledged, {len(stored)} stored, "
-              f"{self.producer.failures} failed send attempts (retried)")
-        for a in audits:
-            ev = count_events(calls_by_group[a.group])
-            print(f"{a.group}: {a.completed} of {a.stored} stored messages completed, {ev['ok']} completions, "
-                  f"{a.duplicates} duplicates ({len(a.unexplained_duplicates)} unexplained), "
-                  f"{a.retry_stored} through %RETRY%, {len(a.dlq)} in %DLQ%")
-        print()
-        order = [k for k in (*FAULT_KINDS, *HANDLER_KINDS, "none") if rows[k].injected or rows[k].affected
-                 or rows[k].lost or rows[k].out_of_order or rows[k].duplicates or k in FAULT_KINDS]
-        print(table(rows, order))
-        print()
-        mem_ok = (self.rss_max["supervisor"] <= o.max_supervisor_mb * MIB
-                  and self.rss_max["worker"] <= (o.max_worker_mb + o.leak_mb + 16) * MIB)
-        print(f"memory (max RSS): supervisor {self.rss_max['supervisor'] / MIB:.0f} MiB "
-              f"(bound {o.max_supervisor_mb}), worker {self.rss_max['worker'] / MIB:.0f} MiB "
-              f"(recycled above {o.max_worker_mb}, + one {o.leak_mb} MiB leak), broker {self.rss_max['broker'] / MIB:.0f} MiB")
-        recycled = sum(run_log.count("recycling (") for run_log in self.all_logs())
-        print(f"workers recycled by rmqrun (memory or message limits): {recycled}")
-        if self.proxy.half_open_noticed or self.proxy.half_open_unnoticed:
-            noticed = sorted(self.proxy.half_open_noticed)
-            print(f"half-open connections: {len(noticed)} closed by rmqrun"
-                  + (f" (after {noticed[0]:.1f}..{noticed[-1]:.1f} s)" if noticed else "")
-                  + f", {self.proxy.half_open_unnoticed} still open after {o.half_open_limit:g} s (reset by the proxy)")
-        problems: list[str] = []
-        for a in audits:
-            for what, items in (("lost", a.lost), ("out of order", a.order_violations),
-                                ("unhandled in %RETRY%", a.retry_unhandled), ("in %DLQ%", a.dlq),
-                                ("offsets not at the max", a.offsets_behind)):
-                if items:
-                    problems.append(f"{a.group}: {len(items)} {what}")
-                    for item in items[:10]:
-                        print(f"  {a.group} {what}: {item}")
-            for item in a.unexplained_duplicates[:10]:
-                print(f"  {a.group} unexplained duplicate: {item}")
-        if not settled:
-            problems.append(f"not drained: nothing completed for {o.settle_timeout:g} s after the faults stopped")
-        if not mem_ok:
-            problems.append("memory over its bound")
-        if self.proxy.half_open_unnoticed:
-            problems.append(f"{self.proxy.half_open_unnoticed} half-open connections never closed by rmqrun")
-        for exit_note in self.unexpected_exits:
-            problems.append("an instance exited by itself")
-            print(f"  unexpected exit: {exit_note}")
-        for note in self.notes:
-            print(f"  note: {note}")
-        unexplained = sum(len(a.unexplained_duplicates) for a in audits)
-        verdict = ("PASS" if not problems else "FAIL") + (
-            f": {sum(a.stored for a in audits) // len(audits)} messages x {len(audits)} groups, "
-            f"{sum(r.injected for k, r in rows.items() if k in FAULT_KINDS)} faults, "
-            f"{sum(len(a.lost) for a in audits)} lost, {sum(len(a.order_violations) for a in audits)} out of order, "
-            f"{sum(a.duplicates for a in audits)} duplicates ({unexplained} unexplained)")
-        if problems:
-            verdict += "; " + "; ".join(dict.fromkeys(problems))
-        print(f"verdict: {verdict}")
-        if o.json_out:
-            o.json_out.write_text(json.dumps({
-                "seed": o.seed, "minutes": o.minutes, "elapsed_s": elapsed, "verdict": verdict, "pass": not problems,
-                "rows": {k: asdict(v) for k, v in rows.items()},
-                "groups": [asdict(a) for a in audits], "faults": [asdict(f) for f in self.faults],
-                "acknowledged": len(self.producer.acked), "stored": len(stored), "rss_max": self.rss_max,
-                "supervisor_rss_first_last": {n: [self.rss_first[n], self.rss_last.get(n, 0)] for n in self.rss_first},
-                "half_open_noticed_s": self.proxy.half_open_noticed, "workers_recycled": recycled,
-                "half_open_unnoticed": self.proxy.half_open_unnoticed, "notes": self.notes,
-                "unexpected_exits": self.unexpected_exits}, indent=1))
-        return 0 if not problems else 1
 
 
 def parse_args(argv: list[str] | None = None) -> Options:
