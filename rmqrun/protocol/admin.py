@@ -41,6 +41,20 @@ def stats_key(topic: str, group: str) -> str:
 # --------------------------------------------------------------------------- headers
 
 @dataclass(kw_only=True, slots=True)
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (``mqadmin updateTopic``): the topic's queues, permission and flags."""
+
+    topic: str = str_field("topic")
+    default_topic: str = str_field("defaultTopic", "TBW102")
+    read_queue_nums: int = int_field("readQueueNums")
+    write_queue_nums: int = int_field("writeQueueNums")
+    perm: int = int_field("perm")
+    topic_filter_type: str = str_field("topicFilterType", "SINGLE_TAG")
+    topic_sys_flag: int | None = int_field("topicSysFlag", None)
+    order: bool = bool_field("order", False)
+
+
+@dataclass(kw_only=True, slots=True)
 class ViewBrokerStatsDataRequestHeader(Header):
     """VIEW_BROKER_STATS_DATA: one statistic (``TOPIC_PUT_NUMS``, ...) of one key."""
 
