@@ -12,12 +12,6 @@ from functools import total_ordering
 from typing import Any
 
 
-#: The topics RocketMQ derives from a consumer group: its retry topic and its dead-letter topic
-#: (Java's MixAll.RETRY_GROUP_TOPIC_PREFIX / DLQ_GROUP_TOPIC_PREFIX).
-RETRY_TOPIC_PREFIX = "%RETRY%"
-DLQ_TOPIC_PREFIX = "%DLQ%"
-
-
 @total_ordering
 @dataclass(frozen=True, slots=True)
 class MessageQueue:

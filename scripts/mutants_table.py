@@ -666,7 +666,7 @@ MUTANTS: list[Mutant] = [
       U + "test_acl_validator.py::test_rules"),
     m("acl-send-back-checked-as-pub", "rmqrun/protocol/requests.py",
       "a send to a retry topic is checked as a PUB on that topic instead of SUB on the group",
-      "            yield retry_topic(read(self.group)), SUB", "            yield topic, PUB",
+      "            yield group_resource(read(self.group)), SUB", "            yield topic, PUB",
       U + "test_acl_validator.py::test_rules"),
     m("acl-account-white-address-ignored", "rmqrun/broker/acl/validator.py",
       "the account's own white address no longer lets its clients in unsigned",
@@ -1246,7 +1246,7 @@ MUTANTS: list[Mutant] = [
     m("dlq-reader-origin-from-retry-topic", "rmqrun/pull/dead_letters.py",
       "dlq list/redrive take %RETRY%<group>_<topic> for the origin: --topic T misses it, a re-drive goes to the pop "
       "retry topic",
-      "        return original_topic(topic, msg.topic[len(DLQ_TOPIC_PREFIX):])", "        return topic",
+      "        return original_topic(topic, group_of_dlq_topic(msg.topic))", "        return topic",
       U + "test_dead_letters.py"),
     m("revive-drops-origin", "rmqrun/broker/pop/revive.py",
       "the embedded broker's revive does not keep the original topic in RETRY_TOPIC: a dead letter made from the pop "
@@ -1479,4 +1479,18 @@ MUTANTS: list[Mutant] = [
       "a spec changes and docs/admin-protocol.md's code table still shows the old one",
       '_s(R.LOCK_BATCH_MQ, _CLI, _B, None, "LockBatchRequestBody"),', '_s(R.LOCK_BATCH_MQ, _CLI, _B, None, "LockBody"),',
       U + "test_request_specs.py::test_the_admin_protocol_doc_has_the_specs_table"),
+    # --- issue #34 (r34): each topic-name rule written once, in rmqrun/topic_names.py
+    m("names-pop-retry-v2-not-parsed", "rmqrun/topic_names.py",
+      "a V2 pop retry topic (%RETRY%<group>+<topic>) is not read back to the topic it stands for",
+      '    for sep in ("+", "_"):', '    for sep in ("_",):',
+      U + "test_topic_names.py::test_the_pop_retry_topics"),
+    m("names-rmq-sys-not-system", "rmqrun/topic_names.py",
+      "an rmq_sys_* topic is not a system topic (a namespace would wrap it, topic create would accept it)",
+      "    return name in _SYSTEM_TOPIC_SET or name.startswith(SYSTEM_TOPIC_PREFIX)",
+      "    return name in _SYSTEM_TOPIC_SET",
+      U + "test_topic_names.py::test_the_system_names"),
+    m("names-rule-copied-again", "rmqrun/broker/processors/send.py",
+      "the broker writes the retry-topic rule again instead of asking topic_names (same answer, second copy)",
+      "            group = group_of_retry_topic(topic)", '            group = topic[len("%RETRY%"):]',
+      U + "test_topic_names.py::test_each_name_rule_is_written_once"),
 ]

@@ -23,9 +23,9 @@ from rmqrun.protocol.assignment import (
     MessageRequestMode,
     MessageRequestModeTable,
     SetMessageRequestModeRequestBody,
-    is_retry_topic,
 )
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.topic_names import is_retry_topic
 
 FILE_NAME = "messageRequestMode.json"
 #: BrokerConfig.defaultMessageRequestMode / defaultPopShareQueueNum of RocketMQ 5.x.

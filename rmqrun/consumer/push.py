@@ -29,7 +29,7 @@ from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.allocate_nearby import client_instance_name
 from rmqrun.consumer.broker_mode import ModeWatch, PullModeCheck
-from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
@@ -48,6 +48,7 @@ from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, 
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.message import decode_messages
+from rmqrun.topic_names import is_retry_topic, retry_topic
 
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
@@ -330,7 +331,7 @@ class PushConsumer:
         if last != -1:
             raise OffsetUnreadableError(f"the offset store could not read the offset of {mq}")
         where = self.config.consume_from_where
-        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        is_retry = is_retry_topic(mq.topic)
         if where == "CONSUME_FROM_FIRST_OFFSET":
             return 0
         addr = await self.pull_address(mq)

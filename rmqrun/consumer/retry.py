@@ -22,10 +22,10 @@ from rmqrun.consumer.dead_letters import (
 )
 from rmqrun.consumer.executor import RecordData
 from rmqrun.model import Message
-from rmqrun.protocol.pop import original_topic
 from rmqrun.remoting import message as codec
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
+from rmqrun.topic_names import original_topic
 
 _INT = struct.Struct(">i")
 

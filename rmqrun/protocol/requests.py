@@ -26,7 +26,6 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.admin import (
     BrokerNameRequestHeader, CreateTopicRequestHeader, GetConsumeStatsInBrokerHeader, QueryConsumeQueueRequestHeader,
     ViewBrokerStatsDataRequestHeader,
@@ -44,10 +43,11 @@ from rmqrun.protocol.headers import (
 )
 from rmqrun.protocol.pop import (
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, NotificationRequestHeader, PollingInfoRequestHeader,
-    PopMessageRequestHeader, decode_batch_ack_body, original_topic,
+    PopMessageRequestHeader, decode_batch_ack_body,
 )
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.topic_names import is_retry_topic, original_topic, retry_topic
 
 #: a processor: whatever the server calls with the connection and the request
 Handler = Callable[..., Any]
@@ -111,7 +111,7 @@ class Group:
         return (self.attr,)
 
     def resolve(self, read: "_Reader") -> Iterator[tuple[str | None, str]]:
-        yield retry_topic(read(self.attr)), SUB
+        yield group_resource(read(self.attr)), SUB
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +126,8 @@ class SendTopic:
 
     def resolve(self, read: "_Reader") -> Iterator[tuple[str | None, str]]:
         topic = read(self.topic)
-        if topic is not None and topic.startswith(RETRY_TOPIC_PREFIX):
-            yield retry_topic(read(self.group)), SUB
+        if topic is not None and is_retry_topic(topic):
+            yield group_resource(read(self.group)), SUB
         else:
             yield topic, PUB
 
@@ -150,7 +150,7 @@ def _pop_needs(topic: str | None, group: str | None) -> Iterator[tuple[str | Non
     if topic is not None and group is not None:
         topic = original_topic(topic, group)
     yield topic, SUB
-    yield retry_topic(group), SUB
+    yield group_resource(group), SUB
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ class HeartbeatGroups:
         except Exception as exc:  # whatever the body's fault, the request cannot be judged: refused
             raise RequestUnreadable(f"heartbeat body unreadable: {exc}") from exc
         for consumer in data.consumer_data_set:
-            yield retry_topic(consumer.group_name), SUB
+            yield group_resource(consumer.group_name), SUB
             for sub in consumer.subscription_data_set:
                 topic = sub.get("topic") if isinstance(sub, dict) else getattr(sub, "topic", None)
                 yield (None if topic is None else str(topic)), SUB
@@ -191,9 +191,9 @@ class BatchAcks:
 Need = Topic | Group | SendTopic | PopTopic | HeartbeatGroups | BatchAcks
 
 
-def retry_topic(group: str | None) -> str | None:
-    """The resource a group is checked as (None: no group named)."""
-    return None if group is None else RETRY_TOPIC_PREFIX + group
+def group_resource(group: str | None) -> str | None:
+    """The resource a group is checked as, its retry topic (None: no group named)."""
+    return None if group is None else retry_topic(group)
 
 
 class _Reader:

@@ -8,9 +8,9 @@ permission bits. A code without a spec needs only a valid signature.
 from __future__ import annotations
 
 from rmqrun.broker.acl.config import PUB, SUB
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.requests import RequestUnreadable, admin_codes, spec_of
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.topic_names import is_retry_topic
 
 __all__ = ["ADMIN_CODES", "RequestUnreadable", "is_group_resource", "needed"]
 
@@ -22,7 +22,7 @@ _BITS = {"PUB": PUB, "SUB": SUB}
 
 def is_group_resource(resource: str) -> bool:
     """A group is checked as its retry topic."""
-    return resource.startswith(RETRY_TOPIC_PREFIX)
+    return is_retry_topic(resource)
 
 
 def needed(cmd: RemotingCommand) -> dict[str, int]:
