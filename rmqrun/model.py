@@ -7,15 +7,47 @@ without importing each other.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from functools import total_ordering
-from typing import Any
+from typing import Any, Union
 
 
-#: The topics RocketMQ derives from a consumer group: its retry topic and its dead-letter topic
-#: (Java's MixAll.RETRY_GROUP_TOPIC_PREFIX / DLQ_GROUP_TOPIC_PREFIX).
-RETRY_TOPIC_PREFIX = "%RETRY%"
-DLQ_TOPIC_PREFIX = "%DLQ%"
+#: one stored message record as the broker sent it (a slice of a pull answer, or a copy)
+RecordData = Union[bytes, bytearray, memoryview]
+
+
+class Status(enum.IntEnum):
+    """The outcome of one message of a batch (the value is its byte on the worker pipe).
+
+    One enum for the consumer engine, the supervisor, the pipe and the worker, so the byte a worker writes is
+    the outcome the engine acts on, with no table between them.
+
+    ================  ==========================================================
+    SUCCESS           concurrent CONSUME_SUCCESS; orderly SUCCESS (with automatic
+                      commit: commit it; with manual commit: consumed, not committed)
+    RECONSUME_LATER   concurrent: send back with ``delay_level``
+    SUSPEND           orderly: put back and suspend the queue for the batch's
+                      ``suspend_ms`` (-1 = consumer default), then deliver it again
+    COMMIT            orderly, manual commit: commit everything consumed so far
+    ROLLBACK          orderly, manual commit: put back everything since the last
+                      commit and suspend
+    NOT_RUN           the handler never finished this message (an earlier failure
+                      stopped an orderly batch, a soft time limit or shutdown
+                      interrupted the batch): redeliver it, without counting a retry
+    UNDECODABLE       the record does not decode (unknown compression, corrupt
+                      body, bad properties); never given to the handler: the
+                      supervisor sends it to the DLQ as stored
+    ================  ==========================================================
+    """
+
+    SUCCESS = 0
+    RECONSUME_LATER = 1
+    SUSPEND = 2
+    COMMIT = 3
+    ROLLBACK = 4
+    NOT_RUN = 5
+    UNDECODABLE = 6
 
 
 @total_ordering

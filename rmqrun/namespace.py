@@ -10,7 +10,8 @@ same rules so that its clients and Java's name the same resources:
 
 * the ``%RETRY%`` / ``%DLQ%`` prefix stays in front: the namespace goes after it;
 * system topics (``TBW102``, ``SCHEDULE_TOPIC_XXXX``, ``rmq_sys_*`` ...) and
-  system groups (``CID_RMQ_SYS_*``) are never wrapped;
+  system groups (``CID_RMQ_SYS_*``) are never wrapped (which names those are, and
+  how a retry or DLQ topic is named, is :mod:`rmqrun.topic_names`'s);
 * a name that already carries this namespace is left alone, so wrapping twice
   is harmless (a retry topic read back from a message property is already
   wrapped);
@@ -25,19 +26,11 @@ from __future__ import annotations
 
 import re
 
-from rmqrun.model import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, MessageQueue
+from rmqrun.model import MessageQueue
+from rmqrun.topic_names import DLQ_TOPIC_PREFIX, RETRY_TOPIC_PREFIX, is_system_group, is_system_topic
 
 #: what separates the namespace from the name (``ns%Orders``)
 SEPARATOR = "%"
-#: the broker's own topics (Java's TopicValidator system topic set) ...
-SYSTEM_TOPICS = frozenset({
-    "TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-})
-#: ... and every topic under this prefix
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-#: the broker's own consumer groups (Java's MixAll.CID_RMQ_SYS_PREFIX)
-SYSTEM_GROUP_PREFIX = "CID_RMQ_SYS_"
 #: RocketMQ's longest topic name; a wrapped name must fit too
 MAX_NAME_LENGTH = 127
 #: RocketMQ's longest consumer group name (Java's ``Validators.checkGroup``: 255, where a topic has 127); one
@@ -66,7 +59,7 @@ def check_namespace(value: str | None) -> str | None:
 
 def is_system(name: str) -> bool:
     """A broker-owned topic or group, which no namespace applies to."""
-    return name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX) or name.startswith(SYSTEM_GROUP_PREFIX)
+    return is_system_topic(name) or is_system_group(name)
 
 
 def split_prefix(name: str) -> tuple[str, str]:
@@ -102,16 +95,6 @@ def unwrap(namespace: str | None, name: str) -> str:
         return name
     prefix, rest = split_prefix(name)
     return prefix + rest[len(namespace) + 1:]  # type: ignore[arg-type]  # has_namespace: namespace is set
-
-
-def retry_topic(namespace: str | None, group: str) -> str:
-    """The group's retry topic on the wire (``%RETRY%ns%group``), whether ``group`` is wrapped or not."""
-    return RETRY_TOPIC_PREFIX + wrap(namespace, group)
-
-
-def dlq_topic(namespace: str | None, group: str) -> str:
-    """The group's dead-letter topic on the wire (``%DLQ%ns%group``), whether ``group`` is wrapped or not."""
-    return DLQ_TOPIC_PREFIX + wrap(namespace, group)
 
 
 def wrap_queue(namespace: str | None, mq: MessageQueue) -> MessageQueue:

@@ -21,8 +21,8 @@ def group_settings(group: str) -> dict[str, str]:
 
 def retry_topics(group: str, topic: str) -> list[str]:
     """The retry topics a group's failed messages can sit in."""
-    from rmqrun.protocol.pop import pop_retry_topic
-    topics = [f"%RETRY%{group}"]
+    from rmqrun.topic_names import pop_retry_topic, retry_topic
+    topics = [retry_topic(group)]
     if group == POP_GROUP:
         topics.append(pop_retry_topic(group, topic))
     return topics

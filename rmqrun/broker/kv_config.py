@@ -9,7 +9,8 @@ seen by a producer does not change when a broker is down. A name server with
 
 The table is saved after every change, as Java does, in Java's layout
 (``{"configTable": {namespace: {key: value}}}``), here ``<data-dir>/namesrv/kvConfig.json``,
-through the store's crash-safe JSON file (atomic replace, a backup, loud on corruption).
+through :class:`~rmqrun.broker.store.saved_table.SavedTable` (the rules it shares with the
+broker's request-mode table: saved before acknowledged, undone when the save fails, loud on corruption).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from rmqrun.broker.store.json_file import JsonFile
+from rmqrun.broker.store.saved_table import SavedTable
 
 #: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
@@ -34,50 +35,24 @@ def _parse(data: object) -> dict[str, dict[str, str]]:
     return {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items()}
 
 
-class KVConfigTable:
+class KVConfigTable(SavedTable[str]):
     """Namespaces of string keys and values; every change is saved before it is acknowledged."""
 
     def __init__(self, path: Path | None) -> None:
-        #: None: in memory only (a name server without a data directory).
-        self._file = JsonFile(path) if path is not None else None
-        self._table: dict[str, dict[str, str]] = {}
-        #: What was wrong with the file at load, if anything (the file is then moved aside).
-        self.problem: str | None = None
-
-    @property
-    def path(self) -> Path | None:
-        return self._file.path if self._file is not None else None
-
-    def load(self) -> None:
-        if self._file is None:
-            return
-        loaded = self._file.load(_parse)
-        self._table = loaded.data or {}
-        self.problem = loaded.problem
-
-    def get(self, namespace: str, key: str) -> str | None:
-        return self._table.get(namespace, {}).get(key)
+        super().__init__(path, _parse, lambda rows: {"configTable": rows})
 
     def namespace(self, namespace: str) -> dict[str, str] | None:
-        kv = self._table.get(namespace)
-        return dict(kv) if kv is not None else None
+        return self.row(namespace)
 
-    def put(self, namespace: str, key: str, value: str) -> None:
-        prev = self._table.setdefault(namespace, {}).get(key)
-        self._table[namespace][key] = value
+    def put(self, namespace: str, key: str, value: str) -> str | None:
+        prev = super().put(namespace, key, value)
         logger.info("name server KV {} {}/{} = {!r}", "updated" if prev is not None else "created", namespace, key,
                     value)
-        self._save()
+        return prev
 
     def delete(self, namespace: str, key: str) -> bool:
-        kv = self._table.get(namespace)
-        if kv is None or key not in kv:
+        value = self.get(namespace, key)
+        if not super().delete(namespace, key):
             return False
-        value = kv.pop(key)
         logger.info("name server KV deleted {}/{} (was {!r})", namespace, key, value)
-        self._save()
         return True
-
-    def _save(self) -> None:
-        if self._file is not None:
-            self._file.save({"configTable": self._table})

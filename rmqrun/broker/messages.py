@@ -20,6 +20,7 @@ from functools import lru_cache
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.broker.store.record import parse_header
 from rmqrun.remoting.message import decode_message, encode_stored
+from rmqrun.topic_names import SCHEDULE_TOPIC
 from rmqrun.remoting.message_props import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -27,8 +28,6 @@ from rmqrun.remoting.message_props import (
     PROPERTY_TAGS,
     tags_code as message_tags_code,
 )
-
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 
 #: The consume-queue tags code (Java ``String.hashCode`` of TAGS), cached: a handful

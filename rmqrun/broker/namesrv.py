@@ -33,6 +33,7 @@ from rmqrun.protocol.admin import (
     parse_properties,
 )
 from rmqrun.protocol.java_order import java_hash_set_order
+from rmqrun.protocol.requests import Server, register_served
 from rmqrun.remoting.errors import MissingFieldError
 from rmqrun.remoting.message_props import java_string_hash
 from rmqrun.remoting import fastjson
@@ -76,27 +77,29 @@ class NameServer:
         """``server_options`` go to the RemotingServer (TLS: ``ssl_context``, ``tls_mode``)."""
         self.server = RemotingServer(host, port, name="namesrv", **server_options)
         self.brokers: list[BrokerEntry] = []
-        self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._get_route)
-        self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._get_cluster_info)
-        self.server.register(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, self._get_topic_list)
-        self.server.register(RequestCode.DELETE_TOPIC_IN_NAMESRV, self._delete_topic)
-        self.server.register(RequestCode.GET_NAMESRV_CONFIG, self._get_config)
         #: PUT/GET/DELETE_KV_CONFIG's table; the embedded broker gives it a file
         #: (``<data-dir>/namesrv/kvConfig.json``) before start, else it lives in memory.
         self.kv = KVConfigTable(None)
         #: NamesrvConfig.orderMessageEnable: routes carry ORDER_TOPIC_CONFIG as orderTopicConf.
         self.order_message_enable = False
-        self.server.register(RequestCode.PUT_KV_CONFIG, self._put_kv)
-        self.server.register(RequestCode.GET_KV_CONFIG, self._get_kv)
-        self.server.register(RequestCode.DELETE_KV_CONFIG, self._delete_kv)
-        self.server.register(RequestCode.GET_KVLIST_BY_NAMESPACE, self._get_kv_list)
         #: NamesrvConfig.productEnvName / clusterTest: shown and settable, they change nothing here.
         self.product_env_name = "center"
         self.cluster_test = False
-        self.server.register(RequestCode.WIPE_WRITE_PERM_OF_BROKER, self._wipe_write_perm)
-        self.server.register(RequestCode.ADD_WRITE_PERM_OF_BROKER, self._add_write_perm)
-        self.server.register(RequestCode.UPDATE_NAMESRV_CONFIG, self._update_config)
-        self.server.register(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS, self._get_system_topic_list)
+        register_served(self.server.register, Server.NAMESRV, {
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._get_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+            RequestCode.GET_NAMESRV_CONFIG: self._get_config,
+            RequestCode.PUT_KV_CONFIG: self._put_kv,
+            RequestCode.GET_KV_CONFIG: self._get_kv,
+            RequestCode.DELETE_KV_CONFIG: self._delete_kv,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self._get_kv_list,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self._update_config,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._get_system_topic_list,
+        })
 
     @property
     def address(self) -> str:

@@ -15,49 +15,21 @@ gets its own share plus the shares of the next N clients in the sorted list
 (so each queue is popped by N + 1 clients); when there are more clients than
 queues each client gets the one queue at its index modulo the queue count.
 
-The client side has its own copy of these strategies in
-:mod:`rmqrun.consumer.allocate`; the broker may not import the consumer layer,
-and the unit tests check that both copies agree.
+The two strategies are :mod:`rmqrun.protocol.allocation`'s, the same code the
+client's :mod:`rmqrun.consumer.allocate` runs; this module adds allocate4Pop.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Sequence
 
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.allocation import STRATEGIES, Strategy, allocate_averagely, allocate_by_circle
+
+__all__ = ["POP_ALL_QUEUES", "STRATEGIES", "Strategy", "allocate_averagely", "allocate_by_circle", "allocate_for_pop"]
 
 #: Queue id of a POP assignment that covers every queue of the topic on that broker.
 POP_ALL_QUEUES = -1
-
-Strategy = Callable[[str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
-
-
-def allocate_averagely(client_id: str, mqs: Sequence[MessageQueue], cids: Sequence[str]) -> list[MessageQueue]:
-    """``AVG``: client i of n gets a contiguous block; the first ``len(mqs) % n`` blocks are one longer."""
-    mq_all, cid_all = sorted(set(mqs)), sorted(cids)
-    if client_id not in cid_all or not mq_all:
-        return []
-    n, index = len(cid_all), cid_all.index(client_id)
-    mod = len(mq_all) % n
-    if len(mq_all) <= n:
-        size = 1
-    else:
-        size = len(mq_all) // n + (1 if index < mod else 0)
-    start = index * size if index < mod else index * size + mod
-    return mq_all[start:start + max(0, min(size, len(mq_all) - start))]
-
-
-def allocate_by_circle(client_id: str, mqs: Sequence[MessageQueue], cids: Sequence[str]) -> list[MessageQueue]:
-    """``AVG_BY_CIRCLE``: client i of n takes every queue j with j % n == i."""
-    mq_all, cid_all = sorted(set(mqs)), sorted(cids)
-    if client_id not in cid_all:
-        return []
-    return mq_all[cid_all.index(client_id)::len(cid_all)]
-
-
-#: The strategies by their Java ``getName()``.
-STRATEGIES: dict[str, Strategy] = {"AVG": allocate_averagely, "AVG_BY_CIRCLE": allocate_by_circle}
-
 
 def allocate_for_pop(strategy: Strategy, client_id: str, mqs: Sequence[MessageQueue], cids: Sequence[str],
                      pop_share_queue_num: int) -> list[MessageQueue]:

@@ -26,29 +26,16 @@ from rmqrun.broker.store.topic_configs import (
     TopicConfig,
     TopicConfigStore,
 )
-from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_PREFIX
-from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_PREFIX
+from rmqrun.topic_names import (
+    AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, SELF_TEST_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, is_dlq_topic, is_retry_topic, is_system_topic,
+)
 
 __all__ = ["TopicConfig", "TopicTable", "PERM_READ", "PERM_WRITE", "PERM_INHERIT"]
 
-AUTO_CREATE_TOPIC = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-BENCHMARK_TOPIC = "BenchmarkTest"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
 TOPIC_MAX_LENGTH = 127
 #: RocketMQ keeps 18 schedule queues whatever the number of delay levels.
 SCHEDULE_TOPIC_QUEUE_NUM = 18
-
-#: ``TopicValidator.getSystemTopicSet()`` of 4.9.8: refused by UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER
-#: whether or not this broker made them (the transaction topics appear only once a transaction is sent)
-JAVA_SYSTEM_TOPICS = (AUTO_CREATE_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, TRANS_HALF_TOPIC, "RMQ_SYS_TRACE_TOPIC",
-                      TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT)
-#: every topic under this prefix is a system topic too (``TopicValidator.SYSTEM_TOPIC_PREFIX``)
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 
 NOT_ALLOWED_SEND_TOPICS = frozenset({
     SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
@@ -56,14 +43,6 @@ NOT_ALLOWED_SEND_TOPICS = frozenset({
 })
 
 _VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 def is_readable(perm: int) -> bool:
@@ -113,7 +92,7 @@ class TopicTable:
     def is_system(self, topic: str) -> bool:
         """A topic no admin request may create or delete: one this broker made at start (its cluster and broker
         name topics among them), one of Java's system topic set, or one under ``rmq_sys_``."""
-        return topic in self.system_topics or topic in JAVA_SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+        return topic in self.system_topics or is_system_topic(topic)
 
     @staticmethod
     def _system_topics(config: BrokerConfig) -> list[TopicConfig]:
@@ -143,7 +122,7 @@ class TopicTable:
         adopted = []
         for topic, top in highest.items():
             if self._store.get(topic) is None and topic_problem(topic) is None:
-                nums = max(top + 1, 1 if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) else 4)
+                nums = max(top + 1, 1 if is_retry_topic(topic) or is_dlq_topic(topic) else 4)
                 self._store.put(TopicConfig(topic, nums, nums))
                 adopted.append(topic)
         if adopted:

@@ -37,9 +37,9 @@ from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.protocol.admin import stats_key
-from rmqrun.protocol.assignment import MessageRequestMode, MessageRequestModeTable, is_retry_topic
+from rmqrun.protocol.assignment import MessageRequestMode, MessageRequestModeTable
 from rmqrun.protocol.bodies import message_queue_from
-from rmqrun.protocol.pop import pop_retry_topic
+from rmqrun.topic_names import is_retry_topic, pop_retry_topic
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
 

@@ -28,17 +28,14 @@ from rmqrun.client.admin import AdminClient
 from rmqrun.client.group_lag import stored_age_at
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
-from rmqrun.consumer.config import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from rmqrun.errors import RmqrunError
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap_queue, wrap
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
 from rmqrun.remoting.security import ClientSecurity
+from rmqrun.topic_names import SYSTEM_TOPICS, is_dlq_topic, is_retry_topic, retry_topic
 
-#: topics that belong to the broker itself, never to a consumer group
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC"})
 TIMEOUT = 5.0
 
 
@@ -117,8 +114,7 @@ async def _consumed_by(instance: ClientInstance, topic: str, group: str) -> bool
 async def _legacy_group_topics(instance: ClientInstance, group: str) -> list[str]:
     """For brokers without GET_CONSUME_STATS: every topic whose brokers say the group consumes it."""
     names = await all_topics(instance)
-    candidates = [t for t in names if t not in SYSTEM_TOPICS and not t.startswith(DLQ_GROUP_TOPIC_PREFIX)
-                  and not t.startswith(RETRY_GROUP_TOPIC_PREFIX)]
+    candidates = [t for t in names if t not in SYSTEM_TOPICS and not is_dlq_topic(t) and not is_retry_topic(t)]
     found = await asyncio.gather(*(_consumed_by(instance, t, group) for t in candidates), return_exceptions=True)
     topics = sorted(t for t, ok in zip(candidates, found) if ok is True)
     if retry_topic(group) in names:
@@ -147,7 +143,7 @@ class GroupView:
     @property
     def topics(self) -> list[str]:
         names = self.committed | self.subscribed
-        return sorted(names, key=lambda t: (t.startswith(RETRY_GROUP_TOPIC_PREFIX), t))
+        return sorted(names, key=lambda t: (is_retry_topic(t), t))
 
 
 async def group_view(instance: ClientInstance, group: str) -> GroupView | None:

@@ -40,12 +40,10 @@ from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.client.admin import ORDER_TOPIC_CONFIG
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import has_namespace, unwrap
+from rmqrun.topic_names import SYSTEM_TOPICS
 
 _PERMS = {"RW": PERM_READ | PERM_WRITE, "R": PERM_READ, "W": PERM_WRITE, "-": 0,
           "6": PERM_READ | PERM_WRITE, "4": PERM_READ, "2": PERM_WRITE, "0": 0}
-#: topics the broker keeps for itself; ``list`` hides them unless --all
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT",
-                           "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "RMQ_SYS_TRACE_TOPIC"})
 
 
 def parse_perm(value: str) -> int:
@@ -269,7 +267,7 @@ def list_(show_all: bool, as_json: bool, config_file: str | None, namesrv: str |
             if show_all:
                 return names
             info = await admin.cluster_info()
-            hidden = (SYSTEM_TOPICS | set(info.clusters) | set(info.brokers)
+            hidden = (set(SYSTEM_TOPICS) | set(info.clusters) | set(info.brokers)
                       | {f"{c}_REPLY_TOPIC" for c in info.clusters})
             return [n for n in names if n not in hidden]
 

@@ -63,9 +63,9 @@ def user_topic_name(topic: str, verb: str, namespace: str | None = None, config_
     """:func:`topic_name` for ``create``, ``update`` and ``delete``: a system topic of the broker (TBW102,
     SCHEDULE_TOPIC_XXXX, the transaction and trace topics, ``rmq_sys_*``: Java's ``TopicValidator`` set) is
     refused here, exit 2, whether or not the broker has it yet, as the broker refuses it."""
-    from rmqrun.namespace import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+    from rmqrun.topic_names import is_system_topic
     name = topic_name(topic, namespace, config_file)
-    if name in SYSTEM_TOPICS or name.startswith(SYSTEM_TOPIC_PREFIX):
+    if is_system_topic(name):
         raise ConfigError(f"topic {verb} {name}: {name} is one of the broker's system topics (the broker creates and "
                           "keeps it itself); choose another name")
     return name

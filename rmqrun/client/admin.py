@@ -32,11 +32,12 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, RemotingError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.topic_names import AUTO_CREATE_TOPIC
 
 ADMIN_TIMEOUT = 5.0  # DefaultMQAdminExt's timeoutMillis
 #: NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: topic -> "brokerName:writeQueueNums;..." of ordered topics
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-DEFAULT_TOPIC = "TBW102"
+DEFAULT_TOPIC = AUTO_CREATE_TOPIC
 
 
 @dataclass(slots=True)

@@ -37,11 +37,10 @@ from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
 from rmqrun.remoting.message import decode_messages
+from rmqrun.topic_names import dlq_topic
 
 #: how many age pulls one read sends at once (a group may have hundreds of lagging queues)
 AGE_PULLS_AT_ONCE = 16
-#: MixAll.DLQ_GROUP_TOPIC_PREFIX (the consumer layer's constant sits above this one)
-DLQ_PREFIX = "%DLQ%"
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +132,7 @@ async def dead_lettered(instance: ClientInstance, group: str) -> int:
     total = 0
     for addr in (await admin.cluster_info()).all_masters():
         try:
-            stats = await admin.topic_stats(addr, DLQ_PREFIX + group)
+            stats = await admin.topic_stats(addr, dlq_topic(group))
         except TopicNotExistError:
             continue
         total += sum(q.max_offset for q in stats.values())

@@ -45,6 +45,7 @@ from rmqrun.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rmqrun.protocol.requests import Server, served_spec
 from rmqrun.client.namesrv import NameServerClient
 from rmqrun.client.netutil import local_ip
 from rmqrun.client.route import MASTER_ID, TopicRouteData, publish_queues, subscribe_queues
@@ -393,23 +394,17 @@ class ClientInstance:
         if name is None or not any(getattr(c.callbacks, name) for c in self._consumers.values()):
             return self._answer(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                 f"{cmd.code} request type not supported")
-        header: Any
-        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            header = NotifyConsumerIdsChangedRequestHeader.from_ext(cmd.ext_fields)
-            group, args = header.consumer_group, (header,)
-        elif cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
-            header = ResetOffsetRequestHeader.from_ext(cmd.ext_fields)
-            table = ResetOffsetBody.from_json(cmd.body).offset_table if cmd.body else {}
-            group, args = header.group, (header, table)
-        elif cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-            header = GetConsumerStatusRequestHeader.from_ext(cmd.ext_fields)
-            group, args = header.group, (header,)
-        elif cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
-            header = GetConsumerRunningInfoRequestHeader.from_ext(cmd.ext_fields)
-            group, args = header.consumer_group, (header,)
+        # the header's class is the spec's (rmqrun/protocol/requests.py): one place says what each code carries
+        header: Any = served_spec(cmd.code, Server.CLIENT).header.from_ext(cmd.ext_fields)  # type: ignore[union-attr]
+        args: tuple[Any, ...] = (header,)
+        if cmd.code in (RequestCode.RESET_CONSUMER_CLIENT_OFFSET, RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT):
+            group = header.group
+            if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+                args = (header, ResetOffsetBody.from_json(cmd.body).offset_table if cmd.body else {})
         else:
-            header = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext_fields)
-            group, args = header.consumer_group, (header, cmd.body or b"")
+            group = header.consumer_group
+            if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                args = (header, cmd.body or b"")
         consumer = self._consumers.get(group)
         if consumer is None:
             # Java: nothing to do for the oneway notifications, an error for the questions.

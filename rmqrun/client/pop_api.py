@@ -26,7 +26,6 @@ from enum import Enum
 from typing import Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
@@ -40,6 +39,7 @@ from rmqrun.remoting.message import (
     MAGIC_V1, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, record_ids, scan_spans,
 )
 from rmqrun.remoting.message_props import PROPERTY_TAGS
+from rmqrun.topic_names import is_retry_topic
 
 #: the Java client's timeout for ack and change-invisible calls (DefaultMQPushConsumerImpl.ASYNC_TIMEOUT)
 ACK_TIMEOUT = 3.0
@@ -190,7 +190,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
             topic = raw_topic.decode("utf-8", "replace")
             flag = retry_flag_of(topic)
             # a record names its original topic (the broker rewrites a retried one) unless it kept the retry topic
-            named = topics[raw_topic] = (topic, topic if topic.startswith(RETRY_TOPIC_PREFIX)
+            named = topics[raw_topic] = (topic, topic if is_retry_topic(topic)
                                          else real_topic(topic, group, flag), flag)
         topic, ack_topic, flag = named
         props = body[p:pos + total]
@@ -198,7 +198,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         if ck:
             receipt = ReceiptHandle.parse(ck)
             if receipt.retry_flag != flag:  # the receipt's own flag names the topic it acks
-                ack_topic = topic if topic.startswith(RETRY_TOPIC_PREFIX) else real_topic(topic, group,
+                ack_topic = topic if is_retry_topic(topic) else real_topic(topic, group,
                                                                                          receipt.retry_flag)
         else:
             if starts is None:

@@ -44,7 +44,6 @@ from rmqrun.client.otel_send import send_spans
 from rmqrun.client.route import TopicRouteData, limit_queue_nums, publish_queues
 from rmqrun.client.trace_dispatch import TraceDispatcher
 from rmqrun.model import MessageQueue
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import check_namespace, unwrap, unwrap_queue, wrap, wrap_queue
 from rmqrun.protocol.headers import SendMessageRequestHeader
 from rmqrun.protocol.trace import (
@@ -69,8 +68,9 @@ from rmqrun.remoting.message_props import (
     properties_to_string,
 )
 from rmqrun.remoting.security import ClientSecurity
+from rmqrun.topic_names import AUTO_CREATE_TOPIC, is_retry_topic
 
-DEFAULT_CREATE_TOPIC_KEY = "TBW102"
+DEFAULT_CREATE_TOPIC_KEY = AUTO_CREATE_TOPIC
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
@@ -287,7 +287,7 @@ class Producer:
         """Send messages as one SEND_BATCH_MESSAGE to one queue (no delay, never compressed)."""
         topic, queue = self._on_wire(topic, queue)
         check_topic(topic)
-        if topic.startswith(RETRY_TOPIC_PREFIX):
+        if is_retry_topic(topic):
             raise ValueError("retry group messages cannot be sent in a batch")
         if not messages:
             raise ValueError("a batch needs at least one message")
@@ -343,7 +343,7 @@ class Producer:
             sys_flag |= SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
         reconsume_times = 0
         max_reconsume: int | None = None
-        if topic.startswith(RETRY_TOPIC_PREFIX):
+        if is_retry_topic(topic):
             # A consumer re-publishing a message to its retry topic (sendMessageBackAsNormalMessage):
             # these two travel in the header, not as properties.
             if PROPERTY_RECONSUME_TIME in props:

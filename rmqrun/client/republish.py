@@ -15,9 +15,10 @@ from __future__ import annotations
 from loguru import logger
 
 from rmqrun.client.instance import ClientInstance
-from rmqrun.client.producer import RETRY_TOPIC_PREFIX, OutgoingMessage, Producer
+from rmqrun.client.producer import OutgoingMessage, Producer
 from rmqrun.model import Message
 from rmqrun.remoting import message_props as codec
+from rmqrun.topic_names import retry_topic
 
 #: the Java client's inner producer group, which its re-publishes name (rmqrun names the consumer group instead)
 INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
@@ -68,7 +69,7 @@ class RetryPublisher:
         With ``reconsume_time`` at ``max_reconsume_times`` the broker stores the
         copy in ``%DLQ%<group>`` instead: the orderly service's way to the DLQ.
         """
-        topic = RETRY_TOPIC_PREFIX + self.group
+        topic = retry_topic(self.group)
         try:
             producer = await self._inner_producer()
             await producer.send_message(topic, retry_copy(msg, max_reconsume_times, reconsume_time))

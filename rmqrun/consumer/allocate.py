@@ -29,6 +29,7 @@ from typing import Any
 
 from rmqrun.consumer.defaults import CONSISTENT_HASH_VIRTUAL_NODES
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.allocation import allocate_averagely, allocate_by_circle
 
 
 
@@ -79,24 +80,6 @@ def _prepare(
     return sorted(set(mq_all)), sorted(cid_all)
 
 
-def _average_slice(n_items: int, n_cids: int, index: int) -> range:
-    """The contiguous block AllocateMessageQueueAveragely gives consumer ``index``.
-
-    With ``mod = n_items % n_cids`` the first ``mod`` consumers get one extra
-    item; consumers past the number of items get nothing.
-    """
-    mod = n_items % n_cids
-    if n_items <= n_cids:
-        average = 1
-    elif mod > 0 and index < mod:
-        average = n_items // n_cids + 1
-    else:
-        average = n_items // n_cids
-    start = index * average if (mod > 0 and index < mod) else index * average + mod
-    count = min(average, n_items - start)
-    return range(start, start + max(count, 0))
-
-
 class AllocateAveragely(AllocateStrategy):
     """"AVG" (Java's default): contiguous, near-equal blocks in sorted order."""
 
@@ -112,9 +95,7 @@ class AllocateAveragely(AllocateStrategy):
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
-        mqs, cids = prepared
-        index = cids.index(current_cid)
-        return [mqs[i] for i in _average_slice(len(mqs), len(cids), index)]
+        return allocate_averagely(current_cid, *prepared)
 
 
 class AllocateAveragelyByCircle(AllocateStrategy):
@@ -132,9 +113,7 @@ class AllocateAveragelyByCircle(AllocateStrategy):
         prepared = _prepare(consumer_group, current_cid, mq_all, cid_all)
         if prepared is None:
             return []
-        mqs, cids = prepared
-        index = cids.index(current_cid)
-        return mqs[index :: len(cids)]
+        return allocate_by_circle(current_cid, *prepared)
 
 
 def java_md5_ring_hash(key: str) -> int:

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Protocol
 from loguru import logger
 
 from rmqrun.client.assignment import AssignmentClient
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import unwrap
 from rmqrun.protocol.assignment import MessageQueueAssignment, MessageRequestMode
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError, RequestNotSupportedError, TopicNotExistError
+from rmqrun.topic_names import is_retry_topic
 
 if TYPE_CHECKING:
     from rmqrun.client.instance import ClientInstance
@@ -168,7 +168,7 @@ class PullModeCheck:
         if not engine.config.clustering:
             return  # broadcasting consumes every queue by design; POP has no such model
         for topic in engine.subscribed_topics():
-            if topic.startswith(RETRY_TOPIC_PREFIX):
+            if is_retry_topic(topic):
                 continue  # retry topics are always PULL
             try:
                 if await self._all_without_table(topic):

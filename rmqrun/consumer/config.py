@@ -19,10 +19,9 @@ from rmqrun.consumer.allocate_settings import configured_strategy
 from rmqrun.consumer.consume_mode import ConsumeMode, mode_of
 from rmqrun.consumer.key_order import ORDER_BY, parse_order_key
 from rmqrun.errors import ConfigError
-from rmqrun.model import DLQ_TOPIC_PREFIX as DLQ_GROUP_TOPIC_PREFIX
-from rmqrun.model import RETRY_TOPIC_PREFIX as RETRY_GROUP_TOPIC_PREFIX
 from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
 from rmqrun.remoting.security import ClientSecurity
+from rmqrun.topic_names import retry_topic
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -30,14 +29,6 @@ CONSUME_FROM = (
     # deprecated spellings that behave like LAST_OFFSET in the Java client
     "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST", "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
 )
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def default_consume_timestamp() -> str:

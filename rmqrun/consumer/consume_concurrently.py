@@ -30,7 +30,8 @@ from loguru import logger
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext, HandlerCalls
 from rmqrun.consumer.dead_letters import Failure
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
+from rmqrun.model import Status
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import reconsume_times, with_reconsume_times
@@ -102,7 +103,7 @@ class ConcurrentConsumeService:
             # messages stay cached, so the committed offset stays below them.
             logger.warning("job of {} messages of {} not run: {}", len(entries), req.mq, exc)
             return
-        if pq.dropped and all(v is Verdict.NOT_RUN for v in result.verdicts):
+        if pq.dropped and all(v is Status.NOT_RUN for v in result.verdicts):
             return  # skipped by the executor: the queue was given away before the job started
         self.engine.stats.record(len(entries), time.monotonic() - started, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
@@ -111,13 +112,13 @@ class ConcurrentConsumeService:
     async def _process_result(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> None:
         pq = req.pq
         if pq.dropped:
-            ran = len(result.verdicts) - result.verdicts.count(Verdict.NOT_RUN)
+            ran = len(result.verdicts) - result.verdicts.count(Status.NOT_RUN)
             if ran:
                 logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the "
                                "new owner redelivers them", req.mq, ran)
             return
         verdicts = result.verdicts
-        if len(verdicts) == len(entries) and verdicts.count(Verdict.SUCCESS) == len(entries):
+        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):
             # the common case, kept cheap: everything succeeded
             offset = pq.remove_messages([e.offset for e in entries])
             if offset >= 0 and not pq.dropped:
@@ -128,12 +129,12 @@ class ConcurrentConsumeService:
         redo: list[QueuedMessage] = []
         undecodable: list[tuple[QueuedMessage, str | None]] = []
         for i, entry in enumerate(entries):
-            verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
-            if verdict is Verdict.SUCCESS:
+            verdict = result.verdicts[i] if i < len(result.verdicts) else Status.NOT_RUN
+            if verdict is Status.SUCCESS:
                 done.append(entry.offset)
-            elif verdict is Verdict.NOT_RUN:
+            elif verdict is Status.NOT_RUN:
                 redo.append(entry)
-            elif verdict is Verdict.UNDECODABLE:
+            elif verdict is Status.UNDECODABLE:
                 undecodable.append((entry, result.error_of(i)))
             else:
                 failed.append((entry, result.delay_level(i), result.error_of(i)))

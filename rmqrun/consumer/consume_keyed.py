@@ -67,13 +67,13 @@ from loguru import logger
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.consume_orderly import MAX_CALLS_PER_JOB, TARGET_JOB_SECONDS
 from rmqrun.consumer.context import ConsumeContext
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.consumer.key_order import KeyLane, key_of, lane_slot, parse_order_key
 from rmqrun.consumer.lock_gap import settle_gap
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 
 #: outstanding jobs per worker process: enough to keep each worker's pipe fed, few enough that the
 #: executor's list of jobs waiting for their worker stays short
@@ -398,16 +398,16 @@ class KeyedConsumeService:
             logger.warning("{}: job of {} message(s) of {} key(s) not run: {}", req.mq, len(entries), len(picked), exc)
             return {k: (d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000, lane) for k, lane in picked}
         elapsed = time.monotonic() - started
-        ran = sum(1 for v in result.verdicts if v is not Verdict.NOT_RUN) or 1
+        ran = sum(1 for v in result.verdicts if v is not Status.NOT_RUN) or 1
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (elapsed / ran)
         self.engine.stats.record(len(entries), elapsed, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
-        verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
+        verdicts = list(result.verdicts) + [Status.NOT_RUN] * (len(entries) - len(result.verdicts))
         # automatic commit only: COMMIT and ROLLBACK count as SUCCESS, as Java treats them then
-        verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        verdicts = [Status.SUCCESS if v in (Status.COMMIT, Status.ROLLBACK) else v for v in verdicts]
         # the worker stops at the job's first message that does not succeed: only that message's lane is
         # judged (suspended, dead-lettered); the lanes behind it never ran and simply go again
-        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Status.SUCCESS), len(entries))
         outcome: dict[str | None, tuple[float, list[QueuedMessage]]] = {}
         done: list[QueuedMessage] = []
         pos = 0
@@ -427,29 +427,29 @@ class KeyedConsumeService:
         return outcome
 
     async def _apply(self, req: PullRequest, key: str | None, entries: list[QueuedMessage],
-                     verdicts: list[Verdict], result: JobResult, at: int
+                     verdicts: list[Status], result: JobResult, at: int
                      ) -> tuple[float, list[QueuedMessage], list[QueuedMessage]]:
         """One lane's share of a job (its messages from index ``at`` of the job): (seconds to suspend it,
         messages finished, messages to put back)."""
         cfg = self.config
-        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Status.SUCCESS), len(entries))
         error = result.error_of(at + first_bad)
         done = entries[:first_bad]
         rest = entries[first_bad:]
         bad = verdicts[first_bad] if rest else None
         suspend = 0.0
-        if bad is Verdict.SUSPEND or bad is Verdict.RECONSUME_LATER:
+        if bad is Status.SUSPEND or bad is Status.RECONSUME_LATER:
             call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
             moved_on, suspend = await self._suspend_or_dlq(req, key, call, result.suspend_ms, error)
             done = done + call[:moved_on]
             rest = rest[moved_on:]
-        elif bad is Verdict.UNDECODABLE:
+        elif bad is Status.UNDECODABLE:
             if await self.engine.dead_letter_undecodable(req.mq, rest[0].payload, rest[0].offset, error):
                 done = done + rest[:1]
                 rest = rest[1:]
             else:
                 suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
-        elif bad is Verdict.NOT_RUN and result.error:
+        elif bad is Status.NOT_RUN and result.error:
             # the job broke off at this key's message (worker died, time limit): pause it before redelivering
             suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
         return suspend, done, rest

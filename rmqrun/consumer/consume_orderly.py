@@ -33,7 +33,8 @@ from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
+from rmqrun.model import Status
 from rmqrun.consumer.lock_gap import settle_gap
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import QueuedMessage
@@ -56,7 +57,7 @@ class _Flight:
 
 def _all_success(result: JobResult) -> bool:
     verdicts = result.verdicts
-    return verdicts.count(Verdict.SUCCESS) == len(verdicts)
+    return verdicts.count(Status.SUCCESS) == len(verdicts)
 
 
 class OrderlyConsumeService:
@@ -216,7 +217,7 @@ class OrderlyConsumeService:
             f = flight.popleft()
             try:
                 result = await f.future
-                if any(v is not Verdict.NOT_RUN for v in result.verdicts):
+                if any(v is not Status.NOT_RUN for v in result.verdicts):
                     logger.error("orderly job of {} on {} ran behind a failed one: {}", len(f.entries), req.mq,
                                  result.verdicts)
             except asyncio.CancelledError:
@@ -228,7 +229,7 @@ class OrderlyConsumeService:
 
     def _account(self, req: PullRequest, f: _Flight, result: JobResult, now: float) -> None:
         elapsed = now - f.sent
-        ran = (len(result.verdicts) - result.verdicts.count(Verdict.NOT_RUN)) or 1
+        ran = (len(result.verdicts) - result.verdicts.count(Status.NOT_RUN)) or 1
         spent = result.handler_seconds if result.handler_seconds is not None else elapsed
         self._per_message_s = 0.8 * self._per_message_s + 0.2 * (spent / ran)
         last = self._last_result.get(req.mq)
@@ -245,13 +246,13 @@ class OrderlyConsumeService:
     async def _apply(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> float:
         cfg = self.config
         pq = req.pq
-        verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(entries) - len(result.verdicts))
+        verdicts = list(result.verdicts) + [Status.NOT_RUN] * (len(entries) - len(result.verdicts))
         if cfg.auto_commit:
             # Java: with auto-commit, COMMIT and ROLLBACK are "illegal" and count as SUCCESS.
-            verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+            verdicts = [Status.SUCCESS if v in (Status.COMMIT, Status.ROLLBACK) else v for v in verdicts]
         # The first message that is not a plain success decides the job's fate; the
         # worker ran nothing after it.
-        first_bad = next((i for i, v in enumerate(verdicts) if v is not Verdict.SUCCESS), len(entries))
+        first_bad = next((i for i, v in enumerate(verdicts) if v is not Status.SUCCESS), len(entries))
         rest = entries[first_bad:]
         bad = verdicts[first_bad] if rest else None
         call = failed_call(rest, verdicts[first_bad:], cfg.consume_message_batch_max_size)
@@ -262,23 +263,23 @@ class OrderlyConsumeService:
             pq.make_messages_to_consume_again([e.offset for e in rest])
             if first_bad:
                 commit_offset = pq.commit()
-            if bad is Verdict.SUSPEND:
+            if bad is Status.SUSPEND:
                 moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms,
                                                                result.error_of(first_bad))
                 if moved_on and pq.take_messages(moved_on):
                     commit_offset = pq.commit()
-            elif bad is Verdict.UNDECODABLE:
+            elif bad is Status.UNDECODABLE:
                 moved_on, suspend = await self._undecodable(req, rest[0], result.error_of(first_bad))
                 if moved_on and pq.take_messages(1):
                     commit_offset = pq.commit()
-            elif bad is Verdict.NOT_RUN and result.error:
+            elif bad is Status.NOT_RUN and result.error:
                 # the job broke off (worker died, time limit): pause before redelivering
                 suspend = clamp_suspend_ms(-1, cfg.suspend_current_queue_time_ms) / 1000
         else:
             # Manual commit: SUCCESS consumes without committing; COMMIT commits all taken
             # so far (the COMMIT call included); ROLLBACK puts back all taken since the
             # last commit and suspends.
-            while bad is Verdict.COMMIT:
+            while bad is Status.COMMIT:
                 # The worker goes on after a COMMIT call, so what follows it in the job
                 # already ran: commit through the call, keep the rest taken, and judge it
                 # by its own verdicts (putting it back would deliver it twice).
@@ -288,21 +289,21 @@ class OrderlyConsumeService:
                 if tail:
                     pq.take_messages(len(tail))
                 tail_verdicts = verdicts[len(entries) - len(tail):]
-                k = next((i for i, v in enumerate(tail_verdicts) if v is not Verdict.SUCCESS), len(tail))
+                k = next((i for i, v in enumerate(tail_verdicts) if v is not Status.SUCCESS), len(tail))
                 rest = tail[k:]
                 bad = tail_verdicts[k] if rest else None
                 call = failed_call(rest, tail_verdicts[k:], cfg.consume_message_batch_max_size)
-            if bad is Verdict.ROLLBACK:
+            if bad is Status.ROLLBACK:
                 pq.rollback()
                 suspend = clamp_suspend_ms(result.suspend_ms, cfg.suspend_current_queue_time_ms) / 1000
-            elif bad is Verdict.SUSPEND:
+            elif bad is Status.SUSPEND:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
                 moved_on, suspend = await self._suspend_or_dlq(req, call, result.suspend_ms,
                                                                result.error_of(len(entries) - len(rest)))
                 if moved_on:
                     # dead-lettered: consumed, committed with the handler's next Commit()
                     pq.take_messages(moved_on)
-            elif bad is Verdict.UNDECODABLE:
+            elif bad is Status.UNDECODABLE:
                 pq.make_messages_to_consume_again([e.offset for e in rest])
                 moved_on, suspend = await self._undecodable(req, rest[0], result.error_of(len(entries) - len(rest)))
                 if moved_on:

@@ -16,12 +16,12 @@ from typing import Any, Iterable, Mapping, Protocol, Sequence, TypeVar, runtime_
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import Executor, JobResult, RecordData
+from rmqrun.consumer.executor import Executor, JobResult
 from rmqrun.consumer.offsets import OffsetStore
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import SendBack
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, RecordData
 from rmqrun.protocol.subscription import SubscriptionData
 
 

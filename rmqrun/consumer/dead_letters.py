@@ -23,8 +23,9 @@ from dataclasses import dataclass
 
 from loguru import logger
 
-from rmqrun.model import DLQ_TOPIC_PREFIX, MessageQueue
+from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
+from rmqrun.topic_names import dlq_topic
 
 
 class DeadLetterReason(str, enum.Enum):
@@ -80,5 +81,5 @@ class DeadLetters:
                  f"{failure.mq.broker_name}/{failure.mq.queue_id} offset {failure.offset}"
                  if failure is not None else "queue unknown")
         error = failure.error if failure is not None and failure.error else "none reported"
-        logger.error("dead-lettered message {} of {} to {}{} ({}): {}, attempts {}, last error: {}",
-                     msg_id, user_topic, DLQ_TOPIC_PREFIX, self.group, reason.value, where, attempts, error)
+        logger.error("dead-lettered message {} of {} to {} ({}): {}, attempts {}, last error: {}",
+                     msg_id, user_topic, dlq_topic(self.group), reason.value, where, attempts, error)

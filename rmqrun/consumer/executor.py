@@ -9,25 +9,10 @@ engine awaits :meth:`Executor.run` and never learns about processes.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Protocol, Sequence, Union
+from typing import Any, Callable, Hashable, Protocol, Sequence
 
-from rmqrun.model import MessageQueue
-
-RecordData = Union[bytes, bytearray, memoryview]
-
-
-class Verdict(enum.IntEnum):
-    """What became of one message (values shared with the worker pipe's status byte)."""
-
-    SUCCESS = 0
-    RECONSUME_LATER = 1  # concurrent: send back for a retry
-    SUSPEND = 2          # orderly: put back, pause the queue, redeliver first
-    COMMIT = 3           # orderly, manual commit: commit all consumed so far
-    ROLLBACK = 4         # orderly, manual commit: put back all since the last commit
-    NOT_RUN = 5          # never finished (earlier failure, time limit, shutdown): redeliver, no retry counted
-    UNDECODABLE = 6      # the record does not decode: never handled; to the DLQ as stored
+from rmqrun.model import MessageQueue, RecordData, Status
 
 
 @dataclass(slots=True, eq=False)
@@ -67,7 +52,7 @@ class ConsumeJob:
 class JobResult:
     """One verdict per message of the job, in the job's order."""
 
-    verdicts: list[Verdict]
+    verdicts: list[Status]
     delay_levels: list[int] = field(default_factory=list)
     suspend_ms: int = -1
     error: str | None = None

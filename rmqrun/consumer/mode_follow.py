@@ -60,9 +60,9 @@ from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.protocol.assignment import MessageQueueAssignment, MessageRequestMode
-from rmqrun.protocol.pop import pop_retry_topic
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.topic_names import pop_retry_topic
 
 #: how a topic is consumed now
 UNKNOWN = "unknown"  # not asked yet: neither pulled nor popped

@@ -29,11 +29,10 @@ from typing import Protocol, Sequence
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.dead_letters import Failure
-from rmqrun.consumer.executor import RecordData, Verdict
 from rmqrun.consumer.process_queue import QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import SendBack, decode_for_retry, reconsume_times, with_reconsume_times
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.remoting.errors import ProtocolError
 
 
@@ -54,7 +53,7 @@ def clamp_suspend_ms(ms: int, default_ms: int) -> int:
     return max(d.SUSPEND_CURRENT_QUEUE_TIME_MIN_MS, min(d.SUSPEND_CURRENT_QUEUE_TIME_MAX_MS, ms))
 
 
-def failed_call(entries: Sequence[QueuedMessage], verdicts: Sequence[Verdict], max_size: int) -> list[QueuedMessage]:
+def failed_call(entries: Sequence[QueuedMessage], verdicts: Sequence[Status], max_size: int) -> list[QueuedMessage]:
     """The messages of the call that failed: from the first, as long as they share its verdict.
 
     ``entries`` start at the failed message; ``verdicts`` are theirs. A one-message

@@ -49,10 +49,10 @@ from loguru import logger
 
 from rmqrun.client.pop_api import AckStatus, PopClient
 from rmqrun.consumer.dead_letters import Failure
-from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ class PopConsumeService:
                 logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
                 self._release(pq, live)
                 return
-            if any(v is not Verdict.NOT_RUN for v in result.verdicts):
+            if any(v is not Status.NOT_RUN for v in result.verdicts):
                 self._learn(len(live), result)
                 self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
                 self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
@@ -247,12 +247,12 @@ class PopConsumeService:
         steps = []
         succeeded: list[PopEntry] = []
         for i, entry in enumerate(entries):
-            verdict = result.verdicts[i] if i < len(result.verdicts) else Verdict.NOT_RUN
-            if verdict is Verdict.SUCCESS:
+            verdict = result.verdicts[i] if i < len(result.verdicts) else Status.NOT_RUN
+            if verdict is Status.SUCCESS:
                 succeeded.append(entry)
-            elif verdict is Verdict.NOT_RUN:
+            elif verdict is Status.NOT_RUN:
                 self._release(req.pq, [entry])
-            elif verdict is Verdict.UNDECODABLE:
+            elif verdict is Status.UNDECODABLE:
                 steps.append(self._undecodable(req.pq, mq, entry, result.error_of(i)))
             else:
                 self.engine.stats.failed += 1

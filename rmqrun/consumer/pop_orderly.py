@@ -56,12 +56,12 @@ from loguru import logger
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.dead_letters import DeadLetterReason, Failure
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms
 from rmqrun.consumer.pop_consume import PopConsumeService
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest
 from rmqrun.consumer.retry import with_reconsume_times
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 
 
 class PopOrderlyConsumeService(PopConsumeService):
@@ -124,33 +124,33 @@ class PopOrderlyConsumeService(PopConsumeService):
         except Exception as exc:  # not run at all (shutting down): the batch comes back when it lapses
             logger.debug("orderly POP job of {} not run: {}", mq, exc)
             return 0, None, False
-        if any(v is not Verdict.NOT_RUN for v in result.verdicts):
+        if any(v is not Status.NOT_RUN for v in result.verdicts):
             self.engine.stats.record(len(chunk), time.monotonic() - started, result, job.records)
             self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         return await self._settle_chunk(pq, mq, chunk, result)
 
     async def _settle_chunk(self, pq: PopProcessQueue, mq: MessageQueue, chunk: list[PopEntry],
                             result: JobResult) -> tuple[int, int | None, bool]:
-        verdicts = list(result.verdicts) + [Verdict.NOT_RUN] * (len(chunk) - len(result.verdicts))
-        verdicts = [Verdict.SUCCESS if v in (Verdict.COMMIT, Verdict.ROLLBACK) else v for v in verdicts]
+        verdicts = list(result.verdicts) + [Status.NOT_RUN] * (len(chunk) - len(result.verdicts))
+        verdicts = [Status.SUCCESS if v in (Status.COMMIT, Status.ROLLBACK) else v for v in verdicts]
         for i, (entry, verdict) in enumerate(zip(chunk, verdicts)):
-            if verdict is Verdict.SUCCESS:
+            if verdict is Status.SUCCESS:
                 await self._ack(pq, entry)
                 continue
-            if verdict is Verdict.NOT_RUN and not result.error:
+            if verdict is Status.NOT_RUN and not result.error:
                 return i, None, False  # never run (a stop, a dropped assignment): left to come back
-            if verdict is Verdict.UNDECODABLE:
+            if verdict is Status.UNDECODABLE:
                 if await self.engine.dead_letter_undecodable(mq, entry.message.record, entry.message.queue_offset,
                                                              result.error_of(i)):
                     self.stats.dead_lettered += 1
                     await self._ack(pq, entry)
                     continue
-            elif verdict is not Verdict.NOT_RUN:
+            elif verdict is not Status.NOT_RUN:
                 self.engine.stats.failed += 1
                 if await self._dead_letter_at_limit(mq, entry, result.error_of(i)):
                     await self._ack(pq, entry)
                     continue
-            return i, result.suspend_ms, verdict is not Verdict.NOT_RUN
+            return i, result.suspend_ms, verdict is not Status.NOT_RUN
         return len(chunk), None, False
 
     async def _dead_letter_at_limit(self, mq: MessageQueue, entry: PopEntry, error: str | None) -> bool:

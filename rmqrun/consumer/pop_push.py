@@ -38,7 +38,7 @@ from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.pop_api import PopClient, PopNotSupportedError
 from rmqrun.consumer.broker_mode import mode_of, query_assignment
-from rmqrun.consumer.config import ConsumerConfig, retry_topic
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import Executor
 from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
@@ -51,6 +51,7 @@ from rmqrun.namespace import unwrap
 from rmqrun.protocol.assignment import MessageQueueAssignment, MessageRequestMode
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
+from rmqrun.topic_names import retry_topic
 
 def pop_not_supported(topic: str, cause: BaseException) -> ConfigError:
     return ConfigError(f"consume_mode=pop: the broker refuses POP for topic {topic} ({cause}): POP needs RocketMQ "

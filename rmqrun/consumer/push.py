@@ -29,10 +29,10 @@ from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
 from rmqrun.consumer.allocate_nearby import client_instance_name
 from rmqrun.consumer.broker_mode import ModeWatch, PullModeCheck
-from rmqrun.consumer.config import RETRY_GROUP_TOPIC_PREFIX, ConsumerConfig, retry_topic
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
-from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, RecordData, Verdict
+from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.oldest import store_timestamps_ms
 from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
@@ -42,12 +42,13 @@ from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.namespace import unwrap
 from rmqrun.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.errors import TopicNotExistError
 from rmqrun.remoting.message import decode_messages
+from rmqrun.topic_names import is_retry_topic, retry_topic
 
 
 #: upper bounds (seconds) of the handler latency histogram's buckets; +Inf is implied
@@ -134,13 +135,13 @@ class ConsumeStats:
         records (or messages), read for their store time only."""
         self.jobs += 1
         self.busy_seconds += elapsed
-        self.consumed += result.verdicts.count(Verdict.SUCCESS)
+        self.consumed += result.verdicts.count(Status.SUCCESS)
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
-            if records and Verdict.NOT_RUN in result.verdicts:
+            if records and Status.NOT_RUN in result.verdicts:
                 # never reached the handler (an earlier failure, a limit, a shutdown)
-                records = [r for r, v in zip(records, result.verdicts) if v is not Verdict.NOT_RUN]
+                records = [r for r, v in zip(records, result.verdicts) if v is not Status.NOT_RUN]
             stored = store_timestamps_ms(records) if records else ()
             if stored:
                 self.store_to_handler.observe_since(time.time() - spent, stored)
@@ -330,7 +331,7 @@ class PushConsumer:
         if last != -1:
             raise OffsetUnreadableError(f"the offset store could not read the offset of {mq}")
         where = self.config.consume_from_where
-        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        is_retry = is_retry_topic(mq.topic)
         if where == "CONSUME_FROM_FIRST_OFFSET":
             return 0
         addr = await self.pull_address(mq)

@@ -41,9 +41,10 @@ from rmqrun.consumer.allocate_settings import configured_strategy
 from rmqrun.consumer.context import OrderedConsumeService, RebalanceContext
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.model import RETRY_TOPIC_PREFIX, MessageQueue
+from rmqrun.model import MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.topic_names import is_retry_topic
 
 
 def _now_ms() -> int:
@@ -117,7 +118,7 @@ class Rebalancer:
             mq_all = await self.engine.instance.subscribe_queues(topic, refresh=refresh)
         except TopicNotExistError:
             self.engine.instance.forget_route(topic)
-            if topic not in self.missing and not topic.startswith(RETRY_TOPIC_PREFIX):
+            if topic not in self.missing and not is_retry_topic(topic):
                 held = sum(1 for mq in self.engine.table if mq.topic == topic)
                 logger.warning("topic {} does not exist on the name server (deleted?): its {} queue(s) here are "
                                "dropped; it is picked up again once it exists", unwrap(self.config.namespace, topic),
@@ -126,7 +127,7 @@ class Rebalancer:
             return None
         if topic in self.missing:
             self.missing.discard(topic)
-            if not topic.startswith(RETRY_TOPIC_PREFIX):
+            if not is_retry_topic(topic):
                 logger.info("topic {} exists again", unwrap(self.config.namespace, topic))
         return mq_all
 

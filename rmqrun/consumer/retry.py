@@ -20,12 +20,11 @@ from rmqrun.client.republish import RetryPublisher
 from rmqrun.consumer.dead_letters import (
     DeadLetterReason, DeadLetters, Failure, goes_to_dlq_on_republish, goes_to_dlq_on_send_back,
 )
-from rmqrun.consumer.executor import RecordData
-from rmqrun.model import Message
-from rmqrun.protocol.pop import original_topic
+from rmqrun.model import Message, RecordData
 from rmqrun.remoting import message as codec
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
+from rmqrun.topic_names import original_topic
 
 _INT = struct.Struct(">i")
 

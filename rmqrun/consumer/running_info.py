@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import JobResult, Verdict
+from rmqrun.consumer.executor import JobResult
 from rmqrun.consumer.thread_dump import thread_dump
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 
 CLIENT_VERSION = "V4_9_8"
 MINUTE_S = 60.0
@@ -102,16 +102,16 @@ class ConsumeStatusTable:
         s = self._of(topic)
         verdicts = result.verdicts
         count = verdicts.count  # C-level counting: this runs once per job on the hot path
-        ok = count(Verdict.SUCCESS) + count(Verdict.COMMIT)
-        failed = (count(Verdict.RECONSUME_LATER) + count(Verdict.SUSPEND) + count(Verdict.ROLLBACK)
-                  + count(Verdict.UNDECODABLE))
+        ok = count(Status.SUCCESS) + count(Status.COMMIT)
+        failed = (count(Status.RECONSUME_LATER) + count(Status.SUSPEND) + count(Status.ROLLBACK)
+                  + count(Status.UNDECODABLE))
         s.ok.add(ok, now)
         s.failed.add(failed, now)
         s.failed_hour.add(failed, now)
         # Java's consumeRT times each listener call, one message by default (consumeMessageBatchMaxSize 1):
         # the worker's time on the job per message that ran; the wait for a free worker is not part of it
         spent = result.handler_seconds if result.handler_seconds is not None else elapsed_s
-        ran = len(verdicts) - count(Verdict.NOT_RUN)
+        ran = len(verdicts) - count(Status.NOT_RUN)
         if ran:
             s.consume_ms.add(spent * 1000, now)
             s.consume_calls.add(ran, now)
@@ -222,8 +222,8 @@ def consume_directly_result(result: JobResult | None, *, orderly: bool, auto_com
         verdict_name = "CR_THROW_EXCEPTION"
     else:
         verdict_name = {
-            Verdict.SUCCESS: "CR_SUCCESS", Verdict.COMMIT: "CR_COMMIT", Verdict.ROLLBACK: "CR_ROLLBACK",
-            Verdict.RECONSUME_LATER: "CR_LATER", Verdict.SUSPEND: "CR_LATER",
+            Status.SUCCESS: "CR_SUCCESS", Status.COMMIT: "CR_COMMIT", Status.ROLLBACK: "CR_ROLLBACK",
+            Status.RECONSUME_LATER: "CR_LATER", Status.SUSPEND: "CR_LATER",
         }.get(result.verdicts[0], "CR_THROW_EXCEPTION")
         error = error or result.error
     out: dict[str, Any] = {"autoCommit": auto_commit, "consumeResult": verdict_name, "order": orderly}

@@ -30,7 +30,8 @@ from rmqrun.client.producer import Producer
 from rmqrun.client.trace_dispatch import TraceDispatcher
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.context import HandlerCalls
-from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
+from rmqrun.model import Status
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.protocol.trace import (
     PROPERTY_MSG_REGION, PROPERTY_TRACE_SWITCH, TRACE_GROUP_PREFIX, ContextCode, TraceBean, TraceContext, TraceType,
@@ -41,7 +42,7 @@ from rmqrun.remoting.message_props import (
     PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties,
 )
 
-_SUCCESS = frozenset({Verdict.SUCCESS, Verdict.COMMIT})
+_SUCCESS = frozenset({Status.SUCCESS, Status.COMMIT})
 
 
 def _beans(job: ConsumeJob) -> tuple[list[TraceBean | None], str | None]:
@@ -115,7 +116,7 @@ class TracingExecutor:
         # NOT_RUN: never given to the handler (behind an orderly failure, cut off by a time limit or a stop);
         # redelivered, and traced again then
         failed = [b for b, v in zip(beans, verdicts)
-                  if b is not None and v not in _SUCCESS and v is not Verdict.NOT_RUN]
+                  if b is not None and v not in _SUCCESS and v is not Status.NOT_RUN]
         for group_beans, success in ((ok, True), (failed, False)):
             if group_beans:
                 self.dispatcher.append(TraceContext(

@@ -27,7 +27,7 @@ Layout (native byte order, one writer per field)::
     28   int32   in call: 1 while the handler runs                 worker
     32   64 x int64  batch ids to skip (their queue was dropped;  supervisor
                      -1 = empty)
-    544  CAPACITY bytes  status per message (wire.Status)         worker
+    544  CAPACITY bytes  status per message (model.Status)        worker
     ...  CAPACITY int8   delay level per message                  worker
     ...  int64   cut: batch id whose calls from index on are     supervisor
          int32        taken back (run by another worker)

@@ -40,9 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Sequence, Union
 
 from rmqrun.errors import RmqrunError
+from rmqrun.model import RecordData, Status
 from rmqrun.remoting.message import QUEUE_OFFSET_POS
 
-RecordData = Union[bytes, bytearray, memoryview]
 
 
 class ConsumeMode(enum.Enum):
@@ -50,36 +50,6 @@ class ConsumeMode(enum.Enum):
 
     CONCURRENT = "concurrent"
     ORDERLY = "orderly"
-
-
-class Status(enum.IntEnum):
-    """The outcome of one message of a batch (the value is its byte on the pipe).
-
-    ================  ==========================================================
-    SUCCESS           concurrent CONSUME_SUCCESS; orderly SUCCESS (with automatic
-                      commit: commit it; with manual commit: consumed, not committed)
-    RECONSUME_LATER   concurrent: send back with ``delay_level``
-    SUSPEND           orderly: put back and suspend the queue for the batch's
-                      ``suspend_ms`` (-1 = consumer default), then deliver it again
-    COMMIT            orderly, manual commit: commit everything consumed so far
-    ROLLBACK          orderly, manual commit: put back everything since the last
-                      commit and suspend
-    NOT_RUN           the handler never finished this message (an earlier failure
-                      stopped an orderly batch, a soft time limit or shutdown
-                      interrupted the batch): redeliver it, without counting a retry
-    UNDECODABLE       the record does not decode (unknown compression, corrupt
-                      body, bad properties); never given to the handler: the
-                      supervisor sends it to the DLQ as stored
-    ================  ==========================================================
-    """
-
-    SUCCESS = 0
-    RECONSUME_LATER = 1
-    SUSPEND = 2
-    COMMIT = 3
-    ROLLBACK = 4
-    NOT_RUN = 5
-    UNDECODABLE = 6
 
 
 _STATUS_BY_BYTE = tuple(Status)
@@ -224,16 +194,6 @@ class Batch:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class MessageOutcome:
-    """The result of one message: its index in the batch, queue offset and status."""
-
-    index: int
-    queue_offset: int
-    status: Status
-    delay_level: int = 0
-
-
 @dataclass(slots=True)
 class BatchResult:
     """Everything a worker reports about a finished batch.
@@ -241,7 +201,7 @@ class BatchResult:
     Per message, in batch order: ``statuses`` (one :class:`Status` value per
     byte), ``delay_levels`` (for RECONSUME_LATER) and ``queue_offsets``. They
     are kept in this compact form because a result is handled once per batch
-    on the supervisor's hot path; :attr:`outcomes` gives the same as objects.
+    on the supervisor's hot path.
 
     ``suspend_ms`` is the pause asked by an orderly SUSPEND (-1 = consumer
     default). ``timed_out`` is set when a time limit cut the batch short (soft:
@@ -275,26 +235,6 @@ class BatchResult:
     def mode(self) -> ConsumeMode:
         return self.batch.mode
 
-    @property
-    def outcomes(self) -> list[MessageOutcome]:
-        """One :class:`MessageOutcome` per message (built on each call)."""
-        by_byte = _STATUS_BY_BYTE
-        return [MessageOutcome(i, off, by_byte[s], d)
-                for i, (s, d, off) in enumerate(zip(self.statuses, self.delay_levels, self.queue_offsets))]
-
-    def status(self, index: int) -> Status:
-        return _STATUS_BY_BYTE[self.statuses[index]]
-
-    def indexes(self, status: Status) -> list[int]:
-        """Indexes of the messages with this status."""
-        value = int(status)
-        return [i for i, s in enumerate(self.statuses) if s == value]
-
-    @property
-    def all_succeeded(self) -> bool:
-        """Every message SUCCESS (or COMMIT): nothing to send back, suspend or redeliver."""
-        st = self.statuses
-        return st.count(Status.SUCCESS) + st.count(Status.COMMIT) == len(st)
 
 
 # --------------------------------------------------------------------------- frames
@@ -402,11 +342,6 @@ class Done:
     elapsed_us: int = 0
     #: (index, error) of each message whose call failed with an error of its own (``error`` is the first)
     errors: tuple[tuple[int, str], ...] = ()
-
-    def outcomes(self) -> list[MessageOutcome]:
-        by_byte = _STATUS_BY_BYTE
-        return [MessageOutcome(i, off, by_byte[s], d)
-                for i, (s, d, off) in enumerate(zip(self.statuses, self.delay_levels, self.queue_offsets))]
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 from rmqrun.protocol.bodies import dumps
 from rmqrun.protocol.bodies import load_object
 from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
+from rmqrun.topic_names import AUTO_CREATE_TOPIC
 
 #: Names of the statistics VIEW_BROKER_STATS_DATA serves (Java ``Stats``); the key each is kept under.
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"      # key: topic
@@ -39,6 +40,20 @@ def stats_key(topic: str, group: str) -> str:
 
 
 # --------------------------------------------------------------------------- headers
+
+@dataclass(kw_only=True, slots=True)
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (``mqadmin updateTopic``): the topic's queues, permission and flags."""
+
+    topic: str = str_field("topic")
+    default_topic: str = str_field("defaultTopic", AUTO_CREATE_TOPIC)
+    read_queue_nums: int = int_field("readQueueNums")
+    write_queue_nums: int = int_field("writeQueueNums")
+    perm: int = int_field("perm")
+    topic_filter_type: str = str_field("topicFilterType", "SINGLE_TAG")
+    topic_sys_flag: int | None = int_field("topicSysFlag", None)
+    order: bool = bool_field("order", False)
+
 
 @dataclass(kw_only=True, slots=True)
 class ViewBrokerStatsDataRequestHeader(Header):

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from rmqrun.model import RETRY_TOPIC_PREFIX, MessageQueue
+from rmqrun.model import MessageQueue
 from rmqrun.protocol.bodies import MessageModel, _WireEnum, dumps, load_object
 from rmqrun.remoting.errors import ProtocolError
 
@@ -47,11 +47,6 @@ def _int(obj: Mapping[str, Any], key: str, default: int) -> int:
         return int(value)
     except (TypeError, ValueError) as exc:
         raise ProtocolError(f"{key}: not an integer: {value!r}") from exc
-
-
-def is_retry_topic(topic: str) -> bool:
-    """``%RETRY%`` topics are always consumed by PULL (Java refuses to set a mode on them)."""
-    return topic.startswith(RETRY_TOPIC_PREFIX)
 
 
 # --------------------------------------------------------------------------- SET_MESSAGE_REQUEST_MODE

@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.topic_names import is_pop_retry_v2, is_retry_topic, pop_retry_topic
 
 POP_ORDER_REVIVE_QID = 999
 PROPERTY_POP_CK = "POP_CK"
@@ -30,7 +31,6 @@ PROPERTY_FIRST_POP_TIME = "1ST_POP_TIME"
 #: The Java push consumer's POP redelivery delays (seconds), by delay level / reconsume count.
 POP_DELAY_LEVELS_S = (10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
-RETRY_PREFIX = "%RETRY%"
 RETRY_FLAG_NORMAL = "0"
 RETRY_FLAG_V1 = "1"
 RETRY_FLAG_V2 = "2"
@@ -143,15 +143,10 @@ class PollingInfoResponseHeader(Header):
 
 # --------------------------------------------------------------------------- topics
 
-def pop_retry_topic(group: str, topic: str, *, v2: bool = False) -> str:
-    """KeyBuilder.buildPopRetryTopicV1 / V2."""
-    return f"{RETRY_PREFIX}{group}{'+' if v2 else '_'}{topic}"
-
-
 def retry_flag_of(topic: str) -> str:
     """ExtraInfoUtil.getRetry(topic): "2" for a V2 pop retry topic, "1" for any other ``%RETRY%`` topic."""
-    if topic.startswith(RETRY_PREFIX):
-        return RETRY_FLAG_V2 if "+" in topic else RETRY_FLAG_V1
+    if is_retry_topic(topic):
+        return RETRY_FLAG_V2 if is_pop_retry_v2(topic) else RETRY_FLAG_V1
     return RETRY_FLAG_NORMAL
 
 
@@ -164,15 +159,6 @@ def real_topic(topic: str, group: str, retry_flag: str) -> str:
     if retry_flag == RETRY_FLAG_V2:
         return pop_retry_topic(group, topic, v2=True)
     raise ProtocolError(f"unknown POP retry flag {retry_flag!r} (expected 0, 1 or 2)")
-
-
-def original_topic(topic: str, group: str) -> str:
-    """KeyBuilder.parseNormalTopic(topic, group): the topic a pop retry topic stands for."""
-    for sep in ("+", "_"):
-        prefix = f"{RETRY_PREFIX}{group}{sep}"
-        if topic.startswith(prefix):
-            return topic[len(prefix):]
-    return topic
 
 
 # --------------------------------------------------------------------------- receipt handle
@@ -461,13 +447,13 @@ def decode_batch_ack_body(data: bytes | str) -> tuple[str | None, list[BatchAck]
 
 
 __all__ = [
-    "POP_ORDER_REVIVE_QID", "PROPERTY_POP_CK", "PROPERTY_FIRST_POP_TIME", "POP_DELAY_LEVELS_S", "RETRY_PREFIX",
+    "POP_ORDER_REVIVE_QID", "PROPERTY_POP_CK", "PROPERTY_FIRST_POP_TIME", "POP_DELAY_LEVELS_S",
     "RETRY_FLAG_NORMAL", "RETRY_FLAG_V1", "RETRY_FLAG_V2", "RETRY_FLAGS", "INIT_MODE_MIN", "INIT_MODE_MAX",
     "POP_MAX_MSG_NUMS",
     "PopMessageRequestHeader", "PopMessageResponseHeader", "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader", "ChangeInvisibleTimeResponseHeader", "NotificationRequestHeader",
     "NotificationResponseHeader", "PollingInfoRequestHeader", "PollingInfoResponseHeader",
-    "pop_retry_topic", "retry_flag_of", "real_topic", "original_topic",
+    "retry_flag_of", "real_topic",
     "ReceiptHandle", "receipt_for", "receipt_after_change",
     "encode_start_offset_info", "parse_start_offset_info", "encode_msg_offset_info", "parse_msg_offset_info",
     "OrderCountKey", "encode_order_count_info", "parse_order_count_info", "order_count_for",

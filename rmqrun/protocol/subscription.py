@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.message_props import java_string_hash
+from rmqrun.topic_names import retry_topic
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
@@ -103,7 +103,7 @@ class SubscriptionData:
     @classmethod
     def retry(cls, consumer_group: str, sub_version: int | None = None) -> "SubscriptionData":
         """The ``%RETRY%<group>`` subscription a clustering consumer adds for itself."""
-        return cls.build(RETRY_TOPIC_PREFIX + consumer_group, SUB_ALL, sub_version=sub_version)
+        return cls.build(retry_topic(consumer_group), SUB_ALL, sub_version=sub_version)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SubscriptionData":

@@ -27,11 +27,12 @@ from typing import Sequence
 
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.message_props import java_string_hash
+from rmqrun.topic_names import TRACE_TOPIC
 
 CONTENT_SPLITOR = "\x01"
 FIELD_SPLITOR = "\x02"
 #: TopicValidator.RMQ_SYS_TRACE_TOPIC, the default trace topic
-DEFAULT_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+DEFAULT_TRACE_TOPIC = TRACE_TOPIC
 #: what Java's StringBuilder writes for a null String
 JAVA_NULL = "null"
 #: MessageConst.KEY_SEPARATOR

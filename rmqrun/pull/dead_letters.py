@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, AsyncIterator
 
 from rmqrun.errors import RmqrunError
-from rmqrun.model import DLQ_TOPIC_PREFIX, Message, MessageQueue
+from rmqrun.model import Message, MessageQueue
 from rmqrun.namespace import unwrap
-from rmqrun.protocol.pop import RETRY_PREFIX, original_topic
 from rmqrun.pull.errors import TopicNotFoundError
 from rmqrun.pull.result import PullResult, PullStatus
 from rmqrun.remoting import message_props
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, ProtocolError, TopicNotExistError
+from rmqrun.topic_names import dlq_topic, group_of_dlq_topic, is_dlq_topic, is_retry_topic, original_topic
 
 if TYPE_CHECKING:
     from rmqrun.pull.async_consumer import AsyncPullConsumer
@@ -46,10 +46,6 @@ class UndecodableRecord:
     mq: MessageQueue
     queue_offset: int
     error: str
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_TOPIC_PREFIX + group
 
 
 def keys_of(msg: Message) -> list[str]:
@@ -74,8 +70,8 @@ def wire_origin_topic(msg: Message) -> str | None:
     topic = msg.properties.get(message_props.PROPERTY_RETRY_TOPIC)
     if not topic:
         return None
-    if topic.startswith(RETRY_PREFIX) and msg.topic.startswith(DLQ_TOPIC_PREFIX):
-        return original_topic(topic, msg.topic[len(DLQ_TOPIC_PREFIX):])
+    if is_retry_topic(topic) and is_dlq_topic(msg.topic):
+        return original_topic(topic, group_of_dlq_topic(msg.topic))
     return topic
 
 

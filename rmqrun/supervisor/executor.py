@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
+from rmqrun.model import Status
 from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
 from rmqrun.supervisor.liveness import LivenessWatch
@@ -56,7 +57,7 @@ from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
-_VERDICTS = tuple(Verdict)  # index = status byte (the same numbering as wire.Status)
+_VERDICTS = tuple(Status)  # index = status byte on the pipe
 
 
 class ExecutorClosedError(RmqrunError):
@@ -94,7 +95,7 @@ def _settle(job: ConsumeJob, future: "asyncio.Future[JobResult]") -> None:
         job.clean = False
         return
     verdicts = future.result().verdicts
-    job.clean = verdicts.count(Verdict.SUCCESS) == len(verdicts)
+    job.clean = verdicts.count(Status.SUCCESS) == len(verdicts)
 
 
 _SKIP_SWEEP_S = 0.05
@@ -173,7 +174,7 @@ class PoolExecutor:
 
     @staticmethod
     def _not_run(batch: Batch, why: str | None) -> JobResult:
-        return JobResult([Verdict.NOT_RUN] * batch.count, [0] * batch.count, error=why)
+        return JobResult([Status.NOT_RUN] * batch.count, [0] * batch.count, error=why)
 
     def _sweep(self) -> None:
         """Ask workers to skip pipelined batches of dropped queues (cheap: a few in flight)."""
@@ -316,11 +317,11 @@ class PoolExecutor:
             # a batch cut short by a time limit says nothing about how long batches take
             self.dispatcher.done(result.batch_id, ran=not result.timed_out)
         if pending is not None and not pending.future.done():
-            # statuses are one byte per message in batch order, with the same values as Verdict
+            # statuses are one byte per message in batch order: a Status each
             statuses = result.statuses
             pending.future.set_result(JobResult(
                 # all SUCCESS (status byte 0) is the common case: build that list in C
-                verdicts=([Verdict.SUCCESS] * len(statuses) if statuses.count(0) == len(statuses)
+                verdicts=([Status.SUCCESS] * len(statuses) if statuses.count(0) == len(statuses)
                           else [_VERDICTS[b] for b in statuses]),
                 delay_levels=list(result.delay_levels),
                 suspend_ms=result.suspend_ms,
@@ -364,7 +365,7 @@ class PoolExecutor:
         """A message that killed its worker when run alone: fail it (retry / suspend, then DLQ)."""
         batch = pending.batch
         self.poison_messages += 1
-        verdict = Verdict.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Verdict.RECONSUME_LATER
+        verdict = Status.SUSPEND if batch.mode is ConsumeMode.ORDERLY else Status.RECONSUME_LATER
         logger.error("worker {} (pid {}) {} running only message at offset {} of {}: failing that message "
                      "(retried, then dead-lettered after max_reconsume_times)", lost.worker_id, lost.pid,
                      lost.reason, batch.queue_offsets()[0], batch.queue_key)
@@ -375,7 +376,7 @@ class PoolExecutor:
         batch = pending.batch
         prog = lost.progress
         done = prog.done if prog is not None else 0
-        verdicts: list[Verdict] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
+        verdicts: list[Status] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
         delays = list(prog.delay_levels) if prog is not None else []
         why = ("its worker was killed for not responding" if lost.pid in self.liveness.killed
                else "to find the one that kills its worker")
@@ -386,7 +387,7 @@ class PoolExecutor:
         self._isolations.add(task)
         task.add_done_callback(self._isolations.discard)
 
-    async def _run_isolated(self, parent: _Pending, verdicts: list[Verdict], delays: list[int]) -> None:
+    async def _run_isolated(self, parent: _Pending, verdicts: list[Status], delays: list[int]) -> None:
         batch = parent.batch
         records = batch.split_records()
         n = len(records)
@@ -397,9 +398,9 @@ class PoolExecutor:
 
         errors: dict[int, str] = {}
 
-        async def one(i: int) -> tuple[Verdict, int]:
+        async def one(i: int) -> tuple[Status, int]:
             if parent.future.done():
-                return Verdict.NOT_RUN, 0
+                return Status.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
                                  batch.auto_commit, 1, topic=batch.topic), loop.create_future(), job=parent.job)
             self._waiting.appendleft(sub)
@@ -407,25 +408,25 @@ class PoolExecutor:
             try:
                 res = await sub.future
             except ExecutorClosedError:
-                return Verdict.NOT_RUN, 0
+                return Status.NOT_RUN, 0
             own = res.error_of(0)
             if own:
                 errors[i] = own  # each re-run message's own error, not the isolation's
-            return (res.verdicts[0] if res.verdicts else Verdict.NOT_RUN), res.delay_level(0)
+            return (res.verdicts[0] if res.verdicts else Status.NOT_RUN), res.delay_level(0)
 
         try:
             rest = range(len(verdicts), n)
             if orderly:
                 # an orderly job stops at the first message that does not simply succeed
-                if any(v is not Verdict.SUCCESS for v in verdicts):
-                    outcomes = [(Verdict.NOT_RUN, 0)] * len(rest)
+                if any(v is not Status.SUCCESS for v in verdicts):
+                    outcomes = [(Status.NOT_RUN, 0)] * len(rest)
                 else:
                     outcomes = []
                     for i in rest:
                         v, lv = await one(i)
                         outcomes.append((v, lv))
-                        if v is not Verdict.SUCCESS:
-                            outcomes += [(Verdict.NOT_RUN, 0)] * (n - i - 1)
+                        if v is not Status.SUCCESS:
+                            outcomes += [(Status.NOT_RUN, 0)] * (n - i - 1)
                             break
             else:
                 outcomes = list(await asyncio.gather(*(one(i) for i in rest)))
@@ -566,7 +567,7 @@ async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResu
     if whole.done():
         return
     delays = [first.delay_level(i) for i in range(index)] + [rest.delay_level(i) for i in range(len(rest.verdicts))]
-    head_verdicts = (first.verdicts + [Verdict.NOT_RUN] * index)[:index]
+    head_verdicts = (first.verdicts + [Status.NOT_RUN] * index)[:index]
     errors = {i: e for i, e in first.errors.items() if i < index}
     errors.update({index + i: e for i, e in rest.errors.items()})
     whole.set_result(JobResult(head_verdicts + rest.verdicts, delays, error=first.error or rest.error,

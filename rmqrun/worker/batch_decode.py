@@ -11,11 +11,11 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from rmqrun.model import RETRY_TOPIC_PREFIX
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.message import QUEUE_OFFSET_POS, decode_message
 from rmqrun.remoting.message_props import PROPERTY_RETRY_TOPIC
+from rmqrun.topic_names import is_retry_topic
 
 _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
@@ -45,7 +45,7 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
         add_offset(msg.queue_offset)  # the same field the supervisor reads at QUEUE_OFFSET_POS
         topic = msg.topic
         if topic != last_topic:
-            last_topic, retry = topic, topic.startswith(RETRY_TOPIC_PREFIX)
+            last_topic, retry = topic, is_retry_topic(topic)
         if retry:
             retry_topic = msg.properties.get(PROPERTY_RETRY_TOPIC)
             if retry_topic:

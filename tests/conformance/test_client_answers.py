@@ -19,7 +19,8 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
+from rmqrun.model import Status
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.remoting import fastjson, frame
 from rmqrun.remoting.codes import RequestCode as R
@@ -42,7 +43,7 @@ class CountingExecutor:
 
     async def run(self, job: ConsumeJob) -> JobResult:
         self.offsets += [(job.mq.queue_id, o) for o in job.offsets]
-        return JobResult([Verdict.SUCCESS] * len(job))
+        return JobResult([Status.SUCCESS] * len(job))
 
 
 def java_exchange(code: int, direction: str = "c2s") -> tuple[RemotingCommand, RemotingCommand | None]:

@@ -24,9 +24,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmqrun.consumer.executor import ConsumeJob, Verdict
+from rmqrun.consumer.executor import ConsumeJob
 from rmqrun.consumer.process_queue import ProcessQueue
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool_config import PoolConfig
@@ -81,12 +81,12 @@ def test_a_job_waiting_in_the_executor_is_not_run_once_its_queue_is_dropped() ->
             second = asyncio.ensure_future(ex.run(_job(1, [7], dropped)))
             await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
             dropped.dropped = True  # rebalanced away while it waits
-            assert (await first).verdicts == [Verdict.SUCCESS]
+            assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
-            assert res.verdicts == [Verdict.NOT_RUN], f"a dropped queue's waiting job ran: {res}"
+            assert res.verdicts == [Status.NOT_RUN], f"a dropped queue's waiting job ran: {res}"
             assert res.error == SKIPPED
             # the executor still runs jobs of queues it keeps
-            assert (await ex.run(_job(0, [1], kept))).verdicts == [Verdict.SUCCESS]
+            assert (await ex.run(_job(0, [1], kept))).verdicts == [Status.SUCCESS]
         finally:
             await ex.stop(5)
     asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -105,9 +105,9 @@ def test_a_job_waiting_in_a_workers_pipe_is_skipped_once_its_queue_is_dropped() 
             await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
             await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
             dropped.dropped = True  # the executor's sweep asks the worker to skip the queued batch
-            assert (await first).verdicts == [Verdict.SUCCESS]
+            assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
-            assert res.verdicts == [Verdict.NOT_RUN, Verdict.NOT_RUN], f"a dropped queue's piped job ran: {res}"
+            assert res.verdicts == [Status.NOT_RUN, Status.NOT_RUN], f"a dropped queue's piped job ran: {res}"
             assert res.error == SKIPPED
         finally:
             await ex.stop(5)
@@ -125,16 +125,16 @@ def test_an_orderly_job_waiting_in_the_executor_is_not_run_once_its_lock_is_lost
             second = asyncio.ensure_future(ex.run(_job(1, [7], lost, orderly=True)))
             await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
             lost.locked = False  # a renewal found another client holding the queue
-            assert (await first).verdicts == [Verdict.SUCCESS]
+            assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
-            assert res.verdicts == [Verdict.NOT_RUN], f"a job of a queue that lost its lock started: {res}"
+            assert res.verdicts == [Status.NOT_RUN], f"a job of a queue that lost its lock started: {res}"
             assert res.error is None  # nothing broke: no pause for its lane, the lock rule decides
             lost.note_locked()  # granted again: after a gap, so still not the queue's to consume on
             assert lost.lock_lapsed
             res = await asyncio.wait_for(ex.run(_job(1, [7], lost, orderly=True)), 10)
-            assert res.verdicts == [Verdict.NOT_RUN], f"a job started before its lock gap was settled: {res}"
+            assert res.verdicts == [Status.NOT_RUN], f"a job started before its lock gap was settled: {res}"
             lost.lock_lapsed = False  # settled (lock_gap.settle_gap): it runs again
-            assert (await ex.run(_job(1, [7], lost, orderly=True))).verdicts == [Verdict.SUCCESS]
+            assert (await ex.run(_job(1, [7], lost, orderly=True))).verdicts == [Status.SUCCESS]
         finally:
             await ex.stop(5)
     asyncio.run(asyncio.wait_for(scenario(), 60))
@@ -151,9 +151,9 @@ def test_an_orderly_job_waiting_in_a_workers_pipe_is_skipped_once_its_lock_expir
             await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
             await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
             expiring.last_lock_timestamp -= expiring.lock_max_live_ms + 1_000  # not renewed in time
-            assert (await first).verdicts == [Verdict.SUCCESS]
+            assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
-            assert res.verdicts == [Verdict.NOT_RUN, Verdict.NOT_RUN], f"a piped job ran past its lock: {res}"
+            assert res.verdicts == [Status.NOT_RUN, Status.NOT_RUN], f"a piped job ran past its lock: {res}"
         finally:
             await ex.stop(5)
     asyncio.run(asyncio.wait_for(scenario(), 60))

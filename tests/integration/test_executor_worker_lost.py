@@ -20,8 +20,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmqrun.consumer.executor import ConsumeJob, Verdict
-from rmqrun.model import MessageQueue
+from rmqrun.consumer.executor import ConsumeJob
+from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool_config import PoolConfig
@@ -66,9 +66,9 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
             (worker,) = ex.pool.workers()
             os.kill(worker.pid, signal.SIGKILL)
             # the call it died in is the message's doing: failed alone (retried / dead-lettered later)
-            assert (await asyncio.wait_for(hung, 30)).verdicts == [Verdict.RECONSUME_LATER]
+            assert (await asyncio.wait_for(hung, 30)).verdicts == [Status.RECONSUME_LATER]
             res = await asyncio.wait_for(queued, 30)
-            assert res.verdicts == [Verdict.SUCCESS, Verdict.SUCCESS]
+            assert res.verdicts == [Status.SUCCESS, Status.SUCCESS]
             ran = [(d.idx, d.pid) for d in read_deliveries(record) if d.event == "ok"]
             assert sorted(i for i, _ in ran) == [5, 6], f"the queued job counted as done without running: {ran}"
             assert all(pid != worker.pid for _, pid in ran), "it ran in the replacement, not the dead worker"

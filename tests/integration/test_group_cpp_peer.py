@@ -53,7 +53,7 @@ from rmqrun.broker.topics import TopicConfig
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.allocate import get_strategy
-from rmqrun.consumer.config import retry_topic
+from rmqrun.topic_names import retry_topic
 from rmqrun.model import MessageQueue
 from tests.integration.engine_kit import (
     FAST_DELAYS, Running, broker, committed_offsets, consumer_config, pool_config, wait_for,

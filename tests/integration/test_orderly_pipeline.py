@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
-from rmqrun.model import MessageQueue
+from rmqrun.consumer.executor import ConsumeJob, JobResult
+from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool_config import PoolConfig
@@ -26,7 +26,7 @@ from tests.integration.engine_kit import Running, broker, committed_offsets, con
 
 pytestmark = pytest.mark.timeout(180)
 
-S, SUSPEND, NOT_RUN = Verdict.SUCCESS, Verdict.SUSPEND, Verdict.NOT_RUN
+S, SUSPEND, NOT_RUN = Status.SUCCESS, Status.SUSPEND, Status.NOT_RUN
 MQ = MessageQueue("T", "broker-a", 0)
 
 

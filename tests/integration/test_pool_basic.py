@@ -87,7 +87,7 @@ class Harness:
 
 
 def statuses(result: BatchResult) -> list[Status]:
-    return [o.status for o in result.outcomes]
+    return [Status(b) for b in result.statuses]
 
 
 @pytest.fixture()
@@ -116,9 +116,8 @@ def test_results_of_both_modes_come_back_from_real_workers() -> None:
                               auto_commit=False)
             r1, r2, r3 = await h.result(conc), await h.result(orderly), await h.result(manual)
             assert statuses(r1) == [S.SUCCESS, S.RECONSUME_LATER, S.RECONSUME_LATER, S.RECONSUME_LATER]
-            assert [o.delay_level for o in r1.outcomes] == [0, 0, 2, 0]
-            assert [o.queue_offset for o in r1.outcomes] == [10, 11, 12, 13]
-            assert [o.index for o in r1.outcomes] == [0, 1, 2, 3]
+            assert list(r1.delay_levels) == [0, 0, 2, 0]
+            assert list(r1.queue_offsets) == [10, 11, 12, 13]
             assert r1.worker_id == 0 and r1.pid == h.pids(0)[0] and r1.batch is conc and r1.queue_key == "q"
             assert "FlakyError: scripted failure" in (r1.error or "")
             assert statuses(r2) == [S.SUCCESS, S.SUSPEND, S.NOT_RUN] and r2.suspend_ms == 300
@@ -260,7 +259,7 @@ def test_batches_larger_than_the_socket_buffer_are_written_without_blocking() ->
             task = asyncio.ensure_future(ticker())
             for b in batches:
                 r = await h.result(b)
-                assert statuses(r) == [S.SUCCESS] * 12 and [o.queue_offset for o in r.outcomes] == list(range(12))
+                assert statuses(r) == [S.SUCCESS] * 12 and list(r.queue_offsets) == list(range(12))
             task.cancel()
             assert ticks > 3
     run(scenario())

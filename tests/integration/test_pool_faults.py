@@ -72,7 +72,7 @@ def test_a_batch_waiting_in_a_workers_pipe_is_skipped_when_asked(monkeypatch: py
             skipped = await h.result(queued)
             assert statuses(skipped) == [S.NOT_RUN, S.NOT_RUN]
             assert skipped.error == "skipped: its queue was dropped"
-            assert [o.queue_offset for o in skipped.outcomes] == [5, 6]
+            assert list(skipped.queue_offsets) == [5, 6]
             assert statuses(await h.result(running)) == [S.SUCCESS]
     run(scenario())
 
@@ -95,5 +95,5 @@ def test_a_hard_time_limit_kill_keeps_what_the_batch_had_finished(mode, failed) 
             result = await h.result(stuck, timeout=10)
             assert result.timed_out and "hard time limit" in (result.error or "")
             assert statuses(result) == [S.SUCCESS, S.SUCCESS, failed, S.NOT_RUN]
-            assert [o.queue_offset for o in result.outcomes] == [3, 4, 5, 6]
+            assert list(result.queue_offsets) == [3, 4, 5, 6]
     run(scenario())

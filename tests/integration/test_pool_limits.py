@@ -36,7 +36,7 @@ def test_hard_time_limit_kills_the_worker_and_reports_the_batch_failed(mode, fai
                 assert result.timed_out and result.pid == pid
                 # the hung call fails, the message after it never ran: neither is committed as a success
                 assert statuses(result) == [failed, S.NOT_RUN]
-                assert [o.queue_offset for o in result.outcomes] == [7, 8]
+                assert list(result.queue_offsets) == [7, 8]
                 assert "hard time limit: worker 0 (pid" in (result.error or "")
                 lost = await h.wait_for(lambda: len(h.lost) == round_ + 1 and h.lost[-1], what="queued batch back")
                 assert [b.batch_id for b in lost.batches] == [queued.batch_id] and lost.started_batch_id is None

@@ -17,6 +17,7 @@ from rmqrun.broker.queue_allocation import (
 from rmqrun.broker.request_modes import RequestModeTable
 from rmqrun.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rmqrun.model import MessageQueue
+from rmqrun.protocol import allocation
 from rmqrun.protocol.assignment import MessageRequestMode, SetMessageRequestModeRequestBody
 
 
@@ -30,7 +31,9 @@ def cids(n: int) -> list[str]:
 
 @pytest.mark.parametrize("n_mq,n_cid", list(itertools.product([1, 2, 3, 4, 5, 8, 9], [1, 2, 3, 4, 6, 10])))
 def test_broker_strategies_agree_with_the_clients(n_mq: int, n_cid: int) -> None:
-    # A client computing its share itself and a broker computing it for the client must agree.
+    # A client computing its share itself and a broker computing it for the client must agree: both run
+    # rmqrun/protocol/allocation.py (the client's classes add Java's argument checks around it).
+    assert STRATEGIES is allocation.STRATEGIES
     queues, clients = mqs(n_mq), cids(n_cid)
     for cid in clients:
         assert allocate_averagely(cid, queues, clients) == AllocateAveragely().allocate("G", cid, queues, clients)

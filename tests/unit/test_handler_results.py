@@ -137,7 +137,7 @@ class InProcessWorker:
 
 
 def statuses(done: Done) -> list[Status]:
-    return [o.status for o in done.outcomes()]
+    return [Status(b) for b in done.statuses]
 
 
 def scripted(*results: str) -> bytes:
@@ -151,8 +151,8 @@ def test_concurrent_plain_handler_every_result_type() -> None:
                           "suspend"))
     assert statuses(done) == [S.SUCCESS, S.RECONSUME_LATER, S.RECONSUME_LATER, S.RECONSUME_LATER, S.SUCCESS,
                               S.RECONSUME_LATER, S.RECONSUME_LATER, S.RECONSUME_LATER]
-    assert [o.delay_level for o in done.outcomes()] == [0, 0, 0, 4, 0, 2, 0, 0]
-    assert [o.queue_offset for o in done.outcomes()] == list(range(100, 108))
+    assert list(done.delay_levels) == [0, 0, 0, 4, 0, 2, 0, 0]
+    assert list(done.queue_offsets) == list(range(100, 108))
     assert done.error.startswith("handler 'workers.flaky:scripted' raised FlakyError: scripted failure")
     assert not done.timed_out
 
@@ -202,7 +202,7 @@ def test_concurrent_batch_handler_ack_index_per_chunk() -> None:
     done = w.run(records([{}] * 5))
     assert seen == [[100, 101, 102], [103, 104]]
     assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.RECONSUME_LATER, S.SUCCESS, S.SUCCESS]
-    assert [o.delay_level for o in done.outcomes()] == [0, 0, 3, 0, 0]
+    assert list(done.delay_levels) == [0, 0, 3, 0, 0]
 
 
 def test_concurrent_failure_in_one_chunk_does_not_stop_the_next() -> None:
@@ -276,7 +276,7 @@ def test_a_record_that_does_not_decode_fails_alone() -> None:
     done = InProcessWorker(lambda m: got.append(m.queue_offset)).run(good + bytes(bad))
     assert got == [100, 101]
     assert statuses(done) == [S.SUCCESS, S.SUCCESS, S.UNDECODABLE]
-    assert done.outcomes()[2].queue_offset == 102
+    assert done.queue_offsets[2] == 102
     assert "does not decode" in done.error
 
 

@@ -27,39 +27,41 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the bottom: plain data, the root exception, asyncio helpers
     "errors": (),
     "model": (),
+    # the names RocketMQ derives or reserves (retry, pop retry, DLQ, system topics): below everyone
+    "topic_names": (),
     "aio": (),
     # topic/group names under a namespace (pure functions on names)
-    "namespace": ("model",),
+    "namespace": ("model", "topic_names"),
     # codecs and the connection
-    "remoting": ("errors", "model"),
+    "remoting": ("errors", "model", "topic_names"),
     # the wire schema (headers, bodies, subscriptions and tag matching): below both the client and the broker
-    "protocol": ("remoting", "model"),
+    "protocol": ("remoting", "model", "topic_names"),
     # routes, typed broker calls, the producer, the retry-topic re-publish
-    "client": ("namespace", "protocol", "remoting", "errors", "model", "aio"),
+    "client": ("namespace", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # the handler contract (results, @batch, WorkerInfo, module:function loading): shared by the worker, Spark
     # and users, so it stands below all of them
     "handler": ("errors",),
     # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
-    "pipe": ("namespace", "remoting", "errors", "model"),
+    "pipe": ("namespace", "remoting", "errors", "model", "topic_names"),
     # the push consumer's logic (rebalance, process queues, offsets, retry)
-    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
+    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # the pull consumer stands on the client, never on the push consumer
-    "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
+    "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # the embedded broker: the wire schema and remoting, never the client or consumer logic
-    "broker": ("protocol", "remoting", "errors", "model", "aio"),
+    "broker": ("protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # a worker process knows the handler contract, the pipe and the message codec, nothing of the supervisor or
     # RocketMQ clients
-    "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model"),
+    "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model", "topic_names"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
-    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "aio"),
+    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "topic_names", "aio"),
     # Spark stands on the pull consumer and the client; it runs handlers with the handler contract
     # (module:function loading, result types), not the worker process or the push consumer
-    "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "handler"),
+    "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "topic_names", "handler"),
     # the command line sits on top of everything
     "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "handler",
-            "pipe", "remoting", "errors", "model", "aio", "namespace"),
+            "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
-    "rmqrun": ("namespace", "handler", "pull", "model", "errors"),
+    "rmqrun": ("namespace", "handler", "pull", "model", "topic_names", "errors"),
 }.items()}
 
 #: Cycles inside one part that are known and accepted, each with its reason (a set of module names). Empty: the
@@ -235,7 +237,7 @@ def test_the_checker_flags_an_upward_edge_and_a_cycle(tmp_path: Path) -> None:
     modules, edges = scan(pkg)
     bad = layer_violations(edges)
     assert bad == ["rmqrun/worker/main.py:2: rmqrun.worker.main -> rmqrun.supervisor.pool   "
-                   "(worker may import only: errors, handler, model, namespace, pipe, remoting)"]
+                   "(worker may import only: errors, handler, model, namespace, pipe, remoting, topic_names)"]
     [cycle] = cycles(modules, edges)
     assert sorted(map(str, cycle)) == ["rmqrun/consumer/a.py:3: rmqrun.consumer.a -> rmqrun.consumer.b",
                                        "rmqrun/consumer/b.py:1: rmqrun.consumer.b -> rmqrun.consumer.a"]
@@ -281,4 +283,4 @@ def test_the_checker_flags_a_circle_through_a_function_level_import(tmp_path: Pa
     assert frozenset({e.source for e in cycle}) not in KNOWN_CYCLES
     assert layer_violations(edges) == ["rmqrun/broker/client_use.py:1: rmqrun.broker.client_use -> "
                                        "rmqrun.client.headers   (broker may import only: aio, errors, model, "
-                                       "protocol, remoting)"]
+                                       "protocol, remoting, topic_names)"]

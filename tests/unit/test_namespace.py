@@ -8,9 +8,20 @@ from hypothesis import strategies as st
 
 from rmqrun.model import MessageQueue
 from rmqrun.namespace import (
-    check_namespace, dlq_topic, has_namespace, is_system, plain_text, retry_topic, unwrap, unwrap_queue, wrap,
+    check_namespace, has_namespace, is_system, plain_text, unwrap, unwrap_queue, wrap,
     wrap_queue, wrapped_length_error,
 )
+from rmqrun import topic_names
+
+
+def retry_topic(namespace: str | None, group: str) -> str:
+    """A group's retry topic on the wire, as the engine names it: the topic-name rule of the wrapped group."""
+    return topic_names.retry_topic(wrap(namespace, group))
+
+
+def dlq_topic(namespace: str | None, group: str) -> str:
+    return topic_names.dlq_topic(wrap(namespace, group))
+
 
 NS = "MQ_INST_XXX"
 

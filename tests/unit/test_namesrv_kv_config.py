@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+
+import pytest
 
 from rmqrun.broker.kv_config import ORDER_TOPIC_CONFIG, KVConfigTable
 
@@ -39,3 +42,23 @@ def test_without_a_path_the_table_lives_in_memory(tmp_path: Path) -> None:
     kv.put(ORDER_TOPIC_CONFIG, "T", "broker-a:4")
     assert kv.get(ORDER_TOPIC_CONFIG, "T") == "broker-a:4" and kv.path is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_save_leaves_the_table_as_it_was(tmp_path: Path) -> None:
+    # the rule the KV table shares with the broker's request-mode table (broker/store/saved_table.py): what a
+    # client is told matches what a restart finds
+    path = tmp_path / "namesrv" / "kvConfig.json"
+    kv = KVConfigTable(path)
+    kv.load()
+    kv.put(ORDER_TOPIC_CONFIG, "T", "broker-a:8")
+    shutil.rmtree(path.parent)
+    path.parent.write_text("")  # the file's directory is a file now: no save can succeed
+    with pytest.raises(OSError):
+        kv.put(ORDER_TOPIC_CONFIG, "T", "broker-b:4")
+    assert kv.get(ORDER_TOPIC_CONFIG, "T") == "broker-a:8"
+    with pytest.raises(OSError):
+        kv.put("NEW", "k", "v")
+    assert kv.namespace("NEW") is None
+    with pytest.raises(OSError):
+        kv.delete(ORDER_TOPIC_CONFIG, "T")
+    assert kv.get(ORDER_TOPIC_CONFIG, "T") == "broker-a:8"

@@ -33,10 +33,10 @@ from rmqrun.consumer import consume_concurrently, defaults as d
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
-from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
+from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import QUEUE_OFFSET_POS, encode_stored
 
 MQ = MessageQueue("T", "broker-a", 0)
@@ -141,37 +141,37 @@ class Engine:
         return self.broker_answer(offset)
 
 
-def concurrent_verdicts(data: st.DataObject, n: int, final: bool) -> tuple[list[Verdict], str | None]:
+def concurrent_verdicts(data: st.DataObject, n: int, final: bool) -> tuple[list[Status], str | None]:
     if final:
-        return [Verdict.SUCCESS] * n, None
+        return [Status.SUCCESS] * n, None
     kind = data.draw(st.sampled_from(["ok", "mixed", "death", "not_run"]), label="outcome")
     if kind == "ok":
-        return [Verdict.SUCCESS] * n, None
+        return [Status.SUCCESS] * n, None
     if kind == "not_run":  # skipped or cut short while stopping: nothing counts
-        return [Verdict.NOT_RUN] * n, "not run"
+        return [Status.NOT_RUN] * n, "not run"
     if kind == "death":
         # crash isolation: what the dead worker had finished keeps its verdict, the rest ran
         # alone, and the message that killed its worker again is failed (sent back)
         done = data.draw(st.integers(0, n - 1), label="finished before the death")
         poison = data.draw(st.integers(done, n - 1), label="poison message")
-        return ([Verdict.SUCCESS] * done + [Verdict.RECONSUME_LATER if i == poison else Verdict.SUCCESS
+        return ([Status.SUCCESS] * done + [Status.RECONSUME_LATER if i == poison else Status.SUCCESS
                                             for i in range(done, n)], "isolated after a worker death")
-    pick = st.sampled_from([Verdict.SUCCESS, Verdict.SUCCESS, Verdict.RECONSUME_LATER, Verdict.UNDECODABLE,
-                            Verdict.NOT_RUN])
+    pick = st.sampled_from([Status.SUCCESS, Status.SUCCESS, Status.RECONSUME_LATER, Status.UNDECODABLE,
+                            Status.NOT_RUN])
     return [data.draw(pick, label="verdict") for _ in range(n)], None
 
 
-def orderly_verdicts(data: st.DataObject, n: int, final: bool) -> tuple[list[Verdict], str | None]:
+def orderly_verdicts(data: st.DataObject, n: int, final: bool) -> tuple[list[Status], str | None]:
     if final:
-        return [Verdict.SUCCESS] * n, None
+        return [Status.SUCCESS] * n, None
     ok = data.draw(st.integers(0, n), label="successes before the stop")
     if ok == n:
-        return [Verdict.SUCCESS] * n, None
+        return [Status.SUCCESS] * n, None
     # the worker stops an orderly job at the first call that does not succeed
-    stop, error = data.draw(st.sampled_from([(Verdict.SUSPEND, None), (Verdict.UNDECODABLE, None),
-                                             (Verdict.NOT_RUN, "worker died in the handler call")]),
+    stop, error = data.draw(st.sampled_from([(Status.SUSPEND, None), (Status.UNDECODABLE, None),
+                                             (Status.NOT_RUN, "worker died in the handler call")]),
                             label="stopped by")
-    return [Verdict.SUCCESS] * ok + [stop] + [Verdict.NOT_RUN] * (n - ok - 1), error
+    return [Status.SUCCESS] * ok + [stop] + [Status.NOT_RUN] * (n - ok - 1), error
 
 
 async def drive(orderly: bool, data: st.DataObject) -> None:
@@ -210,7 +210,7 @@ async def drive(orderly: bool, data: st.DataObject) -> None:
         make = orderly_verdicts if orderly else concurrent_verdicts
         verdicts, error = make(data, n, final)
         for offset, verdict in zip(job.offsets, verdicts):
-            if verdict is Verdict.SUCCESS:
+            if verdict is Status.SUCCESS:
                 engine.finished.add(offset)
         future.set_result(JobResult(verdicts, [0] * n, suspend_ms=10, error=error))
 

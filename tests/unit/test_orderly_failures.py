@@ -6,12 +6,11 @@ import asyncio
 from typing import Any
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import Verdict as V
 from rmqrun.consumer.orderly_failures import failed_call, suspend_or_dlq
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import reconsume_times
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status as V
 from rmqrun.remoting.message import encode_stored
 
 MQ = MessageQueue("T", "broker-a", 0)

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import JobResult, Verdict
+from rmqrun.consumer.executor import JobResult
 from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
-from rmqrun.model import MessageQueue
+from rmqrun.model import MessageQueue, Status
 
 
 def test_each_failed_message_keeps_its_own_error() -> None:
@@ -29,8 +29,8 @@ def test_each_failed_message_keeps_its_own_error() -> None:
 
         svc._failed = fail  # type: ignore[method-assign]
         svc.acks = SimpleNamespace(ack_all=ack_all)  # type: ignore[assignment]
-        result = JobResult([Verdict.RECONSUME_LATER, Verdict.SUCCESS, Verdict.RECONSUME_LATER,
-                            Verdict.RECONSUME_LATER], error="c-7 failed",
+        result = JobResult([Status.RECONSUME_LATER, Status.SUCCESS, Status.RECONSUME_LATER,
+                            Status.RECONSUME_LATER], error="c-7 failed",
                            errors={0: "c-7 failed", 2: "c-107 failed"})
         req = SimpleNamespace(pq=None)
         await svc._process_result(req, MessageQueue("T", "b", 0), ["c-7", "c-57", "c-107", "c-157"],  # type: ignore
@@ -42,6 +42,6 @@ def test_each_failed_message_keeps_its_own_error() -> None:
 
 
 def test_an_executor_that_reports_one_error_per_job_still_names_it() -> None:
-    result = JobResult([Verdict.RECONSUME_LATER] * 2, error="boom")
+    result = JobResult([Status.RECONSUME_LATER] * 2, error="boom")
     assert result.error_of(0) == result.error_of(1) == "boom"
-    assert JobResult([Verdict.RECONSUME_LATER] * 2, error="a", errors={0: "a"}).error_of(1) is None
+    assert JobResult([Status.RECONSUME_LATER] * 2, error="a", errors={0: "a"}).error_of(1) is None

@@ -8,7 +8,8 @@ import asyncio
 from types import SimpleNamespace
 
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.executor import JobResult, Verdict
+from rmqrun.consumer.executor import JobResult
+from rmqrun.model import Status
 from rmqrun.consumer.pop_consume import JOB_MAX, PopConsumeService, PopStats
 
 
@@ -19,7 +20,7 @@ def _service(batch: int = 1) -> PopConsumeService:
 
 
 def _finished(svc: PopConsumeService, n: int, seconds: float) -> None:
-    svc._learn(n, JobResult([Verdict.SUCCESS] * n, handler_seconds=seconds))
+    svc._learn(n, JobResult([Status.SUCCESS] * n, handler_seconds=seconds))
 
 
 def test_jobs_start_at_one_call_and_grow_only_while_calls_are_short() -> None:

@@ -19,10 +19,10 @@ from rmqrun.protocol.assignment import (
     QueryAssignmentRequestBody,
     QueryAssignmentResponseBody,
     SetMessageRequestModeRequestBody,
-    is_retry_topic,
 )
 from rmqrun.protocol.bodies import MessageModel
 from rmqrun.remoting.errors import ProtocolError
+from rmqrun.topic_names import is_retry_topic
 
 
 def test_set_mode_body_is_written_as_fastjson_writes_it() -> None:

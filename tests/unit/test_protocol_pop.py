@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rmqrun import topic_names as N
 from rmqrun.protocol import pop as P
 from rmqrun.protocol.header_codec import Header
 from rmqrun.remoting.errors import MissingFieldError, ProtocolError
@@ -148,8 +149,8 @@ def test_offset_info_refuses_bad_text(bad: str) -> None:
 # --------------------------------------------------------------------------- topics
 
 def test_retry_topics_and_flags() -> None:
-    assert P.pop_retry_topic("G", "T") == "%RETRY%G_T"
-    assert P.pop_retry_topic("G", "T", v2=True) == "%RETRY%G+T"
+    assert N.pop_retry_topic("G", "T") == "%RETRY%G_T"
+    assert N.pop_retry_topic("G", "T", v2=True) == "%RETRY%G+T"
     assert P.retry_flag_of("T") == "0"
     assert P.retry_flag_of("%RETRY%G_T") == "1"
     assert P.retry_flag_of("%RETRY%G") == "1"  # ExtraInfoUtil treats every %RETRY% topic alike
@@ -157,7 +158,7 @@ def test_retry_topics_and_flags() -> None:
     assert P.real_topic("T", "G", "0") == "T"
     assert P.real_topic("T", "G", "1") == "%RETRY%G_T"
     assert P.real_topic("T", "G", "2") == "%RETRY%G+T"
-    assert P.original_topic("%RETRY%G_T", "G") == "T" and P.original_topic("%RETRY%G+T", "G") == "T"
+    assert N.original_topic("%RETRY%G_T", "G") == "T" and N.original_topic("%RETRY%G+T", "G") == "T"
     with pytest.raises(ProtocolError):
         P.real_topic("T", "G", "3")
 

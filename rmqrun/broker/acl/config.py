@@ -32,7 +32,7 @@ import yaml
 
 from rmqrun.broker.acl.addresses import AddressPatternError, AddressRule, compile_rule
 from rmqrun.errors import RmqrunError
-from rmqrun.model import RETRY_TOPIC_PREFIX
+from rmqrun.topic_names import retry_topic
 
 DENY = 1
 ANY = 2
@@ -158,7 +158,7 @@ def _account(index: int, raw: Any) -> Account:
             name, sep, word = str(item).partition("=")
             if not sep or not name.strip() or "=" in word:
                 raise AclConfigError(f"{where}: {key} entry {item!r} is not name=PERM (e.g. topicA=SUB)")
-            resource = (RETRY_TOPIC_PREFIX + name.strip()) if is_group else name.strip()
+            resource = retry_topic(name.strip()) if is_group else name.strip()
             if perms is None:
                 perms = {}
             perms[resource] = parse_perm(word, f"{where} {key} {item!r}")

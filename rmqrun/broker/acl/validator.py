@@ -36,10 +36,10 @@ from rmqrun.errors import RmqrunError
 from rmqrun.remoting.codes import ResponseCode, request_name
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.topic_names import TRACE_TOPIC, group_of_retry_topic
 
 #: The class name a Java broker puts in front of the message; clients recognise ACL refusals by it.
 ACL_EXCEPTION = "org.apache.rocketmq.acl.common.AclException"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 _LOGGED_MAX = 10_000
 #: Where Java names the first stack frame, the embedded broker names its check.
 _WHERE = "rmqrun.broker.acl.validator.AclValidator.check"
@@ -60,7 +60,7 @@ def perm_allows(needed_perm: int, owned: int) -> bool:
 
 def _printable(resource: str) -> str:
     if is_group_resource(resource):
-        return "group:" + resource[len("%RETRY%"):]
+        return "group:" + group_of_retry_topic(resource)
     return "topic:" + resource
 
 

@@ -18,10 +18,10 @@ import time
 from typing import Callable
 
 from rmqrun.broker.longpoll import HeldPull, PullHoldService
-from rmqrun.protocol.pop import pop_retry_topic
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.topic_names import is_retry_topic, pop_retry_topic
 
 #: Requests held per topic@group@queue before POLLING_FULL (RocketMQ's maxPopPollingSize is 100000).
 MAX_POLLING_PER_KEY = 1024
@@ -71,7 +71,7 @@ class PopPolling:
         watchers = self._watch.get(topic)
         if not watchers:
             return
-        is_retry = topic.startswith("%RETRY%")
+        is_retry = is_retry_topic(topic)
         for key, qids in list(watchers.items()):
             for qid in list(qids):
                 if self.hold.held_on(key, qid) == 0:

@@ -22,7 +22,8 @@ from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.service import PopService, now_ms
 from rmqrun.broker.store import GetMessageStatus
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE
-from rmqrun.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_PREFIX, pop_retry_topic
+from rmqrun.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
+from rmqrun.topic_names import is_retry_topic, pop_retry_topic
 from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_RETRY_TOPIC
 
 #: Longest sleep between looks at the table (also the ASYNC-mode fsync period).
@@ -109,7 +110,7 @@ class ReviveService:
     async def revive(self, ck: PopCheckpoint) -> bool:
         """Store every un-acked message of ``ck`` in its pop retry topic; False to try again later."""
         broker = self.broker
-        retry = ck.topic if ck.topic.startswith(RETRY_PREFIX) else pop_retry_topic(ck.group, ck.topic)
+        retry = ck.topic if is_retry_topic(ck.topic) else pop_retry_topic(ck.group, ck.topic)
         pending = [o for o in ck.unacked()]
         if not pending:
             return True

@@ -30,18 +30,17 @@ from rmqrun.protocol.pop import (
     INIT_MODE_MIN,
     POP_ORDER_REVIVE_QID,
     PROPERTY_POP_CK,
-    RETRY_PREFIX,
     BatchAck,
     ReceiptHandle,
     encode_msg_offset_info,
     encode_order_count_info,
     encode_start_offset_info,
-    pop_retry_topic,
     real_topic,
     retry_flag_of,
 )
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.message import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, encode_stored
+from rmqrun.topic_names import is_retry_topic, pop_retry_topic
 
 if TYPE_CHECKING:
     from rmqrun.broker.pop.order_info import OrderInfoTable
@@ -184,7 +183,7 @@ class PopService:
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
         store = self.broker.store
-        if init_mode == INIT_MODE_MIN or topic.startswith(RETRY_PREFIX):
+        if init_mode == INIT_MODE_MIN or is_retry_topic(topic):
             return store.min_offset(topic, queue_id)
         # initPopOffsetByCheckMsgInMem: a queue whose first message is still in memory is read from 0.
         if store.min_offset(topic, queue_id) <= 0:

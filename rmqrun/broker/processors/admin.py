@@ -15,27 +15,13 @@ from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import StoreError
 from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
 from rmqrun.broker.topics import TopicConfig, topic_problem
-from rmqrun.protocol.header_codec import Header, bool_field, int_field, str_field
+from rmqrun.protocol.admin import CreateTopicRequestHeader
 from rmqrun.protocol.headers import ViewMessageRequestHeader
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
-
-from dataclasses import dataclass
-
-
-@dataclass(kw_only=True, slots=True)
-class CreateTopicRequestHeader(Header):
-    topic: str = str_field("topic")
-    default_topic: str = str_field("defaultTopic", "TBW102")
-    read_queue_nums: int = int_field("readQueueNums")
-    write_queue_nums: int = int_field("writeQueueNums")
-    perm: int = int_field("perm")
-    topic_filter_type: str = str_field("topicFilterType", "SINGLE_TAG")
-    topic_sys_flag: int | None = int_field("topicSysFlag", None)
-    order: bool = bool_field("order", False)
 
 
 class AdminProcessor:

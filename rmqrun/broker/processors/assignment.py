@@ -35,11 +35,11 @@ from rmqrun.protocol.assignment import (
     QueryAssignmentRequestBody,
     QueryAssignmentResponseBody,
     SetMessageRequestModeRequestBody,
-    is_retry_topic,
 )
 from rmqrun.protocol.bodies import MessageModel
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
+from rmqrun.topic_names import is_retry_topic
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
 

@@ -14,7 +14,7 @@ from rmqrun.broker.groups import ClientChannel
 from rmqrun.protocol.java_order import java_hash_set_order, message_queue_hash
 from rmqrun.broker.processors.common import BadRequest, answer, parse_header
 from rmqrun.broker.processors.context import BrokerContext
-from rmqrun.broker.topics import PERM_READ, PERM_WRITE, retry_topic
+from rmqrun.broker.topics import PERM_READ, PERM_WRITE
 from rmqrun.protocol.bodies import (
     ConsumerListBody,
     HeartbeatData,
@@ -28,6 +28,7 @@ from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.topic_names import retry_topic
 
 
 class ClientProcessor:

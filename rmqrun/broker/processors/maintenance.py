@@ -27,13 +27,13 @@ from loguru import logger
 from rmqrun.broker.config_names import CONFIG_BLACK_LIST, FIELD_BY_JAVA_NAME, parse_setting
 from rmqrun.broker.processors.common import answer
 from rmqrun.broker.processors.context import BrokerContext
-from rmqrun.broker.topics import JAVA_SYSTEM_TOPICS, SCHEDULE_TOPIC
 from rmqrun.protocol.admin import TopicList, parse_properties
 from rmqrun.protocol.java_order import java_hash_set_order
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message_props import java_string_hash
+from rmqrun.topic_names import SCHEDULE_TOPIC, SYSTEM_TOPICS
 
 #: Retention settings the store reads at every check (``fileReservedTime`` and the disk ratios): handed to
 #: the store as well, so ``updateBrokerConfig -k fileReservedTime`` works as on a Java broker.
@@ -45,10 +45,6 @@ LIVE = STORE_LIVE | frozenset({
     "max_transfer_count_on_disk", "max_transfer_bytes_on_disk", "retry_max_times", "trace_on", "region_id",
     "sync_flush_timeout_ms", "broker_permission",
 })
-
-#: ``TopicValidator.getSystemTopicSet()`` of 4.9.8.
-SYSTEM_TOPICS = JAVA_SYSTEM_TOPICS
-
 
 def system_topic_list() -> list[str]:
     """The system topics in the order Java's ``HashSet`` writes them."""

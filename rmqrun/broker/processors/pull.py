@@ -39,7 +39,7 @@ from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.broker.store import GetResult
 from rmqrun.broker.store.subscription_groups import SubscriptionGroupConfig
-from rmqrun.broker.topics import OFFSET_MOVED_EVENT, is_readable
+from rmqrun.broker.topics import is_readable
 from rmqrun.protocol.headers import (
     PULL_FLAG_COMMIT_OFFSET,
     PULL_FLAG_SUBSCRIPTION,
@@ -53,6 +53,7 @@ from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand, SerializeType
 from rmqrun.remoting.message import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS
 from rmqrun.remoting.message_props import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_KEYS, PROPERTY_TAGS
+from rmqrun.topic_names import OFFSET_MOVED_EVENT
 
 _LONG = struct.Struct(">q")
 _NOT_FOUND = {S.OFFSET_FOUND_NULL, S.OFFSET_OVERFLOW_ONE}

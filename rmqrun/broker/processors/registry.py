@@ -1,7 +1,9 @@
 """Which processor serves which request code.
 
 Anything not listed here is answered REQUEST_CODE_NOT_SUPPORTED by the
-remoting server (never left unanswered). The registry is handed the broker as a
+remoting server (never left unanswered). A code listed here must have a spec in
+:mod:`rmqrun.protocol.requests` that says the broker serves it, or the broker
+does not start (:func:`~rmqrun.protocol.requests.register_served`). The registry is handed the broker as a
 :class:`~rmqrun.broker.processors.context.BrokerContext` (what the processors
 may use of it, including the server to register on), so nothing here or in a
 processor imports :mod:`rmqrun.broker.broker` back.
@@ -24,6 +26,7 @@ from rmqrun.broker.processors.pop_ack import PopAckProcessor
 from rmqrun.broker.processors.pull import PullProcessor
 from rmqrun.broker.processors.send import SendProcessor
 from rmqrun.broker.processors.statistics import StatisticsProcessor
+from rmqrun.protocol.requests import Server, register_served
 from rmqrun.remoting.codes import RequestCode as R
 
 
@@ -108,6 +111,5 @@ def register_all(broker: BrokerContext) -> Processors:
         R.SET_MESSAGE_REQUEST_MODE: p.assignment.set_message_request_mode,
         R.GET_ALL_MESSAGE_REQUEST_MODE: p.assignment.get_all_message_request_mode,
     }
-    for code, fn in table.items():
-        broker.server.register(code, fn)
+    register_served(broker.server.register, Server.BROKER, table)
     return p

@@ -41,11 +41,8 @@ from rmqrun.broker.topics import (
     TopicConfig,
     PERM_READ,
     PERM_WRITE,
-    RETRY_PREFIX,
-    dlq_topic,
     is_writeable,
     queue_id_limit,
-    retry_topic,
     topic_problem,
 )
 from rmqrun.broker.writes import FlushTimeout, Stored
@@ -56,6 +53,7 @@ from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import SYSFLAG_TRANSACTION_ROLLBACK
 from rmqrun.remoting.message_batch import decode_batch
+from rmqrun.topic_names import dlq_topic, group_of_retry_topic, is_retry_topic, retry_topic
 from rmqrun.remoting.message_props import (
     NAME_VALUE_SEPARATOR,
     PROPERTY_CLUSTER,
@@ -136,11 +134,11 @@ class SendProcessor:
         if tc is None:
             sys_flag = 0
             if header.unit_mode:
-                sys_flag = 2 if topic.startswith(RETRY_PREFIX) else 1  # TopicSysFlag unit-sub / unit
+                sys_flag = 2 if is_retry_topic(topic) else 1  # TopicSysFlag unit-sub / unit
             logger.info("topic {} not exist, producer {}: creating it from {}", topic, conn.name,
                         header.default_topic)
             tc = topics.create_on_send(topic, header.default_topic, header.default_topic_queue_nums, sys_flag)
-            if tc is None and topic.startswith(RETRY_PREFIX):
+            if tc is None and is_retry_topic(topic):
                 tc = topics.create_for_send_back(topic, 1, PERM_WRITE | PERM_READ, sys_flag)
             if tc is None:
                 return self._answer(cmd, ResponseCode.TOPIC_NOT_EXIST,
@@ -161,8 +159,8 @@ class SendProcessor:
         topic = header.topic
         reconsume_times = header.reconsume_times or 0
         dlq = False
-        if topic.startswith(RETRY_PREFIX):  # handleRetryAndDLQ
-            group = topic[len(RETRY_PREFIX):]
+        if is_retry_topic(topic):  # handleRetryAndDLQ
+            group = group_of_retry_topic(topic)
             assert broker.groups is not None and broker.topics is not None
             sgc = broker.groups.find(group)
             if sgc is None:

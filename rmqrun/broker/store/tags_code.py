@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from rmqrun.remoting.message_props import java_string_hash
+from rmqrun.topic_names import SCHEDULE_TOPIC
 
 from .config import parse_delay_levels
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 PROPERTY_TAGS = "TAGS"
 PROPERTY_DELAY = "DELAY"
 
