@@ -4,7 +4,7 @@ Nothing changes unless the command is given ``--execute`` (as Kafka's
 ``kafka-consumer-groups --reset-offsets``): without it the plan, per queue
 ``old -> new`` and the path it would take, is printed and the exit code is 0.
 With it, exactly the queues and offsets of the plan are written. The target
-is one option per kind (:mod:`rmqrun.cli.offsets_target`), never a guess.
+is one option per kind (:mod:`rmqrun.admin.offsets_target`), never a guess.
 
 Two paths, as ``mqadmin resetOffsetByTime`` takes them:
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from rmqrun.cli.admin_session import AdminError, Cluster, admin_session
-from rmqrun.cli.offsets_target import Target
+from rmqrun.admin.session import AdminError, Cluster, admin_session
+from rmqrun.admin.offsets_target import Target
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
@@ -106,8 +106,7 @@ async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, 
         clients = await _online_clients(instance, sorted(set(masters.values())), group)
         path = "online" if clients else "offline"
         if clients and target.timestamp is None:
-            from rmqrun.supervisor.status_line import plural
-            consumers = plural(len(clients), "consumer")
+            consumers = f"{len(clients)} consumer" + ("" if len(clients) == 1 else "s")
             raise AdminError(
                 f"group {group} has {consumers} online; running clients can be reset by time "
                 f"only (earliest, latest, a time), not to {target.describe()}: stop them and run this again")
@@ -127,7 +126,7 @@ async def reset(namesrv: str | Cluster, group: str, topic: str, target: Target, 
 async def _warnings(instance: ClientInstance, group: str, clients: list[str]) -> list[str]:
     """What the operator should read before saying yes: a group no broker knows is most likely a typo (a broker
     answers offset 0 for a group it never saw, so the plan alone looks like a real one)."""
-    from rmqrun.cli.status import group_view
+    from rmqrun.admin.status import group_view
     if clients:
         return []
     view = await group_view(instance, group)

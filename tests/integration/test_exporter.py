@@ -165,8 +165,11 @@ def test_a_group_no_broker_knows_is_flagged_once_and_again_when_it_becomes_known
                 "--metrics-port", str(port), "--interval", "1"]
         with Child(args, tmp_path, name="exporter") as child:
             child.wait_output(f"metrics on http://127.0.0.1:{port}/metrics")
-            first = wait_for(lambda: (lambda x: x if x.value("rmqrun_exporter_group_known", group="TypoGroup")
-                                      is not None else None)(scrape(port)), 20, "a first reading")
+            # the groups are read in turn: wait for the first reading of both (a scrape may fall between them)
+            first = wait_for(lambda: (lambda x: x if None not in (
+                x.value("rmqrun_exporter_group_known", group="TypoGroup"),
+                x.value("rmqrun_exporter_group_known", group=GROUP)) else None)(scrape(port)), 20,
+                "a first reading of both groups")
             assert first.value("rmqrun_exporter_group_known", group="TypoGroup") == 0
             assert first.value("rmqrun_exporter_up", group="TypoGroup") == 1  # the cluster answered
             assert first.value("rmqrun_exporter_group_known", group=GROUP) == 1

@@ -1,4 +1,4 @@
-"""``rmqrun check``: the command; what it verifies, in order, is :mod:`rmqrun.cli.check`."""
+"""``rmqrun check``: the command; what it verifies, in order, is :mod:`rmqrun.cli.check.steps`."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def check(handler: str | None, config_file: str | None, timeout: float, **flags:
     report goes to stdout either way (the exit code says how it went), so
     `rmqrun check ... > report.txt` keeps all of it.
     """
-    from rmqrun.cli.check import run_check
+    from rmqrun.cli.check.steps import run_check
     cwd_on_path()
     logs.setup("ERROR", role="check")
     report = run_check({"handler": handler, **flags}, config_file, timeout)

@@ -1,4 +1,4 @@
-"""``rmqrun demo``: the command; the demo itself (broker, backlog, pool, summary) is :mod:`rmqrun.cli.demo`."""
+"""``rmqrun demo``: the command; the demo itself (broker, backlog, pool, summary) is :mod:`rmqrun.cli.demo.runner`."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def demo(messages: int, cpu_ms: float, workers: int | None, handler: str, log_le
 
     Everything lives in a temporary directory that is removed at the end, Ctrl-C included.
     """
-    from rmqrun.cli.demo import DemoOptions, run_demo
+    from rmqrun.cli.demo.runner import DemoOptions, run_demo
     log_level = check_log_level(log_level)
     logs.setup(log_level, role="demo")
     cwd_on_path()

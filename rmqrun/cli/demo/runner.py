@@ -35,11 +35,11 @@ from typing import Callable
 import psutil
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.cli.admin_session import admin_session
+from rmqrun.admin.session import admin_session
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED
 from rmqrun.client.admin import TopicConfig
 from rmqrun.errors import RmqrunError
-from rmqrun.cli.produce import ProduceSpec, Template, generated, produce
+from rmqrun.cli.produce.sender import ProduceSpec, Template, generated, produce
 from rmqrun.client.producer import Producer
 from rmqrun.supervisor.status_line import plural
 from rmqrun.consumer.config import ConsumerConfig

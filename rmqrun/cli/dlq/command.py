@@ -17,44 +17,27 @@ readable) exits 1 with one line.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from rmqrun.cli.admin_session import resolve_cluster, run_admin
+from rmqrun.cli.cluster import resolve_cluster, run_admin
 from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.option_checks import int_option
-from rmqrun.cli.read_format import parse_from
+from rmqrun.cli.read.format import parse_from
 from rmqrun.cli.security_options import security_options
 from rmqrun.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rmqrun.model import Message
-    from rmqrun.pull import AsyncPullConsumer
-    from rmqrun.pull.dead_letters import DlqFilter, UndecodableRecord
-    from rmqrun.remoting.security import ClientSecurity
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where the command connects and which group's DLQ it reads."""
-
-    namesrv: str
-    security: "ClientSecurity | None"
-    namespace: str | None
-    group: str
-    redrive_group: str
-
-    def consumer(self) -> "AsyncPullConsumer":
-        from rmqrun.pull import AsyncPullConsumer
-        return AsyncPullConsumer(self.namesrv, self.redrive_group, namespace=self.namespace,
-                                 security=self.security, instance_name="rmqrun-dlq")
+    from rmqrun.admin.dlq import DlqTarget
+    from rmqrun.pull.dead_letters import DlqFilter, QueueBounds
+    from rmqrun.pull.redrive import RedriveReport
 
 
 def _target(group: str | None, redrive_group: str | None, namesrv: str | None, config_file: str | None,
-            namespace: str | None, security_flags: dict[str, Any]) -> Target:
+            namespace: str | None, security_flags: dict[str, Any]) -> "DlqTarget":
+    from rmqrun.admin.dlq import DlqTarget
     from rmqrun.pull.redrive import redrive_group as default_redrive_group
     if group is None or not group.strip():
         raise ConfigError("missing --group (the consumer group whose %DLQ%<group> to read)")
@@ -64,7 +47,7 @@ def _target(group: str | None, redrive_group: str | None, namesrv: str | None, c
     redrive = BY_KEY["group"].convert(redrive, "command line --redrive-group") if redrive \
         else default_redrive_group(name)
     cluster = resolve_cluster(namesrv, config_file, security_flags)
-    return Target(cluster.namesrv, cluster.security, resolve_namespace(namespace, config_file), name, redrive)
+    return DlqTarget(cluster.namesrv, name, redrive, cluster.security, resolve_namespace(namespace, config_file))
 
 
 def _time(value: str | None, option: str) -> int | None:
@@ -143,42 +126,40 @@ def list_(group: str | None, redrive_group: str | None, config_file: str | None,
           keys: tuple[str, ...], msg_ids: tuple[str, ...], topics: tuple[str, ...], count: str | None,
           as_json: bool) -> None:
     """The messages in the DLQ, oldest offset first, with whether they were re-driven."""
-    from rmqrun.cli import dlq_format as fmt
+    from rmqrun.cli.dlq import format as fmt
     target = _target(group, redrive_group, namesrv, config_file, namespace, security_flags)
     selected = _filter(since, until, keys, msg_ids, topics, target.namespace)
     limit = None if count is None else int_option(count, "--count", 1)
 
-    async def main() -> tuple[int, list[str]]:
-        from rmqrun.pull.dead_letters import DeadLetterQueue, UndecodableRecord
-        shown, notes = 0, []
-        async with target.consumer() as consumer:
-            queue = DeadLetterQueue(consumer, target.group)
-            for mq in await queue.queues():
-                bounds = await queue.bounds(mq)
-                held = (f"holds offsets {bounds.low}..{bounds.high - 1}" if bounds.high > bounds.low
-                        else f"is empty (offset {bounds.high})")
-                notes.append(f"{mq.broker_name}:{mq.queue_id} {held}, re-driven by {target.redrive_group} up to "
-                             f"{bounds.redriven_to if bounds.redriven_to >= 0 else 'none'}")
-                async for item in queue.read(mq, bounds.low, bounds.high):
-                    if limit is not None and shown >= limit:
-                        break
-                    if isinstance(item, UndecodableRecord):
-                        if selected.active:
-                            continue
-                        record = fmt.undecodable_record(item, bounds.redriven_to)
-                        _emit(fmt.as_json(record) if as_json else fmt.undecodable_line(record))
-                    elif selected.matches(item):
-                        record = fmt.summary(item, target.namespace, bounds.redriven_to)
-                        _emit(fmt.as_json(record) if as_json else fmt.list_line(record))
-                    else:
-                        continue
-                    shown += 1
-        return shown, notes
+    async def main() -> tuple[int, list[QueueBounds]]:
+        shown = 0
+        queues: list[QueueBounds] = []
+        async for dead in list_dead_letters(target, selected, limit, queues):
+            if isinstance(dead.item, UndecodableRecord):
+                record = fmt.undecodable_record(dead.item, dead.redriven_to)
+                _emit(fmt.as_json(record) if as_json else fmt.undecodable_line(record))
+            else:
+                record = fmt.summary(dead.item, target.namespace, dead.redriven_to)
+                _emit(fmt.as_json(record) if as_json else fmt.list_line(record))
+            shown += 1
+        return shown, queues
 
-    shown, notes = run_admin(main)
+    from rmqrun.admin.dlq import list_dead_letters
+    from rmqrun.pull.dead_letters import UndecodableRecord
+    shown, queues = run_admin(main)
+    notes = [_queue_note(bounds, target.redrive_group) for bounds in queues]
     for note in notes:
         _note(note)
     _note(f"{shown} message(s) of %DLQ%{target.group}" + ("" if notes else " (the group has no DLQ)"))
+
+
+def _queue_note(bounds: "QueueBounds", redrive_group: str) -> str:
+    """``broker:queue holds offsets a..b, re-driven by G up to n``: one DLQ queue, on stderr after ``list``."""
+    mq = bounds.mq
+    held = (f"holds offsets {bounds.low}..{bounds.high - 1}" if bounds.high > bounds.low
+            else f"is empty (offset {bounds.high})")
+    return (f"{mq.broker_name}:{mq.queue_id} {held}, re-driven by {redrive_group} up to "
+            f"{bounds.redriven_to if bounds.redriven_to >= 0 else 'none'}")
 
 
 # ------------------------------------------------------------------------------------------- show
@@ -197,7 +178,7 @@ def show(group: str | None, redrive_group: str | None, config_file: str | None, 
          namespace: str | None, security_flags: dict[str, Any], msg_id: str | None, offset: str | None,
          queue: str, broker: str | None, body_chars: str, as_json: bool) -> None:
     """One dead letter in full: ids, times, properties and the start of its body."""
-    from rmqrun.cli import dlq_format as fmt
+    from rmqrun.cli.dlq import format as fmt
     target = _target(group, redrive_group, namesrv, config_file, namespace, security_flags)
     if (msg_id is None) == (offset is None):
         raise ConfigError("give exactly one of --msg-id and --offset")
@@ -205,26 +186,8 @@ def show(group: str | None, redrive_group: str | None, config_file: str | None, 
     queue_id = int_option(queue, "--queue", 0)
     chars = int_option(body_chars, "--body-chars", 1)
 
-    async def main() -> "Message | UndecodableRecord | None":
-        from rmqrun.pull.dead_letters import DeadLetterQueue, DlqFilter, UndecodableRecord
-        wanted = DlqFilter(msg_ids=frozenset({msg_id.strip()})) if msg_id else None
-        async with target.consumer() as consumer:
-            dead = DeadLetterQueue(consumer, target.group)
-            queues = await dead.queues()
-            if at is not None:
-                queues = [mq for mq in queues if mq.queue_id == queue_id and (not broker or mq.broker_name == broker)]
-                if len(queues) > 1:
-                    raise ConfigError(f"--offset {at}: %DLQ%{target.group} has queue {queue_id} on several brokers "
-                                      f"({', '.join(sorted(mq.broker_name for mq in queues))}): give --broker")
-            for mq in queues:
-                bounds = await dead.bounds(mq, with_offset=False)
-                start, end = (at, at + 1) if at is not None else (bounds.low, bounds.high)
-                async for item in dead.read(mq, start, end):
-                    if wanted is None or (not isinstance(item, UndecodableRecord) and wanted.matches(item)):
-                        return item
-        return None
-
-    found = run_admin(main)
+    from rmqrun.admin.dlq import find_dead_letter
+    found = run_admin(lambda: find_dead_letter(target, msg_id=msg_id, offset=at, queue_id=queue_id, broker=broker))
     if found is None:
         from rmqrun.cli.exit_codes import EXIT_RUNTIME, error_line
         error_line(f"no such message in %DLQ%{target.group}: " + (f"id {msg_id}" if msg_id else f"offset {at}"))
@@ -275,12 +238,11 @@ def redrive(group: str | None, redrive_group: str | None, config_file: str | Non
         _note("dry run: nothing was sent and no offset was committed")
 
 
-async def _redrive_main(target: Target, selected: "DlqFilter", to_topic: str | None, dry_run: bool,
-                        limit: int | None, as_json: bool) -> Any:
-    from rmqrun.cli import dlq_format as fmt
-    from rmqrun.client.producer import Producer
-    from rmqrun.pull.dead_letters import DeadLetterQueue
-    from rmqrun.pull.redrive import Moved, Redriver
+async def _redrive_main(target: "DlqTarget", selected: "DlqFilter", to_topic: str | None, dry_run: bool,
+                        limit: int | None, as_json: bool) -> "RedriveReport":
+    from rmqrun.admin.dlq import redrive as redrive_dead_letters
+    from rmqrun.cli.dlq import format as fmt
+    from rmqrun.pull.redrive import Moved
 
     def on_moved(moved: Moved) -> None:
         msg = moved.message
@@ -295,15 +257,5 @@ async def _redrive_main(target: Target, selected: "DlqFilter", to_topic: str | N
               f"id={msg.msg_id} keys={keys} -> {moved.target}"
               + (f" (new offset id {moved.new_msg_id})" if moved.new_msg_id else ""))
 
-    producer = None if dry_run else Producer(target.namesrv, target.redrive_group, namespace=target.namespace,
-                                             security=target.security)
-    try:
-        async with target.consumer() as consumer:
-            if producer is not None:
-                await producer.start()
-            return await Redriver(DeadLetterQueue(consumer, target.group), producer, selected, to_topic=to_topic,
-                                  dry_run=dry_run, limit=limit, namespace=target.namespace,
-                                  on_moved=on_moved).run()
-    finally:
-        if producer is not None:
-            await producer.close()
+    return await redrive_dead_letters(target, selected, to_topic=to_topic, dry_run=dry_run, limit=limit,
+                                      on_moved=on_moved)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rmqrun.cli.read_format import escape, iso_ms, json_line, preview
+from rmqrun.cli.read.format import escape, iso_ms, json_line, preview
 from rmqrun.model import Message
 from rmqrun.pull.dead_letters import UndecodableRecord, keys_of, origin_topic
 from rmqrun.remoting import message_props as codec

@@ -24,7 +24,7 @@ import click
 
 from rmqrun.cli.exit_codes import EXIT_RUNTIME, error_line
 from rmqrun.cli.flags import Shown, json_option
-from rmqrun.cli.topic_options import cluster_args
+from rmqrun.cli.topic.options import cluster_args
 from rmqrun.errors import ConfigError
 
 _MODE_CODES = {"mode": "SET_MESSAGE_REQUEST_MODE", "list": "GET_ALL_MESSAGE_REQUEST_MODE"}
@@ -75,7 +75,8 @@ def mode(group_name: str | None, topic: str | None, mode: str | None, pop_share_
          as_json: bool, cluster: str | None, broker: str | None, config_file: str | None, namesrv: str | None,
          namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Set GROUP's message request mode for TOPIC on every master (mqadmin setConsumeMode), or --list them."""
-    from rmqrun.cli.admin_session import resolve_cluster, run_admin
+    from rmqrun.admin.group_mode import list_group_modes, set_group_mode
+    from rmqrun.cli.cluster import resolve_cluster, run_admin
     from rmqrun.cli.namespace_option import resolve_namespace
     from rmqrun.cli.settings import BY_KEY
     from rmqrun.namespace import wrap
@@ -97,12 +98,14 @@ def mode(group_name: str | None, topic: str | None, mode: str | None, pop_share_
     topic = wrap(ns, BY_KEY["topic"].convert(topic, "command line --topic")) if topic else None
     where = resolve_cluster(namesrv, config_file, security_flags)
     if list_all:
-        rows, failures = run_admin(lambda: _list(where, broker, cluster))
-        _print_rows(rows, ns, group_name, topic, as_json)
+        modes, refused = run_admin(lambda: list_group_modes(where, broker=broker, cluster_name=cluster))
+        failures = [broker_failure(r.broker, r.error, "list") for r in refused]
+        _print_rows([m.to_json() for m in modes], ns, group_name, topic, as_json)
     else:
         assert mode is not None and group_name is not None and topic is not None
-        done, failures = run_admin(lambda: _set(where, broker, cluster, topic, group_name, mode.upper(),
-                                                pop_share_queue_num))
+        done, refused = run_admin(lambda: set_group_mode(where, topic, group_name, mode.upper(), pop_share_queue_num,
+                                                         broker=broker, cluster_name=cluster))
+        failures = [broker_failure(r.broker, r.error, "mode", topic, group_name) for r in refused]
         share = f", popShareQueueNum {pop_share_queue_num}" if mode.lower() == "pop" else ""
         for addr in done:
             click.echo(f"group {group_name} on topic {topic}: {mode.upper()}{share} on broker {addr}")
@@ -110,49 +113,6 @@ def mode(group_name: str | None, topic: str | None, mode: str | None, pop_share_
         error_line(line)
     if failures:
         sys.exit(EXIT_RUNTIME)
-
-
-async def _set(where: Any, broker: str | None, cluster: str | None, topic: str, group_name: str, mode: str,
-               share: int) -> tuple[list[str], list[str]]:
-    from rmqrun.cli.admin_session import admin_session
-    from rmqrun.cli.topic import targets
-    from rmqrun.client.assignment import AssignmentClient
-    from rmqrun.remoting.errors import BrokerError
-    done: list[str] = []
-    failures: list[str] = []
-    async with admin_session(where, "rmqrun-group") as (instance, admin):
-        brokers, _ = await targets(admin, broker, cluster)
-        client = AssignmentClient(instance.pool)
-        for addr in brokers:
-            try:
-                await client.set_message_request_mode(addr, topic, group_name, mode,  # type: ignore[arg-type]
-                                                      pop_share_queue_num=share)
-            except BrokerError as exc:
-                failures.append(broker_failure(addr, exc, "mode", topic, group_name))
-            else:
-                done.append(addr)
-    return done, failures
-
-
-async def _list(where: Any, broker: str | None, cluster: str | None) -> tuple[list[dict[str, Any]], list[str]]:
-    from rmqrun.cli.admin_session import admin_session
-    from rmqrun.cli.topic import targets
-    from rmqrun.client.assignment import AssignmentClient
-    from rmqrun.remoting.errors import BrokerError
-    rows: list[dict[str, Any]] = []
-    failures: list[str] = []
-    async with admin_session(where, "rmqrun-group") as (instance, admin):
-        brokers, _ = await targets(admin, broker, cluster)
-        client = AssignmentClient(instance.pool)
-        for addr in brokers:
-            try:
-                table = await client.message_request_modes(addr)
-            except BrokerError as exc:
-                failures.append(broker_failure(addr, exc, "list"))
-                continue
-            rows += [{"broker": addr, "topic": r.topic, "group": r.consumer_group, "mode": r.mode.value,
-                      "popShareQueueNum": r.pop_share_queue_num} for r in table.rows()]
-    return rows, failures
 
 
 def _print_rows(rows: list[dict[str, Any]], ns: str | None, group_name: str | None, topic: str | None,

@@ -1,4 +1,4 @@
-"""``rmqrun offsets reset``: the command, its options and what it prints; the work is :mod:`rmqrun.cli.offsets`.
+"""``rmqrun offsets reset``: the command, its options and what it prints; the work is :mod:`rmqrun.admin.offsets`.
 
 The plan is printed first and nothing changes without ``--execute``, the
 answer to an issue where ``--to 1714564800`` (seconds) was taken for a queue
@@ -63,10 +63,10 @@ def reset_cmd(group: str, topic: str, to_earliest: bool, to_latest: bool, to_dat
               namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Print how GROUP's offsets on TOPIC would move; with --execute move them: online through the broker to
     running clients (by time only), else the stored offsets."""
-    from rmqrun.cli.admin_session import resolve_cluster, run_admin
+    from rmqrun.cli.cluster import resolve_cluster, run_admin
     from rmqrun.cli.namespace_option import resolve_namespace
-    from rmqrun.cli.offsets import reset
-    from rmqrun.cli.offsets_target import choose_target
+    from rmqrun.admin.offsets import reset
+    from rmqrun.admin.offsets_target import choose_target
     from rmqrun.cli.settings import BY_KEY
     from rmqrun.namespace import unwrap_queue, wrap
     if execute and dry_run:

@@ -1,4 +1,4 @@
-"""``rmqrun produce``: the command's options and checks; sending is :mod:`rmqrun.cli.produce`.
+"""``rmqrun produce``: the command's options and checks; sending is :mod:`rmqrun.cli.produce.sender`.
 
 Every option is checked before anything connects, so a bad template or a
 forbidden combination is exit 2 with the option named, never a half-sent run.
@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from rmqrun.cli import logs
-from rmqrun.cli.admin_session import resolve_namesrv
+from rmqrun.cli.cluster import resolve_namesrv
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
 from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
@@ -53,7 +53,7 @@ def _topic_of(topic: str | None, config_file: str | None) -> str:
 
 def _template(option: str, text: str | None) -> Any:
     """``text`` as a template (None when not given); a bad one is a ConfigError naming ``option``."""
-    from rmqrun.cli import produce as p
+    from rmqrun.cli.produce import sender as p
     try:
         return p.Template(text) if text else None
     except ValueError as exc:
@@ -79,7 +79,7 @@ def _check_trace_topic(topic: str) -> None:
 
 def _spec(topic: str, tags: str | None, keys: str | None, sharding_key: str | None,
           properties: tuple[str, ...], delay_level: int) -> Any:
-    from rmqrun.cli import produce as p
+    from rmqrun.cli.produce import sender as p
     from rmqrun.remoting.message_props import check_property_text
     try:
         # a separator in a key, tag or sharding key would add or change properties of every message sent
@@ -131,7 +131,7 @@ def produce(namesrv: str | None, config_file: str | None, topics: tuple[str, ...
             delay_level: int, concurrency: int, batch: int, keep_order: bool | None, group: str, msg_trace: bool,
             msg_trace_topic: str, otel: bool, namespace: str | None, security_flags: dict[str, Any]) -> None:
     """Send messages: each line of --file or of piped stdin, or --count N generated ones."""
-    from rmqrun.cli import produce as p
+    from rmqrun.cli.produce import sender as p
     from rmqrun.client.producer import Producer
     given = _one_topic(topics)
     addr = resolve_namesrv(namesrv, config_file)

@@ -36,8 +36,8 @@ import click
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
 from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option
-from rmqrun.cli.read_format import StartAt, body_record, json_line, length_prefixed_record, text_line
-from rmqrun.cli.read_options import Options, parse_options
+from rmqrun.cli.read.format import StartAt, body_record, json_line, length_prefixed_record, text_line
+from rmqrun.cli.read.options import Options, parse_options
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.client.errors import ClientError
 from rmqrun.errors import ConfigError, RmqrunError

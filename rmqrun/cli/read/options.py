@@ -1,6 +1,6 @@
 """What ``rmqrun read`` is asked to do: its options, each checked before anything touches the network.
 
-Apart from the command so the reading itself (:mod:`rmqrun.cli.read`) stays one concern: a bad value
+Apart from the command so the reading itself (:mod:`rmqrun.cli.read.command`) stays one concern: a bad value
 is one :class:`~rmqrun.errors.ConfigError` naming the option (exit 2), and the combinations that make
 no sense (``--to`` with ``--follow``, ``--key`` with ``--group``...) are refused here, not discovered
 halfway through a read.
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
-from rmqrun.cli.read_format import StartAt, iso_ms, parse_from, parse_to
+from rmqrun.cli.read.format import StartAt, iso_ms, parse_from, parse_to
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import MAX_GROUP_LENGTH
 

@@ -39,11 +39,11 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     from rmqrun.client.failure_log import set_report_every
     set_report_every(resolved["log_repeat_interval"])
     settings = table.build(resolved)
-    from rmqrun.cli.config_reload import config_reader
+    from rmqrun.cli.run.config_reload import config_reader
     # SIGHUP resolves the settings again (the file re-read) and applies what can change live
     settings.reload_config = config_reader({"handler": handler, **flags}, config_file, resolved)
     cwd_on_path()
-    from rmqrun.cli import event_loop
+    from rmqrun.cli.run import event_loop
     from rmqrun.supervisor.signal_senders import command_signals_blocked
     # before the loop and its threads exist: a thread that has them unblocked takes them with no sender known
     with command_signals_blocked():
@@ -54,8 +54,8 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
 async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
     from loguru import logger
 
-    from rmqrun.cli.metrics import MetricsServer
-    from rmqrun.cli.systemd import SystemdNotifier
+    from rmqrun.cli.run.metrics import MetricsServer
+    from rmqrun.cli.run.systemd import SystemdNotifier
     from rmqrun.pipe import procs
     from rmqrun.supervisor.supervisor import Supervisor
     logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])

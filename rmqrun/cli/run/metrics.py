@@ -20,10 +20,10 @@ than ``prometheus_client``'s threaded server: the collector reads loop-owned
 state, which only the loop may touch, a scrape is answered between two loop
 turns and never blocks consumption, and a scrape that cannot be answered
 (the loop is stuck) is itself the alarm. ``/healthz`` and ``/readyz``
-(:mod:`rmqrun.cli.health`) are served on the same port.
+(:mod:`rmqrun.cli.run.health`) are served on the same port.
 
 Per-queue series carry ``group``, ``topic``, ``broker`` and ``queue_id`` labels, the
-same as ``rmqrun exporter``'s (:mod:`rmqrun.cli.exporter`), so one alert rule
+same as ``rmqrun exporter``'s (:mod:`rmqrun.cli.exporter.command`), so one alert rule
 covers a group whether its lag comes from its consumers or from the broker. Lag is
 the broker's max offset from the queue's latest pull answer minus the
 group's committed offset (in memory, the value the next commit sends); a
@@ -49,7 +49,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
-from rmqrun.cli.health import liveness, readiness
+from rmqrun.cli.run.health import liveness, readiness
 from rmqrun.supervisor.snapshot import HistogramSnapshot, PopSnapshot, QueueSnapshot
 
 if TYPE_CHECKING:

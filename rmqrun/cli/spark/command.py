@@ -38,7 +38,7 @@ def parse_bound(text: str, option: str, topic: str, *, allow_latest: bool, allow
         except OptionError as exc:
             raise ConfigError(str(exc).replace(f"rocketmq source option {option}", option)) from None
         return Bound("json", spec=spec)
-    from rmqrun.cli.read_format import parse_from
+    from rmqrun.cli.read.format import parse_from
     allowed = [w for w, ok in (("earliest", allow_earliest), ("latest", allow_latest), ("an offset", allow_offset))
                if ok]
     what = (f"{option} {text!r} is not " + ", ".join(allowed) + ", a time (ISO-8601 like 2024-11-24T08:00:00Z, "

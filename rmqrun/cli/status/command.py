@@ -1,5 +1,5 @@
-"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.cli.status`
-(offsets and lag) and :mod:`rmqrun.cli.pop_status` (consume mode, POP clients' figures).
+"""``rmqrun status``: the command and its ``--watch`` rounds; what a round asks is :mod:`rmqrun.admin.status`
+(offsets and lag) and :mod:`rmqrun.admin.pop_status` (consume mode, POP clients' figures).
 
 Each text round of ``--watch`` starts with a header line naming the local time it was taken (on a terminal the
 screen is cleared first, so the table redraws in place); repeated tables with nothing saying when each was
@@ -73,8 +73,9 @@ def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, wa
     (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
     import json
 
-    from rmqrun.cli.pop_status import PopView, pop_view, render_pop
-    from rmqrun.cli.status import QueueProgress, UnknownGroupError, progress, render, to_json
+    from rmqrun.admin.pop_status import PopView, pop_view
+    from rmqrun.admin.status import QueueProgress, UnknownGroupError, progress, to_json
+    from rmqrun.cli.status.format import render, render_pop
     from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
     async def ask() -> tuple[list[QueueProgress], PopView]:

@@ -7,9 +7,9 @@ listing them, when there are several). ``create`` refuses a topic that
 already exists on a target broker and ``update`` one that does not; ``update``
 keeps every field not given. ``delete`` removes the topic from every master of
 the cluster, then from the name servers, as ``mqadmin deleteTopic``.
-``list`` asks the name server; ``describe`` (:mod:`rmqrun.cli.topic_describe`)
+``list`` asks the name server; ``describe`` (:mod:`rmqrun.cli.topic.describe`)
 shows the route and every read queue's offsets, marked where it is not
-written. The topic is ``NAME`` or ``-t/--topic`` (:mod:`rmqrun.cli.topic_options`).
+written. The topic is ``NAME`` or ``-t/--topic`` (:mod:`rmqrun.cli.topic.options`).
 
 ``--order`` also writes the name server's ORDER_TOPIC_CONFIG entry, as
 ``mqadmin updateTopic -o true`` does: with ``-c`` (or the only cluster)
@@ -30,11 +30,13 @@ from typing import Any
 
 import click
 
-from rmqrun.cli.admin_session import AdminError, admin_session, resolve_cluster, run_admin
+from rmqrun.admin.session import AdminError, admin_session
+from rmqrun.admin.topic import targets
+from rmqrun.cli.cluster import resolve_cluster, run_admin
 from rmqrun.cli.flags import Shown, json_option
 from rmqrun.cli.namespace_option import resolve_namespace
-from rmqrun.cli.topic_describe import describe
-from rmqrun.cli.topic_options import cluster_args, the_topic, topic_args, user_topic_name, where_args
+from rmqrun.cli.topic.describe import describe
+from rmqrun.cli.topic.options import cluster_args, the_topic, topic_args, user_topic_name, where_args
 from rmqrun.client.admin import AdminClient, TopicConfig
 from rmqrun.client.route import PERM_READ, PERM_WRITE, perm_to_string
 from rmqrun.client.admin import ORDER_TOPIC_CONFIG
@@ -53,26 +55,6 @@ def parse_perm(value: str) -> int:
     if perm is None:
         raise ConfigError(f"--perm {value!r} is invalid: one of rw, r, w, - (or mqadmin's 6, 4, 2, 0)")
     return perm
-
-
-async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -> tuple[list[str], str | None]:
-    """The broker addresses to act on, and the cluster they belong to (None for -b)."""
-    if broker and cluster:
-        raise ConfigError("give either -b/--broker or -c/--cluster, not both")
-    if broker:
-        return [broker], None
-    info = await admin.cluster_info()
-    if cluster is None:
-        if len(info.clusters) != 1:
-            names = ", ".join(sorted(info.clusters)) or "none"
-            raise ConfigError(f"the name server knows {len(info.clusters)} clusters ({names}): "
-                              "choose one with -c/--cluster or a broker with -b/--broker")
-        cluster = next(iter(info.clusters))
-    masters = info.master_addresses(cluster)
-    if not masters:
-        known = ", ".join(sorted(info.clusters)) or "none"
-        raise AdminError(f"cluster {cluster!r} has no master broker on the name server (clusters: {known})")
-    return masters, cluster
 
 
 def _order_items(conf: str | None) -> dict[str, str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from rmqrun.cli.admin_session import resolve_namesrv
+from rmqrun.cli.cluster import resolve_namesrv
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
 from rmqrun.cli.flags import config_option, namesrv_flag
 from rmqrun.cli.security_options import security_for, security_options
