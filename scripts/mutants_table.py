@@ -1463,4 +1463,9 @@ MUTANTS: list[Mutant] = [
       "list_group_modes drops each row's popShareQueueNum: `group mode --list` shows 0 for every POP group",
       "r.mode.value, r.pop_share_queue_num)", "r.mode.value, 0)",
       U + "test_admin_api.py::test_group_mode_is_set_listed_and_seen_by_the_pop_status"),
+    m("admin-topic-update-resets-fields", "rmqrun/admin/topic.py",
+      "update_topic writes the default read-queue count where none was given: `topic update -w 2` resets -r to 8",
+      "read_queues if read_queues is not None else old.read_queue_nums",
+      "read_queues if read_queues is not None else 8",
+      U + "test_admin_api.py::test_a_topic_is_created_updated_listed_and_deleted"),
 ]

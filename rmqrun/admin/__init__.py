@@ -14,8 +14,9 @@ progress`` imports the client then, ``import rmqrun.admin`` alone does not).
 - dead letters: :func:`list_dead_letters`, :func:`find_dead_letter`,
   :func:`redrive`, on a :class:`DlqTarget`
 - the lag exporter's readings: :class:`LagExporter`
-- topics: :func:`describe_topic`; group mode: :func:`set_group_mode`,
-  :func:`list_group_modes`
+- topics: :func:`create_topic`, :func:`update_topic`, :func:`delete_topic`,
+  :func:`list_topics`, :func:`describe_topic`
+- group mode: :func:`set_group_mode`, :func:`list_group_modes`
 
 See ``docs/admin.md`` for a program using them.
 """
@@ -52,14 +53,24 @@ _WHERE: dict[str, tuple[str, str]] = {
     "redrive": ("dlq", "redrive"),
     "GroupReading": ("lag_exporter", "GroupReading"),
     "LagExporter": ("lag_exporter", "LagExporter"),
+    "TopicUpdate": ("topic", "TopicUpdate"),
+    "create_topic": ("topic", "create_topic"),
+    "delete_topic": ("topic", "delete_topic"),
     "describe_topic": ("topic", "describe_topic"),
+    "list_topics": ("topic", "list_topics"),
+    "update_topic": ("topic", "update_topic"),
     "BrokerRefusal": ("group_mode", "BrokerRefusal"),
     "GroupMode": ("group_mode", "GroupMode"),
     "list_group_modes": ("group_mode", "list_group_modes"),
     "set_group_mode": ("group_mode", "set_group_mode"),
 }
 
-__all__ = sorted(_WHERE)
+__all__ = ["AdminError", "BrokerRefusal", "Cluster", "DeadLetter", "DlqTarget", "GroupMode", "GroupReading",
+           "GroupView", "LagExporter", "OffsetTarget", "PopAssignment", "PopClient", "PopView", "QueuePlan",
+           "QueueProgress", "StatusError", "TopicMode", "TopicUpdate", "UnknownGroupError", "admin_session",
+           "choose_target", "create_topic", "delete_topic", "describe_topic", "find_dead_letter", "group_view",
+           "list_dead_letters", "list_group_modes", "list_topics", "pop_view", "progress", "redrive",
+           "reset_offsets", "set_group_mode", "update_topic"]
 
 if TYPE_CHECKING:
     from rmqrun.admin.dlq import DeadLetter, DlqTarget, find_dead_letter, list_dead_letters, redrive
@@ -72,7 +83,7 @@ if TYPE_CHECKING:
     from rmqrun.admin.pop_status import PopAssignment, PopClient, PopView, TopicMode, pop_view
     from rmqrun.admin.session import AdminError, Cluster, admin_session
     from rmqrun.admin.status import GroupView, QueueProgress, StatusError, UnknownGroupError, group_view, progress
-    from rmqrun.admin.topic import describe_topic
+    from rmqrun.admin.topic import TopicUpdate, create_topic, delete_topic, describe_topic, list_topics, update_topic
 
 
 def __getattr__(name: str) -> Any:

@@ -18,23 +18,29 @@ from typing import Any, Awaitable, Iterator, TypeVar
 import pytest
 
 from rmqrun.admin import (
+    AdminError,
     Cluster,
     DeadLetter,
     DlqTarget,
     LagExporter,
     UnknownGroupError,
     choose_target,
+    create_topic,
+    delete_topic,
     describe_topic,
     find_dead_letter,
     list_dead_letters,
     list_group_modes,
+    list_topics,
     pop_view,
     progress,
     redrive,
     reset_offsets,
     set_group_mode,
+    update_topic,
 )
 from rmqrun.broker.app import EmbeddedBroker
+from rmqrun.client.admin import TopicConfig
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer
 from rmqrun.model import Message, MessageQueue
@@ -213,6 +219,30 @@ def test_describe_topic_lists_every_queue_with_its_offsets(eb: EmbeddedBroker) -
         (0, "rw", 0, 3), (1, "rw", 0, 2)]
 
 
+def test_a_topic_is_created_updated_listed_and_deleted(eb: EmbeddedBroker) -> None:
+    async def main() -> None:
+        ns = eb.namesrv_address
+        done, conf = await create_topic(ns, TopicConfig("AdmLifeT", 4, 4, order=True))
+        assert done == [eb.broker_address] and conf == f"{eb.config.broker_name}:4"
+        with pytest.raises(AdminError, match="already exists"):
+            await create_topic(ns, TopicConfig("AdmLifeT"))
+        assert "AdmLifeT" in await list_topics(ns)
+        assert "TBW102" not in await list_topics(ns) and "TBW102" in await list_topics(ns, show_all=True)
+
+        changed = await update_topic(ns, "AdmLifeT", write_queues=2)
+        [cfg] = changed.written.values()
+        assert (cfg.read_queue_nums, cfg.write_queue_nums, cfg.order) == (4, 2, True), "fields not given changed"
+        assert changed.order_conf_written and changed.order_conf == f"{eb.config.broker_name}:2"
+        unordered = await update_topic(ns, "AdmLifeT", order=False)
+        assert unordered.order_conf_written and unordered.order_conf is None
+
+        assert await delete_topic(ns, "AdmLifeT") == [eb.broker_address]
+        assert "AdmLifeT" not in await list_topics(ns)
+        with pytest.raises(AdminError, match="does not exist"):
+            await update_topic(ns, "AdmLifeT", perm=6)
+    run(main())
+
+
 def test_the_doc_shows_calls_the_package_exports() -> None:
     import rmqrun.admin as admin
     doc = (Path(__file__).resolve().parents[2] / "docs" / "admin.md").read_text()
@@ -220,4 +250,6 @@ def test_the_doc_shows_calls_the_package_exports() -> None:
     imported = block.split("from rmqrun.admin import (", 1)[1].split(")", 1)[0]
     names = [n.strip() for n in imported.replace("\n", " ").split(",") if n.strip()]
     assert names and all(hasattr(admin, n) for n in names), names
+    assert sorted(admin.__all__) == sorted(admin._WHERE), "__all__ and the lazy table disagree"
+    assert all(getattr(admin, n) is not None for n in admin.__all__)
     compile(block, "docs/admin.md", "exec")
