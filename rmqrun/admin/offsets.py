@@ -1,4 +1,4 @@
-"""``rmqrun offsets reset``: work out, and on ``--execute`` apply, new offsets of a group on one topic.
+"""A group's offsets on one topic moved: the plan worked out, and applied only when asked (``rmqrun offsets reset``).
 
 Nothing changes unless the command is given ``--execute`` (as Kafka's
 ``kafka-consumer-groups --reset-offsets``): without it the plan, per queue

@@ -1,4 +1,4 @@
-"""``rmqrun status --group G``: per queue broker offset, consumer offset and lag.
+"""A consumer group's progress per queue: broker offset, consumer offset and lag (what ``rmqrun status -g G`` shows).
 
 What ``mqadmin consumerProgress`` shows. The group's topics come from the
 brokers' consume statistics (GET_CONSUME_STATS on every master of the name

@@ -66,8 +66,8 @@ def access(queue_id: int, read_queues: int, write_queues: int, perm: int) -> str
     return ("r" if readable else "-") + ("w" if writable else "-")
 
 
-async def _queues(instance: ClientInstance, admin: AdminClient, master: str, name: str, broker_name: str, read_queues: int,
-                  write_queues: int, perm: int) -> list[dict[str, Any]]:
+async def _queues(instance: ClientInstance, admin: AdminClient, master: str, name: str, broker_name: str,
+                  read_queues: int, write_queues: int, perm: int) -> list[dict[str, Any]]:
     """Every queue below max(read, write): the broker's stats, and min/max offsets for the ones it leaves out."""
     stats = {mq.queue_id: s for mq, s in (await admin.topic_stats(master, name)).items()}
     rows = []

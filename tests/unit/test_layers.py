@@ -252,7 +252,10 @@ def test_the_table_refuses_the_broker_the_client_and_the_protocol_anything_above
                            ("rmqrun.protocol.bodies", "rmqrun.client.instance"),
                            ("rmqrun.protocol.headers", "rmqrun.broker.topics"),
                            ("rmqrun.protocol.subscription", "rmqrun.consumer.context"),
-                           ("rmqrun.protocol.headers", "rmqrun.worker.handler")]:
+                           ("rmqrun.protocol.headers", "rmqrun.worker.handler"),
+                           # the admin layer is for programs: never the command line above it (issue #34)
+                           ("rmqrun.admin.status", "rmqrun.cli.flags"),
+                           ("rmqrun.admin.dlq", "rmqrun.cli.settings")]:
         assert not allowed(Edge(source, target, "x.py:1")), (source, target)
     # and the edges that replaced them are the allowed ones
     for source in ("rmqrun.broker.groups", "rmqrun.client.broker", "rmqrun.consumer.push", "rmqrun.pull.consumer",
