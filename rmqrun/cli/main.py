@@ -30,20 +30,20 @@ from rmqrun.errors import ConfigError
 
 #: command name -> "module:attribute" of its click command
 COMMANDS: dict[str, str] = {
-    "broker": "rmqrun.cli.broker_cmd:broker",
-    "check": "rmqrun.cli.check_cmd:check",
-    "demo": "rmqrun.cli.demo_cmd:demo",
-    "dlq": "rmqrun.cli.dlq:dlq",
-    "exporter": "rmqrun.cli.exporter:exporter",
-    "group": "rmqrun.cli.group_mode:group",
-    "offsets": "rmqrun.cli.offsets_cmd:offsets",
-    "produce": "rmqrun.cli.produce_cmd:produce",
-    "read": "rmqrun.cli.read:read",
-    "run": "rmqrun.cli.run:run",
-    "spark": "rmqrun.cli.spark:spark",
-    "status": "rmqrun.cli.status_cmd:status",
-    "topic": "rmqrun.cli.topic:topic",
-    "trace": "rmqrun.cli.trace_cmd:trace",
+    "broker": "rmqrun.cli.broker.command:broker",
+    "check": "rmqrun.cli.check.command:check",
+    "demo": "rmqrun.cli.demo.command:demo",
+    "dlq": "rmqrun.cli.dlq.command:dlq",
+    "exporter": "rmqrun.cli.exporter.command:exporter",
+    "group": "rmqrun.cli.group.command:group",
+    "offsets": "rmqrun.cli.offsets.command:offsets",
+    "produce": "rmqrun.cli.produce.command:produce",
+    "read": "rmqrun.cli.read.command:read",
+    "run": "rmqrun.cli.run.command:run",
+    "spark": "rmqrun.cli.spark.command:spark",
+    "status": "rmqrun.cli.status.command:status",
+    "topic": "rmqrun.cli.topic.command:topic",
+    "trace": "rmqrun.cli.trace.command:trace",
 }
 
 

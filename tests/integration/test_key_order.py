@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.exposition import generate_latest
 
-from rmqrun.cli.metrics import registry_for
+from rmqrun.cli.run.metrics import registry_for
 from rmqrun.consumer.key_order import key_of, parse_order_key
 from tests.integration.cli_kit import run_cli
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, wait_for

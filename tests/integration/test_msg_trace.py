@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.cli.metrics import registry_for
+from rmqrun.cli.run.metrics import registry_for
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.producer import Producer

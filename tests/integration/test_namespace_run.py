@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.exposition import generate_latest
 
-from rmqrun.cli.metrics import registry_for
+from rmqrun.cli.run.metrics import registry_for
 from tests.integration.engine_kit import FAST_DELAYS, Running, broker, consumer_config, pool_config, produce, wait_for
 from tests.integration.test_engine_orderly import _topic_messages
 from tests.integration.topic_handler import deliveries

@@ -133,7 +133,7 @@ def test_the_sdk_is_configured_from_the_otel_variables() -> None:
 
 def test_nothing_of_opentelemetry_is_imported_when_off() -> None:
     probe = ("import sys\n"
-             "import rmqrun.worker.main, rmqrun.supervisor.supervisor, rmqrun.cli.produce_cmd\n"
+             "import rmqrun.worker.main, rmqrun.supervisor.supervisor, rmqrun.cli.produce.command\n"
              "from rmqrun.client.producer import Producer\n"
              "p = Producer('127.0.0.1:9876', 'PG')\n"
              "print(p._spans, sorted(m for m in sys.modules if m.startswith('opentelemetry')))\n")

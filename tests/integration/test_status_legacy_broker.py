@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from rmqrun.admin import status
 from rmqrun.broker.processors.common import answer
-from rmqrun.cli import status
+from rmqrun.cli.status.format import render
 from rmqrun.client.instance import ClientInstance
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -55,7 +56,7 @@ def test_the_group_topics_are_found_per_topic_when_consume_stats_is_not_supporte
             assert sum(r.broker_offset for r in rows) == 6
             assert [r.consumer_offset for r in rows] == [1, 1]
             assert sum(r.lag or 0 for r in rows) == 4
-            table = status.render(rows, "GSL")
+            table = render(rows, "GSL")
             assert "SL_Done" in table and "SL_Other" not in table
             # a topic asked for by name is shown even if the group never consumed it
             named = await status.progress(eb.namesrv_address, "GSL", ["SL_Other"])
@@ -71,5 +72,5 @@ def test_an_unknown_group_on_a_legacy_broker_is_reported_as_unknown(tmp_path: Pa
             _legacy(eb)
             with pytest.raises(status.UnknownGroupError, match="consumer group 'GSL_Nobody' is unknown"):
                 await status.progress(eb.namesrv_address, "GSL_Nobody")
-            assert status.render([], "GSL_Nobody").startswith("group GSL_Nobody: no topics found")
+            assert render([], "GSL_Nobody").startswith("group GSL_Nobody: no topics found")
     run(main())

@@ -17,7 +17,7 @@ from rmqrun.spark.backfill import FailedMessage, RangeReport
 from rmqrun.spark.shipping import files_to_ship
 from rmqrun.spark.task import _TimeLimit, handle_chunk
 from rmqrun.handler.loading import Handler
-from rmqrun.cli.spark import parse_bound
+from rmqrun.cli.spark.command import parse_bound
 
 
 def _msgs(n: int) -> list[Message]:

@@ -17,7 +17,7 @@ import pytest
 from rmqrun.broker.store.errors import DataDirError, StoreLockedError
 from rmqrun.cli import exit_codes
 from rmqrun.cli.exit_codes import EXIT_CONFIG, EXIT_HANDLER, EXIT_INTERRUPTED, EXIT_RUNTIME, exit_code_for
-from rmqrun.cli.status import StatusError, UnknownGroupError
+from rmqrun.admin.status import StatusError, UnknownGroupError
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.remoting.errors import AccessDeniedError, TlsError
 from rmqrun.handler.loading import HandlerLoadError

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from rmqrun.cli.offsets_target import LATEST_TIMESTAMP, Target, choose_target, parse_datetime, parse_to
+from rmqrun.admin.offsets_target import LATEST_TIMESTAMP, Target, choose_target, parse_datetime, parse_to
 from rmqrun.errors import ConfigError
 
 MAY_1_UTC_MS = int(datetime(2024, 5, 1, 12, tzinfo=timezone.utc).timestamp() * 1000)

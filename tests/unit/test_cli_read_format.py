@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmqrun.cli.read_format import (
+from rmqrun.cli.read.format import (
     PREVIEW_CHARS, StartAt, body_record, escape, iso_ms, json_line, length_prefixed_record, parse_from, parse_to,
     preview, text_line,
 )
@@ -127,7 +127,7 @@ def test_cutting_first_prints_exactly_what_escaping_first_did(body: bytes, limit
 
 @pytest.mark.parametrize("body", [b"\x00" * (1 << 20), "€".encode() * (1 << 18), b"\xff" * (1 << 20)])
 def test_a_long_body_is_cut_before_it_is_escaped(body: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rmqrun.cli.read_format as rf
+    import rmqrun.cli.read.format as rf
     seen: list[int] = []
     real = rf.escape
     monkeypatch.setattr(rf, "escape", lambda text: (seen.append(len(text)), real(text))[1])

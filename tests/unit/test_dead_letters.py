@@ -241,7 +241,7 @@ def test_a_dead_letter_without_its_topic_needs_to_topic() -> None:
 
 
 def test_what_dlq_list_and_show_print() -> None:
-    from rmqrun.cli import dlq_format as fmt
+    from rmqrun.cli.dlq import format as fmt
     m = msg(4, KEYS="a b", TAGS="T", RETRY_TOPIC="ns%Orders", ORIGIN_MESSAGE_ID="X4", note="line\nbreak")
     m.reconsume_times = 16
     row = fmt.summary(m, "ns", redriven_to=5)

@@ -23,7 +23,7 @@ PROTOCOL_MODULES = ("rmqrun.protocol", "rmqrun.protocol.header_codec", "rmqrun.p
                     "rmqrun.protocol.bodies", "rmqrun.protocol.subscription", "rmqrun.protocol.java_order")
 
 #: Parts that must not be loaded by the wire schema (``pipe`` is not above it, but beside it: no reason to load).
-ABOVE = ("worker", "supervisor", "consumer", "cli", "client", "broker", "pull", "spark", "pipe")
+ABOVE = ("worker", "supervisor", "consumer", "admin", "cli", "client", "broker", "pull", "spark", "pipe")
 
 
 def loaded_by(*modules: str) -> list[str]:

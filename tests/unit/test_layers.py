@@ -57,9 +57,14 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # Spark stands on the pull consumer and the client; it runs handlers with the handler contract
     # (module:function loading, result types), not the worker process or the push consumer
     "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "topic_names", "handler"),
+    # the operator's calls (group status and lag, POP status, offset resets, DLQ listing and re-drive, topic
+    # describe, group mode, the lag exporter's readings) as plain functions returning data: on the client, the
+    # pull consumer and the consumer's names, never on click or the command line above it
+    "admin": ("namespace", "pull", "consumer", "client", "protocol", "remoting", "errors", "model", "topic_names",
+              "aio"),
     # the command line sits on top of everything
-    "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "handler",
-            "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace"),
+    "cli": ("rmqrun", "admin", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker",
+            "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "handler", "pull", "model", "topic_names", "errors"),
 }.items()}
@@ -250,11 +255,14 @@ def test_the_table_refuses_the_broker_the_client_and_the_protocol_anything_above
                            ("rmqrun.protocol.bodies", "rmqrun.client.instance"),
                            ("rmqrun.protocol.headers", "rmqrun.broker.topics"),
                            ("rmqrun.protocol.subscription", "rmqrun.consumer.context"),
-                           ("rmqrun.protocol.headers", "rmqrun.worker.handler")]:
+                           ("rmqrun.protocol.headers", "rmqrun.worker.handler"),
+                           # the admin layer is for programs: never the command line above it (issue #34)
+                           ("rmqrun.admin.status", "rmqrun.cli.flags"),
+                           ("rmqrun.admin.dlq", "rmqrun.cli.settings")]:
         assert not allowed(Edge(source, target, "x.py:1")), (source, target)
     # and the edges that replaced them are the allowed ones
     for source in ("rmqrun.broker.groups", "rmqrun.client.broker", "rmqrun.consumer.push", "rmqrun.pull.consumer",
-                   "rmqrun.spark.source", "rmqrun.cli.status"):
+                   "rmqrun.spark.source", "rmqrun.admin.status"):
         assert allowed(Edge(source, "rmqrun.protocol.headers", "x.py:1")), source
 
 

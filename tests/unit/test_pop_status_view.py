@@ -7,7 +7,8 @@ text when every topic is pull, an unknown mode.
 
 from __future__ import annotations
 
-from rmqrun.cli.pop_status import PopClient, PopView, TopicMode, client_from_running_info, render_pop
+from rmqrun.admin.pop_status import PopClient, PopView, TopicMode, client_from_running_info
+from rmqrun.cli.status.format import render_pop
 from rmqrun.remoting import fastjson
 
 MQ_KEY = '{"brokerName":"broker-a","queueId":-1,"topic":"Orders"}'

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rmqrun.cli.status import STUCK_AFTER_S, QueueProgress, render, to_json
+from rmqrun.admin.status import QueueProgress, to_json
+from rmqrun.cli.status.format import STUCK_AFTER_S, render
 from rmqrun.consumer.oldest import store_timestamp_ms
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.message import encode_stored

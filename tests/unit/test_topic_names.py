@@ -23,8 +23,8 @@ RULE_FUNCTIONS = {"retry_topic", "dlq_topic", "pop_retry_topic", "original_topic
 #: a setting's default that happens to be a system topic: its row in the settings table owns it (issue #34's
 #: settings item), not a rule of names
 SETTING_DEFAULTS = {("consumer/config.py", "RMQ_SYS_TRACE_TOPIC"), ("broker/config.py", "RMQ_SYS_TRACE_TOPIC"),
-                    ("cli/settings.py", "RMQ_SYS_TRACE_TOPIC"), ("cli/broker_cmd.py", "RMQ_SYS_TRACE_TOPIC"),
-                    ("cli/produce_cmd.py", "RMQ_SYS_TRACE_TOPIC")}
+                    ("cli/settings.py", "RMQ_SYS_TRACE_TOPIC"), ("cli/broker/command.py", "RMQ_SYS_TRACE_TOPIC"),
+                    ("cli/produce/command.py", "RMQ_SYS_TRACE_TOPIC")}
 
 
 def test_the_group_topics() -> None:
