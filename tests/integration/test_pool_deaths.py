@@ -107,9 +107,10 @@ def test_a_replacement_that_cannot_import_the_handler_is_fatal_at_once(
 SUPERVISOR_SCRIPT = """
 import asyncio, sys
 from rmqrun.supervisor.pool import Pool, PoolConfig
+from rmqrun.pipe.worker_config import WorkerConfig
 
 async def main():
-    pool = Pool(PoolConfig(handler="workers.noop:handle", workers=2, log_level="WARNING"),
+    pool = Pool(PoolConfig(WorkerConfig("workers.noop:handle", log_level="WARNING"), workers=2),
                 on_result=print, on_worker_lost=print)
     await pool.start()
     print(" ".join(str(w.pid) for w in pool.workers()), flush=True)

@@ -28,6 +28,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "errors": (),
     "model": (),
     "aio": (),
+    # each setting's default and check, declared on its dataclass field (rmqrun/setting_rules.py)
+    "setting_rules": ("errors",),
     # topic/group names under a namespace (pure functions on names)
     "namespace": ("model",),
     # codecs and the connection
@@ -40,9 +42,9 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # and users, so it stands below all of them
     "handler": ("errors",),
     # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
-    "pipe": ("namespace", "remoting", "errors", "model"),
+    "pipe": ("namespace", "remoting", "errors", "model", "setting_rules"),
     # the push consumer's logic (rebalance, process queues, offsets, retry)
-    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
+    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio", "setting_rules"),
     # the pull consumer stands on the client, never on the push consumer
     "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "aio"),
     # the embedded broker: the wire schema and remoting, never the client or consumer logic
@@ -51,13 +53,14 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # RocketMQ clients
     "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
-    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "aio"),
+    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "aio",
+                   "setting_rules"),
     # Spark stands on the pull consumer and the client; it runs handlers with the handler contract
     # (module:function loading, result types), not the worker process or the push consumer
     "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "handler"),
     # the command line sits on top of everything
     "cli": ("rmqrun", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker", "handler",
-            "pipe", "remoting", "errors", "model", "aio", "namespace"),
+            "pipe", "remoting", "errors", "model", "aio", "namespace", "setting_rules"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "handler", "pull", "model", "errors"),
 }.items()}
