@@ -95,7 +95,8 @@ async def run_pool(handler: str, workers: int, records: list[bytes], batch: int,
     def on_lost(lost) -> None:  # type: ignore[no-untyped-def]
         finished.set_exception(RuntimeError(f"worker lost: {lost}"))
 
-    pool = Pool(PoolConfig(WorkerConfig(handler, time_limit=time_limit, log_level="WARNING"), workers=workers),
+    worker = WorkerConfig(handler, batch_size=1, time_limit=time_limit, log_level="WARNING")
+    pool = Pool(PoolConfig(worker, workers=workers),
                 on_result=on_result, on_worker_lost=on_lost)
     await pool.start()
     try:

@@ -50,7 +50,7 @@ from rmqrun.errors import ConfigError
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.setting_rules import between, positive, rule_of
 # the settings dataclasses only (their defaults and checks): `run --help` loads none of the supervisor's machinery
-from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.run_settings import RunSettings
 
 if TYPE_CHECKING:  # imported when settings are built
@@ -509,9 +509,7 @@ def build(resolved: Resolved) -> RunSettings:
     consumer_kw["security"] = security_of(resolved)
     consumer_kw.setdefault("consume_timestamp", default_consume_timestamp())
     consumer = ConsumerConfig(**consumer_kw).validate()
-    worker = WorkerConfig(**kw[WORKER], batch_size=consumer.consume_message_batch_max_size,
-                          time_limit=consumer.consume_timeout_minutes * 60, namespace=consumer.namespace,
-                          consumer_group=consumer.group)
+    worker = worker_config_for(consumer, **kw[WORKER])
     return RunSettings(consumer=consumer, pool=PoolConfig(worker, **kw[POOL]), **kw[RUN])
 
 

@@ -10,7 +10,7 @@ are written here once, and the settings table of ``rmqrun run`` reads them
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rmqrun.setting_rules import at_least, check_fields, one_of, positive, ruled, words
 
@@ -33,15 +33,16 @@ class WorkerConfig:
 
     ``batch_size``, ``time_limit``, ``namespace`` and ``consumer_group`` are the
     consumer's (consumeMessageBatchMaxSize, consumeTimeout, its namespace and
-    group): whoever builds both sets them here from the consumer's settings and
-    checks them there; the defaults serve programs that start a pool alone.
+    group): set from the consumer's settings where both are built
+    (``rmqrun.supervisor.pool_config.worker_config_for``) and checked there, so
+    the first two have no default here (the consumer's is the one).
     """
 
     handler: str
     worker_init: str | None = None
     worker_exit: str | None = None
-    batch_size: int = 1
-    time_limit: float = 900.0
+    batch_size: int = field(kw_only=True)
+    time_limit: float = field(kw_only=True)
     kill_grace: float = ruled(10.0, ok=positive, allowed="a positive number of seconds")
     max_messages: int = ruled(0, ok=at_least(0), allowed="0 or more")
     #: None: 10% of ``max_messages``, resolved on construction (the BOOT frame carries the number)

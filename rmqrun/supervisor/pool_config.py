@@ -13,13 +13,25 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from typing import Any
+
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.setting_rules import at_least, between, check_fields, positive, ruled
 
-__all__ = ["MAX_WORKERS", "PoolConfig"]
+__all__ = ["MAX_WORKERS", "PoolConfig", "worker_config_for"]
 
 #: the most worker processes a pool may have: one bound for ``run --workers`` and ``demo --workers``
 MAX_WORKERS = 4096
+
+
+def worker_config_for(consumer: ConsumerConfig, handler: str, **settings: Any) -> WorkerConfig:
+    """What the workers of a pool consuming for ``consumer`` boot with: its batch size, time limit
+    (consumeTimeout, in seconds), namespace (taken off topics) and group (named in spans) are the consumer's,
+    set here once; ``settings`` are the workers' own (WorkerConfig fields)."""
+    return WorkerConfig(handler, batch_size=consumer.consume_message_batch_max_size,
+                        time_limit=consumer.consume_timeout_minutes * 60, namespace=consumer.namespace,
+                        consumer_group=consumer.group, **settings)
 
 
 def _cpu_count() -> int:

@@ -22,7 +22,7 @@ from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.model import MessageQueue
 from rmqrun.pipe.worker_config import WorkerConfig
-from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
@@ -73,9 +73,12 @@ def pool_config(handler: str, workers: int = 2, consumer: ConsumerConfig | None 
     """A pool of ``workers`` running ``handler``; with ``consumer``, its workers take that consumer's namespace
     and group (as ``rmqrun run`` builds them)."""
     kw.setdefault("boot_timeout", 30.0)
-    if consumer is not None:
-        kw.update(namespace=consumer.namespace, consumer_group=consumer.group)
-    worker = WorkerConfig(handler, **{k: v for k, v in kw.items() if k in WORKER_FIELDS})  # type: ignore[arg-type]
+    own = {k: v for k, v in kw.items() if k in WORKER_FIELDS}
+    if consumer is not None:  # a test may still give its workers another batch size or time limit
+        given = {k: own.pop(k) for k in ("batch_size", "time_limit") if k in own}
+        worker = dataclasses.replace(worker_config_for(consumer, handler, **own), **given)
+    else:
+        worker = WorkerConfig(handler, **{"batch_size": 1, "time_limit": 900.0, **own})  # type: ignore[arg-type]
     return PoolConfig(worker, workers=workers,
                       **{k: v for k, v in kw.items() if k not in WORKER_FIELDS})  # type: ignore[arg-type]
 

@@ -62,8 +62,8 @@ async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignor
 
 
 def _executor(max_inflight_messages: int) -> PoolExecutor:
-    return PoolExecutor(PoolConfig(WorkerConfig("workers.misbehave:sleep", log_level="WARNING"), workers=1,
-                                   boot_timeout=30.0), max_inflight_messages=max_inflight_messages)
+    worker = WorkerConfig("workers.misbehave:sleep", log_level="WARNING", batch_size=1, time_limit=900.0)
+    return PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=max_inflight_messages)
 
 
 @pytest.fixture(autouse=True)

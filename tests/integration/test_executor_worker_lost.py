@@ -53,8 +53,9 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
     monkeypatch.setenv("PROBE_HANG_IDX", "0")  # the first delivery of idx 0 sleeps for an hour
 
     async def scenario() -> None:
-        ex = PoolExecutor(PoolConfig(WorkerConfig("tests.integration.probe_handler:hang", log_level="WARNING"),
-                                     workers=1, boot_timeout=30.0), max_inflight_messages=100)
+        worker = WorkerConfig("tests.integration.probe_handler:hang", log_level="WARNING", batch_size=1,
+                              time_limit=900.0)
+        ex = PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=100)
         await ex.start()
         assert ex.dispatcher is not None
         ex.dispatcher.pipeline_budget = math.inf  # the second job goes to the busy worker's pipe

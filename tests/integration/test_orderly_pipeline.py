@@ -73,7 +73,8 @@ async def _pair(ex: PoolExecutor, first: list[int], second: list[int],
 
 def _run(scenario, handler: str = "tests.integration.pipeline_handler:handle", workers: int = 2) -> None:
     async def main() -> None:
-        ex = PoolExecutor(PoolConfig(WorkerConfig(handler, log_level="WARNING"), workers=workers, boot_timeout=30.0))
+        worker = WorkerConfig(handler, log_level="WARNING", batch_size=1, time_limit=900.0)
+        ex = PoolExecutor(PoolConfig(worker, workers=workers, boot_timeout=30.0))
         await ex.start()
         try:
             await scenario(ex)

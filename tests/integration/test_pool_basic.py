@@ -20,7 +20,6 @@ from rmqrun.remoting.message import encode_stored
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 from rmqrun.supervisor.pool import Pool, PoolError, WorkerBootError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
-from rmqrun.pipe.worker_config import WorkerConfig
 from tests.integration.engine_kit import pool_config
 
 C = ConsumeMode.CONCURRENT
@@ -280,7 +279,7 @@ def test_pool_config_is_validated_with_the_values_quoted() -> None:
     ]:
         with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
             pool_config("m:f", **kwargs)
-    cfg = PoolConfig(WorkerConfig("m:f", max_messages=1000), workers=3)
+    cfg = pool_config("m:f", workers=3, max_messages=1000)
     assert cfg.worker.max_messages_jitter == 100  # 10% by default
-    assert cfg.effective_crash_limit == 10 and PoolConfig(WorkerConfig("m:f"), workers=8).effective_crash_limit == 16
-    assert PoolConfig(WorkerConfig("m:f")).workers == os.cpu_count()
+    assert cfg.effective_crash_limit == 10 and pool_config("m:f", workers=8).effective_crash_limit == 16
+    assert PoolConfig(cfg.worker).workers == os.cpu_count()

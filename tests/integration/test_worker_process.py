@@ -37,7 +37,7 @@ class Recorder:
 
 
 def _spawn(rec: Recorder) -> WorkerProcess:
-    wcfg = WorkerConfig("workers.noop:handle", log_level="WARNING")
+    wcfg = WorkerConfig("workers.noop:handle", log_level="WARNING", batch_size=1, time_limit=900.0)
     boot = encode(Boot(0, dataclasses.asdict(wcfg), list(sys.path)))
     return spawn_worker(asyncio.get_running_loop(), 0, boot, rec.on_frame, rec.on_exit)
 

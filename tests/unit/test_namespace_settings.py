@@ -76,8 +76,10 @@ def test_the_workers_are_built_with_the_consumers_namespace_and_group() -> None:
 
 
 @pytest.mark.parametrize(("worker", "message"), [
-    (WorkerConfig("workers.noop:handle"), "the workers' namespace None is not the consumer's 'NS'"),
-    (WorkerConfig("workers.noop:handle", namespace="NS", otel=True, consumer_group="H"),
+    (WorkerConfig("workers.noop:handle", batch_size=1, time_limit=900.0),
+     "the workers' namespace None is not the consumer's 'NS'"),
+    (WorkerConfig("workers.noop:handle", namespace="NS", otel=True, consumer_group="H", batch_size=1,
+                  time_limit=900.0),
      "the workers' consumer_group 'H' is not the consumer's group 'G'"),
 ])
 def test_a_pool_built_apart_from_its_consumer_is_refused(worker: WorkerConfig, message: str) -> None:
