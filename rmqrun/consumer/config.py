@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate_nearby import DEFAULT_BROKER_ROOMS, DEFAULT_CONSUMER_ROOMS, is_nearby
@@ -45,7 +46,7 @@ def dlq_topic(group: str) -> str:
 JAVA_INT_MAX = 2**31 - 1
 
 
-def _off_or(ok):  # type: ignore[no-untyped-def]
+def _off_or(ok: Callable[[Any], bool]) -> Callable[[Any], bool]:
     """-1 (the limit is off) or what ``ok`` accepts."""
     return lambda v: (v == -1 and not isinstance(v, bool)) or ok(v)
 
