@@ -8,18 +8,22 @@ a check written a second time (a copied field, a row that names its own default,
 
 A setting is known by its row's key wherever it lands (``max_messages_per_worker`` is ``WorkerConfig``'s
 ``max_messages``); the consumer's values the workers take (``worker_config_for``) are the consumer's
-settings; any other field by its name, so the broker's and the store's ``segment_size`` are one setting.
+settings; any other field by its name, so the broker's and the store's ``segment_size`` are one setting. The
+``rmqrun broker`` flags count too: a flag with a literal default of its own writes its setting's default again.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
+from rmqrun.broker.config import BROKER_SETTINGS
 from rmqrun.cli import settings as table
+from rmqrun.cli.main import COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +40,12 @@ HOLDERS = (
 #: methods where a class checks its values
 CHECKERS = ("__post_init__", "validate", "_validate_allocation", "_check_security")
 #: where the rows live
-TABLE = "rmqrun/cli/settings.py"
+TABLE = str(Path(table.__file__).resolve().relative_to(ROOT))
+#: the ``rmqrun broker`` command, whose flags show the broker's defaults
+BROKER_CMD = str(Path(importlib.util.find_spec(COMMANDS["broker"].partition(":")[0]).origin  # type: ignore[union-attr]
+                      ).resolve().relative_to(ROOT))
+#: its flags named otherwise than the setting they give (``--flush`` is the store's flush_mode)
+BROKER_FLAG_SETTING = {"flush": "flush_mode", "broker_port": "port"}
 #: the targets whose settings are dataclass fields (the rest carry their defaults in their rows)
 BACKED = {"CONSUMER", "WORKER", "POOL", "RUN"}
 
@@ -105,7 +114,26 @@ def defaults_written(sources: dict[str, str] | None = None) -> dict[str, list[st
             if given and not (isinstance(given[0].value, ast.Constant) and given[0].value.value is None):
                 key = call.args[0].value  # type: ignore[attr-defined]
                 where[key].append(f"{TABLE}: the row of {key!r} (default={ast.unparse(given[0].value)})")
+    for name, text in broker_flag_defaults(sources.get(BROKER_CMD)):
+        where[name].append(f"{BROKER_CMD}: {text}")
     return where
+
+
+def broker_flag_defaults(source: str | None) -> list[tuple[str, str]]:
+    """(broker setting, the flag) for each ``rmqrun broker`` flag that writes a literal default of its own."""
+    tree = ast.parse(source or (ROOT / BROKER_CMD).read_text(encoding="utf-8"))
+    out = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and getattr(call.func, "attr", "") == "option"):
+            continue
+        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        dest = next((n for n in names if not n.startswith("-")), None)
+        dest = dest or max(names, key=len).lstrip("-").replace("-", "_")
+        setting = BROKER_FLAG_SETTING.get(dest, dest)
+        default = next((k.value for k in call.keywords if k.arg == "default"), None)
+        if setting in BROKER_SETTINGS and isinstance(default, ast.Constant) and default.value is not None:
+            out.append((setting, f"{names[0]} default={default.value!r}"))
+    return out
 
 
 def twice(where: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -132,6 +160,9 @@ def test_the_scan_sees_a_default_written_again() -> None:
     row = rows.replace('"seconds past the time limit before a worker is killed", WORKER)',
                        '"seconds past the time limit before a worker is killed", CLI, default=10.0)')
     assert row != rows and set(twice(defaults_written({TABLE: row}))) == {"kill_grace"}
+    flags = (ROOT / BROKER_CMD).read_text(encoding="utf-8")
+    flag = flags.replace("default=EMBEDDED_STORE.delete_when,", 'default="04",')
+    assert flag != flags and set(twice(defaults_written({BROKER_CMD: flag}))) == {"delete_when"}
 
 
 def test_a_row_of_a_dataclass_setting_gives_no_default_nor_check() -> None:
