@@ -36,6 +36,7 @@ from rmqrun.remoting.message import decode_message, encode_stored  # noqa: E402
 from rmqrun.supervisor.dispatch import Dispatcher  # noqa: E402
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 from rmqrun.supervisor.pool import Pool
+from rmqrun.pipe.worker_config import WorkerConfig  # noqa: E402
 from rmqrun.supervisor.pool_config import PoolConfig  # noqa: E402
 
 
@@ -94,7 +95,8 @@ async def run_pool(handler: str, workers: int, records: list[bytes], batch: int,
     def on_lost(lost) -> None:  # type: ignore[no-untyped-def]
         finished.set_exception(RuntimeError(f"worker lost: {lost}"))
 
-    pool = Pool(PoolConfig(handler=handler, workers=workers, time_limit=time_limit, log_level="WARNING"),
+    worker = WorkerConfig(handler, batch_size=1, time_limit=time_limit, log_level="WARNING")
+    pool = Pool(PoolConfig(worker, workers=workers),
                 on_result=on_result, on_worker_lost=on_lost)
     await pool.start()
     try:

@@ -59,7 +59,7 @@ def measure(batches: int, batch: int, body_size: int, handler: str, orderly: boo
     wsock.setblocking(True)
     fd = progress_mem.create_fd()
     writer = progress_mem.Writer(progress_mem.map_fd(fd))
-    worker = Worker(WorkerConfig(handler, time_limit=900.0), 1, wsock, writer)
+    worker = Worker(WorkerConfig(handler, batch_size=1, time_limit=900.0), 1, wsock, writer)
     worker.handler = __import__("rmqrun.handler.loading", fromlist=["load_handler"]).load_handler(handler)
     mode = ConsumeMode.ORDERLY if orderly else ConsumeMode.CONCURRENT
     frames = []

@@ -26,14 +26,13 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
 from rmqrun.broker.broker import Broker
-from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.config import BROKER_SETTINGS, BrokerConfig, with_settings
 from rmqrun.broker.kv_config import KVConfigTable
 from rmqrun.broker.namesrv import BrokerEntry, NameServer
 from rmqrun.broker.store.errors import StoreError
@@ -42,17 +41,19 @@ from rmqrun.errors import RmqrunError
 
 READY_MARKER = "RMQRUN_BROKER_READY"
 
-_CONFIG_FIELDS = {f.name for f in fields(BrokerConfig)}
+_CONFIG_FIELDS = set(BROKER_SETTINGS)
 
 
 def make_config(data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", namesrv_port: int = 0,
                 broker_port: int = 0, **settings: Any) -> BrokerConfig:
-    """A :class:`BrokerConfig`; unknown setting names are refused with the valid ones listed."""
+    """A :class:`BrokerConfig` of broker settings by name (the store's among them, see
+    :data:`~rmqrun.broker.config.BROKER_SETTINGS`); unknown names are refused with the valid ones listed."""
     unknown = sorted(set(settings) - _CONFIG_FIELDS)
     if unknown:
         raise ValueError(f"unknown broker setting(s) {unknown}; valid: {sorted(_CONFIG_FIELDS - {'data_dir'})}")
     settings.setdefault("namesrv_host", host)
-    return BrokerConfig(data_dir=Path(data_dir), host=host, port=broker_port, namesrv_port=namesrv_port, **settings)
+    return BrokerConfig(data_dir=Path(data_dir), host=host, port=broker_port, namesrv_port=namesrv_port,
+                        **with_settings(None, **settings))
 
 
 class EmbeddedBrokerError(RmqrunError, RuntimeError):

@@ -50,7 +50,7 @@ from rmqrun.remoting.server import RemotingServer
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.store = MessageStore(config.data_dir, config.store_config())
+        self.store = MessageStore(config.data_dir, config.store)
         tls = tls_server_options(config.tls_cert, config.tls_key, config.tls_mode)
         self.server = RemotingServer(config.host, config.port, name="broker", **tls)
         #: The ACL check when ``config.acl_file`` is set (None: signatures are ignored, as with aclEnable=false).
@@ -130,7 +130,7 @@ class Broker:
         logger.info("broker {} stopped", self.config.broker_name)
 
     async def _start_pop(self) -> None:
-        ck_log = CheckpointLog(self.config.data_dir / "pop", fsync=self.config.flush_mode is FlushMode.SYNC)
+        ck_log = CheckpointLog(self.config.data_dir / "pop", fsync=self.config.store.flush_mode is FlushMode.SYNC)
         await asyncio.to_thread(ck_log.open)
         self.pop = PopService(self, ck_log)
         orders = OrderInfoTable.in_data_dir(self.config.data_dir)
@@ -192,7 +192,7 @@ class Broker:
         self.stats.on_put(len(results), sum(len(r) for r in records))
         for result, code in zip(results, codes):
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
-        if self.config.flush_mode is FlushMode.SYNC:
+        if self.config.store.flush_mode is FlushMode.SYNC:
             try:
                 await asyncio.wait_for(self.store.flush_to(results[-1].end_offset),
                                        self.config.sync_flush_timeout_ms / 1000)

@@ -6,20 +6,33 @@ embedded broker is to answer exactly like a real one; each field says where
 it differs and why. Addresses are loopback by default: the embedded broker is
 for tests, demos and single-host jobs, and nothing should be exposed unless
 asked for.
+
+The message store's settings (sizes, flushing, delay levels, retention) are one
+:class:`StoreConfig`, held as ``store`` and handed to the store as it is; their
+defaults and checks are written there. The broker differs from the store's
+defaults in one thing, said once in :data:`EMBEDDED_STORE`: SYNC flushing.
+Under their Java names the store's settings read as the broker's own
+(``getBrokerConfig``, ``updateBrokerConfig``, ``make_config``'s keywords): see
+:func:`settings_of`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from rmqrun.broker.acl.config import load_acl_file
 from rmqrun.broker.advertise import check_advertise_host, default_advertise_host
-from rmqrun.broker.store.config import DEFAULT_DELAY_LEVELS, FlushMode, StoreConfig, parse_delay_levels
+from rmqrun.broker.store.config import STORE_ONLY, FlushMode, StoreConfig, parse_delay_levels
 from rmqrun.broker.store.errors import StoreError
 from rmqrun.broker.tls import check_tls_settings
 
-MIB = 1024 * 1024
+#: The embedded broker's store: StoreConfig's defaults (RocketMQ's), except SYNC flushing. SYNC is *not*
+#: RocketMQ's default (ASYNC_FLUSH), but the embedded broker runs tests that kill it with -9 and must not
+#: lose an acknowledged message.
+EMBEDDED_STORE = StoreConfig(flush_mode=FlushMode.SYNC)
 
 
 @dataclass(frozen=True)
@@ -55,13 +68,8 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
 
-    #: SYNC is *not* RocketMQ's default (ASYNC_FLUSH), but the embedded broker runs
-    #: tests that kill it with -9 and must not lose an acknowledged message.
-    flush_mode: FlushMode = FlushMode.SYNC
-    segment_size: int = 256 * MIB
-    #: Entries per consume-queue file (mapedFileSizeConsumeQueue / 20 = 300,000).
-    consume_queue_entries_per_file: int = 300_000
-    max_message_size: int = 4 * MIB
+    #: The message store's settings (sizes, flush mode, delay levels, retention): see store/config.py.
+    store: StoreConfig = EMBEDDED_STORE
     #: How long a SYNC-flush send waits for its fsync before the answer is FLUSH_DISK_TIMEOUT
     #: (MessageStoreConfig.syncFlushTimeout, 5 s).
     sync_flush_timeout_ms: int = 5000
@@ -74,7 +82,6 @@ class BrokerConfig:
     auto_create_queue_nums: int | None = None
     auto_create_subscription_group: bool = True
 
-    message_delay_levels: str = DEFAULT_DELAY_LEVELS
     #: Retries a group gets when the client does not say (SubscriptionGroupConfig.retryMaxTimes).
     retry_max_times: int = 16
 
@@ -95,24 +102,6 @@ class BrokerConfig:
     #: Period of persisting consumer offsets and the delay offset table (RocketMQ: 5 s / 10 s).
     persist_interval_ms: int = 5000
 
-    # -- retention (MessageStoreConfig's names and defaults; see store/retention.py) --
-    #: Commit-log files last written longer ago than this are deleted (fileReservedTime, 72).
-    file_reserved_hours: float = 72
-    #: Hour(s) of the day expired files are deleted, ``"04"`` or ``"04;16"`` (deleteWhen).
-    delete_when: str = "04"
-    #: Disk use (percent) above which expired files go at once, whatever the hour
-    #: (diskMaxUsedSpaceRatio, 75).
-    disk_max_used_space_ratio: int = 75
-    #: Disk use (percent) above which even unexpired files go, oldest first
-    #: (diskSpaceCleanForciblyRatio, 85).
-    disk_space_clean_forcibly_ratio: int = 85
-    #: Disk use (percent) above which the broker refuses writes (sends answered
-    #: SERVICE_NOT_AVAILABLE) until it is back at or under the forcible ratio
-    #: (4.9's diskSpaceWarningLevelRatio, 0.90).
-    disk_space_warning_level_ratio: int = 90
-    #: How often retention checks (cleanResourceInterval, 10 s).
-    clean_resource_interval_ms: int = 10_000
-
     # -- security (issue #9) --
     #: A ``plain_acl.yml`` (RocketMQ 4.x layout): every broker request is checked against it as a
     #: 4.9.8 broker with ``aclEnable=true`` checks it. None: no ACL (signatures are ignored). The
@@ -131,13 +120,6 @@ class BrokerConfig:
             object.__setattr__(self, "advertise_host", default_advertise_host(self.host))
         else:
             check_advertise_host(self.advertise_host)
-        try:
-            self.store_config()
-        except StoreError as exc:
-            raise ValueError(str(exc)) from None
-        if isinstance(self.flush_mode, str) and not isinstance(self.flush_mode, FlushMode):
-            object.__setattr__(self, "flush_mode", FlushMode(self.flush_mode))
-        parse_delay_levels(self.message_delay_levels)
         for name in ("port", "namesrv_port"):
             value = getattr(self, name)
             if not 0 <= value <= 65535:
@@ -166,28 +148,36 @@ class BrokerConfig:
 
     @property
     def delay_levels_ms(self) -> list[int]:
-        return parse_delay_levels(self.message_delay_levels)
+        return parse_delay_levels(self.store.message_delay_levels)
 
     @property
     def store_host(self) -> str:
         assert self.advertise_host is not None  # resolved in __post_init__
         return self.advertise_host
 
-    def store_config(self) -> StoreConfig:
-        """The message store's settings derived from these."""
-        return StoreConfig(
-            segment_size=self.segment_size,
-            consume_queue_entries_per_file=self.consume_queue_entries_per_file,
-            max_message_size=self.max_message_size,
-            flush_mode=self.flush_mode,
-            message_delay_levels=self.message_delay_levels,
-            file_reserved_hours=self.file_reserved_hours,
-            delete_when=self.delete_when,
-            disk_max_used_space_ratio=self.disk_max_used_space_ratio,
-            disk_space_clean_forcibly_ratio=self.disk_space_clean_forcibly_ratio,
-            disk_space_warning_level_ratio=self.disk_space_warning_level_ratio,
-            clean_resource_interval_ms=self.clean_resource_interval_ms,
-        )
-
     def with_ports(self, port: int, namesrv_port: int) -> "BrokerConfig":
         return replace(self, port=port, namesrv_port=namesrv_port)
+
+
+#: The store's settings that are the broker's too (sizes, flush mode, delay levels, retention), by field name.
+STORE_SETTINGS = tuple(f.name for f in dataclasses.fields(StoreConfig) if f.name not in STORE_ONLY)
+#: The broker's settings by name: its own fields, then its store's.
+BROKER_SETTINGS = tuple(f.name for f in dataclasses.fields(BrokerConfig) if f.name != "store") + STORE_SETTINGS
+
+
+def settings_of(config: BrokerConfig) -> dict[str, Any]:
+    """Every broker setting's value by name, the store's among them (``getBrokerConfig`` shows them so)."""
+    return {name: getattr(config.store if name in STORE_SETTINGS else config, name) for name in BROKER_SETTINGS}
+
+
+def with_settings(config: BrokerConfig | None, **settings: Any) -> dict[str, Any]:
+    """``settings`` (broker and store settings by name) as BrokerConfig keywords: the store's go into
+    ``store``, replacing those of ``config``'s store (or of :data:`EMBEDDED_STORE`). A bad store value raises
+    ValueError naming it, as the broker's own do."""
+    store = {k: settings.pop(k) for k in list(settings) if k in STORE_SETTINGS}
+    if store:
+        try:
+            settings["store"] = replace(EMBEDDED_STORE if config is None else config.store, **store)
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
+    return settings

@@ -8,11 +8,10 @@ the fields whose Java name is different (:data:`JAVA_NAMES`). Values are written
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from typing import Any
 
-from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.config import BROKER_SETTINGS
 from rmqrun.broker.store.config import FlushMode
 
 #: Java names of BrokerConfig fields whose Python name does not camel-case to it.
@@ -45,9 +44,8 @@ def java_name(field_name: str) -> str:
     return JAVA_NAMES.get(field_name, camel(field_name))
 
 
-#: Java name → BrokerConfig field.
-FIELD_BY_JAVA_NAME = {java_name(f.name): f.name for f in dataclasses.fields(BrokerConfig)
-                      if not f.name.startswith("_")}
+#: Java name → broker setting (a BrokerConfig field, or one of its store's: see config.BROKER_SETTINGS).
+FIELD_BY_JAVA_NAME = {java_name(name): name for name in BROKER_SETTINGS}
 
 
 def config_text(value: Any) -> str:

@@ -25,11 +25,11 @@ from typing import Any, Callable, TypeVar
 import click
 
 from rmqrun.errors import ConfigError
+from rmqrun.pipe.worker_config import LOG_LEVELS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: loguru's levels, the one set every command's --log-level takes (any case)
-LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
 
 
 class Shown(click.Option):

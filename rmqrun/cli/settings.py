@@ -17,10 +17,18 @@ silently ignored. No setting key may start with ``handler_``. ``NAMESRV_ADDR``
 (the Java client's variable) is read for ``namesrv``, below ``RMQRUN_NAMESRV``.
 
 The defaults are the Java push consumer's (see ``rmqrun/consumer/defaults.py``).
+
+Each default and each check is written once. A setting that lands in a dataclass (``ConsumerConfig``,
+``WorkerConfig``, ``PoolConfig``, ``RunSettings``) takes both from that class's field
+(:mod:`rmqrun.setting_rules`): the classes are built directly by programs and tests, and sit below this
+module, so they hold the values and the table reads them; a row that writes a default or a check of its own
+is refused when the table loads. Only the command line's own settings (topics, metrics, security, the event
+loop) carry theirs here. Adding a worker setting is one ``WorkerConfig`` field and one row.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from dataclasses import dataclass, field
@@ -30,31 +38,33 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import yaml
 
 from rmqrun.cli.values import (
-    MAX_WORKERS, at_least, between, parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name,
+    parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name,
     parse_namespace, parse_namesrv, parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp,
     split_subscription,
 )
 from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
-from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate import STRATEGIES
-from rmqrun.consumer.allocate_nearby import DEFAULT_BROKER_ROOMS, DEFAULT_CONSUMER_ROOMS
 from rmqrun.consumer.allocate_nearby import NAME as NEARBY
-from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
-from rmqrun.consumer.key_order import valid_order_key
+from rmqrun.consumer.config import ConsumerConfig, default_consume_timestamp
 from rmqrun.errors import ConfigError
+from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.setting_rules import between, positive, rule_of
+# the settings dataclasses only (their defaults and checks): `run --help` loads none of the supervisor's machinery
+from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
+from rmqrun.supervisor.run_settings import RunSettings
 
-if TYPE_CHECKING:  # imported when settings are built: `run --help` and `--help-settings` load no supervisor
+if TYPE_CHECKING:  # imported when settings are built
     from rmqrun.remoting.security import ClientSecurity
-    from rmqrun.supervisor.supervisor import RunSettings
 
 ENV_PREFIX = "RMQRUN_"
 #: variables under this prefix belong to handlers, not to rmqrun
 HANDLER_ENV_PREFIX = "RMQRUN_HANDLER_"
-#: where a setting goes: the consumer engine, the worker pool, the supervisor's run, or the CLI itself
-CONSUMER, POOL, RUN, CLI = "consumer", "pool", "run", "cli"
+#: where a setting goes: the consumer engine, each worker, the worker pool, the supervisor's run, or the CLI itself
+CONSUMER, WORKER, POOL, RUN, CLI = "consumer", "worker", "pool", "run", "cli"
 #: the connection security (ACL credentials, TLS): one ClientSecurity, see rmqrun/cli/security.py
 SECURITY = "security"
-LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+#: the dataclass a target's settings are fields of: each such setting's default and check are written there
+FIELDS_OF: dict[str, type] = {CONSUMER: ConsumerConfig, WORKER: WorkerConfig, POOL: PoolConfig, RUN: RunSettings}
 
 
 @dataclass(frozen=True)
@@ -105,195 +115,183 @@ class Setting:
         return out
 
 
-def _S(key: str, parse: Callable[[Any], Any], default: Any, help: str, target: str, **kw: Any) -> Setting:
+def _S(key: str, parse: Callable[[Any], Any], help: str, target: str, **kw: Any) -> Setting:
+    """A row. A setting of a dataclass (:data:`FIELDS_OF`) takes its default and its check from the field
+    (None for a required field or one computed when built); giving either here is refused (written twice)."""
+    cls = FIELDS_OF.get(target)
+    if cls is None:
+        return Setting(key, parse, kw.pop("default", None), help, target, **kw)
+    name = kw.get("attr") or key
+    given = sorted({"default", "check", "allowed"} & kw.keys())
+    if given:
+        raise TypeError(f"setting {key!r} gives its {', '.join(given)} again: they are written on "
+                        f"{cls.__name__}.{name}")
+    found = {f.name: f for f in dataclasses.fields(cls)}.get(name)
+    if found is None:
+        raise TypeError(f"setting {key!r}: {cls.__name__} has no field {name!r}")
+    default = None if found.default is dataclasses.MISSING else found.default
+    rule = rule_of(found)
+    if rule is not None and rule.choices is not None:
+        if "choices" in kw:
+            raise TypeError(f"setting {key!r} gives its choices again: they are {cls.__name__}.{name}'s rule")
+        kw["choices"] = rule.choices
+    elif rule is not None:
+        kw.update(check=rule.ok, allowed=rule.allowed)
     return Setting(key, parse, default, help, target, **kw)
 
 
 SETTINGS: tuple[Setting, ...] = (
     # --- what to consume
-    _S("handler", parse_ref, None, "the handler, module:function", POOL),
-    _S("namesrv", parse_namesrv, None, "name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)",
-       CONSUMER, flag="--namesrv"),
-    _S("group", parse_group, None, "consumer group", CONSUMER, flag="--group"),
-    _S("namespace", parse_namespace, None, "instance namespace of a managed cluster: topics and the group are "
+    _S("handler", parse_ref, "the handler, module:function", WORKER),
+    _S("namesrv", parse_namesrv, "name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)", CONSUMER,
+       flag="--namesrv"),
+    _S("group", parse_group, "consumer group", CONSUMER, flag="--group"),
+    _S("namespace", parse_namespace, "instance namespace of a managed cluster: topics and the group are "
        "'NAMESPACE%name' on the wire, handlers, metrics and output show the plain names", CONSUMER,
        flag="--namespace"),
-    _S("topic", parse_name, None, "topic to subscribe to; on the command line repeatable, each TOPIC or "
-       "TOPIC:TAGS, e.g. --topic Orders:'TagA || TagB' --topic Audit", CLI, flag="--topic", multiple=True),
-    _S("subscriptions", parse_subscriptions, None, "several topics, each with its tag expression "
-       "(instead of topic/tags), e.g. {Orders: 'TagA || TagB', Audit: '*'}", CLI),
-    _S("tags", parse_tags, "*", "tag expression, e.g. 'TagA || TagB'", CLI, flag="--tags"),
-    _S("orderly", parse_bool, False, "consume each queue in order (broker-locked, one worker per queue)",
-       CONSUMER, flag="--orderly"),
-    _S("order_by", parse_lower, "queue", "orderly unit: queue (one job per queue, Java's) or key (in order per "
-       "message key, parallel across keys; implies orderly)", CONSUMER, flag="--order-by",
-       check=lambda v: v in ("queue", "key"), allowed="queue or key"),
-    _S("order_key", parse_str, "sharding_key", "order_by key: where the key comes from: sharding_key "
-       "(__SHARDINGKEY, else the first of keys), keys, tags or property:NAME", CONSUMER, flag="--order-key",
-       check=valid_order_key, allowed="sharding_key, keys, tags or property:NAME"),
-    _S("message_model", parse_str, d.MESSAGE_MODEL, "CLUSTERING or BROADCASTING", CONSUMER,
-       flag="--message-model", choices=("CLUSTERING", "BROADCASTING")),
-    _S("consume_from_where", parse_str, d.CONSUME_FROM_WHERE, "where a new group starts", CONSUMER,
-       flag="--consume-from", choices=CONSUME_FROM),
-    _S("consume_timestamp", parse_timestamp, None, "start time for CONSUME_FROM_TIMESTAMP, yyyyMMddHHmmss "
+    _S("topic", parse_name, "topic to subscribe to; on the command line repeatable, each TOPIC or "
+       "TOPIC:TAGS, e.g. --topic Orders:'TagA || TagB' --topic Audit", CLI, default=None, flag="--topic",
+       multiple=True),
+    _S("subscriptions", parse_subscriptions, "several topics, each with its tag expression "
+       "(instead of topic/tags), e.g. {Orders: 'TagA || TagB', Audit: '*'}", CLI, default=None),
+    _S("tags", parse_tags, "tag expression, e.g. 'TagA || TagB'", CLI, default="*", flag="--tags"),
+    _S("orderly", parse_bool, "consume each queue in order (broker-locked, one worker per queue)", CONSUMER,
+       flag="--orderly"),
+    _S("order_by", parse_lower, "orderly unit: queue (one job per queue, Java's) or key (in order per "
+       "message key, parallel across keys; implies orderly)", CONSUMER, flag="--order-by"),
+    _S("order_key", parse_str, "order_by key: where the key comes from: sharding_key "
+       "(__SHARDINGKEY, else the first of keys), keys, tags or property:NAME", CONSUMER, flag="--order-key"),
+    _S("message_model", parse_str, "CLUSTERING or BROADCASTING", CONSUMER, flag="--message-model"),
+    _S("consume_from_where", parse_str, "where a new group starts", CONSUMER, flag="--consume-from"),
+    _S("consume_timestamp", parse_timestamp, "start time for CONSUME_FROM_TIMESTAMP, yyyyMMddHHmmss "
        "(default: half an hour ago)", CONSUMER),
-    _S("allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "queue allocation strategy", CONSUMER,
-       flag="--allocate", choices=tuple(sorted((*STRATEGIES, NEARBY)))),
-    _S("allocate_queues", parse_str, None, "CONFIG: the queues this instance consumes, "
-       "TOPIC@BROKER:QUEUE_ID,...", CONSUMER),
-    _S("allocate_idcs", parse_str, None, "MACHINE_ROOM: the rooms whose brokers (named IDC@NAME) the group "
+    _S("allocate_strategy", parse_str, "queue allocation strategy", CONSUMER, flag="--allocate",
+       choices=tuple(sorted((*STRATEGIES, NEARBY)))),
+    _S("allocate_queues", parse_str, "CONFIG: the queues this instance consumes, TOPIC@BROKER:QUEUE_ID,...",
+       CONSUMER),
+    _S("allocate_idcs", parse_str, "MACHINE_ROOM: the rooms whose brokers (named IDC@NAME) the group "
        "consumes, idc1,idc2", CONSUMER),
-    _S("machine_room", parse_str, None, "MACHINE_ROOM_NEARBY: the machine room this instance runs in (written "
+    _S("machine_room", parse_str, "MACHINE_ROOM_NEARBY: the machine room this instance runs in (written "
        "in front of its instance name, room-<name>, so the group can tell)", CONSUMER, flag="--machine-room"),
-    _S("nearby_allocate_strategy", parse_str, d.ALLOCATE_STRATEGY, "MACHINE_ROOM_NEARBY: the strategy applied "
-       "within each machine room", CONSUMER, choices=tuple(sorted(STRATEGIES))),
-    _S("broker_machine_rooms", parse_str, DEFAULT_BROKER_ROOMS, "MACHINE_ROOM_NEARBY: a broker's room from its "
+    _S("nearby_allocate_strategy", parse_str, "MACHINE_ROOM_NEARBY: the strategy applied within each machine room",
+       CONSUMER, choices=tuple(sorted(STRATEGIES))),
+    _S("broker_machine_rooms", parse_str, "MACHINE_ROOM_NEARBY: a broker's room from its "
        "name: prefix:SEP (up to SEP), regex:PATTERN (group 1) or table:NAME=ROOM,...", CONSUMER),
-    _S("consumer_machine_rooms", parse_str, DEFAULT_CONSUMER_ROOMS, "MACHINE_ROOM_NEARBY: a consumer's room "
+    _S("consumer_machine_rooms", parse_str, "MACHINE_ROOM_NEARBY: a consumer's room "
        "from its client id (ip@instance): instance-prefix:SEP, prefix:SEP, regex:PATTERN or table:ID=ROOM,...",
        CONSUMER),
-    _S("consume_mode", parse_lower, d.CONSUME_MODE, "pull (each queue to one client of the group), pop "
+    _S("consume_mode", parse_lower, "pull (each queue to one client of the group), pop "
        "(RocketMQ 5.x: the broker hands any queue's messages to any client; more instances than queues) or auto "
-       "(pull or pop per topic as the broker's mode table says, switching live; pull on 4.x)",
-       CONSUMER, flag="--consume-mode", check=lambda v: v in d.CONSUME_MODES, allowed="pull, pop or auto"),
-    _S("pop_invisible_time_ms", parse_int, d.POP_INVISIBLE_TIME_MS, "pop: a popped message stays invisible "
-       "this long unless acked; a longer handler call is extended before it lapses", CONSUMER,
-       check=between(d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS), allowed="5000 to 300000 ms"),
-    _S("pop_poll_time_ms", parse_int, d.POP_POLL_TIME_MS, "pop: how long the broker holds a pop with nothing to "
-       "return (long polling)", CONSUMER, check=between(1000, 60000), allowed="1000 to 60000 ms"),
-    _S("pop_batch_size", parse_int, d.POP_BATCH_NUMS, "pop: messages per pop request", CONSUMER,
-       check=between(1, 32), allowed="an integer from 1 to 32"),
-    _S("pop_threshold_for_queue", parse_int, d.POP_THRESHOLD_FOR_QUEUE, "pop: un-acked messages per assignment "
-       "before popping pauses (flow control)", CONSUMER, check=between(1, 65535), allowed="1 to 65535"),
+       "(pull or pop per topic as the broker's mode table says, switching live; pull on 4.x)", CONSUMER,
+       flag="--consume-mode"),
+    _S("pop_invisible_time_ms", parse_int, "pop: a popped message stays invisible "
+       "this long unless acked; a longer handler call is extended before it lapses", CONSUMER),
+    _S("pop_poll_time_ms", parse_int, "pop: how long the broker holds a pop with nothing to return (long polling)",
+       CONSUMER),
+    _S("pop_batch_size", parse_int, "pop: messages per pop request", CONSUMER),
+    _S("pop_threshold_for_queue", parse_int, "pop: un-acked messages per assignment "
+       "before popping pauses (flow control)", CONSUMER),
     # --- Java push consumer knobs
-    _S("pull_batch_size", parse_int, d.PULL_BATCH_SIZE, "messages per pull", CONSUMER,
-       check=between(1, 1024), allowed="an integer from 1 to 1024"),
-    _S("consume_message_batch_max_size", parse_int, d.CONSUME_MESSAGE_BATCH_MAX_SIZE,
-       "messages per handler call (batch handlers)", CONSUMER, flag="--batch-size",
-       check=between(1, 1024), allowed="an integer from 1 to 1024"),
-    _S("pull_threshold_for_queue", parse_int, d.PULL_THRESHOLD_FOR_QUEUE, "cached messages per queue", CONSUMER,
-       check=between(1, 65535), allowed="an integer from 1 to 65535"),
-    _S("pull_threshold_size_for_queue", parse_int, d.PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB,
-       "cached MiB per queue", CONSUMER, check=between(1, 1024), allowed="an integer from 1 to 1024"),
-    _S("pull_threshold_for_topic", parse_int, d.PULL_THRESHOLD_FOR_TOPIC, "cached messages per topic (-1: off)",
-       CONSUMER, check=lambda v: v == -1 or 1 <= v <= 6553500, allowed="-1 or 1 to 6553500"),
-    _S("pull_threshold_size_for_topic", parse_int, d.PULL_THRESHOLD_SIZE_FOR_TOPIC_MIB,
-       "cached MiB per topic (-1: off)", CONSUMER, check=lambda v: v == -1 or 1 <= v <= 102400,
-       allowed="-1 or 1 to 102400"),
-    _S("pull_interval_ms", parse_int, d.PULL_INTERVAL_MS, "pause between pulls of a queue", CONSUMER,
-       check=between(0, 65535), allowed="0 to 65535"),
-    _S("consume_concurrently_max_span", parse_int, d.CONSUME_CONCURRENTLY_MAX_SPAN,
-       "max offset span cached per queue (concurrent)", CONSUMER, check=between(1, 65535), allowed="1 to 65535"),
-    _S("max_reconsume_times", parse_int, d.MAX_RECONSUME_TIMES,
-       "retries before the DLQ (-1: 16 concurrent, unlimited orderly)", CONSUMER, flag="--max-reconsume-times",
-       check=at_least(-1), allowed="-1 or more"),
-    _S("suspend_current_queue_time_ms", parse_int, d.SUSPEND_CURRENT_QUEUE_TIME_MS,
-       "orderly pause after a failure", CONSUMER, check=at_least(1), allowed="1 or more"),
-    _S("consume_timeout_minutes", parse_float, d.CONSUME_TIMEOUT_MINUTES,
-       "handler time limit per call, minutes (consumeTimeout)", CONSUMER, flag="--consume-timeout",
-       check=lambda v: v > 0, allowed="a positive number of minutes"),
-    _S("auto_commit", parse_bool, True, "orderly: commit after each success (false: handler returns Commit())",
-       CONSUMER),
-    _S("post_subscription_when_pull", parse_bool, d.POST_SUBSCRIPTION_WHEN_PULL,
-       "send the tag expression with every pull", CONSUMER),
-    _S("instance_name", parse_str, d.INSTANCE_NAME, "client instance name (DEFAULT: pid#random)", CONSUMER),
-    _S("unit_name", parse_str, None, "client unit name", CONSUMER),
-    _S("client_ip", parse_str, None, "the IP this client reports (default: first non-loopback IPv4)", CONSUMER),
-    _S("heartbeat_interval_ms", parse_int, d.HEARTBEAT_BROKER_INTERVAL_MS, "heartbeat period", CONSUMER,
-       check=at_least(100), allowed="at least 100"),
-    _S("poll_name_server_interval_ms", parse_int, d.POLL_NAME_SERVER_INTERVAL_MS, "route refresh period",
-       CONSUMER, check=at_least(100), allowed="at least 100"),
-    _S("persist_offset_interval_ms", parse_int, d.PERSIST_CONSUMER_OFFSET_INTERVAL_MS, "offset commit period",
-       CONSUMER, check=at_least(100), allowed="at least 100"),
-    _S("rebalance_interval_ms", parse_int, d.REBALANCE_WAIT_INTERVAL_MS, "rebalance period", CONSUMER,
-       check=at_least(100), allowed="at least 100"),
-    _S("offset_store_dir", parse_str, None, "broadcasting: local offset directory (default ~/.rocketmq_offsets)",
-       CONSUMER),
-    _S("otel", parse_bool, False, "OpenTelemetry: a process span per handler call, child of the producer's "
-       "W3C traceparent; exporters from OTEL_* variables (needs rmqrun[otel]; docs/tracing.md)", POOL,
+    _S("pull_batch_size", parse_int, "messages per pull", CONSUMER),
+    _S("consume_message_batch_max_size", parse_int, "messages per handler call (batch handlers)", CONSUMER,
+       flag="--batch-size"),
+    _S("pull_threshold_for_queue", parse_int, "cached messages per queue", CONSUMER),
+    _S("pull_threshold_size_for_queue", parse_int, "cached MiB per queue", CONSUMER),
+    _S("pull_threshold_for_topic", parse_int, "cached messages per topic (-1: off)", CONSUMER),
+    _S("pull_threshold_size_for_topic", parse_int, "cached MiB per topic (-1: off)", CONSUMER),
+    _S("pull_interval_ms", parse_int, "pause between pulls of a queue", CONSUMER),
+    _S("consume_concurrently_max_span", parse_int, "max offset span cached per queue (concurrent)", CONSUMER),
+    _S("max_reconsume_times", parse_int, "retries before the DLQ (-1: 16 concurrent, unlimited orderly)", CONSUMER,
+       flag="--max-reconsume-times"),
+    _S("suspend_current_queue_time_ms", parse_int, "orderly pause after a failure", CONSUMER),
+    _S("consume_timeout_minutes", parse_float, "handler time limit per call, minutes (consumeTimeout)", CONSUMER,
+       flag="--consume-timeout"),
+    _S("auto_commit", parse_bool, "orderly: commit after each success (false: handler returns Commit())", CONSUMER),
+    _S("post_subscription_when_pull", parse_bool, "send the tag expression with every pull", CONSUMER),
+    _S("instance_name", parse_str, "client instance name (DEFAULT: pid#random)", CONSUMER),
+    _S("unit_name", parse_str, "client unit name", CONSUMER),
+    _S("client_ip", parse_str, "the IP this client reports (default: first non-loopback IPv4)", CONSUMER),
+    _S("heartbeat_interval_ms", parse_int, "heartbeat period", CONSUMER),
+    _S("poll_name_server_interval_ms", parse_int, "route refresh period", CONSUMER),
+    _S("persist_offset_interval_ms", parse_int, "offset commit period", CONSUMER),
+    _S("rebalance_interval_ms", parse_int, "rebalance period", CONSUMER),
+    _S("offset_store_dir", parse_str, "broadcasting: local offset directory (default ~/.rocketmq_offsets)", CONSUMER),
+    _S("otel", parse_bool, "OpenTelemetry: a process span per handler call, child of the producer's "
+       "W3C traceparent; exporters from OTEL_* variables (needs rmqrun[otel]; docs/tracing.md)", WORKER,
        flag="--otel"),
-    _S("msg_trace", parse_bool, False, "write RocketMQ message traces of consumption (SubBefore/SubAfter per "
+    _S("msg_trace", parse_bool, "write RocketMQ message traces of consumption (SubBefore/SubAfter per "
        "message, as Java's enableMsgTrace) for mqadmin queryMsgTraceById and the Dashboard", CONSUMER,
        flag="--msg-trace"),
-    _S("msg_trace_topic", parse_name, "RMQ_SYS_TRACE_TOPIC", "the topic message traces go to "
-       "(customizedTraceTopic)", CONSUMER, flag="--msg-trace-topic"),
+    _S("msg_trace_topic", parse_name, "the topic message traces go to (customizedTraceTopic)", CONSUMER,
+       flag="--msg-trace-topic"),
     # --- worker processes
-    _S("workers", parse_int, None, "worker processes (default: CPU count)", POOL, flag="--workers",
-       check=between(1, MAX_WORKERS), allowed=f"an integer from 1 to {MAX_WORKERS}"),
-    _S("worker_init", parse_ref, None, "module:function called once in each worker before messages", POOL,
+    _S("workers", parse_int, "worker processes (default: CPU count)", POOL, flag="--workers"),
+    _S("worker_init", parse_ref, "module:function called once in each worker before messages", WORKER,
        flag="--worker-init"),
-    _S("worker_exit", parse_ref, None, "module:function called once in each worker at exit", POOL),
-    _S("max_messages_per_worker", parse_int, 0, "recycle a worker after this many messages (0: never)", POOL,
-       flag="--max-messages-per-worker", check=at_least(0), allowed="0 or more"),
-    _S("max_messages_jitter", parse_int, None, "a random 0..N added to max_messages_per_worker per worker, so "
-       "workers do not all recycle at once (default: 10% of it)", POOL, flag="--max-messages-jitter",
-       check=at_least(0), allowed="0 or more"),
-    _S("max_memory_per_worker", parse_size, 0, "recycle a worker above this RSS, e.g. 512MiB (0: never)", POOL,
-       flag="--max-memory-per-worker", check=at_least(0), allowed="0 or a size"),
-    _S("long_call_seconds", parse_float, 5.0, "a handler call running this long (or 10 x the usual time per "
+    _S("worker_exit", parse_ref, "module:function called once in each worker at exit", WORKER),
+    _S("max_messages_per_worker", parse_int, "recycle a worker after this many messages (0: never)", WORKER,
+       attr="max_messages", flag="--max-messages-per-worker"),
+    _S("max_messages_jitter", parse_int, "a random 0..N added to max_messages_per_worker per worker, so "
+       "workers do not all recycle at once (default: 10% of it)", WORKER, flag="--max-messages-jitter"),
+    _S("max_memory_per_worker", parse_size, "recycle a worker above this RSS, e.g. 512MiB (0: never)", WORKER,
+       attr="max_memory", flag="--max-memory-per-worker"),
+    _S("long_call_seconds", parse_float, "a handler call running this long (or 10 x the usual time per "
        "message, if longer) is logged, and the work queued behind it on its worker goes to other workers (0: off)",
-       POOL, check=at_least(0), allowed="0 or more seconds"),
-    _S("worker_liveness_timeout", parse_float, 20.0, "a worker that holds work and shows no sign of life "
+       POOL),
+    _S("worker_liveness_timeout", parse_float, "a worker that holds work and shows no sign of life "
        "(picks up no batch, makes no progress, outside a handler call or stopped) for this long is stuck: "
-       "logged, the batches it has not begun go to other workers, not ready when no worker can take work "
-       "(0: off)", POOL, check=at_least(0), allowed="0 or more seconds"),
-    _S("stuck_worker_kill_after", parse_float, 60.0, "a worker still stuck (worker_liveness_timeout) this "
+       "logged, the batches it has not begun go to other workers, not ready when no worker can take work (0: off)",
+       POOL),
+    _S("stuck_worker_kill_after", parse_float, "a worker still stuck (worker_liveness_timeout) this "
        "many seconds later is killed with SIGKILL and replaced; what it had not finished runs again (0: never)",
-       POOL, check=at_least(0), allowed="0 or more seconds"),
-    _S("max_log_record", parse_size, 64 * 1024, "longest log record a handler may write, in characters, e.g. "
-       "64KiB; the rest is cut with a marker saying how much (0: no cap)", POOL, check=at_least(0),
-       allowed="0 or a size"),
-    _S("kill_grace", parse_float, 10.0, "seconds past the time limit before a worker is killed", POOL,
-       check=lambda v: v > 0, allowed="a positive number of seconds"),
-    _S("crash_limit", parse_int, None, "worker deaths no message explains (at boot, or outside a handler call) "
-       "tolerated within crash_window; one more stops rmqrun (default: max(10, 2 x workers))", POOL,
-       check=at_least(1), allowed="1 or more"),
-    _S("crash_window", parse_float, 60.0, "seconds over which crash_limit counts deaths", POOL,
-       check=lambda v: v > 0, allowed="a positive number of seconds"),
-    _S("max_inflight_messages", parse_int, 64, "messages in flight per worker", RUN,
-       check=at_least(1), allowed="1 or more"),
+       POOL),
+    _S("max_log_record", parse_size, "longest log record a handler may write, in characters, e.g. "
+       "64KiB; the rest is cut with a marker saying how much (0: no cap)", WORKER),
+    _S("kill_grace", parse_float, "seconds past the time limit before a worker is killed", WORKER),
+    _S("crash_limit", parse_int, "worker deaths no message explains (at boot, or outside a handler call) "
+       "tolerated within crash_window; one more stops rmqrun (default: max(10, 2 x workers))", POOL),
+    _S("crash_window", parse_float, "seconds over which crash_limit counts deaths", POOL),
+    _S("max_inflight_messages", parse_int, "messages in flight per worker", RUN),
     # --- the run
-    _S("graceful_timeout", parse_float, 30.0, "seconds in-flight work may take on SIGTERM", RUN,
-       attr="grace", flag="--graceful-timeout", check=at_least(0), allowed="0 or more seconds"),
-    _S("status_interval", parse_float, 10.0, "seconds between status lines (0: none)", RUN,
-       check=at_least(0), allowed="0 or more seconds"),
-    _S("ready_broker_timeout", parse_float, 20.0, "not ready (/readyz 503, rmqrun_ready 0) "
-       "when no broker has answered for this many seconds; lag from a broker this quiet is not shown", RUN,
-       check=lambda v: v > 0, allowed="a positive number of seconds"),
-    _S("stall_timeout", parse_float, 300.0, "unhealthy (/healthz 503, no watchdog pings) when work "
-       "waits and no handler call has finished for this many seconds; above the longest normal call "
-       "(0: off)", RUN, check=at_least(0), allowed="0 or more seconds"),
-    _S("watchdog_checks_health", parse_bool, True, "systemd watchdog pings stop while unhealthy (a wedged "
+    _S("graceful_timeout", parse_float, "seconds in-flight work may take on SIGTERM", RUN, attr="grace",
+       flag="--graceful-timeout"),
+    _S("status_interval", parse_float, "seconds between status lines (0: none)", RUN),
+    _S("ready_broker_timeout", parse_float, "not ready (/readyz 503, rmqrun_ready 0) "
+       "when no broker has answered for this many seconds; lag from a broker this quiet is not shown", RUN),
+    _S("stall_timeout", parse_float, "unhealthy (/healthz 503, no watchdog pings) when work "
+       "waits and no handler call has finished for this many seconds; above the longest normal call (0: off)", RUN),
+    _S("watchdog_checks_health", parse_bool, "systemd watchdog pings stop while unhealthy (a wedged "
        "pool), so systemd restarts rmqrun (false: they prove only that the event loop turns)", RUN),
-    _S("log_repeat_interval", parse_float, DEFAULT_REPORT_EVERY_S, "a failure that repeats (broker or name "
+    _S("log_repeat_interval", parse_float, "a failure that repeats (broker or name "
        "server unreachable, a periodic task failing) is logged when it starts and ends, with a summary at "
-       "most every this many seconds", CLI, check=lambda v: v > 0, allowed="a positive number of seconds"),
-    _S("log_level", parse_str, "INFO", "log level", CLI, flag="--log-level", choices=LOG_LEVELS),
-    _S("log_format", parse_lower, "text", "text or json (JSON lines, one object per record)", CLI,
-       flag="--log-format", check=lambda v: v in ("text", "json"), allowed="text or json"),
-    _S("metrics_port", parse_int, 0, "serve Prometheus metrics on this port (0: off)", CLI,
+       "most every this many seconds", CLI, default=DEFAULT_REPORT_EVERY_S, check=positive,
+       allowed="a positive number of seconds"),
+    _S("log_level", parse_str, "log level", WORKER, flag="--log-level"),
+    _S("log_format", parse_lower, "text or json (JSON lines, one object per record)", WORKER, flag="--log-format"),
+    _S("metrics_port", parse_int, "serve Prometheus metrics on this port (0: off)", CLI, default=0,
        flag="--metrics-port", check=between(0, 65535), allowed="0 to 65535"),
-    _S("metrics_host", parse_str, "127.0.0.1", "address the metrics endpoint binds", CLI, flag="--metrics-host"),
+    _S("metrics_host", parse_str, "address the metrics endpoint binds", CLI, default="127.0.0.1",
+       flag="--metrics-host"),
     # --- secure clusters (ACL 1.0 signatures, TLS): every connection of every command
-    _S("access_key", parse_str, None, "ACL access key: every request is signed (needs secret_key or "
-       "secret_key_file)", SECURITY, flag="--access-key"),
-    _S("secret_key", parse_str, None, "ACL secret key (YAML or RMQRUN_SECRET_KEY only: a flag would show it in "
-       "ps; never logged or shown)", SECURITY, secret=True),
-    _S("secret_key_file", parse_str, None, "file holding the ACL secret key (its first line)", SECURITY,
+    _S("access_key", parse_str, "ACL access key: every request is signed (needs secret_key or secret_key_file)",
+       SECURITY, default=None, flag="--access-key"),
+    _S("secret_key", parse_str, "ACL secret key (YAML or RMQRUN_SECRET_KEY only: a flag would show it in "
+       "ps; never logged or shown)", SECURITY, default=None, secret=True),
+    _S("secret_key_file", parse_str, "file holding the ACL secret key (its first line)", SECURITY, default=None,
        flag="--secret-key-file"),
-    _S("security_token", parse_str, None, "ACL security token (STS), sent and signed with every request "
-       "(YAML or RMQRUN_SECURITY_TOKEN only)", SECURITY, secret=True),
-    _S("tls", parse_bool, False, "connect to name servers and brokers with TLS", SECURITY, flag="--tls"),
-    _S("tls_ca_file", parse_str, None, "CA bundle (PEM) the servers' certificates are verified against "
-       "(default: the system's)", SECURITY, flag="--tls-ca-file"),
-    _S("tls_cert_file", parse_str, None, "client certificate (PEM), for servers that ask for one", SECURITY,
+    _S("security_token", parse_str, "ACL security token (STS), sent and signed with every request "
+       "(YAML or RMQRUN_SECURITY_TOKEN only)", SECURITY, default=None, secret=True),
+    _S("tls", parse_bool, "connect to name servers and brokers with TLS", SECURITY, default=False, flag="--tls"),
+    _S("tls_ca_file", parse_str, "CA bundle (PEM) the servers' certificates are verified against "
+       "(default: the system's)", SECURITY, default=None, flag="--tls-ca-file"),
+    _S("tls_cert_file", parse_str, "client certificate (PEM), for servers that ask for one", SECURITY, default=None,
        flag="--tls-cert-file"),
-    _S("tls_key_file", parse_str, None, "the client certificate's private key (PEM; default: in tls_cert_file)",
-       SECURITY, flag="--tls-key-file"),
-    _S("tls_insecure", parse_bool, False, "do not verify the servers' certificates (test clusters only)",
-       SECURITY, flag="--tls-insecure"),
-    _S("event_loop", parse_lower, "auto", "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, "
-       "asyncio", CLI, flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
+    _S("tls_key_file", parse_str, "the client certificate's private key (PEM; default: in tls_cert_file)", SECURITY,
+       default=None, flag="--tls-key-file"),
+    _S("tls_insecure", parse_bool, "do not verify the servers' certificates (test clusters only)", SECURITY,
+       default=False, flag="--tls-insecure"),
+    _S("event_loop", parse_lower, "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, asyncio", CLI,
+       default="auto", flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
        allowed="auto, uvloop or asyncio"),
 )
 
@@ -494,30 +492,25 @@ def missing(resolved: Resolved, keys: Mapping[str, str] = ESSENTIALS) -> ConfigE
     return ConfigError("missing " + ", ".join(f"{k} ({keys[k]})" for k in gaps))
 
 
-def build(resolved: Resolved) -> "RunSettings":
-    """The engine, pool and run settings; refuses missing essentials with what to do."""
-    from rmqrun.supervisor.pool_config import PoolConfig
-    from rmqrun.supervisor.supervisor import RunSettings
+def build(resolved: Resolved) -> RunSettings:
+    """The engine, worker, pool and run settings, each value set once where it is built; refuses missing
+    essentials with what to do. The workers take four values of the consumer's: the batch size, the time limit
+    (consumeTimeout, in seconds), the namespace they take off topics and the group their spans name."""
     gap = missing(resolved)
     if gap is not None:
         raise gap
     v = resolved.values
-    kw: dict[str, dict[str, Any]] = {CONSUMER: {}, POOL: {}, RUN: {}}
+    kw: dict[str, dict[str, Any]] = {target: {} for target in FIELDS_OF}
     for s in SETTINGS:
-        if s.target not in (CLI, SECURITY) and v.get(s.key) is not None:
+        if s.target in FIELDS_OF and v.get(s.key) is not None:
             kw[s.target][s.field_name] = v[s.key]
     consumer_kw = kw[CONSUMER]
     consumer_kw["subscriptions"] = subscriptions_of(resolved)
     consumer_kw["security"] = security_of(resolved)
     consumer_kw.setdefault("consume_timestamp", default_consume_timestamp())
     consumer = ConsumerConfig(**consumer_kw).validate()
-    pool_kw = kw[POOL]
-    pool_kw["batch_size"] = consumer.consume_message_batch_max_size
-    pool_kw["time_limit"] = consumer.consume_timeout_minutes * 60
-    pool_kw["log_level"] = v["log_level"]
-    pool_kw["log_format"] = v["log_format"]
-    pool = PoolConfig(**pool_kw)
-    return RunSettings(consumer=consumer, pool=pool, **kw[RUN])
+    worker = worker_config_for(consumer, **kw[WORKER])
+    return RunSettings(consumer=consumer, pool=PoolConfig(worker, **kw[POOL]), **kw[RUN])
 
 
 def describe(resolved: Resolved | None = None, width: int = 100) -> str:

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable
+from typing import Any
 
 from rmqrun.namespace import MAX_GROUP_LENGTH, check_namespace
 
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024, "m": 1024**2, "mb": 1024**2, "mib": 1024**2,
                "g": 1024**3, "gb": 1024**3, "gib": 1024**3}
 _NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-#: the most worker processes a pool may have: one bound for ``run --workers`` and ``demo --workers``
-MAX_WORKERS = 4096
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _REF_RE = re.compile(rf"^{_IDENT}(\.{_IDENT})*(:{_IDENT}(\.{_IDENT})*)?$")
 _HOST_PORT_RE = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
@@ -206,11 +204,3 @@ def parse_timestamp(value: Any) -> str:
     if len(text) != 14:
         raise ValueError("a time as yyyyMMddHHmmss, e.g. 20240131235900")
     return text
-
-
-def between(lo: float, hi: float) -> Callable[[Any], bool]:
-    return lambda v: lo <= v <= hi
-
-
-def at_least(lo: float) -> Callable[[Any], bool]:
-    return lambda v: v >= lo

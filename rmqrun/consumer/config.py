@@ -11,17 +11,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate_nearby import DEFAULT_BROKER_ROOMS, DEFAULT_CONSUMER_ROOMS, is_nearby
 from rmqrun.consumer.allocate_nearby import NAME as NEARBY
 from rmqrun.consumer.allocate_settings import configured_strategy
 from rmqrun.consumer.consume_mode import ConsumeMode, mode_of
-from rmqrun.consumer.key_order import ORDER_BY, parse_order_key
+from rmqrun.consumer.key_order import ORDER_BY, ORDER_KEYS, valid_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.topic_names import retry_topic
+from rmqrun.setting_rules import at_least, between, check_fields, one_of, positive, ruled, words
 
 MESSAGE_MODELS = ("CLUSTERING", "BROADCASTING")
 CONSUME_FROM = (
@@ -29,6 +31,15 @@ CONSUME_FROM = (
     # deprecated spellings that behave like LAST_OFFSET in the Java client
     "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST", "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
 )
+
+
+#: Java's ``int``: the upper bound of the counts and times the client sends as one
+JAVA_INT_MAX = 2**31 - 1
+
+
+def _off_or(ok: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    """-1 (the limit is off) or what ``ok`` accepts."""
+    return lambda v: (v == -1 and not isinstance(v, bool)) or ok(v)
 
 
 def default_consume_timestamp() -> str:
@@ -43,32 +54,44 @@ class ConsumerConfig:
     #: topic -> tag expression (``"TagA || TagB"``, ``"*"``)
     subscriptions: dict[str, str] = field(default_factory=dict)
     orderly: bool = False
-    message_model: str = d.MESSAGE_MODEL
-    consume_from_where: str = d.CONSUME_FROM_WHERE
+    message_model: str = ruled(d.MESSAGE_MODEL, ok=one_of(*MESSAGE_MODELS))
+    consume_from_where: str = ruled(d.CONSUME_FROM_WHERE, ok=one_of(*CONSUME_FROM))
     consume_timestamp: str = field(default_factory=default_consume_timestamp)
     allocate_strategy: str = d.ALLOCATE_STRATEGY
-    pull_threshold_for_queue: int = d.PULL_THRESHOLD_FOR_QUEUE
-    pull_threshold_size_for_queue: int = d.PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB
-    pull_threshold_for_topic: int = d.PULL_THRESHOLD_FOR_TOPIC
-    pull_threshold_size_for_topic: int = d.PULL_THRESHOLD_SIZE_FOR_TOPIC_MIB
-    pull_interval_ms: int = d.PULL_INTERVAL_MS
-    pull_batch_size: int = d.PULL_BATCH_SIZE
-    consume_message_batch_max_size: int = d.CONSUME_MESSAGE_BATCH_MAX_SIZE
-    consume_concurrently_max_span: int = d.CONSUME_CONCURRENTLY_MAX_SPAN
+    # the ranges are DefaultMQPushConsumerImpl.checkConfig's
+    pull_threshold_for_queue: int = ruled(d.PULL_THRESHOLD_FOR_QUEUE, ok=between(1, 65535),
+                                          allowed="an integer from 1 to 65535")
+    pull_threshold_size_for_queue: int = ruled(d.PULL_THRESHOLD_SIZE_FOR_QUEUE_MIB, ok=between(1, 1024),
+                                               allowed="an integer from 1 to 1024")
+    pull_threshold_for_topic: int = ruled(d.PULL_THRESHOLD_FOR_TOPIC, ok=_off_or(between(1, 6553500)),
+                                          allowed="-1 or 1 to 6553500")
+    pull_threshold_size_for_topic: int = ruled(d.PULL_THRESHOLD_SIZE_FOR_TOPIC_MIB, ok=_off_or(between(1, 102400)),
+                                               allowed="-1 or 1 to 102400")
+    pull_interval_ms: int = ruled(d.PULL_INTERVAL_MS, ok=between(0, 65535), allowed="0 to 65535")
+    pull_batch_size: int = ruled(d.PULL_BATCH_SIZE, ok=between(1, 1024), allowed="an integer from 1 to 1024")
+    consume_message_batch_max_size: int = ruled(d.CONSUME_MESSAGE_BATCH_MAX_SIZE, ok=between(1, 1024),
+                                                allowed="an integer from 1 to 1024")
+    consume_concurrently_max_span: int = ruled(d.CONSUME_CONCURRENTLY_MAX_SPAN, ok=between(1, 65535),
+                                               allowed="1 to 65535")
     post_subscription_when_pull: bool = d.POST_SUBSCRIPTION_WHEN_PULL
-    max_reconsume_times: int = d.MAX_RECONSUME_TIMES
-    suspend_current_queue_time_ms: int = d.SUSPEND_CURRENT_QUEUE_TIME_MS
-    consume_timeout_minutes: float = d.CONSUME_TIMEOUT_MINUTES
+    max_reconsume_times: int = ruled(d.MAX_RECONSUME_TIMES, ok=between(-1, JAVA_INT_MAX),
+                                     allowed=f"-1 to {JAVA_INT_MAX}")
+    suspend_current_queue_time_ms: int = ruled(d.SUSPEND_CURRENT_QUEUE_TIME_MS, ok=between(1, JAVA_INT_MAX),
+                                               allowed=f"1 to {JAVA_INT_MAX}")
+    consume_timeout_minutes: float = ruled(d.CONSUME_TIMEOUT_MINUTES, ok=positive,
+                                           allowed="a positive number of minutes")
     #: orderly only: False means the handler commits with Commit() (Java setAutoCommit)
     auto_commit: bool = True
     instance_name: str = d.INSTANCE_NAME
     unit_name: str | None = None
     client_ip: str | None = None
-    heartbeat_interval_ms: int = d.HEARTBEAT_BROKER_INTERVAL_MS
-    poll_name_server_interval_ms: int = d.POLL_NAME_SERVER_INTERVAL_MS
-    persist_offset_interval_ms: int = d.PERSIST_CONSUMER_OFFSET_INTERVAL_MS
+    heartbeat_interval_ms: int = ruled(d.HEARTBEAT_BROKER_INTERVAL_MS, ok=at_least(100), allowed="at least 100")
+    poll_name_server_interval_ms: int = ruled(d.POLL_NAME_SERVER_INTERVAL_MS, ok=at_least(100),
+                                              allowed="at least 100")
+    persist_offset_interval_ms: int = ruled(d.PERSIST_CONSUMER_OFFSET_INTERVAL_MS, ok=at_least(100),
+                                            allowed="at least 100")
     pull_time_delay_ms_when_exception: int = d.PULL_TIME_DELAY_MS_WHEN_EXCEPTION
-    rebalance_interval_ms: int = d.REBALANCE_WAIT_INTERVAL_MS
+    rebalance_interval_ms: int = ruled(d.REBALANCE_WAIT_INTERVAL_MS, ok=at_least(100), allowed="at least 100")
     lock_interval_ms: int = d.REBALANCE_LOCK_INTERVAL_MS
     #: broadcasting: where the local offset file lives (Java: ~/.rocketmq_offsets)
     offset_store_dir: str | None = None
@@ -80,17 +103,20 @@ class ConsumerConfig:
     security: ClientSecurity | None = field(default=None, repr=False)
     #: orderly unit: "queue" (Java: one job per queue at a time) or "key" (per message key, parallel
     #: across keys; implies orderly, see rmqrun/consumer/consume_keyed.py)
-    order_by: str = "queue"
+    order_by: str = ruled("queue", ok=words(*ORDER_BY))
     #: where a message's key comes from in key mode: sharding_key, keys, tags or property:NAME
-    order_key: str = "sharding_key"
+    order_key: str = ruled("sharding_key", ok=valid_order_key, allowed=", ".join(ORDER_KEYS[:-1]) +
+                           f" or {ORDER_KEYS[-1]}")
     #: "pull" (queues rebalanced among the group's clients), "pop" (RocketMQ 5.x: the broker hands
     #: messages of any queue to any client; see rmqrun/consumer/pop_push.py) or "auto" (per topic as the
     #: broker's mode table says; see rmqrun/consumer/mode_follow.py)
-    consume_mode: str = d.CONSUME_MODE
-    pop_invisible_time_ms: int = d.POP_INVISIBLE_TIME_MS
-    pop_poll_time_ms: int = d.POP_POLL_TIME_MS
-    pop_batch_size: int = d.POP_BATCH_NUMS
-    pop_threshold_for_queue: int = d.POP_THRESHOLD_FOR_QUEUE
+    consume_mode: str = ruled(d.CONSUME_MODE, ok=words(*d.CONSUME_MODES))
+    pop_invisible_time_ms: int = ruled(d.POP_INVISIBLE_TIME_MS, ok=between(d.MIN_POP_INVISIBLE_TIME_MS,
+                                                                           d.MAX_POP_INVISIBLE_TIME_MS),
+                                       allowed=f"{d.MIN_POP_INVISIBLE_TIME_MS} to {d.MAX_POP_INVISIBLE_TIME_MS} ms")
+    pop_poll_time_ms: int = ruled(d.POP_POLL_TIME_MS, ok=between(1000, 60_000), allowed="1000 to 60000 ms")
+    pop_batch_size: int = ruled(d.POP_BATCH_NUMS, ok=between(1, 32), allowed="an integer from 1 to 32")
+    pop_threshold_for_queue: int = ruled(d.POP_THRESHOLD_FOR_QUEUE, ok=between(1, 65535), allowed="1 to 65535")
     #: MACHINE_ROOM_NEARBY (rmqrun/consumer/allocate_nearby.py): this instance's machine room, the
     #: strategy applied within a room, and how a broker's and a consumer's room are read from their names
     machine_room: str | None = None
@@ -155,13 +181,10 @@ class ConsumerConfig:
         return dataclasses.replace(self, group=wrap(ns, self.group), subscriptions=subs)
 
     def validate(self) -> "ConsumerConfig":
+        """Each field's own rule (declared on it, the settings table checks the same), then what depends on
+        several: the required names, the consume mode's combinations, the namespace and name lengths."""
         def bad(name: str, value: object, allowed: str) -> ConfigError:
             return ConfigError(f"{name}={value!r} is invalid: {allowed}")
-
-        def in_range(name: str, lo: int, hi: int) -> None:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-                raise bad(name, value, f"must be an integer from {lo} to {hi}")
 
         if not self.group or not isinstance(self.group, str):
             raise bad("group", self.group, "a consumer group name is required")
@@ -171,35 +194,11 @@ class ConsumerConfig:
             raise bad("namesrv", self.namesrv, "give the name server address(es), e.g. 127.0.0.1:9876")
         if not self.subscriptions:
             raise bad("subscriptions", self.subscriptions, "subscribe to at least one topic")
-        if self.message_model not in MESSAGE_MODELS:
-            raise bad("message_model", self.message_model, f"one of {', '.join(MESSAGE_MODELS)}")
-        if self.consume_from_where not in CONSUME_FROM:
-            raise bad("consume_from_where", self.consume_from_where, f"one of {', '.join(CONSUME_FROM[:3])}")
+        check_fields(self)
         try:
             time.strptime(self.consume_timestamp, "%Y%m%d%H%M%S")
         except (TypeError, ValueError):
             raise bad("consume_timestamp", self.consume_timestamp, "format yyyyMMddHHmmss") from None
-        in_range("consume_concurrently_max_span", 1, 65535)
-        in_range("pull_threshold_for_queue", 1, 65535)
-        in_range("pull_threshold_size_for_queue", 1, 1024)
-        if self.pull_threshold_for_topic != -1:
-            in_range("pull_threshold_for_topic", 1, 6553500)
-        if self.pull_threshold_size_for_topic != -1:
-            in_range("pull_threshold_size_for_topic", 1, 102400)
-        in_range("pull_interval_ms", 0, 65535)
-        in_range("consume_message_batch_max_size", 1, 1024)
-        in_range("pull_batch_size", 1, 1024)
-        in_range("max_reconsume_times", -1, 2**31 - 1)
-        in_range("suspend_current_queue_time_ms", 1, 2**31 - 1)
-        if not (isinstance(self.consume_timeout_minutes, (int, float)) and self.consume_timeout_minutes > 0):
-            raise bad("consume_timeout_minutes", self.consume_timeout_minutes, "a positive number of minutes")
-        if self.order_by not in ORDER_BY:
-            raise bad("order_by", self.order_by, f"one of {', '.join(ORDER_BY)}")
-        try:
-            parse_order_key(self.order_key)
-        except ValueError as exc:
-            raise bad("order_key", self.order_key, str(exc)) from None
-        self._validate_pop(bad, in_range)
         self._validate_allocation(bad)
         self.mode.validate(self)
         for topic, expr in self.subscriptions.items():
@@ -222,11 +221,3 @@ class ConsumerConfig:
         if is_nearby(self.allocate_strategy) and self.consume_mode == "pop":
             raise bad("allocate_strategy", self.allocate_strategy, f"{NEARBY} allocates pulled queues in the "
                       "client; with POP the broker assigns queues (AVG); use --consume-mode pull")
-
-    def _validate_pop(self, bad, in_range) -> None:  # type: ignore[no-untyped-def]
-        if self.consume_mode not in d.CONSUME_MODES:
-            raise bad("consume_mode", self.consume_mode, f"one of {', '.join(d.CONSUME_MODES)}")
-        in_range("pop_invisible_time_ms", d.MIN_POP_INVISIBLE_TIME_MS, d.MAX_POP_INVISIBLE_TIME_MS)
-        in_range("pop_poll_time_ms", 1000, 60_000)
-        in_range("pop_batch_size", 1, 32)
-        in_range("pop_threshold_for_queue", 1, 65535)

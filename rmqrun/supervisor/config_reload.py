@@ -45,8 +45,10 @@ __all__ = ["ConfigChange", "reload_with_config"]
 class ConfigChange:
     """A HUP's fresh reading of the configuration, as far as it differs from the running one."""
 
-    #: PoolConfig fields to change (what the fresh workers start with, and the worker count)
+    #: PoolConfig fields to change (the worker count, the crash guard's limits)
     pool: dict[str, Any] = field(default_factory=dict)
+    #: WorkerConfig fields to change: what the fresh workers start with
+    worker: dict[str, Any] = field(default_factory=dict)
     #: the new graceful stop budget (seconds), None when unchanged
     grace: float | None = None
     #: ``key old -> new`` of each setting applied live, for the log line
@@ -68,7 +70,7 @@ async def reload_with_config(supervisor: Supervisor, read: Callable[[], ConfigCh
     pool = executor.pool
     old = pool.config
     try:
-        new = dataclasses.replace(old, **change.pool)
+        new = dataclasses.replace(old, worker=dataclasses.replace(old.worker, **change.worker), **change.pool)
     except ConfigError as exc:  # a combination the pool refuses (its own checks)
         logger.error("SIGHUP refused: {}; nothing reloaded, the running workers and settings carry on", exc)
         return
@@ -93,17 +95,14 @@ async def reload_with_config(supervisor: Supervisor, read: Callable[[], ConfigCh
 
 
 def _set_pool_config(supervisor: Supervisor, config: Any) -> None:
-    """The pool settings fresh workers start with, and the crash guard's limits.
-
-    The pool reads ``_wcfg`` when it spawns; it has no setter of its own (pool.py is at the size limit)."""
+    """The pool settings fresh workers start with (the pool sends ``config.worker`` as it spawns), and the
+    crash guard's limits; the pool has no setter of its own (pool.py is at the size limit)."""
     pool = supervisor.executor.pool
     pool.config = config
-    pool._wcfg = config.worker_config()
     guard = pool._crash_guard
     guard.limit, guard.window = config.effective_crash_limit, config.crash_window
     supervisor.executor.config = config
-    supervisor.settings.pool = dataclasses.replace(supervisor.settings.pool, handler=config.handler,
-                                                   workers=config.workers)
+    supervisor.settings.pool = config
 
 
 def _resize(supervisor: Supervisor, workers: int) -> None:

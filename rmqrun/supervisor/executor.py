@@ -134,7 +134,7 @@ class PoolExecutor:
         self._sweeper: asyncio.TimerHandle | None = None
         self._isolations: set[asyncio.Task[None]] = set()
         #: the pool stops a call at its time limit and answers for every batch (lost ones are redispatched)
-        self.enforces_time_limit = config.time_limit > 0
+        self.enforces_time_limit = config.worker.time_limit > 0
         #: a job with ``after`` goes behind that job in its worker's pipe, run only if that one succeeded
         self.runs_chains = True
         #: ``time.monotonic()`` of the latest batch to finish (or of a worker's loss: the pool moved)

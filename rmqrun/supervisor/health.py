@@ -40,20 +40,19 @@ from loguru import logger
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.supervisor.snapshot import HealthSnapshot, health_of
 
-#: defaults of the settings of the same names (seconds)
-READY_BROKER_TIMEOUT_S = 20.0
-STALL_TIMEOUT_S = 300.0
 #: how often the watch looks
 WATCH_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, slots=True)
 class HealthLimits:
-    ready_broker_timeout: float = READY_BROKER_TIMEOUT_S
+    """The run's limits the verdicts apply (their defaults are RunSettings', written there once)."""
+
+    ready_broker_timeout: float
     #: 0: the stall rule is off
-    stall_timeout: float = STALL_TIMEOUT_S
+    stall_timeout: float
     #: the consume time limit of one handler call (0: none)
-    time_limit: float = 0.0
+    time_limit: float
 
 
 class Verdict(NamedTuple):

@@ -208,7 +208,7 @@ class LongCallWatch:
         offsets = batch.queue_offsets()
         where = f"offset {offsets[start]}" if end - start <= 1 or end > len(offsets) else \
             f"offsets {offsets[start]}..{offsets[end - 1]}"
-        time_limit = self.executor.config.time_limit
+        time_limit = self.executor.config.worker.time_limit
         then = (f"at the time limit ({time_limit:g} s) the call is interrupted and the message retried"
                 if time_limit > 0 else "there is no time limit (time_limit 0)")
         logger.warning("worker {} (pid {}) has been in one handler call for {:.1f} s: message at {} of {} "

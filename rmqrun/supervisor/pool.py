@@ -151,7 +151,6 @@ class Pool:
         self._on_result = on_result
         self._on_worker_lost = on_worker_lost
         self._on_fatal = on_fatal
-        self._wcfg = config.worker_config()
         self._loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._state = "new"
         self._slots: list[WorkerProcess] = []
@@ -171,7 +170,7 @@ class Pool:
         #: replacements of workers that died unexpectedly / were recycled (limits), for metrics
         self.restarts = 0
         self.recycles = 0
-        limit = config.time_limit
+        limit = config.worker.time_limit
         self._tick_interval = min(1.0, max(0.02, limit / 20)) if limit > 0 else 1.0
 
     # ------------------------------------------------------------------ public API
@@ -220,7 +219,7 @@ class Pool:
             self._finish_stop()
             raise
         self._state = "running"
-        logger.info("pool started: {} workers, handler {}", len(self._slots), self.config.handler)
+        logger.info("pool started: {} workers, handler {}", len(self._slots), self.config.worker.handler)
 
     def submit(self, worker_id: int, batch: Batch) -> None:
         """Send a batch to a worker slot; its result comes back through ``on_result``."""
@@ -384,7 +383,7 @@ class Pool:
 
     # ------------------------------------------------------------------ processes
     def _spawn(self, slot: int) -> WorkerProcess:
-        boot = encode(Boot(slot, dataclasses.asdict(self._wcfg), list(sys.path)))
+        boot = encode(Boot(slot, dataclasses.asdict(self.config.worker), list(sys.path)))
         proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death)
         self._procs.add(proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
@@ -523,7 +522,8 @@ class Pool:
 
     def _tick(self) -> None:
         now = self._loop.time()
-        hard = self.config.time_limit + self.config.kill_grace if self.config.time_limit > 0 else 0.0
+        worker = self.config.worker
+        hard = worker.time_limit + worker.kill_grace if worker.time_limit > 0 else 0.0
         for proc in list(self._procs):
             if proc.dead or proc.kill_reason:
                 continue

@@ -224,7 +224,7 @@ def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
     engine = supervisor.engine
     tracer = supervisor.tracing.dispatcher if supervisor.tracing is not None else None
     return SupervisorSnapshot(
-        settings.consumer.group, settings.pool.handler, supervisor.ready, health_of(supervisor), pool.size,
+        settings.consumer.group, settings.pool.worker.handler, supervisor.ready, health_of(supervisor), pool.size,
         pool.restarts, pool.recycles, executor.in_flight, executor.waiting, slots,
         None if engine is None else _consume_of(engine, supervisor.health_limits.ready_broker_timeout),
         None if tracer is None else tracer.dropped, None if tracer is None else tracer.send_failures)

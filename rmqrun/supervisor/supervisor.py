@@ -26,12 +26,9 @@ stop with exit 0 for a clean one and never restart it).
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import signal
 import time
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
-from typing import Callable
 
 from loguru import logger
 
@@ -42,14 +39,15 @@ from rmqrun.consumer.trace_hook import TracingExecutor, consumer_tracing
 from rmqrun.errors import ConfigError
 from rmqrun.pipe import procs
 from rmqrun.supervisor.cluster_wait import start_when_reachable
-from rmqrun.supervisor.config_reload import ConfigChange, reload_with_config
+from rmqrun.supervisor.config_reload import reload_with_config
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.health import (
-    READY_BROKER_TIMEOUT_S, STALL_TIMEOUT_S, HealthLimits, HealthWatch, Verdict, liveness, readiness,
+    HealthLimits, HealthWatch, Verdict, liveness, readiness,
 )
 from rmqrun.supervisor.pool import PoolError, WorkerBootError
 from rmqrun.supervisor.lineage import owner_of
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.run_settings import RunSettings
 from rmqrun.supervisor.signal_senders import UNKNOWN_SENDER, SignalReceiver
 from rmqrun.supervisor.snapshot import SupervisorSnapshot, health_of, snapshot_of
 from rmqrun.supervisor.status_line import StatusLine, plural
@@ -59,41 +57,24 @@ EXIT_FATAL = 1
 EXIT_BOOT = 3  # the handler or a hook does not import (same number as the worker's)
 
 
-@dataclass(slots=True)
-class RunSettings:
-    consumer: ConsumerConfig
-    pool: PoolConfig
-    #: seconds in-flight work may take to finish on TERM/INT
-    grace: float = 30.0
-    #: seconds between status log lines (0 = none)
-    status_interval: float = 10.0
-    max_inflight_messages: int = 64
-    #: not ready when no broker has answered for this long (seconds)
-    ready_broker_timeout: float = READY_BROKER_TIMEOUT_S
-    #: unhealthy when work waits and no handler call has finished for this long (seconds; 0: off)
-    stall_timeout: float = STALL_TIMEOUT_S
-    #: the systemd watchdog pings stop while rmqrun is unhealthy (a wedged pool), so systemd restarts it
-    watchdog_checks_health: bool = True
-    #: called with a short status text now and then (systemd STATUS=, the demo's progress)
-    on_status: Callable[[str], None] | None = field(default=None, repr=False)
-    #: called once when consuming has started (systemd READY=1)
-    on_ready: Callable[[], None] | None = field(default=None, repr=False)
-    #: called when a graceful stop begins (systemd STOPPING=1)
-    on_stopping: Callable[[], None] | None = field(default=None, repr=False)
-    #: read each signal's sender (and ignore those from workers): blocks the command signals in this thread,
-    #: which child processes started meanwhile inherit (see signal_senders); ``rmqrun run`` turns it on
-    signal_senders: bool = False
-    #: HUP reads the configuration anew with this (``rmqrun run``: file, environment, flags) and applies what
-    #: can change live (:mod:`rmqrun.supervisor.config_reload`); None: HUP starts fresh workers only
-    reload_config: Callable[[], ConfigChange] | None = field(default=None, repr=False)
+def _check_agree(consumer: ConsumerConfig, pool: PoolConfig) -> None:
+    """The workers take the consumer's namespace off message topics and name its group in their spans; a pool
+    built apart from its consumer would show handlers the wrong names. ``rmqrun run``'s settings table builds
+    the WorkerConfig from the consumer's values; a program building its own is told what to set."""
+    worker = pool.worker
+    if (worker.namespace or None) != (consumer.namespace or None):
+        raise ConfigError(f"the workers' namespace {worker.namespace!r} is not the consumer's "
+                          f"{consumer.namespace!r}: build the WorkerConfig with namespace=consumer.namespace")
+    if worker.otel and worker.consumer_group != consumer.group:
+        raise ConfigError(f"the workers' consumer_group {worker.consumer_group!r} is not the consumer's group "
+                          f"{consumer.group!r}: build the WorkerConfig with consumer_group=consumer.group")
 
 
 class Supervisor:
     def __init__(self, settings: RunSettings) -> None:
         self.settings = settings
-        # workers take the consumer's namespace off message topics: one source for both
-        pool = dataclasses.replace(settings.pool, namespace=settings.consumer.namespace,
-                                   consumer_group=settings.consumer.group)
+        pool = settings.pool
+        _check_agree(settings.consumer, pool)
         self.executor = PoolExecutor(pool, max_inflight_messages=settings.max_inflight_messages)
         #: msg_trace: the executor the engine runs its jobs through, writing message traces (None: off)
         self.tracing: TracingExecutor | None = consumer_tracing(settings.consumer, self.executor)
@@ -111,7 +92,7 @@ class Supervisor:
         self._stop_requested = asyncio.Event()
         self._reload_task: asyncio.Task[None] | None = None
         self.health_limits = HealthLimits(settings.ready_broker_timeout, settings.stall_timeout,
-                                          pool.time_limit)
+                                          pool.worker.time_limit)
         #: the status line's previous count and time (its rate covers one interval)
         self._status_line: StatusLine | None = None
 
@@ -190,7 +171,7 @@ class Supervisor:
                     ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",
                     self.settings.consumer.message_model, mode,
-                    plural(self.executor.pool.size, "worker"), self.settings.pool.handler)
+                    plural(self.executor.pool.size, "worker"), self.settings.pool.worker.handler)
         self.ready = True
         self._set_phase("consuming")
         if self.settings.on_ready:

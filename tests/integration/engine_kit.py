@@ -9,6 +9,7 @@ into a file, so the tests check what the handler really saw.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from collections import defaultdict
@@ -20,7 +21,8 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.producer import Producer
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.model import MessageQueue
-from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
@@ -63,9 +65,22 @@ def consumer_config(namesrv: str, group: str, topic: str, **kw: object) -> Consu
                           **kw)  # type: ignore[arg-type]
 
 
-def pool_config(handler: str, workers: int = 2, **kw: object) -> PoolConfig:
+#: the settings each worker boots with; the rest of a pool_config() keyword goes to the PoolConfig
+WORKER_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerConfig))
+
+
+def pool_config(handler: str, workers: int = 2, consumer: ConsumerConfig | None = None, **kw: object) -> PoolConfig:
+    """A pool of ``workers`` running ``handler``; with ``consumer``, its workers take that consumer's namespace
+    and group (as ``rmqrun run`` builds them)."""
     kw.setdefault("boot_timeout", 30.0)
-    return PoolConfig(handler=handler, workers=workers, **kw)  # type: ignore[arg-type]
+    own = {k: v for k, v in kw.items() if k in WORKER_FIELDS}
+    if consumer is not None:  # a test may still give its workers another batch size or time limit
+        given = {k: own.pop(k) for k in ("batch_size", "time_limit") if k in own}
+        worker = dataclasses.replace(worker_config_for(consumer, handler, **own), **given)
+    else:
+        worker = WorkerConfig(handler, **{"batch_size": 1, "time_limit": 900.0, **own})  # type: ignore[arg-type]
+    return PoolConfig(worker, workers=workers,
+                      **{k: v for k, v in kw.items() if k not in WORKER_FIELDS})  # type: ignore[arg-type]
 
 
 class Running:

@@ -29,6 +29,7 @@ from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 
 pytestmark = pytest.mark.timeout(90)
@@ -61,8 +62,8 @@ async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignor
 
 
 def _executor(max_inflight_messages: int) -> PoolExecutor:
-    return PoolExecutor(PoolConfig(handler="workers.misbehave:sleep", workers=1, boot_timeout=30.0,
-                                   log_level="WARNING"), max_inflight_messages=max_inflight_messages)
+    worker = WorkerConfig("workers.misbehave:sleep", log_level="WARNING", batch_size=1, time_limit=900.0)
+    return PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=max_inflight_messages)
 
 
 @pytest.fixture(autouse=True)

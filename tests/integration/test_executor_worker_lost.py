@@ -24,6 +24,7 @@ from rmqrun.consumer.executor import ConsumeJob
 from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.signals_kit import read_deliveries
 
@@ -52,8 +53,9 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
     monkeypatch.setenv("PROBE_HANG_IDX", "0")  # the first delivery of idx 0 sleeps for an hour
 
     async def scenario() -> None:
-        ex = PoolExecutor(PoolConfig(handler="tests.integration.probe_handler:hang", workers=1, boot_timeout=30.0,
-                                     log_level="WARNING"), max_inflight_messages=100)
+        worker = WorkerConfig("tests.integration.probe_handler:hang", log_level="WARNING", batch_size=1,
+                              time_limit=900.0)
+        ex = PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=100)
         await ex.start()
         assert ex.dispatcher is not None
         ex.dispatcher.pipeline_budget = math.inf  # the second job goes to the busy worker's pipe

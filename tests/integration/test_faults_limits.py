@@ -22,7 +22,7 @@ def test_rss_limit_holds_within_one_handler_call(tmp_path: Path, monkeypatch: py
     limit, per_call = 300 << 20, 64 << 20
 
     async def scenario() -> None:
-        async with Harness("tests.integration.crash_handler:leak_rss", max_memory_per_worker=limit) as h:
+        async with Harness("tests.integration.crash_handler:leak_rss", max_memory=limit) as h:
             (first,) = h.pids(0)
             batch = h.submit(0, records(20))  # one batch: the limit must hold inside it, not only between batches
             result = await h.result(batch, timeout=60)

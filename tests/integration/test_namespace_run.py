@@ -53,7 +53,7 @@ def test_concurrent_consumer_wraps_every_name_on_the_wire_and_shows_the_handler_
         async with broker(tmp_path, message_delay_levels=FAST_DELAYS) as eb:
             await produce(eb.namesrv_address, f"{NS}%NsT", 10)
             cfg = consumer_config(eb.namesrv_address, "GNs", "NsT", namespace=NS, max_reconsume_times=1)
-            async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+            async with Running(cfg, pool_config(HANDLER, workers=2, consumer=cfg)) as r:
                 # the handler is told the plain names; the engine uses the wrapped ones
                 assert r.supervisor.engine is not None
                 assert {mq.topic for mq in r.supervisor.engine.table} == {f"{NS}%NsT", f"%RETRY%{NS}%GNs"}
@@ -106,7 +106,7 @@ def test_orderly_consumer_locks_wrapped_queues_and_dead_letters_into_the_namespa
             await produce(eb.namesrv_address, f"{NS}%NsO", 8)
             cfg = consumer_config(eb.namesrv_address, "GNsO", "NsO", namespace=NS, orderly=True,
                                   max_reconsume_times=1, suspend_current_queue_time_ms=100)
-            async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
+            async with Running(cfg, pool_config(HANDLER, workers=2, consumer=cfg)) as r:
                 engine = r.supervisor.engine
                 assert engine is not None
                 locked = [mq for mq in engine.table if mq.topic == f"{NS}%NsO"]

@@ -20,6 +20,7 @@ from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, produce, \
     wait_for
@@ -72,7 +73,8 @@ async def _pair(ex: PoolExecutor, first: list[int], second: list[int],
 
 def _run(scenario, handler: str = "tests.integration.pipeline_handler:handle", workers: int = 2) -> None:
     async def main() -> None:
-        ex = PoolExecutor(PoolConfig(handler=handler, workers=workers, boot_timeout=30.0, log_level="WARNING"))
+        worker = WorkerConfig(handler, log_level="WARNING", batch_size=1, time_limit=900.0)
+        ex = PoolExecutor(PoolConfig(worker, workers=workers, boot_timeout=30.0))
         await ex.start()
         try:
             await scenario(ex)

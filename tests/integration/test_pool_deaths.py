@@ -107,10 +107,11 @@ def test_a_replacement_that_cannot_import_the_handler_is_fatal_at_once(
 SUPERVISOR_SCRIPT = """
 import asyncio, sys
 from rmqrun.supervisor.pool import Pool, PoolConfig
+from rmqrun.pipe.worker_config import WorkerConfig
 
 async def main():
-    pool = Pool(PoolConfig(handler="workers.noop:handle", workers=2, log_level="WARNING"),
-                on_result=print, on_worker_lost=print)
+    worker = WorkerConfig("workers.noop:handle", log_level="WARNING", batch_size=1, time_limit=900.0)
+    pool = Pool(PoolConfig(worker, workers=2), on_result=print, on_worker_lost=print)
     await pool.start()
     print(" ".join(str(w.pid) for w in pool.workers()), flush=True)
     await asyncio.sleep(3600)

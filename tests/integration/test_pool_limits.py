@@ -50,7 +50,7 @@ def test_hard_time_limit_kills_the_worker_and_reports_the_batch_failed(mode, fai
 
 def test_max_messages_recycles_gracefully_with_the_replacement_started_first() -> None:
     async def scenario() -> None:
-        async with Harness("workers.noop:handle", max_messages_per_worker=5, max_messages_jitter=0) as h:
+        async with Harness("workers.noop:handle", max_messages=5, max_messages_jitter=0) as h:
             (first,) = h.pids(0)
             pids = []
             for i in range(7):
@@ -65,7 +65,7 @@ def test_max_messages_recycles_gracefully_with_the_replacement_started_first() -
 
 def test_recycling_does_not_lose_batches_queued_on_the_retiring_worker() -> None:
     async def scenario() -> None:
-        async with Harness("workers.noop:handle", max_messages_per_worker=3, max_messages_jitter=0) as h:
+        async with Harness("workers.noop:handle", max_messages=3, max_messages_jitter=0) as h:
             (first,) = h.pids(0)
             batches = [h.submit(0, records(1, start=i)) for i in range(8)]  # all queued before the limit hits
             results = [await h.result(b) for b in batches]
@@ -82,7 +82,7 @@ def test_memory_limit_recycles_a_leaking_worker(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("RMQRUN_HANDLER_LEAK_MB", "40")
 
     async def scenario() -> None:
-        async with Harness("workers.misbehave:leak", max_memory_per_worker=150 << 20) as h:
+        async with Harness("workers.misbehave:leak", max_memory=150 << 20) as h:
             (first,) = h.pids(0)
             pids = []
             for i in range(5):

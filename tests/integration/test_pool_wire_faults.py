@@ -97,7 +97,7 @@ def test_a_replacement_that_cannot_be_spawned_fails_the_pool_and_loses_no_batch(
 def test_a_worker_that_wants_recycling_keeps_working_when_no_replacement_can_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
     async def scenario() -> None:
-        async with Harness("workers.misbehave:by_property", max_messages_per_worker=1, max_messages_jitter=0) as h:
+        async with Harness("workers.misbehave:by_property", max_messages=1, max_messages_jitter=0) as h:
             (pid,) = h.pids(0)
             fds_before = _fds()
             attempts: list[int] = []

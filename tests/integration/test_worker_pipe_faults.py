@@ -41,6 +41,8 @@ class FakeSupervisor:
     def boot(self, **settings: object) -> None:
         settings.setdefault("handler", "workers.noop:handle")
         settings.setdefault("log_level", "INFO")
+        settings.setdefault("batch_size", 1)
+        settings.setdefault("time_limit", 900.0)
         cfg = WorkerConfig(**settings)  # type: ignore[arg-type]
         self.sock.sendall(encode(Boot(0, dataclasses.asdict(cfg), list(sys.path))))
         assert isinstance(self.next_frame(), Ready)

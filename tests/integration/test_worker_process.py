@@ -13,7 +13,7 @@ import signal
 import sys
 
 from rmqrun.pipe.wire import Boot, ExitCode, Frame, Ready, Stop, encode
-from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.worker_process import WorkerProcess, spawn_worker
 from tests.integration.test_pool_basic import run
 
@@ -37,7 +37,7 @@ class Recorder:
 
 
 def _spawn(rec: Recorder) -> WorkerProcess:
-    wcfg = PoolConfig(handler="workers.noop:handle", workers=1, log_level="WARNING").worker_config()
+    wcfg = WorkerConfig("workers.noop:handle", log_level="WARNING", batch_size=1, time_limit=900.0)
     boot = encode(Boot(0, dataclasses.asdict(wcfg), list(sys.path)))
     return spawn_worker(asyncio.get_running_loop(), 0, boot, rec.on_frame, rec.on_exit)
 

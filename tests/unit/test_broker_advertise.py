@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from rmqrun.broker.advertise import default_advertise_host
+from rmqrun.broker.app import make_config
 from rmqrun.broker.config import BrokerConfig
+from rmqrun.broker.store.config import FlushMode
 
 
 @pytest.mark.parametrize("bind, addresses, expected", [
@@ -25,8 +27,10 @@ def test_config_resolves_and_checks_it(tmp_path) -> None:  # type: ignore[no-unt
     assert BrokerConfig(tmp_path, host="0.0.0.0").store_host not in ("0.0.0.0", "")
     with pytest.raises(ValueError, match="advertise_host='my host' is not an IP address"):
         BrokerConfig(tmp_path, advertise_host="my host")
-    assert BrokerConfig(tmp_path, delete_when="4;16").store_config().delete_when == "4;16"
+    # the store's settings, given by name like the broker's, land in the one StoreConfig the broker holds
+    assert make_config(tmp_path, delete_when="4;16").store.delete_when == "4;16"
+    assert BrokerConfig(tmp_path).store.flush_mode is FlushMode.SYNC  # the embedded broker's own default
     with pytest.raises(ValueError, match="delete_when='x'"):
-        BrokerConfig(tmp_path, delete_when="x")
+        make_config(tmp_path, delete_when="x")
     with pytest.raises(ValueError, match="disk_max_used_space_ratio"):
-        BrokerConfig(tmp_path, disk_max_used_space_ratio=100)
+        make_config(tmp_path, disk_max_used_space_ratio=100)

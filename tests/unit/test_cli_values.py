@@ -125,5 +125,8 @@ def test_parse_timestamp_wants_all_fourteen_digits() -> None:
 
 
 def test_range_checks() -> None:
-    assert v.between(1, 3)(2) and not v.between(1, 3)(4)
-    assert v.at_least(0)(0) and not v.at_least(0)(-1)
+    # the ranges live with the settings' fields now (rmqrun/setting_rules.py): integers, never a bool or a text
+    from rmqrun.setting_rules import at_least, between, positive
+    assert between(1, 3)(2) and not between(1, 3)(4) and not between(0, 3)(True) and not between(1, 3)(2.5)
+    assert at_least(0)(0) and at_least(0)(0.5) and not at_least(0)(-1) and not at_least(0)("5")
+    assert positive(0.1) and not positive(0) and not positive(False)

@@ -341,9 +341,9 @@ def test_no_alarm_is_left_armed_after_a_batch() -> None:
 
 def test_message_limit_jitter_spreads_recycling_points() -> None:
     a, b = socket.socketpair()
-    limits = {Worker(WorkerConfig(handler="m:f", max_messages=100, max_messages_jitter=10), 0, a).message_limit
-              for _ in range(60)}
+    capped = WorkerConfig(handler="m:f", max_messages=100, max_messages_jitter=10, batch_size=1, time_limit=900.0)
+    limits = {Worker(capped, 0, a).message_limit for _ in range(60)}
     assert limits <= set(range(100, 111)) and len(limits) > 3
-    assert Worker(WorkerConfig(handler="m:f"), 0, a).message_limit == 0  # no limit
+    assert Worker(WorkerConfig(handler="m:f", batch_size=1, time_limit=900.0), 0, a).message_limit == 0  # no limit
     a.close()
     b.close()

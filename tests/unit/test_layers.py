@@ -30,6 +30,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the names RocketMQ derives or reserves (retry, pop retry, DLQ, system topics): below everyone
     "topic_names": (),
     "aio": (),
+    # each setting's default and check, declared on its dataclass field (rmqrun/setting_rules.py)
+    "setting_rules": ("errors",),
     # topic/group names under a namespace (pure functions on names)
     "namespace": ("model", "topic_names"),
     # codecs and the connection
@@ -42,9 +44,10 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # and users, so it stands below all of them
     "handler": ("errors",),
     # the supervisor <-> worker contract: frames, the progress block, the BOOT settings
-    "pipe": ("namespace", "remoting", "errors", "model", "topic_names"),
+    "pipe": ("namespace", "remoting", "errors", "model", "topic_names", "setting_rules"),
     # the push consumer's logic (rebalance, process queues, offsets, retry)
-    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
+    "consumer": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio",
+                 "setting_rules"),
     # the pull consumer stands on the client, never on the push consumer
     "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # the embedded broker: the wire schema and remoting, never the client or consumer logic
@@ -53,7 +56,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # RocketMQ clients
     "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model", "topic_names"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
-    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "topic_names", "aio"),
+    "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "topic_names", "aio",
+                   "setting_rules"),
     # Spark stands on the pull consumer and the client; it runs handlers with the handler contract
     # (module:function loading, result types), not the worker process or the push consumer
     "spark": ("namespace", "pull", "client", "protocol", "remoting", "errors", "model", "topic_names", "handler"),
@@ -64,7 +68,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
               "aio"),
     # the command line sits on top of everything
     "cli": ("rmqrun", "admin", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker",
-            "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace"),
+            "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace", "setting_rules"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "handler", "pull", "model", "topic_names", "errors"),
 }.items()}

@@ -42,8 +42,8 @@ class _Pool:
 def _watch(began: float) -> tuple[LongCallWatch, _Pool]:
     pool = _Pool(began)
     batch = SimpleNamespace(batch_id=7, mode=None, count=1, queue_key="q", queue_offsets=lambda: [5])
-    executor = SimpleNamespace(pool=pool, dispatcher=None, config=SimpleNamespace(time_limit=900.0),
-                               flying_batch=lambda batch_id: (batch, None))
+    config = SimpleNamespace(worker=SimpleNamespace(time_limit=900.0))
+    executor = SimpleNamespace(pool=pool, dispatcher=None, config=config, flying_batch=lambda batch_id: (batch, None))
     return LongCallWatch(executor, threshold=5.0), pool  # type: ignore[arg-type]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from rmqrun.cli import settings as table
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.errors import ConfigError
+from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
@@ -65,8 +67,23 @@ def test_on_wire_wraps_group_and_topics_once_and_adds_the_wrapped_retry_topic() 
     assert plain.on_wire() is plain
 
 
-def test_the_supervisor_gives_its_workers_the_consumers_namespace() -> None:
+def test_the_workers_are_built_with_the_consumers_namespace_and_group() -> None:
+    # set where the settings are built, not patched in later: what build() returns is what the workers get
+    built = table.build(table.resolve({**BASE, "namespace": "NS", "otel": True}, environ={}))
+    assert (built.pool.worker.namespace, built.pool.worker.consumer_group) == ("NS", "G")
+    sup = Supervisor(built)
+    assert sup.executor.config is built.pool and sup.executor.pool.config.worker is built.pool.worker
+
+
+@pytest.mark.parametrize(("worker", "message"), [
+    (WorkerConfig("workers.noop:handle", batch_size=1, time_limit=900.0),
+     "the workers' namespace None is not the consumer's 'NS'"),
+    (WorkerConfig("workers.noop:handle", namespace="NS", otel=True, consumer_group="H", batch_size=1,
+                  time_limit=900.0),
+     "the workers' consumer_group 'H' is not the consumer's group 'G'"),
+])
+def test_a_pool_built_apart_from_its_consumer_is_refused(worker: WorkerConfig, message: str) -> None:
+    # handlers would see topics under the namespace (or spans another group): say what to build instead
     consumer = ConsumerConfig(group="G", namesrv="h:1", subscriptions={"A": "*"}, namespace="NS")
-    sup = Supervisor(RunSettings(consumer=consumer, pool=PoolConfig(handler="workers.noop:handle", workers=1)))
-    assert sup.executor.config.namespace == "NS"
-    assert sup.executor.config.worker_config().namespace == "NS"
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        Supervisor(RunSettings(consumer=consumer, pool=PoolConfig(worker, workers=1)))

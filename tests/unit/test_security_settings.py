@@ -68,7 +68,7 @@ def test_build_puts_security_on_the_consumer_and_not_on_the_pool(tmp_path: Path)
     settings = table.build(r)
     assert settings.consumer.security == ClientSecurity("ak", SECRET)
     assert SECRET not in repr(settings)  # repr of the run settings (logs, tracebacks) carries no secret
-    assert SECRET not in repr(settings.pool.worker_config())  # what workers get at BOOT
+    assert SECRET not in repr(settings.pool.worker)  # what workers get at BOOT
 
 
 def test_exposure_warnings_for_readable_files(tmp_path: Path) -> None:

@@ -56,13 +56,13 @@ def test_each_layer_alone_reaches_the_built_settings(tmp_path: Path) -> None:
     r = table.resolve(ESSENTIAL, config_file=f, environ={"RMQRUN_GRACEFUL_TIMEOUT": "12.5",
                                                         "RMQRUN_LOG_FORMAT": "JSON"})
     built = table.build(r)
-    assert built.pool.max_memory_per_worker == 512 * 1024 * 1024
+    assert built.pool.worker.max_memory == 512 * 1024 * 1024
     assert built.consumer.orderly is True
     assert built.consumer.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
     assert built.grace == 12.5
-    assert built.pool.log_format == "json"
+    assert built.pool.worker.log_format == "json"
     assert built.consumer.subscriptions == {"T": "*"}
-    assert built.pool.handler == "workers.cpu:handle"
+    assert built.pool.worker.handler == "workers.cpu:handle"
 
 
 def test_null_in_the_file_means_the_default(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_example_configs_load_through_the_table() -> None:
         r = table.resolve({}, config_file=path, environ={})
         built = table.build(r)
         assert r.sources["handler"] == f"config file {path}"
-        assert built.consumer.group and built.pool.handler
+        assert built.consumer.group and built.pool.worker.handler
     assert table.build(table.resolve({}, config_file=ROOT / "config" / "orderly.yaml", environ={})).consumer.orderly
 
 
@@ -265,8 +265,8 @@ def test_build_routes_every_setting_to_its_target() -> None:
                        "consume_timeout_minutes": "0.5", "log_level": "debug"}, environ={})
     built = table.build(r)
     assert built.consumer.subscriptions == {"T": "A || B"}
-    assert built.pool.workers == 3 and built.pool.batch_size == 4
-    assert built.pool.time_limit == 30.0 and built.pool.log_level == "DEBUG"
+    assert built.pool.workers == 3 and built.pool.worker.batch_size == 4
+    assert built.pool.worker.time_limit == 30.0 and built.pool.worker.log_level == "DEBUG"
     assert built.max_inflight_messages == 9
 
 

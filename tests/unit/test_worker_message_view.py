@@ -29,7 +29,7 @@ RECORDS = [  # (topic as stored, properties, the topic the handler must see)
 
 def _run(handler: Any, mode: ConsumeMode = ConsumeMode.CONCURRENT) -> Done:
     sup, mine = socket.socketpair()
-    worker = Worker(WorkerConfig("unused:handle"), 1, mine)
+    worker = Worker(WorkerConfig("unused:handle", batch_size=1, time_limit=900.0), 1, mine)
     worker.handler = Handler("test:handle", handler, False)
     records = [bytes(encode_stored(topic=t, body=f"body {i}".encode(), properties=p, queue_id=2, queue_offset=10 + i,
                                    commit_log_offset=1000 * i, born_host="10.0.0.9:40000",

@@ -25,7 +25,7 @@ def _run_frame(batch_id: int, bodies: list[bytes]) -> tuple[bytes, list[bytes]]:
 
 
 def _worker(sock: socket.socket) -> Worker:
-    return Worker(WorkerConfig("workers.noop:handle"), 1, sock)
+    return Worker(WorkerConfig("workers.noop:handle", batch_size=1, time_limit=900.0), 1, sock)
 
 
 def _send_in_thread(sock: socket.socket, data: bytes, piece: int) -> threading.Thread:

@@ -13,12 +13,12 @@ out in the iteration order of the Java ``HashMap`` that holds them.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shutil
 import time
 from typing import Any
 
+from rmqrun.broker.config import settings_of
 from rmqrun.broker.config_names import CONFIG_BLACK_LIST, config_text, java_name
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.protocol.java_order import java_hash_set_order, message_queue_hash
@@ -61,10 +61,8 @@ class InspectProcessor:
                "namesrvAddr": self.broker.namesrv_address or f"{cfg.namesrv_host}:{cfg.namesrv_port}",
                "listenPort": str(self.broker.server.port), "messageIndexEnable": "true",
                "defaultQueryMaxNum": str(DEFAULT_QUERY_MAX_NUM)}
-        for f in dataclasses.fields(cfg):
-            if f.name.startswith("_"):
-                continue
-            out.setdefault(java_name(f.name), config_text(getattr(cfg, f.name)))
+        for name, value in settings_of(cfg).items():
+            out.setdefault(java_name(name), config_text(value))
         # Read by mqadmin exportConfigs / exportMetrics, which fail on a missing key; the values say
         # what this broker does (no filter servers nor slaves).
         out.update({"filterServerNums": "0", "slaveReadEnable": "false",

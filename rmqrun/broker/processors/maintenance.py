@@ -24,6 +24,7 @@ import dataclasses
 
 from loguru import logger
 
+from rmqrun.broker.config import settings_of, with_settings
 from rmqrun.broker.config_names import CONFIG_BLACK_LIST, FIELD_BY_JAVA_NAME, parse_setting
 from rmqrun.broker.processors.common import answer
 from rmqrun.broker.processors.context import BrokerContext
@@ -67,6 +68,7 @@ class MaintenanceProcessor:
         if CONFIG_BLACK_LIST & props.keys():
             return answer(cmd, ResponseCode.NO_PERMISSION, "Can not update config in black list.", typed=False)
         cfg = self.broker.config
+        current = settings_of(cfg)
         changes, ignored, restart = {}, [], []
         try:
             for key, text in props.items():
@@ -76,21 +78,20 @@ class MaintenanceProcessor:
                 elif name not in LIVE:
                     restart.append(key)
                 else:
-                    changes[name] = parse_setting(name, getattr(cfg, name), text)
+                    changes[name] = parse_setting(name, current[name], text)
             if restart:
                 raise ValueError(f"{', '.join(restart)} cannot change while the broker runs: restart it with the "
                                  f"new setting (these apply at once: {', '.join(sorted(live_java_names()))})")
-            new = dataclasses.replace(cfg, **changes)
+            new = dataclasses.replace(cfg, **with_settings(cfg, **changes))
         except ValueError as exc:
             return answer(cmd, ResponseCode.SYSTEM_ERROR, str(exc), typed=False)
         if ignored:
             logger.warning("updateBrokerConfig from {}: no such setting here, ignored as Java ignores it: {}",
                            conn.name, ", ".join(ignored))
         self.broker.config = new
-        store_changes = {k: v for k, v in changes.items() if k in STORE_LIVE}
-        if store_changes:  # the store and its retention share one frozen StoreConfig: swap both at once
+        if new.store is not cfg.store:  # the store and its retention share the one frozen StoreConfig: swap both
             store = self.broker.store
-            store.config = store.retention.config = dataclasses.replace(store.config, **store_changes)
+            store.config = store.retention.config = new.store
         logger.info("updateBrokerConfig from {}: {}", conn.name,
                     ", ".join(f"{k}={props[k]}" for k in props if k not in ignored) or "nothing to change")
         return answer(cmd, typed=False)

@@ -85,9 +85,10 @@ class SendProcessor:
                       extra={"MSG_REGION": cfg.region_id, "TRACE_ON": cfg.trace_on})
 
     def _illegal(self, cmd: RemotingCommand) -> RemotingCommand:
+        limit = self.broker.config.store.max_message_size
         return self._answer(cmd, ResponseCode.MESSAGE_ILLEGAL,
                             "the message is illegal, maybe msg body or properties length not matched. msg body "
-                            f"length limit {self.broker.config.max_message_size}B, msg properties length limit 32KB.")
+                            f"length limit {limit}B, msg properties length limit 32KB.")
 
     async def send(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         header = _fast_v2_header(cmd.ext_fields) if cmd.code != RequestCode.SEND_MESSAGE else None

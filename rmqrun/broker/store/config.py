@@ -55,6 +55,12 @@ class FlushMode(str, Enum):
     ASYNC = "async"
 
 
+#: The store's own knobs, for tests and tools: not broker settings (getBrokerConfig, make_config) as the rest are.
+STORE_ONLY = frozenset({"flush_interval_ms", "checkpoint_interval_ms", "config_flush_interval_ms",
+                        "stamp_store_timestamp", "verify_consume_queues", "recover_full_scan",
+                        "delete_files_batch_max"})
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     """Store settings. Defaults follow RocketMQ where it has one (see each comment)."""
@@ -118,6 +124,7 @@ class StoreConfig:
             )
         if self.consume_queue_entries_per_file < 1:
             raise StoreError("consume_queue_entries_per_file must be >= 1")
+        parse_delay_levels(self.message_delay_levels)
         delete_hours(self.delete_when)
         if self.file_reserved_hours <= 0:
             raise StoreError(f"file_reserved_hours must be > 0, got {self.file_reserved_hours}")

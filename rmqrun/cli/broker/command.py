@@ -6,19 +6,27 @@ built: the broker's own checks speak in its settings' names
 broker refuses afterwards (an ACL file, TLS files) is a setting too: exit 2.
 The data directory and the ports are decided at start; their exit codes
 (in use or a full disk: 1; a file or a read-only directory: 2) come from
-:func:`rmqrun.cli.exit_codes.exit_code_for`.
+:func:`rmqrun.cli.exit_codes.exit_code_for`. The defaults the flags show are
+the broker's own (``BrokerConfig``'s fields and :data:`EMBEDDED_STORE`), read
+from there, not written again here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
 
+from rmqrun.broker.config import EMBEDDED_STORE, BrokerConfig
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import fail
 from rmqrun.cli.flags import Shown, check_log_level, log_level_option
 from rmqrun.errors import ConfigError
+
+#: the broker's defaults by setting name (its own fields', then its store's)
+_BROKER = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
+_MIB = 1024 * 1024
 
 
 def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -> None:
@@ -79,10 +87,11 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
 
 @click.command()
 @click.option("--data-dir", default="./rmqrun-data", show_default=True, help="where messages and state are stored")
-@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (loopback by default)")
-@click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--flush", type=click.Choice(["sync", "async"]), default="sync", show_default=True,
+@click.option("--host", default=_BROKER["host"], show_default=True, help="address to bind (loopback by default)")
+@click.option("--namesrv-port", default=_BROKER["namesrv_port"], show_default=True, type=click.IntRange(0, 65535))
+@click.option("--broker-port", default=_BROKER["port"], show_default=True, type=click.IntRange(0, 65535))
+@click.option("--flush", type=click.Choice(["sync", "async"]), default=EMBEDDED_STORE.flush_mode.value,
+              show_default=True,
               help="sync: SEND_OK only after fsync")
 @log_level_option("INFO")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -90,23 +99,30 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
 @click.option("--advertise-host", default=None, cls=Shown,
               shown="--host if concrete, else the first non-loopback address",
               help="IP registered with the name server for clients")
-@click.option("--file-reserved-hours", type=click.FloatRange(min=0, min_open=True), default=72, show_default=True,
+@click.option("--file-reserved-hours", type=click.FloatRange(min=0, min_open=True),
+              default=EMBEDDED_STORE.file_reserved_hours, show_default=True,
               help="retention: commit-log files last written longer ago are deleted")
-@click.option("--delete-when", default="04", show_default=True,
+@click.option("--delete-when", default=EMBEDDED_STORE.delete_when, show_default=True,
               help="retention: hour(s) of the day expired files are deleted ('04' or '04;16')")
-@click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95), default=75, show_default=True,
+@click.option("--disk-max-used-space-ratio", type=click.IntRange(10, 95),
+              default=EMBEDDED_STORE.disk_max_used_space_ratio, show_default=True,
               help="retention: above this disk use (percent) expired files are deleted at once")
-@click.option("--segment-size", callback=_size, default=None, cls=Shown, shown="256MiB", metavar="SIZE",
+@click.option("--segment-size", callback=_size, default=None, cls=Shown,
+              shown=f"{EMBEDDED_STORE.segment_size // _MIB}MiB", metavar="SIZE",
               help="size of one commit-log file (the broker writes one at a time; retention never deletes the one "
                    "being written): at most a quarter of the disk; fixed once a data directory has one")
-@click.option("--max-message-size", callback=_size, default=None, cls=Shown, shown="4MiB", metavar="SIZE",
+@click.option("--max-message-size", callback=_size, default=None, cls=Shown,
+              shown=f"{EMBEDDED_STORE.max_message_size // _MIB}MiB", metavar="SIZE",
               help="largest message accepted (body and properties); at most --segment-size")
 @click.option("--consume-queue-entries-per-file", type=click.IntRange(min=1), default=None, cls=Shown,
-              shown="300000", help="entries (20 bytes each) per consume-queue file")
+              shown=str(EMBEDDED_STORE.consume_queue_entries_per_file),
+              help="entries (20 bytes each) per consume-queue file")
 @click.option("--disk-space-clean-forcibly-ratio", type=click.IntRange(10, 95), default=None, cls=Shown,
-              shown="85", help="retention: above this disk use (percent) even unexpired files are deleted")
+              shown=str(EMBEDDED_STORE.disk_space_clean_forcibly_ratio),
+              help="retention: above this disk use (percent) even unexpired files are deleted")
 @click.option("--disk-space-warning-level-ratio", type=click.IntRange(10, 95), default=None, cls=Shown,
-              shown="90", help="above this disk use (percent) writes are refused until it is back at or under "
+              shown=str(EMBEDDED_STORE.disk_space_warning_level_ratio),
+              help="above this disk use (percent) writes are refused until it is back at or under "
                                "--disk-space-clean-forcibly-ratio")
 @click.option("--acl", "acl_file", default=None, metavar="FILE", cls=Shown, shown="none: no ACL",
               help="check every broker request against this plain_acl.yml (RocketMQ 4.x layout); "
@@ -123,7 +139,8 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
               help="the name server puts ordered topics' order conf (topic create --order) in their routes")
 @click.option("--trace-topic-enable", is_flag=True,
               help="create the message-trace topic at start (traceTopicEnable; see docs/tracing.md)")
-@click.option("--msg-trace-topic", "msg_trace_topic_name", default="RMQ_SYS_TRACE_TOPIC", show_default=True,
+@click.option("--msg-trace-topic", "msg_trace_topic_name", default=_BROKER["msg_trace_topic_name"],
+              show_default=True,
               help="the trace topic --trace-topic-enable creates (msgTraceTopicName)")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,

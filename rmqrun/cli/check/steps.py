@@ -83,15 +83,15 @@ def check_settings(cli: dict[str, object], config_file: str | None, report: Repo
 
 
 def check_handler(settings: RunSettings, report: Report) -> bool:
-    pool = settings.pool
+    worker = settings.pool.worker
     try:
-        handler = load_handler(pool.handler, batch_size=pool.batch_size)
+        handler = load_handler(worker.handler, batch_size=worker.batch_size)
     except ConfigError as exc:
         report.fail("handler", str(exc), EXIT_HANDLER)
         return False
     form = "a batch handler (lists of messages)" if handler.is_batch else "one message per call"
     report.ok("handler", f"{handler.ref}: {form}")
-    for what, ref in (("worker_init", pool.worker_init), ("worker_exit", pool.worker_exit)):
+    for what, ref in (("worker_init", worker.worker_init), ("worker_exit", worker.worker_exit)):
         if not ref:
             continue
         try:
@@ -123,7 +123,7 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
         in_ns = f" in namespace {ns} ({wire_group} on the wire)" if ns else ""
         report.note(f"would subscribe to {subs} as group {consumer.group}{in_ns}: {consumer.message_model}, {mode}, "
                     f"allocate {consumer.allocate_strategy}, a new group starts at {consumer.consume_from_where}; "
-                    f"{settings.pool.workers} worker(s) running {settings.pool.handler}")
+                    f"{settings.pool.workers} worker(s) running {settings.pool.worker.handler}")
         online = f"{len(members)} member(s) of {consumer.group} online now" if members else \
             f"no member of {consumer.group} is online now"
         report.note(f"{', '.join(shares)} would be shared among the members; {online}")

@@ -10,7 +10,7 @@ import click
 from rmqrun.cli import logs
 from rmqrun.cli.flags import Shown, check_log_level, log_level_option
 from rmqrun.cli.handler_path import cwd_on_path
-from rmqrun.cli.values import MAX_WORKERS
+from rmqrun.supervisor.pool_config import MAX_WORKERS
 
 
 @click.command()

@@ -43,7 +43,7 @@ from rmqrun.cli.produce.sender import ProduceSpec, Template, generated, produce
 from rmqrun.client.producer import Producer
 from rmqrun.supervisor.status_line import plural
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
 
 TOPIC = "RmqrunDemo"
@@ -214,7 +214,7 @@ def _settings(namesrv: str, opts: DemoOptions, on_ready: Callable[[], None]) -> 
                               consume_from_where="CONSUME_FROM_FIRST_OFFSET", persist_offset_interval_ms=1000,
                               instance_name="rmqrun-demo", orderly=opts.order_by is not None,
                               order_by=opts.order_by or "queue")
-    pool = PoolConfig(handler=opts.handler, workers=opts.workers, log_level=opts.log_level)
+    pool = PoolConfig(worker_config_for(consumer, opts.handler, log_level=opts.log_level), workers=opts.workers)
     return RunSettings(consumer=consumer, pool=pool, grace=5.0, status_interval=0, on_ready=on_ready)
 
 

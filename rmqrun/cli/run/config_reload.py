@@ -31,15 +31,12 @@ from rmqrun.supervisor.config_reload import ConfigChange
 
 __all__ = ["LIVE", "config_reader"]
 
-#: setting key -> the PoolConfig field fresh workers take it from (None: not a pool setting)
-LIVE: dict[str, str | None] = {
-    "handler": "handler", "workers": "workers", "worker_init": "worker_init", "worker_exit": "worker_exit",
-    "max_messages_per_worker": "max_messages_per_worker", "max_messages_jitter": "max_messages_jitter",
-    "max_memory_per_worker": "max_memory_per_worker", "max_log_record": "max_log_record",
-    "kill_grace": "kill_grace", "crash_limit": "crash_limit", "crash_window": "crash_window",
-    "log_level": "log_level", "log_format": "log_format",
-    "graceful_timeout": None, "log_repeat_interval": None,
-}
+#: the settings a HUP applies live; where each goes (its WorkerConfig or PoolConfig field) is its row's
+LIVE: frozenset[str] = frozenset({
+    "handler", "workers", "worker_init", "worker_exit", "max_messages_per_worker", "max_messages_jitter",
+    "max_memory_per_worker", "max_log_record", "kill_grace", "crash_limit", "crash_window", "log_level",
+    "log_format", "graceful_timeout", "log_repeat_interval",
+})
 
 
 def config_reader(cli: Mapping[str, Any], config_file: str | os.PathLike[str] | None,
@@ -54,9 +51,13 @@ def config_reader(cli: Mapping[str, Any], config_file: str | os.PathLike[str] | 
         built = table.build(fresh)
         changed = [s for s in table.SETTINGS if fresh.values[s.key] != current.values[s.key]]
         live = [s for s in changed if s.key in LIVE]
-        pool = {LIVE[s.key]: getattr(built.pool, LIVE[s.key]) for s in live if LIVE[s.key] is not None}
+        pool = {s.field_name: getattr(built.pool, s.field_name) for s in live if s.target == table.POOL}
         if "workers" not in pool and "crash_limit" in pool:
             pool["workers"] = built.pool.workers
+        # every live worker field as freshly built, changed or not: a default computed from another value
+        # (max_messages_jitter, 10% of max_messages) follows it; the consumer's values there need a restart
+        worker = {s.field_name: getattr(built.pool.worker, s.field_name) for s in table.SETTINGS
+                  if s.key in LIVE and s.target == table.WORKER}
         keys = {s.key for s in live}
 
         def applied() -> None:
@@ -70,7 +71,7 @@ def config_reader(cli: Mapping[str, Any], config_file: str | os.PathLike[str] | 
                 set_report_every(values["log_repeat_interval"])
 
         return ConfigChange(
-            pool=pool, grace=built.grace if "graceful_timeout" in keys else None,
+            pool=pool, worker=worker, grace=built.grace if "graceful_timeout" in keys else None,
             applied=tuple(_change(s, current, fresh) for s in live),
             need_restart=tuple(_change(s, current, fresh) for s in changed if s.key not in LIVE),
             on_applied=applied)

@@ -76,7 +76,8 @@ class SystemdNotifier:
         if not self.enabled:
             return
         from rmqrun.supervisor.status_line import plural
-        self.notify(f"STATUS=starting: {plural(settings.pool.workers, 'worker')} running {settings.pool.handler}")
+        pool = settings.pool
+        self.notify(f"STATUS=starting: {plural(pool.workers, 'worker')} running {pool.worker.handler}")
 
         def ready() -> None:
             self.notify("READY=1", f"STATUS=consuming: {supervisor.status_text()}", f"MAINPID={os.getpid()}")
