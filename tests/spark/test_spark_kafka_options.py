@@ -54,13 +54,27 @@ def test_min_offsets_per_trigger_waits_for_enough_rows_or_max_trigger_delay(
         # a little before their planning, hence 15 s minus a margin
         waited = _seconds(data["timestamp"]) - _seconds(progress[0]["timestamp"])
         assert waited >= 13.0, f"the batch of 2 < minOffsetsPerTrigger came {waited:.1f} s after the first trigger"
-        # 6 >= 5 new offsets: admitted as one batch (sent well within the 15 s the next delay takes)
-        produce(broker, topic, 6, start=2)
+        # 6 >= 5 new offsets: admitted as one batch. They are sent as one batch message so that they appear
+        # at once: six single sends on a loaded machine could outlast the next 15 s delay, which would then
+        # rightly admit the first of them alone.
+        _send_batch(broker, topic, [f"m{i}".encode() for i in range(2, 8)])
         _wait(lambda: len(_batches(q)) == 2, 120, "the batch of 6")
         assert _batches(q) == [2, 6]
     finally:
         q.stop()
     assert spark.sql("SELECT count(*) AS n FROM min_rows").collect()[0].n == 8
+
+
+def _send_batch(broker: Any, topic: str, bodies: list[bytes]) -> None:
+    """``bodies`` as one SEND_BATCH_MESSAGE to one queue: stored, and seen by a reader, all together."""
+    import asyncio
+
+    from rmqrun.client.producer import Producer
+
+    async def main() -> None:
+        async with Producer(broker.namesrv_address, "PG_spark_batch") as producer:
+            await producer.send_batch(topic, bodies, queue=0)
+    asyncio.run(main())
 
 
 def _seconds(iso: str) -> float:
