@@ -30,10 +30,11 @@ from typing import Any, Callable, Hashable, Iterable
 
 from rmqrun.client.pop_api import AckStatus, PoppedMessage, PopResult, PopStatus
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.consume_services import pull_service
+from rmqrun.consumer.consume_services import pop_service, pull_service
 from rmqrun.consumer.executor import ConsumeJob, JobResult, RecordData, Verdict
 from rmqrun.consumer.offsets import ReadOffsetType, RemoteOffsetStore
-from rmqrun.consumer.pop_queue import now_ms
+from rmqrun.consumer.pop_consume import PopStats
+from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
@@ -464,3 +465,45 @@ class FakeAssignments:
                                ) -> list[MessageQueueAssignment] | None:
         self.asked.append(topic)
         return list(self.answers.get(topic, []))
+
+
+class FakePopEngine:
+    """A POP engine as its consume services see it (``pop_consume.PopContext``); ``service`` is the real
+    service of the config's mode (``consume_services.pop_service``)."""
+
+    def __init__(self, cfg: ConsumerConfig | None = None, *, executor: FakeExecutor | None = None) -> None:
+        self.config = cfg or config(consume_mode="pop")
+        self.executor = executor or FakeExecutor()
+        self.pop_client = FakePopClient()
+        self.pop_stats = PopStats()
+        self.stats = FakeCounters()
+        self.status = FakeStatusSink()
+        self.send_back = FakeSendBack()
+        self.requests: list[PopRequest] = []
+        self.undecodable: list[tuple[MessageQueue, int, str | None]] = []
+        self.undecodable_accepted = True
+        self.service: Any = pop_service(self.config.mode, self)
+
+    def pop_requests(self) -> Iterable[PopRequest]:
+        return list(self.requests)
+
+    async def broker_addr(self, mq: MessageQueue) -> str:
+        return BROKER_ADDR
+
+    async def dead_letter_undecodable(self, mq: MessageQueue, record: RecordData, offset: int,
+                                      error: str | None = None) -> bool:
+        self.undecodable.append((mq, offset, error))
+        return self.undecodable_accepted
+
+    def request(self, topic: str = "T") -> PopRequest:
+        """An assignment popping every queue of ``topic`` on the broker."""
+        mq = MessageQueue(topic, BROKER, -1)
+        req = PopRequest(mq, PopProcessQueue(mq))
+        self.requests.append(req)
+        return req
+
+    def deliver(self, req: PopRequest, messages: list[PoppedMessage]) -> list[PopEntry]:
+        """What the pop loop does with a pop's messages: entries handed to the service."""
+        entries = [PopEntry.of(m) for m in messages]
+        self.service.submit(req, entries)
+        return entries
