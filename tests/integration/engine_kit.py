@@ -22,6 +22,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.model import MessageQueue
 from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
+from tests.waiting import eventually_async
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -106,12 +107,8 @@ def read_records(path: Path) -> list[tuple[int, int]]:
 
 
 async def wait_for(predicate, timeout: float = 60, interval: float = 0.1, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    """:func:`tests.waiting.eventually_async` with this kit's argument order, for its many callers."""
+    await eventually_async(predicate, what=what, timeout=timeout, interval=interval)
 
 
 def by_queue(records: list[tuple[int, int]]) -> dict[int, list[int]]:

@@ -23,6 +23,7 @@ from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, produce, \
     wait_for
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -49,23 +50,15 @@ def _calls(path: Path) -> list[tuple[str, int, int]]:
     return [(e, int(o), int(p)) for e, o, p in (line.split() for line in path.read_text().splitlines())]
 
 
-async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def _pair(ex: PoolExecutor, first: list[int], second: list[int],
                 still_owned=None) -> tuple["asyncio.Future[JobResult]", "asyncio.Future[JobResult]"]:
     """The first job, then the second chained behind it while it runs (both with the worker)."""
     pq = SimpleNamespace(dropped=False)
     head = _job(first, pq)
     a = asyncio.ensure_future(ex.run(head))
-    await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+    await eventually_async(lambda: ex.in_flight == 1, what="the first job with its worker")
     b = asyncio.ensure_future(ex.run(_job(second, pq, after=head, still_owned=still_owned)))
-    await _until(lambda: ex.in_flight == 2 or b.done(), "the second job chained behind it")
+    await eventually_async(lambda: ex.in_flight == 2 or b.done(), what="the second job chained behind it")
     assert ex.in_flight == 2, "the second job did not go behind the first"
     return a, b
 
@@ -134,7 +127,7 @@ def test_a_chained_job_is_not_run_once_its_queues_lock_is_lost(record: Path, mon
     async def scenario(ex: PoolExecutor) -> None:
         owned = [True]
         a, b = await _pair(ex, [0], [1, 2], still_owned=lambda: owned[0])
-        await _until(lambda: any(e == "start" for e, _, _ in _calls(record)), "the first job's call")
+        await eventually_async(lambda: any(e == "start" for e, _, _ in _calls(record)), what="the first job's call")
         owned[0] = False  # the lock lapses while the chained job waits in the worker's pipe
         assert (await a).verdicts == [S]
         assert (await b).verdicts == [NOT_RUN, NOT_RUN]

@@ -53,7 +53,8 @@ def test_an_allocation_change_drops_and_takes_queues_and_commits_the_dropped_off
         engine.broker.consumers = [BEFORE_ME, ME]  # a member joins before us: we get the second half
         assert await engine.rebalancer.rebalance()
         assert held(engine) == [2, 3]
-        assert [mq for mq in engine.removed if mq.topic == "T"] == mqs[:2] and all(req.pq.dropped for req in old.values())
+        assert [mq for mq in engine.removed if mq.topic == "T"] == mqs[:2]
+        assert all(req.pq.dropped for req in old.values())
         assert [c for c in engine.broker.commits if c[0].topic == "T"] == [(mqs[0], 5), (mqs[1], 9)], \
             "each dropped queue's offset persisted"
         assert mqs[0] not in engine.offset_store and mqs[1] not in engine.offset_store, "and forgotten"
