@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections import defaultdict
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -79,15 +78,14 @@ class Running:
     async def __aenter__(self) -> "Running":
         self.task = asyncio.ensure_future(self.supervisor.run())
         # wait until the engine has taken its queues (or died)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def consuming() -> bool:
             if self.task.done():
                 raise RuntimeError(f"supervisor exited early with {self.task.result()}")
             engine = self.supervisor.engine
-            if self.supervisor.ready and engine is not None and engine.table:
-                return self  # started, first rebalance done
-            await asyncio.sleep(0.05)
-        raise TimeoutError("supervisor did not start consuming in 30 s")
+            return bool(self.supervisor.ready and engine is not None and engine.table)  # first rebalance done
+
+        await eventually_async(consuming, what="the supervisor to start consuming", interval=0.05)
+        return self
 
     async def stop(self, timeout: float = 60) -> int:
         assert self.task is not None
