@@ -5,7 +5,7 @@ process (real TCP on 127.0.0.1); ``rmqrun run`` is a child process in its own
 session, so a test can SIGKILL it (and, at clean-up, its whole process group:
 the supervisor and the workers it started) without touching pytest. Durable
 facts are read back through the broker (committed offsets, DLQ contents) and
-through the probe handler's record file (:mod:`tests.integration.probe_handler`).
+through the probe handler's record file (:mod:`tests.integration.handlers.probe_handler`).
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def test_slow_message_holds_the_commit(tmp_path: Path, monkeypatch: pytest.Monke
                     idle_pulls[0] += 1
                 real_idle(engine, req)
             monkeypatch.setattr(puller, "_correct_offset_when_idle", counting_idle)
-            async with Running(cfg, pool_config("tests.integration.gate_handler:handle", workers=2)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.gate_handler:handle", workers=2)) as r:
                 req = _request_of(r, "T3")
                 store = r.supervisor.engine.offset_store  # type: ignore[union-attr]
                 # every message pulled, 0..4 finished, and some message after 5 finished and processed

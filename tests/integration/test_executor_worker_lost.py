@@ -45,7 +45,7 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
     monkeypatch.setenv("PROBE_HANG_IDX", "0")  # the first delivery of idx 0 sleeps for an hour
 
     async def scenario() -> None:
-        ex = PoolExecutor(PoolConfig(handler="tests.integration.probe_handler:hang", workers=1, boot_timeout=30.0,
+        ex = PoolExecutor(PoolConfig(handler="tests.integration.handlers.probe_handler:hang", workers=1, boot_timeout=30.0,
                                      log_level="WARNING"), max_inflight_messages=100)
         await ex.start()
         assert ex.dispatcher is not None

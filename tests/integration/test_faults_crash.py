@@ -20,7 +20,7 @@ from tests.integration.signals_kit import read_deliveries
 from tests.integration.test_guarantees_retry import dlq_messages
 from tests.waiting import eventually_async
 
-HANDLER = "tests.integration.crash_handler:crash"
+HANDLER = "tests.integration.handlers.crash_handler:crash"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

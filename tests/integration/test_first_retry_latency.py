@@ -48,7 +48,7 @@ def test_a_new_groups_first_retry_is_not_delayed_by_route_discovery(eb, runs: Ru
     record = tmp_path / "deliveries"
     arrivals = _arrivals(eb, "%RETRY%G_first_retry")
     produce(eb, "FirstRetry", 8)
-    run = runs.start("first-retry", "tests.integration.probe_handler:record", namesrv=eb.namesrv_address,
+    run = runs.start("first-retry", "tests.integration.handlers.probe_handler:record", namesrv=eb.namesrv_address,
                      group="G_first_retry", topic="FirstRetry", args=["--workers", "1"],
                      settings={"RMQRUN_REBALANCE_INTERVAL_MS": "20000", "RMQRUN_POLL_NAME_SERVER_INTERVAL_MS": "30000"},
                      env={"PROBE_RECORD": str(record), "PROBE_FAIL_IDX": "3", "PROBE_FAIL_TIMES": "1"})

@@ -63,7 +63,7 @@ from tests.waiting import eventually_async
 
 pytestmark = [pytest.mark.cpp, pytest.mark.timeout(120)]
 
-HANDLER = "tests.integration.peer_group_handler:handle"
+HANDLER = "tests.integration.handlers.peer_group_handler:handle"
 QUEUES = 8
 CPP, RMQ = "cpp", "rmqrun"
 CPP_THREADS = 2  # the C++ consumer's consume threads: at most this many messages in its callbacks at once

@@ -20,7 +20,7 @@ from tests.integration.engine_kit import (
 from tests.integration.signals_kit import Delivery, read_deliveries
 from tests.waiting import eventually_async
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -136,7 +136,7 @@ def test_ack_index_in_a_batch_handler_retries_only_the_unacknowledged_tail(
         async with broker(tmp_path, message_delay_levels=FAST_DELAYS) as eb:
             await produce(eb.namesrv_address, "RT4", total)
             cfg = consumer_config(eb.namesrv_address, "GRT4", "RT4", consume_message_batch_max_size=4)
-            pool = pool_config("tests.integration.probe_handler:ack_batch", workers=2, batch_size=4)
+            pool = pool_config("tests.integration.handlers.probe_handler:ack_batch", workers=2, batch_size=4)
             async with Running(cfg, pool) as r:
                 await wait_for(lambda: len({d.idx for d in read_deliveries(record) if d.event == "ok"}) >= total,
                                timeout=60, what="every message acknowledged")

@@ -63,7 +63,7 @@ async def _pair(ex: PoolExecutor, first: list[int], second: list[int],
     return a, b
 
 
-def _run(scenario, handler: str = "tests.integration.pipeline_handler:handle", workers: int = 2) -> None:
+def _run(scenario, handler: str = "tests.integration.handlers.pipeline_handler:handle", workers: int = 2) -> None:
     async def main() -> None:
         ex = PoolExecutor(PoolConfig(handler=handler, workers=workers, boot_timeout=30.0, log_level="WARNING"))
         await ex.start()
@@ -148,7 +148,7 @@ def test_orderly_retries_failures_in_place_with_jobs_pipelined(tmp_path: Path, r
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
             await produce(eb.namesrv_address, "OP", n)
             cfg = consumer_config(eb.namesrv_address, "GOP", "OP", orderly=True, suspend_current_queue_time_ms=100)
-            async with Running(cfg, pool_config("tests.integration.pipeline_handler:handle", workers=2)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.pipeline_handler:handle", workers=2)) as r:
                 await wait_for(lambda: len([c for c in _calls(record) if c[0] == "ok"]) >= n, what=f"{n} successes")
                 engine = r.supervisor.engine
                 assert engine is not None
