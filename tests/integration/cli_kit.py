@@ -16,13 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.producer import Producer
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("rmqrun")
@@ -65,14 +65,8 @@ def produce(namesrv: str, topic: str, n: int, *, props: Callable[[int], dict[str
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0, what: str = "condition",
              interval: float = 0.05) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
+    """:func:`tests.waiting.eventually` with this kit's argument order (``timeout`` second), for its many callers."""
+    return eventually(cond, what=what, timeout=timeout, interval=interval)
 
 
 def run_cli(args: Sequence[str], *, env: dict[str, str] | None = None, input: bytes | None = None,

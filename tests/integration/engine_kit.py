@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import time
 from collections import defaultdict
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
+from tests.waiting import eventually_async
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -93,15 +93,14 @@ class Running:
     async def __aenter__(self) -> "Running":
         self.task = asyncio.ensure_future(self.supervisor.run())
         # wait until the engine has taken its queues (or died)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        def consuming() -> bool:
             if self.task.done():
                 raise RuntimeError(f"supervisor exited early with {self.task.result()}")
             engine = self.supervisor.engine
-            if self.supervisor.ready and engine is not None and engine.table:
-                return self  # started, first rebalance done
-            await asyncio.sleep(0.05)
-        raise TimeoutError("supervisor did not start consuming in 30 s")
+            return bool(self.supervisor.ready and engine is not None and engine.table)  # first rebalance done
+
+        await eventually_async(consuming, what="the supervisor to start consuming", interval=0.05)
+        return self
 
     async def stop(self, timeout: float = 60) -> int:
         assert self.task is not None
@@ -121,12 +120,8 @@ def read_records(path: Path) -> list[tuple[int, int]]:
 
 
 async def wait_for(predicate, timeout: float = 60, interval: float = 0.1, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await asyncio.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+    """:func:`tests.waiting.eventually_async` with this kit's argument order, for its many callers."""
+    await eventually_async(predicate, what=what, timeout=timeout, interval=interval)
 
 
 def by_queue(records: list[tuple[int, int]]) -> dict[int, list[int]]:

@@ -1,4 +1,4 @@
-"""Producing keyed backlogs and auditing what ``tests/integration/keyed_handler.py`` recorded.
+"""Producing keyed backlogs and auditing what ``tests/integration/handlers/keyed_handler.py`` recorded.
 
 The backlog: message ``i`` has body ``msg-<i>`` and key ``str(i % keys)`` (sent as a sharding
 key, so it lands on one queue and carries ``__SHARDINGKEY``). The previous message of the

@@ -24,7 +24,7 @@ from tests.integration.signals_kit import (
 )
 from tests.integration.test_health_endpoints import get
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 #: the consume modes, as ``rmqrun run`` flags
 MODES: dict[str, list[str]] = {
     "concurrent": [],

@@ -16,7 +16,7 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.protocol.assignment import MessageRequestMode
 from tests.integration.signals_kit import Delivery, RmqrunProcess, Runs, read_deliveries
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def set_pop_mode(eb: EmbeddedBroker, group: str, topic: str) -> None:

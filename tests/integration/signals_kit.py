@@ -5,7 +5,7 @@ process (real TCP on 127.0.0.1); ``rmqrun run`` is a child process in its own
 session, so a test can SIGKILL it (and, at clean-up, its whole process group:
 the supervisor and the workers it started) without touching pytest. Durable
 facts are read back through the broker (committed offsets, DLQ contents) and
-through the probe handler's record file (:mod:`tests.integration.probe_handler`).
+through the probe handler's record file (:mod:`tests.integration.handlers.probe_handler`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import psutil
 
 from rmqrun.broker.app import EmbeddedBroker
 from tests.integration import engine_kit
+from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 FAST_DELAYS = engine_kit.FAST_DELAYS
@@ -129,12 +129,8 @@ def per_queue(deliveries: Iterable[Delivery]) -> dict[int, list[int]]:
 
 
 def wait_until(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+    """:func:`tests.waiting.eventually` with this kit's argument order, for its many callers."""
+    eventually(predicate, what=what, timeout=timeout, interval=interval)
 
 
 # --------------------------------------------------------------------------- rmqrun run
@@ -190,14 +186,19 @@ class RmqrunProcess:
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the supervisor logs that it consumes (pool up, first rebalance done)."""
         assert self.proc is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        proc = self.proc
+
+        def consuming() -> bool:
             if "consuming " in self.log():
-                return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rmqrun exited with {self.proc.returncode} before consuming:\n{self.log()[-3000:]}")
-            time.sleep(0.05)
-        raise TimeoutError(f"rmqrun not consuming after {timeout:g} s:\n{self.log()[-3000:]}")
+                return True
+            if proc.poll() is not None:
+                raise RuntimeError(f"rmqrun exited with {proc.returncode} before consuming:\n{self.log()[-3000:]}")
+            return False
+
+        try:
+            eventually(consuming, what="rmqrun to log that it consumes", timeout=timeout, interval=0.05)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}:\n{self.log()[-3000:]}") from None
 
     def worker_pids(self) -> list[int]:
         try:

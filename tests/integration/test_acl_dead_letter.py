@@ -18,7 +18,7 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.broker.topics import TopicConfig
 from tests.acl_kit import write_acl
 from tests.integration.cli_kit import Child, child_env, run_cli, wait_for
-from tests.integration.topic_handler import deliveries
+from tests.integration.handlers.topic_handler import deliveries
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -48,7 +48,7 @@ def test_failed_messages_reach_the_dlq_with_only_the_group_granted(tmp_path: Pat
                          "--property", f"idx={idx}"], env=env)
             assert r.returncode == 0, r.stdout + r.stderr
         record = tmp_path / "record.txt"
-        args = ["run", "tests.integration.topic_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
+        args = ["run", "tests.integration.handlers.topic_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
                 "--topic", topic, "--workers", "1", "--max-reconsume-times", "1",
                 "--consume-from", "CONSUME_FROM_FIRST_OFFSET"] + (["--orderly"] if mode == "orderly" else [])
         run_env = dict(env, RMQRUN_HANDLER_RECORD=str(record), RMQRUN_HANDLER_FAIL_IDX="2",

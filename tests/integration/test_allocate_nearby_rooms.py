@@ -19,7 +19,7 @@ from rmqrun.model import MessageQueue
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce, wait_for
 
 TOPIC, GROUP, QUEUES = "NB", "GNB", 3
-HANDLER = "tests.integration.where_handler:handle"
+HANDLER = "tests.integration.handlers.where_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -23,6 +23,7 @@ from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.codes import ResponseCode
 from tests.integration.broker_kit import Client, messages, send_ext
+from tests.waiting import eventually_async
 
 MAX_TS = str(2**63 - 1)
 
@@ -159,8 +160,7 @@ def test_view_broker_stats_data_shows_real_put_and_get_rates_for_stats_all(tmp_p
         delayed = await c.send("DelayT", b"later", queue_id=0, props={"DELAY": "1"})
         assert delayed.code == ResponseCode.SUCCESS
         assert (await stats("TOPIC_PUT_NUMS", "SCHEDULE_TOPIC_XXXX")).stats_minute.sum == 1
-        await asyncio.sleep(1.5)
-        assert eb.broker.store.max_offset("DelayT", 0) == 1, "delivered when due"
+        await eventually_async(lambda: eb.broker.store.max_offset("DelayT", 0) == 1, what="the delivery when due")
         gone = await c.call(R.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "DelayT"})
         assert gone.code == ResponseCode.SYSTEM_ERROR, "the due delivery is not a producer's send"
 

@@ -29,7 +29,7 @@ from tests.integration.signals_kit import (Runs, committed, oks, produce, queue_
 
 pytestmark = pytest.mark.timeout(180)
 
-PROBE = "tests.integration.probe_handler"
+PROBE = "tests.integration.handlers.probe_handler"
 
 
 def disk_reads(eb: EmbeddedBroker, used: float) -> None:

@@ -24,6 +24,7 @@ from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
 from tests.integration.pop_kit import ack, batch_ack, change_invisible, pop, pop_all, popped, send_many
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 #: how long a held pop may take to be woken: a bound that only ends a failure (the holds asked for are 600 s)
@@ -161,9 +162,7 @@ def test_unacked_messages_are_revived_with_reconsume_times_plus_one(tmp_path: Pa
             retry_tc = eb.broker.topics.get(f"%RETRY%{G}_{T}")
             assert retry_tc is not None and retry_tc.read_queue_nums == 1 and retry_tc.perm == 6
             # the pop was woken by the second copy's append; the revive pass counts once that append returns
-            deadline = asyncio.get_running_loop().time() + 5
-            while eb.broker.pop.counters.revived < 2 and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: eb.broker.pop.counters.revived >= 2, what="two revived messages")
             assert eb.broker.pop.counters.revived == 2
             for _, r in back:
                 assert (await ack(c, G, T, r)).code == ResponseCode.SUCCESS

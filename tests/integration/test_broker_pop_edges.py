@@ -15,6 +15,7 @@ from rmqrun.protocol.pop import NotificationRequestHeader, NotificationResponseH
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
 from tests.integration.pop_kit import change_invisible, pop, pop_all, popped, send_many
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_pope", "TPopE"
@@ -36,13 +37,6 @@ async def _pop_until(client: Client, n: int, deadline_s: float = 60.0, **kw):  #
     while len(got) < n and time.monotonic() < end:
         got.extend(await pop_all(client, G, T, poll_ms=1000, **kw))
     return got
-
-
-async def _until(cond, what: str, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < end, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
 
 
 async def _notify(c: Client) -> bool:
@@ -67,7 +61,7 @@ def test_an_extended_invisible_time_takes_the_message_out_of_its_pops_revive(tmp
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             back = await _pop_until(c, 1, invisible_ms=60_000)
             assert [m.body for m, _ in back] == [b"m1"]
-            await _until(lambda: eb.broker.pop.counters.revived >= 1, "the revive pass")
+            await eventually_async(lambda: eb.broker.pop.counters.revived >= 1, what="the revive pass", timeout=60)
             assert eb.broker.store.max_offset(RETRY, 0) == 1, "the extended message was revived too"
             await c.close()
 
@@ -83,7 +77,8 @@ def test_every_pop_that_finds_too_little_also_reads_the_retry_topic(tmp_path: Pa
             c = await _client(eb)
             await send_many(c, T, 10, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 10
-            await _until(lambda: eb.broker.pop.counters.revived == 10, "ten revived messages")
+            await eventually_async(lambda: eb.broker.pop.counters.revived == 10,
+                                   what="ten revived messages", timeout=60)
             bodies = []
             for _ in range(10):
                 got = await pop_all(c, G, T, max_nums=1, invisible_ms=60_000)
@@ -101,7 +96,7 @@ def test_notification_counts_revived_messages_waiting_in_the_retry_topic(tmp_pat
             c = await _client(eb)
             await send_many(c, T, 1, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 1
-            await _until(lambda: eb.broker.pop.counters.revived == 1, "the revived message")
+            await eventually_async(lambda: eb.broker.pop.counters.revived == 1, what="the revived message", timeout=60)
             # the topic's queues are all popped: only the retry topic holds something to pop
             assert await _notify(c) is True
             assert [m.body for m, _ in await pop_all(c, G, T, invisible_ms=60_000)] == [b"m0"]

@@ -4,7 +4,6 @@ acks commit and unblock (waking held pops), the same attempt may pop again, rede
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from rmqrun.protocol.pop import (
 from rmqrun.remoting.codes import ResponseCode
 from tests.integration.broker_kit import Client
 from tests.integration.pop_kit import ack, change_invisible, pop, pop_all, popped, send_many
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_order", "TOrder"
@@ -56,10 +56,9 @@ def test_a_popped_batch_blocks_its_queue_until_acked(tmp_path: Path) -> None:
             assert await pop_all(c2, G, T, queue_id=0, order=True, attempt_id="a2") == []  # m1 still out
             # a held pop is woken by the ack that unblocks the queue
             held = asyncio.create_task(pop(c2, G, T, queue_id=0, order=True, attempt_id="a3", poll_ms=10_000))
-            end = time.monotonic() + 30  # a bound that only ends a failure
-            while eb.broker.pop_polling.polling_num(T, G, 0) == 0:
-                assert not held.done() and time.monotonic() < end
-                await asyncio.sleep(0.01)
+            await eventually_async(lambda: held.done() or eb.broker.pop_polling.polling_num(T, G, 0) > 0,
+                                   what="the pop to be held")
+            assert not held.done(), "a pop of a blocked queue must be held, not answered"
             assert (await ack(c1, G, T, again[1][1])).code == ResponseCode.SUCCESS
             nxt = popped(await asyncio.wait_for(held, 5))
             assert [m.body for m, _ in nxt] == [b"m2"]

@@ -22,7 +22,7 @@ from tests.integration.signals_kit import (
 )
 
 pytestmark = pytest.mark.timeout(240)
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 DOWN_S = 4.0
 
 

@@ -22,7 +22,7 @@ from tests.integration.signals_kit import (Runs, committed, oks, per_queue, prod
 
 pytestmark = pytest.mark.timeout(180)
 
-PROBE = "tests.integration.probe_handler"
+PROBE = "tests.integration.handlers.probe_handler"
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 SHORT = dict(segment_size=4096, max_message_size=1024, consume_queue_entries_per_file=8,
              file_reserved_hours=2 / 3600, delete_when=EVERY_HOUR, clean_resource_interval_ms=200)

@@ -9,7 +9,6 @@ delivered anywhere: ``messageTimeup`` gives nothing and the level moves on.
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 
 from rmqrun.broker.app import EmbeddedBroker
@@ -19,17 +18,11 @@ from rmqrun.broker.store import StoreIOError
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.message import encode_stored
 from tests.integration.broker_kit import Client, messages
+from tests.waiting import eventually_async
 
 
 def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(asyncio.wait_for(coro, 60))
-
-
-async def _wait_for(pred, what: str, timeout: float = 20) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def test_a_failed_delivery_is_retried_and_delivered_once(tmp_path: Path) -> None:
@@ -50,10 +43,10 @@ def test_a_failed_delivery_is_retried_and_delivered_once(tmp_path: Path) -> None
             try:
                 sent = await c.send("Later", b"once", queue_id=0, props={"DELAY": "1"})
                 assert sent.code == ResponseCode.SUCCESS
-                await _wait_for(lambda: len(failures) == 2, "two failed deliveries")
+                await eventually_async(lambda: len(failures) == 2, what="two failed deliveries")
                 assert schedule.offsets.get(1, 0) == 0, "progress moved past an undelivered message"
-                await _wait_for(lambda: eb.broker.store.max_offset("Later", 0) == 1, "the delivery")
-                await _wait_for(lambda: schedule.offsets.get(1) == 1, "the level's progress")
+                await eventually_async(lambda: eb.broker.store.max_offset("Later", 0) == 1, what="the delivery")
+                await eventually_async(lambda: schedule.offsets.get(1) == 1, what="the level's progress")
                 assert failures == ["Later", "Later"]
                 pulled = await c.pull("G", "Later", 0, 0, subscription="*")
                 assert [m.body for m in messages(pulled)] == [b"once"]

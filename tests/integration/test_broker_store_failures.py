@@ -23,6 +23,7 @@ from rmqrun.broker.schedule import SCHEDULE_TOPIC
 from rmqrun.broker.store import MessageStore
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client, messages, pull_ext
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -84,13 +85,6 @@ def gated(store: MessageStore) -> Iterator[FsyncGate]:
         store.set_commit_log_fsync(None)
 
 
-async def _wait_for(cond, what: str, timeout: float = 30) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 def test_a_sync_flush_send_is_answered_only_after_its_fsync(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d", flush_mode="sync") as eb:
@@ -104,7 +98,7 @@ def test_a_sync_flush_send_is_answered_only_after_its_fsync(tmp_path: Path) -> N
                 await gate.wait_calls(1)
                 # Stored (in the page cache and its queue) and visible to a pull on another
                 # connection, whose answer comes back ...
-                await _wait_for(lambda: store.max_offset("Dur", 0) == 2, "the second message to be stored")
+                await eventually_async(lambda: store.max_offset("Dur", 0) == 2, what="the second message to be stored")
                 pulled = await other.pull("G", "Dur", 0, 1, subscription="*")
                 assert [m.body for m in messages(pulled)] == [b"held"]
                 assert store.flushed_offset < store.commit_log_max_offset
@@ -131,7 +125,7 @@ def test_a_send_written_during_an_fsync_waits_for_the_next_one(tmp_path: Path) -
                 send_a = asyncio.create_task(c.send("Grp", b"a", queue_id=0))
                 await gate.wait_calls(1)  # round 1 snapshotted the log's end with A in it
                 send_b = asyncio.create_task(c.send("Grp", b"b", queue_id=0))
-                await _wait_for(lambda: store.max_offset("Grp", 0) == 3, "B to be stored")
+                await eventually_async(lambda: store.max_offset("Grp", 0) == 3, what="B to be stored")
                 gate.allow(1)
                 assert (await asyncio.wait_for(send_a, 20)).code == ResponseCode.SUCCESS
                 await gate.wait_calls(2)  # round 1 has woken its waiters; round 2 (for B) is held
@@ -159,7 +153,8 @@ def test_flush_timeout_answers_flush_disk_timeout_with_the_stored_position(tmp_p
                 assert resp.ext_fields["queueId"] == "1" and resp.ext_fields["queueOffset"] == "1"
                 assert resp.ext_fields["msgId"]
                 gate.open()
-                await _wait_for(lambda: store.flushed_offset == store.commit_log_max_offset, "the late fsync")
+                await eventually_async(lambda: store.flushed_offset == store.commit_log_max_offset,
+                                       what="the late fsync")
             pulled = await c.pull("G", "Slow", 1, 1, subscription="*")
             assert [m.body for m in messages(pulled)] == [b"late"]
             await c.close()
@@ -260,7 +255,8 @@ def test_delay_queue_progress_is_restored_after_a_restart(tmp_path: Path) -> Non
             # Waits for the recorded progress: a message is stored in its real topic a flush
             # before the level's offset moves past it, so the target queue's end is no sign
             # that the progress a clean stop saves covers it.
-            await _wait_for(lambda: eb.broker.schedule.offsets.get(1) == 3, "level 1's progress past three deliveries")
+            await eventually_async(lambda: eb.broker.schedule.offsets.get(1) == 3,
+                                   what="level 1's progress past three deliveries")
             assert store.max_offset("Later", 0) == 3
             assert store.max_offset(SCHEDULE_TOPIC, 0) == 3
             await c.close()
@@ -275,7 +271,7 @@ def test_delay_queue_progress_is_restored_after_a_restart(tmp_path: Path) -> Non
             assert (await c.send("Later", b"d3", queue_id=0, props={"DELAY": "1"})).code == ResponseCode.SUCCESS
             # The level's queue is in order: had progress been lost, d0..d2 would be
             # delivered again before d3.
-            await _wait_for(lambda: store.max_offset("Later", 0) >= 4, "the new delivery")
+            await eventually_async(lambda: store.max_offset("Later", 0) >= 4, what="the new delivery")
             pulled = await c.pull("G", "Later", 0, 0, subscription="*")
             assert [m.body for m in messages(pulled)] == [b"d0", b"d1", b"d2", b"d3"]
             assert store.max_offset("Later", 0) == 4
@@ -301,12 +297,13 @@ def test_a_stop_during_a_delayed_delivery_saves_the_progress_that_covers_it(tmp_
             store.set_commit_log_fsync(gate)
             try:
                 await gate.wait_calls(1)
-                await _wait_for(lambda: store.max_offset("Later", 0) == 1, "the delivery to be stored")
+                await eventually_async(lambda: store.max_offset("Later", 0) == 1, what="the delivery to be stored")
                 assert schedule.offsets.get(1, 0) == 0, "the delivery is still waiting for its fsync"
                 level_tasks = list(schedule._tasks)
 
                 async def open_once_the_level_tasks_are_cancelled() -> None:
-                    await _wait_for(lambda: all(t.done() for t in level_tasks), "stop to cancel the level tasks")
+                    await eventually_async(lambda: all(t.done() for t in level_tasks),
+                                           what="stop to cancel the level tasks")
                     gate.open()
 
                 releaser = asyncio.create_task(open_once_the_level_tasks_are_cancelled())
@@ -323,7 +320,7 @@ def test_a_stop_during_a_delayed_delivery_saves_the_progress_that_covers_it(tmp_
             assert eb.broker.schedule.offsets[1] == 1
             c = await Client.connect(eb.namesrv_address, eb.broker_address)
             assert (await c.send("Later", b"d1", queue_id=0, props={"DELAY": "1"})).code == ResponseCode.SUCCESS
-            await _wait_for(lambda: eb.broker.schedule.offsets.get(1) == 2, "the new delivery's progress")
+            await eventually_async(lambda: eb.broker.schedule.offsets.get(1) == 2, what="the new delivery's progress")
             pulled = await c.pull("G", "Later", 0, 0, subscription="*")
             assert [m.body for m in messages(pulled)] == [b"d0", b"d1"]
             await c.close()
@@ -345,7 +342,8 @@ def test_the_highest_delay_level_s_progress_is_restored_after_a_restart(tmp_path
             for i in range(2):
                 assert (await c.send("Latest", b"d%d" % i, queue_id=0, props={"DELAY": "18"})).code == \
                     ResponseCode.SUCCESS
-            await _wait_for(lambda: eb.broker.schedule.offsets.get(18) == 2, "level 18's progress past both")
+            await eventually_async(lambda: eb.broker.schedule.offsets.get(18) == 2,
+                                   what="level 18's progress past both")
             await c.close()
         assert '"18":2' in (data / "config" / "delayOffset.json").read_text().replace(" ", "")
 
@@ -356,7 +354,7 @@ def test_the_highest_delay_level_s_progress_is_restored_after_a_restart(tmp_path
             c = await Client.connect(eb.namesrv_address, eb.broker_address)
             assert (await c.send("Latest", b"d2", queue_id=0, props={"DELAY": "18"})).code == ResponseCode.SUCCESS
             # level 18's queue is in order: had its progress been dropped, d0 and d1 would come again before d2
-            await _wait_for(lambda: eb.broker.schedule.offsets.get(18) == 3, "the new delivery's progress")
+            await eventually_async(lambda: eb.broker.schedule.offsets.get(18) == 3, what="the new delivery's progress")
             pulled = await c.pull("G", "Latest", 0, 0, subscription="*")
             assert [m.body for m in messages(pulled)] == [b"d0", b"d1", b"d2"]
             assert store.max_offset("Latest", 0) == 3

@@ -85,10 +85,8 @@ def test_ctrl_c_while_consuming_cleans_up(tmp_path: Path) -> None:
     out = child.stdout
     assert re.search(r"^interrupted: \d+ messages handled in", out, re.M), out
     assert list(tmp.iterdir()) == [], "the temporary directory is removed"
-    deadline = time.monotonic() + 10
-    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers):
-        assert time.monotonic() < deadline, f"worker processes left behind: {workers}"
-        time.sleep(0.1)
+    wait_for(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in workers), 30,
+             f"the worker processes to exit: {workers}", interval=0.1)
 
 
 def test_ctrl_c_while_producing_cleans_up(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import pytest
 from rmqrun.client.instance import ClientInstance
 from rmqrun.model import MessageQueue
 from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_args, run_cli, wait_for
-from tests.integration.record_handler import records
+from tests.integration.handlers.record_handler import records
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,7 @@ def test_online_reset_reaches_a_running_consumer_which_consumes_again(eb: Any, t
     produce(eb.namesrv_address, "ONL", 20)
     record = tmp_path / "seen.txt"
     env = child_env(RMQRUN_HANDLER_RECORD=str(record))
-    args = run_args(eb.namesrv_address, "GONL", "ONL", "tests.integration.record_handler:handle", "--workers", "2")
+    args = run_args(eb.namesrv_address, "GONL", "ONL", "tests.integration.handlers.record_handler:handle", "--workers", "2")
     with Child(args, tmp_path, env=env) as child:
         wait_for(lambda: len(records(record)) >= 20, 60, "the first 20 messages")
         first = Counter((t, q, o) for t, q, o, _, _ in records(record))

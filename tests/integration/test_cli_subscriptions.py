@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_cli, wait_for
-from tests.integration.record_handler import records
+from tests.integration.handlers.record_handler import records
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def consume_two_topics(eb: Any, tmp_path: Path, group: str, orders: str, audit: 
     produce(eb.namesrv_address, orders, 30, props=_tagged(30))  # 10 of each tag
     produce(eb.namesrv_address, audit, 6, props=_tagged(6))
     record = tmp_path / f"{group}.txt"
-    args = ["run", "tests.integration.record_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
+    args = ["run", "tests.integration.handlers.record_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
             "--consume-from", "CONSUME_FROM_FIRST_OFFSET", "--workers", "2", *how]
     with Child(args, tmp_path, env=child_env(RMQRUN_HANDLER_RECORD=str(record)), name=group) as child:
         wait_for(lambda: len(records(record)) >= expect, 60, "the matching messages of both topics")

@@ -60,7 +60,7 @@ def digest(body: bytes) -> str:
 
 
 def start_run(runs: Runs, eb: EmbeddedBroker, tmp_path: Path, group: str, topic: str, *args: str):  # type: ignore[no-untyped-def]
-    return runs.start(group, "tests.integration.bodies_handler:handle", namesrv=eb.namesrv_address, group=group,
+    return runs.start(group, "tests.integration.handlers.bodies_handler:handle", namesrv=eb.namesrv_address, group=group,
                       topic=topic, args=["--workers", "2", *args],
                       env={"PROBE_BODIES": str(tmp_path / f"{group}.bodies")})
 

@@ -12,6 +12,7 @@ from rmqrun.remoting.connection import _WRITE_HIGH_WATER, Connection
 from rmqrun.remoting.errors import ConnectionClosedError, RequestTimeoutError
 from rmqrun.remoting.frame import RemotingCommand
 from tests.integration.test_connection import _server
+from tests.waiting import eventually_async
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -51,8 +52,10 @@ def test_a_peer_that_stops_reading_holds_the_writer_back_and_its_drop_fails_the_
         peer = await asyncio.wait_for(accepted.get(), 10)
         big = RemotingCommand(1, {"k": "v"}, body=b"x" * (2 * _WRITE_HIGH_WATER))
         pending = asyncio.ensure_future(conn.request(big, 30))
-        await asyncio.sleep(0.05)  # it leaves in the next loop turn and fills the pipe
-        assert conn._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER  # type: ignore[attr-defined]
+        # it leaves in a later loop turn and fills the pipe
+        transport = conn._writer.transport  # type: ignore[attr-defined]
+        await eventually_async(lambda: transport.get_write_buffer_size() > _WRITE_HIGH_WATER,
+                               what="the big request past the write high-water mark")
         # a oneway send returns once its bytes are queued: past the mark it is held back instead
         held = asyncio.ensure_future(conn.oneway(RemotingCommand(1, {"k": "held"})))
         for _ in range(50):

@@ -27,6 +27,7 @@ from rmqrun.remoting.errors import (
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.remoting.server import RemotingServer
+from tests.waiting import eventually_async
 
 AK, SK = "app-key", "s3cr3t-value"
 ACL_REMARK = ("org.apache.rocketmq.acl.common.AclException: No default permission for %RETRY%G1, "
@@ -73,10 +74,7 @@ def test_requests_and_oneways_are_signed_and_refusals_raise_once_reported() -> N
         await pool.oneway(server.address, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET,
                                                           {"topic": "T", "consumerGroup": "G1", "queueId": "0",
                                                            "commitOffset": "5"}))
-        for _ in range(100):
-            if len(seen) == 2:
-                break
-            await asyncio.sleep(0.02)
+        await eventually_async(lambda: len(seen) == 2, what="the oneway request to reach the server")
         assert [c.code for c in seen] == [RequestCode.GET_MAX_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET]
         for cmd in seen:
             assert cmd.ext_fields["AccessKey"] == AK

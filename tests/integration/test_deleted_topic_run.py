@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_args, run_cli, wait_for
-from tests.integration.record_handler import records
+from tests.integration.handlers.record_handler import records
 
 STATUS = re.compile(r"(\d+) consumed \(\d+/s now\), lag \S+, \d+ failed, (\d+) queues?, ")
 
@@ -30,7 +30,7 @@ def test_a_deleted_topic_is_dropped_with_one_warning_and_comes_back(tmp_path: Pa
         produce(ns, "DT_Orders", 8)
         env = child_env(RMQRUN_HANDLER_RECORD=str(record), RMQRUN_STATUS_INTERVAL="0.5",
                         RMQRUN_REBALANCE_INTERVAL_MS="1000")
-        args = run_args(ns, "GDT", "DT_Orders", "tests.integration.record_handler:handle", "--workers", "1")
+        args = run_args(ns, "GDT", "DT_Orders", "tests.integration.handlers.record_handler:handle", "--workers", "1")
         with Child(args, tmp_path, env=env) as child:
             wait_for(lambda: len(records(record)) >= 8, 60, "the first 8 messages")
             # 4 queues of the topic and the retry topic's 1

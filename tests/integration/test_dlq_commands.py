@@ -71,7 +71,7 @@ def dead_letter_a_run(eb: EmbeddedBroker, tmp_path: Path, group: str, topic: str
     extra = ["--orderly"] if mode == "orderly" else []
     expected = EXPECTED[mode]
     port = free_port()
-    args = ["run", "tests.integration.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
+    args = ["run", "tests.integration.handlers.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--group", group,
             "--topic", topic, "--workers", "1", "--max-reconsume-times", "1", "--metrics-port", str(port),
             "--consume-from", "CONSUME_FROM_FIRST_OFFSET", *extra]
     with Child(args, tmp_path, env=child_env(RMQRUN_SUSPEND_CURRENT_QUEUE_TIME_MS="100"), name=group) as run:
@@ -248,7 +248,7 @@ def test_dead_letters_under_a_namespace(eb: EmbeddedBroker, tmp_path: Path) -> N
         r = run_cli(["produce", "--namesrv", eb.namesrv_address, "--namespace", ns, "--topic", topic,
                      "--count", "1", "--property", f"fate={'fail' if i else 'ok'}", "--property", f"idx={i}"])
         assert r.returncode == 0, r.stderr
-    args = ["run", "tests.integration.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--namespace", ns,
+    args = ["run", "tests.integration.handlers.dlq_handler:handle", "--namesrv", eb.namesrv_address, "--namespace", ns,
             "--group", group, "--topic", topic, "--workers", "1", "--max-reconsume-times", "0",
             "--consume-from", "CONSUME_FROM_FIRST_OFFSET"]
     with Child(args, tmp_path, name="ns") as run:

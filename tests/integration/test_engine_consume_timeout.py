@@ -29,7 +29,7 @@ from tests.integration.engine_kit import (
 from rmqrun.consumer.process_queue import ProcessQueue
 from tests.integration.test_engine_orderly import _topic_messages
 
-HANDLER = "tests.integration.gate_handler:handle"
+HANDLER = "tests.integration.handlers.gate_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -19,7 +19,7 @@ from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
 )
 
-HANDLER = "tests.integration.lock_handler:handle"
+HANDLER = "tests.integration.handlers.lock_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

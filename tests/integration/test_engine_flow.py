@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce, read_records, wait_for
 
-HANDLER = "tests.integration.lock_handler:handle"
+HANDLER = "tests.integration.handlers.lock_handler:handle"
 BATCH = 5
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, produce, wait_for
 
-HANDLER = "tests.integration.manual_handler:handle"
+HANDLER = "tests.integration.handlers.manual_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

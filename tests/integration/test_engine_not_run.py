@@ -31,7 +31,7 @@ def test_not_run_messages_stay_cached_hold_the_commit_and_run_later(tmp_path: Pa
         async with broker(tmp_path, message_delay_levels=FAST_DELAYS, auto_create_queue_nums=1) as eb:
             await produce(eb.namesrv_address, "NR", 6)  # offsets 0..5, pulled as one batch
             cfg = consumer_config(eb.namesrv_address, "GNR", "NR")
-            async with Running(cfg, pool_config("tests.integration.probe_handler:hang", workers=1,
+            async with Running(cfg, pool_config("tests.integration.handlers.probe_handler:hang", workers=1,
                                                 time_limit=1.0)) as r:
                 engine = r.supervisor.engine
                 assert engine is not None

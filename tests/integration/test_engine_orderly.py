@@ -61,7 +61,7 @@ def test_orderly_suspend_redelivers_same_message_first(tmp_path: Path, record_fi
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
             await produce(eb.namesrv_address, "O2", 10)
             cfg = consumer_config(eb.namesrv_address, "GO2", "O2", orderly=True, suspend_current_queue_time_ms=100)
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=2)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.fail_handler:handle", workers=2)) as r:
                 await wait_for(lambda: len([x for x in read_records(record_file) if x[2] == "ok"]) >= 10,
                                what="10 successes")
                 assert await r.stop() == 0
@@ -98,7 +98,7 @@ def test_orderly_dead_letters_after_max_reconsume_times(tmp_path: Path, record_f
             await produce(eb.namesrv_address, "O3", 5)
             cfg = consumer_config(eb.namesrv_address, "GO3", "O3", orderly=True, suspend_current_queue_time_ms=50,
                                   max_reconsume_times=3)
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.fail_handler:handle", workers=1)) as r:
                 await wait_for(lambda: len([x for x in read_records(record_file) if x[2] == "ok"]) >= 4,
                                what="the 4 good messages")
                 assert await r.stop() == 0

@@ -22,7 +22,7 @@ from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.engine_kit import FAST_DELAYS, Running, broker, consumer_config, pool_config, produce, wait_for
 
-HANDLER = "tests.integration.chain_handler:handle"
+HANDLER = "tests.integration.handlers.chain_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, read_records, wait_for,
 )
+from tests.waiting import eventually_async
 
 HANDLER = "workers.orderly_record:handle"
 
@@ -55,8 +56,7 @@ def test_timestamp_starts_at_the_first_message_stored_after_it(tmp_path: Path, r
             # consume_timestamp has whole seconds; pick a second well after the first five (the
             # broker answers the message nearest in time, so the gap before must be the larger one)
             start_s = math.floor(last_before) + 2
-            while time.time() < start_s:
-                await asyncio.sleep(0.02)
+            await eventually_async(lambda: time.time() >= start_s, what="the clock to reach the start second")
             await produce(eb.namesrv_address, "SP2", 5, start=5)
             eb.broker.memory_window = 0
             stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(start_s))

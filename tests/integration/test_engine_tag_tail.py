@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration import record_handler
+from tests.integration.handlers import record_handler
 from tests.integration.engine_kit import (
     Running, broker, committed_offsets, consumer_config, pool_config, produce, wait_for,
 )
@@ -32,7 +32,7 @@ def test_filtered_tail_is_committed_when_the_cache_drains(tmp_path: Path, monkey
             await produce(eb.namesrv_address, "TT", 10, tags=["TagA", "TagB"])
             cfg = consumer_config(eb.namesrv_address, "GTT", "TT", tags="TagA", orderly=orderly,
                                   broker_suspend_max_time_ms=60_000)
-            async with Running(cfg, pool_config("tests.integration.record_handler:handle")) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.record_handler:handle")) as r:
                 await wait_for(lambda: len(record_handler.records(out)) >= 5, 60, what="the five TagA messages")
                 engine = r.supervisor.engine
                 assert engine is not None

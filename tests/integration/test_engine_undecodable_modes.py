@@ -85,7 +85,7 @@ def test_manual_commit_dead_letters_an_undecodable_record_and_commits_it_with_th
             await produce(eb.namesrv_address, "UM", 3, start=3)  # 4..6
             cfg = consumer_config(eb.namesrv_address, "GUM", "UM", orderly=True, auto_commit=False,
                                   broker_suspend_max_time_ms=300)
-            async with Running(cfg, pool_config("tests.integration.manual_handler:handle")) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.manual_handler:handle")) as r:
                 engine = r.supervisor.engine
                 assert engine is not None
                 (mq,) = [mq for mq in engine.table if mq.topic == "UM"]

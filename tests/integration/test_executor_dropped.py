@@ -31,6 +31,7 @@ from rmqrun.remoting.message import encode_stored
 from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -53,14 +54,6 @@ def _locked() -> ProcessQueue:
     return pq
 
 
-async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 def _executor(max_inflight_messages: int) -> PoolExecutor:
     worker = WorkerConfig("workers.misbehave:sleep", log_level="WARNING", batch_size=1, time_limit=900.0)
     return PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=max_inflight_messages)
@@ -78,9 +71,9 @@ def test_a_job_waiting_in_the_executor_is_not_run_once_its_queue_is_dropped() ->
         try:
             kept, dropped = SimpleNamespace(dropped=False), SimpleNamespace(dropped=False)
             first = asyncio.ensure_future(ex.run(_job(0, [0], kept)))
-            await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+            await eventually_async(lambda: ex.in_flight == 1, what="the first job with its worker")
             second = asyncio.ensure_future(ex.run(_job(1, [7], dropped)))
-            await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
+            await eventually_async(lambda: ex.waiting == 1, what="the second job waiting in the executor")
             dropped.dropped = True  # rebalanced away while it waits
             assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
@@ -103,8 +96,9 @@ def test_a_job_waiting_in_a_workers_pipe_is_skipped_once_its_queue_is_dropped() 
             kept, dropped = SimpleNamespace(dropped=False), SimpleNamespace(dropped=False)
             first = asyncio.ensure_future(ex.run(_job(0, [0], kept)))
             second = asyncio.ensure_future(ex.run(_job(1, [5, 6], dropped)))
-            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
-            await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
+            await eventually_async(lambda: ex.in_flight == 2, what="both jobs with the worker")
+            await eventually_async(lambda: ex.pool.workers()[0].running_batch_id is not None,
+                                   what="the first job running")
             dropped.dropped = True  # the executor's sweep asks the worker to skip the queued batch
             assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
@@ -122,9 +116,9 @@ def test_an_orderly_job_waiting_in_the_executor_is_not_run_once_its_lock_is_lost
         try:
             kept, lost = _locked(), _locked()
             first = asyncio.ensure_future(ex.run(_job(0, [0], kept, orderly=True)))
-            await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+            await eventually_async(lambda: ex.in_flight == 1, what="the first job with its worker")
             second = asyncio.ensure_future(ex.run(_job(1, [7], lost, orderly=True)))
-            await _until(lambda: ex.waiting == 1, "the second job waiting in the executor")
+            await eventually_async(lambda: ex.waiting == 1, what="the second job waiting in the executor")
             lost.locked = False  # a renewal found another client holding the queue
             assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)
@@ -149,8 +143,9 @@ def test_an_orderly_job_waiting_in_a_workers_pipe_is_skipped_once_its_lock_expir
             kept, expiring = _locked(), _locked()
             first = asyncio.ensure_future(ex.run(_job(0, [0], kept, orderly=True)))
             second = asyncio.ensure_future(ex.run(_job(1, [5, 6], expiring, orderly=True)))
-            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
-            await _until(lambda: ex.pool.workers()[0].running_batch_id is not None, "the first job running")
+            await eventually_async(lambda: ex.in_flight == 2, what="both jobs with the worker")
+            await eventually_async(lambda: ex.pool.workers()[0].running_batch_id is not None,
+                                   what="the first job running")
             expiring.last_lock_timestamp -= expiring.lock_max_live_ms + 1_000  # not renewed in time
             assert (await first).verdicts == [Status.SUCCESS]
             res = await asyncio.wait_for(second, 10)

@@ -27,6 +27,7 @@ from rmqrun.supervisor.executor import PoolExecutor
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.signals_kit import read_deliveries
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,14 +39,6 @@ def _job(queue_id: int, idxs: list[int]) -> ConsumeJob:
     return ConsumeJob(mq, False, records, list(idxs), pq=SimpleNamespace(dropped=False))
 
 
-async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     record = tmp_path / "deliveries.txt"
@@ -53,7 +46,7 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
     monkeypatch.setenv("PROBE_HANG_IDX", "0")  # the first delivery of idx 0 sleeps for an hour
 
     async def scenario() -> None:
-        worker = WorkerConfig("tests.integration.probe_handler:hang", log_level="WARNING", batch_size=1,
+        worker = WorkerConfig("tests.integration.handlers.probe_handler:hang", log_level="WARNING", batch_size=1,
                               time_limit=900.0)
         ex = PoolExecutor(PoolConfig(worker, workers=1, boot_timeout=30.0), max_inflight_messages=100)
         await ex.start()
@@ -62,9 +55,9 @@ def test_a_batch_queued_behind_a_killed_call_runs_in_the_replacement(tmp_path: P
         try:
             hung = asyncio.ensure_future(ex.run(_job(0, [0])))
             queued = asyncio.ensure_future(ex.run(_job(1, [5, 6])))
-            await _until(lambda: ex.in_flight == 2, "both jobs with the worker")
-            await _until(lambda: record.exists() and any(d.event == "start" for d in read_deliveries(record)),
-                         "the hanging call to begin")
+            await eventually_async(lambda: ex.in_flight == 2, what="both jobs with the worker")
+            await eventually_async(lambda: record.exists() and any(d.event == "start" for d in read_deliveries(record)),
+                                   what="the hanging call to begin")
             (worker,) = ex.pool.workers()
             os.kill(worker.pid, signal.SIGKILL)
             # the call it died in is the message's doing: failed alone (retried / dead-lettered later)

@@ -18,8 +18,9 @@ import pytest
 from tests.integration.engine_kit import FAST_DELAYS, Running, broker, consumer_config, pool_config, produce, wait_for
 from tests.integration.signals_kit import read_deliveries
 from tests.integration.test_guarantees_retry import dlq_messages
+from tests.waiting import eventually_async
 
-HANDLER = "tests.integration.crash_handler:crash"
+HANDLER = "tests.integration.handlers.crash_handler:crash"
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -34,14 +35,13 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _until_dlq(eb, group: str, n: int, timeout: float = 120) -> list:  # type: ignore[no-untyped-def,type-arg]
-    deadline = asyncio.get_running_loop().time() + timeout
-    dlq: list = []  # type: ignore[type-arg]
-    while asyncio.get_running_loop().time() < deadline:
-        dlq = await dlq_messages(eb, group)
-        if len(dlq) >= n:
-            return dlq
-        await asyncio.sleep(0.2)
-    raise TimeoutError(f"{len(dlq)} of {n} messages in %DLQ%{group} after {timeout} s")
+    """The messages of ``%DLQ%<group>`` once it holds ``n`` (each look is a request to the broker)."""
+    async def dlq() -> list:  # type: ignore[type-arg]
+        messages = await dlq_messages(eb, group)
+        assert len(messages) >= n, f"{len(messages)} of {n} messages in %DLQ%{group}"
+        return messages
+
+    return await eventually_async(dlq, what=f"{n} messages in %DLQ%{group}", timeout=timeout, interval=0.2)
 
 
 async def _scenario(tmp_path: Path, record: Path, *, group: str, topic: str, total: int, bad: set[int],

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.integration.signals_kit import Runs, oks, produce, start_broker, wait_until
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def test_a_joining_instance_gets_half_the_queues_and_duplicates_are_bounded_by_in_flight_work(

@@ -22,7 +22,7 @@ def test_rss_limit_holds_within_one_handler_call(tmp_path: Path, monkeypatch: py
     limit, per_call = 300 << 20, 64 << 20
 
     async def scenario() -> None:
-        async with Harness("tests.integration.crash_handler:leak_rss", max_memory=limit) as h:
+        async with Harness("tests.integration.handlers.crash_handler:leak_rss", max_memory=limit) as h:
             (first,) = h.pids(0)
             batch = h.submit(0, records(20))  # one batch: the limit must hold inside it, not only between batches
             result = await h.result(batch, timeout=60)
@@ -57,7 +57,7 @@ def test_graceful_stop_keeps_to_graceful_timeout_and_counts_the_jobs_it_cut_shor
         async with broker(tmp_path) as eb:
             await produce(eb.namesrv_address, "TGS", 8)
             cfg = consumer_config(eb.namesrv_address, "GGS", "TGS")
-            async with Running(cfg, pool_config("tests.integration.probe_handler:hang", workers=2),
+            async with Running(cfg, pool_config("tests.integration.handlers.probe_handler:hang", workers=2),
                                grace=grace) as r:
                 await wait_for(lambda: len([d for d in read_deliveries(record) if d.event == "start"]) >= 2,
                                timeout=30, what="both workers hung")

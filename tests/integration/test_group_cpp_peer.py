@@ -59,10 +59,11 @@ from tests.integration.engine_kit import (
     FAST_DELAYS, Running, broker, committed_offsets, consumer_config, pool_config, wait_for,
 )
 from tests.peers.cpp import CppConsumer, cpp_available, cpp_unavailable_reason, start_consumer
+from tests.waiting import eventually_async
 
 pytestmark = [pytest.mark.cpp, pytest.mark.timeout(120)]
 
-HANDLER = "tests.integration.peer_group_handler:handle"
+HANDLER = "tests.integration.handlers.peer_group_handler:handle"
 QUEUES = 8
 CPP, RMQ = "cpp", "rmqrun"
 CPP_THREADS = 2  # the C++ consumer's consume threads: at most this many messages in its callbacks at once
@@ -131,12 +132,13 @@ def cpp_deliveries(consumer: CppConsumer) -> list[Delivery]:
 
 async def wait_for_async(probe: Callable[[], Awaitable[Any]], done: Callable[[Any], bool], timeout: float,
                          what: str) -> Any:
-    """engine_kit.wait_for for a value that takes a request to read; returns the value."""
-    deadline = time.monotonic() + timeout
-    while not done(value := await probe()):
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what} (last: {value})"
-        await asyncio.sleep(0.05)
-    return value
+    """:func:`tests.waiting.eventually_async` for a value that takes a request to read; returns the value."""
+    async def value() -> Any:
+        got = await probe()
+        assert done(got), f"not yet: {got!r}"
+        return got
+
+    return await eventually_async(value, what=what, timeout=timeout, interval=0.05)
 
 
 # ------------------------------------------------------------------ the broker, asked as a client

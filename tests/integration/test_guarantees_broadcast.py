@@ -19,7 +19,7 @@ from tests.integration.engine_kit import Running, broker, consumer_config, pool_
 from tests.integration.engine_kit import wait_for
 from tests.integration.signals_kit import read_deliveries
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

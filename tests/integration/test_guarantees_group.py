@@ -17,7 +17,7 @@ from tests.integration.signals_kit import (
     Runs, committed, oks, produce, queue_max_offsets, start_broker, wait_until,
 )
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def test_orderly_group_member_killed_its_queues_continue_in_order_elsewhere(tmp_path: Path, runs: Runs) -> None:

@@ -46,7 +46,7 @@ def test_batches_are_not_queued_behind_a_hung_call(tmp_path: Path, monkeypatch: 
             await produce(eb.namesrv_address, "HG", total)
             # batches of 4 messages (16 ms); the hung message is swept back after 3 s and run by the other worker
             cfg = consumer_config(eb.namesrv_address, "GHG", "HG", pull_batch_size=4, consume_timeout_minutes=0.05)
-            pool = pool_config("tests.integration.probe_handler:hang", workers=2, long_call_seconds=0, kill_grace=5.0)
+            pool = pool_config("tests.integration.handlers.probe_handler:hang", workers=2, long_call_seconds=0, kill_grace=5.0)
             async with Running(cfg, pool) as r:
                 # if batches were queued behind the hang, they would stay undone until it ends: this wait fails
                 await wait_for(lambda: len(not_done()) <= behind_at_most, timeout=90,

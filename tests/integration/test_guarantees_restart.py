@@ -23,7 +23,7 @@ from tests.integration.signals_kit import (
     Runs, committed, oks, per_queue, produce, queue_max_offsets, start_broker, wait_until,
 )
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def _assert_commit_not_ahead(handled: dict[int, list[int]], commit: dict[int, int]) -> None:

@@ -18,8 +18,9 @@ from tests.integration.engine_kit import (
     FAST_DELAYS, Running, broker, committed_offsets, consumer_config, pool_config, produce, wait_for,
 )
 from tests.integration.signals_kit import Delivery, read_deliveries
+from tests.waiting import eventually_async
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -89,10 +90,8 @@ def test_always_failing_message_ends_in_the_dlq_after_max_reconsume_times(
                 await wait_for(lambda: len(by_idx(read_deliveries(record))[2]) >= 3, timeout=60,
                                what="3 deliveries of idx 2")
                 dlq: list = []  # type: ignore[type-arg]
-                deadline = asyncio.get_running_loop().time() + 30
-                while not dlq and asyncio.get_running_loop().time() < deadline:
-                    dlq = await dlq_messages(eb, "GRT2")
-                    await asyncio.sleep(0.2)
+                dlq = await eventually_async(lambda: dlq_messages(eb, "GRT2"), what="a message in %DLQ%GRT2",
+                                             interval=0.2)
                 await asyncio.sleep(2.5)  # a 4th delivery would come within ~1 s
                 assert await r.stop() == 0
             seen = by_idx(read_deliveries(record))
@@ -116,10 +115,8 @@ def test_reconsume_later_with_delay_level_minus_1_goes_straight_to_the_dlq(
             async with Running(cfg, pool_config(HANDLER, workers=2)) as r:
                 await wait_for(lambda: len(read_deliveries(record)) >= 6, timeout=60, what="6 deliveries")
                 dlq: list = []  # type: ignore[type-arg]
-                deadline = asyncio.get_running_loop().time() + 30
-                while not dlq and asyncio.get_running_loop().time() < deadline:
-                    dlq = await dlq_messages(eb, "GRT3")
-                    await asyncio.sleep(0.2)
+                dlq = await eventually_async(lambda: dlq_messages(eb, "GRT3"), what="a message in %DLQ%GRT3",
+                                             interval=0.2)
                 await asyncio.sleep(2.5)  # a retry would come within ~1 s
                 assert await r.stop() == 0
             seen = by_idx(read_deliveries(record))
@@ -139,7 +136,7 @@ def test_ack_index_in_a_batch_handler_retries_only_the_unacknowledged_tail(
         async with broker(tmp_path, message_delay_levels=FAST_DELAYS) as eb:
             await produce(eb.namesrv_address, "RT4", total)
             cfg = consumer_config(eb.namesrv_address, "GRT4", "RT4", consume_message_batch_max_size=4)
-            pool = pool_config("tests.integration.probe_handler:ack_batch", workers=2, batch_size=4)
+            pool = pool_config("tests.integration.handlers.probe_handler:ack_batch", workers=2, batch_size=4)
             async with Running(cfg, pool) as r:
                 await wait_for(lambda: len({d.idx for d in read_deliveries(record) if d.event == "ok"}) >= total,
                                timeout=60, what="every message acknowledged")

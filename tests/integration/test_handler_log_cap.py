@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.signals_kit import Runs, produce, wait_until
 
-H = "tests.integration.safety_handler"
+H = "tests.integration.handlers.safety_handler"
 FLOOD = 10_000_000
 
 

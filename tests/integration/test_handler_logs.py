@@ -1,7 +1,7 @@
 """A handler's own output goes through rmqrun's logging, labelled with the message it is handling.
 
 A real ``rmqrun run`` consumes from the embedded broker with
-``tests.integration.chatty_handler:handle``, which logs at DEBUG, INFO,
+``tests.integration.handlers.chatty_handler:handle``, which logs at DEBUG, INFO,
 WARNING and ERROR, prints, writes to ``sys.stderr`` and calls
 ``warnings.warn`` for every message. In JSON mode every line rmqrun writes
 must be one JSON object, and each handler line must carry the worker id and
@@ -24,7 +24,7 @@ from rmqrun.client.producer import Producer
 from tests.integration.cli_kit import Child, embedded_broker, run_args, wait_for
 
 pytestmark = pytest.mark.timeout(120)
-HANDLER = "tests.integration.chatty_handler:handle"
+HANDLER = "tests.integration.handlers.chatty_handler:handle"
 N = 4
 
 

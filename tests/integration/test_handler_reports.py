@@ -18,10 +18,10 @@ def test_keyboard_interrupt_from_a_handler_is_an_exception_not_a_signal(tmp_path
     record = tmp_path / "handled.txt"
     with embedded_broker(tmp_path) as eb:
         produce(eb.namesrv_address, "HR_Interrupt", 4)
-        args = run_args(eb.namesrv_address, "GHR", "HR_Interrupt", "tests.integration.interrupt_handler:handle",
+        args = run_args(eb.namesrv_address, "GHR", "HR_Interrupt", "tests.integration.handlers.interrupt_handler:handle",
                         "--workers", "1")
         with Child(args, tmp_path, env=child_env(RMQRUN_HANDLER_RECORD=str(record))) as child:
-            child.wait_output("handler 'tests.integration.interrupt_handler:handle' raised KeyboardInterrupt "
+            child.wait_output("handler 'tests.integration.handlers.interrupt_handler:handle' raised KeyboardInterrupt "
                               "(queue offset ", 60)
             wait_for(lambda: record.exists() and "m1 1" in record.read_text().split("\n"), 60,
                      "m1 retried and handled")

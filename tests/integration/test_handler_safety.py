@@ -1,7 +1,7 @@
 """Handlers that turn on their own service: signal it, fork, hang, outlive it (issue #26, items 1 and 3).
 
 ``rmqrun run`` is a real process against an embedded broker; the handlers
-(:mod:`tests.integration.safety_handler`) record what they did, the tests
+(:mod:`tests.integration.handlers.safety_handler`) record what they did, the tests
 check the processes left (by pid, with psutil) and the run's log.
 """
 
@@ -16,7 +16,7 @@ import psutil
 from rmqrun.remoting.message_props import java_string_hash
 from tests.integration.signals_kit import Runs, committed, produce, wait_until
 
-H = "tests.integration.safety_handler"
+H = "tests.integration.handlers.safety_handler"
 
 
 def _lines(path: Path, kind: str) -> list[list[str]]:

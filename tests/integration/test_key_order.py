@@ -28,7 +28,7 @@ from tests.integration.keyed_kit import (
     assert_key_order, finished, max_overlap, produce_keyed, read_calls, stored_messages,
 )
 
-HANDLER = "tests.integration.keyed_handler:handle"
+HANDLER = "tests.integration.handlers.keyed_handler:handle"
 
 
 def run(coro):  # type: ignore[no-untyped-def]

@@ -43,7 +43,7 @@ def test_run_order_by_key_flag_and_variable(eb, runs: Runs, tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     calls = tmp_path / "calls.txt"
     env = {"RMQRUN_HANDLER_KEYED_FILE": str(calls), "RMQRUN_HANDLER_KEYED_SLEEP_MS": "5"}
-    run = runs.start("flag", "tests.integration.keyed_handler:handle", namesrv=eb.namesrv_address, group="GSKR",
+    run = runs.start("flag", "tests.integration.handlers.keyed_handler:handle", namesrv=eb.namesrv_address, group="GSKR",
                      topic="SKR", args=["--workers", "3", "--order-by", "key", "--consume-from",
                                         "CONSUME_FROM_FIRST_OFFSET"], env=env)
     assert "orderly by key (sharding_key)" in run.log()

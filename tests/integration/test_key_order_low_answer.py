@@ -21,7 +21,7 @@ from rmqrun.remoting.codes import RequestCode
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, wait_for
 from tests.integration.keyed_kit import assert_key_order, finished, produce_keyed, read_calls
 
-HANDLER = "tests.integration.keyed_handler:handle"
+HANDLER = "tests.integration.handlers.keyed_handler:handle"
 TOPIC, GROUP = "KLow", "GKLow"
 TOTAL, KEYS, BATCH = 24, 4, 8
 

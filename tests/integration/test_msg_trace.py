@@ -91,7 +91,7 @@ def test_pub_sub_before_and_sub_after_are_found_by_message_id(tmp_path: Path, mo
             if mode == "pop":
                 await _pop_mode(eb)
             cfg = consumer_config(eb.namesrv_address, GROUP, TOPIC, msg_trace=True, **MODES[mode])
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.fail_handler:handle", workers=1)) as r:
                 await wait_for(lambda: len(_oks(record)) == 2, timeout=120, what="both messages handled")
                 metrics = generate_latest(registry_for(r.supervisor, 0.0)).decode()
                 assert "rmqrun_trace_dropped_total 0.0" in metrics
@@ -140,7 +140,7 @@ def test_a_call_stopped_by_the_time_limit_is_traced_as_time_out(tmp_path: Path,
                           auto_create_queue_nums=1) as eb:
             ids = await _send(eb)
             cfg = consumer_config(eb.namesrv_address, GROUP, TOPIC, msg_trace=True)
-            pool = pool_config("tests.integration.probe_handler:hang", workers=1, time_limit=1.0)
+            pool = pool_config("tests.integration.handlers.probe_handler:hang", workers=1, time_limit=1.0)
             async with Running(cfg, pool) as r:
                 await wait_for(lambda: oks() == 2, timeout=120, what="both messages handled")
                 assert await r.stop() == 0
@@ -165,7 +165,7 @@ def test_trace_sends_are_signed_under_acl(tmp_path: Path, monkeypatch: pytest.Mo
             async with Producer(eb.namesrv_address, "PG_acl", security=user, msg_trace=True) as producer:
                 msg_id = (await producer.send("OpenTopic", b"m", keys="acl-key", properties={"idx": "0"})).msg_id
             cfg = consumer_config(eb.namesrv_address, "OpenGroup", "OpenTopic", msg_trace=True, security=user)
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.fail_handler:handle", workers=1)) as r:
                 await wait_for(lambda: len(_oks(record)) == 1, timeout=120, what="the message handled")
                 assert await r.stop() == 0
                 dispatcher = r.supervisor.tracing.dispatcher  # type: ignore[union-attr]

@@ -203,11 +203,11 @@ def test_run_consumes_the_wrapped_topic_and_logs_plain_names(  # type: ignore[no
     import signal
 
     from tests.integration.cli_kit import Child, run_args, wait_for
-    from tests.integration.topic_handler import deliveries
+    from tests.integration.handlers.topic_handler import deliveries
 
     record = tmp_path / "deliveries.txt"
     env = child_env(RMQRUN_HANDLER_RECORD=str(record), RMQRUN_NAMESPACE=NS)
-    args = run_args(eb.namesrv_address, "GNsRun", TOPIC, "tests.integration.topic_handler:handle", "--workers", "1")
+    args = run_args(eb.namesrv_address, "GNsRun", TOPIC, "tests.integration.handlers.topic_handler:handle", "--workers", "1")
     with Child(args, tmp_path, env=env) as child:
         wait_for(lambda: len(deliveries(record)) >= 12, 60, what="12 deliveries")
         child.signal(signal.SIGTERM)

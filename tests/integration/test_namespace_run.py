@@ -19,9 +19,9 @@ from prometheus_client.exposition import generate_latest
 from rmqrun.cli.run.metrics import registry_for
 from tests.integration.engine_kit import FAST_DELAYS, Running, broker, consumer_config, pool_config, produce, wait_for
 from tests.integration.test_engine_orderly import _topic_messages
-from tests.integration.topic_handler import deliveries
+from tests.integration.handlers.topic_handler import deliveries
 
-HANDLER = "tests.integration.topic_handler:handle"
+HANDLER = "tests.integration.handlers.topic_handler:handle"
 NS = "MQ_INST_t1"
 
 

@@ -19,7 +19,7 @@ import pytest
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, produce, wait_for
 from tests.integration.test_orderly_lock_gap import read_calls
 
-HANDLER = "tests.integration.gap_handler:handle"
+HANDLER = "tests.integration.handlers.gap_handler:handle"
 
 
 #: one key per queue (the producer hashes a key to a queue as Java does), each key on its own worker of

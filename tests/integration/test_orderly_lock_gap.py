@@ -32,7 +32,7 @@ import pytest
 
 from tests.integration.signals_kit import Runs, committed, produce, queue_max_offsets, start_broker, wait_until
 
-HANDLER = "tests.integration.gap_handler:handle"
+HANDLER = "tests.integration.handlers.gap_handler:handle"
 GROUP, TOPIC = "GGAP", "TGAP"
 FREEZE_S = 45.0
 

@@ -24,7 +24,7 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
 from tests.integration.engine_kit import Running, broker, consumer_config, pool_config, wait_for
 
-HANDLER = "tests.integration.gate_handler:handle"
+HANDLER = "tests.integration.handlers.gate_handler:handle"
 TOPIC, GROUP = "OLapse", "GOLapse"
 QUEUE_1 = re.compile(rb'"queueId"\s*:\s*1\b')
 

@@ -24,6 +24,7 @@ from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.engine_kit import Running, broker, committed_offsets, consumer_config, pool_config, produce, \
     wait_for
+from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,28 +51,20 @@ def _calls(path: Path) -> list[tuple[str, int, int]]:
     return [(e, int(o), int(p)) for e, o, p in (line.split() for line in path.read_text().splitlines())]
 
 
-async def _until(cond, what: str, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
-
-
 async def _pair(ex: PoolExecutor, first: list[int], second: list[int],
                 still_owned=None) -> tuple["asyncio.Future[JobResult]", "asyncio.Future[JobResult]"]:
     """The first job, then the second chained behind it while it runs (both with the worker)."""
     pq = SimpleNamespace(dropped=False)
     head = _job(first, pq)
     a = asyncio.ensure_future(ex.run(head))
-    await _until(lambda: ex.in_flight == 1, "the first job with its worker")
+    await eventually_async(lambda: ex.in_flight == 1, what="the first job with its worker")
     b = asyncio.ensure_future(ex.run(_job(second, pq, after=head, still_owned=still_owned)))
-    await _until(lambda: ex.in_flight == 2 or b.done(), "the second job chained behind it")
+    await eventually_async(lambda: ex.in_flight == 2 or b.done(), what="the second job chained behind it")
     assert ex.in_flight == 2, "the second job did not go behind the first"
     return a, b
 
 
-def _run(scenario, handler: str = "tests.integration.pipeline_handler:handle", workers: int = 2) -> None:
+def _run(scenario, handler: str = "tests.integration.handlers.pipeline_handler:handle", workers: int = 2) -> None:
     async def main() -> None:
         worker = WorkerConfig(handler, log_level="WARNING", batch_size=1, time_limit=900.0)
         ex = PoolExecutor(PoolConfig(worker, workers=workers, boot_timeout=30.0))
@@ -136,7 +129,7 @@ def test_a_chained_job_is_not_run_once_its_queues_lock_is_lost(record: Path, mon
     async def scenario(ex: PoolExecutor) -> None:
         owned = [True]
         a, b = await _pair(ex, [0], [1, 2], still_owned=lambda: owned[0])
-        await _until(lambda: any(e == "start" for e, _, _ in _calls(record)), "the first job's call")
+        await eventually_async(lambda: any(e == "start" for e, _, _ in _calls(record)), what="the first job's call")
         owned[0] = False  # the lock lapses while the chained job waits in the worker's pipe
         assert (await a).verdicts == [S]
         assert (await b).verdicts == [NOT_RUN, NOT_RUN]
@@ -157,7 +150,7 @@ def test_orderly_retries_failures_in_place_with_jobs_pipelined(tmp_path: Path, r
         async with broker(tmp_path, auto_create_queue_nums=1) as eb:
             await produce(eb.namesrv_address, "OP", n)
             cfg = consumer_config(eb.namesrv_address, "GOP", "OP", orderly=True, suspend_current_queue_time_ms=100)
-            async with Running(cfg, pool_config("tests.integration.pipeline_handler:handle", workers=2)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.pipeline_handler:handle", workers=2)) as r:
                 await wait_for(lambda: len([c for c in _calls(record) if c[0] == "ok"]) >= n, what=f"{n} successes")
                 engine = r.supervisor.engine
                 assert engine is not None

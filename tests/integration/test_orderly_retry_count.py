@@ -30,7 +30,7 @@ def test_only_the_failed_message_is_retried_and_dead_lettered(tmp_path: Path, re
             await produce(eb.namesrv_address, "OR1", total)
             cfg = consumer_config(eb.namesrv_address, "GOR1", "OR1", orderly=True, suspend_current_queue_time_ms=50,
                                   max_reconsume_times=1, consume_message_batch_max_size=4)
-            async with Running(cfg, pool_config("tests.integration.fail_handler:handle", workers=1)) as r:
+            async with Running(cfg, pool_config("tests.integration.handlers.fail_handler:handle", workers=1)) as r:
                 await wait_for(lambda: len([x for x in read_records(record_file) if x[2] == "ok"]) >= total - 1,
                                what="the good messages", timeout=30)
                 await wait_for(lambda: r.supervisor.engine is not None and all(

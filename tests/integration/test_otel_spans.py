@@ -66,8 +66,8 @@ def test_process_spans_are_children_of_the_send_spans_across_processes(tmp_path:
                         await producer.send(TOPIC, f"m{i}".encode(), tags="TagO", keys=[f"k{i}", "shared"],
                                             properties={"idx": str(i)})
             cfg = consumer_config(eb.namesrv_address, GROUP, TOPIC)
-            pool = pool_config("tests.integration.otel_handler:handle", workers=1, consumer=cfg, otel=True,
-                               time_limit=1.0, worker_init="tests.integration.otel_handler:init")
+            pool = pool_config("tests.integration.handlers.otel_handler:handle", workers=1, consumer=cfg, otel=True,
+                               time_limit=1.0, worker_init="tests.integration.handlers.otel_handler:init")
             async with Running(cfg, pool) as r:
                 await wait_for(lambda: sum(" ok " in line for line in _lines(record)) == 3, timeout=150,
                                what="the three messages handled")
@@ -157,8 +157,8 @@ def test_a_batch_handler_call_is_one_span_linked_to_each_producer_span(tmp_path:
                 for i in range(5):
                     await producer.send("OtelB", f"m{i}".encode(), properties={"idx": str(i)})
             cfg = consumer_config(eb.namesrv_address, "GOtelB", "OtelB", consume_message_batch_max_size=4)
-            pool = pool_config("tests.integration.otel_handler:handle_batch", workers=1, consumer=cfg, otel=True,
-                               batch_size=4, worker_init="tests.integration.otel_handler:init")
+            pool = pool_config("tests.integration.handlers.otel_handler:handle_batch", workers=1, consumer=cfg, otel=True,
+                               batch_size=4, worker_init="tests.integration.handlers.otel_handler:init")
             async with Running(cfg, pool) as r:
                 await wait_for(lambda: len(_lines(record)) == 5, timeout=120, what="the five messages handled")
                 assert await r.stop() == 0

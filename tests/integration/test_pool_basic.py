@@ -21,6 +21,7 @@ from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode, Status
 from rmqrun.supervisor.pool import Pool, PoolError, WorkerBootError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
 from tests.integration.engine_kit import pool_config
+from tests.waiting import eventually_async
 
 C = ConsumeMode.CONCURRENT
 O = ConsumeMode.ORDERLY
@@ -71,15 +72,9 @@ class Harness:
         self.pool.submit(worker_id, batch)
         return batch
 
-    async def wait_for(self, cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            await asyncio.sleep(0.01)
+    async def wait_for(self, cond: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+        """:func:`tests.waiting.eventually_async`, kept as a method for the pool tests that call it."""
+        return await eventually_async(cond, what=what, timeout=timeout)
 
     async def result(self, batch: Batch, timeout: float = 20.0) -> BatchResult:
         return await self.wait_for(lambda: self.results.get(batch.batch_id), timeout, f"batch {batch.batch_id}")

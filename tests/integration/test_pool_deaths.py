@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Callable
 
@@ -15,6 +14,7 @@ import pytest
 
 from rmqrun.supervisor.pool import CrashLoopError, PoolClosedError, WorkerBootError
 from tests.integration.test_pool_basic import O, S, Harness, module_dir, records, run, statuses  # noqa: F401
+from tests.waiting import eventually
 
 
 def test_sigkill_mid_batch_gives_back_every_unfinished_batch_and_the_replacement_runs_them() -> None:
@@ -130,11 +130,9 @@ def test_workers_exit_when_their_supervisor_is_killed(tmp_path: Path) -> None:
         assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
         proc.kill()
         proc.wait()
-        deadline = time.monotonic() + 10
-        alive = pids
-        while alive and time.monotonic() < deadline:
-            alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
-            time.sleep(0.05)
-        assert alive == [], "orphaned workers kept running"
+        def alive() -> list[int]:
+            return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+        eventually(lambda: not alive(), what="the orphaned workers to exit", interval=0.05)
     finally:
         proc.kill()

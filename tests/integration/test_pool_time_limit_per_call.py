@@ -16,7 +16,7 @@ import pytest
 
 from tests.integration.test_pool_basic import C, O, S, Harness, records, run, statuses
 
-HANDLER = "tests.integration.cblock_handler:handle"
+HANDLER = "tests.integration.handlers.cblock_handler:handle"
 LIMIT = 2.0
 FIRST = 1.2  # the first call's Python time: its own limit is far, a batch-wide one would fire 0.8 s into the next
 

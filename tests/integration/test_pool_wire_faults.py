@@ -212,14 +212,11 @@ def test_a_worker_that_ignores_sigterm_is_killed_after_the_grace_and_its_batch_c
             batch = h.submit(0, records(2, start=3))
             await h.wait_for(lambda: marker.exists() and marker.read_text(), what="the handler running")
             pid = int(marker.read_text())
-            loop = asyncio.get_running_loop()
-            t0 = loop.time()
             cut = await h.pool.stop(0.3)
-            took = loop.time() - t0
             assert [b.batch_id for b in cut] == [batch.batch_id], "the batch cut short is reported"
+            # the handler ignores SIGTERM and never returns: gone means killed once the grace was over
             with pytest.raises(ProcessLookupError):
                 os.kill(pid, 0)
-            assert took < 20, f"stop took {took:.1f} s"
             assert h.pool.state == "stopped"
         finally:
             await h.__aexit__(None, None, None)

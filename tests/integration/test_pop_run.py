@@ -1,7 +1,7 @@
 """``rmqrun run --consume-mode pop`` against the embedded broker: a group scaled past its queue count.
 
 Real ``rmqrun run`` processes, the embedded broker on a thread, the probe handler
-recording every delivery with its pid (``tests/integration/probe_handler.py``):
+recording every delivery with its pid (``tests/integration/handlers/probe_handler.py``):
 
 * six instances on a two-queue topic share it: every instance handles messages,
   every message is handled, none twice;
@@ -190,7 +190,7 @@ def test_a_message_that_kills_its_worker_fails_alone_and_the_run_reports_pop(tmp
         set_pop_mode(eb, "GPopCrash", "PopCrash")
         record = tmp_path / "records.txt"
         port = free_port()
-        p = runs.start("c", "tests.integration.crash_handler:crash", namesrv=eb.namesrv_address, group="GPopCrash",
+        p = runs.start("c", "tests.integration.handlers.crash_handler:crash", namesrv=eb.namesrv_address, group="GPopCrash",
                        topic="PopCrash", args=["--consume-mode", "pop", "--workers", "1",
                                                "--max-reconsume-times", "0", "--metrics-port", str(port)],
                        env={"PROBE_RECORD": str(record), "PROBE_CRASH_IDX": "2", "PROBE_CRASH": "exit7"})
@@ -346,7 +346,7 @@ def test_a_batch_handler_s_successes_are_acked_in_one_batch_ack(tmp_path: Path, 
         set_pop_mode(eb, "GPopBatch", "PopBatch")
         record = tmp_path / "records.txt"
         port = free_port()
-        p = runs.start("b", "tests.integration.probe_handler:record_batch", namesrv=eb.namesrv_address,
+        p = runs.start("b", "tests.integration.handlers.probe_handler:record_batch", namesrv=eb.namesrv_address,
                        group="GPopBatch", topic="PopBatch",
                        args=["--consume-mode", "pop", "--workers", "1", "--batch-size", "4",
                              "--metrics-port", str(port)],

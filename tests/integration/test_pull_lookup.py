@@ -27,6 +27,7 @@ from rmqrun.remoting.message_props import (
 )
 from tests.integration.cli_kit import free_port
 from tests.integration.signals_kit import start_broker
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -57,15 +58,15 @@ def pull_all(c: rmqrun.PullConsumer, mq: MessageQueue) -> list[Message]:
 
 def wait_for_messages(c: rmqrun.PullConsumer, topic: str, count: int, timeout: float = 30.0) -> list[Message]:
     """Every message of ``topic`` once it holds ``count`` (the retry topic fills after a delay)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    def got() -> list[Message]:
         try:
-            got = [m for mq in c.fetch_subscribe_message_queues(topic) for m in pull_all(c, mq)]
+            messages = [m for mq in c.fetch_subscribe_message_queues(topic) for m in pull_all(c, mq)]
         except rmqrun.pull.TopicNotFoundError:
-            got = []
-        if len(got) >= count or time.monotonic() > deadline:
-            return got
-        time.sleep(0.2)
+            messages = []
+        assert len(messages) >= count, f"{len(messages)} of {count} messages in {topic}"
+        return messages
+
+    return eventually(got, what=f"{count} messages in {topic}", timeout=timeout, interval=0.2)
 
 
 # ------------------------------------------------------------------ view_message

@@ -23,7 +23,7 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from tests.acl_kit import ADMIN_AK, ADMIN_SK, write_acl
 from tests.integration.cli_kit import ROOT, Child, child_env, run_cli, wait_for
-from tests.integration.record_handler import records
+from tests.integration.handlers.record_handler import records
 from tests.tls_kit import TestCA
 
 pytestmark = pytest.mark.timeout(300)
@@ -89,7 +89,7 @@ def test_the_readme_secure_cluster_example_runs_as_written(tmp_path: Path) -> No
 
         def here(words: list[str]) -> list[str]:
             return [w.replace("ns.example.com:9876", eb.namesrv_address)
-                    .replace("myapp.handlers:handle", "tests.integration.record_handler:handle") for w in words]
+                    .replace("myapp.handlers:handle", "tests.integration.handlers.record_handler:handle") for w in words]
 
         record = tmp_path / "record.txt"
         env = child_env(**{k: v.replace("/etc/rmqrun/secret", str(secret_file)) for k, v in exported.items()},

@@ -1,7 +1,7 @@
 """Recycling from the command line, and the warning when memory grows with no limit (issue #26 item 6).
 
 ``rmqrun run`` is a real process against an embedded broker; the probe handler
-(:mod:`tests.integration.probe_handler`) records which worker pid handled each
+(:mod:`tests.integration.handlers.probe_handler`) records which worker pid handled each
 message and leaks memory on request.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tests.integration.signals_kit import REPO, Runs, oks, produce, wait_until
 
-PROBE = "tests.integration.probe_handler"
+PROBE = "tests.integration.handlers.probe_handler"
 
 
 def test_run_help_shows_the_recycling_flags() -> None:

@@ -22,7 +22,7 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from tests.acl_kit import ADMIN_AK, ADMIN_SK, write_acl
 from tests.integration.cli_kit import Child, child_env, run_cli, wait_for
-from tests.integration.record_handler import records
+from tests.integration.handlers.record_handler import records
 from tests.tls_kit import CertFiles, TestCA
 
 pytestmark = pytest.mark.timeout(240)
@@ -110,7 +110,7 @@ def test_produce_run_status_read_sign_and_speak_tls(cluster: Cluster, tmp_path: 
                     RMQRUN_TLS_CA_FILE=str(c.ca), RMQRUN_HANDLER_RECORD=str(record),
                     RMQRUN_HANDLER_ENV_PROBE=str(probe),
                     RMQRUN_HANDLER_SECRET_SHA256=hashlib.sha256(APP_SK.encode()).hexdigest())
-    args = ["run", "tests.integration.record_handler:handle", "--namesrv", c.namesrv, "--group", GROUP,
+    args = ["run", "tests.integration.handlers.record_handler:handle", "--namesrv", c.namesrv, "--group", GROUP,
             "--topic", TOPIC, "--consume-from", "CONSUME_FROM_FIRST_OFFSET", "--workers", "2",
             "--worker-init", "tests.integration.env_probe:probe", "--log-level", "DEBUG"]
     with Child(args, tmp_path, env=env) as run:

@@ -32,7 +32,7 @@ from rmqrun import ClientSecurity, PullConsumer
 from rmqrun.broker.app import EmbeddedBroker
 from tests.acl_kit import ADMIN_AK, ADMIN_SK, write_acl
 from tests.integration.cli_kit import ROOT, Child, child_env, run_cli, wait_for
-from tests.integration.topic_handler import deliveries
+from tests.integration.handlers.topic_handler import deliveries
 from tests.tls_kit import TestCA
 
 pytestmark = pytest.mark.timeout(300)
@@ -95,7 +95,7 @@ def _run_the_example(tmp_path: Path, eb: EmbeddedBroker, example: dict[str, Any]
     secret_file.chmod(0o600)
     config = tmp_path / "app.yaml"
     settings = dict(example, namesrv=eb.namesrv_address, secret_key_file=str(secret_file), tls_ca_file=str(ca),
-                    namespace=NS, handler="tests.integration.topic_handler:handle")
+                    namespace=NS, handler="tests.integration.handlers.topic_handler:handle")
     config.write_text(yaml.safe_dump(settings), encoding="utf-8")
     config.chmod(0o600)
 

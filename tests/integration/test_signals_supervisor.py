@@ -16,7 +16,7 @@ from tests.integration.signals_kit import (
     Runs, committed, oks, per_queue, produce, queue_max_offsets, read_deliveries, wait_until,
 )
 
-HANDLER = "tests.integration.probe_handler:record"
+HANDLER = "tests.integration.handlers.probe_handler:record"
 
 
 def _finish_with_second_run(tmp_path: Path, runs: Runs, eb, group: str, topic: str,  # type: ignore[no-untyped-def]
@@ -88,7 +88,7 @@ def test_second_sigterm_stops_at_once_and_the_interrupted_messages_come_again(
     first = tmp_path / "run1.txt"
     # every first delivery hangs for an hour and the grace is 600 s: a graceful stop would wait for the calls in
     # flight far longer than the test runs, so only the second TERM can end the run within it (no stopwatch)
-    run1 = runs.start("run1", "tests.integration.probe_handler:hang", namesrv=eb.namesrv_address, group="GST2",
+    run1 = runs.start("run1", "tests.integration.handlers.probe_handler:hang", namesrv=eb.namesrv_address, group="GST2",
                       topic="ST2", args=["--workers", "2", "--graceful-timeout", "600"],
                       env={"PROBE_RECORD": str(first), "PROBE_HANG_IDX": "*"})
     wait_until(lambda: len([d for d in read_deliveries(first) if d.event == "start"]) >= 2, 30,

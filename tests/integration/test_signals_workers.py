@@ -20,7 +20,7 @@ from tests.integration.signals_kit import (
     wait_until,
 )
 
-PROBE = "tests.integration.probe_handler"
+PROBE = "tests.integration.handlers.probe_handler"
 
 
 def assert_in_order_at_least_once(offsets: list[int], size: int, max_restarts: int, what: str) -> None:
@@ -175,7 +175,7 @@ def test_crash_loop_stops_rmqrun_with_a_clear_error_and_loses_nothing(
     produce(eb, "WC", 40)
     sizes = queue_max_offsets(eb, "WC")
     record = tmp_path / "records.txt"
-    run = runs.start("run", "tests.integration.dying_handler:record", namesrv=eb.namesrv_address, group="GWC",
+    run = runs.start("run", "tests.integration.handlers.dying_handler:record", namesrv=eb.namesrv_address, group="GWC",
                      topic="WC", args=["--workers", "2"],
                      settings={"RMQRUN_CRASH_LIMIT": "3", "RMQRUN_CRASH_WINDOW": "60"},
                      env={"PROBE_RECORD": str(record), "PROBE_DIE_AFTER_MS": "400"})

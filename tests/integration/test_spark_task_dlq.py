@@ -11,7 +11,7 @@ from rmqrun.spark.ranges import QueueRange
 from rmqrun.spark.task import run_range
 from tests.integration.signals_kit import produce, start_broker, topic_messages
 
-HANDLER = "tests.integration.dlq_handler:handle"
+HANDLER = "tests.integration.handlers.dlq_handler:handle"
 
 
 def test_reconsume_later_minus_one_goes_straight_to_the_dlq(tmp_path: Path) -> None:

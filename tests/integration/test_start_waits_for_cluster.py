@@ -33,7 +33,7 @@ def test_run_started_before_the_broker_waits_and_then_handles_everything(tmp_pat
     record = tmp_path / "deliveries"
     eb = None
     try:
-        run = runs.start("late", "tests.integration.probe_handler:record", namesrv=f"127.0.0.1:{ns_port}",
+        run = runs.start("late", "tests.integration.handlers.probe_handler:record", namesrv=f"127.0.0.1:{ns_port}",
                          group="G_late", topic="Late", args=["--workers", "2"], ready_timeout=0,
                          settings={"RMQRUN_POLL_NAME_SERVER_INTERVAL_MS": "1000"},
                          env={"PROBE_RECORD": str(record), "NOTIFY_SOCKET": systemd.address})

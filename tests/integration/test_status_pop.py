@@ -62,7 +62,7 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         produce(eb, TOPIC, 4)
         set_pop_mode(eb, GROUP, TOPIC)
         record = tmp_path / "records.txt"
-        p = runs.start("s", "tests.integration.probe_handler:hang", namesrv=eb.namesrv_address, group=GROUP,
+        p = runs.start("s", "tests.integration.handlers.probe_handler:hang", namesrv=eb.namesrv_address, group=GROUP,
                        topic=TOPIC, args=["--consume-mode", "pop", "--workers", "2"],
                        env={"PROBE_RECORD": str(record), "PROBE_HANG_IDX": "1"},
                        settings={"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"},

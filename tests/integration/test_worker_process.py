@@ -16,6 +16,7 @@ from rmqrun.pipe.wire import Boot, ExitCode, Frame, Ready, Stop, encode
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.worker_process import WorkerProcess, spawn_worker
 from tests.integration.test_pool_basic import run
+from tests.waiting import eventually_async
 
 
 class Recorder:
@@ -42,13 +43,6 @@ def _spawn(rec: Recorder) -> WorkerProcess:
     return spawn_worker(asyncio.get_running_loop(), 0, boot, rec.on_frame, rec.on_exit)
 
 
-async def _until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.01)
-
-
 def _closed(fd: int) -> bool:
     try:
         os.fstat(fd)
@@ -61,7 +55,7 @@ def test_a_worker_told_to_stop_reports_ready_then_exits_0_once_and_close_release
     async def scenario() -> None:
         rec = Recorder()
         proc = _spawn(rec)
-        await _until(lambda: any(isinstance(f, Ready) for f in rec.frames()))
+        await eventually_async(lambda: any(isinstance(f, Ready) for f in rec.frames()))
         proc.write([encode(Stop())])
         await asyncio.wait_for(rec.exited.wait(), 20)
         await asyncio.sleep(0.05)  # a second on_exit would come from a second sentinel wake-up
@@ -77,7 +71,7 @@ def test_a_killed_worker_is_reported_with_its_signal_and_the_reason_it_was_kille
     async def scenario() -> None:
         rec = Recorder()
         proc = _spawn(rec)
-        await _until(lambda: any(isinstance(f, Ready) for f in rec.frames()))
+        await eventually_async(lambda: any(isinstance(f, Ready) for f in rec.frames()))
         proc.kill("test", signal.SIGKILL)
         await asyncio.wait_for(rec.exited.wait(), 20)
         assert proc.kill_reason == "test"

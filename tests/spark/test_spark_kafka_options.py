@@ -7,21 +7,14 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from tests.integration.signals_kit import produce, topic_messages
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 def _batches(query: Any) -> list[int]:
@@ -46,7 +39,8 @@ def test_min_offsets_per_trigger_waits_for_enough_rows_or_max_trigger_delay(
     try:
         # 2 < 5 new offsets: the first trigger holds them back (batch 0 reads nothing), a later one
         # reads them once maxTriggerDelay has passed
-        _wait(lambda: _batches(q) == [2], 120, "the 2 waiting rows to be read after maxTriggerDelay")
+        eventually(lambda: _batches(q) == [2], what="the 2 waiting rows to be read after maxTriggerDelay",
+                   interval=0.1, timeout=120)
         progress = q.recentProgress
         assert progress[0]["numInputRows"] == 0, "the first trigger read 2 < minOffsetsPerTrigger rows"
         data = next(p for p in progress if p["numInputRows"] > 0)
@@ -58,7 +52,7 @@ def test_min_offsets_per_trigger_waits_for_enough_rows_or_max_trigger_delay(
         # at once: six single sends on a loaded machine could outlast the next 15 s delay, which would then
         # rightly admit the first of them alone.
         _send_batch(broker, topic, [f"m{i}".encode() for i in range(2, 8)])
-        _wait(lambda: len(_batches(q)) == 2, 120, "the batch of 6")
+        eventually(lambda: len(_batches(q)) == 2, what="the batch of 6", interval=0.1, timeout=120)
         assert _batches(q) == [2, 6]
     finally:
         q.stop()
@@ -121,9 +115,9 @@ def test_subscribe_pattern_picks_up_a_topic_created_mid_stream(spark: Any, broke
          .select("topic", "msg_id").writeStream.format("memory").queryName("pattern_rows")
          .trigger(processingTime="200 milliseconds").start())
     try:
-        _wait(lambda: sum(_batches(q)) >= 5, 120, "the rows of SparkPat1")
+        eventually(lambda: sum(_batches(q)) >= 5, what="the rows of SparkPat1", interval=0.1, timeout=120)
         second = set(produce(broker, "SparkPat2", 4))   # a new topic, created while the query runs
-        _wait(lambda: sum(_batches(q)) >= 9, 120, "the rows of the new topic SparkPat2")
+        eventually(lambda: sum(_batches(q)) >= 9, what="the rows of the new topic SparkPat2", interval=0.1, timeout=120)
         end = json.loads(q.lastProgress["sources"][0]["endOffset"])
     finally:
         q.stop()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
 from tests.integration.signals_kit import committed, produce, queue_max_offsets
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -28,14 +29,6 @@ def _to_files(df: Any, out: Path, checkpoint: Path) -> Any:
 
 def _data_batches(query: Any) -> list[int]:
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"] > 0]
-
-
-def _wait(cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _as_queue_map(end_offset: str, topic: str) -> dict[int, int]:
@@ -59,7 +52,8 @@ def test_available_now_reads_the_backlog_in_bounded_batches_and_commits_the_grou
     # The driver heartbeated the group while the query ran, so the broker created the retry topic that
     # mqadmin consumerProgress and the Dashboard find groups by; once the query stopped it left the group.
     assert broker.broker.topics.get("%RETRY%CG_spark_now") is not None
-    _wait(lambda: not broker.broker.consumers.client_ids("CG_spark_now"), 30, "the driver to leave the group")
+    eventually(lambda: not broker.broker.consumers.client_ids("CG_spark_now"),
+               what="the driver to leave the group", interval=0.1, timeout=30)
 
 
 def test_available_now_ends_at_the_offsets_of_its_start_while_producers_write(
@@ -70,7 +64,7 @@ def test_available_now_ends_at_the_offsets_of_its_start_while_producers_write(
     ids = produce(broker, topic, 24)
     q = (_to_files(_stream(spark, broker, topic, startingOffsets="earliest", maxOffsetsPerTrigger="2"),
                    tmp_path / "out", tmp_path / "cp").trigger(availableNow=True).start())
-    _wait(lambda: bool(_data_batches(q)) or not q.isActive, 120, "the first batch")
+    eventually(lambda: bool(_data_batches(q)) or not q.isActive, what="the first batch", interval=0.1, timeout=120)
     extra = 0
     while q.isActive and extra < 100:         # producers go on writing while the query runs
         produce(broker, topic, 1, start=24 + extra)
@@ -91,7 +85,7 @@ def test_restart_from_checkpoint_delivers_each_message_once_and_the_group_follow
                            group=group), out, cp)
          .trigger(processingTime="200 milliseconds").start())
     try:
-        _wait(lambda: len(_data_batches(q)) >= 2, 120, "two batches with data")
+        eventually(lambda: len(_data_batches(q)) >= 2, what="two batches with data", interval=0.1, timeout=120)
         # The group never runs ahead of what Spark finished, and catches up with it.
         for _ in range(3):
             on_broker = committed(broker, group, topic)
@@ -126,14 +120,14 @@ def test_processing_time_query_commits_each_finished_batch_to_the_group(
                    tmp_path / "out", tmp_path / "cp")
          .trigger(processingTime="200 milliseconds").start())
     try:
-        _wait(lambda: sum(_data_batches(q)) == 12, 120, "the first 12 messages")
+        eventually(lambda: sum(_data_batches(q)) == 12, what="the first 12 messages", interval=0.1, timeout=120)
         # The group reaches the batch's end at the next trigger, without the query stopping.
-        _wait(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic), 60,
-              "the group's offsets to reach the finished batch")
+        eventually(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic),
+                   what="the group's offsets to reach the finished batch", interval=0.1, timeout=60)
         produce(broker, topic, 6, start=12)
-        _wait(lambda: sum(_data_batches(q)) == 18, 120, "6 more messages")
-        _wait(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic), 60,
-              "the group's offsets to follow the second batch")
+        eventually(lambda: sum(_data_batches(q)) == 18, what="6 more messages", interval=0.1, timeout=120)
+        eventually(lambda: committed(broker, group, topic) == queue_max_offsets(broker, topic),
+                   what="the group's offsets to follow the second batch", interval=0.1, timeout=60)
         assert q.exception() is None
     finally:
         q.stop()
@@ -145,10 +139,11 @@ def test_stream_starts_at_latest_by_default_and_filters_tags(spark: Any, broker:
     q = (_to_files(_stream(spark, broker, topic, tags="TagB"), tmp_path / "out", tmp_path / "cp")
          .trigger(processingTime="200 milliseconds").start())
     try:
-        _wait(lambda: q.lastProgress is not None, 120, "the first trigger (starting offsets resolved)")
+        eventually(lambda: q.lastProgress is not None,
+                   what="the first trigger (starting offsets resolved)", interval=0.1, timeout=120)
         new = produce(broker, topic, 6, tags=["TagA", "TagB"], start=8)
         wanted = sorted(new[i] for i in range(6) if (8 + i) % 2 == 1)   # TagB ones
-        _wait(lambda: sum(_data_batches(q)) >= 3, 120, "the three new TagB messages")
+        eventually(lambda: sum(_data_batches(q)) >= 3, what="the three new TagB messages", interval=0.1, timeout=120)
         assert q.exception() is None
     finally:
         q.stop()
@@ -175,7 +170,7 @@ def test_progress_shows_the_latest_offsets_and_offsets_behind_that_reach_zero(
     lags = [offsets_behind(p) for p in data]
     assert lags[0] is not None and int(lags[0][MAX]) > 0 and float(lags[0][AVG]) == 12 / len(ends), lags
     assert lags[-1] == {MIN: "0", MAX: "0", AVG: "0.0"}, "caught up: every queue 0 behind"
-    _wait(lambda: seen.get(str(q.id)) == lags[-1], 30, "the listener's last metrics")
+    eventually(lambda: seen.get(str(q.id)) == lags[-1], what="the listener's last metrics", interval=0.1, timeout=30)
 
 
 def test_fail_on_data_loss_false_reads_a_recreated_topic_from_what_its_queues_hold(

@@ -21,6 +21,7 @@ from rmqrun.broker.store.errors import DataDirError, NoSpaceError
 from rmqrun.broker.store.segmented_file import SegmentedFile
 from tests.unit.fake_disk import FakeDisk
 from tests.unit.store_records import build_record, decode_record, small_config
+from tests.waiting import eventually
 
 KIB = 1024
 HOUR = 3600.0
@@ -78,10 +79,7 @@ def test_retention_frees_space_as_df_sees_it(tmp_path: Path) -> None:
         report = store.clean_expired_files(now=at_hour(4))
         assert report is not None and report.deleted_commit_log_files == files[:-1]
         # (the checkpoint thread may be fsyncing a deleted queue file: it lets go right after)
-        deadline = time.monotonic() + 2
-        while disk.held_fds() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert disk.held_fds() == [], "deleted files are still open: df does not see their space freed"
+        eventually(lambda: disk.held_fds() == [], what="the deleted files closed (df sees their space freed)")
         freed = before - disk.used_blocks()
         assert freed >= 4 * len(files[:-1]), (freed, len(files))
     finally:

@@ -12,6 +12,7 @@ import pytest
 from rmqrun.broker.store import FlushMode, MessageStore, StoreIOError
 from rmqrun.broker.store import segmented_file
 from tests.unit.store_records import build_record, small_config
+from tests.waiting import eventually_async
 
 
 def sync_config(**kw):
@@ -70,13 +71,6 @@ class BlockingFsync:
         self.real(fd)
 
 
-async def wait_until(cond, what: str, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
-
-
 def test_event_loop_keeps_running_during_fsync(tmp_path, monkeypatch) -> None:
     fsync = BlockingFsync()
     monkeypatch.setattr(segmented_file.os, "fdatasync", fsync)
@@ -85,7 +79,7 @@ def test_event_loop_keeps_running_during_fsync(tmp_path, monkeypatch) -> None:
         fsync.armed = True
         put = asyncio.create_task(store.put_sync("T", 0, build_record("T", 0, b"x"), 0))
         # the loop goes on polling while the fsync is blocked in the flusher ...
-        await wait_until(fsync.entered.is_set, "the fsync of the put")
+        await eventually_async(fsync.entered.is_set, what="the fsync of the put")
         for _ in range(5):
             await asyncio.sleep(0)
         assert not put.done(), "a SYNC put was answered before its fsync finished"
@@ -109,10 +103,10 @@ def test_async_mode_does_not_wait_but_flushes_in_background(tmp_path, monkeypatc
         # no fsync can finish before the release below: returning at all proves the put did not wait
         r = await asyncio.wait_for(store.put_sync("T", 0, build_record("T", 0, b"x"), 0), 10)
         assert store.flushed_offset < r.end_offset
-        await wait_until(fsync.entered.is_set, "the background flush")
+        await eventually_async(fsync.entered.is_set, what="the background flush")
         assert store.flushed_offset < r.end_offset
         fsync.release.set()
-        await wait_until(lambda: store.flushed_offset >= r.end_offset, "the background flush to finish")
+        await eventually_async(lambda: store.flushed_offset >= r.end_offset, what="the background flush to finish")
 
     with MessageStore(tmp_path, cfg) as store:
         asyncio.run(main(store))

@@ -18,6 +18,7 @@ from rmqrun.broker.store import (
 )
 from rmqrun.broker.store.json_file import JsonFile
 from tests.unit.store_records import small_config
+from tests.waiting import eventually
 
 
 def test_json_file_atomic_save_keeps_backup(tmp_path) -> None:
@@ -132,14 +133,10 @@ def test_message_store_persists_and_reports_corrupt_json(tmp_path) -> None:
 
 
 def test_periodic_flush(tmp_path) -> None:
-    import time
-
     with MessageStore(tmp_path, small_config(config_flush_interval_ms=50)) as s:
         s.consumer_offsets.commit("G", "T", 1, 5)
         path = tmp_path / "config" / "consumerOffset.json"
-        deadline = time.monotonic() + 5
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        eventually(path.exists, what=f"{path.name} written")
         assert json.loads(path.read_text())["offsetTable"]["G"]["T"] == {"1": 5}
 
 

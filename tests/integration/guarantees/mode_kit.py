@@ -5,7 +5,7 @@ Every file of ``tests/integration/guarantees/`` checks one guarantee, parametriz
 modes do not promise; ``docs/testing.md`` has the table). A case is a :class:`Cell`: a topic and a
 group of its own on the file's embedded broker (the ``gb`` fixture of ``conftest.py``), real
 ``rmqrun run`` processes in the mode (:class:`tests.integration.signals_kit.RmqrunProcess`), and the
-probe handler's record of every delivery (:mod:`tests.integration.probe_handler`: event, pid, idx,
+probe handler's record of every delivery (:mod:`tests.integration.handlers.probe_handler`: event, pid, idx,
 queue, offset, reconsume count, call number).
 
 The backlog is keyed (:func:`tests.integration.engine_kit.produce`): message ``idx`` has body
@@ -39,8 +39,8 @@ from tests.integration.signals_kit import (
     Delivery, RmqrunProcess, Runs, committed, queue_max_offsets, read_deliveries, topic_messages, wait_until,
 )
 
-PROBE = "tests.integration.probe_handler"
-CRASH = "tests.integration.crash_handler:crash_batch"
+PROBE = "tests.integration.handlers.probe_handler"
+CRASH = "tests.integration.handlers.crash_handler:crash_batch"
 #: queues of a cell's topic; with KEYS keys each key has a queue of its own
 QUEUES = 4
 KEYS = 4

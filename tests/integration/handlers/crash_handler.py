@@ -1,7 +1,7 @@
 """Handlers that kill their own worker on chosen messages, for the crash-isolation tests.
 
 Every message not chosen is recorded as ``ok`` in ``PROBE_RECORD`` (the
-probe handler's line format, see :mod:`tests.integration.probe_handler`);
+probe handler's line format, see :mod:`tests.integration.handlers.probe_handler`);
 a chosen one (``idx`` in ``PROBE_CRASH_IDX``) is recorded as ``start`` and
 then ends its process the way ``PROBE_CRASH`` names:
 
@@ -26,7 +26,7 @@ import resource
 import sys
 
 import rmqrun
-from tests.integration.probe_handler import _calls, _selected, _set, _write
+from tests.integration.handlers.probe_handler import _calls, _selected, _set, _write
 
 CRASH_IDX = _set("PROBE_CRASH_IDX")
 CRASH = os.environ.get("PROBE_CRASH", "exit7")

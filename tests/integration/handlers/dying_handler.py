@@ -3,7 +3,7 @@
 Importing this module (which every worker does at boot) starts a thread that
 ends the process with ``os._exit(9)`` ``PROBE_DIE_AFTER_MS`` (default 400)
 later, whatever it is doing. The handler itself records each message as
-``ok`` (see :mod:`tests.integration.probe_handler`). Deaths that no message
+``ok`` (see :mod:`tests.integration.handlers.probe_handler`). Deaths that no message
 explains are what rmqrun's crash-loop guard counts.
 """
 
@@ -14,7 +14,7 @@ import threading
 import time
 
 import rmqrun
-from tests.integration.probe_handler import _calls, _write
+from tests.integration.handlers.probe_handler import _calls, _write
 
 
 def _die_later() -> None:

@@ -14,7 +14,7 @@ import os
 import time
 
 import rmqrun
-from tests.integration.gap_handler import append_line
+from tests.integration.handlers.gap_handler import append_line
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

@@ -1,0 +1,148 @@
+"""The orderly consume service by queue (``consume_orderly.py``) on a fake engine: no broker, real logic.
+
+What it guarantees: one job of a queue at a time, offsets strictly ascending, SUSPEND puts the call back
+first in line with its reconsume count raised, the limit re-publishes for the DLQ and moves on, a queue
+without its lock runs nothing, manual COMMIT/ROLLBACK, and a dropped queue's last job is waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rmqrun.model import Status
+from rmqrun.consumer.retry import reconsume_times
+from rmqrun.model import MessageQueue
+from tests.fakes.engine import FakeEngine, config, queued
+from tests.waiting import eventually_async
+
+MQ = MessageQueue("T", "broker-a", 0)
+
+
+def run(coro: Any) -> None:
+    asyncio.run(coro)
+
+
+def orderly(**kw: Any) -> FakeEngine:
+    kw.setdefault("orderly", True)
+    kw.setdefault("suspend_current_queue_time_ms", 10)
+    engine = FakeEngine(config(**kw))
+    engine.consume_service._calls_per_job = lambda: 2  # jobs of 2 calls, whatever the measured handler time
+    return engine
+
+
+async def _job(engine: FakeEngine) -> list[int]:
+    """The offsets of the one job in flight, once it is there."""
+    await eventually_async(lambda: len(engine.executor.pending) == 1, what="a job in flight")
+    return engine.executor.pending[0][0].offsets
+
+
+def test_one_job_of_a_queue_at_a_time_in_offset_order() -> None:
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(3)))
+        engine.deliver(req, queued(range(3, 5)))
+        seen = []
+        while len(seen) < 5:
+            offsets = await _job(engine)
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert len(engine.executor.pending) == 1, "a second job of the queue started"
+            seen += offsets
+            engine.executor.finish()
+            await eventually_async(lambda: engine.offset_store.read_memory(MQ) == seen[-1] + 1,
+                                   what=f"commit through {seen[-1]}")
+        assert seen == [0, 1, 2, 3, 4]
+        assert engine.executor.most_at_once[MQ] == 1
+        await eventually_async(lambda: MQ not in engine.consume_service._loops, what="the loop to end (empty)")
+        assert engine.rebalancer.idle == [], "idle is reported for a dropped queue only"
+        await engine.consume_service.stop(1)
+
+    run(main())
+
+
+def test_suspend_puts_the_call_back_first_in_line_counted_once_more() -> None:
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(2)))
+        assert await _job(engine) == [0, 1]
+        engine.executor.finish([Status.SUCCESS, Status.SUSPEND])
+        assert await _job(engine) == [1], "offset 1 again, before anything after it"
+        assert reconsume_times(engine.executor.pending[0][0].records[0]) == 1
+        assert engine.offset_store.read_memory(MQ) == 1, "committed through the success only"
+        assert engine.stats.failed == 1 and engine.send_back.republished == []
+        engine.executor.finish()
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 2, what="commit after the retry")
+        await engine.consume_service.stop(1)
+
+    run(main())
+
+
+def test_at_the_limit_the_message_is_republished_for_the_dlq_and_the_queue_moves_on() -> None:
+    async def main() -> None:
+        engine = orderly(max_reconsume_times=1)
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(2)))
+        assert await _job(engine) == [0, 1]
+        engine.executor.finish([Status.SUSPEND, Status.NOT_RUN])
+        assert await _job(engine) == [0, 1]  # count 1 now: at the limit on its next failure
+        engine.executor.finish([Status.SUSPEND, Status.NOT_RUN])
+        assert await _job(engine) == [1], "offset 0 went to the DLQ; the queue goes on after it"
+        assert engine.send_back.republished == [(0, 1)]
+        assert engine.offset_store.read_memory(MQ) == 1
+        engine.executor.finish()
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 2, what="commit through 1")
+        await engine.consume_service.stop(1)
+
+    run(main())
+
+
+def test_a_queue_whose_lock_is_not_granted_runs_nothing() -> None:
+    async def main() -> None:
+        engine = orderly()
+        engine.rebalancer.granted = False
+        req = engine.request(MQ, locked=False)
+        engine.deliver(req, queued(range(2)))
+        await eventually_async(lambda: engine.rebalancer.asked == [MQ], what="the lock asked for")
+        assert engine.executor.started == []
+        await engine.consume_service.stop(0.01)
+        assert engine.executor.started == [] and req.pq.msg_count == 2
+
+    run(main())
+
+
+def test_manual_commit_commits_at_commit_and_rolls_back_at_rollback() -> None:
+    async def main() -> None:
+        engine = orderly(auto_commit=False)
+        engine.consume_service._calls_per_job = lambda: 4
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1, 2, 3]
+        engine.executor.finish([Status.SUCCESS, Status.COMMIT, Status.SUCCESS, Status.ROLLBACK])
+        assert await _job(engine) == [2, 3], "rolled back to the last commit"
+        assert engine.offset_store.read_memory(MQ) == 2
+        engine.executor.finish([Status.SUCCESS, Status.SUCCESS])
+        await eventually_async(lambda: MQ not in engine.consume_service._loops, what="the loop to end (empty)")
+        assert engine.offset_store.read_memory(MQ) == 2, "SUCCESS without COMMIT commits nothing"
+        await engine.consume_service.stop(1)
+
+    run(main())
+
+
+def test_a_dropped_queue_is_busy_until_its_job_ends_then_reported_idle() -> None:
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(3)))
+        await _job(engine)
+        assert engine.consume_service.is_busy(MQ)
+        req.pq.dropped = True
+        engine.executor.finish()
+        await eventually_async(lambda: engine.rebalancer.idle == [req], what="the idle report")
+        assert not engine.consume_service.is_busy(MQ)
+        assert engine.offset_store.read_memory(MQ) == 2, "the job's commit is ours while the lock is held"
+        assert len(engine.executor.started) == 1, "no new job of a dropped queue"
+
+    run(main())
