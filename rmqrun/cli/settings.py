@@ -42,6 +42,7 @@ from rmqrun.consumer.allocate_nearby import NAME as NEARBY
 from rmqrun.consumer.config import CONSUME_FROM, ConsumerConfig, default_consume_timestamp
 from rmqrun.consumer.key_order import valid_order_key
 from rmqrun.errors import ConfigError
+from rmqrun.pipe.worker_config import MAX_CONCURRENCY, WORKER_CLASSES
 
 if TYPE_CHECKING:  # imported when settings are built: `run --help` and `--help-settings` load no supervisor
     from rmqrun.remoting.security import ClientSecurity
@@ -220,6 +221,13 @@ SETTINGS: tuple[Setting, ...] = (
     # --- worker processes
     _S("workers", parse_int, None, "worker processes (default: CPU count)", POOL, flag="--workers",
        check=between(1, MAX_WORKERS), allowed=f"an integer from 1 to {MAX_WORKERS}"),
+    _S("worker_class", parse_lower, "process", "how a worker runs handler calls: process (one call at a time: "
+       "CPU-bound handlers), threads (up to worker_concurrency plain-def calls at once in a thread pool: blocking "
+       "I/O) or asyncio (up to worker_concurrency async-def calls at once on an event loop)", POOL,
+       flag="--worker-class", check=lambda v: v in WORKER_CLASSES, allowed="process, threads or asyncio"),
+    _S("worker_concurrency", parse_int, 1, "handler calls at once in each worker (threads and asyncio; "
+       "process runs one)", POOL, flag="--worker-concurrency", check=between(1, MAX_CONCURRENCY),
+       allowed=f"an integer from 1 to {MAX_CONCURRENCY}"),
     _S("worker_init", parse_ref, None, "module:function called once in each worker before messages", POOL,
        flag="--worker-init"),
     _S("worker_exit", parse_ref, None, "module:function called once in each worker at exit", POOL),

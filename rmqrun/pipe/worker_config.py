@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: how a worker runs handler calls (``worker_class``): see :mod:`rmqrun.worker.call_runners`
+WORKER_CLASSES = ("process", "threads", "asyncio")
+#: the most handler calls one worker may run at once (``worker_concurrency``); the progress block has a slot each
+MAX_CONCURRENCY = 256
+
 
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
@@ -43,3 +48,7 @@ class WorkerConfig:
     #: OpenTelemetry: a process span per handler call (rmqrun/worker/otel.py), with this consumer group
     otel: bool = False
     consumer_group: str = ""
+    #: "process" (one call at a time, in the main thread), "threads" or "asyncio" (see WORKER_CLASSES)
+    worker_class: str = "process"
+    #: handler calls at once (threads, asyncio); 1 for process
+    concurrency: int = 1

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 
 from rmqrun.errors import ConfigError
-from rmqrun.pipe.worker_config import WorkerConfig
+from rmqrun.pipe.worker_config import MAX_CONCURRENCY, WORKER_CLASSES, WorkerConfig
 
 __all__ = ["PoolConfig"]
 
@@ -60,9 +60,20 @@ class PoolConfig:
     worker_liveness_timeout: float = 20.0
     #: seconds a stuck worker may stay stuck before it is killed and replaced (0: never)
     stuck_worker_kill_after: float = 60.0
+    #: how each worker runs handler calls: "process" (one at a time), "threads" or "asyncio" (up to
+    #: ``worker_concurrency`` at once); see :mod:`rmqrun.worker.call_runners`
+    worker_class: str = "process"
+    worker_concurrency: int = 1
 
     def __post_init__(self) -> None:
         checks = [
+            (self.worker_class in WORKER_CLASSES, f"worker_class must be one of {', '.join(WORKER_CLASSES)}, "
+                                                  f"got {self.worker_class!r}"),
+            (1 <= self.worker_concurrency <= MAX_CONCURRENCY, f"worker_concurrency must be from 1 to "
+                                                              f"{MAX_CONCURRENCY}, got {self.worker_concurrency}"),
+            (self.worker_class != "process" or self.worker_concurrency == 1,
+             f"worker_concurrency {self.worker_concurrency} needs worker_class threads or asyncio: the process "
+             f"class runs one handler call at a time per worker (add more workers for more at once)"),
             (self.workers >= 1, f"workers must be >= 1, got {self.workers}"),
             (self.batch_size >= 1, f"batch_size (consumeMessageBatchMaxSize) must be >= 1, got {self.batch_size}"),
             (self.time_limit >= 0, f"time_limit must be >= 0 (0 = none), got {self.time_limit}"),
@@ -97,7 +108,8 @@ class PoolConfig:
                             max_memory=self.max_memory_per_worker, log_level=self.log_level,
                             log_format=self.log_format, namespace=self.namespace,
                             max_log_record=self.max_log_record, otel=self.otel,
-                            consumer_group=self.consumer_group)
+                            consumer_group=self.consumer_group, worker_class=self.worker_class,
+                            concurrency=self.worker_concurrency)
 
     @property
     def effective_crash_limit(self) -> int:
