@@ -222,9 +222,9 @@ def load_hook(ref: str, what: str, *, asyncio: bool = False) -> Callable[..., An
     return fn
 
 
-def call_hook(fn: Callable[..., Any], info: Any) -> None:
-    """Call a hook with the worker info if it takes an argument, else with none."""
+def call_hook(fn: Callable[..., Any], info: Any) -> Any:
+    """Call a hook with the worker info if it takes an argument, else with none; what it returned (an
+    async hook's coroutine, which the asyncio worker class awaits)."""
     if _accepts(fn, 1):
-        fn(info)
-    else:
-        fn()
+        return fn(info)
+    return fn()
