@@ -101,3 +101,80 @@ def overlapping(recs: list[tuple[int, int, str, float, float, int]]) -> int:
             now += step
             best = max(best, now)
     return best
+
+
+# --------------------------------------------------------------------------- for rmqrun run (the guarantee kit)
+# The probe handler's record (tests/integration/probe_handler.py: ``<event> <pid> <idx> ...`` in
+# PROBE_RECORD) and, per call that returned, ``<pid> <idx> <start> <end>`` in PROBE_TIMES.
+# PROBE_FAIL_IDX / PROBE_FAIL_TIMES / PROBE_FAIL_PLAN fail, PROBE_HANG_IDX hangs on the first delivery, PROBE_CRASH_IDX
+# ends the worker with os._exit(7); PROBE_SLEEP_MS is each call's wait (default 50 ms).
+
+PROBE_SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "50")) / 1000.0
+
+
+def _times(msg: rmqrun.Message, start: float) -> None:
+    from tests.integration.probe_handler import idx_of
+    path = os.environ.get("PROBE_TIMES")
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, f"{os.getpid()} {idx_of(msg)} {start:.6f} {time.monotonic():.6f}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def _before(msg: rmqrun.Message, call: int) -> str:
+    """What this delivery does: "crash", "hang" or "run" (a crash or hang is recorded as ``start`` first)."""
+    from tests.integration import probe_handler as p
+    crash = p._set("PROBE_CRASH_IDX")
+    if crash and p._selected(crash, msg):
+        p._write("start", [msg], call)
+        return "crash"
+    if p.HANG_IDX and p._selected(p.HANG_IDX, msg) and msg.reconsume_times == 0:
+        p._write("start", [msg], call)
+        return "hang"
+    return "run"
+
+
+def _after(msg: rmqrun.Message, call: int, start: float) -> None:
+    from tests.integration import probe_handler as p
+    if (p.FAIL_IDX is not None and p._selected(p.FAIL_IDX, msg) and msg.reconsume_times < p.FAIL_TIMES
+            or msg.reconsume_times < p.FAIL_PLAN.get(p.idx_of(msg), 0)):
+        p._write("fail", [msg], call)
+        raise RuntimeError(f"failing idx {p.idx_of(msg)} on purpose")
+    _times(msg, start)
+    p._write("ok", [msg], call)
+
+
+def probe_threads(msg: rmqrun.Message) -> None:
+    from tests.integration.probe_handler import _calls
+    start, call = time.monotonic(), next(_calls)
+    what = _before(msg, call)
+    if what == "crash":
+        os._exit(7)
+    time.sleep(3600 if what == "hang" else PROBE_SLEEP_S)
+    _after(msg, call, start)
+
+
+async def probe_async(msg: rmqrun.Message) -> None:
+    from tests.integration.probe_handler import _calls
+    start, call = time.monotonic(), next(_calls)
+    what = _before(msg, call)
+    if what == "crash":
+        os._exit(7)
+    await asyncio.sleep(3600 if what == "hang" else PROBE_SLEEP_S)
+    _after(msg, call, start)
+
+
+def times(path: str | os.PathLike[str]) -> list[tuple[int, int, str, float, float, int]]:
+    """PROBE_TIMES as records() has them: (queue 0, idx, key '-', start, end, pid) for :func:`overlapping`."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        pid, idx, start, end = line.split()
+        out.append((0, int(idx), "-", float(start), float(end), int(pid)))
+    return out
