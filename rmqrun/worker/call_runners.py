@@ -47,6 +47,7 @@ from rmqrun.pipe.wire import ConsumeMode, Run, Started, Status
 from rmqrun.worker.batch_decode import chunks_around
 from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.call_slots import CallSlots
+from rmqrun.worker.logs import CALL_INDEX
 
 __all__ = ["CallRunner", "POLL_S"]
 
@@ -95,10 +96,24 @@ class CallRunner:
             self.worker.stop_calls(f"{self.stuck} handler thread(s) still in a call past the time limit "
                                    f"({self.worker.config.time_limit:g} s)")
 
-    def start(self, fn: Callable[[Any], Any], arg: Any) -> "asyncio.Future[Any]":
+    def start(self, fn: Callable[[Any], Any], arg: Any, index: int) -> "asyncio.Future[Any]":
+        """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``."""
         if self.threads is not None:
-            return self.loop.run_in_executor(self.threads, fn, arg)
-        return asyncio.ensure_future(_awaited(fn(arg)), loop=self.loop)
+            return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index)
+        token = CALL_INDEX.set(index)  # the task copies the context as it is created
+        try:
+            return asyncio.ensure_future(_awaited(fn(arg)), loop=self.loop)
+        finally:
+            CALL_INDEX.reset(token)
+
+
+def _labelled(fn: Callable[[Any], Any], arg: Any, index: int) -> Any:
+    """A thread's call, its log records labelled with its own message (the thread's context, not the batch's)."""
+    token = CALL_INDEX.set(index)
+    try:
+        return fn(arg)
+    finally:
+        CALL_INDEX.reset(token)
 
 
 async def _awaited(value: Any) -> Any:
@@ -196,11 +211,19 @@ class _Batch:
                 self.stop = True
                 return
             arg = self.msgs[start:end] if is_batch else self.msgs[start]
-            self.flying[self.runner.start(fn, arg)] = (start, end, slot, now)
+            self.flying[self.runner.start(fn, arg, start)] = (start, end, slot, now)
 
     def _settle(self, fut: "asyncio.Future[Any]") -> None:
         """A call ended: its messages' statuses, as the process class maps them."""
         start, end, slot, _ = self.flying.pop(fut)
+        token = CALL_INDEX.set(start)  # what is logged of it is labelled with its message
+        try:
+            self._map(fut, start, end)
+        finally:
+            CALL_INDEX.reset(token)
+        self.runner.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+
+    def _map(self, fut: "asyncio.Future[Any]", start: int, end: int) -> None:
         worker = self.worker
         outcome = self.outcome
         statuses = outcome.statuses
@@ -217,7 +240,6 @@ class _Batch:
                 statuses[start:end] = bytes(end - start)
             elif worker._map_result(value, self.run_frame, start, end, outcome, self.offsets):
                 self.stop = True
-        self.runner.slots.finish(slot, statuses, outcome.delays)
 
     def _time_out(self, now: float, limit: float) -> None:
         """Calls past their deadline fail as timed out; a task is cancelled, a thread left to end alone."""
@@ -231,10 +253,12 @@ class _Batch:
             outcome.failed(start, end, f"handler '{ref}': soft time limit ({limit:g} s) exceeded")
             outcome.timed_out = True
             self.runner.slots.finish(slot, outcome.statuses, outcome.delays)
+            token = CALL_INDEX.set(start)
             self.worker.log.warning("handler '{}': soft time limit ({:g} s) exceeded (queue offset {}){}", ref,
                                     limit, self.offsets[start], "; the call is cancelled" if not
                                     self.runner.use_threads else "; its thread cannot be stopped: the worker "
                                     "recycles after this batch")
+            CALL_INDEX.reset(token)
             self._drop(fut)
             self.stop = self.stop or self.orderly
 

@@ -35,7 +35,8 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
 def test_a_batchs_calls_run_at_once_and_each_message_has_its_status(record: Path, worker_class: str,
-                                                                    handler: str) -> None:
+                                                                    handler: str, capfd: pytest.CaptureFixture[str]
+                                                                    ) -> None:
     async def main() -> None:
         async with Harness(handler, worker_class=worker_class, worker_concurrency=8) as h:
             batch = h.submit(0, bodies(*(["sleep"] * 15 + ["raise"])))
@@ -47,6 +48,9 @@ def test_a_batchs_calls_run_at_once_and_each_message_has_its_status(record: Path
             assert sorted(r[1] for r in recs) == list(range(15))
             assert classes_handler.overlapping(recs) >= 2
     run(main())
+    # the failure's line is labelled with its own message, not the batch's first
+    line = next(x for x in capfd.readouterr().err.splitlines() if "raised RuntimeError" in x and "offset 15)" in x)
+    assert " | T broker-a:0@15 | " in line, line
 
 
 @pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
