@@ -127,3 +127,23 @@ def test_the_asyncio_class_refuses_a_plain_handler_and_awaits_an_async_worker_in
             await h.wait_for(lambda: batch.batch_id in h.results, what="the batch's result")
             assert h.results[batch.batch_id].statuses == bytes(2)
     run(main())
+
+
+def test_a_coroutine_that_blocks_the_loop_is_killed_at_the_hard_limit_and_only_its_call_fails(record: Path) -> None:
+    """``time.sleep`` in an ``async def`` stops the loop, and with it the worker's announcements: the supervisor
+    kills it at time_limit + kill_grace; what had finished keeps its status, each call in flight fails."""
+    async def main() -> None:
+        async with Harness(HA, worker_class="asyncio", worker_concurrency=2, time_limit=1.0, kill_grace=1.0) as h:
+            batch = h.submit(0, bodies("sleep", "sleep", "block:30", "sleep", "sleep"))
+            await h.wait_for(lambda: batch.batch_id in h.results, 60, what="the hard limit's result")
+            res = h.results[batch.batch_id]
+            assert res.timed_out and "hard time limit" in (res.error or "")
+            # calls 0 and 1 ran first (two at once); "block" began as one of them ended (the other one may still
+            # have been in flight, and then a call after it may have begun beside "block")
+            assert 0 in res.statuses[:2] and set(res.statuses[:2]) <= {0, Status.RECONSUME_LATER}, res.statuses
+            assert res.statuses[2] == Status.RECONSUME_LATER
+            assert set(res.statuses[3:]) <= {Status.NOT_RUN, Status.RECONSUME_LATER}, res.statuses
+            assert res.statuses[4] == Status.NOT_RUN, res.statuses
+            assert sorted(i for i, _ in res.errors) == [i for i in range(5) if res.statuses[i] ==
+                                                        Status.RECONSUME_LATER]
+    run(main())
