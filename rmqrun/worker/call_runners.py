@@ -102,7 +102,7 @@ class CallRunner:
             return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index)
         token = CALL_INDEX.set(index)  # the task copies the context as it is created
         try:
-            return asyncio.ensure_future(_awaited(fn(arg)), loop=self.loop)
+            return asyncio.ensure_future(_called(fn, arg), loop=self.loop)
         finally:
             CALL_INDEX.reset(token)
 
@@ -114,6 +114,11 @@ def _labelled(fn: Callable[[Any], Any], arg: Any, index: int) -> Any:
         return fn(arg)
     finally:
         CALL_INDEX.reset(token)
+
+
+async def _called(fn: Callable[[Any], Any], arg: Any) -> Any:
+    """An async handler's call, as a task: a raise as the call is made fails the call, not the scheduler."""
+    return await _awaited(fn(arg))
 
 
 async def _awaited(value: Any) -> Any:
