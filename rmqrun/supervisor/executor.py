@@ -121,8 +121,8 @@ class PoolExecutor:
         self.config = config
         self.pool = Pool(config, on_result=self._on_result, on_worker_lost=self._on_lost, on_fatal=self._on_fatal)
         self.dispatcher: Dispatcher | None = None
-        # calls at once in each worker (threads / asyncio): room for a batch running and one as large waiting
-        self.max_inflight_messages = max(max_inflight_messages, 2 * config.worker_concurrency)
+        # calls at once in each worker (threads / asyncio): room for N calls' messages running and as many waiting
+        self.max_inflight_messages = max(max_inflight_messages, 2 * config.worker_concurrency * config.batch_size)
         self._ids = itertools.count(1)
         self._waiting: deque[_Pending] = deque()
         self._flying: dict[int, _Pending] = {}

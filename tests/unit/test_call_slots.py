@@ -89,3 +89,4 @@ def test_a_new_batch_clears_what_the_last_left_and_refuses_calls_still_in_flight
     assert progress_mem.read(mm).later == () and progress_mem.read(mm).calls == ()  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         CallSlots(progress_mem.MAX_CALLS + 1, writer)
+
