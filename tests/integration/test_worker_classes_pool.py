@@ -147,3 +147,20 @@ def test_a_coroutine_that_blocks_the_loop_is_killed_at_the_hard_limit_and_only_i
             assert sorted(i for i, _ in res.errors) == [i for i in range(5) if res.statuses[i] ==
                                                         Status.RECONSUME_LATER]
     run(main())
+
+
+@pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
+def test_sigterm_answers_the_batch_with_the_calls_in_flight_not_run(record: Path, worker_class: str,
+                                                                    handler: str) -> None:
+    """A stop whose grace runs out sends SIGTERM: the worker stops waiting for its calls, answers the batch
+    (what finished keeps its status, the calls in flight NOT_RUN: delivered again) and exits by itself."""
+    async def main() -> None:
+        h = Harness(handler, worker_class=worker_class, worker_concurrency=4)
+        async with h:
+            batch = h.submit(0, bodies("sleep", "hang:60", "sleep"))
+            await h.wait_for(lambda: len(classes_handler.records(record)) == 2, what="the two short calls")
+            left = await h.pool.stop(0.5)
+            assert batch.batch_id in h.results and left == [], "the worker was killed before it answered"
+            assert h.results[batch.batch_id].statuses == bytes([0, Status.NOT_RUN, 0])
+            assert h.pool.cut_short_messages == 1
+    run(main())
