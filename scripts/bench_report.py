@@ -56,6 +56,7 @@ sys.path.insert(0, str(ROOT))
 from bench_consume import _STATUS, BODY, _children, cpp_available, produce, raw_pull, window_rate  # noqa: E402
 from bench_pop import pop_lines, section_pop  # noqa: E402
 import bench_java  # noqa: E402
+from bench_worker_classes import section_worker_classes, worker_class_lines  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 from rmqrun.client.producer import OutgoingMessage, Producer  # noqa: E402
@@ -1129,13 +1130,14 @@ def report(res: dict[str, Any], images: list[str]) -> str:
     if "spark" in res:
         L.extend(spark_lines(res["spark"]))
     L += bench_java.java_lines(res["java"]) if "java" in res else []
+    L += worker_class_lines(res["classes"]) if "classes" in res else []
     L += ["Raw numbers of this run: [`report.json`](report.json).", ""]
     return "\n".join(L)
 
 
 # --- main -------------------------------------------------------------------------------------------------------
 
-SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop", "java")
+SECTIONS = ("overhead", "scaling", "latency", "memory", "stages", "pop", "java", "classes")
 #: sections run only when named in --sections (they need the spark extra and Java 17+)
 OPTIONAL_SECTIONS = ("spark",)
 
@@ -1246,6 +1248,10 @@ def main() -> int:
                                      create_topic=create_topic, produce=produce, load=load, spread=spread)
         if "spark" in sections:
             res["spark"] = section_spark(ns, sz)
+        if "classes" in sections:  # scripts/bench_worker_classes.py: process, threads, asyncio side by side
+            res["classes"] = section_worker_classes(ns, {"waits 50 ms": sz.cpu10_messages, "1 ms CPU": sz.cpu1_messages
+                                                         // 2}, args.workers, 32, sz.timeout, drain=drain,
+                                                    create_topic=create_topic, produce=produce, load=load)
     shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

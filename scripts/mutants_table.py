@@ -1303,7 +1303,10 @@ MUTANTS: list[Mutant] = [
       I + "test_otel_spans.py::test_process_spans_are_children_of_the_send_spans_across_processes"),
     m("t35-otel-exception-unrecorded", "rmqrun/worker/otel.py",
       "a handler's exception (or a time limit) leaves no exception event on its span",
-      "        span.record_exception(exc)\n", "",
+      "        value = fn(arg)\n    except BaseException as exc:  # a soft time limit, SIGTERM's WorkerTerminated: "
+      "recorded, then as before\n        span.record_exception(exc)\n",
+      "        value = fn(arg)\n    except BaseException as exc:  # a soft time limit, SIGTERM's WorkerTerminated: "
+      "recorded, then as before\n",
       I + "test_otel_spans.py::test_process_spans_are_children_of_the_send_spans_across_processes"),
     m("t35-otel-no-inject", "rmqrun/client/otel_send.py",
       "the producer's span context is not written into the message",
@@ -1625,4 +1628,20 @@ MUTANTS: list[Mutant] = [
       "orderly POP pops without the order flag: the broker does not block the queue for the group",
       "exp=sub.sub_string, order=cfg.orderly)", "exp=sub.sub_string, order=False)",
       U + "consumer/test_pop_push.py::test_orderly_pop_pops_with_the_order_flag"),
+    # --- issue #36 (w36): worker classes threads / asyncio: a slot per call in flight, orderly one at a time
+    m("w36-call-slot-not-freed", "rmqrun/worker/call_slots.py",
+      "a call that ends keeps its slot: the worker runs out of slots and the block shows calls that ended",
+      "        start, end, _ = self.calls.pop(slot)\n        self.free.append(slot)\n",
+      "        start, end, _ = self.calls.pop(slot)\n",
+      U + "test_call_slots.py",
+      I + "test_worker_classes_pool.py::test_a_batchs_calls_run_at_once_and_each_message_has_its_status"),
+    m("w36-orderly-calls-at-once", "rmqrun/worker/call_runners.py",
+      "an orderly batch (one queue, or one key) runs several calls at once under the asyncio class",
+      "        return 1 if self.orderly else max(0, runner.size - runner.stuck)",
+      "        return max(0, runner.size - runner.stuck)",
+      I + "test_worker_classes_pool.py::test_an_orderly_batch_runs_one_call_at_a_time_and_stops_at_a_failure"),
+    m("w36-concurrency-ignored", "rmqrun/worker/call_runners.py",
+      "worker_concurrency is ignored: the threads and asyncio classes run one call at a time",
+      "        self.size = size\n", "        self.size = 1\n",
+      I + "test_worker_classes_pool.py::test_a_batchs_calls_run_at_once_and_each_message_has_its_status"),
 ]

@@ -226,6 +226,12 @@ SETTINGS: tuple[Setting, ...] = (
        flag="--msg-trace-topic"),
     # --- worker processes
     _S("workers", parse_int, "worker processes (default: CPU count)", POOL, flag="--workers"),
+    _S("worker_class", parse_lower, "how a worker runs handler calls: process (one call at a time: CPU-bound "
+       "handlers), threads (up to worker_concurrency plain-def calls at once in a thread pool: blocking I/O) or "
+       "asyncio (up to worker_concurrency async-def calls at once on an event loop)", WORKER,
+       flag="--worker-class"),
+    _S("worker_concurrency", parse_int, "handler calls at once in each worker (threads and asyncio; process runs "
+       "one)", WORKER, attr="concurrency", flag="--worker-concurrency"),
     _S("worker_init", parse_ref, "module:function called once in each worker before messages", WORKER,
        flag="--worker-init"),
     _S("worker_exit", parse_ref, "module:function called once in each worker at exit", WORKER),

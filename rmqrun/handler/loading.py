@@ -115,7 +115,8 @@ def _is_submodule(module_name: str, name: str) -> bool:
         return False
 
 
-def resolve(ref: str, *, what: str = "handler", default_attr: str = DEFAULT_ATTR) -> Callable[..., Any]:
+def resolve(ref: str, *, what: str = "handler", default_attr: str = DEFAULT_ATTR,
+            asyncio: bool | None = False) -> Callable[..., Any]:
     """Import ``module:attr`` (``attr`` may be dotted, e.g. ``mod:obj.method``) and return it.
 
     ``module`` alone means ``module:<default_attr>``. Raises
@@ -162,9 +163,17 @@ def resolve(ref: str, *, what: str = "handler", default_attr: str = DEFAULT_ATTR
         raise HandlerLoadError(f"The {what} '{ref}' is not callable (its type is {type(obj).__name__})")
     if inspect.isclass(obj):
         raise HandlerLoadError(f"The {what} '{ref}' is a class; give a function (or an instance with __call__)")
-    if inspect.iscoroutinefunction(obj) or inspect.isasyncgenfunction(obj):
+    if inspect.isasyncgenfunction(obj):
+        raise HandlerLoadError(f"The {what} '{ref}' is an async generator function; it must return, not yield")
+    if asyncio is not None and _is_async(obj) != asyncio:
+        if asyncio:
+            raise HandlerLoadError(
+                f"The {what} '{ref}' is a plain function but worker_class is asyncio, which awaits 'async def' "
+                f"handlers on an event loop; make it 'async def', or run it with --worker-class threads "
+                f"(blocking I/O) or process (CPU-bound)")
         raise HandlerLoadError(
-            f"The {what} '{ref}' is an async function; workers are processes and call plain functions")
+            f"The {what} '{ref}' is an async function; this worker class calls plain functions: "
+            f"run it with --worker-class asyncio (and --worker-concurrency N for N calls at once per worker)")
     if inspect.isgeneratorfunction(obj):
         raise HandlerLoadError(f"The {what} '{ref}' is a generator function; it must return, not yield")
     return obj
@@ -180,9 +189,17 @@ def _accepts(fn: Callable[..., Any], nargs: int) -> bool:
     return True
 
 
-def load_handler(ref: str, *, batch_size: int = 1) -> Handler:
-    """Load the handler ``ref`` and check it fits ``batch_size`` (consumeMessageBatchMaxSize)."""
-    fn = resolve(ref, what="handler")
+def _is_async(fn: Any) -> bool:
+    """An ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def load_handler(ref: str, *, batch_size: int = 1, asyncio: bool = False) -> Handler:
+    """Load the handler ``ref`` and check it fits ``batch_size`` (consumeMessageBatchMaxSize).
+
+    ``asyncio``: the worker awaits its calls on an event loop, so the handler must be ``async def``;
+    otherwise it must be a plain function (each refusal names the worker class that fits)."""
+    fn = resolve(ref, what="handler", asyncio=asyncio)
     is_b = is_batch_handler(fn)
     if not _accepts(fn, 1):
         sig = inspect.signature(fn)
@@ -195,18 +212,19 @@ def load_handler(ref: str, *, batch_size: int = 1) -> Handler:
     return Handler(ref.strip(), fn, is_b)
 
 
-def load_hook(ref: str, what: str) -> Callable[..., Any]:
-    """Load a ``worker_init`` / ``worker_exit`` hook: a function of no argument or of one (WorkerInfo)."""
-    fn = resolve(ref, what=what, default_attr=what)
+def load_hook(ref: str, what: str, *, asyncio: bool = False) -> Callable[..., Any]:
+    """Load a ``worker_init`` / ``worker_exit`` hook: a function of no argument or of one (WorkerInfo);
+    with ``asyncio`` (the asyncio worker class) it may be ``async def``, awaited on the worker's loop."""
+    fn = resolve(ref, what=what, default_attr=what, asyncio=None if asyncio else False)
     if not (_accepts(fn, 0) or _accepts(fn, 1)):
         raise HandlerLoadError(f"The {what} hook '{ref}' must take no argument or one (the worker info); "
                                f"its signature is {inspect.signature(fn)}")
     return fn
 
 
-def call_hook(fn: Callable[..., Any], info: Any) -> None:
-    """Call a hook with the worker info if it takes an argument, else with none."""
+def call_hook(fn: Callable[..., Any], info: Any) -> Any:
+    """Call a hook with the worker info if it takes an argument, else with none; what it returned (an
+    async hook's coroutine, which the asyncio worker class awaits)."""
     if _accepts(fn, 1):
-        fn(info)
-    else:
-        fn()
+        return fn(info)
+    return fn()

@@ -34,6 +34,19 @@ Layout (native byte order, one writer per field)::
          int32   cut flag: 1 while a cut is asked               supervisor
     ...  int64   claim: the batch the worker is about to run,    worker
                  written before it reads the skip list
+    ...  int32   spread: n > 0 while the batch's calls run at once  worker
+         int32   (threads/asyncio worker classes): the statuses of
+                 messages [done, n) are final too where not NOT_RUN
+    ...  MAX_CALLS x (int32 start, int32 end, float64 began):     worker
+                 one slot per handler call in flight (end <= start: free)
+
+With several calls at once (the ``threads`` and ``asyncio`` worker classes,
+:mod:`rmqrun.worker.call_slots`), calls end out of order: ``done`` stays the
+prefix of final messages, the head names the oldest call in flight (its
+start and began) and the end of the furthest one (so a cut after it spares
+every call begun), and each call in flight has a slot of its own, so a
+worker that dies is known to have died inside those calls, and the messages
+that finished beyond the prefix keep their results.
 
 The cut is how the supervisor takes back the messages queued behind a call
 that runs far too long (:mod:`rmqrun.supervisor.long_calls`): it writes the
@@ -65,6 +78,7 @@ import tempfile
 from dataclasses import dataclass
 
 from rmqrun.errors import RmqrunError
+from rmqrun.pipe.wire import Status
 
 CAPACITY = 4096
 SKIP_SLOTS = 64  # a worker's pipe holds at most max_inflight_messages (64) one-message batches
@@ -80,7 +94,12 @@ CUT_AT = DELAY_AT + CAPACITY
 _CUT = struct.Struct("=qi")
 CUT_FLAG_AT = CUT_AT + _CUT.size
 CLAIM_AT = CUT_FLAG_AT + 4
-SIZE = CLAIM_AT + 8
+SPREAD_AT = CLAIM_AT + 8
+#: the most handler calls in flight at once in one worker (worker_concurrency's bound)
+MAX_CALLS = 256
+CALLS_AT = SPREAD_AT + 8
+CALL = struct.Struct("=iid")  # start, end (end <= start: a free slot), began
+SIZE = CALLS_AT + MAX_CALLS * CALL.size
 
 
 class CallCut(RmqrunError):
@@ -89,6 +108,10 @@ class CallCut(RmqrunError):
     def __init__(self, index: int) -> None:
         super().__init__(f"messages from index {index} on were taken back by the supervisor")
         self.index = index
+
+
+#: the status byte of a message with no result yet
+NOT_RUN = int(Status.NOT_RUN)
 
 
 def create_fd() -> int:
@@ -120,6 +143,10 @@ class Progress:
     call_end: int
     #: time.monotonic() in the worker when the call on [call_start, call_end) began (0: none)
     call_began: float = 0.0
+    #: calls at once: messages past ``done`` that finished, by index: (status, delay level)
+    later: tuple[tuple[int, int, int], ...] = ()
+    #: calls at once: each call in flight as (start, end, began)
+    calls: tuple[tuple[int, int, float], ...] = ()
 
 
 def read(mm: mmap.mmap) -> Progress:
@@ -127,7 +154,22 @@ def read(mm: mmap.mmap) -> Progress:
     done = max(0, min(done, CAPACITY))
     statuses = bytes(mm[STATUS_AT:STATUS_AT + done])
     delays = struct.unpack_from(f"={done}b", mm, DELAY_AT) if done else ()
-    return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end, began)
+    spread = min(struct.unpack_from("=i", mm, SPREAD_AT)[0], CAPACITY)
+    later: tuple[tuple[int, int, int], ...] = ()
+    calls: tuple[tuple[int, int, float], ...] = ()
+    if spread > 0:
+        later = tuple((i, mm[STATUS_AT + i], struct.unpack_from("=b", mm, DELAY_AT + i)[0])
+                      for i in range(done, spread) if mm[STATUS_AT + i] != NOT_RUN)
+        calls = tuple(c for c in CALL.iter_unpack(mm[CALLS_AT:SIZE]) if c[1] > c[0] >= 0)
+    return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end, began, later, calls)
+
+
+def read_calls(mm: mmap.mmap) -> int:
+    """How many handler calls a living worker has in flight now (for status and metrics; a torn read
+    can only miscount by the calls that begin or end during it)."""
+    if struct.unpack_from("=i", mm, SPREAD_AT)[0] <= 0:
+        return int(_HEAD.unpack_from(mm, 0)[5] == 1)
+    return sum(1 for c in CALL.iter_unpack(mm[CALLS_AT:SIZE]) if c[1] > c[0] >= 0)
 
 
 @dataclass(frozen=True, slots=True)

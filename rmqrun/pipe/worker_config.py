@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmqrun.setting_rules import at_least, check_fields, one_of, positive, ruled, words
+from rmqrun.errors import ConfigError
+from rmqrun.setting_rules import at_least, between, check_fields, one_of, positive, ruled, words
 
 #: the log levels a worker (and the supervisor) may log at, loguru's names
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "SUCCESS", "WARNING", "ERROR", "CRITICAL")
+
+#: how a worker runs handler calls (``worker_class``): see :mod:`rmqrun.worker.call_runners`
+WORKER_CLASSES = ("process", "threads", "asyncio")
+#: the most handler calls one worker may run at once (``worker_concurrency``); the progress block has a slot each
+MAX_CONCURRENCY = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +64,17 @@ class WorkerConfig:
     #: OpenTelemetry: a process span per handler call (rmqrun/worker/otel.py), with this consumer group
     otel: bool = False
     consumer_group: str = ""
+    #: how this worker runs handler calls: "process" (one call at a time, in the main thread), "threads" or
+    #: "asyncio" (up to ``concurrency`` at once); see :mod:`rmqrun.worker.call_runners`
+    worker_class: str = ruled("process", ok=words(*WORKER_CLASSES))
+    #: handler calls at once (threads, asyncio); 1 for process
+    concurrency: int = ruled(1, ok=between(1, MAX_CONCURRENCY), allowed=f"an integer from 1 to {MAX_CONCURRENCY}")
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.worker_class == "process" and self.concurrency != 1:
+            raise ConfigError(f"worker_concurrency {self.concurrency} needs worker_class threads or asyncio: the "
+                              f"process class runs one handler call at a time per worker (add more workers for "
+                              f"more at once)")
         if self.max_messages_jitter is None:
             object.__setattr__(self, "max_messages_jitter", self.max_messages // 10)

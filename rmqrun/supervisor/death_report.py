@@ -82,6 +82,8 @@ def hard_limit_result(batch: Batch, slot: int, pid: int, elapsed: float,
     offsets = tuple(batch.queue_offsets())
     n = len(offsets)
     error = f"hard time limit: worker {slot} (pid {pid}) killed after {elapsed:.1f} s"
+    if progress is not None and progress.batch_id == batch.batch_id and progress.in_call and progress.calls:
+        return _hard_limit_spread(batch, slot, pid, elapsed, progress, status, error)
     if progress is not None and progress.batch_id == batch.batch_id and progress.in_call:
         done = min(progress.done, n)
         end = min(max(progress.call_end, done + 1), n)
@@ -94,6 +96,31 @@ def hard_limit_result(batch: Batch, slot: int, pid: int, elapsed: float,
     return BatchResult(batch, slot, pid, statuses, delays, offsets, -1, True, error, elapsed, errors)
 
 
+def _hard_limit_spread(batch: Batch, slot: int, pid: int, elapsed: float, progress: progress_mem.Progress,
+                       status: Status, error: str) -> BatchResult:
+    """:func:`hard_limit_result` for calls at once (threads, asyncio): what finished keeps its status, each
+    call in flight fails, the rest never ran."""
+    offsets = tuple(batch.queue_offsets())
+    n = len(offsets)
+    statuses = bytearray(progress.statuses[:n]) + bytes([Status.NOT_RUN]) * max(0, n - progress.done)
+    delays = list(progress.delay_levels[:n]) + [0] * max(0, n - progress.done)
+    for i, st, delay in progress.later:
+        if i < n:
+            statuses[i], delays[i] = st, delay
+    failed = [i for start, end, _ in progress.calls for i in range(start, min(end, n))]
+    for i in failed:
+        statuses[i] = status
+    return BatchResult(batch, slot, pid, bytes(statuses), tuple(delays), offsets, -1, True, error, elapsed,
+                       tuple((i, error) for i in sorted(failed)))
+
+
+def in_flight_calls(progress: progress_mem.Progress) -> list[tuple[int, int]]:
+    """The handler calls a worker was in, as (start, end): one per slot with calls at once, else the one."""
+    if progress.calls:
+        return sorted((start, end) for start, end, _ in progress.calls)
+    return [(progress.call_start, progress.call_end)]
+
+
 def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch], in_call: Batch | None,
               progress: progress_mem.Progress | None) -> None:
     """One line per death (debug when ``expected``: a clean exit after STOP); a second naming the messages
@@ -104,5 +131,7 @@ def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list
         logger.warning("worker {} (pid {}) {}{}", worker_id, pid, what,
                        f" holding {len(batches)} batch(es)" if batches else "")
     if in_call is not None and progress is not None:
-        logger.error("worker {} (pid {}) {} inside the handler call on {}", worker_id, pid, what,
-                     describe_messages(in_call, progress.call_start, progress.call_end))
+        calls = in_flight_calls(progress)
+        logger.error("worker {} (pid {}) {} inside the handler call{} on {}", worker_id, pid, what,
+                     "" if len(calls) == 1 else f"s ({len(calls)} at once)",
+                     "; ".join(describe_messages(in_call, start, end) for start, end in calls))

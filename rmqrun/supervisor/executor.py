@@ -122,7 +122,8 @@ class PoolExecutor:
         self.config = config
         self.pool = Pool(config, on_result=self._on_result, on_worker_lost=self._on_lost, on_fatal=self._on_fatal)
         self.dispatcher: Dispatcher | None = None
-        self.max_inflight_messages = max_inflight_messages
+        # calls at once in each worker (threads / asyncio): room for N calls' messages running and as many waiting
+        self.max_inflight_messages = max(max_inflight_messages, 2 * config.worker.concurrency * config.worker.batch_size)
         self._ids = itertools.count(1)
         self._waiting: deque[_Pending] = deque()
         self._flying: dict[int, _Pending] = {}
@@ -378,22 +379,27 @@ class PoolExecutor:
         done = prog.done if prog is not None else 0
         verdicts: list[Status] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
         delays = list(prog.delay_levels) if prog is not None else []
+        # calls at once (threads / asyncio workers): messages that finished past the prefix keep their results
+        later = {i: (_VERDICTS[st], lv) for i, st, lv in prog.later if i < batch.count} if prog is not None else {}
+        done += len(later)
         why = ("its worker was killed for not responding" if lost.pid in self.liveness.killed
                else "to find the one that kills its worker")
         logger.warning("batch {} of {}: {} of {} messages had finished when worker {} died; re-running the other "
                        "{} one per batch ({})", batch.batch_id, batch.queue_key, done, batch.count, lost.worker_id,
                        batch.count - done, why)
-        task = asyncio.ensure_future(self._run_isolated(pending, verdicts, delays))
+        task = asyncio.ensure_future(self._run_isolated(pending, verdicts, delays, later))
         self._isolations.add(task)
         task.add_done_callback(self._isolations.discard)
 
-    async def _run_isolated(self, parent: _Pending, verdicts: list[Status], delays: list[int]) -> None:
+    async def _run_isolated(self, parent: _Pending, verdicts: list[Status], delays: list[int],
+                            later: dict[int, tuple[Status, int]] | None = None) -> None:
         batch = parent.batch
         records = batch.split_records()
         n = len(records)
         delays = delays + [0] * (len(verdicts) - len(delays))
         orderly = batch.mode is ConsumeMode.ORDERLY
-        error = f"isolated after a worker death: {n - len(verdicts)} message(s) re-run one by one"
+        later = later or {}
+        error = f"isolated after a worker death: {n - len(verdicts) - len(later)} message(s) re-run one by one"
         loop = asyncio.get_running_loop()
 
         errors: dict[int, str] = {}
@@ -429,7 +435,7 @@ class PoolExecutor:
                             outcomes += [(Status.NOT_RUN, 0)] * (n - i - 1)
                             break
             else:
-                outcomes = list(await asyncio.gather(*(one(i) for i in rest)))
+                outcomes = list(await asyncio.gather(*(_known(later[i]) if i in later else one(i) for i in rest)))
         except asyncio.CancelledError:
             if not parent.future.done():
                 parent.future.cancel()
@@ -545,6 +551,11 @@ class PoolExecutor:
         self._waiting.clear()
         await self.pool.stop(grace, waited=waited)  # it logs every batch cut short
         self._fail_all(ExecutorClosedError("stopped"))
+
+
+async def _known(outcome: tuple[Status, int]) -> tuple[Status, int]:
+    """A message of an isolated job that finished before its worker died: its result, not a re-run."""
+    return outcome
 
 
 async def _join(head: "asyncio.Future[JobResult]", tail: "asyncio.Future[JobResult]",

@@ -55,6 +55,8 @@ class WorkerSlot:
 
     worker_id: int
     in_flight: int
+    #: handler calls in progress in it now (several at once with the threads / asyncio worker classes)
+    calls: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +222,7 @@ def snapshot_of(supervisor: Any) -> SupervisorSnapshot:
     settings = supervisor.settings
     executor = supervisor.executor
     pool = executor.pool
-    slots = tuple(WorkerSlot(s.worker_id, s.in_flight) for s in pool.workers() if s.current)
+    slots = tuple(WorkerSlot(s.worker_id, s.in_flight, s.calls) for s in pool.workers() if s.current)
     engine = supervisor.engine
     tracer = supervisor.tracing.dispatcher if supervisor.tracing is not None else None
     return SupervisorSnapshot(

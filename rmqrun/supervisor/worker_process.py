@@ -46,6 +46,8 @@ class WorkerStatus:
     in_flight: int  # batches submitted and not finished
     running_batch_id: int | None
     batches_done: int
+    #: handler calls in progress now (up to worker_concurrency with the threads / asyncio classes)
+    calls: int = 0
 
 
 def _worker_env() -> dict[str, str]:
@@ -257,7 +259,7 @@ class WorkerProcess:
 
     def status(self, current: bool) -> WorkerStatus:
         return WorkerStatus(self.slot, self.pid, self.state, current, len(self.pending), self.running,
-                            self.batches_done)
+                            self.batches_done, 0 if self.dead else progress_mem.read_calls(self.progress))
 
 
 def _main_thread_stat(pid: int) -> bytes | None:

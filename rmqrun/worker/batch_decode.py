@@ -9,7 +9,7 @@ record that does not decode is kept as ``None`` with its reason, never dropped.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, Iterator
 
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
@@ -58,3 +58,20 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
     for i, text in bad.items():
         errors[i] = text
     return msgs, offsets, errors
+
+
+def chunks_around(errors: list[str | None], step: int) -> Iterator[tuple[int, int]]:
+    """Handler calls of up to ``step`` messages, each record that did not decode alone in its own.
+
+    A batch handler's ``AckIndex`` counts positions in the list it was given, so a
+    bad record is cut out of the calls rather than left as a hole in one.
+    """
+    n = len(errors)
+    start = 0
+    while start < n:
+        end = start + 1
+        if not errors[start]:
+            while end < n and end - start < step and not errors[end]:
+                end += 1
+        yield start, end
+        start = end

@@ -46,6 +46,7 @@ import io
 import logging
 import sys
 import threading
+from contextvars import ContextVar
 from typing import Any, TextIO
 
 from loguru import logger
@@ -84,10 +85,13 @@ class MessageContext:
 
     def fields(self) -> dict[str, Any] | None:
         msgs = self.msgs
-        if msgs is None or self.index >= len(msgs):
+        index = CALL_INDEX.get()  # a call of several at once (threads / asyncio) logs as its own message
+        if index < 0:
+            index = self.index
+        if msgs is None or index >= len(msgs):
             return None
-        msg = msgs[self.index]
-        offset = self.offsets[self.index]
+        msg = msgs[index]
+        offset = self.offsets[index]
         if msg is None:  # a record that did not decode: only its offset is known
             topic = self.topic or "?"
             return {"topic": topic, "broker": "?", "queue": "?", "offset": offset,
@@ -104,6 +108,9 @@ class MessageContext:
 
 #: the worker process's one context (one handler call at a time: the handler runs in the main thread)
 CONTEXT = MessageContext()
+#: with calls at once (threads / asyncio worker classes), the index of the message of the call this thread or task
+#: runs; -1: the one call of ``CONTEXT.index``
+CALL_INDEX: ContextVar[int] = ContextVar("rmqrun_call_index", default=-1)
 
 #: the longest record a handler may log, in characters (0: no cap); set by :func:`setup`
 MAX_RECORD = 64 * 1024

@@ -39,7 +39,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any, Iterator
+from typing import Any
 
 from loguru import logger
 
@@ -60,7 +60,8 @@ from rmqrun.handler.results import SoftTimeLimitExceeded, WorkerTerminated
 from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
-from rmqrun.worker.batch_decode import decode_batch
+from rmqrun.worker.call_runners import CallRunner
+from rmqrun.worker.batch_decode import chunks_around as _chunks_around, decode_batch
 from rmqrun.worker.time_limit import CallLimit
 
 _SIZE = struct.Struct(">i")
@@ -128,6 +129,10 @@ class Worker:
         #: with no memory limit, a warning when RSS keeps growing (a leak nothing recycles)
         self._growth = memory_watch.GrowthWatch() if config.max_memory <= 0 else None
         self._clean = CleanBatches()  # the orderly batches a chained batch (Run.after) may follow
+        #: why this worker runs no further handler call (a thread stuck past its limit), recycling
+        self._no_more_calls = ""
+        #: the threads / asyncio worker classes: calls at once (:mod:`.call_runners`); None for process
+        self.runner: CallRunner | None = None
 
     # ------------------------------------------------------------------ signals
     def _on_alarm(self, signum: int, frame: Any) -> None:
@@ -157,15 +162,18 @@ class Worker:
         cfg = self.config
         info = WorkerInfo(self.worker_id, self.pid)
         try:
-            self.handler = load_handler(cfg.handler, batch_size=cfg.batch_size)
-            init_hook = load_hook(cfg.worker_init, "worker_init") if cfg.worker_init else None
-            self.exit_hook = load_hook(cfg.worker_exit, "worker_exit") if cfg.worker_exit else None
+            aio = cfg.worker_class == "asyncio"
+            self.handler = load_handler(cfg.handler, batch_size=cfg.batch_size, asyncio=aio)
+            init_hook = load_hook(cfg.worker_init, "worker_init", asyncio=aio) if cfg.worker_init else None
+            self.exit_hook = load_hook(cfg.worker_exit, "worker_exit", asyncio=aio) if cfg.worker_exit else None
         except HandlerLoadError as exc:
             self.log.debug("cannot load: {}", exc)  # the supervisor logs it once, not once per worker
             return self._boot_failed(ExitCode.BOOT_ERROR, str(exc))
+        if cfg.worker_class != "process":
+            self.runner = CallRunner(self, cfg.worker_class, cfg.concurrency)
         if init_hook is not None:
             try:
-                call_hook(init_hook, info)
+                self._hook(init_hook, info)
             except Exception as exc:
                 self.log.opt(exception=exc).error("worker_init '{}' raised", cfg.worker_init)
                 return self._boot_failed(ExitCode.INIT_ERROR,
@@ -208,9 +216,17 @@ class Worker:
         if self.exit_hook is None:
             return
         try:
-            call_hook(self.exit_hook, info)
+            self._hook(self.exit_hook, info)
         except Exception as exc:
             self.log.opt(exception=exc).error("worker_exit '{}' raised", self.config.worker_exit)
+
+    def _hook(self, fn: Any, info: WorkerInfo) -> None:
+        (call_hook if self.runner is None else self.runner.call_hook)(fn, info)
+
+    def stop_calls(self, reason: str) -> None:
+        """No further handler call here (a thread stuck past its limit): recycle, as over the memory limit."""
+        if not self._no_more_calls:
+            self._no_more_calls = reason
 
     def _next_frame(self) -> Frame | None:
         """The next frame; flushes our output before blocking. None at end of file."""
@@ -299,7 +315,7 @@ class Worker:
         if prog is not None and prog.skipped(run.batch_id):  # it claims the batch: supervisor/liveness.py
             self._skip_batch(run, "skipped: its queue was dropped")
             return
-        if self._over_memory:
+        if self._over_memory or self._no_more_calls:
             self._skip_batch(run, "")
             return
         if run.after and not self._clean.may_follow(run.after):
@@ -337,6 +353,12 @@ class Worker:
         wherever it fired, also when the handler caught it and went on.
         """
         self._call_started = time.monotonic()
+        if self.runner is not None and (run.mode is ConsumeMode.CONCURRENT or not self.runner.use_threads):
+            # calls at once (call_runners.py); an orderly batch of the threads class runs here, one at a time
+            self.runner.run_batch(run, msgs, offsets, decode_errors, outcome)
+            if self.config.max_memory > 0 and msgs:
+                self._memory_check()
+            return
         try:
             self._in_batch = True
             try:
@@ -500,8 +522,8 @@ class Worker:
         reason = ""
         if self.message_limit and self.handled >= self.message_limit:
             reason = f"handled {self.handled} messages (limit {self.message_limit})"
-        elif self._over_memory:
-            reason = self._over_memory
+        elif self._over_memory or self._no_more_calls:
+            reason = self._over_memory or self._no_more_calls
         if reason:
             self._retiring = True
             self.log.info("recycling: {}", reason)
@@ -546,21 +568,9 @@ def main(argv: list[str] | None = None) -> None:
     code = worker.run()
     worker_logs.flush()
     sys.__stderr__.flush()
+    if worker.runner is not None:
+        stuck = worker.runner.stuck
+        worker.runner.close()
+        if stuck:  # a thread still in a call would keep the interpreter from exiting
+            os._exit(int(code))
     raise SystemExit(int(code))
-
-
-def _chunks_around(errors: list[str | None], step: int) -> Iterator[tuple[int, int]]:
-    """Handler calls of up to ``step`` messages, each record that did not decode alone in its own.
-
-    A batch handler's ``AckIndex`` counts positions in the list it was given, so a
-    bad record is cut out of the calls rather than left as a hole in one.
-    """
-    n = len(errors)
-    start = 0
-    while start < n:
-        end = start + 1
-        if not errors[start]:
-            while end < n and end - start < step and not errors[end]:
-                end += 1
-        yield start, end
-        start = end

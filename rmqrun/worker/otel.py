@@ -23,6 +23,7 @@ module. The optional extra ``rmqrun[otel]`` brings ``opentelemetry-api`` and ``-
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from importlib.metadata import entry_points
 from typing import Any, Callable
@@ -103,16 +104,16 @@ def message_attributes(msg: Message, group: str) -> dict[str, Any]:
 
 
 def traced_handler(handler: Handler, group: str) -> Handler:
-    """``handler`` with a process span around each call (the worker's hot loop is unchanged)."""
+    """``handler`` with a process span around each call (the worker's hot loop is unchanged); an ``async def``
+    handler (the asyncio worker class) gets an ``async def`` wrapper, so the span lasts as long as the call."""
     tracer = trace.get_tracer("rmqrun")
     fn = handler.fn
 
     def one(msg: Message) -> Any:
         parent = propagate.extract(msg.properties)
-        with tracer.start_as_current_span(f"process {msg.topic}", context=parent, kind=SpanKind.CONSUMER,
-                                          attributes=message_attributes(msg, group),
-                                          record_exception=False, set_status_on_exception=False) as span:
-            return _call(span, fn, msg)
+        return tracer.start_as_current_span(f"process {msg.topic}", context=parent, kind=SpanKind.CONSUMER,
+                                            attributes=message_attributes(msg, group),
+                                            record_exception=False, set_status_on_exception=False)
 
     def batch(msgs: list[Message]) -> Any:
         links = [Link(trace.get_current_span(propagate.extract(m.properties)).get_span_context()) for m in msgs]
@@ -120,14 +121,37 @@ def traced_handler(handler: Handler, group: str) -> Handler:
         attrs.pop("messaging.message.id", None)
         attrs["messaging.batch.message_count"] = len(msgs)
         topic = msgs[0].topic if msgs else ""
-        with tracer.start_as_current_span(f"process {topic}", context=otel_context.Context(),
-                                          kind=SpanKind.CONSUMER, attributes=attrs,
-                                          links=[lk for lk in links if lk.context.is_valid],
-                                          record_exception=False, set_status_on_exception=False) as span:
-            return _call(span, fn, msgs)
+        return tracer.start_as_current_span(f"process {topic}", context=otel_context.Context(),
+                                            kind=SpanKind.CONSUMER, attributes=attrs,
+                                            links=[lk for lk in links if lk.context.is_valid],
+                                            record_exception=False, set_status_on_exception=False)
 
-    wrapped: Callable[..., Any] = functools.wraps(fn)(batch if handler.is_batch else one)
+    span_of = batch if handler.is_batch else one
+
+    def traced(arg: Any) -> Any:
+        with span_of(arg) as span:
+            return _call(span, fn, arg)
+
+    async def traced_async(arg: Any) -> Any:
+        with span_of(arg) as span:
+            return await _call_async(span, fn, arg)
+
+    is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    wrapped: Callable[..., Any] = functools.wraps(fn)(traced_async if is_async else traced)
     return Handler(handler.ref, wrapped, handler.is_batch)
+
+
+async def _call_async(span: Any, fn: Callable[..., Any], arg: Any) -> Any:
+    """:func:`_call` for an ``async def`` handler: the span ends when the coroutine does."""
+    try:
+        value = await fn(arg)
+    except BaseException as exc:  # the time limit's cancel too: recorded, then as before
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    if isinstance(value, _FAILURES):
+        span.set_status(Status(StatusCode.ERROR, f"handler returned {type(value).__name__}"))
+    return value
 
 
 def _call(span: Any, fn: Callable[..., Any], arg: Any) -> Any:

@@ -135,6 +135,16 @@ def test_not_callable_class_async_generator_and_arity(modules) -> None:  # type:
         with pytest.raises(HandlerLoadError) as err:
             load_handler(ref)
         assert expected in str(err.value), (ref, str(err.value))
+    with pytest.raises(HandlerLoadError, match=r"--worker-class asyncio"):
+        load_handler("hmod_shapes:coro")
+    # the asyncio worker class takes the async def and refuses the plain one, naming the fix
+    assert load_handler("hmod_shapes:coro", asyncio=True).fn.__name__ == "coro"
+    with pytest.raises(HandlerLoadError, match=r"plain function but worker_class is asyncio.*make it 'async def'"):
+        load_handler("hmod_shapes:plain", asyncio=True)
+    with pytest.raises(HandlerLoadError, match=r"async function"):
+        load_hook("hmod_shapes:coro", "worker_init")
+    assert load_hook("hmod_shapes:coro", "worker_init", asyncio=True).__name__ == "coro"
+    assert load_hook("hmod_shapes:plain", "worker_init", asyncio=True).__name__ == "plain"
     with pytest.raises(HandlerLoadError, match=r"consumeMessageBatchMaxSize is 4 but the handler "
                                                r"'hmod_shapes:plain' takes one message; decorate it with "
                                                r"@rmqrun.batch"):

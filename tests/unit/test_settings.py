@@ -277,3 +277,21 @@ def test_crash_guard_limits_are_settings_that_reach_the_pool(tmp_path: Path) -> 
     assert built.pool.crash_window == 5.0
     default = table.build(table.resolve(ESSENTIAL, environ={}))
     assert default.pool.crash_limit is None and default.pool.crash_window == 60.0
+
+
+def test_worker_class_and_concurrency_reach_the_workers(tmp_path: Path) -> None:
+    """Flag, variable and file key each reach the BOOT frame's WorkerConfig; a bad value is refused by name."""
+    f = write(tmp_path, "worker_class: threads\nworker_concurrency: 16\n")
+    by_file = table.build(table.resolve(ESSENTIAL, config_file=f, environ={})).pool.worker
+    assert (by_file.worker_class, by_file.concurrency) == ("threads", 16)
+    by_env = table.build(table.resolve(ESSENTIAL, environ={"RMQRUN_WORKER_CLASS": "asyncio",
+                                                           "RMQRUN_WORKER_CONCURRENCY": "32"})).pool.worker
+    assert (by_env.worker_class, by_env.concurrency) == ("asyncio", 32)
+    default = table.build(table.resolve(ESSENTIAL, environ={})).pool.worker
+    assert (default.worker_class, default.concurrency) == ("process", 1)
+    assert "worker_class='gevent' (command line --worker-class) is invalid: process, threads or asyncio" in \
+        refused({**ESSENTIAL, "worker_class": "gevent"})
+    assert "worker_concurrency='0' (environment RMQRUN_WORKER_CONCURRENCY) is invalid: an integer from 1" in \
+        refused(ESSENTIAL, env={"RMQRUN_WORKER_CONCURRENCY": "0"})
+    with pytest.raises(ConfigError, match=r"worker_concurrency 4 needs worker_class threads or asyncio"):
+        table.build(table.resolve({**ESSENTIAL, "worker_concurrency": 4}, environ={}))

@@ -101,7 +101,9 @@ def test_forced_cleanup_deletes_only_what_brings_use_to_the_threshold(tmp_path: 
         # Each file frees 4%: from 88% one brings use to 84%, from 91% two (87%, then 83%).
         assert report.deleted_commit_log_files == files[:deleted]
         assert log_files(tmp_path) == files[deleted:]
-        assert disk.df_ratio() <= 0.85 and store.retention.last_used == disk.df_ratio()
+        # What retention measured once it stopped deleting is under the threshold. The disk is read again
+        # separately: the store's own background writes (a checkpoint) may add a block after that measurement.
+        assert store.retention.last_used <= disk.df_ratio() <= 0.85
         assert not store.disk_full, "the check that brought use under the threshold did not lift the mark"
         assert store.put("T", 0, build_record("T", 0, b"after"), 0).queue_offset == 120
     finally:

@@ -85,7 +85,7 @@ def check_settings(cli: dict[str, object], config_file: str | None, report: Repo
 def check_handler(settings: RunSettings, report: Report) -> bool:
     worker = settings.pool.worker
     try:
-        handler = load_handler(worker.handler, batch_size=worker.batch_size)
+        handler = load_handler(worker.handler, batch_size=worker.batch_size, asyncio=worker.worker_class == "asyncio")
     except ConfigError as exc:
         report.fail("handler", str(exc), EXIT_HANDLER)
         return False
@@ -95,7 +95,7 @@ def check_handler(settings: RunSettings, report: Report) -> bool:
         if not ref:
             continue
         try:
-            load_hook(ref, what)
+            load_hook(ref, what, asyncio=worker.worker_class == "asyncio")
         except ConfigError as exc:
             report.fail(what, str(exc), EXIT_HANDLER)
             return False

@@ -106,6 +106,11 @@ class SupervisorCollector:
         for slot in snap.slots:
             busy.add_metric([str(slot.worker_id)], slot.in_flight)
         yield busy
+        calls = GaugeMetricFamily("rmqrun_worker_inflight_calls", "handler calls in progress in each worker slot "
+                                  "(up to worker_concurrency with worker_class threads or asyncio)", labels=["worker"])
+        for slot in snap.slots:
+            calls.add_metric([str(slot.worker_id)], slot.calls)
+        yield calls
         if snap.trace_dropped is not None:
             yield _counter("rmqrun_trace_dropped_total", "message-trace records dropped because the trace buffer "
                            "was full (msg_trace; the messages themselves are consumed as usual)", snap.trace_dropped)
