@@ -104,7 +104,7 @@ def overlapping(recs: list[tuple[int, int, str, float, float, int]]) -> int:
 
 
 # --------------------------------------------------------------------------- for rmqrun run (the guarantee kit)
-# The probe handler's record (tests/integration/probe_handler.py: ``<event> <pid> <idx> ...`` in
+# The probe handler's record (tests/integration/handlers/probe_handler.py: ``<event> <pid> <idx> ...`` in
 # PROBE_RECORD) and, per call that returned, ``<pid> <idx> <start> <end>`` in PROBE_TIMES.
 # PROBE_FAIL_IDX / PROBE_FAIL_TIMES / PROBE_FAIL_PLAN fail, PROBE_HANG_IDX hangs on the first delivery, PROBE_CRASH_IDX
 # ends the worker with os._exit(7); PROBE_SLEEP_MS is each call's wait (default 50 ms).
@@ -113,7 +113,7 @@ PROBE_SLEEP_S = float(os.environ.get("PROBE_SLEEP_MS", "50")) / 1000.0
 
 
 def _times(msg: rmqrun.Message, start: float) -> None:
-    from tests.integration.probe_handler import idx_of
+    from tests.integration.handlers.probe_handler import idx_of
     path = os.environ.get("PROBE_TIMES")
     if not path:
         return
@@ -148,7 +148,7 @@ def _after(msg: rmqrun.Message, call: int, start: float) -> None:
 
 
 def probe_threads(msg: rmqrun.Message) -> None:
-    from tests.integration.probe_handler import _calls
+    from tests.integration.handlers.probe_handler import _calls
     start, call = time.monotonic(), next(_calls)
     what = _before(msg, call)
     if what == "crash":
@@ -158,7 +158,7 @@ def probe_threads(msg: rmqrun.Message) -> None:
 
 
 async def probe_async(msg: rmqrun.Message) -> None:
-    from tests.integration.probe_handler import _calls
+    from tests.integration.handlers.probe_handler import _calls
     start, call = time.monotonic(), next(_calls)
     what = _before(msg, call)
     if what == "crash":
