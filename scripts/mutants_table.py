@@ -1453,4 +1453,24 @@ MUTANTS: list[Mutant] = [
       "        while self.ck_log.get((topic, group, queue_id, offset, now, self.broker_name)) is not None:",
       "        while False:",
       I + "test_broker_pop_edges.py::test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop"),
+    # --- issue #32 (p32b): redelivery after a kill within the invisible time + 5 s; only begun calls extended;
+    # a job that waited past its invisible time not started; status "last hour" unknown unless reported
+    m("pop-revive-late", "rmqrun/broker/pop/revive.py",
+      "the revive pass takes a checkpoint 6 s after its revive time: a killed instance's messages come back late",
+      "                for ck in log.due(now_ms()):", "                for ck in log.due(now_ms() - 6000):",
+      I + "test_pop_redelivery.py"),
+    m("pop-extend-waiting", "rmqrun/consumer/pop_consume.py",
+      "messages waiting for a worker are extended too: a killed instance's come back up to 2/3 of the invisible "
+      "time late",
+      "        begun = None if self.extends_waiting else self._begun()", "        begun = None",
+      I + "test_pop_redelivery.py", U + "test_pop_consume.py"),
+    m("pop-job-expiry-ignored", "rmqrun/consumer/pop_queue.py",
+      "a job whose messages lapsed while waiting for a worker is still started (the broker may have handed "
+      "them out again)",
+      "        return any(e.is_pop_timeout(now) for e in self.entries)", "        return False",
+      U + "test_pop_consume.py::test_a_job_whose_messages_lapsed_while_waiting_reads_as_dropped"),
+    m("pop-status-hour-zero", "rmqrun/cli/pop_status.py",
+      "a master that did not report its revive figure counts as 0 (\"last hour 0\" on an Apache broker)",
+      "    if not per_master or any(n is None for n in per_master):", "    if not per_master:",
+      U + "test_pop_status_view.py::test_last_hour_is_known_only_when_every_master_reported_it"),
 ]

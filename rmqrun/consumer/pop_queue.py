@@ -109,6 +109,27 @@ class PopProcessQueue:
             self._room = None
 
 
+@dataclass(slots=True, eq=False)
+class PopJobView:
+    """What one POP job hands the executor as its queue (:attr:`ConsumeJob.pq`).
+
+    ``dropped`` once the assignment is, or once a message of the job has outlived its invisible time before
+    its call began (Java ``isPopTimeout``, checked as a ConsumeRequest starts): the executor then does not
+    start it (NOT_RUN), since the broker may have handed those messages to another client already. Being
+    its own object, it also lets the executor say which of *this job's* messages have begun
+    (``handler_calls``), with no mix-up of equal offsets of other queues of the same pop."""
+
+    pq: PopProcessQueue
+    entries: list[PopEntry]
+
+    @property
+    def dropped(self) -> bool:
+        if self.pq.dropped:
+            return True
+        now = now_ms()
+        return any(e.is_pop_timeout(now) for e in self.entries)
+
+
 @dataclass(slots=True)
 class PopRequest:
     """One assignment being popped: the queue (queue id -1 = every queue of the topic on that broker)."""
