@@ -64,8 +64,8 @@ def test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room() -> None
         pq = PopProcessQueue(MessageQueue("T", "b", -1))
         entries = [_Entry() for _ in range(100)]
         pq.entries.update(entries)  # type: ignore[arg-type]
-        low = asyncio.ensure_future(pq.wait_for_room(32, 60))
         high = asyncio.ensure_future(pq.wait_for_room(96, 60))
+        low = asyncio.ensure_future(pq.wait_for_room(32, 60))  # the later waiter does not hide the earlier one
         await asyncio.sleep(0)
         for e in entries[:4]:
             pq.done(e)  # type: ignore[arg-type]
