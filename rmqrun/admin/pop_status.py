@@ -142,6 +142,17 @@ def client_from_running_info(client_id: str, info: Mapping[str, Any]) -> PopClie
                      str(mode) if mode else None)
 
 
+def revived_last_hour(per_master: list[int | None]) -> int | None:
+    """The last hour's revives of every master together: known only when each of them reported its figure.
+
+    An Apache broker keeps no ``POP_REVIVE_NUMS`` statistic (it answers "not exist": None), so there the figure is
+    unknown, also for a group that never had a message revived: 0 is shown only where brokers said 0 (issue #32:
+    "last hour 0" for some groups and "unknown" for others on the same 5.3.3 broker)."""
+    if not per_master or any(n is None for n in per_master):
+        return None
+    return sum(n for n in per_master if n is not None)
+
+
 class _Asker:
     """One status round's questions, each broker's mode table asked once."""
 
@@ -202,11 +213,8 @@ class _Asker:
                              else (MessageRequestMode.parse(body.mode).value, body.pop_share_queue_num))
         pops = [m for m in modes if m[0] == MessageRequestMode.POP.value]
         if pops:
-            revived = [await self._revived(addr, topic) for addr in masters]
-            known = [n for n in revived if n is not None]
-            total = await self._revived_total(topic)
-            hour = sum(known) if known else 0 if total == 0 else None  # nothing ever revived: none this hour
-            return TopicMode(topic, "POP", pops[0][1], hour, total)
+            hour = revived_last_hour([await self._revived(addr, topic) for addr in masters])
+            return TopicMode(topic, "POP", pops[0][1], hour, await self._revived_total(topic))
         if modes and len(modes) == len(masters):
             return TopicMode(topic, MessageRequestMode.PULL.value)
         return TopicMode(topic, None)

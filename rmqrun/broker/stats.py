@@ -118,6 +118,11 @@ class StatsTable:
             item = self._items[(name, key)] = StatsItem(now)
         item.add(value, calls, now)
 
+    def touch(self, name: str, key: str) -> None:
+        """Make the statistic exist (reading 0 until a value comes), so it is reported rather than "not exist"."""
+        if (name, key) not in self._items:
+            self._items[(name, key)] = StatsItem(self._clock())
+
     def get(self, name: str, key: str) -> BrokerStatsData | None:
         item = self._items.get((name, key))
         return item.data(self._clock()) if item is not None else None
@@ -174,8 +179,12 @@ class BrokerStats:
         self.table.add(BROKER_ACK_NUMS, self.cluster_name, n)
 
     def on_pop_checkpoint(self, group: str, topic: str) -> None:
-        self.table.add(GROUP_CK_NUMS, stats_key(topic, group), 1)
+        key = stats_key(topic, group)
+        self.table.add(GROUP_CK_NUMS, key, 1)
         self.table.add(BROKER_CK_NUMS, self.cluster_name, 1)
+        # from its first pop on, the group's revive count of the topic is known, 0 until one is revived: rmqrun
+        # status shows "last hour 0" only where a broker says so (an Apache broker has no such item: unknown)
+        self.table.touch(POP_REVIVE_NUMS, key)
 
     def on_pop_revive(self, group: str, topic: str, n: int) -> None:
         self.table.add(POP_REVIVE_NUMS, stats_key(topic, group), n)

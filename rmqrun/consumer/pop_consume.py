@@ -29,12 +29,25 @@ each message of a finished job:
 A message whose invisibility lapsed before its job started is not consumed
 (Java ``isPopTimeout``): the broker may have given it to another client.
 
+The same check is made again as the executor is about to start a job (its
+:class:`PopJobView` reads as dropped once a message of it has lapsed), as Java
+checks ``isPopTimeout`` when a ConsumeRequest starts: a job that waited for a
+worker past the invisible time is not run.
+
 Extension: Java lets a call run past the invisible time and the message is
-then delivered twice. Here every message in flight whose invisible time is
-two thirds gone gets CHANGE_MESSAGE_INVISIBLETIME for another full invisible
-time, and the receipt that answer brings is the one its ack uses, so a long
-call is never handed to another client while it runs. A killed instance
-extends nothing, so its messages come back after at most one invisible time.
+then delivered twice. Here every message *whose handler call has begun* (the
+executor says which: ``handler_calls``) and whose invisible time is two thirds
+gone gets CHANGE_MESSAGE_INVISIBLETIME for another full invisible time, and the
+receipt that answer brings is the one its ack uses, so a long call is never
+handed to another client while it runs. Messages still waiting for a worker
+are not extended, as Java extends nothing: they keep the broker's clock of
+their pop, so what a killed instance held comes back one invisible time after
+it was popped (plus the broker's revive delay), not after a later extension
+(an extension at two thirds delayed it to 5/3 of the invisible time: the
+31-34 s seen with 20 s on a 5.3.3 broker, where Java's came back at 27 s).
+An executor that cannot say which calls have begun gets every message in
+flight extended, as before. Orderly POP extends every message of its batch:
+the ones behind a suspended failure must keep the queue blocked.
 """
 
 from __future__ import annotations
@@ -51,7 +64,7 @@ from rmqrun.client.pop_api import AckStatus, PopClient
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
-from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
+from rmqrun.consumer.pop_queue import PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
 
@@ -111,6 +124,9 @@ class PopContext(Protocol):
 
 
 class PopConsumeService:
+    #: extend messages waiting behind others too, not only those whose handler call has begun (orderly POP)
+    extends_waiting = False
+
     def __init__(self, engine: PopContext) -> None:
         self.engine = engine
         self.config = engine.config
@@ -121,6 +137,8 @@ class PopConsumeService:
         self.acks = AckBatcher(engine, self._ack)
         #: handler seconds per message, averaged over recent jobs (None: none finished yet); sizes jobs
         self._handler_s_per_msg: float | None = None
+        #: the jobs handed to the executor and not answered yet (which of their calls began: extension)
+        self._views: set[PopJobView] = set()
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -205,15 +223,19 @@ class PopConsumeService:
                 return
             first = live[0].message
             mq = MessageQueue(first.ack_topic, first.receipt.broker_name, first.queue_id)
+            view = PopJobView(pq, live)
             job = ConsumeJob(mq, False, [e.message.record for e in live], [e.message.queue_offset for e in live],
-                             pq=pq)
+                             pq=view)
             started = time.monotonic()
+            self._views.add(view)
             try:
                 result = await self.engine.executor.run(job)
             except Exception as exc:  # not run at all (shutting down): they come back after their invisible time
                 logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
                 self._release(pq, live)
                 return
+            finally:
+                self._views.discard(view)
             if any(v is not Status.NOT_RUN for v in result.verdicts):
                 self._learn(len(live), result)
                 self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
@@ -228,14 +250,17 @@ class PopConsumeService:
         live = []
         for entry in entries:
             if entry.is_pop_timeout(now):
-                self.stats.expired += 1
-                logger.warning("a popped message ({} queue {} offset {}) waited past its invisible time before "
-                               "its handler call; the broker hands it out again", entry.message.ack_topic,
-                               entry.message.queue_id, entry.message.queue_offset)
+                self._count_expired(entry)
                 pq.done(entry)
             else:
                 live.append(entry)
         return live
+
+    def _count_expired(self, entry: PopEntry) -> None:
+        self.stats.expired += 1
+        logger.warning("a popped message ({} queue {} offset {}) waited past its invisible time before its handler "
+                       "call; the broker hands it out again", entry.message.ack_topic, entry.message.queue_id,
+                       entry.message.queue_offset)
 
     @staticmethod
     def _release(pq: PopProcessQueue, entries: list[PopEntry]) -> None:
@@ -251,6 +276,8 @@ class PopConsumeService:
             if verdict is Status.SUCCESS:
                 succeeded.append(entry)
             elif verdict is Status.NOT_RUN:
+                if entry.is_pop_timeout():  # lapsed while waiting for a worker (PopJobView): not run
+                    self._count_expired(entry)
                 self._release(req.pq, [entry])
             elif verdict is Status.UNDECODABLE:
                 steps.append(self._undecodable(req.pq, mq, entry, result.error_of(i)))
@@ -336,15 +363,32 @@ class PopConsumeService:
                 logger.opt(exception=exc).warning("invisibility extension sweep failed")
 
     def extend_due(self, now: int) -> int:
-        """Start an extension for every in-flight message past ``EXTEND_AT`` of its invisible time."""
+        """Start an extension for every message past ``EXTEND_AT`` of its invisible time whose handler call has
+        begun (every unsettled one with :attr:`extends_waiting`, or when the executor cannot say)."""
         started = 0
+        begun = None if self.extends_waiting else self._begun()
         for req in list(self.engine.pop_requests()):
             for entry in list(req.pq.entries):
+                if begun is not None and entry not in begun:
+                    continue
                 if entry.needs_extension(now, EXTEND_AT) and not entry.is_pop_timeout(now):
                     entry.extending = asyncio.get_running_loop().create_future()
                     asyncio.ensure_future(self._extend(entry))
                     started += 1
         return started
+
+    def _begun(self) -> set[PopEntry] | None:
+        """The messages whose handler call has begun (ended ones whose result is on its way included); None when
+        the executor cannot say (no ``handler_calls``)."""
+        calls = getattr(self.engine.executor, "handler_calls", None)
+        if calls is None:
+            return None
+        out: set[PopEntry] = set()
+        for view in list(self._views):
+            offsets = calls(view)
+            if offsets:
+                out.update(e for e in view.entries if e.message.queue_offset in offsets)
+        return out
 
     async def _extend(self, entry: PopEntry) -> None:
         done = entry.extending

@@ -1,11 +1,17 @@
 """Long-polling pops for one assignment (Java ``DefaultMQPushConsumerImpl.popMessage``).
 
-One task per assignment loops: flow control, pop with a ``pop_poll_time_ms``
-long poll, hand what came to the consume service, repeat.
+Per assignment, ``POPS_IN_FLIGHT`` loops (one for orderly POP, as Java has for
+every assignment) repeat: flow control, pop with a ``pop_poll_time_ms`` long
+poll, hand what came to the consume service. Java's one pop at a time makes a
+pop's round trip the pace of the whole assignment (32 messages per round trip,
+with the workers idle while the answer travels); pull has a request in flight
+per queue. Several pops in flight keep the workers fed the same way.
 
-1. un-acked messages of the assignment > ``pop_threshold_for_queue`` (Java's
-   ``popThresholdForQueue``, default 96): wait until acks bring it back to the
-   threshold (Java retries every 50 ms; so does this loop, at the latest);
+1. un-acked messages of the assignment, plus what the pops in flight may bring,
+   > ``pop_threshold_for_queue`` (Java's ``popThresholdForQueue``, default 96):
+   wait until acks bring it back under (Java retries every 50 ms; so does this
+   loop, at the latest). So the un-acked count stays within the threshold plus
+   one pop, as with Java's single loop;
 2. POP_MESSAGE with ``pop_batch_size`` messages at most, ``pop_invisible_time_ms``,
    the subscription's expression (tags or SQL, as a pull sends it) and the
    init mode from ``consume_from_where``;
@@ -53,8 +59,22 @@ class PopLoopContext(Protocol):
     async def broker_addr(self, mq: "MessageQueue") -> str: ...
 
 
+#: pops on the wire at once per assignment (not orderly); flow control bounds what they may bring
+POPS_IN_FLIGHT = 3
+
+
 async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
     """Pop ``req.mq`` until its process queue is dropped, the request is stopping or the task is cancelled."""
+    loops = 1 if engine.config.orderly else POPS_IN_FLIGHT
+    if loops == 1:
+        await _one_loop(engine, req)
+        return
+    async with asyncio.TaskGroup() as group:  # one cancelled (the assignment dropped): all are
+        for _ in range(loops):
+            group.create_task(_one_loop(engine, req))
+
+
+async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
     cfg = engine.config
     pq = req.pq
     exception_delay = cfg.pull_time_delay_ms_when_exception / 1000
@@ -63,18 +83,25 @@ async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
         if engine.paused:
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
             continue
-        if pq.wait_ack_count > cfg.pop_threshold_for_queue:
-            flow_logged += 1
-            if flow_logged % 1000 == 1:
-                logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue {})",
-                               req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
-            await pq.wait_for_room(cfg.pop_threshold_for_queue, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+        if pq.wait_ack_count + pq.popping > cfg.pop_threshold_for_queue:
+            if pq.wait_ack_count > cfg.pop_threshold_for_queue:
+                flow_logged += 1
+                if flow_logged % 1000 == 1:
+                    logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue "
+                                   "{})", req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
+            await pq.wait_for_room(max(0, cfg.pop_threshold_for_queue - pq.popping),
+                                   d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         sub = engine.subscription(req.mq.topic)
         if sub is None:
             await asyncio.sleep(exception_delay)
             continue
-        await asyncio.sleep(await _pop_once_settled(engine, req, sub, exception_delay))
+        pq.popping += cfg.pop_batch_size
+        try:
+            delay = await _pop_once_settled(engine, req, sub, exception_delay)
+        finally:
+            pq.popping -= cfg.pop_batch_size
+        await asyncio.sleep(delay)
 
 
 async def _pop_once_settled(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionData",

@@ -74,9 +74,11 @@ class PopProcessQueue:
     entries: set[PopEntry] = field(default_factory=set)
     #: epoch ms of the latest pop request sent for it
     last_pop_ms: int = 0
-    #: set by :meth:`done` once the un-acked count is back to ``_room_at``: wakes a pop loop held by flow control
-    _room: "asyncio.Event | None" = field(default=None, repr=False)
-    _room_at: int = 0
+    #: messages the pops on the wire may bring (``pop_batch_size`` each): flow control counts them as un-acked
+    popping: int = 0
+    #: (count, event): each set by :meth:`done` once the un-acked count is back to its count; wakes the pop
+    #: loops held by flow control
+    _room: list[tuple[int, asyncio.Event]] = field(default_factory=list, repr=False)
 
     @property
     def wait_ack_count(self) -> int:
@@ -89,8 +91,11 @@ class PopProcessQueue:
         """Its outcome is decided and carried out: it no longer counts against flow control."""
         entry.settled = True
         self.entries.discard(entry)
-        if self._room is not None and len(self.entries) <= self._room_at:
-            self._room.set()
+        if self._room:
+            left = len(self.entries)
+            for at, room in self._room:
+                if left <= at:
+                    room.set()
 
     async def wait_for_room(self, threshold: int, timeout: float) -> None:
         """Return once at most ``threshold`` messages are un-acked, or after ``timeout`` s at the latest.
@@ -99,14 +104,35 @@ class PopProcessQueue:
         workers idle most of the time: 96 no-op messages take a few ms)."""
         if len(self.entries) <= threshold:
             return
-        room = self._room = asyncio.Event()
-        self._room_at = threshold
+        waiter = (threshold, asyncio.Event())
+        self._room.append(waiter)
         try:
-            await asyncio.wait_for(room.wait(), timeout)
+            await asyncio.wait_for(waiter[1].wait(), timeout)
         except asyncio.TimeoutError:
             pass
         finally:
-            self._room = None
+            self._room.remove(waiter)
+
+
+@dataclass(slots=True, eq=False)
+class PopJobView:
+    """What one POP job hands the executor as its queue (:attr:`ConsumeJob.pq`).
+
+    ``dropped`` once the assignment is, or once a message of the job has outlived its invisible time before
+    its call began (Java ``isPopTimeout``, checked as a ConsumeRequest starts): the executor then does not
+    start it (NOT_RUN), since the broker may have handed those messages to another client already. Being
+    its own object, it also lets the executor say which of *this job's* messages have begun
+    (``handler_calls``), with no mix-up of equal offsets of other queues of the same pop."""
+
+    pq: PopProcessQueue
+    entries: list[PopEntry]
+
+    @property
+    def dropped(self) -> bool:
+        if self.pq.dropped:
+            return True
+        now = now_ms()
+        return any(e.is_pop_timeout(now) for e in self.entries)
 
 
 @dataclass(slots=True)

@@ -63,7 +63,9 @@ def test_status_covers_a_pop_group(tmp_path: Path, runs: Runs) -> None:
         set_pop_mode(eb, GROUP, TOPIC)
         record = tmp_path / "records.txt"
         p = runs.start("s", "tests.integration.handlers.probe_handler:hang", namesrv=eb.namesrv_address, group=GROUP,
-                       topic=TOPIC, args=["--consume-mode", "pop", "--workers", "2"],
+                       # a worker each: nothing waits behind the hanging call in its worker's pipe, where it would
+                       # lapse unextended (only begun calls are extended) and be revived
+                       topic=TOPIC, args=["--consume-mode", "pop", "--workers", "4"],
                        env={"PROBE_RECORD": str(record), "PROBE_HANG_IDX": "1"},
                        settings={"RMQRUN_POP_INVISIBLE_TIME_MS": "5000", "RMQRUN_POP_POLL_TIME_MS": "2000"},
                        ready_timeout=60.0)

@@ -64,3 +64,16 @@ def test_an_rmqrun_client_says_its_consume_mode_in_the_words_of_its_start_up_lin
     text = render_pop(PopView((TopicMode("Orders", "POP", 0, 0, 0),), (client,)))
     assert "  consumes orderly by POP" in text.splitlines()
     assert client_from_running_info("java", fastjson.loads('{"properties":{},"mqPopTable":{"x":1}}')).mode is None
+
+
+def test_last_hour_is_known_only_when_every_master_reported_it() -> None:
+    """Issue #32: on a 5.3.3 broker (no POP_REVIVE_NUMS statistic) a group that never had a revive showed "last
+    hour 0" and another "unknown"; the broker said nothing about either."""
+    from rmqrun.admin.pop_status import revived_last_hour
+    assert revived_last_hour([None]) is None, "an Apache broker: unknown, whatever the group"
+    assert revived_last_hour([]) is None
+    assert revived_last_hour([0]) == 0, "the embedded broker said 0"
+    assert revived_last_hour([2, 3]) == 5
+    assert revived_last_hour([2, None]) is None, "one master silent: the sum is not the figure"
+    text = render_pop(PopView((TopicMode("Orders", "POP", 0, revived_last_hour([None]), 0),)))
+    assert "revived by the broker 0 (last hour unknown)" in text

@@ -126,7 +126,7 @@ def _times(msg: rmqrun.Message, start: float) -> None:
 
 def _before(msg: rmqrun.Message, call: int) -> str:
     """What this delivery does: "crash", "hang" or "run" (a crash or hang is recorded as ``start`` first)."""
-    from tests.integration import probe_handler as p
+    from tests.integration.handlers import probe_handler as p
     crash = p._set("PROBE_CRASH_IDX")
     if crash and p._selected(crash, msg):
         p._write("start", [msg], call)
@@ -138,7 +138,7 @@ def _before(msg: rmqrun.Message, call: int) -> str:
 
 
 def _after(msg: rmqrun.Message, call: int, start: float) -> None:
-    from tests.integration import probe_handler as p
+    from tests.integration.handlers import probe_handler as p
     if (p.FAIL_IDX is not None and p._selected(p.FAIL_IDX, msg) and msg.reconsume_times < p.FAIL_TIMES
             or msg.reconsume_times < p.FAIL_PLAN.get(p.idx_of(msg), 0)):
         p._write("fail", [msg], call)

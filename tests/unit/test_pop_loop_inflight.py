@@ -1,0 +1,77 @@
+"""Several pops in flight per POP assignment (issue #32), bounded as Java's one loop is: the un-acked messages
+plus what the pops on the wire may bring stay within ``pop_threshold_for_queue`` + one pop; orderly POP keeps one."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+from rmqrun.client.pop_api import PopStatus
+from rmqrun.consumer.config import ConsumerConfig
+from rmqrun.consumer.pop_loop import POPS_IN_FLIGHT, pop_loop
+from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
+from rmqrun.model import MessageQueue
+
+
+class _Entry:
+    """Stands for a PopEntry: hashable by identity, with the flag ``done`` sets."""
+    settled = False
+
+
+def _in_flight(unacked: int, orderly: bool = False) -> int:
+    """How many pops the loop puts on the wire at once with ``unacked`` messages not acked (pops never answer)."""
+    async def main() -> int:
+        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"}, orderly=orderly)
+        pq = PopProcessQueue(MessageQueue("T", "b", -1))
+        pq.entries.update(_Entry() for _ in range(unacked))  # type: ignore[misc]
+        on_wire = 0
+        never = asyncio.Event()
+
+        async def pop(*args: Any, **kw: Any) -> Any:
+            nonlocal on_wire
+            on_wire += 1
+            await never.wait()
+            return SimpleNamespace(status=PopStatus.NO_NEW_MSG, messages=[])
+
+        async def broker_addr(mq: Any) -> str:
+            return "addr"
+        engine = SimpleNamespace(config=cfg, paused=False, pop_client=SimpleNamespace(pop=pop),
+                                 subscription=lambda topic: SimpleNamespace(expression_type="TAG", sub_string="*"),
+                                 broker_addr=broker_addr)
+        task = asyncio.ensure_future(pop_loop(engine, PopRequest(MessageQueue("T", "b", -1), pq)))  # type: ignore
+        for _ in range(50):  # every loop gets far more turns than it needs to put its pop on the wire
+            await asyncio.sleep(0)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert pq.popping == 0, "a cancelled pop gives its reservation back"
+        return on_wire
+    return asyncio.run(main())
+
+
+def test_pops_in_flight_fill_the_threshold_and_no_more() -> None:
+    cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"})
+    assert (cfg.pop_threshold_for_queue, cfg.pop_batch_size, POPS_IN_FLIGHT) == (96, 32, 3)
+    assert _in_flight(0) == 3, "nothing un-acked: three pops of 32 fit under 96"
+    assert _in_flight(50) == 2, "50 un-acked: 50 + 32 + 32 > 96 stops the third"
+    assert _in_flight(96) == 1, "at the threshold one pop goes, as Java's loop pops at waitAckCount <= threshold"
+    assert _in_flight(97) == 0, "past it: flow control"
+    assert _in_flight(0, orderly=True) == 1, "orderly POP: one pop at a time"
+
+
+def test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room() -> None:
+    async def main() -> None:
+        pq = PopProcessQueue(MessageQueue("T", "b", -1))
+        entries = [_Entry() for _ in range(100)]
+        pq.entries.update(entries)  # type: ignore[arg-type]
+        high = asyncio.ensure_future(pq.wait_for_room(96, 60))
+        low = asyncio.ensure_future(pq.wait_for_room(32, 60))  # the later waiter does not hide the earlier one
+        await asyncio.sleep(0)
+        for e in entries[:4]:
+            pq.done(e)  # type: ignore[arg-type]
+        await asyncio.wait_for(high, 5)  # 96 left: the loop waiting for 96 goes, the one for 32 waits on
+        assert not low.done()
+        for e in entries[4:68]:
+            pq.done(e)  # type: ignore[arg-type]
+        await asyncio.wait_for(low, 5)
+    asyncio.run(main())
