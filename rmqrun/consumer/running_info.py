@@ -95,7 +95,11 @@ class ConsumeStatusTable:
         self._topics: dict[str, TopicStatus] = {}
 
     def _of(self, topic: str) -> TopicStatus:
-        return self._topics.setdefault(topic, TopicStatus())
+        # get first: setdefault's default would build eight windows on every pull and every job
+        status = self._topics.get(topic)
+        if status is None:
+            status = self._topics[topic] = TopicStatus()
+        return status
 
     def on_consumed(self, topic: str, result: JobResult, elapsed_s: float) -> None:
         now = time.monotonic()

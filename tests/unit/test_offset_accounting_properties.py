@@ -34,7 +34,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
-from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage, QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.message import QUEUE_OFFSET_POS, encode_stored
@@ -223,12 +223,22 @@ async def drive(orderly: bool, data: st.DataObject) -> None:
                 next_offset += data.draw(st.integers(0, 2), label="gap") + 1
                 batch.append(next_offset)
             pulled += batch
-            entries = [QueuedMessage(o, 10, record(o)) for o in batch]
-            pq.put(entries)
+            # a concurrent service takes a pull whole (the puller's way) or message by message
+            as_run = not orderly and data.draw(st.booleans(), label="cached as one run")
+            if as_run:
+                run = QueuedRun(batch, [10] * n, [record(o) for o in batch])
+                pq.put_run(run)
+            else:
+                entries = [QueuedMessage(o, 10, record(o)) for o in batch]
+                pq.put(entries)
             # records after the batch that the tag filter dropped: the pull's next-begin offset is past them
             next_offset += data.draw(st.integers(0, 2), label="filtered tail")
             pq.note_pulled_to(next_offset + 1)
-            service.submit(req, entries)
+            if as_run:
+                service.submit_run(req, run)  # type: ignore[union-attr]
+            else:
+                service.submit(req, entries)
+            assert pq.msg_size == 10 * pq.msg_count  # flow control's two counts agree in both tiers
         else:
             finish(data.draw(st.integers(0, len(engine.executor.jobs) - 1), label="job"), final=False)
         await settle()
