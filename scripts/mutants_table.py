@@ -104,13 +104,15 @@ MUTANTS: list[Mutant] = [
       "        if self.pulled_to > last + 1:",
       U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
     m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
-      "tail keeps a lag of one)", "        pq.put(entries, result.max_offset)\n        pq.note_pulled_to("
-      "req.next_offset)\n", "        pq.put(entries, result.max_offset)\n",
+      "tail keeps a lag of one)", "        pq.note_pulled_to(req.next_offset)  # after the put: what the pull brought "
+      "is cached\n", "",
       I + "test_engine_tag_tail.py"),
     m("cc-commit-batch-end", CC, "concurrent commit = end of the finished batch, not the smallest unfinished offset",
-      "            offset = pq.remove_messages([e.offset for e in entries])\n            if offset >= 0 and not pq.dropped:",
-      "            offset = (pq.remove_messages([e.offset for e in entries]), entries[-1].offset + 1)[1]\n"
-      "            if offset >= 0 and not pq.dropped:",
+      "            if offset >= 0 and not pq.dropped:\n                self.engine.offset_store.update(req.mq, offset, "
+      "True)\n            return\n",
+      "            offset = (entries.offsets[-1] if isinstance(entries, QueuedRun) else entries[-1].offset) + 1\n"
+      "            if offset >= 0 and not pq.dropped:\n                self.engine.offset_store.update(req.mq, offset, "
+      "True)\n            return\n",
       SLOW),
     m("offsets-increase-only", "rmqrun/consumer/offsets.py", "increase-only offset updates may go backwards",
       "(offset > old if increase_only else offset != old)", "(offset != old)",
@@ -1453,4 +1455,26 @@ MUTANTS: list[Mutant] = [
       "        while self.ck_log.get((topic, group, queue_id, offset, now, self.broker_name)) is not None:",
       "        while False:",
       I + "test_broker_pop_edges.py::test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop"),
+# --- issue #38 cut 1 (c38b): a concurrent pull cached as one QueuedRun; its counts, min offset and
+    # placement must stay those of the per-message cache
+    m("c38b-run-removed-still-counted", "rmqrun/consumer/queue_runs.py",
+      "a run forgotten whole still counts in the cached message count (flow control holds the queue)",
+      "        self._run_count -= len(run.offsets)\n        self.msg_size -= run.size",
+      "        self.msg_size -= run.size",
+      U + "test_process_queue_runs.py"),
+    m("c38b-first-offset-ignores-index", "rmqrun/consumer/process_queue.py",
+      "the smallest cached offset is the first run's even when a split message below it is still cached",
+      "            if first is None or run.offsets[0] < first:\n                return run.offsets[0]",
+      "            if True:\n                return run.offsets[0]",
+      U + "test_process_queue_runs.py"),
+    m("c38b-run-below-top-kept-whole", "rmqrun/consumer/queue_runs.py",
+      "a run below what is cached is kept as a run (an offset cached twice, counted twice)",
+      "        if (not (offsets[0] > top or", "        if (not (True or",
+      U + "test_process_queue_runs.py"),
+    m("c38b-run-split-not-cached", "rmqrun/consumer/queue_runs.py",
+      "a split run's messages leave the run but never reach the per-message index (a failed one is forgotten "
+      "and the commit passes it)",
+      "            tree.entries.update(zip(run.offsets, entries))\n            if not order",
+      "            if not order",
+      U + "test_process_queue_runs.py", U + "test_offset_accounting_properties.py"),
 ]

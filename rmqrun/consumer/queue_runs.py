@@ -93,11 +93,10 @@ class RunTier:
             self._run_count -= len(entries)
             tree = self._tree
             order = tree._order
+            tree.entries.update(zip(run.offsets, entries))
             if not order or entries[0].offset > order[-1]:
-                tree.entries.update(zip(run.offsets, entries))
                 order.extend(run.offsets)
-            else:
-                tree.entries.update(zip(run.offsets, entries))
+            else:  # below offsets the index holds (a later run split before it): one re-sort
                 tree.rebuild_order()
             if not self._run_count:
                 self._runs.clear()

@@ -110,8 +110,9 @@ class ConsumeStatusTable:
         failed = (count(Verdict.RECONSUME_LATER) + count(Verdict.SUSPEND) + count(Verdict.ROLLBACK)
                   + count(Verdict.UNDECODABLE))
         s.ok.add(ok, now)
-        s.failed.add(failed, now)
-        s.failed_hour.add(failed, now)
+        if failed:  # a window's sum is the same without a zero added (the usual job fails nothing)
+            s.failed.add(failed, now)
+            s.failed_hour.add(failed, now)
         # Java's consumeRT times each listener call, one message by default (consumeMessageBatchMaxSize 1):
         # the worker's time on the job per message that ran; the wait for a free worker is not part of it
         spent = result.handler_seconds if result.handler_seconds is not None else elapsed_s
