@@ -100,7 +100,7 @@ MUTANTS: list[Mutant] = [
       "        if first is not None:\n            return self.queue_offset_max + 1\n        return self._drained_to()",
       U + "test_process_queue.py", SLOW),
     m("pq-commit-tail-while-cached", PQ, "an orderly commit jumps to the last pull's next-begin offset while messages "
-      "are still cached", "        if not self._tree.entries and self.pulled_to > last + 1:",
+      "are still cached", "        if not self._tree.entries and not self._run_count and self.pulled_to > last + 1:",
       "        if self.pulled_to > last + 1:",
       U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
     m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
@@ -1455,8 +1455,8 @@ MUTANTS: list[Mutant] = [
       "        while self.ck_log.get((topic, group, queue_id, offset, now, self.broker_name)) is not None:",
       "        while False:",
       I + "test_broker_pop_edges.py::test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop"),
-# --- issue #38 cut 1 (c38b): a concurrent pull cached as one QueuedRun; its counts, min offset and
-    # placement must stay those of the per-message cache
+    # --- issue #38 cuts 1 and 6 (c38b): a concurrent pull cached as one QueuedRun (its counts, min offset and
+    # placement stay those of the per-message cache); compiled header codecs write and read what the loop did
     m("c38b-run-removed-still-counted", "rmqrun/consumer/queue_runs.py",
       "a run forgotten whole still counts in the cached message count (flow control holds the queue)",
       "        self._run_count -= len(run.offsets)\n        self.msg_size -= run.size",
@@ -1477,4 +1477,12 @@ MUTANTS: list[Mutant] = [
       "            tree.entries.update(zip(run.offsets, entries))\n            if not order",
       "            if not order",
       U + "test_process_queue_runs.py", U + "test_offset_accounting_properties.py"),
+    m("c38b-codec-int-from-bool", "rmqrun/protocol/header_codec.py",
+      "a compiled encoder writes an int field holding a bool as True/False, not Java's 1/0",
+      'text = "str(v) if v.__class__ is int else str(int(v))"', 'text = "str(v)"',
+      U + "test_header_codec_compiled.py"),
+    m("c38b-frame-json-numbers-kept", "rmqrun/remoting/frame.py",
+      "a JSON header's numeric or boolean ext values (the C++ client's) are kept as they are, not Java strings",
+      "        if not set(map(type, ext.values())) <= _STR_ONLY:", "        if False:",
+      U + "test_frame_headers.py", U + "test_client_headers.py"),
 ]
