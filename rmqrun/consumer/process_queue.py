@@ -75,7 +75,8 @@ class ProcessQueue(RunTier):
     """
 
     __slots__ = (
-        "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to", "msg_acc_cnt",
+        "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to",
+        "msg_acc_cnt",
         "dropped", "locked", "lock_lapsed", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
     )

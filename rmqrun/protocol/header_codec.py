@@ -249,7 +249,8 @@ def compile_decoder(name: str, specs: tuple[_Spec, ...]) -> Any:
             # int(text) reads what int(text.strip()) reads (it strips the same whitespace) or fails alike
             lines += ["    elif raw.__class__ is int:", f"        kw[ATTR[{i}]] = raw",
                       "    elif raw.__class__ is str:", "        try:", f"            kw[ATTR[{i}]] = int(raw)",
-                      "        except ValueError:", f"            kw[ATTR[{i}]] = parse_value(raw, KIND[{i}], WHERE[{i}])"]
+                      "        except ValueError:",
+                      f"            kw[ATTR[{i}]] = parse_value(raw, KIND[{i}], WHERE[{i}])"]
         lines += ["    else:", f"        kw[ATTR[{i}]] = parse_value(raw, KIND[{i}], WHERE[{i}])"]
     lines.append("    return kw")
     scope: dict[str, Any] = {
