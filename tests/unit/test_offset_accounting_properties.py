@@ -34,7 +34,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, JobResult, Verdict
-from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage, QueuedRun
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.message import QUEUE_OFFSET_POS, encode_stored
