@@ -100,17 +100,19 @@ MUTANTS: list[Mutant] = [
       "        if first is not None:\n            return self.queue_offset_max + 1\n        return self._drained_to()",
       U + "test_process_queue.py", SLOW),
     m("pq-commit-tail-while-cached", PQ, "an orderly commit jumps to the last pull's next-begin offset while messages "
-      "are still cached", "        if not self._tree.entries and self.pulled_to > last + 1:",
+      "are still cached", "        if not self._tree.entries and not self._run_count and self.pulled_to > last + 1:",
       "        if self.pulled_to > last + 1:",
       U + "test_process_queue_tail.py", U + "test_offset_accounting_properties.py"),
     m("puller-no-tail-note", PL, "the puller does not tell the process queue how far a pull went (a tag-filtered "
-      "tail keeps a lag of one)", "        pq.put(entries, result.max_offset)\n        pq.note_pulled_to("
-      "req.next_offset)\n", "        pq.put(entries, result.max_offset)\n",
+      "tail keeps a lag of one)", "        pq.note_pulled_to(req.next_offset)  # after the put: what the pull brought "
+      "is cached\n", "",
       I + "test_engine_tag_tail.py"),
     m("cc-commit-batch-end", CC, "concurrent commit = end of the finished batch, not the smallest unfinished offset",
-      "            offset = pq.remove_messages([e.offset for e in entries])\n            if offset >= 0 and not pq.dropped:",
-      "            offset = (pq.remove_messages([e.offset for e in entries]), entries[-1].offset + 1)[1]\n"
-      "            if offset >= 0 and not pq.dropped:",
+      "            if offset >= 0 and not pq.dropped:\n                self.engine.offset_store.update(req.mq, offset, "
+      "True)\n            return\n",
+      "            offset = (entries.offsets[-1] if isinstance(entries, QueuedRun) else entries[-1].offset) + 1\n"
+      "            if offset >= 0 and not pq.dropped:\n                self.engine.offset_store.update(req.mq, offset, "
+      "True)\n            return\n",
       SLOW),
     m("offsets-increase-only", "rmqrun/consumer/offsets.py", "increase-only offset updates may go backwards",
       "(offset > old if increase_only else offset != old)", "(offset != old)",
@@ -1677,4 +1679,34 @@ MUTANTS: list[Mutant] = [
       "acks wake only the loop that waited last: the others sleep out their 50 ms",
       "            for at, room in self._room:", "            for at, room in self._room[-1:]:",
       U + "test_pop_loop_inflight.py::test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room"),
+    # --- issue #38 cuts 1 and 6 (c38b): a concurrent pull cached as one QueuedRun (its counts, min offset and
+    # placement stay those of the per-message cache); compiled header codecs write and read what the loop did
+    m("c38b-run-removed-still-counted", "rmqrun/consumer/queue_runs.py",
+      "a run forgotten whole still counts in the cached message count (flow control holds the queue)",
+      "        self._run_count -= len(run.offsets)\n        self.msg_size -= run.size",
+      "        self.msg_size -= run.size",
+      U + "test_process_queue_runs.py"),
+    m("c38b-first-offset-ignores-index", "rmqrun/consumer/process_queue.py",
+      "the smallest cached offset is the first run's even when a split message below it is still cached",
+      "            if first is None or run.offsets[0] < first:\n                return run.offsets[0]",
+      "            if True:\n                return run.offsets[0]",
+      U + "test_process_queue_runs.py"),
+    m("c38b-run-below-top-kept-whole", "rmqrun/consumer/queue_runs.py",
+      "a run below what is cached is kept as a run (an offset cached twice, counted twice)",
+      "        if (not (offsets[0] > top or", "        if (not (True or",
+      U + "test_process_queue_runs.py"),
+    m("c38b-run-split-not-cached", "rmqrun/consumer/queue_runs.py",
+      "a split run's messages leave the run but never reach the per-message index (a failed one is forgotten "
+      "and the commit passes it)",
+      "            tree.entries.update(zip(run.offsets, entries))\n            if not order",
+      "            if not order",
+      U + "test_process_queue_runs.py", U + "test_offset_accounting_properties.py"),
+    m("c38b-codec-int-from-bool", "rmqrun/protocol/header_codec.py",
+      "a compiled encoder writes an int field holding a bool as True/False, not Java's 1/0",
+      'text = "str(v) if v.__class__ is int else str(int(v))"', 'text = "str(v)"',
+      U + "test_header_codec_compiled.py"),
+    m("c38b-frame-json-numbers-kept", "rmqrun/remoting/frame.py",
+      "a JSON header's numeric or boolean ext values (the C++ client's) are kept as they are, not Java strings",
+      "        if not set(map(type, ext.values())) <= _STR_ONLY:", "        if False:",
+      U + "test_frame_headers.py", U + "test_client_headers.py"),
 ]

@@ -31,10 +31,10 @@ from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import ConsumeContext, HandlerCalls
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, JobResult
-from rmqrun.model import Status
-from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.process_queue import QueuedMessage, QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.consumer.retry import reconsume_times, with_reconsume_times
+from rmqrun.model import Status
 
 
 class ConcurrentConsumeService:
@@ -75,24 +75,35 @@ class ConcurrentConsumeService:
         """Consume ``entries`` (just cached in ``req.pq``) as one job."""
         self._spawn(req, list(entries))
 
-    def _spawn(self, req: PullRequest, entries: list[QueuedMessage], delay: float = 0.0) -> None:
+    def submit_run(self, req: PullRequest, run: QueuedRun) -> None:
+        """Consume a pull cached whole in ``req.pq`` (:meth:`ProcessQueue.put_run`) as one job: the run's
+        lists are the job's, and a job that succeeds in full forgets it in one step."""
+        self._spawn(req, run)
+
+    def _spawn(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, delay: float = 0.0) -> None:
         task = asyncio.ensure_future(self._consume(req, entries, delay))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _consume(self, req: PullRequest, entries: list[QueuedMessage], delay: float) -> None:
+    async def _consume(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
         pq = req.pq
         if pq.dropped:
             return
-        offsets = [e.offset for e in entries]
-        if self._cleaner is not None and self._calls is None:
-            # the stamps are read only by the consume-timeout sweep, and only when the executor cannot
-            # say when a call began; otherwise skip a loop per message
-            pq.mark_consume_started(offsets)
-        job = ConsumeJob(req.mq, False, [e.payload for e in entries], offsets, pq=pq)
+        # the stamps are read only by the consume-timeout sweep, and only when the executor cannot
+        # say when a call began; otherwise skip a loop per message
+        stamp = self._cleaner is not None and self._calls is None
+        if isinstance(entries, QueuedRun):
+            offsets, records = entries.offsets, entries.payloads
+            if stamp:
+                pq.mark_run_started(entries)
+        else:
+            offsets, records = [e.offset for e in entries], [e.payload for e in entries]
+            if stamp:
+                pq.mark_consume_started(offsets)
+        job = ConsumeJob(req.mq, False, records, offsets, pq=pq)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)
@@ -101,15 +112,16 @@ class ConcurrentConsumeService:
         except Exception as exc:
             # Could not run at all (shutting down): nothing counts as consumed; the
             # messages stay cached, so the committed offset stays below them.
-            logger.warning("job of {} messages of {} not run: {}", len(entries), req.mq, exc)
+            logger.warning("job of {} messages of {} not run: {}", len(offsets), req.mq, exc)
             return
         if pq.dropped and all(v is Status.NOT_RUN for v in result.verdicts):
             return  # skipped by the executor: the queue was given away before the job started
-        self.engine.stats.record(len(entries), time.monotonic() - started, result, job.records)
+        self.engine.stats.record(len(offsets), time.monotonic() - started, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         await self._process_result(req, entries, result)
 
-    async def _process_result(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> None:
+    async def _process_result(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun,
+                              result: JobResult) -> None:
         pq = req.pq
         if pq.dropped:
             ran = len(result.verdicts) - result.verdicts.count(Status.NOT_RUN)
@@ -119,11 +131,16 @@ class ConcurrentConsumeService:
             return
         verdicts = result.verdicts
         if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):
-            # the common case, kept cheap: everything succeeded
-            offset = pq.remove_messages([e.offset for e in entries])
+            # the common case, kept cheap: everything succeeded (a whole pull goes in one step)
+            if isinstance(entries, QueuedRun):
+                offset = pq.remove_run(entries)
+            else:
+                offset = pq.remove_messages([e.offset for e in entries])
             if offset >= 0 and not pq.dropped:
                 self.engine.offset_store.update(req.mq, offset, True)
             return
+        if isinstance(entries, QueuedRun):
+            entries = pq.split_run(entries)  # settled message by message from here
         done: list[int] = []
         failed: list[tuple[QueuedMessage, int, str | None]] = []
         redo: list[QueuedMessage] = []

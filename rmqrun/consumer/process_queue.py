@@ -13,27 +13,31 @@ No I/O and no clock of its own: every time-dependent method takes ``now_ms``
 
 Data structure
 --------------
-Offsets are put in increasing order (a pull returns a contiguous, ascending
-batch) but finish in arbitrary order, and each removal needs the new minimum.
-The cache is a dict ``offset -> QueuedMessage`` (O(1) insert, lookup, removal of
-any offset) plus a deque of offsets in ascending order whose entries are deleted
-*lazily*: a removed offset stays in the deque until it reaches either end, where
-``first_key`` / ``last_key`` pop it. Every offset is pushed and popped once, so
-insert, remove, min and max are amortised O(1): cheaper than a balanced tree or
-a heap (O(log n)), with no third-party dependency. The deque's stale entries are
-bounded by the offset span of the cache, which flow control bounds already
-(``consumeConcurrentlyMaxSpan``), and the deque is reset whenever the cache
-empties. An out-of-order insert (an orderly rollback puts offsets back at the
-front: O(1) ``appendleft``; anything else) falls back to a bisect insert, O(n).
+Two tiers. A concurrent service caches each pull as one :class:`QueuedRun` (offsets, sizes and record
+views as lists): caching it, and forgetting it when its job succeeded in full, are O(1), with nothing per
+message. The runs sit in a deque in ascending offset order (a pull is always above everything cached),
+deleted lazily like the offsets below. Single messages (an orderly or key-ordered service, a decoded
+message, and the messages of a run that had to be split: a partial result, the sweep) live in an
+:class:`OffsetIndex`: a dict ``offset -> QueuedMessage`` (O(1) insert, lookup, removal of any offset) plus a
+deque of offsets in ascending order whose entries are deleted *lazily*: a removed offset stays in the deque
+until it reaches either end, where ``first_key`` / ``last_key`` pop it. Every offset is pushed and popped
+once, so insert, remove, min and max are amortised O(1): cheaper than a balanced tree or a heap (O(log n)),
+with no third-party dependency. The deque's stale entries are bounded by the offset span of the cache,
+which flow control bounds already (``consumeConcurrentlyMaxSpan``), and the deque is reset whenever the
+cache empties. An out-of-order insert (an orderly rollback puts offsets back at the front: O(1)
+``appendleft``; anything else) falls back to a bisect insert, O(n).
+
+Every cached message is in exactly one place: an intact run, the index, or (orderly) the taken set. The
+smallest cached offset, which the commit rule needs, is the smaller of the first intact run's first offset
+and the index's first key; the counts and the size add the intact runs' to the index's, so flow control
+and the status counts are exact in both tiers.
 """
 
 from __future__ import annotations
 
-import bisect
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import islice, repeat
 from operator import attrgetter
 from typing import Any
@@ -44,7 +48,11 @@ from rmqrun.consumer.defaults import (
     REBALANCE_LOCK_MAX_LIVE_TIME_MS,
     UNLOCK_DELAY_TIME_MS,
 )
+from rmqrun.consumer.queue_runs import RunTier
+from rmqrun.consumer.queued import OffsetIndex, QueuedMessage, QueuedRun
 from rmqrun.model import Message, MessageQueue
+
+__all__ = ["ProcessQueue", "QueuedMessage", "QueuedRun"]
 
 PROPERTY_MAX_OFFSET = "MAX_OFFSET"
 
@@ -53,103 +61,11 @@ def _now(now_ms: int | None) -> int:
     return int(time.time() * 1000) if now_ms is None else now_ms
 
 
-@dataclass(slots=True)
-class QueuedMessage:
-    """One cached message: its queue offset, body size and whatever the caller attached.
-
-    ``consume_start_ms`` is 0 until :meth:`ProcessQueue.mark_consume_started`
-    (Java stamps the CONSUME_START_TIME property when a consume request runs);
-    :meth:`ProcessQueue.clean_expired` only considers stamped messages.
-    """
-
-    offset: int
-    size: int
-    payload: Any = None
-    consume_start_ms: int = 0
-
-
 _OFFSET = attrgetter("offset")
 _SIZE = attrgetter("size")
 
 
-class _OffsetIndex:
-    """Offset-keyed map with amortised O(1) min / max (see the module docstring)."""
-
-    __slots__ = ("entries", "_order")
-
-    def __init__(self) -> None:
-        self.entries: dict[int, QueuedMessage] = {}
-        # Ascending (non-strictly: a removed offset put again may appear twice);
-        # holds every live offset plus removed ones not yet purged from the ends.
-        self._order: deque[int] = deque()
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def add(self, entry: QueuedMessage) -> bool:
-        offset = entry.offset
-        if offset in self.entries:
-            return False
-        self.entries[offset] = entry
-        order = self._order
-        if not order or offset >= order[-1]:
-            order.append(offset)
-        elif offset <= order[0]:
-            order.appendleft(offset)
-        else:
-            order.insert(bisect.bisect_left(order, offset), offset)
-        return True
-
-    def remove(self, offset: int) -> QueuedMessage | None:
-        entry = self.entries.pop(offset, None)
-        if entry is not None and not self.entries:
-            self._order.clear()
-        return entry
-
-    def first_key(self) -> int | None:
-        entries = self.entries
-        if not entries:
-            return None
-        order = self._order
-        while order[0] not in entries:
-            order.popleft()
-        return order[0]
-
-    def last_key(self) -> int | None:
-        entries = self.entries
-        if not entries:
-            return None
-        order = self._order
-        while order[-1] not in entries:
-            order.pop()
-        return order[-1]
-
-    def pop_first(self) -> QueuedMessage | None:
-        key = self.first_key()
-        if key is None:
-            return None
-        self._order.popleft()
-        return self.remove(key)
-
-    def head(self, limit: int) -> list[QueuedMessage]:
-        """Up to ``limit`` live entries in ascending offset order."""
-        out: list[QueuedMessage] = []
-        last = None
-        for offset in self._order:
-            if len(out) >= limit:
-                break
-            entry = self.entries.get(offset)
-            if entry is not None and offset != last:
-                out.append(entry)
-                last = offset
-        return out
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self._order.clear()
-
-
-class ProcessQueue:
+class ProcessQueue(RunTier):
     """Per-queue cache of pulled messages not yet finished, mirroring Java's ProcessQueue.
 
     Counters follow Java: ``msg_count`` is every cached message including those
@@ -159,7 +75,8 @@ class ProcessQueue:
     """
 
     __slots__ = (
-        "mq", "_tree", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to", "msg_acc_cnt",
+        "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to",
+        "msg_acc_cnt",
         "dropped", "locked", "lock_lapsed", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
     )
@@ -174,7 +91,11 @@ class ProcessQueue:
     ) -> None:
         now = _now(now_ms)
         self.mq = mq
-        self._tree = _OffsetIndex()
+        self._tree = OffsetIndex()
+        # Concurrent: whole pulls, ascending; runs no longer intact are purged lazily from the ends.
+        self._runs: deque[QueuedRun] = deque()
+        self._run_count = 0
+        """Messages in intact runs."""
         # Orderly only: taken by take_messages, awaiting commit() or rollback().
         self._consuming_msgs: dict[int, QueuedMessage] = {}
         self.msg_size = 0
@@ -220,13 +141,15 @@ class ProcessQueue:
             # taken: queue_offset_max bounds both, and every offset in the order deque). Added
             # as a run (C-level dict/deque/sum calls), not message by message.
             offsets = list(map(_OFFSET, entries))
-            if ((offsets[0] > top or (not cached and not taken)) and offsets == sorted(offsets)
-                    and len(set(offsets)) == len(offsets)):
+            if ((offsets[0] > top or (not cached and not taken and not self._run_count))
+                    and offsets == sorted(offsets) and len(set(offsets)) == len(offsets)):
                 cached.update(zip(offsets, entries))
                 order.extend(offsets)
                 self.msg_size = size + sum(map(_SIZE, entries))
                 self.queue_offset_max = max(top, offsets[-1])
-                return self._after_put(entries[-1], max_offset)
+                return self._after_put(offsets[-1], max_offset)
+        if self._run_count:
+            self._split_all()  # so that an offset already cached in a run is seen as cached
         add = tree.add
         for entry in entries:
             last = entry
@@ -240,15 +163,15 @@ class ProcessQueue:
         # Java assigns the last new offset; the max is the same for an ascending
         # batch and cannot go backwards on a strange one.
         self.queue_offset_max = top
-        return self._after_put(last, max_offset)
+        return self._after_put(None if last is None else last.offset, max_offset)
 
-    def _after_put(self, last: QueuedMessage | None, max_offset: int | None) -> bool:
+    def _after_put(self, last: int | None, max_offset: int | None) -> bool:
         dispatch = False
-        if len(self._tree) and not self.consuming:
+        if (len(self._tree) or self._run_count) and not self.consuming:
             self.consuming = True
             dispatch = True
         if last is not None and max_offset is not None:
-            backlog = max_offset - last.offset
+            backlog = max_offset - last
             if backlog > 0:
                 self.msg_acc_cnt = backlog
         return dispatch
@@ -297,14 +220,21 @@ class ProcessQueue:
         self.last_consume_timestamp = _now(now_ms)
         tree = self._tree
         cached = tree.entries
-        if not cached:
+        if self._run_count:
+            offsets = list(offsets)
+            self._split_runs_holding(offsets)
+        elif not cached:
             return -1
         # one C-level pass: dict.pop(offset, None) for each, the misses filtered out
         removed = list(filter(None, map(cached.pop, offsets, repeat(None))))
         self.msg_size -= sum(map(_SIZE, removed))
         if not cached:
             tree._order.clear()
-        first = tree.first_key()
+        return self._offset_to_commit()
+
+    def _offset_to_commit(self) -> int:
+        """After a removal: the smallest offset still cached, else how far everything is done."""
+        first = self.first_offset()
         if first is not None:
             return first
         return self._drained_to() if not self._consuming_msgs else self.queue_offset_max + 1
@@ -313,6 +243,9 @@ class ProcessQueue:
         """Stamp dispatch time on cached messages, for :meth:`clean_expired`."""
         now = _now(now_ms)
         entries = self._tree.entries
+        if self._run_count:
+            offsets = list(offsets)
+            self._split_runs_holding(offsets)
         for offset in offsets:
             entry = entries.get(offset)
             if entry is not None:
@@ -337,6 +270,8 @@ class ProcessQueue:
         """
         now = _now(now_ms)
         expired: list[QueuedMessage] = []
+        if self._run_count:
+            self._split_all()  # a rare walk (once per consumeTimeout): the head message by message
         for entry in self._tree.head(CLEAN_EXPIRED_MAX_PER_PASS):
             if started_ms is None:
                 began: int | None = entry.consume_start_ms
@@ -360,6 +295,8 @@ class ProcessQueue:
         for a new consume request (Java ``takeMessages``).
         """
         self.last_consume_timestamp = _now(now_ms)
+        if self._run_count:
+            self._split_all()
         tree = self._tree
         taken = self._consuming_msgs
         cached = tree.entries
@@ -404,7 +341,7 @@ class ProcessQueue:
         last = max(taken)
         self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
-        if not self._tree.entries and self.pulled_to > last + 1:
+        if not self._tree.entries and not self._run_count and self.pulled_to > last + 1:
             return self.pulled_to
         return last + 1
 
@@ -424,6 +361,8 @@ class ProcessQueue:
         """Put every taken message back at the head of the queue."""
         taken = self._consuming_msgs
         tree = self._tree
+        if self._run_count:
+            self._split_all()
         for offset in sorted(taken, reverse=True):
             tree.add(taken[offset])
         taken.clear()
@@ -437,6 +376,8 @@ class ProcessQueue:
         """
         taken = self._consuming_msgs
         tree = self._tree
+        if self._run_count:
+            self._split_all()
         for offset in sorted(offsets, reverse=True):
             entry = taken.pop(offset, None)
             if entry is not None:
@@ -449,41 +390,65 @@ class ProcessQueue:
     # --- inspection -------------------------------------------------------------------
     @property
     def msg_count(self) -> int:
-        return len(self._tree) + len(self._consuming_msgs)
+        return len(self._tree) + self._run_count + len(self._consuming_msgs)
 
     @property
     def cached_count(self) -> int:
         """Messages cached and not taken."""
-        return len(self._tree)
+        return len(self._tree) + self._run_count
 
     def has_temp_messages(self) -> bool:
         """Java ``hasTempMessage``: messages cached and not taken."""
-        return len(self._tree) > 0
+        return len(self._tree) + self._run_count > 0
 
     def max_span(self) -> int:
         """``last offset - first offset`` of the cache; 0 when empty (flow control)."""
-        first = self._tree.first_key()
+        first = self.first_offset()
         if first is None:
             return 0
-        last = self._tree.last_key()
+        last = self.last_offset()
         assert last is not None
         return last - first
 
     def first_offset(self) -> int | None:
-        return self._tree.first_key()
+        """The smallest offset cached and not taken (None: none)."""
+        first = self._tree.first_key()
+        if self._run_count:
+            run = self._first_run()
+            assert run is not None
+            if first is None or run.offsets[0] < first:
+                return run.offsets[0]
+        return first
 
     def last_offset(self) -> int | None:
-        return self._tree.last_key()
+        """The largest offset cached and not taken (None: none)."""
+        last = self._tree.last_key()
+        if self._run_count:
+            run = self._last_run()
+            assert run is not None
+            if last is None or run.offsets[-1] > last:
+                return run.offsets[-1]
+        return last
 
     def get(self, offset: int) -> QueuedMessage | None:
-        return self._tree.entries.get(offset)
+        """The cached message at ``offset``. One inside an intact run comes as a snapshot entry (a look, as
+        the oldest-unfinished view takes); a change to it is not seen by the queue."""
+        entry = self._tree.entries.get(offset)
+        if entry is None and self._run_count:
+            run = self._run_holding(offset)
+            if run is not None:
+                i = run.offsets.index(offset)
+                return QueuedMessage(offset, run.sizes[i], run.payloads[i], run.consume_start_ms)
+        return entry
 
     def get_taken(self, offset: int) -> QueuedMessage | None:
         """An orderly message taken and not yet committed (for the oldest-unfinished view)."""
         return self._consuming_msgs.get(offset)
 
     def __contains__(self, offset: object) -> bool:
-        return offset in self._tree.entries
+        if offset in self._tree.entries:
+            return True
+        return bool(self._run_count) and isinstance(offset, int) and self._run_holding(offset) is not None
 
     def __len__(self) -> int:
         return self.msg_count
@@ -491,6 +456,10 @@ class ProcessQueue:
     def clear(self) -> None:
         """Drop every cached message and reset the counters (Java ``clear``)."""
         self._tree.clear()
+        for run in self._runs:
+            run.intact = False  # its job's result, if any comes, finds nothing to remove
+        self._runs.clear()
+        self._run_count = 0
         self._consuming_msgs.clear()
         self.msg_size = 0
         self.queue_offset_max = 0
@@ -538,11 +507,11 @@ class ProcessQueue:
 
     def info(self, commit_offset: int = 0) -> dict[str, Any]:
         """ProcessQueueInfo as fastjson writes it (GET_CONSUMER_RUNNING_INFO's mqTable)."""
-        first = self._tree.first_key()
+        first = self.first_offset()
         taken = self._consuming_msgs
         return {
-            "cachedMsgCount": len(self._tree),
-            "cachedMsgMaxOffset": self._tree.last_key() if first is not None else 0,
+            "cachedMsgCount": self.cached_count,
+            "cachedMsgMaxOffset": self.last_offset() if first is not None else 0,
             "cachedMsgMinOffset": first if first is not None else 0,
             "cachedMsgSizeInMiB": self.msg_size // (1024 * 1024),
             "commitOffset": commit_offset,
@@ -559,7 +528,7 @@ class ProcessQueue:
 
     def __repr__(self) -> str:
         return (
-            f"ProcessQueue({self.mq}, cached={len(self._tree)}, taken={len(self._consuming_msgs)}, "
+            f"ProcessQueue({self.mq}, cached={self.cached_count}, taken={len(self._consuming_msgs)}, "
             f"span={self.max_span()}, max={self.queue_offset_max}, dropped={self.dropped}, "
             f"locked={self.locked})"
         )

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from operator import add
 from typing import TYPE_CHECKING, cast
 
 from loguru import logger
@@ -32,7 +33,7 @@ from loguru import logger
 from rmqrun.client.broker import PullStatus
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import OrderedConsumeService, PullContext
-from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.queued import QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.protocol.headers import PullMessageRequestHeader
 from rmqrun.remoting.errors import (
@@ -193,31 +194,24 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
     if status is PullStatus.FOUND:
         prev = req.next_offset
         req.next_offset = result.next_begin_offset
-        body = result.body
-        view = memoryview(body)
-        if sub.is_sub_all:
-            # the hot path: plain tuples, no RecordHead (its properties are not needed)
-            spans = scan_spans(body)
-            engine.status.on_pulled(mq.topic, len(spans), time.monotonic() - pull_started)
-            if spans and spans[0][3] < prev:
-                logger.warning("{}: broker returned offset {} below the requested {}", mq, spans[0][3], prev)
-            entries = [QueuedMessage(offset, body_size, view[start:start + size])
-                       for start, size, _qid, offset, _phys, body_size, _props in spans]
-        else:
-            heads = scan_records(body)
-            engine.status.on_pulled(mq.topic, len(heads), time.monotonic() - pull_started)
-            if heads and heads[0].queue_offset < prev:
-                logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset,
-                               prev)
-            entries = [QueuedMessage(h.queue_offset, h.body_size, view[h.start:h.start + h.size])
-                       for h in heads if _tag_matches(sub, h)]
-        if not entries:
+        run = _pulled_run(engine, req, sub, result.body, prev, time.monotonic() - pull_started)
+        if not run.offsets:
             pq.note_pulled_to(req.next_offset)
             _correct_offset_when_idle(engine, req)
             return
-        pq.put(entries, result.max_offset)
-        pq.note_pulled_to(req.next_offset)
-        engine.consume_service.submit(req, entries)
+        service = engine.consume_service
+        submit_run = getattr(service, "submit_run", None)
+        entries = None
+        if submit_run is not None:  # a service that consumes whole pulls: cached as one unit
+            pq.put_run(run, result.max_offset)
+        else:
+            entries = run.entries()
+            pq.put(entries, result.max_offset)
+        pq.note_pulled_to(req.next_offset)  # after the put: what the pull brought is cached
+        if entries is None:
+            submit_run(req, run)
+        else:
+            service.submit(req, entries)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
         req.next_offset = result.next_begin_offset
         pq.note_pulled_to(req.next_offset)
@@ -263,6 +257,32 @@ def _correct_offset_when_idle(engine: PullContext, req: PullRequest) -> None:
     """Java correctTagsOffset: with nothing cached, the next offset is safe to commit."""
     if req.pq.msg_count == 0:
         engine.offset_store.update(req.mq, req.next_offset, True)
+
+
+def _pulled_run(engine: PullContext, req: PullRequest, sub: "SubscriptionData", body: bytes, prev: int,
+                pull_seconds: float) -> QueuedRun:
+    """A FOUND pull's records as one run (offsets, body sizes, record views), re-filtered by tag unless the
+    subscription takes every tag; counted as pulled before the re-filter, as Java counts them."""
+    mq = req.mq
+    view = memoryview(body)
+    if sub.is_sub_all:
+        # the hot path: plain tuples, no RecordHead (its properties are not needed), transposed in C
+        spans = scan_spans(body)
+        engine.status.on_pulled(mq.topic, len(spans), pull_seconds)
+        if not spans:
+            return QueuedRun([], [], [])
+        starts, totals, _qids, offsets, _phys, sizes, _props = zip(*spans)
+        if offsets[0] < prev:
+            logger.warning("{}: broker returned offset {} below the requested {}", mq, offsets[0], prev)
+        return QueuedRun(list(offsets), list(sizes),
+                         list(map(view.__getitem__, map(slice, starts, map(add, starts, totals)))))
+    heads = scan_records(body)
+    engine.status.on_pulled(mq.topic, len(heads), pull_seconds)
+    if heads and heads[0].queue_offset < prev:
+        logger.warning("{}: broker returned offset {} below the requested {}", mq, heads[0].queue_offset, prev)
+    kept = [h for h in heads if _tag_matches(sub, h)]
+    return QueuedRun([h.queue_offset for h in kept], [h.body_size for h in kept],
+                     [view[h.start:h.start + h.size] for h in kept])
 
 
 def _tag_matches(sub: "SubscriptionData", head: RecordHead) -> bool:

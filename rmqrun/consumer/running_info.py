@@ -95,7 +95,11 @@ class ConsumeStatusTable:
         self._topics: dict[str, TopicStatus] = {}
 
     def _of(self, topic: str) -> TopicStatus:
-        return self._topics.setdefault(topic, TopicStatus())
+        # get first: setdefault's default would build eight windows on every pull and every job
+        status = self._topics.get(topic)
+        if status is None:
+            status = self._topics[topic] = TopicStatus()
+        return status
 
     def on_consumed(self, topic: str, result: JobResult, elapsed_s: float) -> None:
         now = time.monotonic()
@@ -106,8 +110,9 @@ class ConsumeStatusTable:
         failed = (count(Status.RECONSUME_LATER) + count(Status.SUSPEND) + count(Status.ROLLBACK)
                   + count(Status.UNDECODABLE))
         s.ok.add(ok, now)
-        s.failed.add(failed, now)
-        s.failed_hour.add(failed, now)
+        if failed:  # a window's sum is the same without a zero added (the usual job fails nothing)
+            s.failed.add(failed, now)
+            s.failed_hour.add(failed, now)
         # Java's consumeRT times each listener call, one message by default (consumeMessageBatchMaxSize 1):
         # the worker's time on the job per message that ran; the wait for a free worker is not part of it
         spent = result.handler_seconds if result.handler_seconds is not None else elapsed_s

@@ -103,6 +103,10 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     return _encode_json_header(cmd)
 
 
+#: json.dumps with these options builds an encoder on every call; one is enough (same text, fewer calls)
+_JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     # fastjson writes the top-level keys in alphabetical order and leaves out
     # nulls; doing the same keeps our frames byte-identical to a Java client's.
@@ -116,7 +120,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return _JSON_HEADER.encode(obj).encode("utf-8")
 
 
 def _language_byte(name: str) -> int:
@@ -221,6 +225,9 @@ def iter_frames(buffer: bytearray, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE)
         del buffer[:pos]
 
 
+_STR_ONLY = {str}
+
+
 def _ext_value(value: object) -> str:
     # The C++ client sends some fields as JSON numbers; booleans as JSON
     # booleans would come out of str() as "True", Java writes "true".
@@ -246,9 +253,11 @@ def _decode_json_header(header: memoryview) -> RemotingCommand:
         if not isinstance(ext, dict):
             raise ProtocolError("extFields is not an object")
         remark = obj.get("remark")
+        if not set(map(type, ext.values())) <= _STR_ONLY:  # a Java peer sends strings only: kept as parsed
+            ext = {str(k): _ext_value(v) for k, v in ext.items()}
         return RemotingCommand(
             code=code,
-            ext_fields={str(k): _ext_value(v) for k, v in ext.items()},
+            ext_fields=ext,
             opaque=int(obj.get("opaque", 0)),
             flag=int(obj.get("flag", 0)),
             remark=None if remark is None else str(remark),

@@ -34,7 +34,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_concurrently import ConcurrentConsumeService
 from rmqrun.consumer.consume_orderly import OrderlyConsumeService
 from rmqrun.consumer.executor import ConsumeJob, JobResult
-from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue, Status
 from rmqrun.remoting.message import QUEUE_OFFSET_POS, encode_stored
@@ -174,6 +174,35 @@ def orderly_verdicts(data: st.DataObject, n: int, final: bool) -> tuple[list[Sta
     return [Status.SUCCESS] * ok + [stop] + [Status.NOT_RUN] * (n - ok - 1), error
 
 
+def pull(engine: Engine, service: Any, data: st.DataObject, orderly: bool, pulled: list[int],
+         next_offset: int) -> int:
+    """One pull: an ascending run with gaps cached and handed over; returns the new last offset seen."""
+    req, pq = engine.req, engine.req.pq
+    n = data.draw(st.integers(1, 6), label="pulled")
+    batch = []
+    for _ in range(n):
+        next_offset += data.draw(st.integers(0, 2), label="gap") + 1
+        batch.append(next_offset)
+    pulled += batch
+    # a concurrent service takes a pull whole (the puller's way) or message by message
+    run = QueuedRun(batch, [10] * n, [record(o) for o in batch])
+    as_run = not orderly and data.draw(st.booleans(), label="cached as one run")
+    entries = [] if as_run else run.entries()
+    if as_run:
+        pq.put_run(run)
+    else:
+        pq.put(entries)
+    # records after the batch that the tag filter dropped: the pull's next-begin offset is past them
+    next_offset += data.draw(st.integers(0, 2), label="filtered tail")
+    pq.note_pulled_to(next_offset + 1)
+    if as_run:
+        service.submit_run(req, run)
+    else:
+        service.submit(req, entries)
+    assert pq.msg_size == 10 * pq.msg_count  # flow control's two counts agree in both tiers
+    return next_offset
+
+
 async def drive(orderly: bool, data: st.DataObject) -> None:
     engine = Engine(orderly, data)
     service = (OrderlyConsumeService if orderly else ConcurrentConsumeService)(engine)  # type: ignore[arg-type]
@@ -181,8 +210,7 @@ async def drive(orderly: bool, data: st.DataObject) -> None:
         # the job size follows measured handler time; fixed here so that a run depends on its draws only
         service._calls_per_job = lambda: 4  # type: ignore[method-assign]
     service.start()
-    req = engine.req
-    pq = req.pq
+    pq = engine.req.pq
     pulled: list[int] = []
     next_offset = 0
 
@@ -217,18 +245,7 @@ async def drive(orderly: bool, data: st.DataObject) -> None:
     steps = data.draw(st.integers(1, 30), label="steps")
     for _ in range(steps):
         if not engine.executor.jobs or data.draw(st.booleans(), label="pull"):
-            n = data.draw(st.integers(1, 6), label="pulled")
-            batch = []
-            for _ in range(n):
-                next_offset += data.draw(st.integers(0, 2), label="gap") + 1
-                batch.append(next_offset)
-            pulled += batch
-            entries = [QueuedMessage(o, 10, record(o)) for o in batch]
-            pq.put(entries)
-            # records after the batch that the tag filter dropped: the pull's next-begin offset is past them
-            next_offset += data.draw(st.integers(0, 2), label="filtered tail")
-            pq.note_pulled_to(next_offset + 1)
-            service.submit(req, entries)
+            next_offset = pull(engine, service, data, orderly, pulled, next_offset)
         else:
             finish(data.draw(st.integers(0, len(engine.executor.jobs) - 1), label="job"), final=False)
         await settle()

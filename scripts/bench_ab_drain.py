@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Before/after: CPU per no-op message of ``rmqrun run`` from two source trees, drained alternately.
+
+One embedded broker, one backlog of ``--messages`` × 1 KiB on an 8-queue topic (optionally also a 4-queue
+topic drained orderly); each round drains it once with the tree given as ``--before`` and once with
+``--after`` (this checkout by default), each on a fresh consumer group from the first offset, in an order that
+alternates from round to round. A drain is ``bench_report``'s (status lines every 0.1 s, CPU sampled at each),
+so the figures are its own: supervisor, workers and broker CPU µs per message over the 10–90 % window, and
+the rate. On a shared machine compare the CPU per message (what load changes least), not the rates.
+
+Usage: python scripts/bench_ab_drain.py --before /path/to/old/tree [--after .] [--messages 50000]
+       [--rounds 4] [--workers 2] [--orderly]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
+sys.path.insert(0, str(SCRIPTS.parent))
+
+import bench_report as br  # noqa: E402
+
+import psutil  # noqa: E402
+
+from rmqrun.broker.app import BrokerProcess  # noqa: E402
+
+
+def drain_with(tree: Path, ns: str, topic: str, group: str, n: int, workers: int, timeout: float,
+               env: dict[str, str]) -> dict[str, float]:
+    """One drain by ``rmqrun run`` imported from ``tree`` (bench_report reads its ROOT when a run starts)."""
+    br.ROOT = tree
+    try:
+        run = br.drain(ns, topic, group, n, br.NOOP, workers, timeout, env)
+    finally:
+        br.ROOT = SCRIPTS.parent
+    return {"sup": run.supervisor_us_per_msg(n), "workers": run.worker_us_per_msg(n),
+            "broker": run.broker_us_per_msg(n), "rate": run.rate(n), "load": os.getloadavg()[0]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--before", type=Path, required=True, help="the source tree to compare against")
+    ap.add_argument("--after", type=Path, default=SCRIPTS.parent)
+    ap.add_argument("--messages", type=int, default=50_000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--orderly", action="store_true", help="also drain a 4-queue topic orderly")
+    ap.add_argument("--json", type=Path, help="write every drain's figures here")
+    args = ap.parse_args(argv)
+    trees = {"before": args.before.resolve(), "after": args.after.resolve()}
+    rows: dict[str, list[dict[str, float]]] = {}
+    kinds = [("concurrent", "ABNoop", {})]
+    if args.orderly:
+        kinds.append(("orderly", "ABOrderly4", {"RMQRUN_ORDERLY": "true"}))
+    with tempfile.TemporaryDirectory(prefix="rmqrun-ab-") as tmp, \
+            BrokerProcess(Path(tmp) / "broker", flush_mode="async") as bp:
+        ns = bp.namesrv_address
+        br.RmqrunRun.broker = psutil.Process(bp.pid)
+        for kind, topic, _env in kinds:
+            br.create_topic(ns, topic, 8 if kind == "concurrent" else 4)
+            asyncio.run(br.produce(ns, topic, args.messages))
+        for r in range(args.rounds):
+            order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+            for kind, topic, env in kinds:
+                for side in order:
+                    got = drain_with(trees[side], ns, topic, f"CG_{kind}_{side}_{r}", args.messages, args.workers,
+                                     args.timeout, env)
+                    rows.setdefault(f"{kind} {side}", []).append(got)
+                    print(f"round {r + 1} {kind:10s} {side:6s} sup {got['sup']:.2f} workers {got['workers']:.2f} "
+                          f"broker {got['broker']:.2f} µs/msg, {got['rate']:,.0f} msg/s, load {got['load']:.1f}",
+                          flush=True)
+    print("\nmedians (min–max) of the rounds, CPU µs per message:")
+    for name, drains in rows.items():
+        parts = []
+        for key in ("sup", "workers", "broker"):
+            vals = [d[key] for d in drains if d[key] == d[key]]
+            parts.append(f"{key} {statistics.median(vals):.2f} ({min(vals):.2f}–{max(vals):.2f})" if vals
+                         else f"{key} nan")
+        loads = [d["load"] for d in drains]
+        print(f"  {name:18s} " + ", ".join(parts) + f"; load {min(loads):.1f}–{max(loads):.1f}")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
