@@ -18,7 +18,7 @@ from rmqrun.spark.options import ReadOptions
 from rmqrun.spark.prefetch import chunks_ahead
 from rmqrun.spark.pulling import read_range
 from rmqrun.spark.ranges import QueueRange, open_consumer, pack, plan_batch
-from rmqrun.spark.schema import ARROW_BATCH_ROWS, arrow_schema, to_arrow
+from rmqrun.spark.schema import ARROW_BATCH_ROWS, FIRST_ARROW_BATCH_ROWS, arrow_schema, to_arrow
 
 
 class RangePartition(InputPartition):
@@ -47,7 +47,7 @@ def read_partition(opts: ReadOptions, r: QueueRange | Sequence[QueueRange]) -> I
         return chain.from_iterable(read_range(consumer, one, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
                                               batch_size=opts.pull_batch_size) for one in ranges)
     try:
-        for chunk in chunks_ahead(messages, ARROW_BATCH_ROWS):
+        for chunk in chunks_ahead(messages, ARROW_BATCH_ROWS, first=FIRST_ARROW_BATCH_ROWS):
             yield to_arrow(chunk, schema)
     except Exception:
         discard(opts, consumer)     # the next task connects afresh rather than inherit a broken connection
