@@ -176,7 +176,7 @@ def median(values: list[float]) -> float:
 
 LIMITS = """Where a 50k query's time goes, in Spark's own numbers (`scripts/bench_spark_profile.py`: Spark's REST data
 per job, stage and task, `QueryPlanningTracker` phases, and the source's Python calls timed in the planner and the
-executors; 2026-11-29 10:00 UTC, load 22-24, so every figure is several times what an idle machine shows; medians
+executors; 2026-11-29 09:47 UTC, load 22-24, so every figure is several times what an idle machine shows; medians
 of 3 queries each, the two variants alternating in one session):
 
 | phase (seconds from `collect()`) | packed: 2 tasks (now) | one task per queue: 4 tasks (`minPartitions=4`, as before) |
@@ -198,7 +198,7 @@ So at 50k a query spends about 0.7 s before its first task (Spark's planning, th
 Python, the job's submission), 0.4 s in each task before its first row (the Python worker's hand-shake, then the
 first pulls), and 0.5 s after the last row (adaptive execution's re-plan, the final aggregate's stage): about 1.5 s
 of the 4 at load 22-24, 0.5 s on a quieter machine (the fixed cost column). None of that is the source's but the
-planner calls (60-90 ms) and the per-task start it now pays once per core instead of once per queue. The
+planner calls (45-90 ms) and the per-task start it now pays once per core instead of once per queue. The
 rest is reading: 25k messages per task in 2.5 s, where the JVM's task thread used 50 ms of CPU, so the Python
 worker is the limit: it pulls and decodes like the raw loop (the pull is capped at 32 messages by the broker,
 `maxTransferCountOnMessageInMemory`, as on Apache's broker; Java's pull consumer gets the same 32, and the raw
