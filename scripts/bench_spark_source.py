@@ -174,18 +174,43 @@ def median(values: list[float]) -> float:
     return statistics.median(values)
 
 
-LIMITS = """Where the time goes (profiled on this machine, 2026-11-29): planning in the Python planner process takes
-5-20 ms (the planner process is reused, and asks the name server once and each queue's min/max offset, a round trip
-of well under a millisecond each on this broker), so the fixed cost is Spark's own: scheduling the job's two stages
-(the partial and the final aggregate), handing each task to a Python worker, collecting the result. Inside a task,
-most of the time is the pulls themselves (32 messages per pull, the broker's cap, decoded in the client's loop
-thread); building the Arrow batch is about 1 µs per message and Spark passes the batches through to the JVM
-untouched. Per message a task spends about 3-7 µs of CPU more than the raw loop (the properties map and message id
-the raw loop never reads, the Arrow batch), and the JVM spends its own CPU taking the batches in. On 2 cores the
-broker, the JVM and two Python workers share what the raw loop shares with the broker alone, so the ratio is a
-contest for the same CPU; a larger backlog spreads the fixed cost, which is why 200k comes closer than 50k."""
+LIMITS = """Where a 50k query's time goes, in Spark's own numbers (`scripts/bench_spark_profile.py`: Spark's REST data
+per job, stage and task, `QueryPlanningTracker` phases, and the source's Python calls timed in the planner and the
+executors; 2026-11-29 09:47 UTC, load 22-24, so every figure is several times what an idle machine shows; medians
+of 3 queries each, the two variants alternating in one session):
 
-CHANGES = """What changed in the source for this report (issue #32):
+| phase (seconds from `collect()`) | packed: 2 tasks (now) | one task per queue: 4 tasks (`minPartitions=4`, as before) |
+|---|---:|---:|
+| `schema()` in the planner process (create the source) | 0.01 | 0.09 |
+| Spark's analysis + optimization + physical planning (tracker phases) | 0.04-0.24 | 0.14-0.55 |
+| `reader()` + `partitions()` in the planner process (name server, min/max per queue) | at 0.52, took 0.06 | at 0.57, took 0.03 |
+| first job (the partial aggregate) submitted | 0.71 | 0.65 |
+| task launched to `read()` called in the Python worker (per task) | 0.24 | 0.36 |
+| `read()` to its first Arrow batch (per task) | 0.15 | 0.21 |
+| last `read()` ended | 3.59 | 7.44 |
+| task run time (per task; JVM CPU of the task thread) | 2.67 (0.05) | 2.62 (0.03) |
+| gap to the second job (adaptive execution re-plans the final aggregate) | 0.26 | 0.24 |
+| second job (final aggregate, 1 task) | 0.13 | 0.29 |
+| after the last job until `collect()` returns | 0.10 | 0.10 |
+| **whole query** | **4.10** (4.06-5.74) | **8.26** (5.25-9.00) |
+
+So at 50k a query spends about 0.7 s before its first task (Spark's planning, the two planner round trips to
+Python, the job's submission), 0.4 s in each task before its first row (the Python worker's hand-shake, then the
+first pulls), and 0.5 s after the last row (adaptive execution's re-plan, the final aggregate's stage): about 1.5 s
+of the 4 at load 22-24, 0.5 s on a quieter machine (the fixed cost column). None of that is the source's but the
+planner calls (45-90 ms) and the per-task start it now pays once per core instead of once per queue. The
+rest is reading: 25k messages per task in 2.5 s, where the JVM's task thread used 50 ms of CPU, so the Python
+worker is the limit: it pulls and decodes like the raw loop (the pull is capped at 32 messages by the broker,
+`maxTransferCountOnMessageInMemory`, as on Apache's broker; Java's pull consumer gets the same 32, and the raw
+loop asks for 32 too), and then builds an Arrow batch of all twelve columns (the properties map and the message id
+the raw loop never reads) that Spark copies to the JVM. Measured in one plain process (no Spark), a partition's
+read costs 19-24 µs of CPU per message against the raw loop's 11-13 µs; Spark's Python data source API has no
+column pruning or statistics (only `pushFilters`), so the source cannot skip the columns `count(*)` and
+`sum(length(body))` do not need, nor answer `count(*)` from offsets. On 2 cores the broker, the JVM and two Python
+workers share what the raw loop shares with the broker alone, so the ratio is a contest for the same CPU; a larger
+backlog spreads the fixed cost, which is why 200k comes closer than 50k."""
+
+CHANGES = """What changed in the source for these figures (issue #32):
 
 - **one consumer per Python worker** (`rmqrun/spark/executor_clients.py`): Spark reuses its Python workers across
   tasks, so the first task of a worker opens the `PullConsumer` (loop thread, route, broker connection) and the
@@ -198,8 +223,17 @@ CHANGES = """What changed in the source for this report (issue #32):
 - **Arrow batches in one pass** (`rmqrun/spark/schema.py`): one loop fills a flat list per column, and the
   properties map is built from flat key/value lists and offsets instead of a list of pairs per row (it cost more
   than all other columns together); a body already `bytes` is not copied again.
-- Planning was left as it is: it measured 5-20 ms per query, so one topic-stats request per broker instead of a
-  min/max request per queue would save a few milliseconds of a fixed cost that is Spark's own."""
+- **small queues packed into one task** (`rmqrun/spark/ranges.py` `pack`, `rmqrun/spark/batch.py`): a batch read
+  gives a task whole queue ranges, in order, until it holds at least 16,384 offsets, so 50k messages in 4 queues are
+  2 tasks on `local[2]` instead of 4 in two waves, and the task's read-ahead runs on across the queues; a queue
+  with that many offsets keeps its own task (200k in 4 queues: 4 tasks, as before), no range is split or dropped,
+  and `minPartitions` or `maxRecordsPerPartition` keep the exact split they ask for. Spark's file source packs
+  small files the same way (an open cost per file). Streaming micro-batches keep one range per partition.
+- **a partition's first Arrow batch is 256 rows**, then 512, ... up to 4096: rows reach the JVM after 8 pulls
+  instead of 128.
+- Planning was left as it is: `reader()` with `partitions()` takes 20-90 ms in the planner process under this
+  load (the process is reused; one name server request and a min/max offset request per queue, each well under a
+  millisecond on this broker), against 0.7 s before the first task that is Spark's own."""
 
 
 def write_markdown(res: dict, path: Path, args: argparse.Namespace, before: str = "") -> None:

@@ -1709,4 +1709,18 @@ MUTANTS: list[Mutant] = [
       "a JSON header's numeric or boolean ext values (the C++ client's) are kept as they are, not Java strings",
       "        if not set(map(type, ext.values())) <= _STR_ONLY:", "        if False:",
       U + "test_frame_headers.py", U + "test_client_headers.py"),
+    # --- issue #32 (s32b): a batch read's small queue ranges packed into one Spark task
+    m("spark-pack-drops-a-queue", "rmqrun/spark/ranges.py",
+      "a packed task loses the first queue range of every full group",
+      "            groups.append(tuple(current))\n            current, size = [], 0",
+      "            groups.append(tuple(current[1:]))\n            current, size = [], 0",
+      U + "test_spark_planning.py::test_pack_gives_small_queues_to_one_task_and_never_splits_or_drops_one",
+      "tests/spark/test_source_planning_in_process.py::"
+      "test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range"),
+    m("spark-packed-reads-first-range", "rmqrun/spark/batch.py",
+      "a partition of several queue ranges reads only the first",
+      "batch_size=opts.pull_batch_size) for one in ranges)",
+      "batch_size=opts.pull_batch_size) for one in ranges[:1])",
+      "tests/spark/test_source_planning_in_process.py::"
+      "test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range"),
 ]

@@ -1,8 +1,15 @@
-"""The batch reader: one Spark partition per queue range, planned when the query is planned."""
+"""The batch reader: Spark partitions of queue ranges, planned when the query is planned.
+
+By default a partition holds one queue's range, and queues with a small range
+are packed several to a partition (:func:`~rmqrun.spark.ranges.pack`) so a small
+backlog does not pay a task start per queue; ``minPartitions`` or
+``maxRecordsPerPartition`` ask for an exact split and turn packing off.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from itertools import chain
+from typing import Any, Iterable, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
@@ -10,28 +17,37 @@ from rmqrun.spark.executor_clients import consumer_for, discard
 from rmqrun.spark.options import ReadOptions
 from rmqrun.spark.prefetch import chunks_ahead
 from rmqrun.spark.pulling import read_range
-from rmqrun.spark.ranges import QueueRange, open_consumer, plan_batch
-from rmqrun.spark.schema import ARROW_BATCH_ROWS, arrow_schema, to_arrow
+from rmqrun.spark.ranges import QueueRange, open_consumer, pack, plan_batch
+from rmqrun.spark.schema import ARROW_BATCH_ROWS, FIRST_ARROW_BATCH_ROWS, arrow_schema, to_arrow
 
 
 class RangePartition(InputPartition):
-    """One queue's ``[start, end)``; picklable (plain values only)."""
+    """One or more queue ranges ``[start, end)``, read in order; picklable (plain values only)."""
 
-    def __init__(self, r: QueueRange) -> None:
-        super().__init__(r)
-        self.range = r
+    def __init__(self, r: QueueRange | Iterable[QueueRange]) -> None:
+        ranges = (r,) if isinstance(r, QueueRange) else tuple(r)
+        super().__init__(ranges)
+        self.ranges = ranges
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
 
 
-def read_partition(opts: ReadOptions, r: QueueRange) -> Iterator[Any]:
-    """Rows of one range as Arrow record batches (batch and streaming), pulled with this worker
-    process's consumer (:mod:`rmqrun.spark.executor_clients`), the next chunk pulled while the last
-    one is converted (:mod:`rmqrun.spark.prefetch`). Arrow batches cost Spark far less than a tuple
-    per row."""
+def read_partition(opts: ReadOptions, r: QueueRange | Sequence[QueueRange]) -> Iterator[Any]:
+    """Rows of one range, or of several one after the other, as Arrow record batches (batch and
+    streaming), pulled with this worker process's consumer (:mod:`rmqrun.spark.executor_clients`),
+    the next chunk pulled while the last one is converted (:mod:`rmqrun.spark.prefetch`), across the
+    ranges' boundaries too. Arrow batches cost Spark far less than a tuple per row."""
     schema = arrow_schema()
+    ranges = (r,) if isinstance(r, QueueRange) else tuple(r)
     consumer = consumer_for(opts)
+
+    def messages() -> Iterator[Any]:
+        return chain.from_iterable(read_range(consumer, one, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
+                                              batch_size=opts.pull_batch_size) for one in ranges)
     try:
-        for chunk in chunks_ahead(lambda: read_range(consumer, r, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
-                                                     batch_size=opts.pull_batch_size), ARROW_BATCH_ROWS):
+        for chunk in chunks_ahead(messages, ARROW_BATCH_ROWS, first=FIRST_ARROW_BATCH_ROWS):
             yield to_arrow(chunk, schema)
     except Exception:
         discard(opts, consumer)     # the next task connects afresh rather than inherit a broken connection
@@ -58,10 +74,12 @@ class RocketMQBatchReader(DataSourceReader):
         if not self.ranges:
             # Spark needs at least one partition; an empty range reads nothing.
             return [RangePartition(QueueRange(self.opts.topics[0] if self.opts.topics else "", "", 0, 0, 0))]
+        if self.opts.min_partitions is None and self.opts.max_records_per_partition is None:
+            return [RangePartition(group) for group in pack(self.ranges)]
         return [RangePartition(r) for r in self.ranges]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        r: QueueRange = partition.range  # type: ignore[attr-defined]
-        if r.size <= 0:
+        ranges: tuple[QueueRange, ...] = partition.ranges  # type: ignore[attr-defined]
+        if sum(r.size for r in ranges) <= 0:
             return iter(())
-        return read_partition(self.opts, r)
+        return read_partition(self.opts, ranges)

@@ -9,6 +9,10 @@ overlap. Order, the range's bounds and every error of ``read_range`` (data
 loss with ``failOnDataLoss``, a broker that does not answer) reach the caller
 exactly as without the thread: an error is raised where its chunk would have
 been. A caller that stops early (a ``LIMIT``) stops the thread at its next chunk.
+
+The first chunk can be smaller (``first``), each next one twice the last up to
+``rows``: the JVM gets its first rows after a few pulls instead of a full chunk's,
+and starts taking them in while the rest of the range is pulled.
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from typing import Any, Callable, Iterator
 _END = object()
 
 
-def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 2) -> Iterator[list[Any]]:
-    """Chunks of at most ``rows`` items of ``messages()``, produced by a thread up to ``ahead`` chunks early."""
+def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 2,
+                 first: int | None = None) -> Iterator[list[Any]]:
+    """Chunks of at most ``rows`` items of ``messages()`` (the first of ``first``, then doubling up to
+    ``rows``), produced by a thread up to ``ahead`` chunks early."""
     out: queue.Queue[Any] = queue.Queue(maxsize=max(1, ahead))
     stop = threading.Event()
 
@@ -36,13 +42,15 @@ def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 
 
     def fill() -> None:
         try:
+            size = max(1, min(first or rows, rows))
             chunk: list[Any] = []
             for msg in messages():
                 chunk.append(msg)
-                if len(chunk) >= rows:
+                if len(chunk) >= size:
                     if not put(chunk):
                         return
                     chunk = []
+                    size = min(size * 2, rows)
             if chunk and not put(chunk):
                 return
             put(_END)

@@ -33,6 +33,8 @@ def to_row(msg: Message) -> tuple[Any, ...]:
 
 
 ARROW_BATCH_ROWS = 4096
+#: a partition's first batch: rows reach the JVM after 8 pulls rather than 128; later batches double up to 4096
+FIRST_ARROW_BATCH_ROWS = 256
 
 
 def arrow_schema():  # type: ignore[no-untyped-def]

@@ -52,7 +52,7 @@ from rmqrun.spark.batch import RangePartition, read_partition
 from rmqrun.spark.errors import SourceError, plainly
 from rmqrun.spark.offsets import decode, encode
 from rmqrun.spark.options import ReadOptions
-from rmqrun.spark.ranges import QueueRange, open_consumer, plan_ranges, resolve, share_limit, source_queues
+from rmqrun.spark.ranges import open_consumer, plan_ranges, resolve, share_limit, source_queues
 
 # Consumers of the planner process, which lives as long as the query: never an
 # attribute of the reader, since the reader is pickled to executors.
@@ -196,8 +196,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(r) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        r: QueueRange = partition.range  # type: ignore[attr-defined]
-        return read_partition(self.opts, r)
+        return read_partition(self.opts, partition.ranges)  # type: ignore[attr-defined]
 
     def commit(self, end: dict) -> None:
         self._commit_group(decode(end))

@@ -20,7 +20,7 @@ from rmqrun.spark.pulling import read_range
 from rmqrun.spark.ranges import QueueRange, open_consumer
 from rmqrun.spark.sink import RocketMQWriter, check_sink_schema
 from rmqrun.spark.source import RocketMQDataSource
-from tests.integration.signals_kit import produce
+from tests.integration.signals_kit import produce, queue_max_offsets
 
 
 @pytest.fixture(autouse=True)
@@ -35,18 +35,27 @@ def _close_executor_consumers() -> Any:
 
 def test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range(broker: Any) -> None:
     produce(broker, "PlanIn", 12)
+    holding = {q for q, m in queue_max_offsets(broker, "PlanIn").items() if m}
+    assert len(holding) >= 2
     source = RocketMQDataSource({"namesrv": broker.namesrv_address, "topic": "PlanIn"})
     assert "body" in source.schema()
     reader = source.reader(None)  # type: ignore[arg-type]
-    parts = reader.partitions()
-    assert all(isinstance(p, RangePartition) for p in parts)
-    assert sum(p.range.end - p.range.start for p in parts) == 12
-    rows = []
-    for part in parts:
-        for batch in reader.read(part):
-            rows.extend(batch.to_pylist())
-    assert sorted(r["body"] for r in rows) == sorted(f"msg-{i}".encode() for i in range(12))
-    assert {r["topic"] for r in rows} == {"PlanIn"}
+    (packed,) = reader.partitions()     # a small backlog: every queue's range in one task
+    assert isinstance(packed, RangePartition) and packed.size == 12
+    assert sorted(r.queue_id for r in packed.ranges) == sorted(holding)
+    split = RocketMQDataSource({"namesrv": broker.namesrv_address, "topic": "PlanIn",
+                                "minPartitions": "1"}).reader(None)  # type: ignore[arg-type]
+    assert [len(p.ranges) for p in split.partitions()] == [1] * len(holding), "an explicit split is not packed"
+    for parts in ([packed], split.partitions()):
+        rows = []
+        for part in parts:
+            for batch in reader.read(part):
+                rows.extend(batch.to_pylist())
+        assert sorted(r["body"] for r in rows) == sorted(f"msg-{i}".encode() for i in range(12))
+        assert {r["topic"] for r in rows} == {"PlanIn"}
+        for q in holding:   # each queue's messages in queue order, one range after the other
+            offsets = [r["queue_offset"] for r in rows if r["queue_id"] == q]
+            assert offsets == sorted(offsets)
 
 
 def test_an_empty_topic_plans_one_empty_partition(broker: Any) -> None:
@@ -55,7 +64,7 @@ def test_an_empty_topic_plans_one_empty_partition(broker: Any) -> None:
                                  "startingOffsets": "timestamp:9999999999999"})  # after everything
     reader = source.reader(None)  # type: ignore[arg-type]
     (part,) = reader.partitions()
-    assert part.range.start == part.range.end
+    assert part.size == 0
     assert [b for b in reader.read(part)] == []
 
 

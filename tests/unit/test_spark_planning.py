@@ -13,7 +13,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.spark.errors import OptionError
 from rmqrun.spark.offsets import decode, dumps, encode, parse_offset_spec
 from rmqrun.spark.options import ReadOptions, WriteOptions
-from rmqrun.spark.ranges import QueueRange, check_order, plan_ranges, share_limit, split
+from rmqrun.spark.ranges import QueueRange, check_order, pack, plan_ranges, share_limit, split
 
 
 def mq(q: int, topic: str = "T", broker: str = "broker-a") -> MessageQueue:
@@ -69,6 +69,20 @@ def test_split_covers_each_range_exactly_once() -> None:
             assert all(p.size <= kw["max_records"] for p in pieces)
         if "min_partitions" in kw:
             assert len(pieces) >= kw["min_partitions"]
+
+
+def test_pack_gives_small_queues_to_one_task_and_never_splits_or_drops_one() -> None:
+    small = [QueueRange("T", "b", q, 0, 12_500) for q in range(4)]
+    assert [[r.queue_id for r in g] for g in pack(small, 16_384)] == [[0, 1], [2, 3]]
+    big = [QueueRange("T", "b", q, 0, 50_000) for q in range(4)]
+    assert pack(big, 16_384) == [(r,) for r in big], "a queue as large as a task's share keeps its own task"
+    mixed = [QueueRange("T", "b", 0, 0, 3), QueueRange("T", "b", 1, 10, 10_000), QueueRange("T", "b", 2, 0, 20_000),
+             QueueRange("T", "b", 3, 5, 9)]
+    groups = pack(mixed, 16_384)
+    assert [r for g in groups for r in g] == mixed, "every range once, whole, in order"
+    assert [sum(r.size for r in g) for g in groups] == [29_993, 4]
+    assert pack(small, 1) == [(r,) for r in small]
+    assert pack([], 16) == []
 
 
 def test_split_of_nothing_is_nothing() -> None:
@@ -233,7 +247,7 @@ def test_stream_planning_bounds_batches_and_reports_queues_that_went_back() -> N
             # the lost range 4..6 is dropped; the queue is read again from its min offset (1), up to its max (4)
             end = reader.latestOffset(behind, ReadAllAvailable())
             assert end == encode({mq(0): 10, mq(1): 4})
-            assert [(r.queue_id, r.start, r.end) for r in (p.range for p in reader.partitions(behind, end))] == \
+            assert [(r.queue_id, r.start, r.end) for p in reader.partitions(behind, end) for r in p.ranges] == \
                 [(0, 2, 10), (1, 1, 4)]
             # a bounded trigger shares its rows counting the queue from where it is read again
             assert reader.latestOffset(behind, ReadMaxRows(4)) == encode({mq(0): 5, mq(1): 2})
@@ -388,7 +402,7 @@ def test_stream_planning_keeps_the_offset_of_a_queue_gone_from_the_route() -> No
         fake.top[mq(1)] = 6                      # its broker is back, with two new messages
         second = reader.latestOffset(first, ReadAllAvailable())
         assert second == encode({mq(0): 10, mq(1): 6})
-        ranges = [p.range for p in reader.partitions(first, second)]
+        ranges = [r for p in reader.partitions(first, second) for r in p.ranges]
         assert [(r.queue_id, r.start, r.end) for r in ranges] == [(1, 4, 6)]
     finally:
         stream._PLANNER_CONSUMERS.clear()

@@ -19,6 +19,13 @@ def test_chunks_keep_every_item_in_order_and_the_last_chunk_short() -> None:
     assert list(chunks_ahead(lambda: iter(()), 4)) == []
 
 
+def test_a_small_first_chunk_doubles_up_to_the_chunk_size_keeping_every_item_in_order() -> None:
+    chunks = list(chunks_ahead(lambda: iter(range(40)), 8, first=2))
+    assert [len(c) for c in chunks] == [2, 4, 8, 8, 8, 8, 2]
+    assert [x for c in chunks for x in c] == list(range(40))
+    assert [len(c) for c in chunks_ahead(lambda: iter(range(5)), 4, first=9)] == [4, 1], "never above rows"
+
+
 def test_an_error_arrives_after_the_chunks_before_it() -> None:
     def items() -> Iterator[int]:
         yield from range(5)
