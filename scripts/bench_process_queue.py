@@ -3,7 +3,7 @@
 
 This was a test asserting a rate (``> 200,000 msg/s``): a rate is what the machine does, not what the code
 guarantees, and it failed under load. The suite checks what the process queue decides
-(``tests/unit/test_process_queue.py``); this script measures how fast, to compare runs on one machine.
+(``tests/unit/consumer/test_process_queue.py``); this script measures how fast, to compare runs on one machine.
 The supervisor's whole path targets about 40,000 msg/s; this part alone should stay far above that.
 
 Usage: python scripts/bench_process_queue.py [--messages 400000] [--batch 32] [--min-rate 0]

@@ -7,7 +7,7 @@ mqadmin's: ``-n`` the name server, ``-t`` the topic, ``-g`` the group and, in
 write queues, ``-p`` the permission. The pool commands (``run``, ``check``,
 ``demo``) take gunicorn's: ``-w`` the workers, ``-c`` the config file; and
 mqadmin's ``-n``/``-g``/``-t`` where they overlap. ``-n`` is never a count.
-``tests/unit/test_cli_help.py`` holds the table and fails on a letter used
+``tests/unit/cli/test_cli_help.py`` holds the table and fails on a letter used
 otherwise.
 
 Every option shows its default, its choices or that it is required in

@@ -48,7 +48,7 @@ COMMANDS: dict[str, str] = {
 
 
 #: command name -> the first line of its help, for ``rmqrun --help`` without importing every command
-#: (``tests/unit/test_cli_help.py`` checks each against the command's own)
+#: (``tests/unit/cli/test_cli_help.py`` checks each against the command's own)
 SUMMARIES: dict[str, str] = {
     "broker": "Run the embedded name server and broker until SIGINT/SIGTERM.",
     "check": "Validate the settings, import the handler and hooks, reach the name server and brokers.",

@@ -556,7 +556,7 @@ def markdown() -> str:
 
     lines = ["# Configuration reference: `rmqrun run`", "",
              "Generated from the settings table (`rmqrun/cli/settings.py`) by `python scripts/gen_config_reference.py`;",
-             "`tests/unit/test_config_reference.py` fails when this page and the table disagree.", "",
+             "`tests/unit/cli/test_config_reference.py` fails when this page and the table disagree.", "",
              "Every setting is a YAML key (`--config FILE`), an environment variable and, for the common ones, a flag.",
              "Precedence: command line > environment > config file > default. `NAMESRV_ADDR` (the Java client's",
              f"variable) is read for `namesrv`, below `{ENV_PREFIX}NAMESRV` and above the config file. Variables starting",

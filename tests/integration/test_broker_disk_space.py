@@ -48,12 +48,12 @@ def tmpfs(path: Path, size: str) -> Iterator[Path]:
     path.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("a real small tmpfs needs root to mount (the FakeDisk tests in "
-                    "tests/unit/test_store_disk_space.py cover the same behaviour)")
+                    "tests/unit/broker/test_store_disk_space.py cover the same behaviour)")
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
                           text=True)
     if done.returncode != 0:
         pytest.skip(f"mounting a tmpfs is refused here ({done.stderr.strip() or done.returncode}); "
-                    "tests/unit/test_store_disk_space.py covers the same behaviour with a fake file system")
+                    "tests/unit/broker/test_store_disk_space.py covers the same behaviour with a fake file system")
     try:
         yield path
     finally:

@@ -26,7 +26,7 @@ from tests.integration.broker_kit import Client, send_ext
 from tests.integration.cli_kit import free_port
 from tests.integration.test_metrics_endpoint import scrape, total
 from tests.integration.signals_kit import Runs, committed, queue_max_offsets, wait_until
-from tests.unit.test_compressed_bodies import java_lz4, java_zlib, java_zstd
+from tests.unit.remoting.test_compressed_bodies import java_lz4, java_zlib, java_zstd
 
 COMPRESSED = 0x1
 LZ4, ZSTD, ZLIB = 1 << 8, 2 << 8, 3 << 8

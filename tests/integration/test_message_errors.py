@@ -2,7 +2,7 @@
 
 A job carries several messages; the worker reports each failed message's error
 (DONE frame), and every consume service names a message by
-``JobResult.error_of`` (the POP services: ``tests/unit/test_pop_consume.py``).
+``JobResult.error_of`` (the POP services: ``tests/unit/consumer/test_pop_consume_results.py``).
 Eight messages on one queue, pulled at once, run as one concurrent job (one
 call per message), three of them raise, and with ``--max-reconsume-times 0``
 each goes straight to the DLQ: each line must name the failure of *that*

@@ -24,7 +24,7 @@ from rmqrun.consumer.allocate import (
 )
 from rmqrun.model import MessageQueue
 
-JAVA_CASES = Path(__file__).parent / "data" / "allocate_java_4_9_8.jsonl"
+JAVA_CASES = Path(__file__).parent.parent / "data" / "allocate_java_4_9_8.jsonl"
 
 
 def mqs(n: int, topic: str = "T", broker: str = "broker-a") -> list[MessageQueue]:

@@ -20,7 +20,7 @@ from rmqrun.protocol.trace import (
 )
 
 CASES = [json.loads(line) for line in
-         (Path(__file__).parent / "data" / "trace_java_4_9_8.jsonl").read_text(encoding="utf-8").splitlines()]
+         (Path(__file__).parent.parent / "data" / "trace_java_4_9_8.jsonl").read_text(encoding="utf-8").splitlines()]
 LOCAL = [c for c in CASES if c["channel"] == "LOCAL"]
 
 

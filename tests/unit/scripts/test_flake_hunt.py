@@ -11,7 +11,7 @@ import pytest
 
 from tests.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from flake_hunt import Burners, main, parse_failures, parse_summary  # noqa: E402

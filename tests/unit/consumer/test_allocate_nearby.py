@@ -17,7 +17,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.errors import ConfigError
 from rmqrun.model import MessageQueue
 
-JAVA_CASES = Path(__file__).parent / "data" / "allocate_nearby_java_4_9_8.jsonl"
+JAVA_CASES = Path(__file__).parent.parent / "data" / "allocate_nearby_java_4_9_8.jsonl"
 DASH = RoomResolver.parse("prefix:-", "test")
 
 

@@ -11,7 +11,7 @@ import time
 from types import SimpleNamespace
 
 from rmqrun.supervisor.supervisor import Supervisor
-from tests.unit.test_status_line import snap
+from tests.unit.supervisor.test_status_line import snap
 
 
 def supervisor(consumed: int, started: float, phase: str = "consuming") -> Supervisor:

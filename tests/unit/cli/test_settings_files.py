@@ -14,7 +14,7 @@ import yaml
 
 from rmqrun.cli import settings as table
 
-CONFIG = Path(__file__).resolve().parents[2] / "config"
+CONFIG = Path(__file__).resolve().parents[3] / "config"
 
 
 def read_unit(path: Path) -> dict[str, dict[str, list[str]]]:

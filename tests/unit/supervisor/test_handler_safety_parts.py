@@ -20,7 +20,7 @@ from rmqrun.supervisor.dispatch import Dispatcher, stable_index
 from rmqrun.supervisor.lineage import owner_of
 from rmqrun.worker import logs
 from rmqrun.worker.memory_watch import GrowthWatch
-from tests.unit.test_worker_log_streams import records  # noqa: F401 (the fixture: every record logged)
+from tests.unit.worker.test_worker_log_streams import records  # noqa: F401 (the fixture: every record logged)
 
 
 def test_an_orderly_queue_pinned_while_its_worker_is_stuck_goes_elsewhere_and_comes_back_when_idle() -> None:

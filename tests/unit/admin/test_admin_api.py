@@ -246,7 +246,7 @@ def test_a_topic_is_created_updated_listed_and_deleted(eb: EmbeddedBroker) -> No
 
 def test_the_doc_shows_calls_the_package_exports() -> None:
     import rmqrun.admin as admin
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "admin.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "admin.md").read_text()
     block = doc.split("```python", 1)[1].split("```", 1)[0]
     imported = block.split("from rmqrun.admin import (", 1)[1].split(")", 1)[0]
     names = [n.strip() for n in imported.replace("\n", " ").split(",") if n.strip()]

@@ -22,7 +22,7 @@ from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.remoting.errors import AccessDeniedError, TlsError
 from rmqrun.handler.loading import HandlerLoadError
 
-README = Path(__file__).resolve().parents[2] / "config" / "README.md"
+README = Path(__file__).resolve().parents[3] / "config" / "README.md"
 
 
 def _data_dir_error(cause: BaseException | None, cls: type[DataDirError] = DataDirError) -> DataDirError:

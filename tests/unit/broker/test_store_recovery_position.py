@@ -9,7 +9,7 @@ end the valid log: only the position check can tell it apart from a real append.
 from __future__ import annotations
 
 from tests.unit.store_records import build_record
-from tests.unit.test_store_recovery import check, last_segment, populate, reopen
+from tests.unit.broker.test_store_recovery import check, last_segment, populate, reopen
 
 
 def test_record_claiming_another_position_ends_the_log(tmp_path) -> None:

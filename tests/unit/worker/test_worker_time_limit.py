@@ -12,7 +12,7 @@ import rmqrun
 from rmqrun.handler.results import SoftTimeLimitExceeded
 from rmqrun.pipe.wire import Status as S
 from rmqrun.worker.time_limit import ALARM_SLACK_S, CallLimit
-from tests.unit.test_handler_results import InProcessWorker, records, statuses
+from tests.unit.worker.test_handler_results import InProcessWorker, records, statuses
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from rmqrun.cli import settings as table
 from rmqrun.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ESSENTIAL = {"handler": "workers.cpu:handle", "namesrv": "127.0.0.1:9876", "group": "G", "topic": "T"}
 
 

@@ -26,7 +26,7 @@ from rmqrun.protocol.requests import (
 )
 from rmqrun.remoting.codes import RequestCode
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _served(server: Server) -> set[int]:

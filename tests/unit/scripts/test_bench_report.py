@@ -14,7 +14,7 @@ import pytest
 
 from rmqrun.remoting.message import decode_message, encode_stored
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bench_report.py"
 
 

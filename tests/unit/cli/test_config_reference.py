@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rmqrun.cli.settings import SETTINGS, markdown
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 
 def test_the_configuration_reference_matches_the_settings_table() -> None:
