@@ -94,6 +94,22 @@ def test_a_message_whose_invisibility_lapsed_before_its_call_is_not_consumed() -
     run(main())
 
 
+def test_a_lapsed_message_is_left_out_of_its_job_and_the_others_run_at_once() -> None:
+    """The lapsed message is dropped when the job is made, so the live ones of the same pop run now: not the
+    whole job refused as it starts (PopJobView) for the sake of one message the broker may have given away."""
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=4))
+        req = engine.request()
+        engine.deliver(req, [popped(0, invisible_ms=-1), popped(1, invisible_ms=60_000)])
+        await eventually_async(lambda: engine.executor.pending, what="the job of the live message")
+        assert [job.offsets for job in engine.executor.started] == [[1]] and engine.pop_stats.expired == 1
+        engine.executor.finish()
+        await _settled(engine, req)
+        assert engine.pop_client.all_acked == [1]
+
+    run(main())
+
+
 def test_a_long_call_is_extended_and_acked_with_the_new_receipt() -> None:
     async def main() -> None:
         engine = FakePopEngine(config(consume_mode="pop", pop_invisible_time_ms=30_000))
