@@ -122,8 +122,11 @@ class PoolExecutor:
         self.config = config
         self.pool = Pool(config, on_result=self._on_result, on_worker_lost=self._on_lost, on_fatal=self._on_fatal)
         self.dispatcher: Dispatcher | None = None
-        # calls at once in each worker (threads / asyncio): room for N calls' messages running and as many waiting
-        self.max_inflight_messages = max(max_inflight_messages, 2 * config.worker.concurrency * config.worker.batch_size)
+        # calls at once in each worker (threads / asyncio): room for N calls' messages running and as many waiting;
+        # the process class (one call at a time) keeps the bound it was given
+        worker = config.worker
+        floor = 2 * worker.concurrency * worker.batch_size if worker.worker_class != "process" else 1
+        self.max_inflight_messages = max(max_inflight_messages, floor)
         self._ids = itertools.count(1)
         self._waiting: deque[_Pending] = deque()
         self._flying: dict[int, _Pending] = {}

@@ -39,7 +39,7 @@ def test_unknown_variable_stops_before_anything_starts(tmp_path: Path) -> None:
                    env=child_env(RMQRUN_WROKERS="4"), timeout=20)
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("rmqrun: error: unknown setting RMQRUN_WROKERS in the environment; did you mean "
-                                   "RMQRUN_WORKERS? (a handler's own variables must start with RMQRUN_HANDLER_)")
+                                   "RMQRUN_WORKERS, RMQRUN_WORKER_CLASS? (a handler's own variables must start with RMQRUN_HANDLER_)")
 
 
 def test_invalid_flag_value_is_one_line_and_exit_2() -> None:

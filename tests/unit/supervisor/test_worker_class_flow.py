@@ -14,6 +14,8 @@ def test_the_dispatcher_gives_a_worker_room_for_its_calls_at_once() -> None:
         return PoolConfig(WorkerConfig("m:f", batch_size=batch_size, time_limit=900.0, **worker), workers=1)
 
     assert PoolExecutor(pool()).max_inflight_messages == 64
+    # one message in flight is a valid bound for the process class (a job waits in the executor behind it)
+    assert PoolExecutor(pool(), max_inflight_messages=1).max_inflight_messages == 1
     wide = pool(worker_class="threads", concurrency=64)
     assert PoolExecutor(wide).max_inflight_messages == 128
     batched = pool(4, worker_class="asyncio", concurrency=32)
