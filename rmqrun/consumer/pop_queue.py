@@ -56,6 +56,14 @@ class PopEntry:
         r = self.receipt
         return now >= r.pop_time + int(r.invisible_time * fraction)
 
+    def settle_now(self) -> ReceiptHandle | None:
+        """:meth:`settle` without a coroutine when no extension is on the wire (the common case, once per
+        message on the ack path); None when one is, and :meth:`settle` must wait for it."""
+        if self.extending is not None:
+            return None
+        self.settled = True
+        return self.receipt
+
     async def settle(self) -> ReceiptHandle:
         """Mark it settled (no more extensions) and return the receipt to act with, once any extension
         already sent has answered."""
