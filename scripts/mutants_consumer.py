@@ -497,4 +497,17 @@ MUTANTS: list[Mutant] = [
       "a JSON header's numeric or boolean ext values (the C++ client's) are kept as they are, not Java strings",
       "        if not set(map(type, ext.values())) <= _STR_ONLY:", "        if False:",
       U + "remoting/test_frame_headers.py", U + "protocol/test_client_headers.py"),
+    # ---------------------------------------------------------------- h32: POP client per-message cost (#32)
+    m("h32-pop-ack-holds-flow-slot", "rmqrun/consumer/pop_acks.py",
+      "a success queued for its ack still counts as un-acked until the broker answers: the pop loop's flow "
+      "control holds the pipeline at a few messages (and nothing frees the slot once answered)",
+      "            pq.done(entry)  # its outcome is decided and its ack on its way",
+      "            pass  # its outcome is decided and its ack on its way",
+      U + "consumer/test_pop_consume.py::test_an_ack_on_its_way_frees_flow_control_but_the_job_waits_for_the_"
+      "brokers_answer"),
+    m("h32-pop-ack-job-ends-at-first-answer", "rmqrun/consumer/pop_acks.py",
+      "a job whose acks went in two requests ends at the first answer: a stop's grace cuts the other short",
+      "        if self.left <= 0 and not self.done.done():",
+      "        if not self.done.done():",
+      U + "consumer/test_pop_consume.py::test_a_job_whose_acks_go_in_two_requests_ends_only_once_both_are_answered"),
 ]

@@ -7,7 +7,11 @@ the 5.x proxy sends), which acks any number of messages of one broker in one
 request. So a message whose call has ended waits at most ``ACK_LINGER_S`` for
 others to finish, and they go together (at most ``ACK_BATCH_MAX`` per
 request). A broker that does not know batch acks gets one ACK_MESSAGE each.
-Each message is acked with its newest receipt (after any extension).
+Each message is acked with its newest receipt (after any extension). A message
+queued for its ack no longer counts as un-acked for the pop loop's flow control
+(Java decrements its PopProcessQueue once ``ackAsync`` is sent, not answered):
+holding the slot through the linger and the round trip kept the pipeline at a few
+messages and the loop idle; the job itself still waits for the broker's answer.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ class AckBatcher:
         pending = self._pending
         for entry in entries:
             receipt = entry.settle_now() or await entry.settle()  # waits only for an extension on the wire
+            pq.done(entry)  # its outcome is decided and its ack on its way: flow control lets the next pop go
             queue = pending[receipt.broker_name]
             queue.append(_Pending(pq, entry, receipt, waiter))
             if len(queue) >= ACK_BATCH_MAX:
@@ -132,7 +137,6 @@ class AckBatcher:
                 self._failed(items, "the broker has none of them at those receipts")
         finally:
             for i in items:
-                i.pq.done(i.entry)
                 i.waiter.one_answered()
 
     def _failed(self, items: list[_Pending], exc: BaseException | str) -> None:

@@ -96,7 +96,8 @@ class PopProcessQueue:
         self.entries.update(entries)
 
     def done(self, entry: PopEntry) -> None:
-        """Its outcome is decided and carried out: it no longer counts against flow control."""
+        """Its outcome is decided (a success's ack may still be on its way): it no longer counts against flow
+        control."""
         entry.settled = True
         self.entries.discard(entry)
         if self._room:

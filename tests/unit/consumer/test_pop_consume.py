@@ -13,6 +13,7 @@ import asyncio
 from typing import Any
 
 from rmqrun.client.pop_api import PopNotSupportedError
+from rmqrun.consumer import pop_acks
 from rmqrun.consumer.dead_letters import DeadLetterReason
 from rmqrun.model import Status
 from rmqrun.consumer.pop_consume import EXTEND_AT
@@ -144,6 +145,66 @@ def test_a_broker_without_batch_acks_gets_one_ack_per_message() -> None:
         engine.executor.finish()
         await _settled(engine, req)
         assert sorted(client.acked) == [0, 1] and not engine.service.acks.batch_supported
+
+    run(main())
+
+
+def test_an_ack_on_its_way_frees_flow_control_but_the_job_waits_for_the_brokers_answer() -> None:
+    """As Java's decFoundMsg once ackAsync is sent: a success no longer counts as un-acked for the pop loop's
+    flow control while its (batched) ack is on the wire; the job still ends only once the broker answered,
+    so a stop's grace waits for the answer as before."""
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=2))
+        client = engine.pop_client
+        answer = asyncio.Event()
+        sent: list[list[int]] = []
+
+        async def held(addr: str, *, acks: Any, **kw: Any) -> Any:
+            sent.append([m.queue_offset for m, _ in acks])
+            await answer.wait()
+            return client.batch_ack_status
+
+        client.batch_ack = held  # type: ignore[method-assign]
+        req = engine.request()
+        engine.deliver(req, [popped(0), popped(1)])
+        await eventually_async(lambda: engine.executor.pending, what="the job")
+        assert req.pq.wait_ack_count == 2
+        engine.executor.finish()
+        await eventually_async(lambda: sent == [[0, 1]], what="the batch ack on the wire")
+        assert req.pq.wait_ack_count == 0 and engine.service.in_flight == 1 and engine.pop_stats.acks == 0
+        answer.set()
+        await eventually_async(lambda: not engine.service.in_flight, what="the job ended")
+        assert engine.pop_stats.acks == 2 and engine.pop_stats.ack_failures == 0
+
+    run(main())
+
+
+def test_a_job_whose_acks_go_in_two_requests_ends_only_once_both_are_answered(monkeypatch: Any) -> None:
+    """One waiter per job counts its messages' answers: the first request's answer does not end the job."""
+    monkeypatch.setattr(pop_acks, "ACK_BATCH_MAX", 1)
+
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=2))
+        client = engine.pop_client
+        answers: dict[int, asyncio.Event] = {0: asyncio.Event(), 1: asyncio.Event()}
+
+        async def held(addr: str, *, acks: Any, **kw: Any) -> Any:
+            [(message, _)] = acks
+            await answers[message.queue_offset].wait()
+            return client.batch_ack_status
+
+        client.batch_ack = held  # type: ignore[method-assign]
+        req = engine.request()
+        engine.deliver(req, [popped(0), popped(1)])
+        await eventually_async(lambda: engine.executor.pending, what="the job")
+        engine.executor.finish()
+        await eventually_async(lambda: req.pq.wait_ack_count == 0, what="both acks queued")
+        answers[1].set()
+        await eventually_async(lambda: engine.pop_stats.acks == 1, what="the second request answered")
+        assert engine.service.in_flight == 1
+        answers[0].set()
+        await eventually_async(lambda: not engine.service.in_flight, what="the job ended")
+        assert engine.pop_stats.acks == 2
 
     run(main())
 
