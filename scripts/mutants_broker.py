@@ -542,4 +542,15 @@ MUTANTS: list[Mutant] = [
       "NOT_RUN and UNDECODABLE swap bytes: a worker's 'never ran' is read as 'to the DLQ as stored'",
       "    NOT_RUN = 5\n    UNDECODABLE = 6\n", "    NOT_RUN = 6\n    UNDECODABLE = 5\n",
       U + "test_one_definition.py::test_one_consume_outcome_shared_by_the_engine_and_the_pipe"),
+    # ---------------------------------------------------------------- h32: POP checkpoint lines batched (#32)
+    m("h32-ck-log-answer-before-os", "rmqrun/broker/pop/ck_log.py",
+      "a POP or ACK is answered while its checkpoint lines are still in the broker's buffer: a kill right after "
+      "the answer loses them (a popped message never revived, or an acked one delivered again)",
+      "        self.flush()\n        if self._fsync:", "        if self._fsync:",
+      U + "broker/test_pop_checkpoints.py::test_the_lines_of_one_request_reach_the_os_together_before_its_answer"),
+    m("h32-ck-log-no-turn-flush", "rmqrun/broker/pop/ck_log.py",
+      "a line written outside a request (a revive pass) stays buffered until some later request's answer",
+      "                asyncio.get_running_loop().call_soon(self.flush)",
+      "                asyncio.get_running_loop()",
+      U + "broker/test_pop_checkpoints.py::test_the_lines_of_one_request_reach_the_os_together_before_its_answer"),
 ]

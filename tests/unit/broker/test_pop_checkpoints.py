@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from rmqrun.broker.pop import ck_log as ck_log_module
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.ck_log import CheckpointLog
+from tests.waiting import eventually_async
 
 
 def ck(start: int = 10, offsets: tuple[int, ...] = (10, 12, 15), pop_time: int = 1000, it: int = 500) -> PopCheckpoint:
@@ -115,3 +117,28 @@ def test_a_checkpoint_line_is_the_json_of_its_fields_whatever_its_names_hold() -
         assert ck.to_line() == json.dumps({"op": "ck", **ck.to_json()}, separators=(",", ":"))
         assert PopCheckpoint.from_json(json.loads(ck.to_line())) == ck
         assert [ck.index_of(o) for o in (99, 100, 101, 102, 107, 108)] == [-1, 0, -1, 1, 2, -1]
+
+
+def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_path: Path) -> None:
+    """A pop writes a line per queue and a batch ack one per checkpoint: buffered, handed to the OS in one
+    write by ``durable`` (which every POP/ACK answer awaits), or at the end of the loop turn at the latest."""
+    async def main() -> None:
+        log = CheckpointLog(tmp_path, fsync=False)
+        log.open()
+        on_disk = tmp_path / ck_log_module.LOG_NAME
+        a, b = ck(), ck(pop_time=2000)
+        log.add(a)
+        log.add(b)
+        log.ack(a.key, [12])
+        assert on_disk.read_text() == ""  # still in this process: nothing flushed per line
+        await log.durable()
+        assert [json.loads(line)["op"] for line in on_disk.read_text().splitlines()] == ["ck", "ck", "ack"]
+        log.ack(b.key, [10])  # written outside a request (a revive pass): flushed at the end of the turn
+        await eventually_async(lambda: len(on_disk.read_text().splitlines()) == 4, what="the end-of-turn flush")
+        log.close()
+        again = CheckpointLog(tmp_path, fsync=False)
+        again.open()
+        assert sorted((c.key, tuple(c.unacked())) for c in again.all()) == [(a.key, (10, 15)), (b.key, (12, 15))]
+        again.close()
+
+    asyncio.run(main())
