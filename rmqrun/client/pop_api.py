@@ -179,6 +179,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
     starts: dict[tuple[str, int], int] | None = None  # startOffsetInfo, parsed once, when a message needs it
+    pop_time, invisible_time, revive_qid = header.pop_time, header.invisible_time, header.revive_qid
     body = bytes(resp.body or b"")
     view = memoryview(body)
     topics: dict[bytes, tuple[str, str, str]] = {}  # raw topic -> (topic, ack topic, retry flag)
@@ -203,8 +204,13 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         else:
             if starts is None:
                 starts = parse_start_offset_info(header.start_offset_info)
-            receipt = receipt_for(header, broker_name=broker_name, retry_flag=flag, queue_id=queue_id,
-                                  queue_offset=queue_offset, starts=starts)
+            start = starts.get((flag, queue_id)) if starts else queue_offset
+            if start is None:  # receipt_for raises the error that names what the answer lacks
+                receipt = receipt_for(header, broker_name=broker_name, retry_flag=flag, queue_id=queue_id,
+                                      queue_offset=queue_offset, starts=starts)
+            else:  # receipt_for's receipt, built inline: it was a fifth of this loop's time
+                receipt = ReceiptHandle(start, pop_time, invisible_time, revive_qid, flag, broker_name, queue_id,
+                                        queue_offset)
         first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
         try:
             first_pop = int(first) if first else header.pop_time

@@ -150,11 +150,13 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     popped = result.messages
     if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
         popped = [as_original(msg, req.original_topic) for msg in popped]
+    keeps_all = sub.matches_tag(None)  # True only when the subscription filters nothing (no tag set)
     for msg in popped:
-        if msg.receipt.retry_flag != "0":
+        receipt = msg.receipt
+        if receipt.retry_flag != "0":
             stats.revived += 1
-        if _tag_matches(sub, msg):
-            wanted.append(PopEntry.of(msg))
+        if keeps_all or _tag_matches(sub, msg):
+            wanted.append(PopEntry(msg, receipt))  # PopEntry.of, without a call per message
         else:
             unwanted.append(msg)
     if req.pq.dropped:

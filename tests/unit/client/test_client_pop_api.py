@@ -18,6 +18,7 @@ from rmqrun.protocol.pop import (
     decode_batch_ack_body,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import encode_stored
 
@@ -47,6 +48,18 @@ def test_a_normal_topic_message_gets_the_receipt_processPopResponse_builds() -> 
     # 1ST_POP_TIME absent: this pop's time (the client sets it, as Java's computeIfAbsent)
     assert {m.first_pop_time for m in result.messages} == {1795500243867}
     assert bytes(result.messages[1].record) == records[1], "the record goes to the worker as the broker sent it"
+
+
+def test_a_normal_message_without_start_offsets_or_missing_from_them() -> None:
+    """No startOffsetInfo (a broker that sends none): the receipt's ck offset is the message's own offset, as
+    processPopResponse's fallback; an answer whose startOffsetInfo lacks the message's queue is refused."""
+    records = [bytes(encode_stored(topic=TOPIC, body=b"a", queue_id=1, queue_offset=7)),
+               bytes(encode_stored(topic=TOPIC, body=b"b", queue_id=1, queue_offset=9))]
+    result = pop_result_from_response(_answer(records), group=GROUP, broker_name="b")
+    assert [m.receipt.encode() for m in result.messages] == ["7 1795500243867 60000 3 0 b 1 7",
+                                                             "9 1795500243867 60000 3 0 b 1 9"]
+    with pytest.raises(ProtocolError, match="no startOffsetInfo for retry flag 0 queue 1"):
+        pop_result_from_response(_answer(records, startOffsetInfo="0 2 7"), group=GROUP, broker_name="b")
 
 
 def test_a_retried_message_keeps_the_brokers_receipt_and_acks_on_the_retry_topic() -> None:

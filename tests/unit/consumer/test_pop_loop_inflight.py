@@ -7,11 +7,15 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
-from rmqrun.client.pop_api import PopStatus
+from rmqrun.client.pop_api import PopResult, PopStatus
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.pop_loop import POPS_IN_FLIGHT, pop_loop
+from rmqrun.consumer.pop_consume import PopStats
+from rmqrun.consumer.pop_loop import POPS_IN_FLIGHT, _pop_once, pop_loop
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.model import MessageQueue
+from rmqrun.protocol.subscription import build_subscription_data
+from tests.fakes.engine import popped
+from tests.waiting import eventually_async
 
 
 class _Entry:
@@ -75,3 +79,39 @@ def test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room() -> None
             pq.done(e)  # type: ignore[arg-type]
         await asyncio.wait_for(low, 5)
     asyncio.run(main())
+
+
+def _refiltered(sub_string: str, tags: list[str | None]) -> tuple[list[int], list[int]]:
+    """One pop of messages with ``tags`` under a subscription to ``sub_string``: (offsets handed to the consume
+    service, offsets acked at once as unwanted)."""
+    async def main() -> tuple[list[int], list[int]]:
+        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": sub_string})
+        messages = [popped(i) for i in range(len(tags))]
+        for msg, tag in zip(messages, tags):
+            msg.tags = tag
+        submitted: list[int] = []
+        acked: list[int] = []
+
+        async def pop(*args: Any, **kw: Any) -> Any:
+            return PopResult(PopStatus.FOUND, messages)
+
+        async def ack(addr: str, *, group: str, message: Any) -> Any:
+            acked.append(message.queue_offset)
+
+        async def broker_addr(mq: Any) -> str:
+            return "addr"
+        engine = SimpleNamespace(config=cfg, pop_client=SimpleNamespace(pop=pop, ack=ack), pop_stats=PopStats(),
+                                 broker_addr=broker_addr, pop_service=SimpleNamespace(
+                                     submit=lambda req, entries: submitted.extend(e.message.queue_offset
+                                                                                  for e in entries)))
+        req = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)))
+        sub = build_subscription_data("T", sub_string)
+        assert await _pop_once(engine, req, sub) is PopStatus.FOUND  # type: ignore[arg-type]
+        await eventually_async(lambda: len(submitted) + len(acked) == len(tags), what="every message placed")
+        return submitted, acked
+    return asyncio.run(main())
+
+
+def test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked() -> None:
+    assert _refiltered("A || C", ["A", "B", None, "C"]) == ([0, 3], [1, 2]), "B and no tag: acked, not consumed"
+    assert _refiltered("*", ["A", "B", None]) == ([0, 1, 2], []), "'*' keeps everything, tagged or not"
