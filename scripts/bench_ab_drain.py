@@ -9,7 +9,11 @@ so the figures are its own: supervisor, workers and broker CPU µs per message o
 the rate. On a shared machine compare the CPU per message (what load changes least), not the rates.
 
 Usage: python scripts/bench_ab_drain.py --before /path/to/old/tree [--after .] [--messages 50000]
-       [--rounds 4] [--workers 2] [--orderly]
+       [--rounds 4] [--workers 2] [--orderly] [--pop]
+
+``--pop`` also drains an 8-queue topic with ``--consume-mode pop`` (each group switched to POP first, as
+``bench_pop`` does). The broker runs from this process's tree in every drain, so an A/B of broker code needs
+two runs (or ``bench_report --sections pop`` from each tree).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(SCRIPTS.parent))
 
 import bench_report as br  # noqa: E402
+from bench_pop import set_pop_mode  # noqa: E402
 
 import psutil  # noqa: E402
 
@@ -55,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--orderly", action="store_true", help="also drain a 4-queue topic orderly")
+    ap.add_argument("--pop", action="store_true", help="also drain an 8-queue topic with --consume-mode pop")
     ap.add_argument("--json", type=Path, help="write every drain's figures here")
     args = ap.parse_args(argv)
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
@@ -62,19 +68,23 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [("concurrent", "ABNoop", {})]
     if args.orderly:
         kinds.append(("orderly", "ABOrderly4", {"RMQRUN_ORDERLY": "true"}))
+    if args.pop:
+        kinds.append(("pop", "ABPop", {"RMQRUN_CONSUME_MODE": "pop"}))
     with tempfile.TemporaryDirectory(prefix="rmqrun-ab-") as tmp, \
             BrokerProcess(Path(tmp) / "broker", flush_mode="async") as bp:
         ns = bp.namesrv_address
         br.RmqrunRun.broker = psutil.Process(bp.pid)
         for kind, topic, _env in kinds:
-            br.create_topic(ns, topic, 8 if kind == "concurrent" else 4)
+            br.create_topic(ns, topic, 4 if kind == "orderly" else 8)
             asyncio.run(br.produce(ns, topic, args.messages))
         for r in range(args.rounds):
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for kind, topic, env in kinds:
                 for side in order:
-                    got = drain_with(trees[side], ns, topic, f"CG_{kind}_{side}_{r}", args.messages, args.workers,
-                                     args.timeout, env)
+                    group = f"CG_{kind}_{side}_{r}"
+                    if kind == "pop":
+                        set_pop_mode(ns, topic, group)
+                    got = drain_with(trees[side], ns, topic, group, args.messages, args.workers, args.timeout, env)
                     rows.setdefault(f"{kind} {side}", []).append(got)
                     print(f"round {r + 1} {kind:10s} {side:6s} sup {got['sup']:.2f} workers {got['workers']:.2f} "
                           f"broker {got['broker']:.2f} µs/msg, {got['rate']:,.0f} msg/s, load {got['load']:.1f}",
