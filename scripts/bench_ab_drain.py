@@ -32,6 +32,8 @@ sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(SCRIPTS.parent))
 
 import bench_report as br  # noqa: E402
+import bench_runs  # noqa: E402
+from bench_sections import NOOP  # noqa: E402
 from bench_pop import set_pop_mode  # noqa: E402
 
 import psutil  # noqa: E402
@@ -41,12 +43,12 @@ from rmqrun.broker.app import BrokerProcess  # noqa: E402
 
 def drain_with(tree: Path, ns: str, topic: str, group: str, n: int, workers: int, timeout: float,
                env: dict[str, str]) -> dict[str, float]:
-    """One drain by ``rmqrun run`` imported from ``tree`` (bench_report reads its ROOT when a run starts)."""
-    br.ROOT = tree
+    """One drain by ``rmqrun run`` imported from ``tree`` (bench_runs reads its ROOT when a run starts)."""
+    bench_runs.ROOT = tree
     try:
-        run = br.drain(ns, topic, group, n, br.NOOP, workers, timeout, env)
+        run = bench_runs.drain(ns, topic, group, n, NOOP, workers, timeout, env)
     finally:
-        br.ROOT = SCRIPTS.parent
+        bench_runs.ROOT = SCRIPTS.parent
     return {"sup": run.supervisor_us_per_msg(n), "workers": run.worker_us_per_msg(n),
             "broker": run.broker_us_per_msg(n), "rate": run.rate(n), "load": os.getloadavg()[0]}
 
