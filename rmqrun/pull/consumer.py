@@ -161,6 +161,11 @@ class PullConsumer:
         return self._call(self._async.pull(mq, sub_expression, offset, max_nums, timeout=timeout,
                                            expression_type=expression_type))
 
+    def pull_undecoded(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32
+                       ) -> tuple[Any, Any]:
+        """See :meth:`AsyncPullConsumer.pull_undecoded`: the wire answer and the subscription."""
+        return self._call(self._async.pull_undecoded(mq, sub_expression, offset, max_nums))
+
     def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
                                 max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT,
                                 expression_type: str = EXPRESSION_TAG) -> PullResult:
