@@ -280,8 +280,8 @@ MUTANTS: list[Mutant] = [
       "test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range"),
     m("spark-packed-reads-first-range", "rmqrun/spark/batch.py",
       "a partition of several queue ranges reads only the first",
-      "batch_size=opts.pull_batch_size) for one in ranges)",
-      "batch_size=opts.pull_batch_size) for one in ranges[:1])",
+      "    for one in ranges:\n        for _ in read_range_columns(",
+      "    for one in ranges[:1]:\n        for _ in read_range_columns(",
       "tests/spark/test_source_planning_in_process.py::"
       "test_the_batch_reader_plans_ranges_and_a_partition_reads_exactly_its_range"),
 ]
