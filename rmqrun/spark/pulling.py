@@ -11,7 +11,7 @@ Kafka source's ``failOnDataLoss``.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from loguru import logger
 
@@ -70,12 +70,37 @@ def read_range_columns(consumer, r: QueueRange, rows: Callable[[], ColumnRows], 
     """:func:`read_range`'s pulls, each answer's records decoded straight into ``rows()``
     (:class:`~rmqrun.spark.columns.ColumnRows`, asked for at every pull so the caller may start a
     new one between pulls) rather than into messages; yields after each pull. Same range, same
-    filter, same errors and data-loss handling."""
+    filter, same errors and data-loss handling.
+
+    Without a tag filter an answer ends where the next pull starts (a queue has no gaps: ``offset``
+    plus as many entries as the broker gives per pull), so that next pull is sent before this one's
+    answer is awaited: the broker reads one while this process decodes the other. A pull sent
+    ahead for an offset the answer does not end at (a short answer, a lost offset) is dropped unread.
+    """
     mq = r.mq
     offset: int | None = r.start
-    while offset is not None and offset < r.end:
-        res, sub = consumer.pull_undecoded(mq, tags, offset, max_nums=min(batch_size, r.end - offset))
-        if res.status is PullStatus.FOUND and res.body and rows().add(res.body, mq, sub, offset, r.end):
-            return
-        yield None
-        offset = _next_offset(r, res, offset, fail_on_data_loss)
+    step = batch_size                 # entries per answer; learned from a short answer (the broker's cap)
+    ahead = tags.strip() == "*" and hasattr(consumer, "pull_undecoded_later")
+    early = None                      # (offset, future) of the pull sent ahead
+    try:
+        while offset is not None and offset < r.end:
+            want = min(batch_size, r.end - offset)
+            sent, early = (early[1] if early is not None and early[0] == offset else _drop(early)), None
+            guess = offset + min(step, want)
+            if ahead and guess < r.end:
+                early = (guess, consumer.pull_undecoded_later(mq, tags, guess, min(batch_size, r.end - guess)))
+            res, sub = sent.result() if sent is not None else consumer.pull_undecoded(mq, tags, offset, max_nums=want)
+            if res.status is PullStatus.FOUND and 0 < res.next_begin_offset - offset < want:
+                step = res.next_begin_offset - offset
+            if res.status is PullStatus.FOUND and res.body and rows().add(res.body, mq, sub, offset, r.end):
+                return
+            yield None
+            offset = _next_offset(r, res, offset, fail_on_data_loss)
+    finally:
+        _drop(early)
+
+
+def _drop(early: Any) -> None:
+    """Cancel a pull sent ahead that will not be read (its answer, if it comes, is ignored)."""
+    if early is not None:
+        early[1].cancel()

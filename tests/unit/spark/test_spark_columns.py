@@ -9,7 +9,9 @@ real 4.9.8 pull answers, a namespace, a tag filter, offsets before and past the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import zlib
+from typing import Any
 
 import pytest
 
@@ -136,13 +138,16 @@ def test_a_record_past_the_end_ends_the_range_and_is_left_out() -> None:
     assert ColumnRows().add(_mixed_body(), MQ, _sub(), 0, 20) is False
 
 
-@pytest.mark.parametrize("damage", ["props_utf8", "total", "magic", "truncated"])
+@pytest.mark.parametrize("damage", ["props_utf8", "total", "slack", "magic", "truncated"])
 def test_a_record_that_does_not_decode_fails_as_a_pull_does(damage: str) -> None:
     good = _record(1)
     if damage == "props_utf8":
         bad = _record(2, props="TAGS\x01\u00ff").replace("ÿ".encode(), b"\xff")
     elif damage == "total":  # claims more bytes than the answer holds
         bad = (len(_record(2)) + 5).to_bytes(4, "big") + _record(2)[4:]
+    elif damage == "slack":  # claims 3 bytes more than its fields, and they are there: not a record
+        rec = _record(2)
+        bad = (len(rec) + 3).to_bytes(4, "big") + rec[4:] + b"\0\0\0" + _record(3)
     elif damage == "magic":
         bad = _record(2)[:4] + b"\x00\x00\x00\x01" + _record(2)[8:]
     else:
@@ -170,3 +175,149 @@ def test_only_ipv6_and_compressed_records_leave_the_fast_path(monkeypatch: pytes
     monkeypatch.setattr(columns, "decode_message", spy)
     assert _new(_mixed_body(), _sub(), 0, 100).num_rows == 10
     assert slow == [16, 17]
+
+
+class _TaggedQueueWire:
+    """One queue of tagged records answering undecoded pulls as a broker filters them: it scans past
+    ``max_nums`` entries until that many match, so an answer can hold offsets past the ones asked for."""
+
+    namespace = None
+
+    def __init__(self, tags: list[str]) -> None:
+        self.tags = tags
+
+    def pull_undecoded(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        end = len(self.tags)
+        sub = _sub(tags)
+        if offset >= end:
+            return WirePullResult(PullStatus.NO_NEW_MSG, offset, 0, end, 0), sub
+        wanted = {t.strip() for t in tags.split("||")}
+        picked = [o for o in range(offset, end) if tags == "*" or self.tags[o] in wanted][:max_nums]
+        if not picked:
+            return WirePullResult(PullStatus.NO_MATCHED_MSG, end, 0, end, 0), sub
+        next_begin = picked[-1] + 1 if len(picked) == max_nums else end
+        body = b"".join(_record(o, props={"TAGS": self.tags[o]}) for o in picked)
+        return WirePullResult(PullStatus.FOUND, next_begin, 0, end, 0, body), sub
+
+
+def test_a_tag_filtered_range_keeps_what_the_broker_scanned_past_its_end_out() -> None:
+    from rmqrun.spark.pulling import read_range_columns
+    from rmqrun.spark.ranges import QueueRange
+
+    queue = _TaggedQueueWire(["B", "B", "B", "B", "A", "A", "B", "A", "B"])
+
+    def offsets(r: QueueRange, batch_size: int = 32) -> list[int]:
+        rows = ColumnRows()
+        for _ in read_range_columns(queue, r, lambda: rows, "A", batch_size=batch_size):
+            pass
+        return rows.offsets
+
+    assert offsets(QueueRange("TopicCols", "broker-a", 0, 0, 5)) == [4]
+    assert offsets(QueueRange("TopicCols", "broker-a", 0, 5, 9)) == [5, 7]
+    for cut in range(1, 9):
+        got = [o for r in (QueueRange("TopicCols", "broker-a", 0, 0, cut), QueueRange("TopicCols", "broker-a", 0, cut, 9))
+               for o in offsets(r, batch_size=2)]
+        assert got == [4, 5, 7], cut
+
+
+def test_a_range_past_the_queue_s_end_fails_the_read_as_before() -> None:
+    from rmqrun.spark.errors import SourceError
+    from rmqrun.spark.pulling import read_range_columns
+    from rmqrun.spark.ranges import QueueRange
+
+    rows = ColumnRows()
+    with pytest.raises(SourceError, match="before the planned end 20"):
+        for _ in read_range_columns(_TaggedQueueWire(["A"] * 5), QueueRange("TopicCols", "b", 0, 0, 20),
+                                    lambda: rows):
+            pass
+    assert rows.offsets == [0, 1, 2, 3, 4]
+
+
+class _CappedQueueWire(_TaggedQueueWire):
+    """Untagged records, at most ``cap`` per answer (a broker's transfer limit), offsets ``lost`` before
+    ``min_offset``; pulls may be sent ahead (futures), and every pull is recorded."""
+
+    def __init__(self, n: int, cap: int, min_offset: int = 0) -> None:
+        super().__init__(["T"] * n)
+        self.cap, self.min_offset = cap, min_offset
+        self.asked: list[int] = []
+        self.sent_ahead: list[Any] = []
+
+    def pull_undecoded(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        self.asked.append(offset)
+        if offset < self.min_offset:
+            return WirePullResult(PullStatus.OFFSET_ILLEGAL, self.min_offset, self.min_offset, len(self.tags), 0), \
+                _sub(tags)
+        return super().pull_undecoded(q, tags, offset, min(max_nums, self.cap))
+
+    def pull_undecoded_later(self, q, tags, offset, max_nums=32):  # type: ignore[no-untyped-def]
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_result(self.pull_undecoded(q, tags, offset, max_nums))
+        self.sent_ahead.append(future)
+        return future
+
+
+def _read_all(queue: Any, r: Any, batch_size: int) -> list[int]:
+    from rmqrun.spark.pulling import read_range_columns
+
+    rows = ColumnRows()
+    for _ in read_range_columns(queue, r, lambda: rows, "*", fail_on_data_loss=False, batch_size=batch_size):
+        pass
+    return rows.offsets
+
+
+def test_pulls_sent_ahead_read_every_offset_once_and_learn_the_broker_s_cap() -> None:
+    from rmqrun.spark.ranges import QueueRange
+
+    queue = _CappedQueueWire(1000, cap=32)
+    assert _read_all(queue, QueueRange("TopicCols", "b", 0, 3, 1000), batch_size=64) == list(range(3, 1000))
+    assert queue.sent_ahead, "pulls went ahead"
+    # one pull sent ahead for the wrong offset (before the cap was learned), then each answer's end is the next pull
+    assert sorted(set(queue.asked)) == list(range(3, 1000, 32))
+    assert len(queue.asked) == len(set(queue.asked)) + 1
+
+
+def test_a_pull_sent_ahead_past_lost_offsets_is_dropped_and_the_range_goes_on_where_the_broker_says() -> None:
+    from rmqrun.spark.ranges import QueueRange
+
+    queue = _CappedQueueWire(300, cap=32, min_offset=100)
+    assert _read_all(queue, QueueRange("TopicCols", "b", 0, 0, 300), batch_size=32) == list(range(100, 300))
+
+
+def test_a_reader_that_stops_early_cancels_the_pull_it_sent_ahead() -> None:
+    from rmqrun.spark.pulling import read_range_columns
+    from rmqrun.spark.ranges import QueueRange
+
+    queue = _CappedQueueWire(1000, cap=32)
+    cancelled: list[bool] = []
+    real_later = queue.pull_undecoded_later
+
+    def later(*args: Any, **kw: Any) -> Any:
+        future = real_later(*args, **kw)
+        pending: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        pending.add_done_callback(lambda f: cancelled.append(f.cancelled()))
+        return _Forward(pending, future)
+
+    queue.pull_undecoded_later = later  # type: ignore[method-assign]
+    rows = ColumnRows()
+    it = read_range_columns(queue, QueueRange("TopicCols", "b", 0, 0, 1000), lambda: rows)
+    next(it)
+    next(it)
+    it.close()
+    assert rows.offsets == list(range(64))
+    # the pulls read were answered, the one in flight when the reader stopped is cancelled
+    assert cancelled == [False, True]
+
+
+class _Forward:
+    """A future whose answer is ``done``'s, and whose cancel cancels ``pending``."""
+
+    def __init__(self, pending: Any, done: Any) -> None:
+        self.pending, self.done = pending, done
+
+    def result(self) -> Any:
+        self.pending.set_result(None)
+        return self.done.result()
+
+    def cancel(self) -> bool:
+        return self.pending.cancel()
