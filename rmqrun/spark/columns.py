@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from rmqrun.errors import RmqrunError
 from rmqrun.model import Message, MessageQueue
 from rmqrun.namespace import unwrap
 from rmqrun.remoting.errors import ProtocolError
@@ -42,7 +43,7 @@ _SLOW = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6 | SYSFLAG_COMPRESSED
 _KEYS = "KEYS"
 
 
-class _NotFast(Exception):
+class _NotFast(RmqrunError):
     """The record leaves the fast path; :func:`decode_message` reads it (or names what is wrong)."""
 
 
