@@ -80,7 +80,7 @@ def read_range_columns(consumer, r: QueueRange, rows: Callable[[], ColumnRows], 
     mq = r.mq
     offset: int | None = r.start
     step = batch_size                 # entries per answer; learned from a short answer (the broker's cap)
-    ahead = tags.strip() == "*" and hasattr(consumer, "pull_undecoded_later")
+    ahead = (tags or "*").strip() == "*" and hasattr(consumer, "pull_undecoded_later")
     early = None                      # (offset, future) of the pull sent ahead
     try:
         while offset is not None and offset < r.end:
