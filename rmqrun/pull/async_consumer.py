@@ -269,6 +269,13 @@ class AsyncPullConsumer:
         return await self._pull(mq, sub_expression, offset, max_nums, hold=None, wait=wait,
                                 expression_type=expression_type)
 
+    async def pull_undecoded(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32,
+                             ) -> tuple[WirePullResult, SubscriptionData]:
+        """:meth:`pull` with the records left as the broker sent them, and the subscription whose
+        ``matches_tag`` re-filters them: for a reader that decodes records its own way (the Spark
+        source decodes them straight into Arrow columns, no :class:`Message` per record)."""
+        return await self._pull_wire(mq, sub_expression, offset, max_nums, hold=None, wait=self.timeout)
+
     async def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
                                       max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT,
                                       expression_type: str = EXPRESSION_TAG) -> PullResult:
@@ -280,6 +287,13 @@ class AsyncPullConsumer:
 
     async def _pull(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, *,
                     hold: float | None, wait: float, expression_type: str = EXPRESSION_TAG) -> PullResult:
+        wire, sub = await self._pull_wire(mq, sub_expression, offset, max_nums, hold=hold, wait=wait,
+                                          expression_type=expression_type)
+        return self._result(mq, offset, sub, wire, self.namespace)
+
+    async def _pull_wire(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int, *,
+                         hold: float | None, wait: float, expression_type: str = EXPRESSION_TAG
+                         ) -> tuple[WirePullResult, SubscriptionData]:
         check.queue(mq)
         check.offset(offset)
         check.max_nums(max_nums)
@@ -312,7 +326,7 @@ class AsyncPullConsumer:
                 f"a Java broker needs enablePropertyFilter=true, rmqrun's embedded broker filters by tag "
                 f"only") from exc
         self._suggested[mq] = wire.suggest_which_broker_id
-        return self._result(mq, offset, sub, wire, self.namespace)
+        return wire, sub
 
     @staticmethod
     def _result(mq: MessageQueue, offset: int, sub: SubscriptionData, wire: WirePullResult,

@@ -124,6 +124,15 @@ class PullConsumer:
         self.close()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = self._submit(coro)
+        try:
+            return future.result()
+        except BaseException:
+            # Ctrl-C (or any interruption) while waiting: stop the request too.
+            future.cancel()
+            raise
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         loop = self._loop
         if loop is None:
             coro.close()
@@ -137,13 +146,7 @@ class PullConsumer:
         if self._thread is threading.current_thread():
             coro.close()
             raise WrongCallerError("PullConsumer methods cannot be called from its own loop thread")
-        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, loop)
-        try:
-            return future.result()
-        except BaseException:
-            # Ctrl-C (or any interruption) while waiting: stop the request too.
-            future.cancel()
-            raise
+        return asyncio.run_coroutine_threadsafe(coro, loop)
 
     # ----------------------------------------------------------------- the API
 
@@ -160,6 +163,17 @@ class PullConsumer:
              timeout: float | None = None, expression_type: str = EXPRESSION_TAG) -> PullResult:
         return self._call(self._async.pull(mq, sub_expression, offset, max_nums, timeout=timeout,
                                            expression_type=expression_type))
+
+    def pull_undecoded(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32
+                       ) -> tuple[Any, Any]:
+        """See :meth:`AsyncPullConsumer.pull_undecoded`: the wire answer and the subscription."""
+        return self._call(self._async.pull_undecoded(mq, sub_expression, offset, max_nums))
+
+    def pull_undecoded_later(self, mq: MessageQueue, sub_expression: str | None, offset: int, max_nums: int = 32
+                             ) -> concurrent.futures.Future[tuple[Any, Any]]:
+        """:meth:`pull_undecoded` sent now, answered through the future: a reader that knows where its
+        next pull starts keeps it in flight while it reads the last answer."""
+        return self._submit(self._async.pull_undecoded(mq, sub_expression, offset, max_nums))
 
     def pull_block_if_not_found(self, mq: MessageQueue, sub_expression: str | None, offset: int,
                                 max_nums: int = 32, *, timeout: float = BLOCK_TIMEOUT,

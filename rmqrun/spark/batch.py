@@ -8,17 +8,17 @@ backlog does not pay a task start per queue; ``minPartitions`` or
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any, Iterable, Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from rmqrun.spark.executor_clients import consumer_for, discard
 from rmqrun.spark.options import ReadOptions
-from rmqrun.spark.prefetch import chunks_ahead
-from rmqrun.spark.pulling import read_range
+from rmqrun.spark.columns import ColumnRows
+from rmqrun.spark.prefetch import items_ahead
+from rmqrun.spark.pulling import read_range_columns
 from rmqrun.spark.ranges import QueueRange, open_consumer, pack, plan_batch
-from rmqrun.spark.schema import ARROW_BATCH_ROWS, FIRST_ARROW_BATCH_ROWS, arrow_schema, to_arrow
+from rmqrun.spark.schema import ARROW_BATCH_ROWS, FIRST_ARROW_BATCH_ROWS, arrow_schema
 
 
 class RangePartition(InputPartition):
@@ -36,22 +36,35 @@ class RangePartition(InputPartition):
 
 def read_partition(opts: ReadOptions, r: QueueRange | Sequence[QueueRange]) -> Iterator[Any]:
     """Rows of one range, or of several one after the other, as Arrow record batches (batch and
-    streaming), pulled with this worker process's consumer (:mod:`rmqrun.spark.executor_clients`),
-    the next chunk pulled while the last one is converted (:mod:`rmqrun.spark.prefetch`), across the
-    ranges' boundaries too. Arrow batches cost Spark far less than a tuple per row."""
-    schema = arrow_schema()
+    streaming), pulled with this worker process's consumer (:mod:`rmqrun.spark.executor_clients`)
+    and decoded straight into columns (:mod:`rmqrun.spark.columns`) by a thread that pulls and
+    builds the next batches while Spark takes the last one (:mod:`rmqrun.spark.prefetch`), across
+    the ranges' boundaries too. Arrow batches cost Spark far less than a tuple per row."""
     ranges = (r,) if isinstance(r, QueueRange) else tuple(r)
     consumer = consumer_for(opts)
-
-    def messages() -> Iterator[Any]:
-        return chain.from_iterable(read_range(consumer, one, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
-                                              batch_size=opts.pull_batch_size) for one in ranges)
     try:
-        for chunk in chunks_ahead(messages, ARROW_BATCH_ROWS, first=FIRST_ARROW_BATCH_ROWS):
-            yield to_arrow(chunk, schema)
+        yield from items_ahead(lambda: arrow_batches(consumer, opts, ranges))
     except Exception:
         discard(opts, consumer)     # the next task connects afresh rather than inherit a broken connection
         raise
+
+
+def arrow_batches(consumer: Any, opts: ReadOptions, ranges: Sequence[QueueRange]) -> Iterator[Any]:
+    """The ranges' rows in Arrow batches: the first of about :data:`FIRST_ARROW_BATCH_ROWS` rows (the
+    JVM gets rows after a few pulls), each next one twice the last, up to :data:`ARROW_BATCH_ROWS`;
+    a batch ends at the pull that fills it, so it may hold up to one pull's rows more."""
+    schema = arrow_schema()
+    size = FIRST_ARROW_BATCH_ROWS
+    rows = ColumnRows(consumer.namespace)
+    for one in ranges:
+        for _ in read_range_columns(consumer, one, lambda: rows, opts.tags, fail_on_data_loss=opts.fail_on_data_loss,
+                                    batch_size=opts.pull_batch_size):
+            if rows.rows >= size:
+                yield rows.batch(schema)
+                rows = ColumnRows(consumer.namespace)
+                size = min(size * 2, ARROW_BATCH_ROWS)
+    if rows.rows:
+        yield rows.batch(schema)
 
 
 class RocketMQBatchReader(DataSourceReader):

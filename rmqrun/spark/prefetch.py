@@ -24,10 +24,29 @@ from typing import Any, Callable, Iterator
 _END = object()
 
 
+def _chunked(items: Iterator[Any], rows: int, first: int | None) -> Iterator[list[Any]]:
+    size = max(1, min(first or rows, rows))
+    chunk: list[Any] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+            size = min(size * 2, rows)
+    if chunk:
+        yield chunk
+
+
 def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 2,
                  first: int | None = None) -> Iterator[list[Any]]:
     """Chunks of at most ``rows`` items of ``messages()`` (the first of ``first``, then doubling up to
     ``rows``), produced by a thread up to ``ahead`` chunks early."""
+    return items_ahead(lambda: _chunked(messages(), rows, first), ahead)
+
+
+def items_ahead(produce: Callable[[], Iterator[Any]], ahead: int = 2) -> Iterator[Any]:
+    """The items of ``produce()``, made by a thread up to ``ahead`` items before the caller takes them
+    (the Spark source's Arrow batches are built there, while the caller hands the last one to Spark)."""
     out: queue.Queue[Any] = queue.Queue(maxsize=max(1, ahead))
     stop = threading.Event()
 
@@ -42,17 +61,9 @@ def chunks_ahead(messages: Callable[[], Iterator[Any]], rows: int, ahead: int = 
 
     def fill() -> None:
         try:
-            size = max(1, min(first or rows, rows))
-            chunk: list[Any] = []
-            for msg in messages():
-                chunk.append(msg)
-                if len(chunk) >= size:
-                    if not put(chunk):
-                        return
-                    chunk = []
-                    size = min(size * 2, rows)
-            if chunk and not put(chunk):
-                return
+            for item in produce():
+                if not put(item):
+                    return
             put(_END)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, raised there
             put(exc)

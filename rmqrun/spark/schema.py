@@ -57,7 +57,7 @@ def to_arrow(msgs: list[Message], schema: Any):  # type: ignore[no-untyped-def]
     key/value lists and offsets (a list of pairs per row cost more than the rest of the batch together),
     and bodies go in as they were decoded (``bytes`` is not copied again until Arrow packs its buffer).
     """
-    import pyarrow as pa
+    from rmqrun.spark.columns import columns_to_arrow
 
     topics, brokers, qids, offs, ids, tags, keys, bodies, born, stored, recons = ([] for _ in range(11))
     prop_keys: list[str] = []
@@ -82,12 +82,5 @@ def to_arrow(msgs: list[Message], schema: Any):  # type: ignore[no-untyped-def]
         born.append(m.born_timestamp * 1000)
         stored.append(m.store_timestamp * 1000)
         recons.append(m.reconsume_times)
-    properties = pa.MapArray.from_arrays(pa.array(prop_offsets, pa.int32()), pa.array(prop_keys, pa.string()),
-                                         pa.array(prop_values, pa.string()))
-    return pa.RecordBatch.from_arrays([
-        pa.array(topics, pa.string()), pa.array(brokers, pa.string()), pa.array(qids, pa.int32()),
-        pa.array(offs, pa.int64()), pa.array(ids, pa.string()), pa.array(tags, pa.string()),
-        pa.array(keys, pa.string()), pa.array(bodies, pa.binary()), properties,
-        pa.array(born, pa.timestamp("us", tz="UTC")), pa.array(stored, pa.timestamp("us", tz="UTC")),
-        pa.array(recons, pa.int32()),
-    ], schema=schema)
+    return columns_to_arrow(schema, topics, brokers, qids, offs, ids, tags, keys, bodies, prop_offsets, prop_keys,
+                            prop_values, born, stored, recons)

@@ -94,3 +94,32 @@ def test_an_arrow_batch_holds_what_one_row_per_message_holds() -> None:
         got = [batch.column(j)[i].as_py() for j in range(batch.num_columns)]
         got[8] = dict(got[8])
         assert tuple(got) == to_row(m)
+
+
+@pytest.mark.parametrize("tags", ["*", "TagA || TagC"])
+def test_a_partition_s_batches_hold_the_rows_the_per_message_path_gave(broker: Any, tags: str) -> None:
+    """Against the real broker: read_partition (pull answers decoded straight into columns) gives, over
+    several ranges packed in one partition, the rows to_arrow gave over read_range's messages."""
+    from rmqrun.spark.pulling import read_range
+
+    topic = "ExecColumnsAll" if tags == "*" else "ExecColumnsTagged"
+    produce(broker, topic, 300, tags=["TagA", "TagB", "TagC"], props={"uni": "ü→€ ✓"})
+    opts = ReadOptions.parse({"namesrv": broker.namesrv_address, "topic": topic, "tags": tags}, streaming=False)
+    ranges = _ranges(broker, topic)
+    # the first range cut in two: a pull from inside a queue, and a range's end inside a pull
+    first = ranges[0]
+    cut = first.start + first.size // 2 + 1
+    ranges = [QueueRange(topic, first.broker, first.queue_id, first.start, cut),
+              QueueRange(topic, first.broker, first.queue_id, cut, first.end), *ranges[1:]]
+    new = pa.Table.from_batches(list(read_partition(opts, ranges)), schema=arrow_schema())
+    consumer = open_consumer(broker.namesrv_address, timeout=10)
+    try:
+        old = pa.Table.from_batches([to_arrow([m for r in ranges for m in read_range(consumer, r, tags)],
+                                              arrow_schema())])
+    finally:
+        consumer.close()
+    assert new.num_rows == old.num_rows == (300 if tags == "*" else 200)
+    assert new.to_pylist() == old.to_pylist()
+    assert set(new.column("tags").to_pylist()) == ({"TagA", "TagB", "TagC"} if tags == "*" else
+                                                           {"TagA", "TagC"})
+    executor_clients.close_all()
