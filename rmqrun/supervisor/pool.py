@@ -57,7 +57,8 @@ back through ``on_worker_lost`` untouched.
 Layout: this module orchestrates (slots, submission, frames, deaths, stop);
 one process's spawn, socket I/O and death live in ``worker_process``, the
 settings in ``pool_config``, the crash-loop rule in ``crash_guard``, what is
-said about a death in ``death_report`` (all in :mod:`rmqrun.supervisor`).
+said about a death in ``death_report``, the graceful stop and the waits on workers in ``pool_stop``
+(all in :mod:`rmqrun.supervisor`).
 """
 
 from __future__ import annotations
@@ -76,12 +77,13 @@ from rmqrun.errors import RmqrunError
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Batch, BatchResult, Boot, BootFailed, Done, ExitCode, Frame, Ready, Retiring,
-    Started, Status, Stop, describe_exit, encode, encode_run,
+    Started, Status, describe_exit, encode, encode_run,
 )
 from rmqrun.supervisor.crash_guard import CrashGuard
 from rmqrun.supervisor.death_report import OomWatch, hard_limit_result, log_death
 from rmqrun.supervisor.lineage import kill_leftovers
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.pool_stop import PoolStopping
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
 __all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost"]
@@ -129,10 +131,9 @@ class WorkerLost:
 
 
 _KILL_TIME_LIMIT = "hard time limit"
-_TERM_WAIT = 1.0  # after the stop grace: how long SIGTERM may take before SIGKILL
 
 
-class Pool:
+class Pool(PoolStopping):
     """N worker processes behind an async, non-blocking API (see the module docstring).
 
     Callbacks (called from the event loop, must not block; exceptions are logged):
@@ -335,52 +336,6 @@ class Pool:
         finally:
             self._reloading = False
 
-    async def stop(self, grace: float = 30.0, *, waited: float = 0.0) -> list[Batch]:
-        """Stop gracefully; returns the batches that did not finish.
-
-        Submitting stops at once; every worker gets STOP behind the batches it
-        holds and exits after them (running worker_exit). After ``grace``
-        seconds the rest are stopped at once: SIGTERM (the handler is
-        interrupted, its batch reported NOT_RUN), and SIGKILL for whatever has
-        not exited a moment later. Results that do arrive still go to
-        ``on_result``; batches of killed workers are returned, not reported
-        through ``on_worker_lost``. Every batch cut short either way is
-        counted in the final log line and kept in :attr:`cut_short`.
-        """
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
-            return []
-        if self._state == "stopping":
-            while self._state != "stopped":
-                await self._wait_change(1.0)
-            return []
-        self._state = "stopping"
-        self.cut_short, self.cut_short_messages = [], 0
-        for proc in list(self._procs):
-            self._retire(proc)
-        await self._wait_dead(grace)
-        if self._procs:
-            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs),
-                           round(waited + grace, 1))  # waited: the part of the stop's grace spent before the pool's
-            for proc in list(self._procs):
-                proc.kill("stop grace expired", signal.SIGTERM)
-            await self._wait_dead(_TERM_WAIT)
-        if self._procs:
-            for proc in list(self._procs):
-                proc.kill("stop grace expired")
-            await self._wait_dead(10.0)
-        leftovers, self._leftovers = self._leftovers, []
-        self.cut_short.extend(leftovers)
-        self.cut_short_messages += sum(b.count for b in leftovers)
-        self._finish_stop()
-        if self.cut_short:
-            logger.warning("pool stopped; {} batch(es) cut short ({} messages), redelivered later: {}",
-                           len(self.cut_short), self.cut_short_messages,
-                           "; ".join(f"batch {b.batch_id} of {b.queue_key}" for b in self.cut_short))
-        else:
-            logger.info("pool stopped; every batch finished")
-        return leftovers
-
     # ------------------------------------------------------------------ processes
     def _spawn(self, slot: int) -> WorkerProcess:
         boot = encode(Boot(slot, dataclasses.asdict(self.config.worker), list(sys.path)))
@@ -388,12 +343,6 @@ class Pool:
         self._procs.add(proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
         return proc
-
-    def _retire(self, proc: WorkerProcess) -> None:
-        if not proc.stop_sent and not proc.dead:
-            proc.stop_sent = True
-            proc.state = "retiring"
-            proc.write([encode(Stop())])
 
     def _on_frame(self, proc: WorkerProcess, frame: Frame) -> None:
         if isinstance(frame, Done):
@@ -548,18 +497,6 @@ class Pool:
         if self._state != "running" or self.fatal is not None:
             raise PoolClosedError(f"the pool is {self._state}" + (f" and failed: {self.fatal}" if self.fatal else ""))
 
-    def _signal_change(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-
-    async def _wait_change(self, timeout: float) -> None:
-        assert self._changed is not None
-        self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
     async def _await_ready(self, procs: list[WorkerProcess]) -> None:
         deadline = self._loop.time() + self.config.boot_timeout + 1.0
         while True:
@@ -573,28 +510,3 @@ class Pool:
             if remaining <= 0:
                 raise WorkerBootError(f"workers not ready after {self.config.boot_timeout:g} s")
             await self._wait_change(remaining)
-
-    async def _wait_dead(self, timeout: float) -> None:
-        deadline = self._loop.time() + timeout
-        while self._procs:
-            remaining = deadline - self._loop.time()
-            if remaining <= 0:
-                return
-            await self._wait_change(remaining)
-
-    async def _kill_all(self) -> None:
-        for proc in list(self._procs):
-            proc.kill("pool start failed")
-        await self._wait_dead(10.0)
-
-    def _finish_stop(self) -> None:
-        self._state = "stopped"
-        if self._tick_handle is not None:
-            self._tick_handle.cancel()
-        atexit.unregister(self._atexit_kill)
-        self._signal_change()
-
-    def _atexit_kill(self) -> None:
-        """Last resort if the program exits without stop(): do not leave workers behind."""
-        for proc in list(self._procs):
-            proc.kill("interpreter exit")
