@@ -265,10 +265,8 @@ class Pool(PoolStopping):
         proc = self._where.get(batch_id)
         if proc is None or proc.dead or proc.running != batch_id:
             return None
-        live = progress_mem.read_live(proc.progress)
-        if live is None or live.batch_id != batch_id:
-            return None  # STARTED was sent, the block not yet switched to this batch: no call yet
-        return live
+        # None also when STARTED was sent and no lane has begun the batch yet: no call yet
+        return progress_mem.live_batch(proc.progress, batch_id)
 
     def skip(self, batch_id: int) -> bool:
         """Ask the worker holding a batch not to run it (its queue was dropped); True if asked in time.
@@ -339,7 +337,8 @@ class Pool(PoolStopping):
     # ------------------------------------------------------------------ processes
     def _spawn(self, slot: int) -> WorkerProcess:
         boot = encode(Boot(slot, dataclasses.asdict(self.config.worker), list(sys.path)))
-        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death)
+        lanes = progress_mem.lanes_for(self.config.worker.worker_class, self.config.worker.concurrency)
+        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death, lanes)
         self._procs.add(proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
         return proc
@@ -397,9 +396,8 @@ class Pool(PoolStopping):
     def _on_death(self, proc: WorkerProcess, code: int) -> None:
         """A process exited: settle its batches, replace it if it was current, report what it held."""
         proc.dead = True
-        progress = progress_mem.read(proc.progress) if proc.running is not None else None
-        if progress is not None and progress.batch_id != proc.running:
-            progress = None  # it died after STARTED, before it began recording this batch
+        # None also when it died after STARTED, before it began recording this batch
+        progress = progress_mem.read_batch(proc.progress, proc.running) if proc.running is not None else None
         proc.close()
         kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)

@@ -217,12 +217,14 @@ class WorkerProcess:
     def life_sign(self) -> tuple[int, bytes, int]:
         """What changes whenever the worker does anything: bytes it sent, the head of its progress
         block (the batch, the call, how far), and its claim. Equal twice: it did nothing in between."""
-        return self.received, bytes(self.progress[0:progress_mem.HEAD_SIZE]), progress_mem.read_claim(self.progress)
+        return self.received, progress_mem.heads(self.progress), progress_mem.read_claim(self.progress)
 
     def in_call(self) -> bool:
         """Whether the worker is inside a handler call of the batch it runs (the progress block says so)."""
-        live = progress_mem.read_live(self.progress)
-        return live is not None and live.in_call and self.running is not None and live.batch_id == self.running
+        if self.running is None:
+            return False
+        live = progress_mem.live_batch(self.progress, self.running)
+        return live is not None and live.in_call
 
     def unclaimed(self) -> list[int]:
         """Batches in its pipe it has not reached yet (after the one it runs or claimed), in order."""
@@ -278,7 +280,7 @@ def process_stopped(pid: int) -> bool:
 
 
 def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,
-                 on_exit: OnExit) -> WorkerProcess:
+                 on_exit: OnExit, lanes: int = 1) -> WorkerProcess:
     """Start ``python -m rmqrun.worker`` for a slot, queue its boot frame and start watching it.
 
     The child inherits only its socket, its progress block and (without
@@ -287,7 +289,7 @@ def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, 
     """
     parent, child = socket.socketpair()
     pipe_r = pipe_w = -1
-    prog_fd = progress_mem.create_fd()
+    prog_fd = progress_mem.create_fd(lanes)  # a lane per batch it may run at once
     try:
         if not _HAS_PIDFD:
             pipe_r, pipe_w = os.pipe()
