@@ -75,7 +75,7 @@ MUTANTS: list[Mutant] = [
       I + "test_signals_workers.py::test_a_handler_that_kills_its_worker_on_every_message_does_not_stop_rmqrun"),
     m("poison-not-failed-alone", "rmqrun/supervisor/executor.py",
       "a one-message batch whose worker died in the handler call is re-run, not failed",
-      "if batch.count == 1 and (lost.in_call or pending.deaths >= POISON_DEATHS):", "if False:",
+      "if batch.count == 1 and (lane.in_call or pending.deaths >= POISON_DEATHS):", "if False:",
       I + "test_signals_workers.py::test_a_handler_that_kills_its_worker_on_every_message_does_not_stop_rmqrun"),
     m("poison-not-counted", "rmqrun/supervisor/executor.py",
       "a poison message is put back NOT_RUN (no reconsume counted, never dead-lettered)",

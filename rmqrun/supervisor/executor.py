@@ -52,8 +52,9 @@ from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
 from rmqrun.supervisor.liveness import LivenessWatch
 from rmqrun.supervisor.long_calls import LongCallWatch
-from rmqrun.supervisor.pool import Pool, PoolError, WorkerLost
+from rmqrun.supervisor.pool import LaneLoss, Pool, PoolError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.pipe.progress import Progress
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
@@ -347,13 +348,17 @@ class PoolExecutor:
             if pending is None or pending.future.done():
                 continue
             self.lost_batches += 1
-            if batch.batch_id == lost.started_batch_id:
-                pending.deaths += lost.pid not in self.liveness.killed  # killed for not responding: no suspect
-                if batch.count == 1 and (lost.in_call or pending.deaths >= POISON_DEATHS):
+            lane = lost.lanes.get(batch.batch_id)
+            if lane is None and batch.batch_id == lost.started_batch_id:  # a WorkerLost made without lanes
+                lane = LaneLoss(lost.progress, lost.in_call, True)
+            if lane is not None:  # begun: each of a threads / asyncio worker's batches at once
+                # killed for not responding, or for a batch beside it that overran: no suspect
+                pending.deaths += lane.suspect and lost.pid not in self.liveness.killed
+                if batch.count == 1 and (lane.in_call or pending.deaths >= POISON_DEATHS):
                     self._fail_poison(pending, lost)
                     continue
                 if self._closed is None and batch.count > 1:
-                    self._isolate(pending, lost)
+                    self._isolate(pending, lost, lane.progress)
                     continue
             again.append(pending)
         self.liveness.killed.discard(lost.pid)
@@ -375,10 +380,10 @@ class PoolExecutor:
                      lost.reason, batch.queue_offsets()[0], batch.queue_key)
         pending.future.set_result(JobResult([verdict], [0], error=f"worker {lost.reason} in the handler call"))
 
-    def _isolate(self, pending: _Pending, lost: WorkerLost) -> None:
-        """Keep what the dead worker finished; re-run every unfinished message of the job alone."""
+    def _isolate(self, pending: _Pending, lost: WorkerLost, prog: Progress | None) -> None:
+        """Keep what the dead worker finished (``prog``: its lane's record); re-run every unfinished message
+        of the job alone."""
         batch = pending.batch
-        prog = lost.progress
         done = prog.done if prog is not None else 0
         verdicts: list[Status] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
         delays = list(prog.delay_levels) if prog is not None else []

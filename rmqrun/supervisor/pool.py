@@ -86,7 +86,7 @@ from rmqrun.supervisor.pool_config import PoolConfig
 from rmqrun.supervisor.pool_stop import PoolStopping
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
-__all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost"]
+__all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost", "LaneLoss"]
 
 
 class PoolError(RmqrunError):
@@ -128,6 +128,19 @@ class WorkerLost:
     progress: progress_mem.Progress | None = None
     #: it died inside a handler call of the started batch (the message there is the suspect)
     in_call: bool = False
+    #: every batch it had begun (a threads / asyncio worker runs several at once): batch id -> what it lost
+    lanes: dict[int, "LaneLoss"] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaneLoss:
+    """One begun batch of a dead worker: what its lane recorded, and whether the death is blamed on it."""
+
+    progress: progress_mem.Progress | None
+    #: it was the only batch inside a handler call: the message(s) there are the suspects
+    in_call: bool
+    #: the death may be its doing (not when the worker was killed for another batch that overran)
+    suspect: bool
 
 
 _KILL_TIME_LIMIT = "hard time limit"
@@ -239,9 +252,9 @@ class Pool(PoolStopping):
     def queued_behind(self, batch_id: int) -> list[int]:
         """Batches waiting in the pipe of the worker running ``batch_id``, behind it, in submission order."""
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return []
-        return [b for b in proc.pending if b != batch_id]
+        return [b for b in proc.pending if b not in proc.started]
 
     def cut(self, batch_id: int, index: int) -> bool:
         """Ask the worker running ``batch_id`` to start no call on its messages from ``index`` on.
@@ -250,9 +263,10 @@ class Pool(PoolStopping):
         the call it was in must still be running a while later.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return False
         progress_mem.ask_cut(proc.progress, batch_id, index)
+        proc.cut_batch = batch_id
         return True
 
     def live_call(self, batch_id: int) -> progress_mem.LiveCall | None:
@@ -263,7 +277,7 @@ class Pool(PoolStopping):
         a message by when its handler call began, not by when it was handed over.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return None
         # None also when STARTED was sent and no lane has begun the batch yet: no call yet
         return progress_mem.live_batch(proc.progress, batch_id)
@@ -275,7 +289,7 @@ class Pool(PoolStopping):
         skipped; the worker then answers it with every message NOT_RUN.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.running == batch_id or proc.dead:
+        if proc is None or batch_id in proc.started or proc.dead:
             return False
         return proc.skips.add(batch_id)  # False: its skip list is full
 
@@ -351,8 +365,10 @@ class Pool(PoolStopping):
                 return
             del self._where[frame.batch_id]
             proc.skips.discard(frame.batch_id)
-            progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
-            proc.running = None
+            if proc.cut_batch == frame.batch_id or proc.cut_batch not in proc.started:
+                progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
+                proc.cut_batch = None
+            proc.started.pop(frame.batch_id, None)
             proc.batches_done += 1
             if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
                 self.cut_short.append(batch)
@@ -363,9 +379,8 @@ class Pool(PoolStopping):
             self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.statuses, frame.delay_levels,
                                                     frame.queue_offsets, frame.suspend_ms, frame.timed_out,
                                                     frame.error or None, frame.elapsed_us / 1e6, frame.errors))
-        elif isinstance(frame, Started):
-            proc.running = frame.batch_id
-            proc.running_since = self._loop.time()
+        elif isinstance(frame, Started):  # begun, or announced again before a call of a long batch
+            proc.started[frame.batch_id] = self._loop.time()
         elif isinstance(frame, Ready):
             if proc.state == "starting":
                 proc.state = "ready"
@@ -396,8 +411,9 @@ class Pool(PoolStopping):
     def _on_death(self, proc: WorkerProcess, code: int) -> None:
         """A process exited: settle its batches, replace it if it was current, report what it held."""
         proc.dead = True
-        # None also when it died after STARTED, before it began recording this batch
-        progress = progress_mem.read_batch(proc.progress, proc.running) if proc.running is not None else None
+        # what each batch it had begun recorded, read before the block is unmapped (None: it died after
+        # STARTED, before it began recording that batch)
+        recorded = {b: progress_mem.read_batch(proc.progress, b) for b in proc.started}
         proc.close()
         kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)
@@ -411,22 +427,25 @@ class Pool(PoolStopping):
             else f"exit code {code}"
         if proc.kill_reason:
             what += f" ({proc.kill_reason})"
-        running = next((b for b in batches if b.batch_id == proc.running), None)
-        in_call = bool(was_ready and running is not None and progress is not None and progress.in_call
-                       and proc.kill_reason is None)
+        begun = [b for b in batches if b.batch_id in recorded]
+        # the batches it died inside a handler call of (a kill, for whatever reason, is no handler's doing)
+        calling = [(b, p) for b in begun if (p := recorded[b.batch_id]) is not None and p.in_call] \
+            if was_ready and proc.kill_reason is None else []
         if not was_ready and proc.boot_error is None:
             proc.boot_error = f"worker {proc.slot} (pid {proc.pid}) exited before it was ready: {what}"
             proc.boot_code = code
         hint = self._oom.hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
-        log_death(proc.slot, proc.pid, proc.stop_sent and code == ExitCode.OK, what + hint, batches,
-                  running if in_call else None, progress)
+        log_death(proc.slot, proc.pid, proc.stop_sent and code == ExitCode.OK, what + hint, batches, calling)
         timed_out: BatchResult | None = None
-        if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
-            timed_out = hard_limit_result(batches.pop(0), proc.slot, proc.pid,
-                                          self._loop.time() - proc.running_since, progress)
+        over = next((b for b in begun if b.batch_id == proc.overran), None)
+        if proc.kill_reason == _KILL_TIME_LIMIT and over is not None:
+            batches.remove(over)
+            begun.remove(over)
+            timed_out = hard_limit_result(over, proc.slot, proc.pid, self._loop.time() - proc.started[over.batch_id],
+                                          recorded[over.batch_id])
         is_current = proc.slot < len(self._slots) and self._slots[proc.slot] is proc
         if self._state == "running" and is_current and self.fatal is None:
-            self._replace(proc, code, was_ready, in_call)
+            self._replace(proc, code, was_ready, bool(calling))
         self._signal_change()
         if timed_out is not None:
             self._emit(self._on_result, timed_out)
@@ -434,9 +453,7 @@ class Pool(PoolStopping):
             if self._state in ("stopping", "stopped", "starting"):
                 self._leftovers.extend(batches)
             else:
-                started = running.batch_id if running is not None and running in batches else None
-                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started,
-                                                            progress if started is not None else None, in_call))
+                self._emit(self._on_worker_lost, _lost(proc, code, what, batches, begun, recorded, calling))
 
     def _replace(self, proc: WorkerProcess, code: int, was_ready: bool, explained: bool = False) -> None:
         if not was_ready and proc.boot_code == ExitCode.BOOT_ERROR:
@@ -474,9 +491,11 @@ class Pool(PoolStopping):
         for proc in list(self._procs):
             if proc.dead or proc.kill_reason:
                 continue
-            if hard and proc.running is not None and now - proc.running_since > hard:
+            over = next((b for b, since in proc.started.items() if now - since > hard), None) if hard else None
+            if over is not None:
                 logger.error("worker {} (pid {}) still on batch {} after {:.1f} s; killing it (hard time limit)",
-                             proc.slot, proc.pid, proc.running, now - proc.running_since)
+                             proc.slot, proc.pid, over, now - proc.started[over])
+                proc.overran = over
                 proc.kill(_KILL_TIME_LIMIT)
             elif proc.state == "starting" and now - proc.spawned_at > self.config.boot_timeout:
                 proc.boot_error = (f"worker {proc.slot} (pid {proc.pid}) not ready after "
@@ -508,3 +527,16 @@ class Pool(PoolStopping):
             if remaining <= 0:
                 raise WorkerBootError(f"workers not ready after {self.config.boot_timeout:g} s")
             await self._wait_change(remaining)
+
+
+def _lost(proc: WorkerProcess, code: int, what: str, batches: list[Batch], begun: list[Batch],
+          recorded: dict[int, progress_mem.Progress | None], calling: list) -> WorkerLost:
+    """What a dead worker held, each batch it had begun with its lane's progress. A batch is known to hold the
+    killer (``in_call``) only when it was the one batch in a handler call: with calls in several lanes, none is."""
+    only = calling[0][0].batch_id if len(calling) == 1 else None
+    suspect = proc.kill_reason != _KILL_TIME_LIMIT  # the batches beside one that overran did nothing wrong
+    lanes = {b.batch_id: LaneLoss(recorded[b.batch_id], b.batch_id == only, suspect) for b in begun}
+    first = begun[0].batch_id if begun else None
+    return WorkerLost(proc.slot, proc.pid, code, what, batches, first,
+                      lanes[first].progress if first is not None else None,
+                      first is not None and first == only, lanes)
