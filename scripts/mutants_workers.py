@@ -375,4 +375,25 @@ MUTANTS: list[Mutant] = [
       "worker_concurrency is ignored: the threads and asyncio classes run one call at a time",
       "        self.size = size\n", "        self.size = 1\n",
       I + "test_worker_classes_pool.py::test_a_batchs_calls_run_at_once_and_each_message_has_its_status"),
+    # --- issue #36 (h36): lanes: a threads / asyncio worker runs several batches at once, within one call bound
+    m("h36-lane-not-freed", "rmqrun/worker/lanes.py",
+      "a lane is not freed after its batch: the worker runs fewer and fewer batches, then none",
+      "            self.free.append(lane)\n", "",
+      I + "guarantees/test_worker_class_lanes.py::test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_"
+          "worker[by-key-threads]"),
+    m("h36-cross-lane-bound-ignored", "rmqrun/worker/call_runners.py",
+      "each batch counts only its own calls: a worker runs up to lanes x worker_concurrency calls at once",
+      "        return min(own, len(self.flying) + max(0, runner.size - runner.stuck - runner.in_flight))",
+      "        return own",
+      I + "guarantees/test_worker_class_lanes.py::test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_"
+          "worker[concurrent-asyncio]"),
+    m("h36-no-lanes", "rmqrun/pipe/progress.py",
+      "threads / asyncio workers get one lane: orderly queues and keys pinned to a worker run one call at a time",
+      "    return max(1, min(concurrency, MAX_LANES))", "    return 1",
+      I + "guarantees/test_worker_class_lanes.py::test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_"
+          "worker[by-queue-asyncio]"),
+    m("h36-suspect-not-alone", "rmqrun/supervisor/executor.py",
+      "the re-runs of a dead worker's unfinished messages run beside other batches: a second death names no one",
+      "topic=batch.topic, alone=True), loop.create_future(),", "topic=batch.topic), loop.create_future(),",
+      I + "guarantees/test_worker_classes.py::test_a_call_that_kills_its_worker_fails_alone[asyncio]"),
 ]

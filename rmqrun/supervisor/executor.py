@@ -54,7 +54,7 @@ from rmqrun.supervisor.liveness import LivenessWatch
 from rmqrun.supervisor.long_calls import LongCallWatch
 from rmqrun.supervisor.pool import LaneLoss, Pool, PoolError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
-from rmqrun.pipe.progress import Progress
+from rmqrun.pipe.progress import Progress, lanes_for
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
@@ -153,7 +153,9 @@ class PoolExecutor:
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()
         await self.pool.start()
-        self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages)
+        worker = self.config.worker
+        self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages,
+                                     lanes=lanes_for(worker.worker_class, worker.concurrency))
         self.long_calls.start()
         self.liveness.start()
 
@@ -360,6 +362,7 @@ class PoolExecutor:
                 if self._closed is None and batch.count > 1:
                     self._isolate(pending, lost, lane.progress)
                     continue
+                batch.alone = True  # a suspect: run again with nothing beside it, so a death there names it
             again.append(pending)
         self.liveness.killed.discard(lost.pid)
         if self._closed is not None:
@@ -416,7 +419,8 @@ class PoolExecutor:
             if parent.future.done():
                 return Status.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
-                                 batch.auto_commit, 1, topic=batch.topic), loop.create_future(), job=parent.job)
+                                 batch.auto_commit, 1, topic=batch.topic, alone=True), loop.create_future(),
+                           job=parent.job)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:
