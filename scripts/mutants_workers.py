@@ -392,8 +392,15 @@ MUTANTS: list[Mutant] = [
       "    return max(1, min(concurrency, MAX_LANES))", "    return 1",
       I + "guarantees/test_worker_class_lanes.py::test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_"
           "worker[by-queue-asyncio]"),
-    m("h36-suspect-not-alone", "rmqrun/supervisor/executor.py",
-      "the re-runs of a dead worker's unfinished messages run beside other batches: a second death names no one",
-      "topic=batch.topic, alone=True), loop.create_future(),", "topic=batch.topic), loop.create_future(),",
-      I + "guarantees/test_worker_classes.py::test_a_call_that_kills_its_worker_fails_alone[asyncio]"),
+    m("h36-alone-runs-beside-others", "rmqrun/worker/lanes.py",
+      "a batch marked alone (a suspect's re-run) starts beside the batches running: a death there names no one",
+      "                    or (run.alone and self.active):", "                    or False:",
+      I + "test_worker_classes_pool.py::test_batches_run_at_once_and_one_marked_alone_runs_with_nothing_beside_or_"
+          "after_it"),
+    m("h36-alone-followed-at-once", "rmqrun/worker/lanes.py",
+      "a batch behind one that runs alone starts beside it",
+      "            if run.alone:\n                self.alone = run.batch_id\n                blocked = True\n",
+      "            if run.alone:\n                blocked = False\n",
+      I + "test_worker_classes_pool.py::test_batches_run_at_once_and_one_marked_alone_runs_with_nothing_beside_or_"
+          "after_it"),
 ]

@@ -17,7 +17,7 @@ from rmqrun.broker.app import EmbeddedBroker
 from tests.integration.handlers import classes_handler
 from tests.integration.guarantees.mode_kit import CONCURRENT, ORDERLY_KEY, ORDERLY_QUEUE, Cell, Mode
 from tests.integration.guarantees.test_worker_classes import CLASSES, HANDLERS
-from tests.integration.signals_kit import Runs
+from tests.integration.signals_kit import Runs, wait_until
 
 
 def overlapping_keys(path: Path, keys: int) -> int:
@@ -53,3 +53,26 @@ def test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_worker(
     assert overlapping_keys(times, keys) >= 2, "no two queues (keys) ran at once in one worker"
     most = classes_handler.overlapping(classes_handler.times(times))
     assert most <= concurrency, f"{most} calls at once in one worker, over its {concurrency}"
+
+
+@CLASSES
+def test_a_call_that_kills_a_worker_running_many_keys_fails_alone_and_the_other_keys_keep_their_results(
+        gb: EmbeddedBroker, runs: Runs, tmp_path: Path, worker_class: str) -> None:
+    """Orderly by key, 64 keys, 32 calls allowed: the poison's worker dies with calls of other keys in flight in
+    other lanes. Each lane's finished messages are not run again, none beside the poison is charged a retry, the
+    poison is re-run alone until it is dead-lettered, and its key's successors run only after that."""
+    total, poison, keys = 128, 9, 64
+    cell = Cell(gb, runs, tmp_path, ORDERLY_KEY, f"LanePoison{worker_class}")
+    cell.produce(total, keys=keys)
+    run = cell.start(handler=HANDLERS[worker_class],
+                     args=["--worker-class", worker_class, "--worker-concurrency", "32", "--max-reconsume-times", "1"],
+                     env={"PROBE_CRASH_IDX": str(poison), "PROBE_SLEEP_MS": "200"})
+    wait_until(lambda: cell.dead_letters() == [poison], 120, "the poison message in the DLQ", interval=0.3)
+    others = set(range(total)) - {poison}
+    cell.wait_handled(others, 90)
+    assert run.poll() is None, run.log()[-3000:]
+    cell.drain(run)
+    cell.assert_once(others)
+    retried = [(d.idx, d.reconsume) for d in cell.deliveries() if d.idx != poison and d.reconsume != 0]
+    assert not retried, f"messages in flight beside the poison were charged a retry: {retried}"
+    cell.assert_order(keys, moved_on={poison})
