@@ -3,7 +3,7 @@
 An orderly batch runs one call at a time; with one batch at a time per worker, an orderly worker of
 concurrency N would run one call whatever N is. Here 2 workers x 8 (queues) or x 32 (keys) calls, a
 handler waiting 50 ms: every message once, each queue's (key's) order kept, and calls of different
-queues (keys) in progress at one moment in one worker, which only lanes allow. Concurrent batches run
+queues (keys) in progress at one moment in one worker, which only lanes allow (orderly POP too). Concurrent batches run
 at once too, and every lane's calls stay within the one bound of N calls in flight per worker.
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
 from tests.integration.handlers import classes_handler
-from tests.integration.guarantees.mode_kit import CONCURRENT, ORDERLY_KEY, ORDERLY_QUEUE, Cell, Mode
+from tests.integration.guarantees.mode_kit import CONCURRENT, ORDERLY_KEY, ORDERLY_QUEUE, POP_ORDERLY, Cell, Mode
 from tests.integration.guarantees.test_worker_classes import CLASSES, HANDLERS
 from tests.integration.signals_kit import Runs, wait_until
 
@@ -32,8 +32,8 @@ def overlapping_keys(path: Path, keys: int) -> int:
 
 @CLASSES
 @pytest.mark.parametrize("mode, concurrency, keys",
-                         [(ORDERLY_QUEUE, 8, 4), (ORDERLY_KEY, 32, 64), (CONCURRENT, 3, 4)],
-                         ids=["by-queue", "by-key", "concurrent"])
+                         [(ORDERLY_QUEUE, 8, 4), (ORDERLY_KEY, 32, 64), (POP_ORDERLY, 8, 4), (CONCURRENT, 3, 4)],
+                         ids=["by-queue", "by-key", "pop-orderly", "concurrent"])
 def test_orderly_batches_of_different_queues_or_keys_run_at_once_in_one_worker(
         gb: EmbeddedBroker, runs: Runs, tmp_path: Path, worker_class: str, mode: Mode, concurrency: int,
         keys: int) -> None:
