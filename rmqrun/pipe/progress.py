@@ -67,6 +67,17 @@ batch, so a skipped batch stays skipped however long the worker was away.
 
 Batches longer than ``CAPACITY`` messages record progress for their first
 ``CAPACITY`` messages only; the rest count as unfinished.
+
+Lanes: a ``threads`` or ``asyncio`` worker may run several batches at once
+(each in a lane of its own, :func:`lanes_for`). The block above is lane 0;
+lanes 1.. follow it, each with the per-batch part of the layout only (the
+head, statuses, delays, spread and call slots, at :class:`Lane`'s offsets);
+the skip list, the cut (it names a batch id) and the claim stay once per
+worker, in lane 0's block. A reader finds a batch's lane by its id
+(:func:`find_lane`): a lane keeps the id of the batch it ran last, and batch
+ids are never reused, so an id names one lane at most. A ``process`` worker
+has one lane, and its block is exactly the layout above (its hot path,
+:meth:`Writer.call`, writes at fixed offsets).
 """
 
 from __future__ import annotations
@@ -100,6 +111,60 @@ MAX_CALLS = 256
 CALLS_AT = SPREAD_AT + 8
 CALL = struct.Struct("=iid")  # start, end (end <= start: a free slot), began
 SIZE = CALLS_AT + MAX_CALLS * CALL.size
+#: the most batches one worker runs at once (one lane each): a worker's pipe holds at most
+#: max_inflight_messages (64) one-message batches, as many as the skip list has slots, so a lane
+#: more could never be filled; 64 lanes are ~790 KiB of address space per worker, of which only
+#: the pages a lane touches are ever backed by memory
+MAX_LANES = SKIP_SLOTS
+_LANE_HEAD = HEAD_SIZE
+_LANE_STATUS = _LANE_HEAD
+_LANE_DELAY = _LANE_STATUS + CAPACITY
+_LANE_SPREAD = _LANE_DELAY + CAPACITY
+_LANE_CALLS = _LANE_SPREAD + 8
+#: the bytes one lane past lane 0 adds to the block
+LANE_SIZE = _LANE_CALLS + MAX_CALLS * CALL.size
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """Where one lane's per-batch fields are in the block (lane 0: the module docstring's layout)."""
+
+    head_at: int  # batch id, began, done, call start, call end, in call (HEAD_SIZE bytes)
+    status_at: int
+    delay_at: int
+    spread_at: int
+    calls_at: int
+
+
+def _lane(k: int) -> Lane:
+    if k == 0:
+        return Lane(0, STATUS_AT, DELAY_AT, SPREAD_AT, CALLS_AT)
+    base = SIZE + (k - 1) * LANE_SIZE
+    return Lane(base, base + _LANE_STATUS, base + _LANE_DELAY, base + _LANE_SPREAD, base + _LANE_CALLS)
+
+
+#: every lane's offsets, by lane number
+LANES = tuple(_lane(k) for k in range(MAX_LANES))
+
+
+def lanes_for(worker_class: str, concurrency: int) -> int:
+    """How many batches a worker of this class runs at once: one for ``process`` (its calls are one at a
+    time), up to its concurrency (capped at MAX_LANES) for ``threads`` and ``asyncio``."""
+    if worker_class == "process":
+        return 1
+    return max(1, min(concurrency, MAX_LANES))
+
+
+def block_size(lanes: int) -> int:
+    """The bytes of a block with ``lanes`` lanes."""
+    if not 1 <= lanes <= MAX_LANES:
+        raise ValueError(f"between 1 and {MAX_LANES} lanes, not {lanes}")
+    return SIZE + (lanes - 1) * LANE_SIZE
+
+
+def lanes_of(mm: "mmap.mmap | bytearray") -> int:
+    """How many lanes a mapped block has (from its size)."""
+    return 1 + max(0, len(mm) - SIZE) // LANE_SIZE
 
 
 class CallCut(RmqrunError):
@@ -114,20 +179,21 @@ class CallCut(RmqrunError):
 NOT_RUN = int(Status.NOT_RUN)
 
 
-def create_fd() -> int:
-    """An anonymous shared file of SIZE bytes (memfd where available)."""
+def create_fd(lanes: int = 1) -> int:
+    """An anonymous shared file for ``lanes`` lanes (:func:`block_size`; memfd where available)."""
     if hasattr(os, "memfd_create"):
         fd = os.memfd_create("rmqrun-progress", 0)
     else:  # pragma: no cover - non-Linux
         f = tempfile.TemporaryFile()
         fd = os.dup(f.fileno())
         f.close()
-    os.ftruncate(fd, SIZE)
+    os.ftruncate(fd, block_size(lanes))
     return fd
 
 
 def map_fd(fd: int) -> mmap.mmap:
-    return mmap.mmap(fd, SIZE)
+    """The block, mapped whole: its size (so its lanes) is the file's, set by :func:`create_fd`."""
+    return mmap.mmap(fd, max(SIZE, os.fstat(fd).st_size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,27 +215,55 @@ class Progress:
     calls: tuple[tuple[int, int, float], ...] = ()
 
 
-def read(mm: mmap.mmap) -> Progress:
-    batch_id, began, done, start, end, in_call = _HEAD.unpack_from(mm, 0)
+def read(mm: mmap.mmap, lane: int = 0) -> Progress:
+    """What the worker recorded in one lane (lane 0: a process worker's only one)."""
+    at = LANES[lane]
+    batch_id, began, done, start, end, in_call = _HEAD.unpack_from(mm, at.head_at)
     done = max(0, min(done, CAPACITY))
-    statuses = bytes(mm[STATUS_AT:STATUS_AT + done])
-    delays = struct.unpack_from(f"={done}b", mm, DELAY_AT) if done else ()
-    spread = min(struct.unpack_from("=i", mm, SPREAD_AT)[0], CAPACITY)
+    statuses = bytes(mm[at.status_at:at.status_at + done])
+    delays = struct.unpack_from(f"={done}b", mm, at.delay_at) if done else ()
+    spread = min(struct.unpack_from("=i", mm, at.spread_at)[0], CAPACITY)
     later: tuple[tuple[int, int, int], ...] = ()
     calls: tuple[tuple[int, int, float], ...] = ()
     if spread > 0:
-        later = tuple((i, mm[STATUS_AT + i], struct.unpack_from("=b", mm, DELAY_AT + i)[0])
-                      for i in range(done, spread) if mm[STATUS_AT + i] != NOT_RUN)
-        calls = tuple(c for c in CALL.iter_unpack(mm[CALLS_AT:SIZE]) if c[1] > c[0] >= 0)
+        later = tuple((i, mm[at.status_at + i], struct.unpack_from("=b", mm, at.delay_at + i)[0])
+                      for i in range(done, spread) if mm[at.status_at + i] != NOT_RUN)
+        calls = tuple(c for c in CALL.iter_unpack(mm[at.calls_at:at.calls_at + MAX_CALLS * CALL.size])
+                      if c[1] > c[0] >= 0)
     return Progress(batch_id, done, statuses, tuple(delays), bool(in_call), start, end, began, later, calls)
 
 
+def find_lane(mm: mmap.mmap, batch_id: int) -> int | None:
+    """The lane that holds (or last held) ``batch_id``; None when no lane names it."""
+    for k in range(lanes_of(mm)):
+        if struct.unpack_from("=q", mm, LANES[k].head_at)[0] == batch_id:
+            return k
+    return None
+
+
+def read_batch(mm: mmap.mmap, batch_id: int) -> Progress | None:
+    """What the worker recorded of ``batch_id``, in whichever lane it ran (None: it never began it)."""
+    lane = find_lane(mm, batch_id)
+    return None if lane is None else read(mm, lane)
+
+
 def read_calls(mm: mmap.mmap) -> int:
-    """How many handler calls a living worker has in flight now (for status and metrics; a torn read
-    can only miscount by the calls that begin or end during it)."""
-    if struct.unpack_from("=i", mm, SPREAD_AT)[0] <= 0:
-        return int(_HEAD.unpack_from(mm, 0)[5] == 1)
-    return sum(1 for c in CALL.iter_unpack(mm[CALLS_AT:SIZE]) if c[1] > c[0] >= 0)
+    """How many handler calls a living worker has in flight now, over every lane (for status and metrics;
+    a torn read can only miscount by the calls that begin or end during it)."""
+    n = 0
+    for k in range(lanes_of(mm)):
+        at = LANES[k]
+        if struct.unpack_from("=i", mm, at.spread_at)[0] <= 0:
+            n += int(_HEAD.unpack_from(mm, at.head_at)[5] == 1)
+        else:
+            n += sum(1 for c in CALL.iter_unpack(mm[at.calls_at:at.calls_at + MAX_CALLS * CALL.size])
+                     if c[1] > c[0] >= 0)
+    return n
+
+
+def heads(mm: mmap.mmap) -> bytes:
+    """Every lane's head as one string: it changes whenever the worker begins, calls or ends anything."""
+    return b"".join(bytes(mm[at.head_at:at.head_at + HEAD_SIZE]) for at in LANES[:lanes_of(mm)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,16 +278,17 @@ class LiveCall:
     call_began: float  # time.monotonic() when the call on [call_start, call_end) began
 
 
-def read_live(mm: mmap.mmap, attempts: int = 8) -> LiveCall | None:
-    """The head of a living worker's block, or None if every read was torn by a write.
+def read_live(mm: mmap.mmap, attempts: int = 8, lane: int = 0) -> LiveCall | None:
+    """The head of a living worker's lane, or None if every read was torn by a write.
 
     The worker rewrites the head without a lock before each call (a few stores,
     well under a microsecond); two equal reads in a row cannot be a mix of two
     writes unless a whole call ran in between and left the very same bytes.
     """
-    prev = bytes(mm[0:_HEAD.size])
+    at = LANES[lane].head_at
+    prev = bytes(mm[at:at + _HEAD.size])
     for _ in range(attempts):
-        cur = bytes(mm[0:_HEAD.size])
+        cur = bytes(mm[at:at + _HEAD.size])
         if cur == prev:
             batch_id, began, done, start, end, in_call = _HEAD.unpack(cur)
             return LiveCall(batch_id, max(0, min(done, CAPACITY)), bool(in_call), start, end, began)
@@ -201,19 +296,41 @@ def read_live(mm: mmap.mmap, attempts: int = 8) -> LiveCall | None:
     return None
 
 
-class Writer:
-    """The worker's side: cheap updates around each handler call."""
+def live_batch(mm: mmap.mmap, batch_id: int) -> LiveCall | None:
+    """The head of the lane running ``batch_id`` in a living worker (None: no lane has begun it, or every
+    read was torn)."""
+    lane = find_lane(mm, batch_id)
+    if lane is None:
+        return None
+    live = read_live(mm, lane=lane)
+    return live if live is not None and live.batch_id == batch_id else None
 
-    __slots__ = ("mm", "done", "batch_id")
+
+class Writer:
+    """The worker's side: cheap updates around each handler call, in lane 0 (:meth:`lane` for the others)."""
+
+    __slots__ = ("mm", "done", "batch_id", "at")
 
     def __init__(self, mm: mmap.mmap) -> None:
         self.mm = mm
         self.done = 0
         self.batch_id = 0
+        self.at = LANES[0]
+
+    def lane(self, k: int) -> "Writer":
+        """A writer of lane ``k`` of the same block (``self`` for lane 0)."""
+        if k == 0:
+            return self
+        if not 0 < k < lanes_of(self.mm):
+            raise ValueError(f"the block has {lanes_of(self.mm)} lane(s), no lane {k}")
+        w = LaneWriter(self.mm)
+        w.at = LANES[k]
+        return w
 
     def begin(self, batch_id: int) -> None:
-        struct.pack_into("=q", self.mm, 0, batch_id)
-        _FIELDS.pack_into(self.mm, 16, 0, 0, 0, 0)
+        head = self.at.head_at
+        struct.pack_into("=q", self.mm, head, batch_id)
+        _FIELDS.pack_into(self.mm, head + 16, 0, 0, 0, 0)
         self.done = 0
         self.batch_id = batch_id
 
@@ -237,28 +354,47 @@ class Writer:
             self._copy(statuses, delays, start)
         _STATE.pack_into(self.mm, 8, began, self.done, start, end, 1)
         if self.mm[CUT_FLAG_AT]:  # one byte read per call; the cut itself only when one is asked
-            batch_id, index = _CUT.unpack_from(self.mm, CUT_AT)
-            if batch_id == self.batch_id and start >= index:
-                raise CallCut(index)
+            self._check_cut(start)
+
+    def _check_cut(self, start: int) -> None:
+        """A cut is asked: raise CallCut if it names this writer's batch at or before ``start``."""
+        batch_id, index = _CUT.unpack_from(self.mm, CUT_AT)
+        if batch_id == self.batch_id and start >= index:
+            raise CallCut(index)
 
     def publish(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         """Messages [0, upto) are final; no call is in progress."""
         if upto > self.done:
             self._copy(statuses, delays, upto)
-        _FIELDS.pack_into(self.mm, 16, self.done, 0, 0, 0)
+        _FIELDS.pack_into(self.mm, self.at.head_at + 16, self.done, 0, 0, 0)
 
     def _copy(self, statuses: bytearray, delays: list[int], upto: int) -> None:
         upto = min(upto, CAPACITY)
         lo = self.done
         if upto <= lo:
             return
-        self.mm[STATUS_AT + lo:STATUS_AT + upto] = statuses[lo:upto]
+        sa, da = self.at.status_at, self.at.delay_at
+        self.mm[sa + lo:sa + upto] = statuses[lo:upto]
         if any(delays[lo:upto]):
-            struct.pack_into(f"={upto - lo}b", self.mm, DELAY_AT + lo,
+            struct.pack_into(f"={upto - lo}b", self.mm, da + lo,
                              *(max(-128, min(127, x)) for x in delays[lo:upto]))
         else:
-            self.mm[DELAY_AT + lo:DELAY_AT + upto] = bytes(upto - lo)
+            self.mm[da + lo:da + upto] = bytes(upto - lo)
         self.done = upto
+
+
+class LaneWriter(Writer):
+    """A writer of a lane past 0: :meth:`call` at the lane's offsets (lane 0 keeps its fixed-offset one)."""
+
+    __slots__ = ()
+
+    def call(self, statuses: bytearray, delays: list[int], start: int, end: int, began: float) -> None:
+        """As :meth:`Writer.call`, in this writer's lane."""
+        if start > self.done:
+            self._copy(statuses, delays, start)
+        _STATE.pack_into(self.mm, self.at.head_at + 8, began, self.done, start, end, 1)
+        if self.mm[CUT_FLAG_AT]:
+            self._check_cut(start)
 
 
 class SkipRing:

@@ -143,6 +143,9 @@ class Batch:
     message on the supervisor's hot path (the executor's records come from
     :func:`~rmqrun.remoting.message.scan_records`, which validated them).
     ``auto_commit`` only matters in orderly mode (Java's ``autoCommit``).
+    ``alone``: run it with nothing beside it (a worker that runs batches at once
+    starts it when it runs no other and starts none while it runs), so that a
+    death in it names its message: the re-run of a suspect.
     ``after`` (orderly, 0 = none) chains the batch to an earlier batch of its
     queue sent to the same worker: the worker runs it only if that batch ran
     there just before with every message SUCCESS, else answers it NOT_RUN.
@@ -158,6 +161,7 @@ class Batch:
     after: int = 0
     #: the topic whose queue holds the records (a retry topic for redeliveries; "" unknown): log positions
     topic: str = ""
+    alone: bool = False
 
     def __post_init__(self) -> None:
         if self.count < 0:
@@ -264,6 +268,7 @@ MAX_FRAME = 1 << 31
 _MODE_BYTE = {ConsumeMode.CONCURRENT: 0, ConsumeMode.ORDERLY: 1}
 _MODE_BY_BYTE = (ConsumeMode.CONCURRENT, ConsumeMode.ORDERLY)
 _FLAG_AUTO_COMMIT = 1
+_FLAG_ALONE = 2  # Batch.alone
 _FLAG_TIMED_OUT = 1
 
 
@@ -285,6 +290,8 @@ class Run:
     after: int = 0
     #: the topic whose queue holds the records (:class:`Batch`.topic)
     topic: str = ""
+    #: run with no other batch beside it (:class:`Batch`.alone)
+    alone: bool = False
 
     def records_in_bytes(self) -> tuple[bytes, int]:
         """The records as a bytes object and the position they start at, without a copy when possible.
@@ -363,7 +370,8 @@ def encode_run(batch: Batch) -> list[RecordData]:
     blobs = _blobs(batch.records)
     size = sum(map(len, blobs))
     head = _RUN.pack(batch.batch_id, _MODE_BYTE[batch.mode],
-                     _FLAG_AUTO_COMMIT if batch.auto_commit else 0, len(broker), batch.after, len(topic))
+                     (_FLAG_AUTO_COMMIT if batch.auto_commit else 0) | (_FLAG_ALONE if batch.alone else 0),
+                     len(broker), batch.after, len(topic))
     prefix = _HEADER.pack(1 + len(head) + len(broker) + len(topic) + size, Kind.RUN) + head + broker + topic
     return [prefix, *blobs]
 
@@ -466,7 +474,7 @@ def decode(kind: int, payload: memoryview) -> Frame:
             base = payload.obj
             whole = type(base) is bytes and payload.nbytes == len(base) and payload.format == "B"
             return Run(batch_id, _MODE_BY_BYTE[mode], bool(flags & _FLAG_AUTO_COMMIT), broker,
-                       payload[p:], p if whole else -1, after, topic)
+                       payload[p:], p if whole else -1, after, topic, bool(flags & _FLAG_ALONE))
         if kind == Kind.STOP:
             return Stop()
         if kind == Kind.BOOT:

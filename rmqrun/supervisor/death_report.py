@@ -121,16 +121,16 @@ def in_flight_calls(progress: progress_mem.Progress) -> list[tuple[int, int]]:
     return [(progress.call_start, progress.call_end)]
 
 
-def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch], in_call: Batch | None,
-              progress: progress_mem.Progress | None) -> None:
+def log_death(worker_id: int, pid: int, expected: bool, what: str, batches: list[Batch],
+              calling: list[tuple[Batch, progress_mem.Progress]]) -> None:
     """One line per death (debug when ``expected``: a clean exit after STOP); a second naming the messages
-    when it died inside a handler call."""
+    when it died inside handler calls (of each batch it was in a call of)."""
     if expected:
         logger.debug("worker {} (pid {}) exited", worker_id, pid)
     else:
         logger.warning("worker {} (pid {}) {}{}", worker_id, pid, what,
                        f" holding {len(batches)} batch(es)" if batches else "")
-    if in_call is not None and progress is not None:
+    for in_call, progress in calling:
         calls = in_flight_calls(progress)
         logger.error("worker {} (pid {}) {} inside the handler call{} on {}", worker_id, pid, what,
                      "" if len(calls) == 1 else f"s ({len(calls)} at once)",

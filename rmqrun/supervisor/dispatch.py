@@ -39,6 +39,15 @@ computed only when the queue has nothing in flight, so this cannot reorder
 it: the pin moves with the work, once nothing of the queue can still run
 there) hashes over the other workers; concurrent batches go to the others.
 
+A ``threads`` or ``asyncio`` worker runs up to ``lanes`` batches at once
+(:mod:`rmqrun.worker.lanes`): a concurrent batch given to it while it holds
+fewer runs at once, in a lane of its own, behind nothing, so it needs no
+pipeline budget; only the message bound applies (the executor sizes it for
+``worker_concurrency`` calls running and as many waiting). Orderly queues
+and keys are pinned as above: batches of different ones pinned to a worker
+run there at once, one queue's (or key's) one at a time. With ``lanes`` 1
+(the process class) nothing changes.
+
 When no worker can take a batch,
 :meth:`Dispatcher.assign` returns ``None``: the caller keeps the batch and
 tries again after the next :meth:`Dispatcher.done` (back-pressure, not an
@@ -84,11 +93,13 @@ class Dispatcher:
     def __init__(self, worker_ids: Iterable[int], *,
                  max_inflight_messages: int = DEFAULT_MAX_INFLIGHT_MESSAGES,
                  pipeline_budget: float = PIPELINE_BUDGET_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, lanes: int = 1) -> None:
         if max_inflight_messages < 1:
             raise ValueError(f"max_inflight_messages must be >= 1, got {max_inflight_messages}")
         self.max_inflight_messages = max_inflight_messages
         self.pipeline_budget = pipeline_budget
+        #: batches a worker runs at once (threads / asyncio lanes; 1 for the process class)
+        self.lanes = max(1, lanes)
         self._clock = clock
         #: measured seconds per message (batch run time / size, moving average); None until a batch
         #: has finished, and until then nothing is pipelined (a first batch may well hang)
@@ -169,6 +180,8 @@ class Dispatcher:
             return True
         if load + size > self.max_inflight_messages:
             return False
+        if self._batches[worker_id] < self.lanes:  # a free lane: it runs at once, waiting behind nothing
+            return True
         avg = self.per_message_s
         held = math.inf if avg is None else max(load * avg, now - self._head_since.get(worker_id, now))
         return held <= self.pipeline_budget

@@ -52,8 +52,9 @@ from rmqrun.errors import RmqrunError
 from rmqrun.supervisor.dispatch import DEFAULT_MAX_INFLIGHT_MESSAGES, Dispatcher
 from rmqrun.supervisor.liveness import LivenessWatch
 from rmqrun.supervisor.long_calls import LongCallWatch
-from rmqrun.supervisor.pool import Pool, PoolError, WorkerLost
+from rmqrun.supervisor.pool import LaneLoss, Pool, PoolError, WorkerLost
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.pipe.progress import Progress, lanes_for
 from rmqrun.pipe.wire import Batch, BatchResult, ConsumeMode
 
 POISON_DEATHS = 3
@@ -152,7 +153,9 @@ class PoolExecutor:
     async def start(self) -> None:
         self.fatal = asyncio.get_running_loop().create_future()
         await self.pool.start()
-        self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages)
+        worker = self.config.worker
+        self.dispatcher = Dispatcher(self.pool.worker_ids, max_inflight_messages=self.max_inflight_messages,
+                                     lanes=lanes_for(worker.worker_class, worker.concurrency))
         self.long_calls.start()
         self.liveness.start()
 
@@ -347,14 +350,19 @@ class PoolExecutor:
             if pending is None or pending.future.done():
                 continue
             self.lost_batches += 1
-            if batch.batch_id == lost.started_batch_id:
-                pending.deaths += lost.pid not in self.liveness.killed  # killed for not responding: no suspect
-                if batch.count == 1 and (lost.in_call or pending.deaths >= POISON_DEATHS):
+            lane = lost.lanes.get(batch.batch_id)
+            if lane is None and batch.batch_id == lost.started_batch_id:  # a WorkerLost made without lanes
+                lane = LaneLoss(lost.progress, lost.in_call, True)
+            if lane is not None:  # begun: each of a threads / asyncio worker's batches at once
+                # killed for not responding, or for a batch beside it that overran: no suspect
+                pending.deaths += lane.suspect and lost.pid not in self.liveness.killed
+                if batch.count == 1 and (lane.in_call or pending.deaths >= POISON_DEATHS):
                     self._fail_poison(pending, lost)
                     continue
                 if self._closed is None and batch.count > 1:
-                    self._isolate(pending, lost)
+                    self._isolate(pending, lost, lane.progress)
                     continue
+                batch.alone = True  # a suspect: run again with nothing beside it, so a death there names it
             again.append(pending)
         self.liveness.killed.discard(lost.pid)
         if self._closed is not None:
@@ -375,10 +383,10 @@ class PoolExecutor:
                      lost.reason, batch.queue_offsets()[0], batch.queue_key)
         pending.future.set_result(JobResult([verdict], [0], error=f"worker {lost.reason} in the handler call"))
 
-    def _isolate(self, pending: _Pending, lost: WorkerLost) -> None:
-        """Keep what the dead worker finished; re-run every unfinished message of the job alone."""
+    def _isolate(self, pending: _Pending, lost: WorkerLost, prog: Progress | None) -> None:
+        """Keep what the dead worker finished (``prog``: its lane's record); re-run every unfinished message
+        of the job alone."""
         batch = pending.batch
-        prog = lost.progress
         done = prog.done if prog is not None else 0
         verdicts: list[Status] = [_VERDICTS[b] for b in prog.statuses] if prog is not None else []
         delays = list(prog.delay_levels) if prog is not None else []
@@ -411,7 +419,8 @@ class PoolExecutor:
             if parent.future.done():
                 return Status.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
-                                 batch.auto_commit, 1, topic=batch.topic), loop.create_future(), job=parent.job)
+                                 batch.auto_commit, 1, topic=batch.topic, alone=True), loop.create_future(),
+                           job=parent.job)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:

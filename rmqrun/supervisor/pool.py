@@ -57,7 +57,8 @@ back through ``on_worker_lost`` untouched.
 Layout: this module orchestrates (slots, submission, frames, deaths, stop);
 one process's spawn, socket I/O and death live in ``worker_process``, the
 settings in ``pool_config``, the crash-loop rule in ``crash_guard``, what is
-said about a death in ``death_report`` (all in :mod:`rmqrun.supervisor`).
+said about a death in ``death_report``, the graceful stop and the waits on workers in ``pool_stop``
+(all in :mod:`rmqrun.supervisor`).
 """
 
 from __future__ import annotations
@@ -76,15 +77,16 @@ from rmqrun.errors import RmqrunError
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Batch, BatchResult, Boot, BootFailed, Done, ExitCode, Frame, Ready, Retiring,
-    Started, Status, Stop, describe_exit, encode, encode_run,
+    Started, Status, describe_exit, encode, encode_run,
 )
 from rmqrun.supervisor.crash_guard import CrashGuard
 from rmqrun.supervisor.death_report import OomWatch, hard_limit_result, log_death
 from rmqrun.supervisor.lineage import kill_leftovers
 from rmqrun.supervisor.pool_config import PoolConfig
+from rmqrun.supervisor.pool_stop import PoolStopping
 from rmqrun.supervisor.worker_process import WorkerProcess, WorkerStatus, spawn_worker
 
-__all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost"]
+__all__ = ["Pool", "PoolError", "PoolClosedError", "WorkerBootError", "CrashLoopError", "WorkerLost", "LaneLoss"]
 
 
 class PoolError(RmqrunError):
@@ -126,13 +128,25 @@ class WorkerLost:
     progress: progress_mem.Progress | None = None
     #: it died inside a handler call of the started batch (the message there is the suspect)
     in_call: bool = False
+    #: every batch it had begun (a threads / asyncio worker runs several at once): batch id -> what it lost
+    lanes: dict[int, "LaneLoss"] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaneLoss:
+    """One begun batch of a dead worker: what its lane recorded, and whether the death is blamed on it."""
+
+    progress: progress_mem.Progress | None
+    #: it was the only batch inside a handler call: the message(s) there are the suspects
+    in_call: bool
+    #: the death may be its doing (not when the worker was killed for another batch that overran)
+    suspect: bool
 
 
 _KILL_TIME_LIMIT = "hard time limit"
-_TERM_WAIT = 1.0  # after the stop grace: how long SIGTERM may take before SIGKILL
 
 
-class Pool:
+class Pool(PoolStopping):
     """N worker processes behind an async, non-blocking API (see the module docstring).
 
     Callbacks (called from the event loop, must not block; exceptions are logged):
@@ -238,9 +252,9 @@ class Pool:
     def queued_behind(self, batch_id: int) -> list[int]:
         """Batches waiting in the pipe of the worker running ``batch_id``, behind it, in submission order."""
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return []
-        return [b for b in proc.pending if b != batch_id]
+        return [b for b in proc.pending if b not in proc.started]
 
     def cut(self, batch_id: int, index: int) -> bool:
         """Ask the worker running ``batch_id`` to start no call on its messages from ``index`` on.
@@ -249,9 +263,10 @@ class Pool:
         the call it was in must still be running a while later.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return False
         progress_mem.ask_cut(proc.progress, batch_id, index)
+        proc.cut_batch = batch_id
         return True
 
     def live_call(self, batch_id: int) -> progress_mem.LiveCall | None:
@@ -262,12 +277,10 @@ class Pool:
         a message by when its handler call began, not by when it was handed over.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or proc.running != batch_id:
+        if proc is None or proc.dead or batch_id not in proc.started:
             return None
-        live = progress_mem.read_live(proc.progress)
-        if live is None or live.batch_id != batch_id:
-            return None  # STARTED was sent, the block not yet switched to this batch: no call yet
-        return live
+        # None also when STARTED was sent and no lane has begun the batch yet: no call yet
+        return progress_mem.live_batch(proc.progress, batch_id)
 
     def skip(self, batch_id: int) -> bool:
         """Ask the worker holding a batch not to run it (its queue was dropped); True if asked in time.
@@ -276,7 +289,7 @@ class Pool:
         skipped; the worker then answers it with every message NOT_RUN.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.running == batch_id or proc.dead:
+        if proc is None or batch_id in proc.started or proc.dead:
             return False
         return proc.skips.add(batch_id)  # False: its skip list is full
 
@@ -335,65 +348,14 @@ class Pool:
         finally:
             self._reloading = False
 
-    async def stop(self, grace: float = 30.0, *, waited: float = 0.0) -> list[Batch]:
-        """Stop gracefully; returns the batches that did not finish.
-
-        Submitting stops at once; every worker gets STOP behind the batches it
-        holds and exits after them (running worker_exit). After ``grace``
-        seconds the rest are stopped at once: SIGTERM (the handler is
-        interrupted, its batch reported NOT_RUN), and SIGKILL for whatever has
-        not exited a moment later. Results that do arrive still go to
-        ``on_result``; batches of killed workers are returned, not reported
-        through ``on_worker_lost``. Every batch cut short either way is
-        counted in the final log line and kept in :attr:`cut_short`.
-        """
-        if self._state in ("new", "stopped"):
-            self._state = "stopped"
-            return []
-        if self._state == "stopping":
-            while self._state != "stopped":
-                await self._wait_change(1.0)
-            return []
-        self._state = "stopping"
-        self.cut_short, self.cut_short_messages = [], 0
-        for proc in list(self._procs):
-            self._retire(proc)
-        await self._wait_dead(grace)
-        if self._procs:
-            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs),
-                           round(waited + grace, 1))  # waited: the part of the stop's grace spent before the pool's
-            for proc in list(self._procs):
-                proc.kill("stop grace expired", signal.SIGTERM)
-            await self._wait_dead(_TERM_WAIT)
-        if self._procs:
-            for proc in list(self._procs):
-                proc.kill("stop grace expired")
-            await self._wait_dead(10.0)
-        leftovers, self._leftovers = self._leftovers, []
-        self.cut_short.extend(leftovers)
-        self.cut_short_messages += sum(b.count for b in leftovers)
-        self._finish_stop()
-        if self.cut_short:
-            logger.warning("pool stopped; {} batch(es) cut short ({} messages), redelivered later: {}",
-                           len(self.cut_short), self.cut_short_messages,
-                           "; ".join(f"batch {b.batch_id} of {b.queue_key}" for b in self.cut_short))
-        else:
-            logger.info("pool stopped; every batch finished")
-        return leftovers
-
     # ------------------------------------------------------------------ processes
     def _spawn(self, slot: int) -> WorkerProcess:
         boot = encode(Boot(slot, dataclasses.asdict(self.config.worker), list(sys.path)))
-        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death)
+        lanes = progress_mem.lanes_for(self.config.worker.worker_class, self.config.worker.concurrency)
+        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death, lanes)
         self._procs.add(proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
         return proc
-
-    def _retire(self, proc: WorkerProcess) -> None:
-        if not proc.stop_sent and not proc.dead:
-            proc.stop_sent = True
-            proc.state = "retiring"
-            proc.write([encode(Stop())])
 
     def _on_frame(self, proc: WorkerProcess, frame: Frame) -> None:
         if isinstance(frame, Done):
@@ -403,8 +365,10 @@ class Pool:
                 return
             del self._where[frame.batch_id]
             proc.skips.discard(frame.batch_id)
-            progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
-            proc.running = None
+            if proc.cut_batch == frame.batch_id or proc.cut_batch not in proc.started:
+                progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
+                proc.cut_batch = None
+            proc.started.pop(frame.batch_id, None)
             proc.batches_done += 1
             if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
                 self.cut_short.append(batch)
@@ -415,9 +379,8 @@ class Pool:
             self._emit(self._on_result, BatchResult(batch, proc.slot, proc.pid, frame.statuses, frame.delay_levels,
                                                     frame.queue_offsets, frame.suspend_ms, frame.timed_out,
                                                     frame.error or None, frame.elapsed_us / 1e6, frame.errors))
-        elif isinstance(frame, Started):
-            proc.running = frame.batch_id
-            proc.running_since = self._loop.time()
+        elif isinstance(frame, Started):  # begun, or announced again before a call of a long batch
+            proc.started[frame.batch_id] = self._loop.time()
         elif isinstance(frame, Ready):
             if proc.state == "starting":
                 proc.state = "ready"
@@ -448,9 +411,9 @@ class Pool:
     def _on_death(self, proc: WorkerProcess, code: int) -> None:
         """A process exited: settle its batches, replace it if it was current, report what it held."""
         proc.dead = True
-        progress = progress_mem.read(proc.progress) if proc.running is not None else None
-        if progress is not None and progress.batch_id != proc.running:
-            progress = None  # it died after STARTED, before it began recording this batch
+        # what each batch it had begun recorded, read before the block is unmapped (None: it died after
+        # STARTED, before it began recording that batch)
+        recorded = {b: progress_mem.read_batch(proc.progress, b) for b in proc.started}
         proc.close()
         kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)
@@ -464,22 +427,25 @@ class Pool:
             else f"exit code {code}"
         if proc.kill_reason:
             what += f" ({proc.kill_reason})"
-        running = next((b for b in batches if b.batch_id == proc.running), None)
-        in_call = bool(was_ready and running is not None and progress is not None and progress.in_call
-                       and proc.kill_reason is None)
+        begun = [b for b in batches if b.batch_id in recorded]
+        # the batches it died inside a handler call of (a kill, for whatever reason, is no handler's doing)
+        calling = [(b, p) for b in begun if (p := recorded[b.batch_id]) is not None and p.in_call] \
+            if was_ready and proc.kill_reason is None else []
         if not was_ready and proc.boot_error is None:
             proc.boot_error = f"worker {proc.slot} (pid {proc.pid}) exited before it was ready: {what}"
             proc.boot_code = code
         hint = self._oom.hint() if code == -signal.SIGKILL and not proc.kill_reason else ""
-        log_death(proc.slot, proc.pid, proc.stop_sent and code == ExitCode.OK, what + hint, batches,
-                  running if in_call else None, progress)
+        log_death(proc.slot, proc.pid, proc.stop_sent and code == ExitCode.OK, what + hint, batches, calling)
         timed_out: BatchResult | None = None
-        if proc.kill_reason == _KILL_TIME_LIMIT and batches and batches[0].batch_id == proc.running:
-            timed_out = hard_limit_result(batches.pop(0), proc.slot, proc.pid,
-                                          self._loop.time() - proc.running_since, progress)
+        over = next((b for b in begun if b.batch_id == proc.overran), None)
+        if proc.kill_reason == _KILL_TIME_LIMIT and over is not None:
+            batches.remove(over)
+            begun.remove(over)
+            timed_out = hard_limit_result(over, proc.slot, proc.pid, self._loop.time() - proc.started[over.batch_id],
+                                          recorded[over.batch_id])
         is_current = proc.slot < len(self._slots) and self._slots[proc.slot] is proc
         if self._state == "running" and is_current and self.fatal is None:
-            self._replace(proc, code, was_ready, in_call)
+            self._replace(proc, code, was_ready, bool(calling))
         self._signal_change()
         if timed_out is not None:
             self._emit(self._on_result, timed_out)
@@ -487,9 +453,7 @@ class Pool:
             if self._state in ("stopping", "stopped", "starting"):
                 self._leftovers.extend(batches)
             else:
-                started = running.batch_id if running is not None and running in batches else None
-                self._emit(self._on_worker_lost, WorkerLost(proc.slot, proc.pid, code, what, batches, started,
-                                                            progress if started is not None else None, in_call))
+                self._emit(self._on_worker_lost, _lost(proc, code, what, batches, begun, recorded, calling))
 
     def _replace(self, proc: WorkerProcess, code: int, was_ready: bool, explained: bool = False) -> None:
         if not was_ready and proc.boot_code == ExitCode.BOOT_ERROR:
@@ -527,9 +491,11 @@ class Pool:
         for proc in list(self._procs):
             if proc.dead or proc.kill_reason:
                 continue
-            if hard and proc.running is not None and now - proc.running_since > hard:
+            over = next((b for b, since in proc.started.items() if now - since > hard), None) if hard else None
+            if over is not None:
                 logger.error("worker {} (pid {}) still on batch {} after {:.1f} s; killing it (hard time limit)",
-                             proc.slot, proc.pid, proc.running, now - proc.running_since)
+                             proc.slot, proc.pid, over, now - proc.started[over])
+                proc.overran = over
                 proc.kill(_KILL_TIME_LIMIT)
             elif proc.state == "starting" and now - proc.spawned_at > self.config.boot_timeout:
                 proc.boot_error = (f"worker {proc.slot} (pid {proc.pid}) not ready after "
@@ -548,18 +514,6 @@ class Pool:
         if self._state != "running" or self.fatal is not None:
             raise PoolClosedError(f"the pool is {self._state}" + (f" and failed: {self.fatal}" if self.fatal else ""))
 
-    def _signal_change(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-
-    async def _wait_change(self, timeout: float) -> None:
-        assert self._changed is not None
-        self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
-
     async def _await_ready(self, procs: list[WorkerProcess]) -> None:
         deadline = self._loop.time() + self.config.boot_timeout + 1.0
         while True:
@@ -574,27 +528,15 @@ class Pool:
                 raise WorkerBootError(f"workers not ready after {self.config.boot_timeout:g} s")
             await self._wait_change(remaining)
 
-    async def _wait_dead(self, timeout: float) -> None:
-        deadline = self._loop.time() + timeout
-        while self._procs:
-            remaining = deadline - self._loop.time()
-            if remaining <= 0:
-                return
-            await self._wait_change(remaining)
 
-    async def _kill_all(self) -> None:
-        for proc in list(self._procs):
-            proc.kill("pool start failed")
-        await self._wait_dead(10.0)
-
-    def _finish_stop(self) -> None:
-        self._state = "stopped"
-        if self._tick_handle is not None:
-            self._tick_handle.cancel()
-        atexit.unregister(self._atexit_kill)
-        self._signal_change()
-
-    def _atexit_kill(self) -> None:
-        """Last resort if the program exits without stop(): do not leave workers behind."""
-        for proc in list(self._procs):
-            proc.kill("interpreter exit")
+def _lost(proc: WorkerProcess, code: int, what: str, batches: list[Batch], begun: list[Batch],
+          recorded: dict[int, progress_mem.Progress | None], calling: list) -> WorkerLost:
+    """What a dead worker held, each batch it had begun with its lane's progress. A batch is known to hold the
+    killer (``in_call``) only when it was the one batch in a handler call: with calls in several lanes, none is."""
+    only = calling[0][0].batch_id if len(calling) == 1 else None
+    suspect = proc.kill_reason != _KILL_TIME_LIMIT  # the batches beside one that overran did nothing wrong
+    lanes = {b.batch_id: LaneLoss(recorded[b.batch_id], b.batch_id == only, suspect) for b in begun}
+    first = begun[0].batch_id if begun else None
+    return WorkerLost(proc.slot, proc.pid, code, what, batches, first,
+                      lanes[first].progress if first is not None else None,
+                      first is not None and first == only, lanes)

@@ -94,8 +94,13 @@ class WorkerProcess:
         self.flush_scheduled = False
         self.writer_armed = False
         self.pending: dict[int, Batch] = {}
-        self.running: int | None = None
-        self.running_since = 0.0
+        #: the batches it announced (STARTED) and has not answered: batch id -> when last announced, oldest
+        #: first (one at most for the process class; up to its lanes for threads / asyncio)
+        self.started: dict[int, float] = {}
+        #: the batch a cut was last asked for (:meth:`rmqrun.supervisor.pool.Pool.cut`)
+        self.cut_batch: int | None = None
+        #: the batch it was killed for at the hard time limit
+        self.overran: int | None = None
         self.state = "starting"
         self.spawned_at = loop.time()
         self.candidate = False  # spawned by reload(), not yet installed in its slot
@@ -111,6 +116,16 @@ class WorkerProcess:
         self.received = 0
         #: killed for a reason no message explains and no crash is (a stuck worker): not a crash-loop death
         self.kill_explained = False
+
+    @property
+    def running(self) -> int | None:
+        """The oldest batch it runs (None: none); a process worker runs one at a time."""
+        return next(iter(self.started), None)
+
+    @property
+    def running_since(self) -> float:
+        """When the oldest batch it runs was last announced."""
+        return next(iter(self.started.values()), 0.0)
 
     def watch(self) -> None:
         """Start reading the socket and watching for the death (once the caller has the object)."""
@@ -217,17 +232,20 @@ class WorkerProcess:
     def life_sign(self) -> tuple[int, bytes, int]:
         """What changes whenever the worker does anything: bytes it sent, the head of its progress
         block (the batch, the call, how far), and its claim. Equal twice: it did nothing in between."""
-        return self.received, bytes(self.progress[0:progress_mem.HEAD_SIZE]), progress_mem.read_claim(self.progress)
+        return self.received, progress_mem.heads(self.progress), progress_mem.read_claim(self.progress)
 
     def in_call(self) -> bool:
-        """Whether the worker is inside a handler call of the batch it runs (the progress block says so)."""
-        live = progress_mem.read_live(self.progress)
-        return live is not None and live.in_call and self.running is not None and live.batch_id == self.running
+        """Whether the worker is inside a handler call of a batch it runs (the progress block says so)."""
+        for batch_id in self.started:
+            live = progress_mem.live_batch(self.progress, batch_id)
+            if live is not None and live.in_call:
+                return True
+        return False
 
     def unclaimed(self) -> list[int]:
         """Batches in its pipe it has not reached yet (after the one it runs or claimed), in order."""
         ids = list(self.pending)
-        reached = [ids.index(b) for b in (self.running, progress_mem.read_claim(self.progress)) if b in self.pending]
+        reached = [ids.index(b) for b in (*self.started, progress_mem.read_claim(self.progress)) if b in self.pending]
         return ids[max(reached) + 1:] if reached else ids
 
     def stopped(self) -> bool:
@@ -278,7 +296,7 @@ def process_stopped(pid: int) -> bool:
 
 
 def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,
-                 on_exit: OnExit) -> WorkerProcess:
+                 on_exit: OnExit, lanes: int = 1) -> WorkerProcess:
     """Start ``python -m rmqrun.worker`` for a slot, queue its boot frame and start watching it.
 
     The child inherits only its socket, its progress block and (without
@@ -287,7 +305,7 @@ def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, 
     """
     parent, child = socket.socketpair()
     pipe_r = pipe_w = -1
-    prog_fd = progress_mem.create_fd()
+    prog_fd = progress_mem.create_fd(lanes)  # a lane per batch it may run at once
     try:
         if not _HAS_PIDFD:
             pipe_r, pipe_w = os.pipe()

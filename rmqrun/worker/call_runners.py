@@ -27,7 +27,10 @@ flight, results written as calls end):
   process.
 * **orderly batches** run one call at a time and stop at the first that does
   not succeed (the queue's order, or the key's); concurrency spreads over
-  the messages of concurrent batches only.
+  the messages of concurrent batches, and over batches: the worker runs up
+  to ``lanes`` batches at once (:mod:`rmqrun.worker.lanes`: batches of
+  different queues or keys, as the supervisor sends them), every call of
+  every batch within the one bound of ``size`` calls in flight.
 * **SIGTERM** is seen within :data:`POLL_S`: calls in flight are abandoned
   (NOT_RUN, delivered again), nothing more starts.
 * **memory and the supervisor's cut** are checked before each call starts,
@@ -47,7 +50,7 @@ from rmqrun.pipe.wire import ConsumeMode, Run, Started, Status
 from rmqrun.worker.batch_decode import chunks_around
 from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.call_slots import CallSlots
-from rmqrun.worker.logs import CALL_INDEX
+from rmqrun.worker.logs import CALL_BATCH, CALL_INDEX, MessageContext
 
 __all__ = ["CallRunner", "POLL_S"]
 
@@ -65,10 +68,13 @@ class CallRunner:
         self.use_threads = worker_class == "threads"
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
-        self.slots = CallSlots(size, worker.progress)
         self.threads = ThreadPoolExecutor(size, thread_name_prefix="rmqrun-call") if self.use_threads else None
         #: threads still inside a call that passed its time limit: the pool is that much smaller
         self.stuck = 0
+        #: handler calls in flight now, over every batch running
+        self.in_flight = 0
+        #: resolved when a call ends, for batches waiting for room under the bound
+        self._room: asyncio.Future[None] | None = None
 
     # ------------------------------------------------------------------ hooks
     def call_hook(self, fn: Callable[..., Any], info: Any) -> None:
@@ -85,21 +91,36 @@ class CallRunner:
         self.loop.close()
 
     # ------------------------------------------------------------------ batches
-    def run_batch(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
-                  outcome: BatchOutcome) -> None:
-        """The batch's calls, up to ``size`` at once (one at a time for an orderly batch)."""
+    async def run_batch(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
+                        outcome: BatchOutcome, slots: CallSlots) -> None:
+        """One batch's calls, within the worker's bound (one at a time for an orderly batch), its calls in
+        ``slots`` (its lane's)."""
         try:
-            self.loop.run_until_complete(_Batch(self, run, msgs, offsets, decode_errors, outcome).run())
+            await _Batch(self, run, msgs, offsets, decode_errors, outcome, slots).run()
         finally:
-            self.slots.end_batch()
+            slots.end_batch()
         if self.stuck:
             self.worker.stop_calls(f"{self.stuck} handler thread(s) still in a call past the time limit "
                                    f"({self.worker.config.time_limit:g} s)")
 
+    def room_waiter(self) -> "asyncio.Future[None]":
+        """Resolved when a call ends anywhere in the worker (room for a batch waiting under the bound)."""
+        if self._room is None or self._room.done():
+            self._room = self.loop.create_future()
+        return self._room
+
+    def ended(self) -> None:
+        """A call ended (or is no longer waited for): one more fits under the bound."""
+        self.in_flight -= 1
+        if self._room is not None and not self._room.done():
+            self._room.set_result(None)
+
     def start(self, fn: Callable[[Any], Any], arg: Any, index: int) -> "asyncio.Future[Any]":
-        """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``."""
+        """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``
+        of its own batch."""
+        self.in_flight += 1
         if self.threads is not None:
-            return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index)
+            return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index, CALL_BATCH.get())
         token = CALL_INDEX.set(index)  # the task copies the context as it is created
         try:
             return asyncio.ensure_future(_called(fn, arg), loop=self.loop)
@@ -107,12 +128,14 @@ class CallRunner:
             CALL_INDEX.reset(token)
 
 
-def _labelled(fn: Callable[[Any], Any], arg: Any, index: int) -> Any:
+def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageContext | None) -> Any:
     """A thread's call, its log records labelled with its own message (the thread's context, not the batch's)."""
     token = CALL_INDEX.set(index)
+    held = CALL_BATCH.set(batch)
     try:
         return fn(arg)
     finally:
+        CALL_BATCH.reset(held)
         CALL_INDEX.reset(token)
 
 
@@ -132,8 +155,9 @@ class _Batch:
     """One batch's run on the loop: start calls while there is room, settle each as it ends."""
 
     def __init__(self, runner: CallRunner, run: Run, msgs: list[Any], offsets: list[int],
-                 errors: list[str | None], outcome: BatchOutcome) -> None:
+                 errors: list[str | None], outcome: BatchOutcome, slots: CallSlots) -> None:
         self.runner = runner
+        self.slots = slots
         self.worker = runner.worker
         self.run_frame = run
         self.msgs = msgs
@@ -147,8 +171,15 @@ class _Batch:
         self.flying: dict[asyncio.Future[Any], tuple[int, int, int, float]] = {}
 
     def room(self) -> int:
+        """How many calls this batch may have in flight: its own bound, less what the others hold of the
+        worker's (every batch's calls count against ``size``)."""
         runner = self.runner
-        return 1 if self.orderly else max(0, runner.size - runner.stuck)
+        own = 1 if self.orderly else max(0, runner.size - runner.stuck)
+        return min(own, len(self.flying) + max(0, runner.size - runner.stuck - runner.in_flight))
+
+    def starved(self) -> bool:
+        """More calls to start, none in room: wait for a call of another batch to end."""
+        return not self.stop and len(self.flying) >= self.room() and self.runner.size > self.runner.stuck
 
     async def run(self) -> None:
         worker = self.worker
@@ -157,7 +188,7 @@ class _Batch:
         assert handler is not None
         step = cfg.batch_size if handler.is_batch else 1
         chunks = chunks_around(self.errors, step)
-        self.runner.slots.begin_batch(len(self.msgs))
+        self.slots.begin_batch(len(self.msgs))
         limit = cfg.time_limit
         announce_every = min(cfg.kill_grace, limit) / 2 if limit > 0 else 0.0
         announced = time.monotonic()
@@ -165,7 +196,7 @@ class _Batch:
             while True:
                 if not self.stop:
                     self._start_calls(chunks, handler.fn, handler.is_batch)
-                if not self.flying:
+                if not self.flying and not self.starved():
                     return
                 now = time.monotonic()
                 timeout = POLL_S
@@ -174,12 +205,15 @@ class _Batch:
                         announced = now
                         worker.pipe.send(Started(self.run_frame.batch_id))
                         worker.pipe.flush()
-                    oldest = min(began for _, _, _, began in self.flying.values())
+                    oldest = min((began for _, _, _, began in self.flying.values()), default=now)
                     timeout = min(timeout, oldest + limit - now, announced + announce_every - now)
-                done, _ = await asyncio.wait(list(self.flying), timeout=max(0.0, timeout),
-                                             return_when=asyncio.FIRST_COMPLETED)
+                waits: list[asyncio.Future[Any]] = list(self.flying)
+                if self.starved():
+                    waits.append(self.runner.room_waiter())
+                done, _ = await asyncio.wait(waits, timeout=max(0.0, timeout), return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
-                    self._settle(fut)
+                    if fut in self.flying:
+                        self._settle(fut)
                 if limit > 0:
                     self._time_out(time.monotonic(), limit)
                 if worker._terminating:
@@ -201,7 +235,7 @@ class _Batch:
             if self.errors[start]:  # never handed to the handler; the supervisor dead-letters it as stored
                 outcome.statuses[start] = Status.UNDECODABLE
                 outcome.failed(start, start + 1, str(self.errors[start]))
-                self.runner.slots.settle(start, start + 1, outcome.statuses, outcome.delays)
+                self.slots.settle(start, start + 1, outcome.statuses, outcome.delays)
                 if self.orderly:
                     self.stop = True
                     return
@@ -211,7 +245,7 @@ class _Batch:
                 return
             now = time.monotonic()
             try:
-                slot = self.runner.slots.take(start, end, now)
+                slot = self.slots.take(start, end, now)
             except progress_mem.CallCut:  # the rest was given to another worker
                 self.stop = True
                 return
@@ -226,7 +260,8 @@ class _Batch:
             self._map(fut, start, end)
         finally:
             CALL_INDEX.reset(token)
-        self.runner.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+        self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+        self.runner.ended()
 
     def _map(self, fut: "asyncio.Future[Any]", start: int, end: int) -> None:
         worker = self.worker
@@ -257,7 +292,8 @@ class _Batch:
             outcome.statuses[start:end] = bytes([self.fail]) * (end - start)
             outcome.failed(start, end, f"handler '{ref}': soft time limit ({limit:g} s) exceeded")
             outcome.timed_out = True
-            self.runner.slots.finish(slot, outcome.statuses, outcome.delays)
+            self.slots.finish(slot, outcome.statuses, outcome.delays)
+            self.runner.ended()
             token = CALL_INDEX.set(start)
             self.worker.log.warning("handler '{}': soft time limit ({:g} s) exceeded (queue offset {}){}", ref,
                                     limit, self.offsets[start], "; the call is cancelled" if not
@@ -283,6 +319,7 @@ class _Batch:
         self.flying.clear()
         for fut in left:
             self._drop(fut)
+            self.runner.ended()
         tasks = [f for f in left if not self.runner.use_threads]
         if tasks:
             await asyncio.wait(tasks, timeout=1.0)

@@ -67,8 +67,8 @@ class CallSlots:
         w = self.writer
         if w is not None:
             upto = min(n, progress_mem.CAPACITY)
-            w.mm[progress_mem.STATUS_AT:progress_mem.STATUS_AT + upto] = bytes([progress_mem.NOT_RUN]) * upto
-            _SPREAD.pack_into(w.mm, progress_mem.SPREAD_AT, upto)
+            w.mm[w.at.status_at:w.at.status_at + upto] = bytes([progress_mem.NOT_RUN]) * upto
+            _SPREAD.pack_into(w.mm, w.at.spread_at, upto)
 
     def take(self, start: int, end: int, began: float) -> int:
         """A call on messages [start, end) begins at ``began``: its slot (raises CallCut if the supervisor
@@ -83,8 +83,7 @@ class CallSlots:
         slot = self.free.pop()
         self.calls[slot] = (start, end, began)
         if w is not None:
-            progress_mem.CALL.pack_into(w.mm, progress_mem.CALLS_AT + slot * progress_mem.CALL.size,
-                                        start, end, began)
+            progress_mem.CALL.pack_into(w.mm, w.at.calls_at + slot * progress_mem.CALL.size, start, end, began)
             self._head()
         return slot
 
@@ -96,7 +95,7 @@ class CallSlots:
         self.free.sort(reverse=True)
         self._final(start, end, statuses, delays)
         if self.writer is not None:
-            progress_mem.CALL.pack_into(self.writer.mm, progress_mem.CALLS_AT + slot * progress_mem.CALL.size,
+            progress_mem.CALL.pack_into(self.writer.mm, self.writer.at.calls_at + slot * progress_mem.CALL.size,
                                         -1, 0, 0.0)
             self._head()
 
@@ -114,8 +113,8 @@ class CallSlots:
             if w is not None and i < progress_mem.CAPACITY:
                 # the delay first: a status not NOT_RUN is what makes the pair meaningful to a reader
                 d = delays[i]
-                w.mm[progress_mem.DELAY_AT + i] = (d if d >= 0 else d + 256) if -128 <= d <= 127 else 0
-                w.mm[progress_mem.STATUS_AT + i] = statuses[i]
+                w.mm[w.at.delay_at + i] = (d if d >= 0 else d + 256) if -128 <= d <= 127 else 0
+                w.mm[w.at.status_at + i] = statuses[i]
         done = self.done
         while done < self.n and final[done]:
             done += 1
@@ -130,10 +129,10 @@ class CallSlots:
             self.calls.pop(slot)
             self.free.append(slot)
             if w is not None:
-                progress_mem.CALL.pack_into(w.mm, progress_mem.CALLS_AT + slot * progress_mem.CALL.size, -1, 0, 0.0)
+                progress_mem.CALL.pack_into(w.mm, w.at.calls_at + slot * progress_mem.CALL.size, -1, 0, 0.0)
         self.free.sort(reverse=True)
         if w is not None:
-            _SPREAD.pack_into(w.mm, progress_mem.SPREAD_AT, 0)
+            _SPREAD.pack_into(w.mm, w.at.spread_at, 0)
 
     def _head(self) -> None:
         """The head: the oldest call in flight (its start, when it began), the furthest end, and ``in call``."""
@@ -143,6 +142,6 @@ class CallSlots:
         if calls:
             start, _, began = min(calls, key=lambda c: c[2])
             end = max(c[1] for c in calls)
-            _STATE.pack_into(w.mm, 8, began, w.done, start, end, 1)
+            _STATE.pack_into(w.mm, w.at.head_at + 8, began, w.done, start, end, 1)
         else:
-            _FIELDS.pack_into(w.mm, 16, w.done, 0, 0, 0)
+            _FIELDS.pack_into(w.mm, w.at.head_at + 16, w.done, 0, 0, 0)

@@ -111,6 +111,9 @@ CONTEXT = MessageContext()
 #: with calls at once (threads / asyncio worker classes), the index of the message of the call this thread or task
 #: runs; -1: the one call of ``CONTEXT.index``
 CALL_INDEX: ContextVar[int] = ContextVar("rmqrun_call_index", default=-1)
+#: with batches at once (a threads / asyncio worker's lanes), the batch of the call this thread or task runs;
+#: None: the one batch of ``CONTEXT``
+CALL_BATCH: ContextVar["MessageContext | None"] = ContextVar("rmqrun_call_batch", default=None)
 
 #: the longest record a handler may log, in characters (0: no cap); set by :func:`setup`
 MAX_RECORD = 64 * 1024
@@ -125,7 +128,7 @@ def cut_marker(cut: int) -> str:
 
 
 def _patch(record: Any) -> None:
-    found = CONTEXT.fields()
+    found = (CALL_BATCH.get() or CONTEXT).fields()
     if found is not None:
         record["extra"].update(found)
     cap = MAX_RECORD

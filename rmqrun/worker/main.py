@@ -61,6 +61,7 @@ from rmqrun.worker.batch_outcome import BatchOutcome
 from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
 from rmqrun.worker.call_runners import CallRunner
+from rmqrun.worker.lanes import LaneServer
 from rmqrun.worker.batch_decode import chunks_around as _chunks_around, decode_batch
 from rmqrun.worker.time_limit import CallLimit
 
@@ -246,6 +247,8 @@ class Worker:
         return pipe.frames.next()
 
     def _loop(self) -> int:
+        if self.runner is not None:  # threads / asyncio: batches at once, frames read as they run (lanes.py)
+            return self.runner.loop.run_until_complete(LaneServer(self.runner).serve())
         while not self._terminating:
             try:
                 frame = self._next_frame()
@@ -312,28 +315,39 @@ class Worker:
         """One RUN: skip it, or announce it, decode, call the handler within the limits, report DONE."""
         assert self.handler is not None
         prog = self.progress
+        if not self._may_run(run, prog):
+            return
+        t0 = time.perf_counter()
+        msgs, offsets, decode_errors = self._decode(run)
+        context = worker_logs.CONTEXT
+        # by reference: what the handler logs is labelled only when it logs
+        context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
+        outcome = BatchOutcome(len(msgs))
+        self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
+        context.end()
+        self._answer(run, prog, outcome, offsets, t0)
+
+    def _may_run(self, run: Run, prog: progress_mem.Writer | None) -> bool:
+        """Whether the batch runs (announced, its lane begun); if not, it is answered NOT_RUN here."""
         if prog is not None and prog.skipped(run.batch_id):  # it claims the batch: supervisor/liveness.py
             self._skip_batch(run, "skipped: its queue was dropped")
-            return
+            return False
         if self._over_memory or self._no_more_calls:
             self._skip_batch(run, "")
-            return
+            return False
         if run.after and not self._clean.may_follow(run.after):
             self._skip_batch(run, "")  # the batch ahead of it did not succeed here: nothing after a failure runs
-            return
+            return False
         self.pipe.send(Started(run.batch_id))
         self.pipe.flush()
         if prog is not None:
             prog.begin(run.batch_id)
-        t0 = time.perf_counter()
-        msgs, offsets, decode_errors = self._decode(run)
-        n = len(msgs)
-        context = worker_logs.CONTEXT
-        # by reference: what the handler logs is labelled only when it logs
-        context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
-        outcome = BatchOutcome(n)
-        self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
-        context.end()
+        return True
+
+    def _answer(self, run: Run, prog: progress_mem.Writer | None, outcome: BatchOutcome, offsets: list[int],
+                t0: float) -> None:
+        """The batch ran: its results to the progress block (all final), then DONE."""
+        n = len(offsets)
         if prog is not None:
             prog.publish(outcome.statuses, outcome.delays, n)
         self.handled += n
@@ -353,12 +367,6 @@ class Worker:
         wherever it fired, also when the handler caught it and went on.
         """
         self._call_started = time.monotonic()
-        if self.runner is not None and (run.mode is ConsumeMode.CONCURRENT or not self.runner.use_threads):
-            # calls at once (call_runners.py); an orderly batch of the threads class runs here, one at a time
-            self.runner.run_batch(run, msgs, offsets, decode_errors, outcome)
-            if self.config.max_memory > 0 and msgs:
-                self._memory_check()
-            return
         try:
             self._in_batch = True
             try:

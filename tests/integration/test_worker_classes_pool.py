@@ -164,3 +164,27 @@ def test_sigterm_answers_the_batch_with_the_calls_in_flight_not_run(record: Path
             assert h.results[batch.batch_id].statuses == bytes([0, Status.NOT_RUN, 0])
             assert h.pool.cut_short_messages == 1
     run(main())
+
+
+@pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
+def test_batches_run_at_once_and_one_marked_alone_runs_with_nothing_beside_or_after_it(
+        record: Path, worker_class: str, handler: str) -> None:
+    """Lanes (issue #36): two batches given at once run at once; a batch marked ``alone`` (a suspect's re-run)
+    starts once they are answered, and the batch behind it only once it is."""
+    async def main() -> None:
+        async with Harness(handler, worker_class=worker_class, concurrency=8) as h:
+            a = h.submit(0, bodies("sleep", "sleep", "sleep", queue_id=1))
+            d = h.submit(0, bodies("sleep", "sleep", "sleep", queue_id=4))
+            alone = Batch(9000, "alone", C, "broker-a", bodies("sleep", queue_id=2), alone=True)
+            h.pool.submit(0, alone)
+            c = h.submit(0, bodies("sleep", "sleep", queue_id=3))
+            for batch in (a, d, alone, c):
+                assert (await h.result(batch)).statuses == bytes(batch.count)
+            recs = classes_handler.records(record)
+            by_queue = {q: [(r[3], r[4]) for r in recs if r[0] == q] for q in (1, 2, 3, 4)}
+            assert any(s1 < e4 and s4 < e1 for s1, e1 in by_queue[1] for s4, e4 in by_queue[4]), \
+                f"two batches given at once did not run at once: {by_queue}"
+            ((start, end),) = by_queue[2]
+            assert all(e <= start for q in (1, 4) for _, e in by_queue[q]), f"it ran beside others: {by_queue}"
+            assert all(s >= end for s, _ in by_queue[3]), f"a batch behind it started beside it: {by_queue}"
+    run(main())

@@ -131,3 +131,12 @@ def test_batch_result_views() -> None:
     # the supervisor reads the per-message fields as they are: one Status byte, delay and offset each
     assert [Status(b) for b in r.statuses] == [Status.SUCCESS, Status.RECONSUME_LATER, Status.SUCCESS]
     assert r.delay_levels == (0, 3, 0) and r.queue_offsets == (7, 8, 9)
+
+
+def test_a_suspect_s_rerun_is_marked_to_run_alone_beside_the_auto_commit_flag() -> None:
+    """Batch.alone travels as a flag bit of RUN (issue #36, lanes): a worker that runs batches at once runs it
+    with nothing beside it; every other field is as without it."""
+    for alone, auto_commit in ((True, False), (True, True), (False, True)):
+        batch = Batch(5, "k", ConsumeMode.CONCURRENT, "b", [rec(1)], auto_commit=auto_commit, alone=alone)
+        (run,) = split(b"".join(encode_run(batch)))
+        assert (run.alone, run.auto_commit, run.after) == (alone, auto_commit, 0)

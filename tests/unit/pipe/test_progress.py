@@ -96,3 +96,65 @@ def test_a_living_worker_s_call_is_read_with_its_begin_time_and_publishing_ends_
     w.begin(10)  # a new batch: no call in progress whatever the old begin time
     live = p.read_live(mm)
     assert live is not None and (live.batch_id, live.done, live.in_call) == (10, 0, False)
+
+
+def test_a_process_worker_s_block_is_one_lane_of_the_fixed_layout_and_the_others_get_one_per_batch() -> None:
+    """The process class keeps its layout (and its hot path's fixed offsets); threads/asyncio get a lane per
+    batch they may run at once, capped where the pipe could never fill more."""
+    assert p.lanes_for("process", 1) == 1 and p.block_size(1) == p.SIZE
+    assert p.lanes_for("threads", 8) == 8 and p.lanes_for("asyncio", 256) == p.MAX_LANES
+    fd = p.create_fd(3)
+    mm = p.map_fd(fd)
+    os.close(fd)
+    assert len(mm) == p.block_size(3) and p.lanes_of(mm) == 3
+    assert p.lanes_of(_mapped()) == 1
+    try:
+        p.block_size(p.MAX_LANES + 1)
+    except ValueError as exc:
+        assert "lanes" in str(exc)
+    else:
+        raise AssertionError("a block past MAX_LANES lanes was sized")
+
+
+def test_batches_in_different_lanes_are_read_back_by_their_ids_and_their_calls_summed() -> None:
+    fd = p.create_fd(3)
+    mm = p.map_fd(fd)
+    os.close(fd)
+    ring = p.SkipRing(mm)
+    first = p.Writer(mm)
+    third = first.lane(2)
+    assert first.lane(0) is first and isinstance(third, p.LaneWriter)
+    first.begin(10)
+    third.begin(11)
+    first.call(bytearray([0, 1, 0]), [0, 0, 0], 0, 1, 5.0)
+    first.call(bytearray([0, 1, 0]), [0, 0, 0], 1, 2, 6.0)
+    third.call(bytearray([1, 0, 0, 0]), [2, 0, 0, 0], 0, 2, 7.0)
+    third.call(bytearray([1, 0, 0, 0]), [2, 0, 0, 0], 2, 3, 8.0)
+    a, b = p.read_batch(mm, 10), p.read_batch(mm, 11)
+    assert a is not None and b is not None
+    assert (a.batch_id, a.done, a.statuses, a.call_start, a.call_began) == (10, 1, bytes([0]), 1, 6.0)
+    assert (b.batch_id, b.done, b.statuses, b.delay_levels, b.call_start, b.call_end) == \
+        (11, 2, bytes([1, 0]), (2, 0), 2, 3)
+    assert p.find_lane(mm, 11) == 2 and p.read_batch(mm, 12) is None
+    assert p.read_calls(mm) == 2
+    live = p.live_batch(mm, 11)
+    assert live is not None and live.in_call and live.call_began == 8.0
+    assert p.live_batch(mm, 99) is None
+    # the skip list, the claim and the cut stay once per worker: a lane sees them too
+    assert ring.add(11) and third.skipped(11) and p.read_claim(mm) == 11
+    p.ask_cut(mm, 11, 3)
+    try:
+        third.call(bytearray(4), [0] * 4, 3, 4, 9.0)
+    except p.CallCut as cut:
+        assert cut.index == 3
+    else:
+        raise AssertionError("a lane's call past the cut was announced")
+    heads = p.heads(mm)
+    third.publish(bytearray([1, 0, 0, 0]), [2, 0, 0, 0], 4)
+    assert p.heads(mm) != heads and p.read_calls(mm) == 1
+    try:
+        first.lane(3)
+    except ValueError as exc:
+        assert "lane" in str(exc)
+    else:
+        raise AssertionError("a writer of a lane the block lacks")

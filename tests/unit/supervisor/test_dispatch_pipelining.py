@@ -84,3 +84,20 @@ def test_batches_given_back_or_cut_by_a_time_limit_are_not_measured() -> None:
     clock.now += 900
     d.done(1, ran=False)
     assert d.per_message_s is not None and d.per_message_s < 1e-4
+
+
+def test_a_worker_with_lanes_takes_as_many_batches_at_once_before_the_pipeline_budget_applies() -> None:
+    """Threads / asyncio (issue #36): a batch given while a lane is free runs at once, behind nothing; past the
+    lanes the process class's rule (nothing pipelined before a batch was measured) holds again."""
+    d = Dispatcher([0], clock=Clock(), lanes=3)
+    assert [d.assign(i, "q", C, 4) for i in (1, 2, 3)] == [0, 0, 0]
+    assert d.assign(4, "q", C, 4) is None and not d.has_room(1)
+    d.done(1)
+    assert d.has_room(4) and d.assign(4, "q", C, 4) == 0
+    # the message bound still holds with free lanes
+    bounded = Dispatcher([0], clock=Clock(), lanes=8, max_inflight_messages=8)
+    assert bounded.assign(1, "q", C, 4) == 0 and bounded.assign(2, "q", C, 4) == 0
+    assert bounded.assign(3, "q", C, 1) is None
+    # lanes=1 (the process class): as before
+    serial = Dispatcher([0], clock=Clock())
+    assert serial.assign(1, "q", C, 4) == 0 and serial.assign(2, "q", C, 4) is None

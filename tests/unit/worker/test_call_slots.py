@@ -90,3 +90,28 @@ def test_a_new_batch_clears_what_the_last_left_and_refuses_calls_still_in_flight
     with pytest.raises(ValueError):
         CallSlots(progress_mem.MAX_CALLS + 1, writer)
 
+
+
+def test_call_slots_in_a_lane_past_zero_leave_lane_zero_alone() -> None:
+    """Two batches at once: each lane's calls and results are its own (issue #36, lanes)."""
+    mm = bytearray(progress_mem.block_size(2))
+    w0 = progress_mem.Writer(mm)  # type: ignore[arg-type]
+    w1 = w0.lane(1)
+    w0.begin(1)
+    w1.begin(2)
+    s0, s1 = CallSlots(4, w0), CallSlots(4, w1)
+    s0.begin_batch(3)
+    s1.begin_batch(3)
+    statuses, delays = bytearray([0, 0, 0]), [0, 0, 0]
+    a = s1.take(0, 1, 1.0)
+    s1.take(1, 2, 2.0)
+    s0.take(0, 1, 3.0)
+    s1.finish(a, statuses, delays)
+    one, zero = progress_mem.read_batch(mm, 2), progress_mem.read_batch(mm, 1)  # type: ignore[arg-type]
+    assert one is not None and zero is not None
+    assert one.done == 1 and [c[:2] for c in one.calls] == [(1, 2)] and one.call_began == 2.0
+    assert zero.done == 0 and [c[:2] for c in zero.calls] == [(0, 1)] and zero.call_began == 3.0
+    assert progress_mem.read_calls(mm) == 2  # type: ignore[arg-type]
+    s1.end_batch()
+    w1.publish(statuses, delays, 3)  # as the worker answers the batch
+    assert progress_mem.read_calls(mm) == 1  # type: ignore[arg-type]
