@@ -34,7 +34,7 @@ def released_by(pq: ProcessQueue, shrink: Callable[[ProcessQueue], object]) -> N
             await asyncio.sleep(0)
         assert not waiting.done() and pq.room is not None
         shrink(pq)
-        await asyncio.wait_for(waiting, 30)  # bounded: a wake that never comes fails here, not in an hour
+        await asyncio.wait_for(waiting, 10)  # bounded: a wake that never comes fails here, not in an hour
         assert pq.room is None, "the waiter is gone once it fired"
 
     asyncio.run(main())
