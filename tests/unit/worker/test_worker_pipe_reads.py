@@ -83,3 +83,76 @@ def test_a_decoded_run_gives_its_records_as_bytes_without_a_copy_and_a_hand_made
     raw = b"".join(records)
     assert Run(3, ConsumeMode.CONCURRENT, True, "b", raw).records_in_bytes() == (raw, 0)
     assert run == Run(3, ConsumeMode.CONCURRENT, True, "b", b"".join(records)), "records_at is not compared"
+
+
+def _frames_waiting(sock: socket.socket) -> list[object]:
+    """The frames the worker has sent so far, read without blocking."""
+    from rmqrun.pipe.wire import FrameBuffer
+
+    buf, out = FrameBuffer(), []
+    while True:
+        try:
+            data = sock.recv(1 << 16, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            break
+        buf.feed(data)
+    while (frame := buf.next()) is not None:
+        out.append(frame)
+    return out
+
+
+def _ready_worker(mine: socket.socket) -> Worker:
+    from rmqrun.handler.loading import load_handler
+
+    worker = _worker(mine)
+    worker.handler = load_handler("workers.noop:handle")
+    return worker
+
+
+def test_a_done_leaves_with_the_started_of_a_run_already_waiting() -> None:
+    """A pipelined RUN is read before the DONE of the batch ahead of it is flushed: both go in one send, so
+    the supervisor wakes once per batch, not once for the DONE and again for the next STARTED."""
+    from rmqrun.pipe.wire import Done, Started
+
+    sup, mine = socket.socketpair()
+    mine.settimeout(10)  # a RUN lost on the way fails the test here instead of blocking it
+    worker = _ready_worker(mine)
+    sup.sendall(_run_frame(1, [b"a", b"b"])[0])
+    first = worker._next_frame()
+    assert isinstance(first, Run)
+    worker._run_batch(first)
+    assert [type(f) for f in _frames_waiting(sup)] == [Started], "STARTED at once; the DONE waits"
+    sup.sendall(_run_frame(2, [b"c"])[0])  # pipelined behind it
+    second = worker._next_frame()
+    assert isinstance(second, Run) and second.batch_id == 2
+    assert _frames_waiting(sup) == [], "the DONE of batch 1 waits for batch 2's STARTED"
+    worker._run_batch(second)
+    sent = _frames_waiting(sup)
+    assert [(type(f), f.batch_id) for f in sent] == [(Done, 1), (Started, 2)]  # type: ignore[attr-defined]
+    assert bytes(sent[0].statuses) == bytes(2)  # type: ignore[attr-defined]
+
+
+def test_with_nothing_waiting_the_done_is_flushed_before_the_worker_blocks() -> None:
+    from rmqrun.pipe.wire import Done, Started
+
+    sup, mine = socket.socketpair()
+    worker = _ready_worker(mine)
+    sup.sendall(_run_frame(1, [b"a"])[0])
+    first = worker._next_frame()
+    assert isinstance(first, Run)
+    worker._run_batch(first)
+    got: list[object] = []
+    reader = threading.Thread(target=lambda: got.append(worker._next_frame()), daemon=True)
+    reader.start()  # blocks in its read: the DONE must be out before it does
+    from rmqrun.pipe.wire import FrameBuffer
+
+    buf, frames = FrameBuffer(), []
+    sup.settimeout(30)
+    while len(frames) < 2:
+        buf.feed(sup.recv(1 << 16))
+        while (frame := buf.next()) is not None:
+            frames.append(frame)
+    assert [type(f) for f in frames] == [Started, Done]
+    sup.sendall(encode(Stop()))
+    reader.join(30)
+    assert len(got) == 1 and isinstance(got[0], Stop)
