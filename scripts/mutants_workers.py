@@ -375,15 +375,4 @@ MUTANTS: list[Mutant] = [
       "worker_concurrency is ignored: the threads and asyncio classes run one call at a time",
       "        self.size = size\n", "        self.size = 1\n",
       I + "test_worker_classes_pool.py::test_a_batchs_calls_run_at_once_and_each_message_has_its_status"),
-    # --- h38 (issue #38): a DONE leaves with the STARTED of a RUN already waiting (one supervisor wake-up)
-    m("h38-done-not-held-for-next-started", "rmqrun/worker/main.py",
-      "a pipelined RUN waiting in the socket is not read before the DONE ahead of it is flushed (two sends)",
-      "                if data is not None:\n                    pipe.frames.feed(data)",
-      "                if False:\n                    pipe.frames.feed(data)",
-      U + "worker/test_worker_pipe_reads.py"),
-    m("h38-waiting-run-dropped", "rmqrun/worker/main.py",
-      "a RUN read without blocking is not fed to the frame buffer (the batch is lost)",
-      "                    pipe.frames.feed(data)\n                    continue",
-      "                    continue",
-      U + "worker/test_worker_pipe_reads.py"),
 ]

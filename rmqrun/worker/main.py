@@ -97,15 +97,6 @@ class _Pipe:
         """What one read returned; valid until the next read (feed it to ``frames`` at once)."""
         return self._inbuf[:self.sock.recv_into(self._inbuf)]
 
-    def read_waiting(self) -> memoryview | None:
-        """What is already there to read, without blocking; None when nothing is (or at end of file,
-        which the blocking :meth:`read` then reports). Valid until the next read, as :meth:`read`'s."""
-        try:
-            n = self.sock.recv_into(self._inbuf, 0, socket.MSG_DONTWAIT)
-        except (BlockingIOError, InterruptedError):
-            return None
-        return self._inbuf[:n] if n else None
-
 
 class Worker:
     """One worker process's state; :meth:`run` returns the exit code."""
@@ -238,16 +229,9 @@ class Worker:
             self._no_more_calls = reason
 
     def _next_frame(self) -> Frame | None:
-        """The next frame; flushes our output before blocking (not before: see below). None at end of file."""
+        """The next frame; flushes our output before blocking. None at end of file."""
         pipe = self.pipe
         while not pipe.has_frame():
-            if pipe.out:
-                # a DONE is waiting to go: when the next RUN is here already (pipelined), it leaves with
-                # that batch's STARTED, one send and one wake-up of the supervisor instead of two
-                data = pipe.read_waiting()
-                if data is not None:
-                    pipe.frames.feed(data)
-                    continue
             pipe.flush()
             self._idle = True
             try:
