@@ -78,7 +78,7 @@ class ProcessQueue(RunTier):
         "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to",
         "msg_acc_cnt",
         "dropped", "locked", "lock_lapsed", "consuming", "try_unlock_times", "last_pull_timestamp",
-        "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms",
+        "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms", "room",
     )
 
     def __init__(
@@ -117,6 +117,21 @@ class ProcessQueue(RunTier):
         self.last_lock_timestamp = now
         self.lock_max_live_ms = lock_max_live_ms
         self.pull_max_idle_ms = pull_max_idle_ms
+        self.room: Any = None
+        """The future a puller held by flow control waits on (an ``asyncio.Future``; None: no puller waits):
+        :meth:`made_room` resolves it as soon as messages leave the cache (rmqrun/consumer/puller.py)."""
+
+    def made_room(self) -> None:
+        """Messages left the cache: a puller held by flow control looks again now, not at its next poll.
+
+        Java's puller polls every 50 ms while a queue is over its limits; with the handlers slow
+        enough to hold every queue there (1 ms of CPU each), those polls were about half of the
+        supervisor's loop wake-ups. Called wherever the cache shrinks."""
+        waiter = self.room
+        if waiter is not None:
+            self.room = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     # --- filling -------------------------------------------------------------------
     def put(self, entries: Iterable[QueuedMessage], max_offset: int | None = None) -> bool:
@@ -230,6 +245,8 @@ class ProcessQueue(RunTier):
         self.msg_size -= sum(map(_SIZE, removed))
         if not cached:
             tree._order.clear()
+        if self.room is not None:
+            self.made_room()
         return self._offset_to_commit()
 
     def _offset_to_commit(self) -> int:
@@ -341,6 +358,7 @@ class ProcessQueue(RunTier):
         last = max(taken)
         self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
+        self.made_room()
         if not self._tree.entries and not self._run_count and self.pulled_to > last + 1:
             return self.pulled_to
         return last + 1
@@ -355,6 +373,7 @@ class ProcessQueue(RunTier):
         if not done:
             return -1
         self.msg_size -= sum(map(_SIZE, map(taken.pop, done)))
+        self.made_room()
         return max(done) + 1
 
     def rollback(self) -> None:
@@ -464,6 +483,7 @@ class ProcessQueue(RunTier):
         self.msg_size = 0
         self.queue_offset_max = 0
         self.pulled_to = -1
+        self.made_room()
 
     # --- locks and liveness -------------------------------------------------------------
     def note_locked(self, now_ms: int | None = None) -> None:

@@ -29,8 +29,11 @@ class RunTier:
     msg_size: int
     queue_offset_max: int
     last_consume_timestamp: int
+    room: object
 
     if TYPE_CHECKING:  # ProcessQueue's own
+        def made_room(self) -> None: ...
+
         def put(self, entries: Iterable[QueuedMessage], max_offset: int | None = None) -> bool: ...
 
         def remove_messages(self, offsets: Iterable[int], now_ms: int | None = None) -> int: ...
@@ -140,6 +143,8 @@ class RunTier:
         self.msg_size -= run.size
         if not self._run_count:
             self._runs.clear()
+        if self.room is not None:
+            self.made_room()
         return self._offset_to_commit()
 
     def mark_run_started(self, run: QueuedRun, now_ms: int | None = None) -> None:

@@ -12,7 +12,7 @@ not responding, if any (:mod:`rmqrun.supervisor.liveness`).
 
 from __future__ import annotations
 
-from rmqrun.supervisor.snapshot import SupervisorSnapshot
+from rmqrun.supervisor.snapshot import StatusSnapshot
 
 
 def plural(count: int, noun: str, plural_form: str | None = None) -> str:
@@ -29,19 +29,17 @@ class StatusLine:
         self._at = started
         self._consumed = consumed
 
-    def text(self, snap: SupervisorSnapshot, now: float) -> str:
-        consume = snap.consume
-        consumed = consume.consumed if consume is not None else 0
+    def text(self, snap: StatusSnapshot, now: float) -> str:
+        consumed = snap.consumed
         rate = (consumed - self._consumed) / max(now - self._at, 1e-6)
         self._at, self._consumed = now, consumed
-        failed = consume.failed if consume is not None else 0
-        queues = consume.queues if consume is not None else ()
-        known = [q.lag for q in queues if q.lag is not None]
-        lag = str(sum(known)) if known or not queues else "?"
-        pop = consume.pop if consume is not None else None
+        lags = snap.lags
+        known = [lag for lag in lags if lag is not None]
+        lag = str(sum(known)) if known or not lags else "?"
+        pop = snap.pop
         held = (f"{plural(len(pop.assignments), 'POP assignment')}, {pop.unacked} un-acked, "
                 f"{plural(pop.extensions, 'extension')}, " if pop is not None else "")
-        return (f"{consumed} consumed ({rate:.0f}/s now), lag {lag}, {failed} failed, {held}"
-                f"{plural(len(queues), 'queue')}, {plural(snap.inflight_batches, 'batch', 'batches')} in flight, "
+        return (f"{consumed} consumed ({rate:.0f}/s now), lag {lag}, {snap.failed} failed, {held}"
+                f"{plural(len(lags), 'queue')}, {plural(snap.inflight_batches, 'batch', 'batches')} in flight, "
                 f"{plural(snap.workers, 'worker')}"
-                + (f" ({snap.health.not_responding} not responding)" if snap.health.not_responding else ""))
+                + (f" ({snap.not_responding} not responding)" if snap.not_responding else ""))

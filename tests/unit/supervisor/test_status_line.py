@@ -6,22 +6,15 @@ and no word of the lag.
 
 from __future__ import annotations
 
-from rmqrun.model import MessageQueue
-from rmqrun.supervisor.snapshot import (
-    ConsumeSnapshot, HealthSnapshot, HistogramSnapshot, QueueSnapshot, SupervisorSnapshot,
-)
+from rmqrun.supervisor.snapshot import StatusSnapshot
 from rmqrun.supervisor.status_line import StatusLine, plural
 
 
 def snap(consumed: int, lags: list[tuple[int | None, int | None]], workers: int = 2, batches: int = 0,
-         failed: int = 0, not_responding: int = 0) -> SupervisorSnapshot:
-    queues = tuple(QueueSnapshot(MessageQueue("T", "b", i), "T", 0, high, done, None)
-                   for i, (high, done) in enumerate(lags))
-    empty = HistogramSnapshot((), (), 0.0, 0)
-    consume = ConsumeSnapshot(consumed, failed, 0, 0, empty, empty, 0, 0, queues)
-    return SupervisorSnapshot("G", "m:f", True, HealthSnapshot("consuming", "", None, len(queues),
-                                                                     not_responding=not_responding), workers, 0, 0,
-                              batches, 0, (), consume)
+         failed: int = 0, not_responding: int = 0) -> StatusSnapshot:
+    """(broker max offset, consumer offset) per queue, None while not known."""
+    queue_lags = tuple(None if high is None or done is None else max(0, high - done) for high, done in lags)
+    return StatusSnapshot(consumed, failed, queue_lags, batches, workers, not_responding)
 
 
 def test_the_rate_is_the_last_interval_s_not_a_lifetime_average() -> None:

@@ -19,7 +19,7 @@ def supervisor(consumed: int, started: float, phase: str = "consuming") -> Super
     sup.engine = SimpleNamespace(stats=SimpleNamespace(started=started))  # type: ignore[assignment]
     sup.phase = phase
     sup._status_line = None
-    sup.snapshot = lambda: snap(consumed, [(10, 10), (5, 3)])  # type: ignore[method-assign]
+    sup.status = lambda: snap(consumed, [(10, 10), (5, 3)])  # type: ignore[method-assign]
     return sup
 
 
