@@ -324,6 +324,10 @@ class PopConsumeService:
 
     async def _process_result(self, req: PopRequest, mq: MessageQueue, entries: list[PopEntry],
                               result: JobResult) -> None:
+        verdicts = result.verdicts
+        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):
+            await self.acks.ack_all(req.pq, entries)  # the common case, kept cheap: all of them succeeded
+            return
         steps = []
         succeeded: list[PopEntry] = []
         for i, entry in enumerate(entries):
