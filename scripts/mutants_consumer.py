@@ -551,4 +551,32 @@ MUTANTS: list[Mutant] = [
       "lags.append(max(0, req.broker_max_offset - done) if current else None)",
       "lags.append(max(0, req.broker_max_offset) if current else None)",
       I + "test_status_snapshot.py"),
+    # ---------------------------------------------------------------- h32b: POP jobs merged across pops (#32)
+    m("h32b-pop-lane-never-flushed", "rmqrun/consumer/pop_consume.py",
+      "a queue's job coming back from the executor does not free its lane: later pops' messages wait forever",
+      "            lane.out -= 1", "            pass",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
+    m("h32b-pop-merged-job-unsorted", "rmqrun/consumer/pop_consume.py",
+      "a job merged from several pops keeps their arrival order, not the queue's offset order",
+      "            waiting.sort(key=_offset_of)", "            pass",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
+    m("h32b-pop-merged-job-unbounded", "rmqrun/consumer/pop_consume.py",
+      "a lane hands everything waiting over as one job, past job_size (one slow call's worth)",
+      "                chunk = waiting[:size]", "                chunk = waiting[:]",
+      U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
+      "what_waits"),
+    m("h32b-pop-stop-keeps-lanes", "rmqrun/consumer/pop_consume.py",
+      "a stop leaves the messages waiting in a lane unconsumed (they come back only after their invisible time)",
+      "        self._stopping = True", "        self._stopping = False",
+      U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
+      "what_waits"),
+    m("h32b-pop-fast-path-any-success", "rmqrun/consumer/pop_consume.py",
+      "a POP job with one success takes the all-succeeded path: its failures are acked, never retried",
+      "        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):",
+      "        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) > 0:",
+      U + "consumer/test_pop_consume.py::test_successes_are_acked_together_and_failures_delayed_by_their_count",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
 ]

@@ -1,11 +1,14 @@
 """Consuming popped messages (Java ``ConsumeMessagePopConcurrentlyService``), plus invisibility extension.
 
 Popped messages become jobs for the same executor the pull engine uses (per
-queue of a pop, jobs of ``consume_message_batch_max_size`` messages while
-handler calls are slow or not measured yet, up to a pop's 32 once they are
-known to take about 0.1 s in all: ``job_size``),
-so crash isolation, long-call handling and dispatch work as in pull mode. For
-each message of a finished job:
+queue, jobs of ``consume_message_batch_max_size`` messages while handler calls
+are slow or not measured yet, up to ``JOB_MAX`` once they are known to take
+about 0.1 s in all: ``job_size``), so crash isolation, long-call handling and
+dispatch work as in pull mode. While ``HOLD_JOBS`` of a queue's jobs are at the
+executor, what later pops bring of it waits and goes as one job when one comes
+back, so the messages of several pops share a job (and a worker-pipe round
+trip) as a pull's do; each keeps its own receipt and outcome. For each message
+of a finished job:
 
 * success: ACK_MESSAGE with its newest receipt (the retry topic it came from,
   if it did), coalesced with others that finish within a few ms into one
@@ -55,7 +58,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from loguru import logger
@@ -79,8 +82,11 @@ EXTEND_AT = 2 / 3
 EXTEND_TICK_S = 1.0
 #: handler time a job aims at once calls are known to be short (see PopConsumeService.job_size)
 JOB_TARGET_S = 0.1
-#: most messages in one job (a pop brings 32 at most)
-JOB_MAX = 32
+#: most messages in one job: several pops' worth once calls are short (what the pops of one queue may hold
+#: un-acked at once is ``pop_threshold_for_queue`` plus the pops in flight: 192 by default)
+JOB_MAX = 256
+#: a queue's jobs at the executor at once before its newly popped messages wait to go as one job
+HOLD_JOBS = 2
 #: weight of the newest job in the handler-time average
 JOB_TIME_WEIGHT = 0.2
 
@@ -139,6 +145,10 @@ class PopConsumeService:
         self._handler_s_per_msg: float | None = None
         #: the jobs handed to the executor and not answered yet (which of their calls began: extension)
         self._views: set[PopJobView] = set()
+        #: per queue of an assignment, its jobs at the executor and the messages waiting to join one job
+        self._lanes: dict[tuple[PopProcessQueue, tuple[str, str, int]], _Lane] = {}
+        #: set by :meth:`stop`: nothing waits in a lane any more
+        self._stopping = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -150,6 +160,9 @@ class PopConsumeService:
 
         Extensions go on while jobs finish, then stop: what is left unfinished is
         released to the broker's clock."""
+        self._stopping = True
+        for lane in list(self._lanes.values()):
+            self._flush(lane, self.job_size())
         if self._tasks:
             if grace > 0:
                 _, pending = await asyncio.wait(list(self._tasks), timeout=grace)
@@ -174,16 +187,45 @@ class PopConsumeService:
         """Consume a pop's messages: per queue (retry flag, queue id), jobs of :meth:`job_size` messages, as
         Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow, because a job's
         results come back when all of it is done: each message is acked within ~0.1 s of its own call's end,
-        so a stop or a kill redelivers only what had not finished."""
+        so a stop or a kill redelivers only what had not finished.
+
+        Messages of one queue wait in its :class:`_Lane` while ``HOLD_JOBS`` of its jobs are at the executor
+        and they are fewer than a job: those of several pops then go as one job once a job comes back (a
+        pop brings ~30; one job per pop cost the supervisor ~5x pull's worker-pipe frames per message)."""
         req.pq.add(entries)
-        by_queue: dict[tuple[str, int], list[PopEntry]] = defaultdict(list)
+        by_queue: dict[tuple[str, str, int], list[PopEntry]] = defaultdict(list)
         for entry in entries:
-            by_queue[(entry.message.ack_topic, entry.message.queue_id)].append(entry)
+            msg = entry.message
+            by_queue[(msg.ack_topic, msg.receipt.broker_name, msg.queue_id)].append(entry)
         size = self.job_size()
-        for group in by_queue.values():
-            group.sort(key=lambda e: e.message.queue_offset)
-            for i in range(0, len(group), size):
-                self._spawn(req, group[i:i + size])
+        lanes = self._lanes
+        for key, group in by_queue.items():
+            lane = lanes.get((req.pq, key))
+            if lane is None:
+                lane = lanes[(req.pq, key)] = _Lane(req, (req.pq, key))
+            lane.waiting.extend(group)
+            self._flush(lane, size)
+
+    def _flush(self, lane: "_Lane", size: int) -> None:
+        """Hand the lane's waiting messages over, in offset order, in jobs of ``size`` at most: full jobs at
+        once, the rest only while fewer than ``HOLD_JOBS`` of the lane's jobs are at the executor (or when
+        stopping)."""
+        waiting = lane.waiting
+        if waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
+            waiting.sort(key=_offset_of)
+            while waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
+                chunk = waiting[:size]
+                del waiting[:size]
+                lane.out += 1
+                self._spawn(lane.req, chunk, lane)
+        if not waiting and not lane.out:
+            self._lanes.pop(lane.key, None)
+
+    def _job_back(self, lane: "_Lane | None") -> None:
+        """A lane's job is back from the executor (run or not): what waited behind it goes as one job."""
+        if lane is not None:
+            lane.out -= 1
+            self._flush(lane, self.job_size())
 
     def job_size(self) -> int:
         """Messages per job: one handler call's worth (``consume_message_batch_max_size``) until calls are known
@@ -208,19 +250,33 @@ class PopConsumeService:
         old = self._handler_s_per_msg
         self._handler_s_per_msg = sample if old is None else old + (sample - old) * JOB_TIME_WEIGHT
 
-    def _spawn(self, req: PopRequest, entries: list[PopEntry]) -> None:
-        task = asyncio.ensure_future(self._consume(req, entries))
+    def _spawn(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane | None" = None) -> None:
+        task = asyncio.ensure_future(self._consume(req, entries) if lane is None
+                                     else self._consume(req, entries, lane))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _consume(self, req: PopRequest, entries: list[PopEntry]) -> None:
+    async def _consume(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane | None" = None) -> None:
+        pq = req.pq
+        try:
+            ran = await self._run_job(req, entries, lane)
+            if ran is not None:
+                await self._process_result(req, *ran)
+        except asyncio.CancelledError:
+            self._release(pq, entries)
+            raise
+
+    async def _run_job(self, req: PopRequest, entries: list[PopEntry],
+                       lane: "_Lane | None") -> tuple[MessageQueue, list[PopEntry], JobResult] | None:
+        """Run the job's messages that have not lapsed; None when none ran (each released). Its lane is told
+        once the executor has answered, before the acks."""
         pq = req.pq
         try:
             live = self._not_expired(pq, entries)
             if not live or pq.dropped:
                 self._release(pq, live)
-                return
+                return None
             first = live[0].message
             mq = MessageQueue(first.ack_topic, first.receipt.broker_name, first.queue_id)
             view = PopJobView(pq, live)
@@ -233,17 +289,16 @@ class PopConsumeService:
             except Exception as exc:  # not run at all (shutting down): they come back after their invisible time
                 logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
                 self._release(pq, live)
-                return
+                return None
             finally:
                 self._views.discard(view)
-            if any(v is not Status.NOT_RUN for v in result.verdicts):
-                self._learn(len(live), result)
-                self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
-                self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
-            await self._process_result(req, mq, live, result)
-        except asyncio.CancelledError:
-            self._release(pq, entries)
-            raise
+        finally:
+            self._job_back(lane)
+        if any(v is not Status.NOT_RUN for v in result.verdicts):
+            self._learn(len(live), result)
+            self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
+            self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
+        return mq, live, result
 
     def _not_expired(self, pq: PopProcessQueue, entries: list[PopEntry]) -> list[PopEntry]:
         now = now_ms()
@@ -269,6 +324,10 @@ class PopConsumeService:
 
     async def _process_result(self, req: PopRequest, mq: MessageQueue, entries: list[PopEntry],
                               result: JobResult) -> None:
+        verdicts = result.verdicts
+        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):
+            await self.acks.ack_all(req.pq, entries)  # the common case, kept cheap: all of them succeeded
+            return
         steps = []
         succeeded: list[PopEntry] = []
         for i, entry in enumerate(entries):
@@ -414,6 +473,21 @@ class PopConsumeService:
             entry.extending = None
             if done is not None and not done.done():
                 done.set_result(None)
+
+
+@dataclass(slots=True, eq=False)
+class _Lane:
+    """One queue of an assignment (ack topic, broker, queue id): its jobs at the executor (``out``) and the
+    popped messages waiting to join the next job."""
+
+    req: PopRequest
+    key: tuple[PopProcessQueue, tuple[str, str, int]]
+    out: int = 0
+    waiting: list[PopEntry] = field(default_factory=list)
+
+
+def _offset_of(entry: PopEntry) -> int:
+    return entry.message.queue_offset
 
 
 def _broker_mq(entry: PopEntry) -> MessageQueue:
