@@ -403,4 +403,9 @@ MUTANTS: list[Mutant] = [
       "            if run.alone:\n                blocked = False\n",
       I + "test_worker_classes_pool.py::test_batches_run_at_once_and_one_marked_alone_runs_with_nothing_beside_or_"
           "after_it"),
+    # --- issue #36 (h36t): the executor re-runs a one-message suspect of a death with calls at once alone
+    m("h36t-suspect-rerun-not-alone", "rmqrun/supervisor/executor.py",
+      "a one-message suspect of a death with two calls at once goes back to run beside others again",
+      "                batch.alone = True  # a suspect:", "                pass  # a suspect:",
+      U + "supervisor/test_suspect_rerun.py"),
 ]
