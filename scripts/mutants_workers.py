@@ -408,4 +408,9 @@ MUTANTS: list[Mutant] = [
       "a one-message suspect of a death with two calls at once goes back to run beside others again",
       "                batch.alone = True  # a suspect:", "                pass  # a suspect:",
       U + "supervisor/test_suspect_rerun.py"),
+    m("h36t-lane-end-skips-recycle", "rmqrun/worker/lanes.py",
+      "a threads / asyncio worker never checks its message count as its lanes end: it is never recycled",
+      "            self.worker._check_recycle()", "            pass",
+      I + "test_worker_classes_recycling.py::test_a_worker_at_its_message_count_finishes_its_calls_in_flight_and_"
+          "is_replaced"),
 ]
