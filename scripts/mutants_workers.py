@@ -413,4 +413,9 @@ MUTANTS: list[Mutant] = [
       "            self.worker._check_recycle()", "            pass",
       I + "test_worker_classes_recycling.py::test_a_worker_at_its_message_count_finishes_its_calls_in_flight_and_"
           "is_replaced"),
+    m("h36t-calls-ignore-memory-limit", "rmqrun/worker/call_runners.py",
+      "a threads / asyncio worker over max_memory keeps starting calls",
+      "            if check_memory and start and worker._memory_check():", "            if False:",
+      I + "test_worker_classes_recycling.py::test_a_worker_over_its_memory_limit_starts_no_further_call_and_is_"
+          "replaced"),
 ]

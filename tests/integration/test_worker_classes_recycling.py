@@ -1,7 +1,7 @@
 """Recycling by count with the threads and asyncio worker classes (issue #36), at the pool's level.
 
-A worker running several calls (and batches) at once that reaches ``max_messages`` lets every call it
-began finish, answers every batch it was given, and is replaced: no message is lost or run twice.
+A worker running several calls (and batches) at once that reaches ``max_messages`` or ``max_memory`` lets
+every call it began finish, answers every batch it was given, and is replaced: no message is lost or run twice.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from rmqrun.pipe.wire import Status
+from rmqrun.remoting.message import encode_stored
 from tests.integration.handlers import classes_handler
 from tests.integration.test_pool_basic import Harness, run
 from tests.integration.test_worker_classes_pool import H, HA, bodies
@@ -43,5 +45,32 @@ def test_a_worker_at_its_message_count_finishes_its_calls_in_flight_and_is_repla
             ran = Counter((r[0], r[1]) for r in recs)
             assert ran == Counter({(q, i): 1 for q in (1, 2, 3) for i in range(3)} | {(4, 0): 1, (4, 1): 1}), ran
             assert classes_handler.overlapping([r for r in recs if r[5] == first]) >= 2
+            assert not h.lost and not h.fatal
+    run(main())
+
+
+@pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
+def test_a_worker_over_its_memory_limit_starts_no_further_call_and_is_replaced(
+        record: Path, worker_class: str, handler: str) -> None:
+    """Calls at once each keep 40 MiB: once RSS is over ``max_memory`` no further call starts in that worker;
+    those it began finish, the rest of the batch goes back NOT_RUN, and the replacement runs it."""
+    async def main() -> None:
+        async with Harness(handler, worker_class=worker_class, concurrency=4, max_memory=150 << 20) as h:
+            (first,) = h.pids(0)
+            # ~40 MiB at boot: at most 3 leaks fit and 4 calls run at once, so 8 can never all start here
+            batch = h.submit(0, bodies(*["leak:40"] * 8))
+            res = await h.result(batch)
+            ran = [i for i, st in enumerate(res.statuses) if st == Status.SUCCESS]
+            not_run = [i for i, st in enumerate(res.statuses) if st == Status.NOT_RUN]
+            assert res.pid == first and ran and not_run and sorted(ran + not_run) == list(range(8)), res.statuses
+            await h.wait_for(lambda: first not in h.pids(), what="the retired worker's exit")
+            recs = classes_handler.records(record)
+            # every call begun there finished, and none started after the limit was seen
+            assert sorted(r[1] for r in recs if r[5] == first) == ran
+            again = h.submit(0, b"".join(bytes(encode_stored(topic="T", body=b"sleep", properties={}, queue_id=0,
+                                                             queue_offset=i)) for i in not_run))
+            res2 = await h.result(again)
+            assert res2.statuses == bytes(len(not_run)) and res2.pid != first
+            assert Counter(r[1] for r in classes_handler.records(record)) == Counter(range(8))  # each once
             assert not h.lost and not h.fatal
     run(main())

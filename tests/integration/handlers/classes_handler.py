@@ -1,7 +1,7 @@
 """Handlers for the threads and asyncio worker classes (issue #36): the body says what a call does.
 
 ``sleep`` (the default: 50 ms), ``hang:S`` (S seconds: past a time limit), ``exit`` (``os._exit``: the
-call kills its worker), ``raise``, and for the async one ``block:S`` (a blocking ``time.sleep`` that
+call kills its worker), ``raise``, ``leak:MB`` (keeps MB of touched memory for ever, then sleeps 50 ms), and for the async one ``block:S`` (a blocking ``time.sleep`` that
 stops the worker's loop). Each call that returns appends ``<queue_id> <offset> <key> <start> <end> <pid>``
 (monotonic times) to the file named by ``RMQRUN_HANDLER_CLASSES_RECORD``, with one ``write``, so the
 tests can see every message once and calls that overlapped.
@@ -36,6 +36,15 @@ def _record(msg: rmqrun.Message, start: float, end: float) -> None:
         os.close(fd)
 
 
+_leaked: list[bytearray] = []
+
+
+def _leak(mb: float) -> None:
+    chunk = bytearray(int(mb * (1 << 20)))
+    chunk[::4096] = b"x" * len(chunk[::4096])  # touch every page so it counts in RSS
+    _leaked.append(chunk)
+
+
 def handle(msg: rmqrun.Message) -> None:
     """For the threads (and process) class: blocking sleeps."""
     start = time.monotonic()
@@ -44,6 +53,9 @@ def handle(msg: rmqrun.Message) -> None:
         os._exit(7)
     if what == "raise":
         raise RuntimeError(f"asked to raise at offset {msg.queue_offset}")
+    if what == "leak":
+        _leak(arg)
+        arg = SLEEP_S
     time.sleep(arg)
     _record(msg, start, time.monotonic())
 
@@ -56,6 +68,9 @@ async def handle_async(msg: rmqrun.Message) -> None:
         os._exit(7)
     if what == "raise":
         raise RuntimeError(f"asked to raise at offset {msg.queue_offset}")
+    if what == "leak":
+        _leak(arg)
+        arg = SLEEP_S
     if what == "block":
         time.sleep(arg)
     else:
