@@ -418,4 +418,14 @@ MUTANTS: list[Mutant] = [
       "            if check_memory and start and worker._memory_check():", "            if False:",
       I + "test_worker_classes_recycling.py::test_a_worker_over_its_memory_limit_starts_no_further_call_and_is_"
           "replaced"),
+    m("h36t-thread-call-loses-its-batch-label", "rmqrun/worker/call_runners.py",
+      "a threads-class call logs without its lane's batch context: its lines name no message of its own",
+      "    held = CALL_BATCH.set(batch)", "    held = CALL_BATCH.set(None)",
+      I + "test_worker_classes_log_labels.py::test_each_line_a_call_logs_names_its_own_message_across_two_batches_at_"
+          "once[threads-tests.integration.handlers.classes_handler:handle]"),
+    m("h36t-async-call-loses-its-index-label", "rmqrun/worker/call_runners.py",
+      "an asyncio-class call logs as its batch's current message, not its own",
+      "token = CALL_INDEX.set(index)  # the task copies", "token = CALL_INDEX.set(-1)  # the task copies",
+      I + "test_worker_classes_log_labels.py::test_each_line_a_call_logs_names_its_own_message_across_two_batches_at_"
+          "once[asyncio-tests.integration.handlers.classes_handler:handle_async]"),
 ]

@@ -1,7 +1,8 @@
 """Handlers for the threads and asyncio worker classes (issue #36): the body says what a call does.
 
 ``sleep`` (the default: 50 ms), ``hang:S`` (S seconds: past a time limit), ``exit`` (``os._exit``: the
-call kills its worker), ``raise``, ``leak:MB`` (keeps MB of touched memory for ever, then sleeps 50 ms), and for the async one ``block:S`` (a blocking ``time.sleep`` that
+call kills its worker), ``raise``, ``leak:MB`` (keeps MB of touched memory for ever, then sleeps 50 ms), ``log`` (logs a WARNING naming
+its message before and after a 50 ms sleep), and for the async one ``block:S`` (a blocking ``time.sleep`` that
 stops the worker's loop). Each call that returns appends ``<queue_id> <offset> <key> <start> <end> <pid>``
 (monotonic times) to the file named by ``RMQRUN_HANDLER_CLASSES_RECORD``, with one ``write``, so the
 tests can see every message once and calls that overlapped.
@@ -10,6 +11,7 @@ tests can see every message once and calls that overlapped.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 
@@ -45,10 +47,20 @@ def _leak(mb: float) -> None:
     _leaked.append(chunk)
 
 
+def _says(msg: rmqrun.Message, when: str) -> None:
+    logging.getLogger("classes").warning("call says %s queue=%d offset=%d", when, msg.queue_id, msg.queue_offset)
+
+
 def handle(msg: rmqrun.Message) -> None:
     """For the threads (and process) class: blocking sleeps."""
     start = time.monotonic()
     what, arg = _command(msg)
+    if what == "log":
+        _says(msg, "before")
+        time.sleep(SLEEP_S)
+        _says(msg, "after")
+        _record(msg, start, time.monotonic())
+        return
     if what == "exit":
         os._exit(7)
     if what == "raise":
@@ -64,6 +76,12 @@ async def handle_async(msg: rmqrun.Message) -> None:
     """For the asyncio class: awaited sleeps (``block`` sleeps without awaiting)."""
     start = time.monotonic()
     what, arg = _command(msg)
+    if what == "log":
+        _says(msg, "before")
+        await asyncio.sleep(SLEEP_S)
+        _says(msg, "after")
+        _record(msg, start, time.monotonic())
+        return
     if what == "exit":
         os._exit(7)
     if what == "raise":
