@@ -428,4 +428,8 @@ MUTANTS: list[Mutant] = [
       "token = CALL_INDEX.set(index)  # the task copies", "token = CALL_INDEX.set(-1)  # the task copies",
       I + "test_worker_classes_log_labels.py::test_each_line_a_call_logs_names_its_own_message_across_two_batches_at_"
           "once[asyncio-tests.integration.handlers.classes_handler:handle_async]"),
+    m("h36t-in-flight-calls-of-one-lane", "rmqrun/pipe/progress.py",
+      "a worker's calls in flight count only its last lane's calls (status page, rmqrun_worker_inflight_calls)",
+      "        n += sum(1 for c in CALL.iter_unpack", "        n = sum(1 for c in CALL.iter_unpack",
+      I + "test_worker_classes_in_flight.py"),
 ]

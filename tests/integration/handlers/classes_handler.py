@@ -2,7 +2,8 @@
 
 ``sleep`` (the default: 50 ms), ``hang:S`` (S seconds: past a time limit), ``exit`` (``os._exit``: the
 call kills its worker), ``raise``, ``leak:MB`` (keeps MB of touched memory for ever, then sleeps 50 ms), ``log`` (logs a WARNING naming
-its message before and after a 50 ms sleep), and for the async one ``block:S`` (a blocking ``time.sleep`` that
+its message before and after a 50 ms sleep), ``gate`` (waits, up to 60 s, until the file named by
+``RMQRUN_HANDLER_CLASSES_GATE`` exists), and for the async one ``block:S`` (a blocking ``time.sleep`` that
 stops the worker's loop). Each call that returns appends ``<queue_id> <offset> <key> <start> <end> <pid>``
 (monotonic times) to the file named by ``RMQRUN_HANDLER_CLASSES_RECORD``, with one ``write``, so the
 tests can see every message once and calls that overlapped.
@@ -51,6 +52,13 @@ def _says(msg: rmqrun.Message, when: str) -> None:
     logging.getLogger("classes").warning("call says %s queue=%d offset=%d", when, msg.queue_id, msg.queue_offset)
 
 
+GATE_S = 60.0
+
+
+def _gate_open() -> bool:
+    return os.path.exists(os.environ["RMQRUN_HANDLER_CLASSES_GATE"])
+
+
 def handle(msg: rmqrun.Message) -> None:
     """For the threads (and process) class: blocking sleeps."""
     start = time.monotonic()
@@ -68,6 +76,11 @@ def handle(msg: rmqrun.Message) -> None:
     if what == "leak":
         _leak(arg)
         arg = SLEEP_S
+    if what == "gate":
+        end = start + GATE_S
+        while not _gate_open() and time.monotonic() < end:
+            time.sleep(0.01)
+        arg = 0.0
     time.sleep(arg)
     _record(msg, start, time.monotonic())
 
@@ -89,6 +102,11 @@ async def handle_async(msg: rmqrun.Message) -> None:
     if what == "leak":
         _leak(arg)
         arg = SLEEP_S
+    if what == "gate":
+        end = start + GATE_S
+        while not _gate_open() and time.monotonic() < end:
+            await asyncio.sleep(0.01)
+        arg = 0.0
     if what == "block":
         time.sleep(arg)
     else:
