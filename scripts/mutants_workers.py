@@ -432,4 +432,8 @@ MUTANTS: list[Mutant] = [
       "a worker's calls in flight count only its last lane's calls (status page, rmqrun_worker_inflight_calls)",
       "        n += sum(1 for c in CALL.iter_unpack", "        n = sum(1 for c in CALL.iter_unpack",
       I + "test_worker_classes_in_flight.py"),
+    m("h36t-long-call-names-batch-head", "rmqrun/supervisor/long_calls.py",
+      "the long-call warning names its batch's first message, not the call's own",
+      'where = f"offset {offsets[start]}"', 'where = f"offset {offsets[0]}"',
+      I + "guarantees/test_worker_class_long_call.py"),
 ]
