@@ -102,9 +102,12 @@ def test_a_killed_instance_s_messages_come_back_to_the_others(tmp_path: Path, ru
         assert set(got) == set(range(total)), "nothing lost"
         revived = [d for ds in got.values() for d in ds if d.reconsume >= 1 and d.pid not in victim_workers]
         assert revived, "what the killed instance had popped came back (revived: reconsume count raised)"
-        twice = [idx for idx, ds in got.items() if len(ds) > 1]
-        assert all(any(d.pid in victim_workers for d in got[idx]) for idx in twice), \
-            "a message handled twice was one the killed instance had handled"
+        # A second handling comes only from the broker handing a message out again (the victim's pops, or a
+        # survivor's message whose invisible time ran out between its call's start and its ack on a loaded
+        # machine, as in Java): each copy carries a raised reconsume count. One popped copy is never run twice.
+        twice = {idx: sorted(d.reconsume for d in ds) for idx, ds in got.items() if len(ds) > 1}
+        copied = {idx: counts for idx, counts in twice.items() if len(set(counts)) < len(counts)}
+        assert not copied, f"one popped copy handled twice (reconsume counts per handling): {list(copied.items())[:5]}"
     finally:
         eb.stop_in_thread()
 
