@@ -132,6 +132,15 @@ class InProcessWorker:
         self.worker.pipe.flush()
         self.frames.feed(self.theirs.recv(1 << 20))
         started, done = self.frames.next(), self.frames.next()
+        # a batch under a time limit is announced again before a call that begins more than half the
+        # limit (or kill grace) after the last announcement: how many depends on how the scheduler
+        # stretched the calls, so skip them; what is guaranteed is Started first and Done last
+        self.announced = 1
+        while done == Started(7):
+            self.announced += 1
+            if not self.frames.has_frame():
+                self.frames.feed(self.theirs.recv(1 << 20))
+            done = self.frames.next()
         assert started == Started(7) and isinstance(done, Done) and done.batch_id == 7
         return done
 

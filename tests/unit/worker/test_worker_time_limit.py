@@ -133,3 +133,19 @@ def test_calls_within_the_grace_share_a_timer_that_never_fires_before_their_dead
     limit.arm(t + 2 * grace, 9)  # after a disarm a call always arms its own
     assert len(armed) == 5  # the disarm's setitimer(0) and this arm
     limit.disarm()
+
+
+def test_a_call_beginning_past_half_the_limit_is_announced_again_and_the_batch_still_ends_in_done() -> None:
+    """The supervisor's hard limit counts from the latest STARTED: a batch whose next call begins more than
+    half the limit after the last announcement announces again (the first call runs 0.6 s of a 1 s limit; load
+    can only make it longer), and the harness reads past such announcements to the batch's DONE."""
+    def fn(msg):  # type: ignore[no-untyped-def]
+        if msg.queue_offset == 100:
+            end = time.monotonic() + 0.6
+            while time.monotonic() < end:
+                pass
+
+    worker = InProcessWorker(fn, time_limit=1.0)
+    done = worker.run(records([{}] * 2))
+    assert done.statuses == bytes(2), "both calls ran to success"
+    assert worker.announced >= 2, "the second call, 0.6 s after the first announcement, was announced again"
