@@ -14,16 +14,9 @@ import pytest
 
 from tests.integration.handlers import classes_handler
 from tests.integration.test_pool_basic import Harness, run
-from tests.integration.test_worker_classes_pool import H, HA, bodies
+from tests.integration.test_worker_classes_pool import H, HA, bodies, record  # noqa: F401 (record: the fixture)
 
 _SAYS = re.compile(r"call says (before|after) queue=(\d+) offset=(\d+)")
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "calls.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_CLASSES_RECORD", str(path))
-    return path
 
 
 @pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])

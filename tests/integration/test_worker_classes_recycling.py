@@ -15,14 +15,7 @@ from rmqrun.pipe.wire import Status
 from rmqrun.remoting.message import encode_stored
 from tests.integration.handlers import classes_handler
 from tests.integration.test_pool_basic import Harness, run
-from tests.integration.test_worker_classes_pool import H, HA, bodies
-
-
-@pytest.fixture
-def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "calls.txt"
-    monkeypatch.setenv("RMQRUN_HANDLER_CLASSES_RECORD", str(path))
-    return path
+from tests.integration.test_worker_classes_pool import H, HA, bodies, record  # noqa: F401 (record: the fixture)
 
 
 @pytest.mark.parametrize("worker_class,handler", [("threads", H), ("asyncio", HA)])
