@@ -249,7 +249,14 @@ def report(res: dict[str, Any], images: list[str]) -> str:
                  f"figures; the ratios between rows, measured side by side and interleaved round by round, are the "
                  f"meaningful part, and even they carry the noise shown in the min–max ranges.")
     L.append("")
-    L.append("Every figure below comes from this one run, on one embedded broker (its own process, async flush), "
+    cluster = res.get("cluster")
+    if cluster:
+        where = (f"against the cluster behind the name server `{cluster['namesrv']}` (`--namesrv`; the broker's CPU "
+                 + (f"sampled from process {cluster['broker_pid']})" if cluster.get("broker_pid")
+                    else "not sampled: its columns are empty)"))
+    else:
+        where = "on one embedded broker (its own process, async flush)"
+    L.append(f"Every figure below comes from this one run, {where}, "
              f"{res['sizes']['rounds']} round(s) per row, interleaved; cells are *median (min–max)*. Rates are taken "
              "between 10 % and 90 % of each backlog (start-up and tail left out). Rerun: "
              "`.venv/bin/pip install -e '.[test,bench]' && .venv/bin/python scripts/bench_report.py` "

@@ -4,7 +4,7 @@
     .venv/bin/python scripts/bench_report.py            # the full sizes of issue #12 (200k backlog, 1M memory run)
     .venv/bin/python scripts/bench_report.py --quick    # small sizes, a few minutes; the report says so
 
-Sections (each against peers measured in the same run, on the same embedded broker):
+Sections (each against peers measured in the same run, on the same embedded broker, or on the cluster behind ``--namesrv``):
 
 * CPU-bound scaling: 1 ms and 10 ms pure-Python handlers, rmqrun with 1..N workers against the
   Apache C++ client's push consumer driven from Python; msg/s and efficiency against ``workers / cost``.
@@ -85,6 +85,46 @@ def section_spark(ns: str, sz: Sizes) -> dict[str, Any]:
 
 
 
+def measure_sections(res: dict[str, Any], sections: list[str], ns: str, sz: Sizes, workers: int,
+                     with_cpp: bool) -> None:
+    """Every section asked for, against the cluster behind ``ns``, its results into ``res``."""
+    if "overhead" in sections or "stages" in sections:
+        res["overhead"] = section_overhead(ns, sz, workers, with_cpp)
+    if "scaling" in sections or "latency" in sections:
+        res["scaling"] = section_scaling(ns, sz, workers, with_cpp)
+    if "latency" in sections:
+        cap = res["scaling"]["1"]["rmqrun"][str(workers)]["median"]
+        res["latency"] = section_latency(ns, sz, workers, cap)
+    if "memory" in sections:
+        res["memory"] = section_memory(ns, sz, workers)
+    if "stages" in sections:
+        res["stages"] = section_stages(ns, sz, workers, res["overhead"]["supervisor_us_per_msg"]["median"])
+    if "pop" in sections:
+        pop_sizes = {"no-op": max(sz.backlog // 4, sz.cpu1_messages), "1 ms CPU": sz.cpu1_messages}
+        res["pop"] = section_pop(ns, pop_sizes, sz.rounds, workers, sz.timeout, drain=drain,
+                                 create_topic=create_topic, produce=produce, load=load, spread=spread)
+    if "spark" in sections:
+        res["spark"] = section_spark(ns, sz)
+    if "classes" in sections:  # scripts/bench_worker_classes.py: process, threads, asyncio side by side
+        sizes = {"waits 50 ms": sz.cpu10_messages, "1 ms CPU": sz.cpu1_messages // 2}
+        res["classes"] = section_worker_classes(ns, sizes, workers, 32, sz.timeout, drain=drain,
+                                                create_topic=create_topic, produce=produce, load=load)
+
+
+def cluster_broker(ap: argparse.ArgumentParser, args: argparse.Namespace, sections: list[str]) -> Any:
+    """``--namesrv`` / ``--broker-pid`` checked: the psutil process of the given broker, or None."""
+    if args.broker_pid is not None and not args.namesrv:
+        ap.error("--broker-pid names the broker behind --namesrv; without --namesrv the embedded broker is measured")
+    if args.namesrv and "java" in sections:
+        ap.error("--namesrv: the java section starts its own 4.9.8 broker (--java DEST); leave it out of --sections")
+    if args.broker_pid is None:
+        return None
+    try:
+        return psutil.Process(args.broker_pid)
+    except psutil.Error as e:
+        ap.error(f"--broker-pid {args.broker_pid}: {e}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a few minutes); the report is marked QUICK")
@@ -102,6 +142,12 @@ def main() -> int:
                          f"{', '.join(OPTIONAL_SECTIONS)})")
     ap.add_argument("--no-cpp", action="store_true", help="skip the C++ peer")
     ap.add_argument("--java", type=Path, metavar="DEST", help="a RocketMQ 4.9.8 build: the java section's broker")
+    ap.add_argument("--namesrv", metavar="ADDR",
+                    help="measure against the cluster behind this name server (e.g. a real 5.x one for the pop "
+                         "section) instead of starting an embedded broker")
+    ap.add_argument("--broker-pid", type=int, metavar="PID",
+                    help="with --namesrv: the local broker process whose CPU per message is reported beside the "
+                         "consumer's (without it the broker column is left empty)")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks", help="report directory")
     ap.add_argument("--render", type=Path, metavar="JSON",
                     help="measure nothing: rewrite report.md and the plots in --out from a saved report.json")
@@ -129,6 +175,7 @@ def main() -> int:
         ap.error(f"--sections: unknown {', '.join(unknown)} (choose from {', '.join(SECTIONS + OPTIONAL_SECTIONS)})")
     if args.workers < 1:
         ap.error(f"--workers must be at least 1, got {args.workers}")
+    broker_proc = cluster_broker(ap, args, sections)
     with_cpp = not args.no_cpp and cpp_available()
     if not with_cpp and not args.no_cpp:
         print("the C++ peer (PyPI rocketmq==0.4.4) is not importable: its rows are left out", file=sys.stderr)
@@ -136,36 +183,21 @@ def main() -> int:
     res: dict[str, Any] = {"machine": machine(), "quick": args.quick, "sizes": vars(sz), "workers": args.workers,
                            "command": " ".join(["python", "scripts/bench_report.py"] + sys.argv[1:]),
                            "started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                           "load_start": load(), "with_cpp": with_cpp, "code": code_version()}
+                           "load_start": load(), "with_cpp": with_cpp, "code": code_version(),
+                           "cluster": ({"namesrv": args.namesrv, "broker_pid": args.broker_pid} if args.namesrv
+                                       else None)}
     print(f"machine: {res['machine']}; load {res['load_start']:.2f}; sizes {vars(sz)}", flush=True)
     if "java" in sections and bench_java.hook(args, sections, res, drain=drain, runner=RmqrunRun, produce=produce,
                                               create_topic=create_topic):
         return 0  # --sections java alone: its report went to OUT/java/
     data = Path(tempfile.mkdtemp(prefix="rmqrun-bench-report-"))
-    with BrokerProcess(data / "broker", flush_mode="async") as bp:
-        ns = bp.namesrv_address
-        RmqrunRun.broker = psutil.Process(bp.pid)
-        if "overhead" in sections or "stages" in sections:
-            res["overhead"] = section_overhead(ns, sz, args.workers, with_cpp)
-        if "scaling" in sections or "latency" in sections:
-            res["scaling"] = section_scaling(ns, sz, args.workers, with_cpp)
-        if "latency" in sections:
-            cap = res["scaling"]["1"]["rmqrun"][str(args.workers)]["median"]
-            res["latency"] = section_latency(ns, sz, args.workers, cap)
-        if "memory" in sections:
-            res["memory"] = section_memory(ns, sz, args.workers)
-        if "stages" in sections:
-            res["stages"] = section_stages(ns, sz, args.workers, res["overhead"]["supervisor_us_per_msg"]["median"])
-        if "pop" in sections:
-            pop_sizes = {"no-op": max(sz.backlog // 4, sz.cpu1_messages), "1 ms CPU": sz.cpu1_messages}
-            res["pop"] = section_pop(ns, pop_sizes, sz.rounds, args.workers, sz.timeout, drain=drain,
-                                     create_topic=create_topic, produce=produce, load=load, spread=spread)
-        if "spark" in sections:
-            res["spark"] = section_spark(ns, sz)
-        if "classes" in sections:  # scripts/bench_worker_classes.py: process, threads, asyncio side by side
-            res["classes"] = section_worker_classes(ns, {"waits 50 ms": sz.cpu10_messages, "1 ms CPU": sz.cpu1_messages
-                                                         // 2}, args.workers, 32, sz.timeout, drain=drain,
-                                                    create_topic=create_topic, produce=produce, load=load)
+    if args.namesrv:
+        RmqrunRun.broker = broker_proc
+        measure_sections(res, sections, args.namesrv, sz, args.workers, with_cpp)
+    else:
+        with BrokerProcess(data / "broker", flush_mode="async") as bp:
+            RmqrunRun.broker = psutil.Process(bp.pid)
+            measure_sections(res, sections, bp.namesrv_address, sz, args.workers, with_cpp)
     shutil.rmtree(data, ignore_errors=True)  # the full run's backlogs take over a GiB
     res["load_end"] = load()
     res["finished"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -75,6 +75,9 @@ def test_percentile_and_spread() -> None:
     (["--rounds", "-1"], "--rounds"),
     (["--sections", "overhead,nope"], "nope"),
     (["--workers", "0"], "--workers"),
+    (["--broker-pid", "1"], "--broker-pid"),  # names the broker of --namesrv: meaningless without it
+    (["--namesrv", "127.0.0.1:1", "--sections", "pop,java"], "--namesrv"),  # java runs its own broker
+    (["--namesrv", "127.0.0.1:1", "--broker-pid", "999999999"], "--broker-pid"),  # no such process
 ])
 def test_bad_options_are_refused_naming_the_option(args: list[str], named: str, tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "out"), *args],
@@ -111,3 +114,17 @@ def test_the_pop_section_charges_pop_what_it_adds_over_pull() -> None:
     assert "| no-op, pop | 400 (400–400) | 300 | 180 |" in text
     assert "no-op: 460 µs; 1 ms CPU: - µs" in text
     assert "3,000 messages (no-op), 2,000 messages (1 ms CPU)" in text
+
+
+def test_the_report_names_the_cluster_it_measured() -> None:
+    br = _load()
+    base = {"machine": {"cpu": "x", "cores": 2, "memory_gib": 1.0, "python": "3", "kernel": "k"}, "quick": True,
+            "sizes": {"rounds": 1}, "command": "c", "started": "s", "finished": "f", "load_start": 0.0,
+            "load_end": 0.0, "code": "abc", "with_cpp": False}
+    embedded = br.report(dict(base), [])
+    assert "on one embedded broker" in embedded
+    given = br.report(dict(base, cluster={"namesrv": "10.0.0.5:9876", "broker_pid": None}), [])
+    assert "against the cluster behind the name server `10.0.0.5:9876`" in given
+    assert "not sampled" in given and "embedded broker" not in given
+    sampled = br.report(dict(base, cluster={"namesrv": "10.0.0.5:9876", "broker_pid": 4242}), [])
+    assert "sampled from process 4242" in sampled
