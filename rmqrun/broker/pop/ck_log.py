@@ -1,11 +1,15 @@
 """The live checkpoints, kept durably in an append-only log so a restart still revives what was popped.
 
-Each change is one JSON line in ``<data>/pop/checkpoints.log``: ``ck`` (a new checkpoint, with its bitmap),
-``ack`` (offsets acked in one), ``del`` (a checkpoint done: fully acked or revived). :meth:`CheckpointLog.open`
-replays the log and rewrites it with only the live checkpoints; it is rewritten the same way while running
-when dead lines outnumber live ones. Every line is handed to the OS at once (a killed broker loses none);
-in SYNC flush mode :meth:`CheckpointLog.durable` also fsyncs before a POP or an ACK is answered, several
-waiters sharing one fsync; in ASYNC mode :meth:`CheckpointLog.sync` runs periodically.
+Each change is one line in ``<data>/pop/checkpoints.log``, tab-separated: ``c`` (a new checkpoint with its
+number, :meth:`PopCheckpoint.to_record`), ``a <number> <bits>`` (offsets acked in one, as a hex bitmask of
+its offsets list), ``d <number>`` (a checkpoint done: fully acked or revived). A data directory written
+before this format holds JSON lines (``{"op":"ck"|"ack"|"del",...}``, naming a checkpoint by its key): they
+are still read, and a checkpoint whose names cannot go into a tab-separated record is still written so.
+:meth:`CheckpointLog.open` replays the log and rewrites it with only the live checkpoints (numbered afresh);
+it is rewritten the same way while running when dead lines outnumber live ones. Every line is handed to
+the OS before the answer of the request that wrote it (a killed broker loses none); in SYNC flush mode
+:meth:`CheckpointLog.durable` also fsyncs first, several waiters sharing one fsync; in ASYNC mode
+:meth:`CheckpointLog.sync` runs periodically.
 
 The table also remembers, per (topic, group, queue), the end of the newest checkpoint: a pop never starts
 before it, even when the consumer offset file saved before a crash is older than the log.
@@ -22,7 +26,7 @@ from typing import IO, Any, Iterable
 
 from loguru import logger
 
-from rmqrun.broker.pop.checkpoint import CheckpointKey, PopCheckpoint
+from rmqrun.broker.pop.checkpoint import RECORD_CK, CheckpointKey, PopCheckpoint, plain_names
 
 LOG_NAME = "checkpoints.log"
 #: Rewrite the log once it holds this many lines more than live checkpoints (and twice as many).
@@ -50,6 +54,8 @@ class CheckpointLog:
         #: lines written and not yet flushed to the OS (a flush is scheduled)
         self._dirty = False
         self._lines = 0
+        #: the last checkpoint number handed out (numbers are unique for the life of the process)
+        self._next_id = 0
         self._written = 0
         self._synced = 0
         self._sync_task: asyncio.Task[None] | None = None
@@ -75,26 +81,52 @@ class CheckpointLog:
 
     def _replay(self) -> None:
         bad = 0
+        by_id: dict[int, CheckpointKey] = {}
         with open(self.path, encoding="utf-8") as fh:
             for line in fh:
                 try:
-                    rec = json.loads(line)
-                    op = rec["op"]
-                    if op == "ck":
-                        self._put(PopCheckpoint.from_json(rec))
-                    elif op == "ack":
-                        ck = self._cks.get(_key_from(rec["k"]))
-                        if ck is not None:
-                            for o in rec["o"]:
-                                ck.ack(int(o))
-                    elif op == "del":
-                        self._cks.pop(_key_from(rec["k"]), None)
-                except (ValueError, KeyError, TypeError):
+                    if line.startswith("{"):
+                        self._replay_json(json.loads(line))
+                    else:
+                        self._replay_record(line.rstrip("\n").split("\t"), by_id)
+                except (ValueError, KeyError, TypeError, IndexError):
                     bad += 1  # a torn last line after a crash
         if bad:
             logger.warning("POP checkpoint log {}: {} unreadable line(s) skipped", self.path, bad)
         for key in [k for k, ck in self._cks.items() if ck.fully_acked]:
             del self._cks[key]
+
+    def _replay_record(self, fields: list[str], by_id: dict[int, CheckpointKey]) -> None:
+        op = fields[0]
+        if op == RECORD_CK:
+            ck = PopCheckpoint.from_record(fields)
+            by_id[ck.log_id] = ck.key
+            self._put(ck)
+            return
+        if op not in ("a", "d") or len(fields) != (3 if op == "a" else 2):
+            raise ValueError(f"not a checkpoint log record: {fields!r}")
+        key = by_id.get(int(fields[1]))
+        if key is None:
+            return  # its checkpoint line was torn or compacted away: nothing to apply it to
+        if op == "a":
+            found = self._cks.get(key)
+            if found is not None:
+                found.ack_bits(int(fields[2], 16))
+        else:
+            self._cks.pop(key, None)
+
+    def _replay_json(self, rec: dict[str, Any]) -> None:
+        """A line of the JSON format that data directories written before the compact records hold."""
+        op = rec["op"]
+        if op == "ck":
+            self._put(PopCheckpoint.from_json(rec))
+        elif op == "ack":
+            ck = self._cks.get(_key_from(rec["k"]))
+            if ck is not None:
+                for o in rec["o"]:
+                    ck.ack(int(o))
+        elif op == "del":
+            self._cks.pop(_key_from(rec["k"]), None)
 
     def _rewrite(self) -> None:
         """Write the live checkpoints to a new file and put it in place (atomic rename)."""
@@ -104,7 +136,7 @@ class CheckpointLog:
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for ck in self._cks.values():
-                fh.write(ck.to_line() + "\n")
+                fh.write(self._ck_line(ck) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
@@ -139,26 +171,56 @@ class CheckpointLog:
         """Drop the remembered end (an offset reset moves the consumer offset back on purpose)."""
         self._latest.pop((topic, group, queue_id), None)
 
+    def _ck_line(self, ck: PopCheckpoint) -> str:
+        """The checkpoint's line, numbering it: a compact record, or a JSON line (``log_id`` 0) when its names
+        hold a tab or a line break."""
+        if not plain_names(ck.topic, ck.group, ck.broker_name):
+            ck.log_id = 0
+            return ck.to_line()
+        self._next_id += 1
+        ck.log_id = self._next_id
+        return ck.to_record()
+
     def add(self, ck: PopCheckpoint) -> None:
         self._put(ck)
-        self._write_line(ck.to_line())
+        self._write_line(self._ck_line(ck))
 
     def ack(self, key: CheckpointKey, offsets: Iterable[int]) -> tuple[PopCheckpoint | None, int]:
         """Ack ``offsets`` in the checkpoint ``key``: (the checkpoint or None, how many were newly acked)."""
         ck = self._cks.get(key)
         if ck is None:
             return None, 0
+        before = ck.acked
         newly = [o for o in offsets if ck.ack(o)]
-        if not newly:
-            return ck, 0
-        if ck.fully_acked:
-            self.remove(key)
-        else:
-            self._write({"op": "ack", "k": _key_json(key), "o": newly})
+        if newly:
+            self._acked(ck, ck.acked & ~before)
         return ck, len(newly)
 
+    def ack_bits(self, ck: PopCheckpoint, mask: int) -> int:
+        """Ack the offsets of ``ck`` whose bits ``mask`` sets (bit i: ``ck.offsets[i]``, as in the table); how
+        many were newly acked. A batch ack of a pop without a filter comes as such a mask already."""
+        newly = ck.ack_bits(mask)
+        if newly:
+            self._acked(ck, newly)
+        return newly.bit_count()
+
+    def _acked(self, ck: PopCheckpoint, newly: int) -> None:
+        """Log the bits ``newly`` set in ``ck``: an ack record, or the done record once all are set."""
+        if ck.fully_acked:
+            self.remove(ck.key)
+        elif ck.log_id:
+            self._write_line(f"a\t{ck.log_id}\t{newly:x}")
+        else:
+            self._write({"op": "ack", "k": _key_json(ck.key),
+                         "o": [o for i, o in enumerate(ck.offsets) if newly >> i & 1]})
+
     def remove(self, key: CheckpointKey) -> None:
-        if self._cks.pop(key, None) is not None:
+        ck = self._cks.pop(key, None)
+        if ck is None:
+            return
+        if ck.log_id:
+            self._write_line(f"d\t{ck.log_id}")
+        else:
             self._write({"op": "del", "k": _key_json(key)})
 
     def next_due(self) -> int | None:

@@ -167,7 +167,13 @@ class PopService:
             return
         n = tc.read_queue_nums
         for i in range(n):
-            self._pop_queue(req, result, topic, (random_q + i) % n, is_retry)
+            queue_id = (random_q + i) % n
+            if len(result.records) >= req.max_msgs and not req.order:
+                # full: what the queue still holds only counts in restNum (what _pop_queue adds, minus its lock)
+                offset = self.pop_offset(topic, req.group, queue_id, req.init_mode)
+                result.rest_num += self.broker.store.max_offset(topic, queue_id) - offset
+                continue
+            self._pop_queue(req, result, topic, queue_id, is_retry)
 
     def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True) -> int:
         """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time,
@@ -226,7 +232,11 @@ class PopService:
             store.consumer_offsets.commit(group, topic, queue_id, offset)
             got = store.get(topic, queue_id, offset, want, cfg.max_transfer_bytes_in_memory, accept)
         if got.records:
-            offsets = [record_queue_offset(r) for r in got.records]
+            count = len(got.records)
+            if got.next_begin_offset - offset == count:  # every offset of [offset, next) read: no need to look
+                offsets = list(range(offset, offset + count))
+            else:
+                offsets = [record_queue_offset(r) for r in got.records]
             flag = retry_flag_of(topic)
             if req.order:
                 assert self.orders is not None
@@ -286,13 +296,28 @@ class PopService:
         """One entry of BATCH_ACK_MESSAGE: bit i acks offset ``so + i`` (offsets outside the queue are skipped)."""
         store = self.broker.store
         topic = real_topic(ack.topic, ack.consumer_group, ack.retry)
-        lo, hi = store.min_offset(topic, ack.queue_id), store.max_offset(topic, ack.queue_id)
-        offsets = [o for o in ack.offsets if lo <= o <= hi]
         if ack.revive_queue_id == POP_ORDER_REVIVE_QID:
-            return sum(self._ack_order(ack.consumer_group, topic, ack.queue_id, o, ack.pop_time) for o in offsets)
+            lo, hi = store.min_offset(topic, ack.queue_id), store.max_offset(topic, ack.queue_id)
+            return sum(self._ack_order(ack.consumer_group, topic, ack.queue_id, o, ack.pop_time)
+                       for o in ack.offsets if lo <= o <= hi)
         key = (topic, ack.consumer_group, ack.queue_id, ack.start_offset, ack.pop_time,
                broker_name or self.broker_name)
-        _, n = self.ck_log.ack(key, offsets)
+        ck = self.ck_log.get(key)
+        if ck is None:
+            return 0  # revived already, or acked twice: a no-op, as in Java
+        lo, hi = store.min_offset(topic, ack.queue_id), store.max_offset(topic, ack.queue_id)
+        so, num = ck.start_offset, len(ck.offsets)
+        if num and ck.offsets[-1] - so == num - 1:
+            # a pop without a filter: bit i of the ack is bit i of the checkpoint, one mask for all of them
+            mask = 0
+            for i in ack.bits:
+                mask |= 1 << i
+            if lo > so or hi < so + num - 1:  # the store no longer (or not yet) holds all of them: skip those
+                first, last = max(0, lo - so), min(num - 1, hi - so)
+                mask &= ((1 << (last + 1)) - 1) & ~((1 << first) - 1) if last >= first else 0
+            n = self.ck_log.ack_bits(ck, mask)
+        else:
+            _, n = self.ck_log.ack(key, [o for o in ack.offsets if lo <= o <= hi])
         self._count_acks(ack.consumer_group, topic, n)
         return n
 

@@ -132,7 +132,7 @@ def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_pa
         log.ack(a.key, [12])
         assert on_disk.read_text() == ""  # still in this process: nothing flushed per line
         await log.durable()
-        assert [json.loads(line)["op"] for line in on_disk.read_text().splitlines()] == ["ck", "ck", "ack"]
+        assert [line.split("\t")[0] for line in on_disk.read_text().splitlines()] == ["c", "c", "a"]
         log.ack(b.key, [10])  # written outside a request (a revive pass): flushed at the end of the turn
         await eventually_async(lambda: len(on_disk.read_text().splitlines()) == 4, what="the end-of-turn flush")
         log.close()
@@ -142,3 +142,73 @@ def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_pa
         again.close()
 
     asyncio.run(main())
+
+
+def _reopened(path: Path) -> CheckpointLog:
+    log = CheckpointLog(path, fsync=False)
+    log.open()
+    return log
+
+
+def test_compact_records_replay_acks_bits_and_done_after_a_restart(tmp_path: Path) -> None:
+    """The records the log writes now: a checkpoint (contiguous offsets as ``+n``, a filtered pop's as diffs),
+    acks by its number and bits, a done record; a torn last record is skipped; a name with a tab or a line
+    break falls back to the JSON line, and its acks and done name its key."""
+    log = _reopened(tmp_path)
+    plain = ck(start=20, offsets=(20, 21, 22, 23))
+    filtered = ck(pop_time=2000)  # offsets 10, 12, 15
+    odd = PopCheckpoint(topic="T", group="G\tx\ny", queue_id=1, start_offset=5, pop_time=1, invisible_time=9,
+                        revive_qid=0, broker_name="b", offsets=(5, 6))
+    gone = ck(pop_time=3000, offsets=(10, 11))
+    for c in (plain, filtered, odd, gone):
+        log.add(c)
+    assert log.ack_bits(plain, 0b0101) == 2 and log.ack_bits(plain, 0b0001) == 0  # an ack twice counts once
+    assert log.ack(filtered.key, [15]) == (filtered, 1)
+    assert log.ack(odd.key, [6]) == (odd, 1)
+    log.ack_bits(gone, 0b11)  # fully acked: its done record
+    log.close()
+    lines = (tmp_path / ck_log_module.LOG_NAME).read_text().splitlines()
+    assert [line.split("\t")[0] if not line.startswith("{") else json.loads(line)["op"] for line in lines] == [
+        "c", "c", "ck", "c", "a", "a", "ack", "d"]
+    assert lines[0].split("\t")[10] == "+4" and lines[1].split("\t")[10] == "0,2,5"
+    with open(tmp_path / ck_log_module.LOG_NAME, "a", encoding="utf-8") as fh:
+        fh.write("a\t1\t")  # torn after a crash: no bits
+    again = _reopened(tmp_path)
+    assert sorted((c.key, tuple(c.unacked())) for c in again.all()) == sorted([
+        (plain.key, (21, 23)), (filtered.key, (10, 12)), (odd.key, (5,))])
+    assert again.latest_end("T", "G", 1) == 24
+    again.close()
+    third = _reopened(tmp_path)  # the rewrite at open numbered them afresh: read back the same again
+    assert sorted((c.key, tuple(c.unacked())) for c in third.all()) == sorted(
+        (c.key, tuple(c.unacked())) for c in again.all())
+    third.close()
+
+
+def test_a_log_of_json_lines_from_an_older_broker_is_read_and_rewritten_compact(tmp_path: Path) -> None:
+    """A data directory written before the compact records: its checkpoints, acks and deletions are read, the
+    rewrite at open turns them into records, and acks after that go to the right checkpoint."""
+    a, b, c = ck(), ck(pop_time=2000, start=30, offsets=(30, 31)), ck(pop_time=3000)
+    old = [json.dumps({"op": "ck", **x.to_json()}, separators=(",", ":")) for x in (a, b, c)]
+    old.append(json.dumps({"op": "ack", "k": list(a.key), "o": [12]}))
+    old.append(json.dumps({"op": "del", "k": list(c.key)}))
+    (tmp_path / ck_log_module.LOG_NAME).write_text("\n".join(old) + "\n", encoding="utf-8")
+    log = _reopened(tmp_path)
+    assert sorted((x.key, tuple(x.unacked())) for x in log.all()) == sorted([(a.key, (10, 15)), (b.key, (30, 31))])
+    assert all(not line.startswith("{") for line in (tmp_path / ck_log_module.LOG_NAME).read_text().splitlines())
+    live_b = log.get(b.key)
+    assert live_b is not None and log.ack_bits(live_b, 0b10) == 1
+    log.close()
+    again = _reopened(tmp_path)
+    assert sorted((x.key, tuple(x.unacked())) for x in again.all()) == sorted([(a.key, (10, 15)), (b.key, (30,))])
+    again.close()
+
+
+def test_a_checkpoint_record_reads_back_as_the_same_checkpoint() -> None:
+    for offsets in ((100,), (100, 101, 102), (100, 102, 107)):
+        c = PopCheckpoint(topic="%RETRY%G_T", group="G", queue_id=3, start_offset=100, pop_time=1795500243867,
+                          invisible_time=60_000, revive_qid=5, broker_name="b-a", offsets=offsets, acked=0b1)
+        c.log_id = 7
+        back = PopCheckpoint.from_record(c.to_record().split("\t"))
+        assert back == c and back.log_id == 7
+    c.acked = 0
+    assert c.ack_bits(0b1111) == 0b111 and c.fully_acked  # bits past the checkpoint's offsets are no acks
