@@ -23,13 +23,14 @@ import struct
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from operator import attrgetter, itemgetter
 from typing import Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, order_count_for,
+    PopMessageResponseHeader, ReceiptHandle, batch_ack_json, encode_batch_ack_body, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -119,6 +120,9 @@ _HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _B_POP_CK = PROPERTY_POP_CK.encode()
 _B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
 _B_TAGS = PROPERTY_TAGS.encode()
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_TOPIC = attrgetter("topic")
 
 
 def _property(props: bytes, name: bytes) -> str | None:
@@ -194,7 +198,8 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
             named = topics[raw_topic] = (topic, topic if is_retry_topic(topic)
                                          else real_topic(topic, group, flag), flag)
         topic, ack_topic, flag = named
-        props = body[p:pos + total]
+        end = pos + total
+        props = body[p:end]  # the record's raw properties; a name absent from them costs one C search
         ck = _property(props, _B_POP_CK) if _B_POP_CK in props else None
         if ck:
             receipt = ReceiptHandle.parse(ck)
@@ -213,12 +218,12 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
                                         queue_offset)
         first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
         try:
-            first_pop = int(first) if first else header.pop_time
+            first_pop = int(first) if first else pop_time
         except ValueError:
-            first_pop = header.pop_time
+            first_pop = pop_time
         count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
                                                             receipt.queue_offset)
-        out.append(PoppedMessage(view[pos:pos + total], topic, ack_topic, receipt, reconsume, first_pop,
+        out.append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, first_pop,
                                  _property(props, _B_TAGS) if _B_TAGS in props else None, count))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
@@ -262,11 +267,15 @@ class PopClient:
                         acks: Sequence[tuple[PoppedMessage, ReceiptHandle]],
                         timeout: float = ACK_TIMEOUT) -> AckStatus:
         """BATCH_ACK_MESSAGE: the messages grouped by checkpoint (retry flag, queue, ck offset, pop time)."""
-        by_topic: dict[str, list[ReceiptHandle]] = {}
-        for message, receipt in acks:
-            by_topic.setdefault(message.topic, []).append(receipt)
+        topics = set(map(_TOPIC, map(_FIRST, acks)))
+        if len(topics) == 1:  # the usual case: one job's messages, of one topic
+            by_topic: dict[str, list[ReceiptHandle]] = {topics.pop(): list(map(_SECOND, acks))}
+        else:
+            by_topic = {}
+            for message, receipt in acks:
+                by_topic.setdefault(message.topic, []).append(receipt)
         body = encode_batch_ack_body(broker_name, [a for topic, receipts in by_topic.items()
-                                                   for a in build_batch_acks(group, topic, receipts)])
+                                                   for a in batch_ack_json(group, topic, receipts)])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 
