@@ -131,10 +131,7 @@ class PopProcessQueue:
         entry.settled = True
         self.entries.discard(entry)
         if self._room:
-            left = len(self.entries)
-            for at, room in self._room:
-                if left <= at:
-                    room.set()
+            self._wake()
 
     def done_all(self, entries: list[PopEntry]) -> None:
         """:meth:`done` for a whole job's messages at once: the set updated in one C call and the pop loops
@@ -143,10 +140,14 @@ class PopProcessQueue:
             entry.settled = True
         self.entries.difference_update(entries)
         if self._room:
-            left = len(self.entries)
-            for at, room in self._room:
-                if left <= at:
-                    room.set()
+            self._wake()
+
+    def _wake(self) -> None:
+        """Wake each pop loop waiting for room whose threshold the un-acked count is back to."""
+        left = len(self.entries)
+        for at, room in self._room:
+            if left <= at:
+                room.set()
 
     async def wait_for_room(self, threshold: int, timeout: float) -> None:
         """Return once at most ``threshold`` messages are un-acked, or after ``timeout`` s at the latest.

@@ -67,11 +67,13 @@ def test_a_tags_value_that_is_not_utf8_pops_and_says_so_only_when_read() -> None
 
 
 def test_1st_pop_time_is_read_when_asked_and_a_bad_one_falls_back_to_the_pops_time() -> None:
+    """A record with none, or one that is not a number, was first popped by this pop."""
     good = encode_stored(topic="T", body=b"a", queue_id=0, queue_offset=0, properties={"1ST_POP_TIME": "17"})
     bad = encode_stored(topic="T", body=b"b", queue_id=0, queue_offset=1, properties={"1ST_POP_TIME": "x1"})
-    msgs = pop_result_from_response(_answer(bytes(good) + bytes(bad), startOffsetInfo="0 0 0"), group=GROUP,
-                                    broker_name="b").messages
-    assert [m.first_pop_time for m in msgs] == [17, 1795500243867]
+    none = encode_stored(topic="T", body=b"c", queue_id=0, queue_offset=2, properties={"KEYS": "k"})
+    msgs = pop_result_from_response(_answer(bytes(good) + bytes(bad) + bytes(none), startOffsetInfo="0 0 0"),
+                                    group=GROUP, broker_name="b").messages
+    assert [m.first_pop_time for m in msgs] == [17, 1795500243867, 1795500243867]
     moved = msgs[0].with_record(memoryview(b"other"), "T2")
     assert (moved.topic, bytes(moved.record), moved.receipt, moved.first_pop_time, moved.tags) == \
         ("T2", b"other", msgs[0].receipt, 17, None)

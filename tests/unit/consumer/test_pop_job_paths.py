@@ -133,3 +133,22 @@ def test_jobs_that_finish_together_share_one_ack_request(monkeypatch: Any) -> No
             [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 200, 201, 202, 203, 204]]
 
     asyncio.run(main())
+
+
+def test_a_pop_of_several_queues_makes_one_job_per_queue() -> None:
+    """A pop of every queue brings messages of two queues mixed: each queue's go as their own job, under their
+    own queue, in offset order."""
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32))
+        req = engine.request()
+        engine.deliver(req, [popped(5, queue_id=1), popped(7, queue_id=2), popped(3, queue_id=1),
+                             popped(8, queue_id=2)])
+        await eventually_async(lambda: len(engine.executor.pending) == 2, what="one job per queue")
+        jobs = sorted((j.mq.queue_id, list(j.offsets)) for j, _ in engine.executor.pending)
+        assert jobs == [(1, [3, 5]), (2, [7, 8])]
+        engine.executor.finish()
+        engine.executor.finish()
+        await eventually_async(lambda: not engine.service.in_flight, what="acked")
+        assert engine.pop_client.all_acked == [3, 5, 7, 8]
+
+    asyncio.run(main())
