@@ -221,9 +221,9 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt.
 
     The per-message hot path of a POP consumer: each record is read through
-    :func:`scan_spans` (no object per record), and only the three properties a
-    popped message needs (``POP_CK``, ``1ST_POP_TIME``, ``TAGS``) are looked up
-    in its raw properties; the topic's retry flag and ack topic are worked out
+    :func:`scan_spans` (no object per record), only ``POP_CK`` is looked up in
+    its raw properties here (``1ST_POP_TIME`` and ``TAGS`` when first asked for:
+    :class:`PoppedMessage`); the topic's retry flag and ack topic are worked out
     once per distinct topic in the answer, not per message.
     """
     if resp.code == ResponseCode.SUCCESS:
