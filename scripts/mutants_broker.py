@@ -444,8 +444,8 @@ MUTANTS: list[Mutant] = [
     m("g37-pop-batch-ack-refused-no-fallback", "rmqrun/consumer/pop_acks.py",
       "on a broker that serves POP but not BATCH_ACK_MESSAGE the batch that finds out is never acked one by one "
       "(handled twice)",
-      "                await asyncio.gather(*(self._single_ack(i.pq, i.entry) for i in items))\n",
-      "                self._failed(items, exc)\n",
+      "                await asyncio.gather(*(self._single_ack(i.pq, entry) for i in items for entry in i.entries))\n",
+      "                self._failed(n, exc)\n",
       I + "test_pop_run.py::test_a_broker_refusing_batch_acks_gets_every_message_acked_one_by_one"),
     m("g37-edquot-fences-store", "rmqrun/broker/store/disk.py",
       "a full disk quota (EDQUOT) fences the store until a restart instead of rolling back and resuming",

@@ -227,8 +227,8 @@ MUTANTS: list[Mutant] = [
     m("pop-ack-stale-receipt", "rmqrun/consumer/pop_acks.py",
       "a POP ack names the receipt of the pop, not the one its last extension brought: the extended checkpoint "
       "stays un-acked and the message is delivered again",
-      "acks=[(i.entry.message, i.receipt) for i in items])",
-      "acks=[(i.entry.message, i.entry.message.receipt) for i in items])",
+      "            receipts = list(map(_RECEIPT, entries))",
+      "            receipts = [e.message.receipt for e in entries]",
       I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
     # ---------------------------------------------------------------- MACHINE_ROOM_NEARBY and strategy options (#40)
     m("nearby-rooms-with-consumers-shared", "rmqrun/consumer/allocate_nearby.py",
@@ -448,7 +448,7 @@ MUTANTS: list[Mutant] = [
     m("pop-job-expiry-ignored", "rmqrun/consumer/pop_queue.py",
       "a job whose messages lapsed while waiting for a worker is still started (the broker may have handed "
       "them out again)",
-      "        return any(e.is_pop_timeout(now) for e in self.entries)", "        return False",
+      "        return bool(self.entries) and now_ms() >= min(map(VISIBLE_AT, self.entries))", "        return False",
       U + "consumer/test_pop_consume_results.py::test_a_job_whose_messages_lapsed_while_waiting_reads_as_dropped"),
     m("pop-status-hour-zero", "rmqrun/admin/pop_status.py",
       "a master that did not report its revive figure counts as 0 (\"last hour 0\" on an Apache broker)",
@@ -465,7 +465,7 @@ MUTANTS: list[Mutant] = [
       U + "consumer/test_pop_loop_inflight.py::test_pops_in_flight_fill_the_threshold_and_no_more"),
     m("pop-room-last-waiter-only", "rmqrun/consumer/pop_queue.py",
       "acks wake only the loop that waited last: the others sleep out their 50 ms",
-      "            for at, room in self._room:", "            for at, room in self._room[-1:]:",
+      "        for at, room in self._room:", "        for at, room in self._room[-1:]:",
       U + "consumer/test_pop_loop_inflight.py::test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room"),
     # --- issue #38 cuts 1 and 6 (c38b): a concurrent pull cached as one QueuedRun (its counts, min offset and
     # placement stay those of the per-message cache); compiled header codecs write and read what the loop did
@@ -501,8 +501,8 @@ MUTANTS: list[Mutant] = [
     m("h32-pop-ack-holds-flow-slot", "rmqrun/consumer/pop_acks.py",
       "a success queued for its ack still counts as un-acked until the broker answers: the pop loop's flow "
       "control holds the pipeline at a few messages (and nothing frees the slot once answered)",
-      "            pq.done(entry)  # its outcome is decided and its ack on its way",
-      "            pass  # its outcome is decided and its ack on its way",
+      "        pq.done_all(entries)  # outcomes decided, acks on their way",
+      "        pass  # outcomes decided, acks on their way",
       U + "consumer/test_pop_consume.py::test_an_ack_on_its_way_frees_flow_control_but_the_job_waits_for_the_"
       "brokers_answer"),
     m("h32-pop-ack-job-ends-at-first-answer", "rmqrun/consumer/pop_acks.py",
@@ -559,7 +559,7 @@ MUTANTS: list[Mutant] = [
       "outcome"),
     m("h32b-pop-merged-job-unsorted", "rmqrun/consumer/pop_consume.py",
       "a job merged from several pops keeps their arrival order, not the queue's offset order",
-      "            waiting.sort(key=_offset_of)", "            pass",
+      "            waiting.sort(key=OFFSET)", "            pass",
       U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
       "outcome"),
     m("h32b-pop-merged-job-unbounded", "rmqrun/consumer/pop_consume.py",
@@ -579,4 +579,57 @@ MUTANTS: list[Mutant] = [
       U + "consumer/test_pop_consume.py::test_successes_are_acked_together_and_failures_delayed_by_their_count",
       U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
       "outcome"),
+    # ---------------------------------------------------------------- h32c: POP supervisor path per job (#32)
+    m("h32c-pop-entry-lapse-stale", "rmqrun/consumer/pop_queue.py",
+      "an extension's new receipt does not move the message's lapse time: an extended job reads as lapsed",
+      "    def receipt(self, receipt: ReceiptHandle) -> None:\n        self._receipt = receipt\n"
+      "        self.visible_at = receipt.pop_time + receipt.invisible_time",
+      "    def receipt(self, receipt: ReceiptHandle) -> None:\n        self._receipt = receipt",
+      U + "consumer/test_pop_job_paths.py::test_a_jobs_lapse_follows_each_messages_newest_receipt"),
+    m("h32c-pop-expiry-fast-path-latest", "rmqrun/consumer/pop_consume.py",
+      "a job is taken as live when its latest message has not lapsed: its lapsed ones are run too",
+      "        if not entries or now < min(map(VISIBLE_AT, entries)):",
+      "        if not entries or now < max(map(VISIBLE_AT, entries)):",
+      U + "consumer/test_pop_job_paths.py::test_a_job_whose_message_lapsed_before_it_ran_runs_only_the_live_ones"),
+    m("h32c-pop-done-all-no-wake", "rmqrun/consumer/pop_queue.py",
+      "a job's messages leave flow control but the pop loops waiting for room are not woken",
+      "        self.entries.difference_update(entries)\n        if self._room:\n            self._wake()",
+      "        self.entries.difference_update(entries)",
+      U + "consumer/test_pop_job_paths.py::test_a_job_done_at_once_leaves_flow_control_and_wakes_a_waiting_pop"),
+    m("h32c-pop-ack-split-drops-one", "rmqrun/consumer/pop_acks.py",
+      "a job cut across two ack requests loses the first message of its second part (never acked: delivered again)",
+      "                item = _Pending(item.pq, item.entries[room:], item.receipts[room:], item.waiter)",
+      "                item = _Pending(item.pq, item.entries[room + 1:], item.receipts[room + 1:], item.waiter)",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+      "with_its_receipt"),
+    m("h32c-pop-ack-request-unbounded", "rmqrun/consumer/pop_acks.py",
+      "a job's acks go in one request however many there are (ACK_BATCH_MAX ignored)",
+      "                if len(item.entries) <= room:", "                if True:",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+      "with_its_receipt"),
+    m("h32c-pop-batch-ack-word-last-only", "rmqrun/protocol/pop.py",
+      "the one-pass batch ack keeps only the last offset of each checkpoint: the others are never acked",
+      "        words[key] = word | 1 << bit", "        words[key] = 1 << bit",
+      U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says"),
+    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_api.py",
+      "a popped message's tags read as None: a tag subscription drops (acks unseen) every message",
+      "            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None",
+      "            self._tags = None",
+      U + "client/test_pop_answer_lazy_fields.py::test_records_a_java_broker_wrote_pop_with_the_tags_and_counts_"
+      "the_full_decoder_reads"),
+    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_api.py",
+      "a record without 1ST_POP_TIME reads first popped at 0, not at this pop",
+      "                self._first_pop_time = int(first) if first else self._pop_time",
+      "                self._first_pop_time = int(first) if first else 0",
+      U + "client/test_pop_answer_lazy_fields.py::test_1st_pop_time_is_read_when_asked_and_a_bad_one_falls_back_"
+      "to_the_pops_time"),
+    m("h32c-pop-header-template-shared", "rmqrun/client/pop_api.py",
+      "every pop of an assignment sends the one cached header dict: what one request adds reaches the next",
+      "        ext = template.copy()", "        ext = template",
+      U + "client/test_pop_answer_lazy_fields.py::test_a_pops_header_is_built_once_per_settings_and_each_pop_has_"
+      "its_own_born_time"),
+    m("h32c-pop-lanes-one-per-pop", "rmqrun/consumer/pop_consume.py",
+      "a pop with messages of several queues goes to one lane: a job mixes queues under the first one's name",
+      "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
+      U + "consumer/test_pop_job_paths.py::test_a_pop_of_several_queues_makes_one_job_per_queue"),
 ]

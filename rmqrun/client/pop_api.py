@@ -23,13 +23,14 @@ import struct
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Sequence
+from operator import attrgetter, itemgetter
+from typing import Any, Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, build_batch_acks, encode_batch_ack_body, order_count_for,
+    PopMessageResponseHeader, ReceiptHandle, batch_ack_json, encode_batch_ack_body, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -45,6 +46,8 @@ from rmqrun.topic_names import is_retry_topic
 ACK_TIMEOUT = 3.0
 #: a pop is answered within its poll time; the socket waits this much longer (Java: pollTime + 3 s ... 30 s)
 POP_TIMEOUT_SLACK = 15.0
+#: distinct pop request headers kept (one per assignment and settings); more and the cache starts over
+_POP_HEADERS_KEPT = 256
 
 
 class PopNotSupportedError(BrokerError):
@@ -70,23 +73,78 @@ class AckStatus(str, Enum):
     NO_EXIST = "NO_EXIST"
 
 
-@dataclass(slots=True)
-class PoppedMessage:
-    """One popped message: its stored record (for a worker) and what acknowledging it takes."""
+#: a lazily read field not read yet
+_UNREAD: Any = object()
 
-    record: memoryview
-    #: the topic the message was sent to (a retried message carries its original topic)
-    topic: str
-    #: the topic its ack names: the pop retry topic for a retried message, else ``topic``
-    ack_topic: str
-    receipt: ReceiptHandle
-    reconsume_times: int
-    #: epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)
-    first_pop_time: int
-    tags: str | None = None
-    #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
-    #: message's reconsumeTimes when above 0); None outside order mode
-    order_count: int | None = None
+
+class PoppedMessage:
+    """One popped message: its stored record (for a worker) and what acknowledging it takes.
+
+    ``tags`` and ``first_pop_time`` are read from the record's raw properties when first asked for, not as
+    the answer is decoded: a POP consumer reads the tags only when its subscription filters by tag, and the
+    first pop time never on its hot path (the worker decodes the whole record anyway). A slotted class rather
+    than a dataclass for that; one is made per popped message.
+    """
+
+    __slots__ = ("record", "topic", "ack_topic", "receipt", "reconsume_times", "_first_pop_time", "_tags",
+                 "order_count", "_props", "_pop_time")
+
+    def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
+                 first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None, *,
+                 props: bytes = b"", pop_time: int = 0) -> None:
+        self.record = record
+        #: the topic the message was sent to (a retried message carries its original topic)
+        self.topic = topic
+        #: the topic its ack names: the pop retry topic for a retried message, else ``topic``
+        self.ack_topic = ack_topic
+        self.receipt = receipt
+        self.reconsume_times = reconsume_times
+        self._first_pop_time = first_pop_time
+        self._tags = tags
+        #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
+        #: message's reconsumeTimes when above 0); None outside order mode
+        self.order_count = order_count
+        #: the record's raw properties (``name\x01value\x02...``), for the fields read when asked for
+        self._props = props
+        #: the pop's time, the first pop time of a record that carries none
+        self._pop_time = pop_time
+
+    @property
+    def tags(self) -> str | None:
+        """Its ``TAGS`` property (None: none). A value that is not UTF-8 raises ProtocolError."""
+        if self._tags is _UNREAD:
+            props = self._props
+            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None
+        return self._tags
+
+    @tags.setter
+    def tags(self, tags: str | None) -> None:
+        self._tags = tags
+
+    @property
+    def first_pop_time(self) -> int:
+        """Epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)."""
+        if self._first_pop_time is _UNREAD:
+            props = self._props
+            first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
+            try:
+                self._first_pop_time = int(first) if first else self._pop_time
+            except ValueError:
+                self._first_pop_time = self._pop_time
+        return self._first_pop_time
+
+    @first_pop_time.setter
+    def first_pop_time(self, first_pop_time: int) -> None:
+        self._first_pop_time = first_pop_time
+
+    def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
+        """The same message with another record and topic (its receipt, counts and properties kept)."""
+        return PoppedMessage(record, topic, self.ack_topic, self.receipt, self.reconsume_times, self._first_pop_time,
+                             self._tags, self.order_count, props=self._props, pop_time=self._pop_time)
+
+    def __repr__(self) -> str:
+        return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
+                f"reconsume_times={self.reconsume_times})")
 
     @property
     def queue_id(self) -> int:
@@ -119,6 +177,9 @@ _HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _B_POP_CK = PROPERTY_POP_CK.encode()
 _B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
 _B_TAGS = PROPERTY_TAGS.encode()
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_TOPIC = attrgetter("topic")
 
 
 def _property(props: bytes, name: bytes) -> str | None:
@@ -160,9 +221,9 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt.
 
     The per-message hot path of a POP consumer: each record is read through
-    :func:`scan_spans` (no object per record), and only the three properties a
-    popped message needs (``POP_CK``, ``1ST_POP_TIME``, ``TAGS``) are looked up
-    in its raw properties; the topic's retry flag and ack topic are worked out
+    :func:`scan_spans` (no object per record), only ``POP_CK`` is looked up in
+    its raw properties here (``1ST_POP_TIME`` and ``TAGS`` when first asked for:
+    :class:`PoppedMessage`); the topic's retry flag and ack topic are worked out
     once per distinct topic in the answer, not per message.
     """
     if resp.code == ResponseCode.SUCCESS:
@@ -184,8 +245,15 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     view = memoryview(body)
     topics: dict[bytes, tuple[str, str, str]] = {}  # raw topic -> (topic, ack topic, retry flag)
     out: list[PoppedMessage] = []
+    fixed = _MAGIC_FLAG_RECONSUME.unpack_from
     for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
-        raw_topic, reconsume = _topic_and_reconsume(body, pos, body_len)
+        magic, sys_flag, reconsume = fixed(body, pos)
+        if sys_flag & _HOSTS_V6:
+            raw_topic, reconsume = _topic_and_reconsume(body, pos, body_len)
+        else:  # _topic_and_reconsume's usual case inline: both hosts IPv4
+            at = pos + _V4_TOPIC_AT + body_len
+            raw_topic = (body[at + 1:at + 1 + body[at]] if magic == MAGIC_V1
+                         else body[at + 2:at + 2 + _SHORT.unpack_from(body, at)[0]])
         named = topics.get(raw_topic)
         if named is None:
             topic = raw_topic.decode("utf-8", "replace")
@@ -194,7 +262,8 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
             named = topics[raw_topic] = (topic, topic if is_retry_topic(topic)
                                          else real_topic(topic, group, flag), flag)
         topic, ack_topic, flag = named
-        props = body[p:pos + total]
+        end = pos + total
+        props = body[p:end]  # the record's raw properties; a name absent from them costs one C search
         ck = _property(props, _B_POP_CK) if _B_POP_CK in props else None
         if ck:
             receipt = ReceiptHandle.parse(ck)
@@ -211,15 +280,11 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
             else:  # receipt_for's receipt, built inline: it was a fifth of this loop's time
                 receipt = ReceiptHandle(start, pop_time, invisible_time, revive_qid, flag, broker_name, queue_id,
                                         queue_offset)
-        first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
-        try:
-            first_pop = int(first) if first else header.pop_time
-        except ValueError:
-            first_pop = header.pop_time
         count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
                                                             receipt.queue_offset)
-        out.append(PoppedMessage(view[pos:pos + total], topic, ack_topic, receipt, reconsume, first_pop,
-                                 _property(props, _B_TAGS) if _B_TAGS in props else None, count))
+        # tags and the first pop time are read from props when asked for (PoppedMessage)
+        out.append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count,
+                                 props=props, pop_time=pop_time))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
 
@@ -228,18 +293,27 @@ class PopClient:
 
     def __init__(self, broker: BrokerClient) -> None:
         self.broker = broker
+        #: POP_MESSAGE ext fields per distinct request (bornTime aside), so a pop does not encode its header anew
+        self._pop_headers: dict[tuple[Any, ...], dict[str, str]] = {}
 
     async def pop(self, addr: str, *, group: str, topic: str, broker_name: str, queue_id: int = -1,
                   max_msg_nums: int = POP_MAX_MSG_NUMS, invisible_time_ms: int = 60_000,
                   poll_time_ms: int = 15_000, init_mode: int = 0, exp_type: str | None = None,
                   exp: str | None = None, order: bool = False, attempt_id: str | None = None) -> PopResult:
         """POP_MESSAGE with long polling: the broker holds the request up to ``poll_time_ms``."""
-        header = PopMessageRequestHeader(
-            consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=max_msg_nums,
-            invisible_time=invisible_time_ms, poll_time=poll_time_ms, born_time=int(time.time() * 1000),
-            init_mode=init_mode, exp_type=exp_type, exp=exp, order=order, attempt_id=attempt_id,
-            bname=broker_name)
-        cmd = RemotingCommand(RequestCode.POP_MESSAGE, header.to_ext())
+        key = (group, topic, queue_id, max_msg_nums, invisible_time_ms, poll_time_ms, init_mode, exp_type, exp, order,
+               attempt_id, broker_name)
+        template = self._pop_headers.get(key)
+        if template is None:  # the header of an assignment's pops, built once: only bornTime changes per pop
+            if len(self._pop_headers) >= _POP_HEADERS_KEPT:
+                self._pop_headers.clear()
+            template = self._pop_headers[key] = PopMessageRequestHeader(
+                consumer_group=group, topic=topic, queue_id=queue_id, max_msg_nums=max_msg_nums,
+                invisible_time=invisible_time_ms, poll_time=poll_time_ms, born_time=0, init_mode=init_mode,
+                exp_type=exp_type, exp=exp, order=order, attempt_id=attempt_id, bname=broker_name).to_ext()
+        ext = template.copy()
+        ext["bornTime"] = str(int(time.time() * 1000))
+        cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext)
         timeout = max(PULL_TIMEOUT, poll_time_ms / 1000 + POP_TIMEOUT_SLACK)
         resp = await self.broker.request(addr, cmd, timeout)
         try:
@@ -262,11 +336,15 @@ class PopClient:
                         acks: Sequence[tuple[PoppedMessage, ReceiptHandle]],
                         timeout: float = ACK_TIMEOUT) -> AckStatus:
         """BATCH_ACK_MESSAGE: the messages grouped by checkpoint (retry flag, queue, ck offset, pop time)."""
-        by_topic: dict[str, list[ReceiptHandle]] = {}
-        for message, receipt in acks:
-            by_topic.setdefault(message.topic, []).append(receipt)
+        topics = set(map(_TOPIC, map(_FIRST, acks)))
+        if len(topics) == 1:  # the usual case: one job's messages, of one topic
+            by_topic: dict[str, list[ReceiptHandle]] = {topics.pop(): list(map(_SECOND, acks))}
+        else:
+            by_topic = {}
+            for message, receipt in acks:
+                by_topic.setdefault(message.topic, []).append(receipt)
         body = encode_batch_ack_body(broker_name, [a for topic, receipts in by_topic.items()
-                                                   for a in build_batch_acks(group, topic, receipts)])
+                                                   for a in batch_ack_json(group, topic, receipts)])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 

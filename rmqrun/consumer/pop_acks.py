@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Awaitable, Callable, Protocol
 
 from loguru import logger
@@ -54,18 +55,27 @@ class _Waiter:
     left: int
     done: "asyncio.Future[None]"
 
-    def one_answered(self) -> None:
-        self.left -= 1
+    def answered(self, n: int) -> None:
+        self.left -= n
         if self.left <= 0 and not self.done.done():
             self.done.set_result(None)
 
 
 @dataclass(slots=True, eq=False)
 class _Pending:
+    """Messages of one job on their way to one broker's next batch ack, with the receipts they ack with
+    (a job's worth per object, not one per message)."""
+
     pq: PopProcessQueue
-    entry: PopEntry
-    receipt: ReceiptHandle
+    entries: list[PopEntry]
+    receipts: list[ReceiptHandle]
     waiter: _Waiter
+
+
+_EXTENDING = attrgetter("extending")
+_RECEIPT = attrgetter("receipt")
+_MESSAGE = attrgetter("message")
+_BROKER = attrgetter("broker_name")
 
 
 class AckBatcher:
@@ -74,6 +84,8 @@ class AckBatcher:
         self.stats = engine.pop_stats
         self._single_ack = single_ack
         self._pending: dict[str, list[_Pending]] = defaultdict(list)
+        #: messages in ``_pending`` per broker
+        self._counts: dict[str, int] = defaultdict(int)
         self._timer: asyncio.TimerHandle | None = None
         #: False once a broker refused BATCH_ACK_MESSAGE: single acks from then on
         self.batch_supported = True
@@ -84,7 +96,9 @@ class AckBatcher:
 
     async def ack_all(self, pq: PopProcessQueue, entries: list[PopEntry]) -> None:
         """Acknowledge the finished messages of one job, each with its newest receipt; returns once the broker
-        has answered for all of them (or their acks failed). One coroutine for the job, not a task per message."""
+        has answered for all of them (or their acks failed). One coroutine for the job, not a task per message,
+        and the job's messages handled as one list (settled, out of flow control, queued) unless an
+        extension of one of them is on the wire."""
         if not self.batch_supported:
             await asyncio.gather(*(self._single_ack(pq, entry) for entry in entries))
             return
@@ -92,17 +106,28 @@ class AckBatcher:
             return
         loop = asyncio.get_running_loop()
         waiter = _Waiter(len(entries), loop.create_future())
-        pending = self._pending
-        for entry in entries:
-            receipt = entry.settle_now() or await entry.settle()  # waits only for an extension on the wire
-            pq.done(entry)  # its outcome is decided and its ack on its way: flow control lets the next pop go
-            queue = pending[receipt.broker_name]
-            queue.append(_Pending(pq, entry, receipt, waiter))
-            if len(queue) >= ACK_BATCH_MAX:
-                self._flush_broker(receipt.broker_name)
-        if self._timer is None and pending:
+        if any(map(_EXTENDING, entries)):
+            receipts = [entry.settle_now() or await entry.settle() for entry in entries]  # waits for those
+        else:
+            receipts = list(map(_RECEIPT, entries))
+        pq.done_all(entries)  # outcomes decided, acks on their way: flow control lets the next pop go
+        brokers = set(map(_BROKER, receipts))
+        if len(brokers) == 1:
+            self._queue(brokers.pop(), _Pending(pq, entries, receipts, waiter))
+        else:
+            for broker_name in brokers:
+                picked = [i for i, r in enumerate(receipts) if r.broker_name == broker_name]
+                self._queue(broker_name, _Pending(pq, [entries[i] for i in picked], [receipts[i] for i in picked],
+                                                  waiter))
+        if self._timer is None and self._pending:
             self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
         await asyncio.shield(waiter.done)
+
+    def _queue(self, broker_name: str, pending: _Pending) -> None:
+        self._pending[broker_name].append(pending)
+        self._counts[broker_name] += len(pending.entries)
+        if self._counts[broker_name] >= ACK_BATCH_MAX:
+            self._flush_broker(broker_name)
 
     def _flush_all(self) -> None:
         self._timer = None
@@ -110,36 +135,55 @@ class AckBatcher:
             self._flush_broker(broker_name)
 
     def _flush_broker(self, broker_name: str) -> None:
+        """Send what waits for ``broker_name``, in requests of ``ACK_BATCH_MAX`` messages at most."""
         items = self._pending.pop(broker_name, [])
-        if items:
-            asyncio.ensure_future(self._send(broker_name, items))
+        self._counts.pop(broker_name, None)
+        request: list[_Pending] = []
+        room = ACK_BATCH_MAX
+        for item in items:
+            while item.entries:
+                if room == 0:
+                    asyncio.ensure_future(self._send(broker_name, request))
+                    request, room = [], ACK_BATCH_MAX
+                if len(item.entries) <= room:
+                    request.append(item)
+                    room -= len(item.entries)
+                    break
+                # a job split across two requests
+                request.append(_Pending(item.pq, item.entries[:room], item.receipts[:room], item.waiter))
+                item = _Pending(item.pq, item.entries[room:], item.receipts[room:], item.waiter)
+                room = 0
+        if request:
+            asyncio.ensure_future(self._send(broker_name, request))
 
     async def _send(self, broker_name: str, items: list[_Pending]) -> None:
+        n = sum(len(i.entries) for i in items)
         try:
-            first = items[0].entry.message
+            first = items[0].entries[0].message
             addr = await self.engine.broker_addr(MessageQueue(first.ack_topic, broker_name, first.queue_id))
+            acks = list(zip(map(_MESSAGE, items[0].entries), items[0].receipts))
+            for item in items[1:]:
+                acks.extend(zip(map(_MESSAGE, item.entries), item.receipts))
             status = await self.engine.pop_client.batch_ack(
-                addr, group=self.engine.config.group, broker_name=broker_name,
-                acks=[(i.entry.message, i.receipt) for i in items])
+                addr, group=self.engine.config.group, broker_name=broker_name, acks=acks)
         except BrokerError as exc:
             if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or isinstance(exc, PopNotSupportedError):
                 self.batch_supported = False
                 logger.info("broker {} does not take batch acks; acking one message per request", broker_name)
-                await asyncio.gather(*(self._single_ack(i.pq, i.entry) for i in items))
+                await asyncio.gather(*(self._single_ack(i.pq, entry) for i in items for entry in i.entries))
             else:
-                self._failed(items, exc)
+                self._failed(n, exc)
         except Exception as exc:
-            self._failed(items, exc)
+            self._failed(n, exc)
         else:
             if status is AckStatus.OK:
-                self.stats.acks += len(items)
+                self.stats.acks += n
             else:
-                self._failed(items, "the broker has none of them at those receipts")
+                self._failed(n, "the broker has none of them at those receipts")
         finally:
             for i in items:
-                i.waiter.one_answered()
+                i.waiter.answered(len(i.entries))
 
-    def _failed(self, items: list[_Pending], exc: BaseException | str) -> None:
-        self.stats.ack_failures += len(items)
-        logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", len(items),
-                       exc)
+    def _failed(self, n: int, exc: BaseException | str) -> None:
+        self.stats.ack_failures += n
+        logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", n, exc)

@@ -59,6 +59,7 @@ import asyncio
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from loguru import logger
@@ -67,7 +68,9 @@ from rmqrun.client.pop_api import AckStatus, PopClient
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
-from rmqrun.consumer.pop_queue import PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms
+from rmqrun.consumer.pop_queue import (
+    OFFSET, VISIBLE_AT, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
+)
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
 
@@ -193,10 +196,13 @@ class PopConsumeService:
         and they are fewer than a job: those of several pops then go as one job once a job comes back (a
         pop brings ~30; one job per pop cost the supervisor ~5x pull's worker-pipe frames per message)."""
         req.pq.add(entries)
-        by_queue: dict[tuple[str, str, int], list[PopEntry]] = defaultdict(list)
-        for entry in entries:
-            msg = entry.message
-            by_queue[(msg.ack_topic, msg.receipt.broker_name, msg.queue_id)].append(entry)
+        keys = list(map(_LANE_KEY, entries))
+        if keys and keys.count(keys[0]) == len(keys):  # the usual pop: one queue's messages
+            by_queue: dict[tuple[str, str, int], Sequence[PopEntry]] = {keys[0]: entries}
+        else:
+            by_queue = defaultdict(list)
+            for key, entry in zip(keys, entries):
+                by_queue[key].append(entry)  # type: ignore[attr-defined]
         size = self.job_size()
         lanes = self._lanes
         for key, group in by_queue.items():
@@ -212,7 +218,7 @@ class PopConsumeService:
         stopping)."""
         waiting = lane.waiting
         if waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
-            waiting.sort(key=_offset_of)
+            waiting.sort(key=OFFSET)
             while waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
                 chunk = waiting[:size]
                 del waiting[:size]
@@ -280,8 +286,7 @@ class PopConsumeService:
             first = live[0].message
             mq = MessageQueue(first.ack_topic, first.receipt.broker_name, first.queue_id)
             view = PopJobView(pq, live)
-            job = ConsumeJob(mq, False, [e.message.record for e in live], [e.message.queue_offset for e in live],
-                             pq=view)
+            job = ConsumeJob(mq, False, list(map(_RECORD, live)), list(map(OFFSET, live)), pq=view)
             started = time.monotonic()
             self._views.add(view)
             try:
@@ -302,6 +307,8 @@ class PopConsumeService:
 
     def _not_expired(self, pq: PopProcessQueue, entries: list[PopEntry]) -> list[PopEntry]:
         now = now_ms()
+        if not entries or now < min(map(VISIBLE_AT, entries)):
+            return entries  # none has lapsed: the usual case, read in C
         live = []
         for entry in entries:
             if entry.is_pop_timeout(now):
@@ -486,8 +493,9 @@ class _Lane:
     waiting: list[PopEntry] = field(default_factory=list)
 
 
-def _offset_of(entry: PopEntry) -> int:
-    return entry.message.queue_offset
+#: a popped message's lane: (ack topic, broker, queue id)
+_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name", "message.receipt.queue_id")
+_RECORD = attrgetter("message.record")
 
 
 def _broker_mq(entry: PopEntry) -> MessageQueue:

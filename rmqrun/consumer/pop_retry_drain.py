@@ -20,7 +20,6 @@ revives a checkpoint of a retry topic into that same retry topic.
 
 from __future__ import annotations
 
-import dataclasses
 
 from rmqrun.client.pop_api import PoppedMessage
 from rmqrun.remoting.errors import ProtocolError
@@ -48,4 +47,4 @@ def as_original(message: PoppedMessage, topic: str) -> PoppedMessage:
         record = with_topic(message.record, topic)
     except ProtocolError:
         return message
-    return dataclasses.replace(message, record=memoryview(record), topic=topic)
+    return message.with_record(memoryview(record), topic)
