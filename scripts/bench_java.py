@@ -324,6 +324,18 @@ def java_lines(res: dict[str, Any]) -> list[str]:
     return L + [""]
 
 
+def machine_note(run: dict[str, Any]) -> str:
+    """What the load said about the machine: idle when the run started (load below half the cores), or shared."""
+    before = run.get("java", {}).get("load_before", run.get("load_start"))
+    cores = run["machine"]["cores"]
+    if before is not None and before < 0.5 * cores:
+        return (f"Nothing else ran on it: the load average was {before:.2f} when the run started; the load "
+                "figures below are the benchmark's own (the broker, the consumer being measured and its JVM "
+                "threads).")
+    return ("This machine is shared with other work: absolute rates are not quiet-machine figures; the ratios "
+            "between the two consumers, measured in the same rounds, alternating, are what this run shows.")
+
+
 def write(run: dict[str, Any], out: Path) -> None:
     """``out/report.md`` and ``out/report.json`` for a run of this section alone (``--sections java``).
 
@@ -334,9 +346,7 @@ def write(run: dict[str, Any], out: Path) -> None:
             f"**{'QUICK run (small sizes)' if run['quick'] else 'full run'}**, {run['started']} → "
             f"{run.get('finished', '?')}, produced by `{run['command']}`; {run.get('code', '')}.", "",
             f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']:.0f} GiB RAM, Python {m['python']}, "
-            f"Linux {m['kernel']}. This machine is shared with other work: absolute rates are not quiet-machine "
-            "figures; the ratios between the two consumers, measured in the same rounds, alternating, are what "
-            "this run shows.", ""]
+            f"Linux {m['kernel']}. " + machine_note(run), ""]
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps(run, indent=1, default=str))
     (out / "report.md").write_text("\n".join(head + java_lines(run["java"])))

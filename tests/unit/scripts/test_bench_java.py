@@ -100,3 +100,12 @@ def test_the_full_report_carries_the_note_when_the_java_rows_were_skipped() -> N
     md = br.report(res, [])
     assert "## rmqrun beside the Java push consumer" in md
     assert "Skipped: no 4.9.8 build given (`--java DEST`" in md
+
+
+def test_the_report_says_whether_the_machine_was_idle_when_the_run_started() -> None:
+    bj = _load()
+    run = {"machine": {"cores": 2}, "java": {"load_before": 0.5}}
+    assert bj.machine_note(run).startswith("Nothing else ran on it: the load average was 0.50")
+    run["java"]["load_before"] = 1.0  # half the cores: not idle
+    assert "shared with other work" in bj.machine_note(run)
+    assert "shared with other work" in bj.machine_note({"machine": {"cores": 2}, "java": {}})
