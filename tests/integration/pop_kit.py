@@ -7,6 +7,7 @@ gets one built from the answer's header.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -29,6 +30,27 @@ from rmqrun.remoting.message import decode_messages
 from tests.integration.broker_kit import Client
 
 BROKER = "broker-a"
+
+
+def run(coro: Any, timeout: float = 75.0) -> Any:
+    """A test's coroutine, bounded (the bound only ends a failure)."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def connect(eb: Any) -> Client:
+    """A client of the embedded broker ``eb`` (its name server and broker)."""
+    return await Client.connect(eb.namesrv_address, eb.broker_address)
+
+
+async def pop_until(client: Client, group: str, topic: str, n: int, deadline_s: float = 60.0,
+                    **kw: Any) -> list[Any]:
+    """Pop (long polling, 1 s holds) until ``n`` messages came back; the deadline only ends a failure (a revive
+    due in 1 s took 14 s at load 19: keep it generous)."""
+    got: list[Any] = []
+    end = time.monotonic() + deadline_s
+    while len(got) < n and time.monotonic() < end:
+        got.extend(await pop_all(client, group, topic, poll_ms=1000, **kw))
+    return got
 
 
 async def pop(client: Client, group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32,

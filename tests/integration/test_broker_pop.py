@@ -23,7 +23,9 @@ from rmqrun.protocol.pop import (
 from rmqrun.remoting import fastjson
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
-from tests.integration.pop_kit import ack, batch_ack, change_invisible, pop, pop_all, popped, send_many
+from tests.integration.pop_kit import (
+    ack, batch_ack, change_invisible, connect, pop, pop_all, pop_until, popped, run, send_many,
+)
 from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
@@ -32,28 +34,10 @@ WAKE_S = 30
 G, T = "CG_pop", "TPop"
 
 
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 75))
-
-
-async def _client(eb: EmbeddedBroker) -> Client:
-    return await Client.connect(eb.namesrv_address, eb.broker_address)
-
-
-async def _pop_until(client: Client, n: int, deadline_s: float = 40.0, **kw):
-    """Pop (long polling) until ``n`` messages came back; the deadline only ends a failure (a revive due in 1 s
-    took 14 s under load: keep it generous)."""
-    got = []
-    end = time.monotonic() + deadline_s
-    while len(got) < n and time.monotonic() < end:
-        got.extend(await pop_all(client, G, T, poll_ms=1000, **kw))
-    return got
-
-
 def test_pop_then_ack_commits_and_nothing_comes_back(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 3, queue_id=1)
             resp = await pop(c, G, T, invisible_ms=1000)
             header = PopMessageResponseHeader.from_ext(resp.ext_fields)
@@ -84,7 +68,7 @@ def test_pop_then_ack_commits_and_nothing_comes_back(tmp_path: Path) -> None:
 def test_refusals(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1)
             r = await pop(c, G, T, max_nums=33)
             assert r.code == ResponseCode.INVALID_PARAMETER and "greater than 32" in r.remark
@@ -109,7 +93,7 @@ def test_refusals(tmp_path: Path) -> None:
 def test_tag_filter_skips_other_tags(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             for i, tag in enumerate(["A", "B", "A", "B"]):
                 await c.send(T, f"x{i}".encode(), queue_id=0, tags=tag)
             got = await pop_all(c, G, T, exp="B")
@@ -123,7 +107,7 @@ def test_tag_filter_skips_other_tags(tmp_path: Path) -> None:
 def test_two_clients_popping_one_queue_get_disjoint_messages(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c1, c2 = await _client(eb), await _client(eb)
+            c1, c2 = await connect(eb), await connect(eb)
             sent = set(await send_many(c1, T, 60, queue_id=0))
             seen: list[bytes] = []
             per_client = [0, 0]
@@ -146,12 +130,12 @@ def test_two_clients_popping_one_queue_get_disjoint_messages(tmp_path: Path) -> 
 def test_unacked_messages_are_revived_with_reconsume_times_plus_one(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 3, queue_id=2)
             got = popped(await pop(c, G, T, invisible_ms=1000))
             pop_time = got[0][1].pop_time
             assert (await ack(c, G, T, got[1][1])).code == ResponseCode.SUCCESS  # m1 acked, m0 and m2 not
-            back = await _pop_until(c, 2, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 2, invisible_ms=60_000)
             assert sorted(m.body for m, _ in back) == [b"m0", b"m2"]
             for m, r in back:
                 assert m.topic == T  # handed out under the original topic
@@ -175,14 +159,14 @@ def test_unacked_messages_are_revived_with_reconsume_times_plus_one(tmp_path: Pa
 def test_revived_twice_counts_two(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 1
             # held (nothing visible) far longer than the test may run: only the revive's append to the retry
             # topic can answer it
             once = popped(await asyncio.wait_for(pop(c, G, T, invisible_ms=1000, poll_ms=600_000), WAKE_S))
             assert [m.reconsume_times for m, _ in once] == [1]
-            twice = await _pop_until(c, 1, invisible_ms=60_000)
+            twice = await pop_until(c, G, T, 1, invisible_ms=60_000)
             assert [(m.body, m.reconsume_times) for m, _ in twice] == [(b"m0", 2)]
             await c.close()
 
@@ -194,7 +178,7 @@ def test_a_revive_pass_that_fails_half_way_stores_no_copy_twice(tmp_path: Path) 
     stores what is left, not the first copy again: each message comes back once."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 3, queue_id=1)
             real_put = eb.broker.put_messages
             retry_puts: list[bytes] = []
@@ -208,7 +192,7 @@ def test_a_revive_pass_that_fails_half_way_stores_no_copy_twice(tmp_path: Path) 
 
             eb.broker.put_messages = put_failing_the_second_copy
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 3
-            back = await _pop_until(c, 3, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 3, invisible_ms=60_000)
             assert len(retry_puts) >= 4, retry_puts  # the scenario: a pass failed on the second copy
             assert sorted(m.body for m, _ in back) == [b"m0", b"m1", b"m2"], [m.body for m, _ in back]
             assert eb.broker.store.max_offset(f"%RETRY%{G}_{T}", 0) == 3, "a copy was stored twice"
@@ -220,14 +204,14 @@ def test_a_revive_pass_that_fails_half_way_stores_no_copy_twice(tmp_path: Path) 
 def test_batch_ack_acks_exactly_the_bits_sent(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 5, queue_id=3)
             got = popped(await pop(c, G, T, invisible_ms=1000))
             assert len(got) == 5
             resp = await batch_ack(c, G, T, [got[i][1] for i in (0, 2, 4)])
             assert resp.code == ResponseCode.SUCCESS
             assert (await c.call(RequestCode.BATCH_ACK_MESSAGE, body=b'{"acks":[]}')).code == ResponseCode.NO_MESSAGE
-            back = await _pop_until(c, 2, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 2, invisible_ms=60_000)
             assert sorted(m.body for m, _ in back) == [b"m1", b"m3"]
             await c.close()
 
@@ -237,7 +221,7 @@ def test_batch_ack_acks_exactly_the_bits_sent(tmp_path: Path) -> None:
 def test_change_invisible_time_revives_at_the_new_time_only(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 2, queue_id=0)
             got = popped(await pop(c, G, T, invisible_ms=60_000))
             before = int(time.time() * 1000)
@@ -245,7 +229,7 @@ def test_change_invisible_time_revives_at_the_new_time_only(tmp_path: Path) -> N
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             h = ChangeInvisibleTimeResponseHeader.from_ext(resp.ext_fields)
             assert h.invisible_time == 1000 and h.pop_time >= before and h.revive_qid == got[0][1].revive_qid
-            back = await _pop_until(c, 1, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 1, invisible_ms=60_000)
             assert [m.body for m, _ in back] == [b"m0"]
             await asyncio.sleep(0.5)
             assert await pop_all(c, G, T) == []  # m1 still invisible (60 s)
@@ -258,15 +242,15 @@ def test_change_invisible_time_revives_at_the_new_time_only(tmp_path: Path) -> N
 def test_broker_restart_revives_popped_unacked_messages(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 3, queue_id=0)
             got = popped(await pop(c, G, T, invisible_ms=2000))
             assert (await ack(c, G, T, got[0][1])).code == ResponseCode.SUCCESS
             await c.close()
         async with EmbeddedBroker(tmp_path / "d") as eb:
             assert len(eb.broker.pop.ck_log) == 1
-            c = await _client(eb)
-            back = await _pop_until(c, 2, invisible_ms=60_000)
+            c = await connect(eb)
+            back = await pop_until(c, G, T, 2, invisible_ms=60_000)
             assert sorted((m.body, m.reconsume_times) for m, _ in back) == [(b"m1", 1), (b"m2", 1)]
             assert await pop_all(c, G, T) == []  # nothing popped twice: the pop offset survived too
             await c.close()
@@ -277,7 +261,7 @@ def test_broker_restart_revives_popped_unacked_messages(tmp_path: Path) -> None:
 def test_long_poll_is_woken_by_a_send_and_counted_by_polling_info(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c, producer = await _client(eb), await _client(eb)
+            c, producer = await connect(eb), await connect(eb)
             await send_many(producer, T, 1, queue_id=0)
             for _, r in popped(await pop(c, G, T)):
                 await ack(c, G, T, r)
@@ -302,7 +286,7 @@ def test_long_poll_is_woken_by_a_send_and_counted_by_polling_info(tmp_path: Path
 def test_notification_reports_whether_a_pop_would_find_something(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1, queue_id=0)
 
             async def notify(poll_ms: int):
@@ -365,7 +349,7 @@ def test_kill_9_after_pop_neither_loses_nor_repeats_popped_messages(tmp_path: Pa
 def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 3, queue_id=0)
             for _, r in popped(await pop(c, G, T)):
                 assert (await ack(c, G, T, r)).code == ResponseCode.SUCCESS
@@ -382,7 +366,7 @@ def test_an_offset_reset_makes_pops_start_at_the_reset_offset(tmp_path: Path) ->
 def test_a_held_pop_of_a_closed_connection_is_forgotten(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c, other = await _client(eb), await _client(eb)
+            c, other = await connect(eb), await connect(eb)
             await send_many(other, T, 1, queue_id=0)
             for _, r in popped(await pop(other, G, T)):
                 await ack(other, G, T, r)
@@ -408,7 +392,7 @@ def test_a_held_pop_of_a_closed_connection_is_forgotten(tmp_path: Path) -> None:
 def test_too_many_held_pops_on_one_key_are_answered_polling_full(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1, queue_id=0)
             for _, r in popped(await pop(c, G, T)):
                 await ack(c, G, T, r)

@@ -4,8 +4,6 @@ in the compact checkpoint log."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from pathlib import Path
 
 import pytest
@@ -13,28 +11,10 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.protocol.pop import PopMessageResponseHeader
 from rmqrun.remoting.codes import ResponseCode
-from tests.integration.broker_kit import Client
-from tests.integration.pop_kit import batch_ack, pop, pop_all, popped, send_many
+from tests.integration.pop_kit import batch_ack, connect, pop, pop_all, pop_until, popped, run, send_many
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_pop_acks", "TPopAcks"
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 75))
-
-
-async def _client(eb: EmbeddedBroker) -> Client:
-    return await Client.connect(eb.namesrv_address, eb.broker_address)
-
-
-async def _pop_until(client: Client, n: int, deadline_s: float = 40.0, **kw):
-    """Pop (long polling) until ``n`` messages came back; the deadline only ends a failure."""
-    got = []
-    end = time.monotonic() + deadline_s
-    while len(got) < n and time.monotonic() < end:
-        got.extend(await pop_all(client, G, T, poll_ms=1000, **kw))
-    return got
 
 
 def test_a_filtered_pop_batch_acked_in_part_revives_exactly_the_rest(tmp_path: Path) -> None:
@@ -42,13 +22,13 @@ def test_a_filtered_pop_batch_acked_in_part_revives_exactly_the_rest(tmp_path: P
     and only that one comes back."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             for i, tag in enumerate(["A", "B", "A", "B", "B"]):
                 await c.send(T, f"x{i}".encode(), queue_id=0, tags=tag)
             got = popped(await pop(c, G, T, exp="B", invisible_ms=1000))
             assert [(m.body, r.queue_offset) for m, r in got] == [(b"x1", 1), (b"x3", 3), (b"x4", 4)]
             assert (await batch_ack(c, G, T, [got[0][1], got[2][1]])).code == ResponseCode.SUCCESS
-            back = await _pop_until(c, 1, exp="B", invisible_ms=60_000)
+            back = await pop_until(c, G, T, 1, exp="B", invisible_ms=60_000)
             assert [(m.body, m.reconsume_times) for m, _ in back] == [(b"x3", 1)]
             assert eb.broker.pop.counters.acked == 2
             await c.close()
@@ -60,7 +40,7 @@ def test_a_pop_that_fills_up_counts_what_every_other_queue_still_holds(tmp_path:
     """restNum: the rest of the queue it read plus the whole backlog of the queues it did not need to read."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             for q in range(4):
                 await send_many(c, T, 5, queue_id=q, prefix=f"q{q}-")
             queues = eb.broker.topics.get(T).read_queue_nums
@@ -77,7 +57,7 @@ def test_batch_acks_in_the_compact_log_survive_a_restart(tmp_path: Path) -> None
     """Two pops, one batch ack for part of each: after a restart only the un-acked ones come back, once."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 4, queue_id=0)
             await send_many(c, T, 3, queue_id=1, prefix="n")
             first = popped(await pop(c, G, T, queue_id=0, invisible_ms=3000))
@@ -88,8 +68,8 @@ def test_batch_acks_in_the_compact_log_survive_a_restart(tmp_path: Path) -> None
             await c.close()
         async with EmbeddedBroker(tmp_path / "d") as eb:
             assert len(eb.broker.pop.ck_log) == 2
-            c = await _client(eb)
-            back = await _pop_until(c, 4, invisible_ms=60_000)
+            c = await connect(eb)
+            back = await pop_until(c, G, T, 4, invisible_ms=60_000)
             assert sorted((m.body, m.reconsume_times) for m, _ in back) == [
                 (b"m1", 1), (b"m2", 1), (b"n0", 1), (b"n2", 1)]
             assert await pop_all(c, G, T) == []

@@ -4,7 +4,6 @@ nothing in a queue. Requests are built as a client builds them (tests/integratio
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 
@@ -14,29 +13,12 @@ from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.protocol.pop import NotificationRequestHeader, NotificationResponseHeader
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from tests.integration.broker_kit import Client
-from tests.integration.pop_kit import change_invisible, pop, pop_all, popped, send_many
+from tests.integration.pop_kit import change_invisible, connect, pop, pop_all, pop_until, popped, run, send_many
 from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_pope", "TPopE"
 RETRY = f"%RETRY%{G}_{T}"
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(asyncio.wait_for(coro, 75))
-
-
-async def _client(eb: EmbeddedBroker) -> Client:
-    return await Client.connect(eb.namesrv_address, eb.broker_address)
-
-
-async def _pop_until(client: Client, n: int, deadline_s: float = 60.0, **kw):  # type: ignore[no-untyped-def]
-    """Pop until n messages came (the deadline only ends a failure: a revive due in 1 s took 14 s at load 19)."""
-    got = []
-    end = time.monotonic() + deadline_s
-    while len(got) < n and time.monotonic() < end:
-        got.extend(await pop_all(client, G, T, poll_ms=1000, **kw))
-    return got
 
 
 async def _notify(c: Client) -> bool:
@@ -53,13 +35,13 @@ def test_an_extended_invisible_time_takes_the_message_out_of_its_pops_revive(tmp
     handled a second time while its first call still runs)."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 2, queue_id=0)
             got = popped(await pop(c, G, T, invisible_ms=1000))
             assert [m.body for m, _ in got] == [b"m0", b"m1"]
             resp = await change_invisible(c, G, T, got[0][1], 60_000)
             assert resp.code == ResponseCode.SUCCESS, resp.remark
-            back = await _pop_until(c, 1, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 1, invisible_ms=60_000)
             assert [m.body for m, _ in back] == [b"m1"]
             await eventually_async(lambda: eb.broker.pop.counters.revived >= 1, what="the revive pass", timeout=60)
             assert eb.broker.store.max_offset(RETRY, 0) == 1, "the extended message was revived too"
@@ -74,7 +56,7 @@ def test_every_pop_that_finds_too_little_also_reads_the_retry_topic(tmp_path: Pa
     the one pop in five that reads it first)."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 10, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 10
             await eventually_async(lambda: eb.broker.pop.counters.revived == 10,
@@ -93,7 +75,7 @@ def test_every_pop_that_finds_too_little_also_reads_the_retry_topic(tmp_path: Pa
 def test_notification_counts_revived_messages_waiting_in_the_retry_topic(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1, queue_id=0)
             assert len(popped(await pop(c, G, T, invisible_ms=1000))) == 1
             await eventually_async(lambda: eb.broker.pop.counters.revived == 1, what="the revived message", timeout=60)
@@ -110,7 +92,7 @@ def test_a_pop_that_matches_nothing_moves_the_group_past_what_it_read(tmp_path: 
     falls to 0 and NOTIFICATION stops saying there is something to pop (a long-polling client would spin)."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             for i in range(3):
                 await c.send(T, f"a{i}".encode(), queue_id=0, tags="A")
             assert await pop_all(c, G, T, queue_id=0, exp="B") == []
@@ -127,7 +109,7 @@ def test_a_group_offset_past_the_queue_s_end_is_moved_back_to_it(tmp_path: Path)
     group would pop nothing until the queue grew past it)."""
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 2, queue_id=0)
             moved = await c.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
                 "consumerGroup": G, "topic": T, "queueId": "0", "commitOffset": "50"})
@@ -154,7 +136,7 @@ def test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop(tm
 
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 2, queue_id=0)
             stopped.append(real())
             got = popped(await pop(c, G, T, invisible_ms=1000))
@@ -162,7 +144,7 @@ def test_an_extension_in_the_millisecond_of_its_pop_keeps_the_rest_of_the_pop(tm
             resp = await change_invisible(c, G, T, got[0][1], 60_000)
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             stopped.clear()
-            back = await _pop_until(c, 1, invisible_ms=60_000)
+            back = await pop_until(c, G, T, 1, invisible_ms=60_000)
             assert [m.body for m, _ in back] == [b"m1"], "the rest of the pop was never revived"
             assert int(resp.ext_fields["popTime"]) != got[0][1].pop_time  # the extension has a checkpoint of its own
             await c.close()

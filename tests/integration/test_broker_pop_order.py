@@ -17,26 +17,17 @@ from rmqrun.protocol.pop import (
     parse_order_count_info,
 )
 from rmqrun.remoting.codes import ResponseCode
-from tests.integration.broker_kit import Client
-from tests.integration.pop_kit import ack, change_invisible, pop, pop_all, popped, send_many
+from tests.integration.pop_kit import ack, change_invisible, connect, pop, pop_all, popped, run, send_many
 from tests.waiting import eventually_async
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_order", "TOrder"
 
 
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 75))
-
-
-async def _client(eb: EmbeddedBroker) -> Client:
-    return await Client.connect(eb.namesrv_address, eb.broker_address)
-
-
 def test_a_popped_batch_blocks_its_queue_until_acked(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c1, c2 = await _client(eb), await _client(eb)
+            c1, c2 = await connect(eb), await connect(eb)
             await send_many(c1, T, 3, queue_id=0)
             resp = await pop(c1, G, T, queue_id=0, max_nums=2, order=True, attempt_id="a1")
             header = PopMessageResponseHeader.from_ext(resp.ext_fields)
@@ -72,7 +63,7 @@ def test_a_popped_batch_blocks_its_queue_until_acked(tmp_path: Path) -> None:
 def test_an_unacked_batch_comes_back_in_order_with_its_redelivery_count(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c1, c2 = await _client(eb), await _client(eb)
+            c1, c2 = await connect(eb), await connect(eb)
             await send_many(c1, T, 2, queue_id=1)
             first = popped(await pop(c1, G, T, order=True, attempt_id="a1", invisible_ms=1000))
             assert [m.body for m, _ in first] == [b"m0", b"m1"]
@@ -97,7 +88,7 @@ def test_an_unacked_batch_comes_back_in_order_with_its_redelivery_count(tmp_path
 def test_change_invisible_time_in_order_mode_moves_the_block(tmp_path: Path) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d") as eb:
-            c = await _client(eb)
+            c = await connect(eb)
             await send_many(c, T, 1, queue_id=2)
             (m, r), = popped(await pop(c, G, T, order=True, attempt_id="a1", invisible_ms=60_000))
             resp = await change_invisible(c, G, T, r, 0)
