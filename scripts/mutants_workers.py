@@ -436,4 +436,15 @@ MUTANTS: list[Mutant] = [
       "the long-call warning names its batch's first message, not the call's own",
       'where = f"offset {offsets[start]}"', 'where = f"offset {offsets[0]}"',
       I + "guarantees/test_worker_class_long_call.py"),
+    # -- the asyncio class writes a call's result in the call's own task step (hunt of 2026-11-29)
+    m("s5-async-result-written-by-scheduler", "rmqrun/worker/call_runners.py",
+      "an asyncio call's result waits for the scheduler's next turn: a task that kills the worker first has the "
+      "finished message run again",
+      "        on_end(index, value, None)\n    return value", "        pass\n    return value",
+      U + "worker/test_call_runner_task_results.py::test_a_finished_call_s_result_is_written_before_any_other_"
+          "task_runs"),
+    m("s5-async-failure-written-by-scheduler", "rmqrun/worker/call_runners.py",
+      "an asyncio call's failure waits for the scheduler's next turn",
+      "            on_end(index, None, exc)", "            pass",
+      U + "worker/test_call_runner_task_results.py::test_a_raising_call_s_failure_is_written_in_its_own_step_too"),
 ]

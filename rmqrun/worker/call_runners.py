@@ -13,9 +13,13 @@ worker's main thread:
 * ``asyncio``: each call of an ``async def`` handler is a task on the loop.
 
 Every per-message guarantee of the process class holds, because the
-scheduler, not the calls, decides each message's status, and it alone writes
-the progress block (:mod:`rmqrun.worker.call_slots`: a slot per call in
-flight, results written as calls end):
+scheduler, not the calls, decides each message's status and writes the
+progress block (:mod:`rmqrun.worker.call_slots`: a slot per call in flight,
+results written as calls end). A task's result is written in the task's own
+last step, before anything else on the loop runs: a call that kills the
+worker in another task cannot fall between a call's return and its result
+(which would have the finished message run again). A thread's result is
+written when the loop sees the thread's call end:
 
 * **time limit**: a call past ``time_limit`` fails as timed out at its deadline.
   A task is cancelled. A thread cannot be stopped from outside, so it is left
@@ -115,15 +119,16 @@ class CallRunner:
         if self._room is not None and not self._room.done():
             self._room.set_result(None)
 
-    def start(self, fn: Callable[[Any], Any], arg: Any, index: int) -> "asyncio.Future[Any]":
+    def start(self, fn: Callable[[Any], Any], arg: Any, index: int,
+              on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> "asyncio.Future[Any]":
         """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``
-        of its own batch."""
+        of its own batch. A task calls ``on_end(index, value, error)`` in its last step, as its call ends."""
         self.in_flight += 1
         if self.threads is not None:
             return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index, CALL_BATCH.get())
         token = CALL_INDEX.set(index)  # the task copies the context as it is created
         try:
-            return asyncio.ensure_future(_called(fn, arg), loop=self.loop)
+            return asyncio.ensure_future(_called(fn, arg, index, on_end), loop=self.loop)
         finally:
             CALL_INDEX.reset(token)
 
@@ -139,9 +144,21 @@ def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageCont
         CALL_INDEX.reset(token)
 
 
-async def _called(fn: Callable[[Any], Any], arg: Any) -> Any:
-    """An async handler's call, as a task: a raise as the call is made fails the call, not the scheduler."""
-    return await _awaited(fn(arg))
+async def _called(fn: Callable[[Any], Any], arg: Any, index: int,
+                  on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> Any:
+    """An async handler's call, as a task: a raise as the call is made fails the call, not the scheduler. Its
+    end goes to ``on_end`` in this same step (a cancel by the scheduler is not an end it records)."""
+    try:
+        value = await _awaited(fn(arg))
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        if on_end is not None:
+            on_end(index, None, exc)
+        raise
+    if on_end is not None:
+        on_end(index, value, None)
+    return value
 
 
 async def _awaited(value: Any) -> Any:
@@ -169,6 +186,10 @@ class _Batch:
         self.stop = False
         #: call future -> (start, end, slot, began)
         self.flying: dict[asyncio.Future[Any], tuple[int, int, int, float]] = {}
+        #: start -> (end, slot) of the calls in flight whose result is not written yet
+        self.unsettled: dict[int, tuple[int, int]] = {}
+        #: how a task reports its end in its own step (None: threads, settled when the loop sees them end)
+        self.on_end = None if runner.use_threads else self._ended_in_task
 
     def room(self) -> int:
         """How many calls this batch may have in flight: its own bound, less what the others hold of the
@@ -250,27 +271,42 @@ class _Batch:
                 self.stop = True
                 return
             arg = self.msgs[start:end] if is_batch else self.msgs[start]
-            self.flying[self.runner.start(fn, arg, start)] = (start, end, slot, now)
+            self.unsettled[start] = (end, slot)
+            self.flying[self.runner.start(fn, arg, start, self.on_end)] = (start, end, slot, now)
+
+    def _ended_in_task(self, start: int, value: Any, exc: BaseException | None) -> None:
+        """A task's call ended: its result written now, in the task's last step (see the module docstring)."""
+        entry = self.unsettled.pop(start, None)
+        if entry is None:
+            return  # timed out or abandoned before it ended: no longer waited for
+        end, slot = entry
+        self._map(start, end, value, exc)
+        self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
 
     def _settle(self, fut: "asyncio.Future[Any]") -> None:
-        """A call ended: its messages' statuses, as the process class maps them."""
+        """A call ended: its messages' statuses, as the process class maps them (a task's are already written)."""
         start, end, slot, _ = self.flying.pop(fut)
-        token = CALL_INDEX.set(start)  # what is logged of it is labelled with its message
-        try:
-            self._map(fut, start, end)
-        finally:
-            CALL_INDEX.reset(token)
-        self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+        if self.unsettled.pop(start, None) is not None:
+            token = CALL_INDEX.set(start)  # what is logged of it is labelled with its message
+            try:
+                try:
+                    value, exc = fut.result(), None
+                except BaseException as e:  # in a thread even SystemExit only ends the call: a failure of it
+                    value, exc = None, e
+                self._map(start, end, value, exc)
+            finally:
+                CALL_INDEX.reset(token)
+            self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+        elif not fut.cancelled():
+            fut.exception()  # written by its task; retrieved here so asyncio does not warn it never was
         self.runner.ended()
 
-    def _map(self, fut: "asyncio.Future[Any]", start: int, end: int) -> None:
+    def _map(self, start: int, end: int, value: Any, exc: BaseException | None) -> None:
         worker = self.worker
         outcome = self.outcome
         statuses = outcome.statuses
         ref = worker.handler.ref  # type: ignore[union-attr]
-        try:
-            value = fut.result()
-        except BaseException as exc:  # in a thread even SystemExit only ends the call: a failure of it
+        if exc is not None:
             statuses[start:end] = bytes([self.fail]) * (end - start)
             outcome.failed(start, end, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
             worker._log_exception(exc, self.offsets[start])
@@ -289,6 +325,7 @@ class _Batch:
             if now - began < limit:
                 continue
             del self.flying[fut]
+            self.unsettled.pop(start, None)  # its task, cancelled below, writes nothing more
             outcome.statuses[start:end] = bytes([self.fail]) * (end - start)
             outcome.failed(start, end, f"handler '{ref}': soft time limit ({limit:g} s) exceeded")
             outcome.timed_out = True
@@ -317,6 +354,7 @@ class _Batch:
         """Whatever is still in flight (SIGTERM, an error here) stays NOT_RUN; tasks get to see their cancel."""
         left = list(self.flying)
         self.flying.clear()
+        self.unsettled.clear()
         for fut in left:
             self._drop(fut)
             self.runner.ended()
