@@ -15,11 +15,13 @@ worker's main thread:
 Every per-message guarantee of the process class holds, because the
 scheduler, not the calls, decides each message's status and writes the
 progress block (:mod:`rmqrun.worker.call_slots`: a slot per call in flight,
-results written as calls end). A task's result is written in the task's own
-last step, before anything else on the loop runs: a call that kills the
-worker in another task cannot fall between a call's return and its result
-(which would have the finished message run again). A thread's result is
-written when the loop sees the thread's call end:
+results written as calls end). A call's result is written by the call
+itself as it ends, before anything else runs: in a task's own last step, in
+a thread right after the handler returns (under the runner's lock, which the
+scheduler holds for its own writes). So a call that kills the worker from
+another task or thread finds every finished call's result written; it cannot
+fall between a call's return and its result, which would have the finished
+message run again:
 
 * **time limit**: a call past ``time_limit`` fails as timed out at its deadline.
   A task is cancelled. A thread cannot be stopped from outside, so it is left
@@ -45,6 +47,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
@@ -79,6 +82,8 @@ class CallRunner:
         self.in_flight = 0
         #: resolved when a call ends, for batches waiting for room under the bound
         self._room: asyncio.Future[None] | None = None
+        #: held for every write of results and call slots: a thread writes its call's result as it ends
+        self.lock = threading.Lock()
 
     # ------------------------------------------------------------------ hooks
     def call_hook(self, fn: Callable[..., Any], info: Any) -> None:
@@ -122,10 +127,11 @@ class CallRunner:
     def start(self, fn: Callable[[Any], Any], arg: Any, index: int,
               on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> "asyncio.Future[Any]":
         """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``
-        of its own batch. A task calls ``on_end(index, value, error)`` in its last step, as its call ends."""
+        of its own batch. The call reports its end to ``on_end(index, value, error)`` as it ends (in the
+        thread, or in the task's last step)."""
         self.in_flight += 1
         if self.threads is not None:
-            return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index, CALL_BATCH.get())
+            return self.loop.run_in_executor(self.threads, _labelled, fn, arg, index, CALL_BATCH.get(), on_end)
         token = CALL_INDEX.set(index)  # the task copies the context as it is created
         try:
             return asyncio.ensure_future(_called(fn, arg, index, on_end), loop=self.loop)
@@ -133,12 +139,22 @@ class CallRunner:
             CALL_INDEX.reset(token)
 
 
-def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageContext | None) -> Any:
-    """A thread's call, its log records labelled with its own message (the thread's context, not the batch's)."""
+def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageContext | None,
+              on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> Any:
+    """A thread's call, its log records labelled with its own message (the thread's context, not the batch's);
+    its end reported to ``on_end`` from the thread, as the handler returns or raises."""
     token = CALL_INDEX.set(index)
     held = CALL_BATCH.set(batch)
     try:
-        return fn(arg)
+        try:
+            value = fn(arg)
+        except BaseException as exc:
+            if on_end is not None:
+                on_end(index, None, exc)
+            raise
+        if on_end is not None:
+            on_end(index, value, None)
+        return value
     finally:
         CALL_BATCH.reset(held)
         CALL_INDEX.reset(token)
@@ -188,8 +204,7 @@ class _Batch:
         self.flying: dict[asyncio.Future[Any], tuple[int, int, int, float]] = {}
         #: start -> (end, slot) of the calls in flight whose result is not written yet
         self.unsettled: dict[int, tuple[int, int]] = {}
-        #: how a task reports its end in its own step (None: threads, settled when the loop sees them end)
-        self.on_end = None if runner.use_threads else self._ended_in_task
+        self.lock = runner.lock
 
     def room(self) -> int:
         """How many calls this batch may have in flight: its own bound, less what the others hold of the
@@ -254,9 +269,10 @@ class _Batch:
                 return
             start, end = nxt
             if self.errors[start]:  # never handed to the handler; the supervisor dead-letters it as stored
-                outcome.statuses[start] = Status.UNDECODABLE
-                outcome.failed(start, start + 1, str(self.errors[start]))
-                self.slots.settle(start, start + 1, outcome.statuses, outcome.delays)
+                with self.lock:
+                    outcome.statuses[start] = Status.UNDECODABLE
+                    outcome.failed(start, start + 1, str(self.errors[start]))
+                    self.slots.settle(start, start + 1, outcome.statuses, outcome.delays)
                 if self.orderly:
                     self.stop = True
                     return
@@ -265,40 +281,45 @@ class _Batch:
                 self.stop = True  # recycle after the call that went over: the rest go to the replacement
                 return
             now = time.monotonic()
-            try:
-                slot = self.slots.take(start, end, now)
-            except progress_mem.CallCut:  # the rest was given to another worker
-                self.stop = True
-                return
+            with self.lock:
+                try:
+                    slot = self.slots.take(start, end, now)
+                except progress_mem.CallCut:  # the rest was given to another worker
+                    self.stop = True
+                    return
+                self.unsettled[start] = (end, slot)
             arg = self.msgs[start:end] if is_batch else self.msgs[start]
-            self.unsettled[start] = (end, slot)
-            self.flying[self.runner.start(fn, arg, start, self.on_end)] = (start, end, slot, now)
+            self.flying[self.runner.start(fn, arg, start, self._ended)] = (start, end, slot, now)
 
-    def _ended_in_task(self, start: int, value: Any, exc: BaseException | None) -> None:
-        """A task's call ended: its result written now, in the task's last step (see the module docstring)."""
-        entry = self.unsettled.pop(start, None)
-        if entry is None:
-            return  # timed out or abandoned before it ended: no longer waited for
-        end, slot = entry
-        self._map(start, end, value, exc)
-        self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+    def _ended(self, start: int, value: Any, exc: BaseException | None) -> None:
+        """A call ended (in its thread, or its task's last step): its result written now (module docstring)."""
+        with self.lock:
+            entry = self.unsettled.pop(start, None)
+            if entry is None:
+                return  # timed out or abandoned before it ended: no longer waited for
+            end, slot = entry
+            self._map(start, end, value, exc)
+            self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
 
     def _settle(self, fut: "asyncio.Future[Any]") -> None:
-        """A call ended: its messages' statuses, as the process class maps them (a task's are already written)."""
+        """A call ended: its room in the bound is free. Its result was written as it ended; one that ended without
+        saying so (a task cancelled by something other than this scheduler) is mapped here."""
         start, end, slot, _ = self.flying.pop(fut)
-        if self.unsettled.pop(start, None) is not None:
-            token = CALL_INDEX.set(start)  # what is logged of it is labelled with its message
-            try:
+        with self.lock:
+            unsettled = self.unsettled.pop(start, None) is not None
+            if unsettled:
+                token = CALL_INDEX.set(start)  # what is logged of it is labelled with its message
                 try:
-                    value, exc = fut.result(), None
-                except BaseException as e:  # in a thread even SystemExit only ends the call: a failure of it
-                    value, exc = None, e
-                self._map(start, end, value, exc)
-            finally:
-                CALL_INDEX.reset(token)
-            self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
-        elif not fut.cancelled():
-            fut.exception()  # written by its task; retrieved here so asyncio does not warn it never was
+                    try:
+                        value, exc = fut.result(), None
+                    except BaseException as e:  # in a thread even SystemExit only ends the call: a failure
+                        value, exc = None, e
+                    self._map(start, end, value, exc)
+                finally:
+                    CALL_INDEX.reset(token)
+                self.slots.finish(slot, self.outcome.statuses, self.outcome.delays)
+        if not unsettled and not fut.cancelled():
+            fut.exception()  # written by its call; retrieved here so asyncio does not warn it never was
         self.runner.ended()
 
     def _map(self, start: int, end: int, value: Any, exc: BaseException | None) -> None:
@@ -324,12 +345,14 @@ class _Batch:
         for fut, (start, end, slot, began) in list(self.flying.items()):
             if now - began < limit:
                 continue
-            del self.flying[fut]
-            self.unsettled.pop(start, None)  # its task, cancelled below, writes nothing more
-            outcome.statuses[start:end] = bytes([self.fail]) * (end - start)
-            outcome.failed(start, end, f"handler '{ref}': soft time limit ({limit:g} s) exceeded")
-            outcome.timed_out = True
-            self.slots.finish(slot, outcome.statuses, outcome.delays)
+            with self.lock:
+                if self.unsettled.pop(start, None) is None:
+                    continue  # it ended just now and wrote its result: _settle frees it
+                del self.flying[fut]  # its task (cancelled below) or its thread writes nothing more
+                outcome.statuses[start:end] = bytes([self.fail]) * (end - start)
+                outcome.failed(start, end, f"handler '{ref}': soft time limit ({limit:g} s) exceeded")
+                outcome.timed_out = True
+                self.slots.finish(slot, outcome.statuses, outcome.delays)
             self.runner.ended()
             token = CALL_INDEX.set(start)
             self.worker.log.warning("handler '{}': soft time limit ({:g} s) exceeded (queue offset {}){}", ref,
@@ -354,7 +377,8 @@ class _Batch:
         """Whatever is still in flight (SIGTERM, an error here) stays NOT_RUN; tasks get to see their cancel."""
         left = list(self.flying)
         self.flying.clear()
-        self.unsettled.clear()
+        with self.lock:
+            self.unsettled.clear()
         for fut in left:
             self._drop(fut)
             self.runner.ended()

@@ -1,10 +1,10 @@
-"""The asyncio class writes a call's result in the call's own task step (rmqrun/worker/call_runners.py).
+"""A threads / asyncio call's result is written by the call itself as it ends (rmqrun/worker/call_runners.py).
 
 A worker that runs several calls at once can be killed by one of them (``os._exit`` in a handler, a crash in C)
 while the others are in flight. Whatever had finished must keep its result, so the supervisor does not run it
 again (the hunt of 2026-11-29 caught a finished message of an asyncio worker handled twice: its task had
 returned, and a task that killed the worker ran before the scheduler wrote the result). These tests drive the
-real scheduler on its own loop, with a stand-in for the worker around it.
+real scheduler on its own loop, with a stand-in for the worker around it, and a thread's call wrapper alone.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from rmqrun.pipe.wire import ConsumeMode, Run, Status
 from rmqrun.worker.batch_outcome import BatchOutcome
-from rmqrun.worker.call_runners import CallRunner
+from rmqrun.worker.call_runners import CallRunner, _labelled
 from rmqrun.worker.call_slots import CallSlots
 
 
@@ -92,3 +94,40 @@ def test_an_orderly_batch_stops_at_a_failure_written_in_its_task() -> None:
     outcome = _run(fn, ["a", "b", "c"], slots, ConsumeMode.ORDERLY)
     assert calls == ["a", "b"]
     assert list(outcome.statuses) == [Status.SUCCESS, Status.SUSPEND, Status.NOT_RUN]
+
+
+def test_a_thread_s_call_reports_its_end_before_the_thread_lets_go_of_it() -> None:
+    """In a thread the result is reported from the thread itself, before the call returns to the pool (the loop
+    sees the future later, when another thread may already have killed the worker)."""
+    ends: list[tuple[int, Any, Any]] = []
+
+    def on_end(index: int, value: Any, exc: BaseException | None) -> None:
+        ends.append((index, value, type(exc).__name__ if exc else None))
+
+    assert _labelled(lambda m: ends.append(("called", m, None)) or "v", "msg", 3, None, on_end) == "v"
+    assert ends == [("called", "msg", None), (3, "v", None)]
+    ends.clear()
+
+    def boom(m: str) -> None:
+        raise ValueError(m)
+
+    with pytest.raises(ValueError):
+        _labelled(boom, "bad", 5, None, on_end)
+    assert ends == [(5, None, "ValueError")]
+
+
+def test_a_threads_batch_writes_each_result_once_under_the_runner_s_lock() -> None:
+    """The threads class end to end through the scheduler: results from the threads, every slot freed once."""
+    slots = CallSlots(4, None)
+    runner = CallRunner(_worker(lambda m: None if m != "bad" else 1 / 0), "threads", 4)
+    outcome = BatchOutcome(5)
+    try:
+        runner.loop.run_until_complete(runner.run_batch(
+            Run(1, ConsumeMode.CONCURRENT, True, "broker-a", b""), ["a", "b", "bad", "c", "d"], list(range(5)),
+            [None] * 5, outcome, slots))
+    finally:
+        runner.close()
+    assert list(outcome.statuses) == [Status.SUCCESS, Status.SUCCESS, Status.RECONSUME_LATER, Status.SUCCESS,
+                                      Status.SUCCESS]
+    assert slots.in_flight == 0 and sorted(slots.free) == [0, 1, 2, 3]
+    assert runner.in_flight == 0
