@@ -186,6 +186,9 @@ def test_auto_beside_a_pull_instance_in_a_pop_group_pops_only_its_share(tmp_path
         assert lines_with(pull.log(), "consume_mode=pull, but the broker has group GAutoMix in POP mode")
         produce(eb, "AutoMix", total)
         wait_until(lambda: len(deliveries_by_idx(record)) >= total, 120, "every message handled", interval=0.2)
+        # read before the stop: once the pull instance has left, widening to every queue is right (the hunt of
+        # 2026-11-29 saw the auto instance do so between the two SIGTERMs)
+        auto_while_both_ran = auto.log()
         for p in (pull, auto):
             p.signal(signal.SIGTERM)
         for p in (pull, auto):
@@ -195,7 +198,7 @@ def test_auto_beside_a_pull_instance_in_a_pop_group_pops_only_its_share(tmp_path
         twice = {idx: [(d.pid, d.queue_id, d.offset) for d in ds] for idx, ds in got.items() if len(ds) > 1}
         assert not twice, f"{len(twice)} message(s) handled twice: {list(twice.items())[:5]}"
         assert len({d.pid for ds in got.values() for d in ds}) == 2, "both handled their share"
-        assert not lines_with(auto.log(), "popping every queue"), "it never widened while the pull instance ran"
+        assert not lines_with(auto_while_both_ran, "popping every queue"), "it widened while the pull instance ran"
     finally:
         eb.stop_in_thread()
 
