@@ -440,18 +440,18 @@ MUTANTS: list[Mutant] = [
     m("s5-async-result-written-by-scheduler", "rmqrun/worker/call_runners.py",
       "an asyncio call's result waits for the scheduler's next turn: a task that kills the worker first has the "
       "finished message run again",
-      "        on_end(index, value, None)\n    return value", "        pass\n    return value",
+      "    on_end(index, value, None)\n    return value", "    pass\n    return value",
       U + "worker/test_call_runner_task_results.py::test_a_finished_call_s_result_is_written_before_any_other_"
           "task_runs"),
     m("s5-async-failure-written-by-scheduler", "rmqrun/worker/call_runners.py",
       "an asyncio call's failure waits for the scheduler's next turn",
-      "    except BaseException as exc:\n        if on_end is not None:\n            on_end(index, None, exc)",
-      "    except BaseException as exc:\n        if on_end is not None:\n            pass",
+      "    except BaseException as exc:\n        on_end(index, None, exc)",
+      "    except BaseException as exc:\n        pass",
       U + "worker/test_call_runner_task_results.py::test_a_raising_call_s_failure_is_written_in_its_own_step_too"),
     m("s5-thread-result-written-by-scheduler", "rmqrun/worker/call_runners.py",
       "a thread's call leaves its result to the scheduler's next look: a thread that kills the worker first has "
       "the finished message run again",
-      "            on_end(index, value, None)\n        return value", "            pass\n        return value",
+      "        on_end(index, value, None)\n        return value", "        pass\n        return value",
       U + "worker/test_call_runner_task_results.py::test_a_thread_s_call_reports_its_end_before_the_thread_lets_go_"
           "of_it"),
 ]

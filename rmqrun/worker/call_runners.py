@@ -125,7 +125,7 @@ class CallRunner:
             self._room.set_result(None)
 
     def start(self, fn: Callable[[Any], Any], arg: Any, index: int,
-              on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> "asyncio.Future[Any]":
+              on_end: Callable[[int, Any, BaseException | None], None]) -> "asyncio.Future[Any]":
         """A call begins: in a thread of the pool, or as a task; its logs are labelled with message ``index``
         of its own batch. The call reports its end to ``on_end(index, value, error)`` as it ends (in the
         thread, or in the task's last step)."""
@@ -140,7 +140,7 @@ class CallRunner:
 
 
 def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageContext | None,
-              on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> Any:
+              on_end: Callable[[int, Any, BaseException | None], None]) -> Any:
     """A thread's call, its log records labelled with its own message (the thread's context, not the batch's);
     its end reported to ``on_end`` from the thread, as the handler returns or raises."""
     token = CALL_INDEX.set(index)
@@ -149,11 +149,9 @@ def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageCont
         try:
             value = fn(arg)
         except BaseException as exc:
-            if on_end is not None:
-                on_end(index, None, exc)
+            on_end(index, None, exc)
             raise
-        if on_end is not None:
-            on_end(index, value, None)
+        on_end(index, value, None)
         return value
     finally:
         CALL_BATCH.reset(held)
@@ -161,7 +159,7 @@ def _labelled(fn: Callable[[Any], Any], arg: Any, index: int, batch: MessageCont
 
 
 async def _called(fn: Callable[[Any], Any], arg: Any, index: int,
-                  on_end: Callable[[int, Any, BaseException | None], None] | None = None) -> Any:
+                  on_end: Callable[[int, Any, BaseException | None], None]) -> Any:
     """An async handler's call, as a task: a raise as the call is made fails the call, not the scheduler. Its
     end goes to ``on_end`` in this same step (a cancel by the scheduler is not an end it records)."""
     try:
@@ -169,11 +167,9 @@ async def _called(fn: Callable[[Any], Any], arg: Any, index: int,
     except asyncio.CancelledError:
         raise
     except BaseException as exc:
-        if on_end is not None:
-            on_end(index, None, exc)
+        on_end(index, None, exc)
         raise
-    if on_end is not None:
-        on_end(index, value, None)
+    on_end(index, value, None)
     return value
 
 
