@@ -454,4 +454,10 @@ MUTANTS: list[Mutant] = [
       "        on_end(index, value, None)\n        return value", "        pass\n        return value",
       U + "worker/test_call_runner_task_results.py::test_a_thread_s_call_reports_its_end_before_the_thread_lets_go_"
           "of_it"),
+    # -- the growth watch samples between the calls of a batch (hunt of 2026-11-29, session 5)
+    m("s6-growth-sampled-per-batch-only", "rmqrun/worker/main.py",
+      "with no memory limit, RSS is read only when a batch ends: a batch of several leaking calls takes its base "
+      "several leaks high and the warning comes late or never",
+      "            if now >= growth_at and start:", "            if False:",
+      U + "worker/test_handler_results.py::test_memory_growth_is_sampled_between_the_calls_of_one_batch"),
 ]

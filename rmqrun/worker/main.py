@@ -32,6 +32,7 @@ SIGALRM is used for the soft time limit (one timer per handler call), so handler
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import signal
@@ -392,12 +393,8 @@ class Worker:
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
                       outcome: BatchOutcome) -> None:
-        """Call the handler per message (or per chunk of a batch handler) and record each call's statuses.
-
-        The hot loop of the worker: the usual call returns None and costs one
-        ``fn(arg)`` and one status byte; anything else is mapped by
-        :meth:`_map_result`.
-        """
+        """The hot loop: the handler called per message (or chunk); a None result costs one status byte,
+        anything else is mapped by :meth:`_map_result`."""
         assert self.handler is not None
         prog = self.progress
         statuses = outcome.statuses
@@ -407,9 +404,7 @@ class Worker:
         check_memory = self.config.max_memory > 0
         orderly = run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
-        fn = self.handler.fn
-        ref = self.handler.ref
-        is_batch = self.handler.is_batch
+        fn, ref, is_batch = self.handler.fn, self.handler.ref, self.handler.is_batch
         step = self.config.batch_size if is_batch else 1
         limit = self.config.time_limit
         # Re-announce the batch before a call once the last announcement is this old, so the
@@ -418,6 +413,8 @@ class Worker:
         monotonic = time.monotonic
         announced = self._call_started
         call_limit = self.call_limit
+        growth = self._growth  # with no memory limit: RSS read between calls, at most once a second
+        growth_at = growth.next_at if growth is not None else math.inf
         any_bad = any(decode_errors)
         # (start, end) of each handler call; the usual case is built in C
         chunks = (_chunks_around(decode_errors, step) if any_bad
@@ -437,6 +434,8 @@ class Worker:
             # one clock read per call: the progress block's "call began" (the consume-timeout
             # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
             now = monotonic()
+            if now >= growth_at and start:  # after this batch's previous call (the batch's end: _check_recycle)
+                growth_at = growth.sample(self.handled + start)  # type: ignore[union-attr]
             if prog is not None:
                 prog.call(statuses, delays, start, end, now)
             if limit > 0:

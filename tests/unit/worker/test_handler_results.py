@@ -356,3 +356,32 @@ def test_message_limit_jitter_spreads_recycling_points() -> None:
     assert Worker(WorkerConfig(handler="m:f", batch_size=1, time_limit=900.0), 0, a).message_limit == 0  # no limit
     a.close()
     b.close()
+
+
+def test_memory_growth_is_sampled_between_the_calls_of_one_batch() -> None:
+    """With no memory limit, the growth watch's base is the RSS after the first call, not after the first batch.
+
+    One batch (a job) may carry several calls; sampled only when the batch ended, a job of six calls leaking
+    50 MiB each took its base six leaks high and said nothing (the suite saw it on a loaded machine).
+    """
+    from loguru import logger
+
+    from rmqrun.worker.memory_watch import GrowthWatch
+    rss = [30 << 20]
+    now = [0.0]
+
+    def leak(msg: Any) -> None:
+        rss[0] += 50 << 20
+        now[0] += 1.5  # each call longer than the watch's period
+    w = InProcessWorker(leak)
+    w.worker._growth = GrowthWatch(lambda: rss[0], clock=lambda: now[0])
+    logged: list[str] = []
+    sink = logger.add(lambda m: logged.append(m.record["message"]), level="WARNING")
+    try:
+        done = w.run(records([{}] * 6))
+    finally:
+        logger.remove(sink)
+    assert statuses(done) == [S.SUCCESS] * 6
+    warnings = [line for line in logged if "nothing recycles it" in line]
+    # base after call 1: 80 MiB; the warning when over 160: after call 3 (180 MiB), inside the batch
+    assert warnings and warnings[0].startswith("worker RSS grew from 80 MiB to 180 MiB over 2 messages"), logged
