@@ -105,7 +105,9 @@ class ConsumeState:
     fail_first: set[str]
     fail_always: set[str]
     expect: int | None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: held across a delivery's verdict and its line (re-entered by :meth:`verdict`), so the lines leave in the
+    #: order of the counts they carry: a reader that sees ``ok_count`` N has read every earlier success's line
+    lock: threading.RLock = field(default_factory=threading.RLock)
     failed_once: set[str] = field(default_factory=set)
     ok_keys: set[str] = field(default_factory=set)
     deliveries: int = 0
@@ -170,11 +172,12 @@ def cmd_consume(args: argparse.Namespace, out: Output, home: str) -> None:
             info = describe(lib.dll, handle, args.read_prop)
             if args.work_ms:
                 time.sleep(args.work_ms / 1000)
-            status, delivery, ok_count = state.verdict(info)
-            out.emit("message", delivery=delivery, ok_count=ok_count,
-                     verdict="CONSUME_SUCCESS" if status == CONSUME_SUCCESS else "RECONSUME_LATER",
-                     thread=threading.get_native_id(), time_ms=int(time.time() * 1000),
-                     since_start_ms=round((time.monotonic() - began) * 1000, 3), **info)
+            with state.lock:  # the verdict and its line together (ConsumeState.lock)
+                status, delivery, ok_count = state.verdict(info)
+                out.emit("message", delivery=delivery, ok_count=ok_count,
+                         verdict="CONSUME_SUCCESS" if status == CONSUME_SUCCESS else "RECONSUME_LATER",
+                         thread=threading.get_native_id(), time_ms=int(time.time() * 1000),
+                         since_start_ms=round((time.monotonic() - began) * 1000, 3), **info)
             return status
         except BaseException as exc:  # an exception must never unwind into C++
             with state.lock:
