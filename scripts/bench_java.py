@@ -53,6 +53,15 @@ class JavaSizes:
 
 QUICK = JavaSizes(rounds=2, noop=20_000, cpu1=2_000, timeout=300.0)
 
+#: seconds between the progress samples of a drain, both sides alike: 0.1 s for the no-op rows (drains of about
+#: a second), 0.5 s for the 1 ms row (about 5 s). Each rmqrun sample is a status line of the supervisor and
+#: /proc reads of its processes by this script, charged to the two cores the handler's CPU share is measured
+#: on: at 10 a second they cost ~12 ms of CPU a second (0.6 % of the ideal; docs/benchmarks/java/
+#: where-the-time-goes.md §7), at 2 a second a fifth of it; the rate is still exact counts over exact times.
+def sample_interval(cpu_ms: float) -> float:
+    return 0.5 if cpu_ms else 0.1
+
+
 #: (row, topic, queues, handler CPU ms, orderly)
 ROWS = (("no-op concurrent", "JBenchNoop", 8, 0.0, False),
         ("no-op orderly (4 queues)", "JBenchOrderly4", 4, 0.0, True),
@@ -147,7 +156,8 @@ def run_java(broker: RealBroker, classes: Path, cp: str, topic: str, group: str,
     ``warmup``: messages the same JVM drains first (no-op, another group, unreported): the warm-JVM row."""
     cmd = ["java", *JVM_OPTS, f"-Drocketmq.client.logRoot={broker.home / 'logs'}", f"-Duser.home={broker.home}",
            "-cp", f"{cp}:{classes}", "JavaPushBench", "--namesrv", broker.namesrv, "--group", group, "--topic",
-           topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout), "--warmup", str(warmup)]
+           topic, "--count", str(n), "--cpu-ms", str(cpu_ms), "--timeout", str(timeout), "--warmup", str(warmup),
+           "--interval", str(sample_interval(cpu_ms))]
     cmd += ["--orderly"] if orderly else []
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             start_new_session=True)
@@ -173,7 +183,7 @@ def run_java(broker: RealBroker, classes: Path, cp: str, topic: str, group: str,
 def run_rmqrun(drain: Callable[..., Any], broker: RealBroker, topic: str, group: str, n: int, cpu_ms: float,
                orderly: bool, sz: JavaSizes) -> Drain:
     """``rmqrun run`` through bench_report's watched drain (its broker sampler pointed at the real broker)."""
-    env = {"RMQRUN_HANDLER_CPU_MS": str(cpu_ms)}
+    env = {"RMQRUN_HANDLER_CPU_MS": str(cpu_ms), "RMQRUN_STATUS_INTERVAL": str(sample_interval(cpu_ms))}
     if orderly:
         env["RMQRUN_ORDERLY"] = "true"
     handler = "workers.cpu:handle" if cpu_ms else "workers.noop:handle"

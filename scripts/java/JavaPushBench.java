@@ -7,7 +7,7 @@
 // What it does: one push consumer on a fresh group from the first offset, with the client's defaults (20 consume
 // threads, pullBatchSize 32, consumeMessageBatchMaxSize 1) so the peer is what a Java user gets; a concurrent or
 // an orderly listener that does nothing or burns --cpu-ms of this thread's CPU time per message (the same thread
-// CPU clock the Python handler workers/cpu.py spins on). Every 0.1 s it prints
+// CPU clock the Python handler workers/cpu.py spins on). Every --interval seconds (default 0.1) it prints
 //     <unix seconds> <messages consumed> <process CPU seconds>
 // on stdout; once --count messages were consumed it prints a summary line starting with '#' (msg/s and process
 // CPU µs per message over the 10-90 % window of the drain, as rmqrun's bench measures), shuts down and exits 0.
@@ -15,7 +15,7 @@
 //
 //   javac -cp $(DEST/bin/classpath) -d OUT JavaPushBench.java
 //   java -cp $(DEST/bin/classpath):OUT JavaPushBench --namesrv 127.0.0.1:19876 --group G --topic T --count 100000
-//        [--cpu-ms 1] [--orderly] [--timeout 600] [--warmup N]
+//        [--cpu-ms 1] [--orderly] [--timeout 600] [--warmup N] [--interval 0.1]
 // --warmup N: first drain N messages of the topic with a no-op listener on the group <G>_warmup in the same JVM
 // (unreported), so the measured drain runs on compiled code, as a long-running consumer's does.
 
@@ -121,6 +121,7 @@ public final class JavaPushBench {
         double cpuMs = Double.parseDouble(arg(args, "--cpu-ms", "0"));
         double timeout = Double.parseDouble(arg(args, "--timeout", "600"));
         long warmup = Long.parseLong(arg(args, "--warmup", "0"));
+        long intervalMs = Math.max(1L, Math.round(Double.parseDouble(arg(args, "--interval", "0.1")) * 1000));
         boolean orderly = flag(args, "--orderly");
         final long burnNanos = (long) (cpuMs * 1e6);
         long deadline = System.nanoTime() + (long) (timeout * 1e9);
@@ -143,7 +144,7 @@ public final class JavaPushBench {
         List<double[]> points = new ArrayList<>(); // {unix s, consumed, cpu s}
         int rc = 0;
         while (true) {
-            Thread.sleep(100);
+            Thread.sleep(intervalMs);
             double t = System.currentTimeMillis() / 1000.0;
             long c = consumed.sum();
             double cpu = processCpuSeconds();
