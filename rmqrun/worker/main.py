@@ -40,7 +40,7 @@ import socket
 import struct
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from loguru import logger
 
@@ -107,8 +107,6 @@ class Worker:
                  progress: progress_mem.Writer | None = None) -> None:
         self.config = config
         self.progress = progress
-        self._statm: int | None = None
-        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
         self._over_memory = ""
 
         self.worker_id = worker_id
@@ -127,7 +125,8 @@ class Worker:
         self.call_limit = CallLimit(config.time_limit)
         self._idle = False
         self._warned: set[Any] = set()
-        self._proc: Any = None
+        #: resident set size in bytes, read per call under max_memory (set at boot); 0 without a limit
+        self.rss: Callable[[], int] = lambda: 0
         #: with no memory limit, a warning when RSS keeps growing (a leak nothing recycles)
         self._growth = memory_watch.GrowthWatch() if config.max_memory <= 0 else None
         self._clean = CleanBatches()  # the orderly batches a chained batch (Run.after) may follow
@@ -189,11 +188,7 @@ class Worker:
             otel.configure_sdk()  # after worker_init: a tracer provider it installed is kept
             self.handler = otel.traced_handler(self.handler, cfg.consumer_group)
         if cfg.max_memory > 0:
-            try:
-                self._statm = os.open("/proc/self/statm", os.O_RDONLY)
-            except OSError:  # not Linux: a slower psutil read, still per call
-                import psutil
-                self._proc = psutil.Process()
+            self.rss = memory_watch.read_rss() or _psutil_rss()  # not Linux: a slower psutil read, still per call
         self.pipe.send(Ready(self.pid))
         self.pipe.flush()
         self.log.debug("ready: handler {}", self.handler.ref)
@@ -279,14 +274,6 @@ class Worker:
         """Messages (None where a record does not decode), queue offsets, decode errors."""
         data, pos = run.records_in_bytes()
         return decode_batch(data, pos, run.broker_name, self.config.namespace)
-
-    def rss(self) -> int:
-        """Resident set size in bytes (one pread of /proc/self/statm: a few microseconds)."""
-        if self._statm is not None:
-            return int(os.pread(self._statm, 128, 0).split()[1]) * self._page
-        if self._proc is not None:
-            return int(self._proc.memory_info().rss)
-        return 0
 
     def _memory_check(self) -> bool:
         """True (and the reason kept) when RSS is over max_memory: no further handler call here."""
@@ -535,6 +522,12 @@ class Worker:
             self._retiring = True
             self.log.info("recycling: {}", reason)
             self.pipe.send(Retiring(reason))
+
+
+def _psutil_rss() -> Callable[[], int]:
+    import psutil
+    proc = psutil.Process()
+    return lambda: int(proc.memory_info().rss)
 
 
 def _read_boot(sock: socket.socket) -> tuple[Boot, FrameBuffer]:

@@ -30,13 +30,14 @@ MIN_GROWTH = 64 << 20  # growth below this is not worth a line (imports, caches 
 _PERIOD_S = 1.0
 
 
-def read_rss() -> Callable[[], int]:
-    """A function returning this process's RSS in bytes (0 where /proc is missing)."""
+def read_rss() -> Callable[[], int] | None:
+    """A function returning this process's RSS in bytes: one ``pread`` of ``/proc/self/statm``, a few
+    microseconds. None where /proc is missing (the caller picks its fallback)."""
     page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
     try:
         fd = os.open("/proc/self/statm", os.O_RDONLY)
     except OSError:
-        return lambda: 0
+        return None
     return lambda: int(os.pread(fd, 128, 0).split()[1]) * page
 
 
@@ -45,7 +46,7 @@ class GrowthWatch:
 
     def __init__(self, rss: Callable[[], int] | None = None, *, min_growth: int = MIN_GROWTH,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._rss = rss or read_rss()
+        self._rss = rss or read_rss() or (lambda: 0)  # no /proc: no watch
         self._clock = clock
         self._min_growth = min_growth
         #: the monotonic time from which the next :meth:`sample` reads RSS (earlier ones return at once)
@@ -60,20 +61,21 @@ class GrowthWatch:
         Returns :attr:`next_at`.
         """
         now = self._clock()
-        if now < self.next_at:
-            return self.next_at
-        self.next_at = now + _PERIOD_S
-        rss = self._rss()
+        if now >= self.next_at:
+            self.next_at = now + _PERIOD_S
+            self._look(self._rss(), handled)
+        return self.next_at
+
+    def _look(self, rss: int, handled: int) -> None:
         if rss <= 0:
-            return self.next_at
+            return
         if self._base is None:
             self._base, self._base_handled = rss, handled
-            self._warn_above = max(2 * rss, rss + self._min_growth)
-            return self.next_at
-        if rss > self._warn_above:
+        elif rss > self._warn_above:
             logger.warning("worker RSS grew from {} MiB to {} MiB over {} messages and nothing recycles it; if the "
                            "handler leaks, set max_memory_per_worker (--max-memory-per-worker 512MiB) or "
                            "max_messages_per_worker (--max-messages-per-worker N)", self._base >> 20, rss >> 20,
                            handled - self._base_handled)
-            self._warn_above = max(2 * rss, rss + self._min_growth)
-        return self.next_at
+        else:
+            return
+        self._warn_above = max(2 * rss, rss + self._min_growth)
