@@ -53,12 +53,15 @@ class JavaSizes:
 
 QUICK = JavaSizes(rounds=2, noop=20_000, cpu1=2_000, timeout=300.0)
 
-#: seconds between the progress samples of a drain, both sides alike: 0.1 s for the no-op rows (drains of about
-#: a second), 0.5 s for the 1 ms row (about 5 s). Each rmqrun sample is a status line of the supervisor and
-#: /proc reads of its processes by this script, charged to the two cores the handler's CPU share is measured
-#: on: at 10 a second they cost ~12 ms of CPU a second (0.6 % of the ideal; docs/benchmarks/java/
-#: where-the-time-goes.md §7), at 2 a second a fifth of it; the rate is still exact counts over exact times.
 def sample_interval(cpu_ms: float) -> float:
+    """Seconds between the progress samples of a drain, both sides alike: 0.1 s for the no-op rows (drains of
+    about a second), 0.5 s for the 1 ms row (about 5 s).
+
+    Each rmqrun sample is a status line of the supervisor and /proc reads of its processes by this script,
+    charged to the two cores the handler's CPU share is measured on: at 10 a second they cost ~12 ms of CPU a
+    second (0.6 % of the ideal; docs/benchmarks/java/where-the-time-goes.md §7a), at 2 a second a fifth of it;
+    the rate is still exact counts over exact times.
+    """
     return 0.5 if cpu_ms else 0.1
 
 

@@ -140,7 +140,7 @@ class RmqrunRun:
     broker: ClassVar[Any] = None  # psutil.Process of the embedded broker, set by main(): its CPU is sampled too
 
     def start(self) -> RmqrunRun:
-        env = dict(os.environ, PYTHONPATH=str(ROOT), **{"RMQRUN_STATUS_INTERVAL": "0.1", **self.env})  # env may set it
+        env = {**os.environ, "RMQRUN_STATUS_INTERVAL": "0.1", "PYTHONPATH": str(ROOT), **self.env}  # env may set them
         prefix = [sys.executable] + (["-c", PROFILED, str(self.profile)] if self.profile else ["-m", "rmqrun.cli.main"])
         cmd = prefix + ["run", self.handler, "--namesrv", self.namesrv, "--group", self.group,
                         "--topic", self.topic, "--consume-from", "CONSUME_FROM_FIRST_OFFSET",
