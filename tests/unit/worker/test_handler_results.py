@@ -358,11 +358,13 @@ def test_message_limit_jitter_spreads_recycling_points() -> None:
     b.close()
 
 
-def test_memory_growth_is_sampled_between_the_calls_of_one_batch() -> None:
+@pytest.mark.parametrize("mode", [ConsumeMode.CONCURRENT, ConsumeMode.ORDERLY])
+def test_memory_growth_is_sampled_between_the_calls_of_one_batch(mode: ConsumeMode) -> None:
     """With no memory limit, the growth watch's base is the RSS after the first call, not after the first batch.
 
     One batch (a job) may carry several calls; sampled only when the batch ended, a job of six calls leaking
-    50 MiB each took its base six leaks high and said nothing (the suite saw it on a loaded machine).
+    50 MiB each took its base six leaks high and said nothing (the suite saw it on a loaded machine). Every
+    consume mode's batch (pull or POP, by queue or by key) runs as one of these two in the worker.
     """
     from loguru import logger
 
@@ -378,7 +380,7 @@ def test_memory_growth_is_sampled_between_the_calls_of_one_batch() -> None:
     logged: list[str] = []
     sink = logger.add(lambda m: logged.append(m.record["message"]), level="WARNING")
     try:
-        done = w.run(records([{}] * 6))
+        done = w.run(records([{}] * 6), mode)
     finally:
         logger.remove(sink)
     assert statuses(done) == [S.SUCCESS] * 6
