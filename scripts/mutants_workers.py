@@ -460,4 +460,8 @@ MUTANTS: list[Mutant] = [
       "several leaks high and the warning comes late or never",
       "            if now >= growth_at and start:", "            if False:",
       U + "worker/test_handler_results.py::test_memory_growth_is_sampled_between_the_calls_of_one_batch"),
+    m("s6-rss-read-in-pages", "rmqrun/worker/memory_watch.py",
+      "the worker's RSS is read in pages, not bytes: max_memory_per_worker never recycles a leaking worker",
+      ".split()[1]) * page", ".split()[1])",
+      I + "test_recycling_flags.py::test_max_memory_per_worker_flag_recycles_a_leaking_worker"),
 ]
