@@ -90,8 +90,8 @@ class PoppedMessage:
                  "order_count", "_props", "_pop_time")
 
     def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
-                 first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None, *,
-                 props: bytes = b"", pop_time: int = 0) -> None:
+                 first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None,
+                 props: bytes | int = b"", pop_time: int = 0) -> None:
         self.record = record
         #: the topic the message was sent to (a retried message carries its original topic)
         self.topic = topic
@@ -104,16 +104,23 @@ class PoppedMessage:
         #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
         #: message's reconsumeTimes when above 0); None outside order mode
         self.order_count = order_count
-        #: the record's raw properties (``name\x01value\x02...``), for the fields read when asked for
+        #: the record's raw properties (``name\x01value\x02...``), for the fields read when asked for; or where
+        #: they start in ``record`` (the decoder's way: no copy of them per message until one is read)
         self._props = props
         #: the pop's time, the first pop time of a record that carries none
         self._pop_time = pop_time
+
+    def _raw_props(self) -> bytes:
+        props = self._props
+        if props.__class__ is int:
+            props = self._props = bytes(self.record[props:])
+        return props
 
     @property
     def tags(self) -> str | None:
         """Its ``TAGS`` property (None: none). A value that is not UTF-8 raises ProtocolError."""
         if self._tags is _UNREAD:
-            props = self._props
+            props = self._raw_props()
             self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None
         return self._tags
 
@@ -125,7 +132,7 @@ class PoppedMessage:
     def first_pop_time(self) -> int:
         """Epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)."""
         if self._first_pop_time is _UNREAD:
-            props = self._props
+            props = self._raw_props()
             first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
             try:
                 self._first_pop_time = int(first) if first else self._pop_time
@@ -140,7 +147,7 @@ class PoppedMessage:
     def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
         """The same message with another record and topic (its receipt, counts and properties kept)."""
         return PoppedMessage(record, topic, self.ack_topic, self.receipt, self.reconsume_times, self._first_pop_time,
-                             self._tags, self.order_count, props=self._props, pop_time=self._pop_time)
+                             self._tags, self.order_count, props=self._raw_props(), pop_time=self._pop_time)
 
     def __repr__(self) -> str:
         return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
@@ -177,9 +184,7 @@ _HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _B_POP_CK = PROPERTY_POP_CK.encode()
 _B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
 _B_TAGS = PROPERTY_TAGS.encode()
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
-_TOPIC = attrgetter("topic")
+_new_tuple = tuple.__new__
 
 
 def _property(props: bytes, name: bytes) -> str | None:
@@ -245,7 +250,11 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     view = memoryview(body)
     topics: dict[bytes, tuple[str, str, str]] = {}  # raw topic -> (topic, ack topic, retry flag)
     out: list[PoppedMessage] = []
+    append = out.append
     fixed = _MAGIC_FLAG_RECONSUME.unpack_from
+    find = body.find
+    run_key: tuple[str, int] | None = None  # (retry flag, queue id) of the previous record, and its ck start
+    run_start = 0
     for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
         magic, sys_flag, reconsume = fixed(body, pos)
         if sys_flag & _HOSTS_V6:
@@ -263,28 +272,31 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
                                          else real_topic(topic, group, flag), flag)
         topic, ack_topic, flag = named
         end = pos + total
-        props = body[p:end]  # the record's raw properties; a name absent from them costs one C search
-        ck = _property(props, _B_POP_CK) if _B_POP_CK in props else None
+        if find(_B_POP_CK, p, end) >= 0:  # the name somewhere in the properties (one C search, no copy)
+            ck = _property(body[p:end], _B_POP_CK)
+        else:
+            ck = None
         if ck:
             receipt = ReceiptHandle.parse(ck)
             if receipt.retry_flag != flag:  # the receipt's own flag names the topic it acks
-                ack_topic = topic if is_retry_topic(topic) else real_topic(topic, group,
-                                                                                         receipt.retry_flag)
+                ack_topic = topic if is_retry_topic(topic) else real_topic(topic, group, receipt.retry_flag)
         else:
-            if starts is None:
-                starts = parse_start_offset_info(header.start_offset_info)
-            start = starts.get((flag, queue_id)) if starts else queue_offset
-            if start is None:  # receipt_for raises the error that names what the answer lacks
-                receipt = receipt_for(header, broker_name=broker_name, retry_flag=flag, queue_id=queue_id,
-                                      queue_offset=queue_offset, starts=starts)
-            else:  # receipt_for's receipt, built inline: it was a fifth of this loop's time
-                receipt = ReceiptHandle(start, pop_time, invisible_time, revive_qid, flag, broker_name, queue_id,
-                                        queue_offset)
+            if run_key is None or run_key[0] != flag or run_key[1] != queue_id:  # a new queue's run of records
+                if starts is None:
+                    starts = parse_start_offset_info(header.start_offset_info)
+                start = starts.get((flag, queue_id)) if starts else queue_offset
+                if start is None:  # receipt_for raises the error that names what the answer lacks
+                    receipt_for(header, broker_name=broker_name, retry_flag=flag, queue_id=queue_id,
+                                queue_offset=queue_offset, starts=starts)
+                run_key, run_start = ((flag, queue_id) if starts else None), start
+            # receipt_for's receipt, built inline and without the named tuple's Python __new__: one C call
+            receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
+                                                 queue_id, queue_offset))
         count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
                                                             receipt.queue_offset)
-        # tags and the first pop time are read from props when asked for (PoppedMessage)
-        out.append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count,
-                                 props=props, pop_time=pop_time))
+        # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
+        append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos,
+                             pop_time))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
 
@@ -336,15 +348,22 @@ class PopClient:
                         acks: Sequence[tuple[PoppedMessage, ReceiptHandle]],
                         timeout: float = ACK_TIMEOUT) -> AckStatus:
         """BATCH_ACK_MESSAGE: the messages grouped by checkpoint (retry flag, queue, ck offset, pop time)."""
-        topics = set(map(_TOPIC, map(_FIRST, acks)))
-        if len(topics) == 1:  # the usual case: one job's messages, of one topic
-            by_topic: dict[str, list[ReceiptHandle]] = {topics.pop(): list(map(_SECOND, acks))}
-        else:
-            by_topic = {}
-            for message, receipt in acks:
-                by_topic.setdefault(message.topic, []).append(receipt)
-        body = encode_batch_ack_body(broker_name, [a for topic, receipts in by_topic.items()
-                                                   for a in batch_ack_json(group, topic, receipts)])
+        by_topic: dict[str, list[ReceiptHandle]] = {}
+        for message, receipt in acks:
+            by_topic.setdefault(message.topic, []).append(receipt)
+        return await self.batch_ack_receipts(addr, group=group, broker_name=broker_name,
+                                             groups=list(by_topic.items()), timeout=timeout)
+
+    async def batch_ack_receipts(self, addr: str, *, group: str, broker_name: str,
+                                 groups: Sequence[tuple[str, Sequence[ReceiptHandle]]],
+                                 timeout: float = ACK_TIMEOUT) -> AckStatus:
+        """:meth:`batch_ack` for receipts already grouped by topic (the original topic of their messages):
+        the consumer's ack path, which has them so (a job's messages), without a pair per message. A topic
+        may come in several groups; each group's receipts merge per checkpoint (``batch_ack_json``)."""
+        acks: list[dict[str, Any]] = []
+        for topic, receipts in groups:
+            acks.extend(batch_ack_json(group, topic, receipts))
+        body = encode_batch_ack_body(broker_name, acks)
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 

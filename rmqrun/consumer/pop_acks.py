@@ -33,7 +33,7 @@ from rmqrun.remoting.errors import BrokerError
 
 #: how long a finished message waits for others to share its ack request
 ACK_LINGER_S = 0.01
-ACK_BATCH_MAX = 64
+ACK_BATCH_MAX = 256
 
 
 class AckContext(Protocol):
@@ -73,8 +73,8 @@ class _Pending:
 
 
 _EXTENDING = attrgetter("extending")
+_TOPIC = attrgetter("message.topic")
 _RECEIPT = attrgetter("receipt")
-_MESSAGE = attrgetter("message")
 _BROKER = attrgetter("broker_name")
 
 
@@ -161,11 +161,8 @@ class AckBatcher:
         try:
             first = items[0].entries[0].message
             addr = await self.engine.broker_addr(MessageQueue(first.ack_topic, broker_name, first.queue_id))
-            acks = list(zip(map(_MESSAGE, items[0].entries), items[0].receipts))
-            for item in items[1:]:
-                acks.extend(zip(map(_MESSAGE, item.entries), item.receipts))
-            status = await self.engine.pop_client.batch_ack(
-                addr, group=self.engine.config.group, broker_name=broker_name, acks=acks)
+            status = await self.engine.pop_client.batch_ack_receipts(
+                addr, group=self.engine.config.group, broker_name=broker_name, groups=_by_topic(items))
         except BrokerError as exc:
             if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or isinstance(exc, PopNotSupportedError):
                 self.batch_supported = False
@@ -187,3 +184,22 @@ class AckBatcher:
     def _failed(self, n: int, exc: BaseException | str) -> None:
         self.stats.ack_failures += n
         logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", n, exc)
+
+
+def _by_topic(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
+    """The receipts of a request's jobs per topic their messages were sent to (what a batch ack names),
+    one list per topic, so the receipts of one checkpoint split across jobs still merge into one entry.
+    A job's messages share a queue and nearly always a topic: checked in C, one step per job."""
+    out: dict[str, list[ReceiptHandle]] = {}
+    for item in items:
+        topics = set(map(_TOPIC, item.entries))
+        if len(topics) == 1:
+            topic = topics.pop()
+            if topic in out:
+                out[topic].extend(item.receipts)
+            else:
+                out[topic] = list(item.receipts)
+        else:
+            for entry, receipt in zip(item.entries, item.receipts):
+                out.setdefault(entry.message.topic, []).append(receipt)
+    return list(out.items())

@@ -49,7 +49,7 @@ class PopEntry:
         self.message = message
         self._receipt = receipt
         self.visible_at = receipt.pop_time + receipt.invisible_time
-        self.offset: int = message.queue_offset
+        self.offset: int = receipt.queue_offset  # the message's own: an extension keeps it
         #: an extension on the wire: an ack waits for it, then uses the receipt it brought
         self.extending = extending
         self.extensions = extensions

@@ -439,6 +439,11 @@ class FakePopClient:
         self.batch_acked.append([m.queue_offset for m, _ in acks])
         return self.batch_ack_status
 
+    async def batch_ack_receipts(self, addr: str, *, group: str, broker_name: str,
+                                 groups: list[tuple[str, list[ReceiptHandle]]]) -> AckStatus:
+        self.batch_acked.append([r.queue_offset for _topic, receipts in groups for r in receipts])
+        return self.batch_ack_status
+
     async def change_invisible(self, addr: str, *, group: str, message: PoppedMessage, invisible_time_ms: int,
                                receipt: ReceiptHandle | None = None) -> ReceiptHandle | None:
         self.changed.append((message.queue_offset, invisible_time_ms))

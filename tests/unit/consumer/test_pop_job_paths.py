@@ -72,11 +72,11 @@ def test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_with_
         client = engine.pop_client
         seen: list[list[tuple[int, ReceiptHandle]]] = []
 
-        async def recorded(addr: str, *, acks: Any, **kw: Any) -> Any:
-            seen.append([(m.queue_offset, r) for m, r in acks])
+        async def recorded(addr: str, *, groups: Any, **kw: Any) -> Any:
+            seen.append([(r.queue_offset, r) for _topic, receipts in groups for r in receipts])
             return client.batch_ack_status
 
-        client.batch_ack = recorded  # type: ignore[method-assign]
+        client.batch_ack_receipts = recorded  # type: ignore[method-assign]
         req_a, req_b = engine.request(), engine.request()
         a = engine.deliver(req_a, [popped(i) for i in range(150)])
         b = engine.deliver(req_b, [popped(1000 + i, queue_id=3) for i in range(10)])
