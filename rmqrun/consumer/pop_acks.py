@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from loguru import logger
 
 from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
-from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue
+from rmqrun.consumer.pop_queue import RECEIPT, PopEntry, PopProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 from rmqrun.remoting.codes import ResponseCode
@@ -74,7 +74,6 @@ class _Pending:
 
 _EXTENDING = attrgetter("extending")
 _TOPIC = attrgetter("message.topic")
-_RECEIPT = attrgetter("receipt")
 _BROKER = attrgetter("broker_name")
 
 
@@ -109,7 +108,7 @@ class AckBatcher:
         if any(map(_EXTENDING, entries)):
             receipts = [entry.settle_now() or await entry.settle() for entry in entries]  # waits for those
         else:
-            receipts = list(map(_RECEIPT, entries))
+            receipts = list(map(RECEIPT, entries))
         pq.done_all(entries)  # outcomes decided, acks on their way: flow control lets the next pop go
         brokers = set(map(_BROKER, receipts))
         if len(brokers) == 1:
