@@ -37,7 +37,7 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import (
-    MAGIC_V1, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, record_ids, scan_spans,
+    MAGIC_V1, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, record_ids, scan_spans, store_timestamp_pos,
 )
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 from rmqrun.topic_names import is_retry_topic
@@ -87,11 +87,11 @@ class PoppedMessage:
     """
 
     __slots__ = ("record", "topic", "ack_topic", "receipt", "reconsume_times", "_first_pop_time", "_tags",
-                 "order_count", "_props", "_pop_time")
+                 "order_count", "_props", "_pop_time", "stored")
 
     def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
                  first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None,
-                 props: bytes | int = b"", pop_time: int = 0) -> None:
+                 props: bytes | int = b"", pop_time: int = 0, stored: int = 0) -> None:
         self.record = record
         #: the topic the message was sent to (a retried message carries its original topic)
         self.topic = topic
@@ -109,6 +109,9 @@ class PoppedMessage:
         self._props = props
         #: the pop's time, the first pop time of a record that carries none
         self._pop_time = pop_time
+        #: the record's store time (epoch ms; 0: not known), read with the answer while its header is at hand,
+        #: so the job's store-to-handler latency needs no second read of every record
+        self.stored = stored
 
     def _raw_props(self) -> bytes:
         props = self._props
@@ -147,7 +150,8 @@ class PoppedMessage:
     def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
         """The same message with another record and topic (its receipt, counts and properties kept)."""
         return PoppedMessage(record, topic, self.ack_topic, self.receipt, self.reconsume_times, self._first_pop_time,
-                             self._tags, self.order_count, props=self._raw_props(), pop_time=self._pop_time)
+                             self._tags, self.order_count, props=self._raw_props(), pop_time=self._pop_time,
+                             stored=self.stored)
 
     def __repr__(self) -> str:
         return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
@@ -176,8 +180,9 @@ class PopResult:
 
 
 #: what the answer decoder reads of a record beside scan_spans' fields: magic, sysFlag and, for a record
-#: with both hosts IPv4, reconsumeTimes (at byte 72)
-_MAGIC_FLAG_RECONSUME = struct.Struct(">4xi28xi32xi")
+#: with both hosts IPv4, storeTimestamp (at byte 56) and reconsumeTimes (at byte 72)
+_MAGIC_FLAG_STORED_RECONSUME = struct.Struct(">4xi28xi16xq8xi")
+_LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">h")
 _V4_TOPIC_AT = 88  # a record with both hosts IPv4: where the topic (length) starts, after the body
 _HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
@@ -211,7 +216,7 @@ def _property(props: bytes, name: bytes) -> str | None:
 
 def _topic_and_reconsume(body: bytes, pos: int, body_len: int) -> tuple[bytes, int]:
     """The raw topic and reconsumeTimes of the record at ``pos`` (scan_spans has checked its lengths)."""
-    magic, sys_flag, reconsume = _MAGIC_FLAG_RECONSUME.unpack_from(body, pos)
+    magic, sys_flag, _stored, reconsume = _MAGIC_FLAG_STORED_RECONSUME.unpack_from(body, pos)
     if sys_flag & _HOSTS_V6:
         ids = record_ids(body, pos)
         return ids.topic.encode("utf-8"), ids.reconsume_times
@@ -251,14 +256,15 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     topics: dict[bytes, tuple[str, str, str]] = {}  # raw topic -> (topic, ack topic, retry flag)
     out: list[PoppedMessage] = []
     append = out.append
-    fixed = _MAGIC_FLAG_RECONSUME.unpack_from
+    fixed = _MAGIC_FLAG_STORED_RECONSUME.unpack_from
     find = body.find
     run_key: tuple[str, int] | None = None  # (retry flag, queue id) of the previous record, and its ck start
     run_start = 0
     for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
-        magic, sys_flag, reconsume = fixed(body, pos)
+        magic, sys_flag, stored, reconsume = fixed(body, pos)
         if sys_flag & _HOSTS_V6:
             raw_topic, reconsume = _topic_and_reconsume(body, pos, body_len)
+            (stored,) = _LONG.unpack_from(body, pos + store_timestamp_pos(sys_flag))
         else:  # _topic_and_reconsume's usual case inline: both hosts IPv4
             at = pos + _V4_TOPIC_AT + body_len
             raw_topic = (body[at + 1:at + 1 + body[at]] if magic == MAGIC_V1
@@ -296,7 +302,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
                                                             receipt.queue_offset)
         # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
         append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos,
-                             pop_time))
+                             pop_time, stored))
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
 
 

@@ -120,7 +120,7 @@ class AckBatcher:
                                                   waiter))
         if self._timer is None and self._pending:
             self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
-        await asyncio.shield(waiter.done)
+        await waiter.done  # the job's own future: a cancelled job cancels it, and answered() skips a done one
 
     def _queue(self, broker_name: str, pending: _Pending) -> None:
         self._pending[broker_name].append(pending)

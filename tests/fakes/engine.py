@@ -185,7 +185,7 @@ class FakeCounters:
         self.failed = 0
         self.jobs: list[tuple[int, JobResult]] = []
 
-    def record(self, n: int, elapsed: float, result: JobResult, records: Any = ()) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Any = (), stored: Any = None) -> None:
         self.jobs.append((n, result))
 
 
