@@ -106,7 +106,8 @@ async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
             delay = await _pop_once_settled(engine, req, sub, exception_delay)
         finally:
             pq.popping -= cfg.pop_batch_size
-        await asyncio.sleep(delay)
+        if delay:  # a pop that answered has already waited on the wire: no loop turn more before the next
+            await asyncio.sleep(delay)
 
 
 async def _pop_once_settled(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionData",
