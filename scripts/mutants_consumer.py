@@ -692,6 +692,11 @@ MUTANTS: list[Mutant] = [
       "            and len(set(map(_QUEUE_ID, receipts))) == 1):",
       U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
       "path_acks_it"),
+    m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_api.py",
+      "acks of one checkpoint that came in two jobs keep only the last job's offsets: the first job's messages "
+      "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
+      U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
+      "receipts_came_in"),
     m("s6p-pop-flow-wait-no-timeout", "rmqrun/consumer/pop_queue.py",
       "a pop loop held by flow control waits only for acks, never looking again after its timeout",
       "        timer = loop.call_later(timeout, _time_up, room)",

@@ -186,19 +186,17 @@ class AckBatcher:
 
 
 def _by_topic(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
-    """The receipts of a request's jobs per topic their messages were sent to (what a batch ack names),
-    one list per topic, so the receipts of one checkpoint split across jobs still merge into one entry.
-    A job's messages share a queue and nearly always a topic: checked in C, one step per job."""
-    out: dict[str, list[ReceiptHandle]] = {}
+    """The receipts of a request's jobs with the topic their messages were sent to (what a batch ack names),
+    one group per job: a job's messages share a queue and nearly always a topic (checked in C, one step per
+    job), and a job is most often one checkpoint's run, which the client turns into its bitset in C."""
+    out: list[tuple[str, list[ReceiptHandle]]] = []
     for item in items:
         topics = set(map(_TOPIC, item.entries))
         if len(topics) == 1:
-            topic = topics.pop()
-            if topic in out:
-                out[topic].extend(item.receipts)
-            else:
-                out[topic] = list(item.receipts)
+            out.append((topics.pop(), item.receipts))
         else:
+            split: dict[str, list[ReceiptHandle]] = {}
             for entry, receipt in zip(item.entries, item.receipts):
-                out.setdefault(entry.message.topic, []).append(receipt)
-    return list(out.items())
+                split.setdefault(entry.message.topic, []).append(receipt)
+            out.extend(split.items())
+    return out
