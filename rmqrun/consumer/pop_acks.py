@@ -161,7 +161,7 @@ class AckBatcher:
             first = items[0].entries[0].message
             addr = await self.engine.broker_addr(MessageQueue(first.ack_topic, broker_name, first.queue_id))
             status = await self.engine.pop_client.batch_ack_receipts(
-                addr, group=self.engine.config.group, broker_name=broker_name, groups=_by_topic(items))
+                addr, group=self.engine.config.group, broker_name=broker_name, groups=_job_groups(items))
         except BrokerError as exc:
             if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or isinstance(exc, PopNotSupportedError):
                 self.batch_supported = False
@@ -185,7 +185,7 @@ class AckBatcher:
         logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", n, exc)
 
 
-def _by_topic(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
+def _job_groups(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
     """The receipts of a request's jobs with the topic their messages were sent to (what a batch ack names),
     one group per job: a job's messages share a queue and nearly always a topic (checked in C, one step per
     job), and a job is most often one checkpoint's run, which the client turns into its bitset in C."""
