@@ -23,7 +23,6 @@ import struct
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from operator import attrgetter, itemgetter
 from typing import Any, Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
@@ -351,11 +350,12 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
 def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str) -> PopResult:
     """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt.
 
-    The per-message hot path of a POP consumer: each record is read through
-    :func:`scan_spans` (no object per record), only ``POP_CK`` is looked up in
-    its raw properties here (``1ST_POP_TIME`` and ``TAGS`` when first asked for:
-    :class:`PoppedMessage`); the topic's retry flag and ack topic are worked out
-    once per distinct topic in the answer, not per message.
+    The per-message hot path of a POP consumer. The usual answer is read in one
+    pass (:func:`_plain_records`); any other, or one with a record out of place,
+    by :func:`_records` through :func:`scan_spans`. Either way only ``POP_CK`` is
+    looked up in a record's raw properties here (``1ST_POP_TIME`` and ``TAGS``
+    when first asked for: :class:`PoppedMessage`), and a topic's retry flag and
+    ack topic are worked out once per distinct topic in the answer.
     """
     if resp.code == ResponseCode.SUCCESS:
         status = PopStatus.FOUND
