@@ -697,6 +697,11 @@ MUTANTS: list[Mutant] = [
       "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
       U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
       "receipts_came_in"),
+    m("s6p-pop-ack-job-one-topic", "rmqrun/consumer/pop_acks.py",
+      "a job whose messages name two topics is batch-acked under one of them: the others' acks name the wrong "
+      "topic and miss their checkpoint", "        if len(topics) == 1:", "        if topics:",
+      U + "consumer/test_pop_job_paths.py::test_a_batch_ack_names_each_receipt_with_the_topic_its_own_message_"
+      "was_sent_to"),
     m("s6p-pop-flow-wait-no-timeout", "rmqrun/consumer/pop_queue.py",
       "a pop loop held by flow control waits only for acks, never looking again after its timeout",
       "        timer = loop.call_later(timeout, _time_up, room)",
