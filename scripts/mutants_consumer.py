@@ -227,7 +227,7 @@ MUTANTS: list[Mutant] = [
     m("pop-ack-stale-receipt", "rmqrun/consumer/pop_acks.py",
       "a POP ack names the receipt of the pop, not the one its last extension brought: the extended checkpoint "
       "stays un-acked and the message is delivered again",
-      "            receipts = list(map(_RECEIPT, entries))",
+      "            receipts = list(map(RECEIPT, entries))",
       "            receipts = [e.message.receipt for e in entries]",
       I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
     # ---------------------------------------------------------------- MACHINE_ROOM_NEARBY and strategy options (#40)
@@ -521,11 +521,16 @@ MUTANTS: list[Mutant] = [
       U + "client/test_client_pop_api.py::test_a_normal_message_without_start_offsets_or_missing_from_them"),
     m("h32-pop-refilter-skipped", "rmqrun/consumer/pop_loop.py",
       "popped messages are never re-filtered by tag: a tag-hash collision reaches the handler",
-      "    keeps_all = sub.matches_tag(None)", "    keeps_all = True",
+      "    if sub.matches_tag(None):  # the subscription filters nothing",
+      "    if True:  # the subscription filters nothing",
       U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
     m("h32-pop-refilter-star-filters", "rmqrun/consumer/pop_loop.py",
       "a '*' subscription re-filters too: untagged messages are acked unconsumed",
-      "        if keeps_all or _tag_matches(sub, msg):", "        if msg.tags is not None and _tag_matches(sub, msg):",
+      "    if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted\n"
+      "        wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message\n"
+      "    else:\n        for msg in popped:\n            if _tag_matches(sub, msg):",
+      "    if False:\n        pass\n    else:\n        for msg in popped:\n"
+      "            if msg.tags is not None and _tag_matches(sub, msg):",
       U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
     # --- h38 (issue #38): a puller held by flow control waits for room, not a 50 ms poll; the status line
     # reads only what it prints
@@ -632,4 +637,75 @@ MUTANTS: list[Mutant] = [
       "a pop with messages of several queues goes to one lane: a job mixes queues under the first one's name",
       "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
       U + "consumer/test_pop_job_paths.py::test_a_pop_of_several_queues_makes_one_job_per_queue"),
+    # ---------------------------------------------------------------- s6p: POP supervisor CPU per message (#32)
+    m("s6p-pop-one-pass-retry-record", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder reads a record of the pop retry topic (it carries its own POP_CK) with a receipt "
+      "built from the header: its ack names the wrong checkpoint and topic, and it is delivered again",
+      "                    or find(_B_POP_CK, p, end) >= 0):", "                    or False):",
+      U + "client/test_pop_answer_one_pass.py::test_what_the_one_pass_does_not_take_whole_comes_out_as_the_"
+      "general_reader_has_it"),
+    m("s6p-pop-one-pass-any-topic", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder takes every record for the first one's topic: another topic's message is acked "
+      "and handed to the handler under the wrong name",
+      "                    or not startswith(field, at) or body[p - 2] >= 0x80",
+      "                    or body[p - 2] >= 0x80",
+      U + "client/test_pop_answer_one_pass.py::test_what_the_one_pass_does_not_take_whole_comes_out_as_the_"
+      "general_reader_has_it"),
+    m("s6p-pop-one-pass-negative-props", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder reads a properties length past a short's range as unsigned: a record the "
+      "general reader refuses is consumed",
+      " or body[p - 2] >= 0x80 or ", " or ",
+      U + "client/test_pop_answer_one_pass.py::test_a_bad_answer_the_one_pass_leaves_gets_the_general_readers_"
+      "error"),
+    m("s6p-pop-one-pass-missing-start", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder makes up a checkpoint start for a queue the answer's startOffsetInfo lacks (its "
+      "acks name a checkpoint the broker never wrote) instead of refusing the answer",
+      "                if run_start is None:\n                    return None",
+      "                if run_start is None:\n                    run_start = queue_offset",
+      U + "client/test_pop_answer_one_pass.py::test_a_bad_answer_the_one_pass_leaves_gets_the_general_readers_"
+      "error"),
+    m("s6p-pop-one-pass-store-time", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder hands no store time on: the store-to-handler latency of popped messages is lost",
+      "                                 pop_time, stored))", "                                 pop_time, 0))",
+      U + "client/test_pop_answer_one_pass.py::test_the_usual_answer_is_read_in_one_pass_as_the_general_reader_"
+      "reads_it"),
+    m("s6p-pop-store-time-ipv6", "rmqrun/client/pop_api.py",
+      "a popped record with an IPv6 host has its store time read at the IPv4 position",
+      "            (stored,) = _LONG.unpack_from(body, pos + store_timestamp_pos(sys_flag))", "            pass",
+      U + "client/test_pop_answer_lazy_fields.py::test_each_popped_message_has_its_records_store_time"),
+    m("s6p-store-times-not-run-counted", "rmqrun/consumer/push.py",
+      "store times handed over by POP count messages that never reached the handler (NOT_RUN) in the "
+      "store-to-handler histogram",
+      "                    stored = [s for s, v in zip(stored, result.verdicts) if v is not Status.NOT_RUN]",
+      "                    stored = list(stored)",
+      U + "consumer/test_store_to_handler_batch.py::test_store_times_a_caller_read_already_count_what_the_records_"
+      "count"),
+    m("s6p-pop-batch-ack-run-with-gap", "rmqrun/protocol/pop.py",
+      "a checkpoint's acked offsets with a gap are taken for a run: the message in the gap is acked unconsumed",
+      "        if low >= f[0] and high - low + 1 == len(offsets):", "        if low >= f[0]:",
+      U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
+      "path_acks_it"),
+    m("s6p-pop-batch-ack-run-any-flag", "rmqrun/protocol/pop.py",
+      "receipts of one queue, start and pop time but another retry flag are taken for one checkpoint: the "
+      "retried message's ack names the wrong topic",
+      "            and len(set(map(_QUEUE_ID, receipts))) == 1 and len(set(map(_RETRY_FLAG, receipts))) == 1):",
+      "            and len(set(map(_QUEUE_ID, receipts))) == 1):",
+      U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
+      "path_acks_it"),
+    m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_api.py",
+      "acks of one checkpoint that came in two jobs keep only the last job's offsets: the first job's messages "
+      "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
+      U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
+      "receipts_came_in"),
+    m("s6p-pop-ack-job-one-topic", "rmqrun/consumer/pop_acks.py",
+      "a job whose messages name two topics is batch-acked under one of them: the others' acks name the wrong "
+      "topic and miss their checkpoint", "        if len(topics) == 1:", "        if topics:",
+      U + "consumer/test_pop_job_paths.py::test_a_batch_ack_names_each_receipt_with_the_topic_its_own_message_"
+      "was_sent_to"),
+    m("s6p-pop-flow-wait-no-timeout", "rmqrun/consumer/pop_queue.py",
+      "a pop loop held by flow control waits only for acks, never looking again after its timeout",
+      "        timer = loop.call_later(timeout, _time_up, room)",
+      "        timer = loop.call_later(3600, _time_up, room)",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_by_flow_control_looks_again_after_its_timeout_and_"
+      "a_cancelled_one_leaves_nothing"),
 ]

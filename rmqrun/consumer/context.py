@@ -74,7 +74,8 @@ class ConsumeCounters(Protocol):
 
     failed: int
 
-    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = ()) -> None: ...
+    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = (),
+               stored: Sequence[int] | None = None) -> None: ...
 
 
 class ConsumeStatusSink(Protocol):

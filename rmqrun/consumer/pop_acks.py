@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from loguru import logger
 
 from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
-from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue
+from rmqrun.consumer.pop_queue import RECEIPT, PopEntry, PopProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 from rmqrun.remoting.codes import ResponseCode
@@ -33,7 +33,7 @@ from rmqrun.remoting.errors import BrokerError
 
 #: how long a finished message waits for others to share its ack request
 ACK_LINGER_S = 0.01
-ACK_BATCH_MAX = 64
+ACK_BATCH_MAX = 256
 
 
 class AckContext(Protocol):
@@ -73,8 +73,7 @@ class _Pending:
 
 
 _EXTENDING = attrgetter("extending")
-_RECEIPT = attrgetter("receipt")
-_MESSAGE = attrgetter("message")
+_TOPIC = attrgetter("message.topic")
 _BROKER = attrgetter("broker_name")
 
 
@@ -109,7 +108,7 @@ class AckBatcher:
         if any(map(_EXTENDING, entries)):
             receipts = [entry.settle_now() or await entry.settle() for entry in entries]  # waits for those
         else:
-            receipts = list(map(_RECEIPT, entries))
+            receipts = list(map(RECEIPT, entries))
         pq.done_all(entries)  # outcomes decided, acks on their way: flow control lets the next pop go
         brokers = set(map(_BROKER, receipts))
         if len(brokers) == 1:
@@ -121,7 +120,7 @@ class AckBatcher:
                                                   waiter))
         if self._timer is None and self._pending:
             self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
-        await asyncio.shield(waiter.done)
+        await waiter.done  # the job's own future: a cancelled job cancels it, and answered() skips a done one
 
     def _queue(self, broker_name: str, pending: _Pending) -> None:
         self._pending[broker_name].append(pending)
@@ -161,11 +160,8 @@ class AckBatcher:
         try:
             first = items[0].entries[0].message
             addr = await self.engine.broker_addr(MessageQueue(first.ack_topic, broker_name, first.queue_id))
-            acks = list(zip(map(_MESSAGE, items[0].entries), items[0].receipts))
-            for item in items[1:]:
-                acks.extend(zip(map(_MESSAGE, item.entries), item.receipts))
-            status = await self.engine.pop_client.batch_ack(
-                addr, group=self.engine.config.group, broker_name=broker_name, acks=acks)
+            status = await self.engine.pop_client.batch_ack_receipts(
+                addr, group=self.engine.config.group, broker_name=broker_name, groups=_job_groups(items))
         except BrokerError as exc:
             if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or isinstance(exc, PopNotSupportedError):
                 self.batch_supported = False
@@ -187,3 +183,20 @@ class AckBatcher:
     def _failed(self, n: int, exc: BaseException | str) -> None:
         self.stats.ack_failures += n
         logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", n, exc)
+
+
+def _job_groups(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
+    """The receipts of a request's jobs with the topic their messages were sent to (what a batch ack names),
+    one group per job: a job's messages share a queue and nearly always a topic (checked in C, one step per
+    job), and a job is most often one checkpoint's run, which the client turns into its bitset in C."""
+    out: list[tuple[str, list[ReceiptHandle]]] = []
+    for item in items:
+        topics = set(map(_TOPIC, item.entries))
+        if len(topics) == 1:
+            out.append((topics.pop(), item.receipts))
+        else:
+            split: dict[str, list[ReceiptHandle]] = {}
+            for entry, receipt in zip(item.entries, item.receipts):
+                split.setdefault(entry.message.topic, []).append(receipt)
+            out.extend(split.items())
+    return out

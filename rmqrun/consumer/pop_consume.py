@@ -260,8 +260,12 @@ class PopConsumeService:
         task = asyncio.ensure_future(self._consume(req, entries) if lane is None
                                      else self._consume(req, entries, lane))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(_log_failure)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: "asyncio.Task[None]") -> None:
+        """A job's task ended: forget it, and log what it raised (one callback per job, not two)."""
+        self._tasks.discard(task)
+        _log_failure(task)
 
     async def _consume(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane | None" = None) -> None:
         pq = req.pq
@@ -299,9 +303,10 @@ class PopConsumeService:
                 self._views.discard(view)
         finally:
             self._job_back(lane)
-        if any(v is not Status.NOT_RUN for v in result.verdicts):
+        if result.verdicts.count(Status.NOT_RUN) < len(result.verdicts):  # any run: in C, not a step per message
             self._learn(len(live), result)
-            self.engine.stats.record(len(live), time.monotonic() - started, result, job.records)
+            self.engine.stats.record(len(live), time.monotonic() - started, result, job.records,
+                                     stored=list(map(_STORED, live)))
             self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
         return mq, live, result
 
@@ -496,6 +501,8 @@ class _Lane:
 #: a popped message's lane: (ack topic, broker, queue id)
 _LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name", "message.receipt.queue_id")
 _RECORD = attrgetter("message.record")
+#: a popped message's store time, read with the pop's answer (0: unknown)
+_STORED = attrgetter("message.stored")
 
 
 def _broker_mq(entry: PopEntry) -> MessageQueue:

@@ -24,6 +24,7 @@ per queue. Several pops in flight keep the workers fed the same way.
 from __future__ import annotations
 
 import asyncio
+from operator import attrgetter
 from typing import TYPE_CHECKING, Protocol
 
 from loguru import logger
@@ -32,6 +33,7 @@ from rmqrun.client.pop_api import PopClient, PoppedMessage, PopStatus
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.pop_queue import PopEntry, PopRequest, now_ms
 from rmqrun.consumer.pop_retry_drain import as_original
+from rmqrun.protocol.pop import RETRY_FLAG_NORMAL
 from rmqrun.remoting.errors import FlowControlError, SubscriptionError, TopicNotExistError
 
 if TYPE_CHECKING:
@@ -58,6 +60,9 @@ class PopLoopContext(Protocol):
 
     async def broker_addr(self, mq: "MessageQueue") -> str: ...
 
+
+_RECEIPT = attrgetter("receipt")
+_RETRY_FLAG = attrgetter("receipt.retry_flag")
 
 #: pops on the wire at once per assignment (not orderly); flow control bounds what they may bring
 POPS_IN_FLIGHT = 3
@@ -101,7 +106,8 @@ async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
             delay = await _pop_once_settled(engine, req, sub, exception_delay)
         finally:
             pq.popping -= cfg.pop_batch_size
-        await asyncio.sleep(delay)
+        if delay:  # a pop that answered has already waited on the wire: no loop turn more before the next
+            await asyncio.sleep(delay)
 
 
 async def _pop_once_settled(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionData",
@@ -150,15 +156,16 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     popped = result.messages
     if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
         popped = [as_original(msg, req.original_topic) for msg in popped]
-    keeps_all = sub.matches_tag(None)  # True only when the subscription filters nothing (no tag set)
-    for msg in popped:
-        receipt = msg.receipt
-        if receipt.retry_flag != "0":
-            stats.revived += 1
-        if keeps_all or _tag_matches(sub, msg):
-            wanted.append(PopEntry(msg, receipt))  # PopEntry.of, without a call per message
-        else:
-            unwanted.append(msg)
+    flags = list(map(_RETRY_FLAG, popped))
+    stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
+    if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted
+        wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message
+    else:
+        for msg in popped:
+            if _tag_matches(sub, msg):
+                wanted.append(PopEntry(msg, msg.receipt))
+            else:
+                unwanted.append(msg)
     if req.pq.dropped:
         return result.status  # dropped while the pop was out: the messages come back after their invisible time
     if unwanted:

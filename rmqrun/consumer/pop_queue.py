@@ -27,6 +27,8 @@ from rmqrun.protocol.pop import ReceiptHandle
 #: a PopEntry's lapse time / queue offset, read over a whole job in C (``map``, ``min``, ``sort``)
 VISIBLE_AT = attrgetter("visible_at")
 OFFSET = attrgetter("offset")
+#: a PopEntry's newest receipt read in C (its slot, not the ``receipt`` property: the ack path reads a job's)
+RECEIPT = attrgetter("_receipt")
 
 
 def now_ms() -> int:
@@ -49,7 +51,7 @@ class PopEntry:
         self.message = message
         self._receipt = receipt
         self.visible_at = receipt.pop_time + receipt.invisible_time
-        self.offset: int = message.queue_offset
+        self.offset: int = receipt.queue_offset  # the message's own: an extension keeps it
         #: an extension on the wire: an ack waits for it, then uses the receipt it brought
         self.extending = extending
         self.extensions = extensions
@@ -114,9 +116,9 @@ class PopProcessQueue:
     last_pop_ms: int = 0
     #: messages the pops on the wire may bring (``pop_batch_size`` each): flow control counts them as un-acked
     popping: int = 0
-    #: (count, event): each set by :meth:`done` once the un-acked count is back to its count; wakes the pop
-    #: loops held by flow control
-    _room: list[tuple[int, asyncio.Event]] = field(default_factory=list, repr=False)
+    #: (count, future): each resolved by :meth:`done` once the un-acked count is back to its count; wakes the
+    #: pop loops held by flow control
+    _room: list[tuple[int, "asyncio.Future[None]"]] = field(default_factory=list, repr=False)
 
     @property
     def wait_ack_count(self) -> int:
@@ -146,24 +148,32 @@ class PopProcessQueue:
         """Wake each pop loop waiting for room whose threshold the un-acked count is back to."""
         left = len(self.entries)
         for at, room in self._room:
-            if left <= at:
-                room.set()
+            if left <= at and not room.done():
+                room.set_result(None)
 
     async def wait_for_room(self, threshold: int, timeout: float) -> None:
         """Return once at most ``threshold`` messages are un-acked, or after ``timeout`` s at the latest.
 
         Flow control wakes the pop loop the moment acks make room (a fixed 50 ms retry, as Java's, left the
-        workers idle most of the time: 96 no-op messages take a few ms)."""
+        workers idle most of the time: 96 no-op messages take a few ms). A bare future and a timer, not
+        ``asyncio.wait_for`` on an event (a task per wait: a no-op POP drain's pop loops wait here per pop)."""
         if len(self.entries) <= threshold:
             return
-        waiter = (threshold, asyncio.Event())
+        loop = asyncio.get_running_loop()
+        room: asyncio.Future[None] = loop.create_future()
+        waiter = (threshold, room)
         self._room.append(waiter)
+        timer = loop.call_later(timeout, _time_up, room)
         try:
-            await asyncio.wait_for(waiter[1].wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+            await room
         finally:
+            timer.cancel()
             self._room.remove(waiter)
+
+
+def _time_up(room: "asyncio.Future[None]") -> None:
+    if not room.done():
+        room.set_result(None)
 
 
 @dataclass(slots=True, eq=False)

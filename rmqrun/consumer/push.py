@@ -130,19 +130,28 @@ class ConsumeStats:
     handler_latency: LatencyHistogram = field(default_factory=LatencyHistogram)
     store_to_handler: LatencyHistogram = field(default_factory=lambda: LatencyHistogram(WAIT_BUCKETS))
 
-    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = ()) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Sequence[Any] = (),
+               stored: Sequence[int] | None = None) -> None:
         """Count a finished job of ``n`` messages, awaited for ``elapsed`` s; ``records`` are its stored
-        records (or messages), read for their store time only."""
+        records (or messages), read for their store time only; ``stored``: those store times (epoch ms, one per
+        record, 0 where unknown) when the caller has them already (POP reads them with the answer), so no
+        record is read again."""
         self.jobs += 1
         self.busy_seconds += elapsed
         self.consumed += result.verdicts.count(Status.SUCCESS)
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
-            if records and Status.NOT_RUN in result.verdicts:
-                # never reached the handler (an earlier failure, a limit, a shutdown)
-                records = [r for r, v in zip(records, result.verdicts) if v is not Status.NOT_RUN]
-            stored = store_timestamps_ms(records) if records else ()
+            if stored is not None:
+                if Status.NOT_RUN in result.verdicts:
+                    stored = [s for s, v in zip(stored, result.verdicts) if v is not Status.NOT_RUN]
+                if stored and min(stored) <= 0:
+                    stored = [s for s in stored if s > 0]
+            else:
+                if records and Status.NOT_RUN in result.verdicts:
+                    # never reached the handler (an earlier failure, a limit, a shutdown)
+                    records = [r for r, v in zip(records, result.verdicts) if v is not Status.NOT_RUN]
+                stored = store_timestamps_ms(records) if records else ()
             if stored:
                 self.store_to_handler.observe_since(time.time() - spent, stored)
 

@@ -185,7 +185,7 @@ class FakeCounters:
         self.failed = 0
         self.jobs: list[tuple[int, JobResult]] = []
 
-    def record(self, n: int, elapsed: float, result: JobResult, records: Any = ()) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Any = (), stored: Any = None) -> None:
         self.jobs.append((n, result))
 
 
@@ -437,6 +437,11 @@ class FakePopClient:
     async def batch_ack(self, addr: str, *, group: str, broker_name: str,
                         acks: list[tuple[PoppedMessage, ReceiptHandle]]) -> AckStatus:
         self.batch_acked.append([m.queue_offset for m, _ in acks])
+        return self.batch_ack_status
+
+    async def batch_ack_receipts(self, addr: str, *, group: str, broker_name: str,
+                                 groups: list[tuple[str, list[ReceiptHandle]]]) -> AckStatus:
+        self.batch_acked.append([r.queue_offset for _topic, receipts in groups for r in receipts])
         return self.batch_ack_status
 
     async def change_invisible(self, addr: str, *, group: str, message: PoppedMessage, invisible_time_ms: int,

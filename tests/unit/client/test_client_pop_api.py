@@ -144,6 +144,30 @@ def test_ack_and_change_invisible_name_the_real_topic_and_the_message_offset() -
     asyncio.run(main())
 
 
+def test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_receipts_came_in() -> None:
+    """The ack batcher hands the receipts over per job; jobs of one pop (one checkpoint) cut apart, or
+    several pops' jobs, go as one entry per checkpoint and topic, each offset acked once, none added."""
+    def r(start: int, offset: int, pop_time: int = 1795500243867, queue: int = 1, flag: str = "0") -> ReceiptHandle:
+        return ReceiptHandle(start, pop_time, 60000, 3, flag, "broker-5x", queue, offset)
+
+    async def main() -> None:
+        rec = _Recorder(RemotingCommand(ResponseCode.SUCCESS, {}))
+        client = PopClient(rec)  # type: ignore[arg-type]
+        groups = [(TOPIC, [r(10, 10), r(10, 11)]), (TOPIC, [r(10, 13)]),  # one checkpoint, two jobs, a gap
+                  (TOPIC, [r(40, 40), r(40, 41)]), (TOPIC, [r(10, 12, pop_time=5)]),  # another pop's checkpoints
+                  ("OtherT", [r(10, 14)]), (TOPIC, [r(0, 2, queue=0, flag="1")])]  # another topic; a retried one
+        status = await client.batch_ack_receipts("addr", group=GROUP, broker_name="broker-5x", groups=groups)
+        assert status is AckStatus.OK and rec.sent[0].code == RequestCode.BATCH_ACK_MESSAGE
+        _, acks = decode_batch_ack_body(rec.sent[0].body)
+        assert sorted((a.topic, a.retry, a.queue_id, a.start_offset, a.pop_time, tuple(a.offsets)) for a in acks) == [
+            ("OtherT", "0", 1, 10, 1795500243867, (14,)),
+            (TOPIC, "0", 1, 10, 5, (12,)),
+            (TOPIC, "0", 1, 10, 1795500243867, (10, 11, 13)),
+            (TOPIC, "0", 1, 40, 1795500243867, (40, 41)),
+            (TOPIC, "1", 0, 0, 1795500243867, (2,))]
+    asyncio.run(main())
+
+
 def test_a_pop_request_carries_what_the_java_client_sends() -> None:
     async def main() -> None:
         rec = _Recorder(RemotingCommand(ResponseCode.POLLING_TIMEOUT, {}))

@@ -98,6 +98,50 @@ def test_the_one_pass_batch_ack_says_what_build_batch_acks_says() -> None:
         batch_ack_json(GROUP, "T", [_r(10, 9)])
 
 
+def test_one_checkpoints_run_of_offsets_is_acked_as_the_general_path_acks_it() -> None:
+    """The usual batch ack (one checkpoint, its offsets without a gap, in any order) is worked out from the
+    offsets' min, max and count: each case says what build_batch_acks says, and what only looks like one
+    checkpoint's run (a gap, another queue, pop time or retry flag) still acks exactly its own offsets."""
+    cases = [
+        [_r(10, o) for o in (12, 10, 11, 13)],  # a run, out of order
+        [_r(10, o) for o in (14, 15, 16)],  # a run that starts after the checkpoint's start
+        [_r(10, 10)],
+        [_r(10, o) for o in (10, 11, 11, 12)],  # the same offset twice
+        [_r(10, o) for o in (10, 12, 13)],  # a gap
+        [_r(10, 10), _r(10, 11, queue=2)],
+        [_r(10, 10), _r(10, 11, pop_time=200)],
+        [_r(10, 10), _r(10, 11, flag="1")],
+        [_r(10, 10), _r(11, 11)],
+    ]
+    for receipts in cases:
+        assert batch_ack_json(GROUP, "T", receipts) == [a.to_json() for a in build_batch_acks(GROUP, "T", receipts)]
+    (run,) = batch_ack_json(GROUP, "T", cases[1])
+    _, (ack,) = decode_batch_ack_body(b'{"acks":[' + __import__("json").dumps(run).encode() + b"]}")
+    assert ack.offsets == [14, 15, 16]
+    with pytest.raises(ValueError, match="before its checkpoint"):
+        batch_ack_json(GROUP, "T", [_r(10, 9), _r(10, 10)])
+    assert batch_ack_json(GROUP, "T", []) == []
+
+
+def test_each_popped_message_has_its_records_store_time() -> None:
+    """Read with the answer (the job's store-to-handler latency reads it there, not from the record again):
+    the same as the record reader's, for IPv4 and IPv6 hosts, and 0 for a record stored without one."""
+    from rmqrun.consumer.oldest import store_timestamp_ms
+    recs = [bytes(encode_stored(topic="T", body=b"x" * n, queue_id=0, queue_offset=3 + i, store_timestamp=stamp,
+                                born_host=born, store_host=host))
+            for i, (n, stamp, born, host) in enumerate([
+                (5, 1_700_000_000_123, "127.0.0.1:5", "127.0.0.1:10911"),
+                (0, 1_700_000_000_456, "[::1]:5", "127.0.0.1:10911"),
+                (9, 1_700_000_000_789, "127.0.0.1:5", "[::1]:10911"),
+                (1, 0, "127.0.0.1:5", "127.0.0.1:10911")])]
+    result = pop_result_from_response(_answer(b"".join(recs), startOffsetInfo="0 0 3"), group=GROUP,
+                                      broker_name="b")
+    assert [m.stored for m in result.messages] == [1_700_000_000_123, 1_700_000_000_456, 1_700_000_000_789, 0]
+    assert [m.stored for m in result.messages[:3]] == [store_timestamp_ms(m.record) for m in result.messages[:3]]
+    moved = result.messages[1].with_record(memoryview(b"other"), "T2")
+    assert moved.stored == 1_700_000_000_456
+
+
 class _Broker:
     def __init__(self) -> None:
         self.sent: list[dict[str, str]] = []

@@ -138,7 +138,7 @@ def test_a_broker_without_batch_acks_gets_one_ack_per_message() -> None:
         async def refuse(addr: str, **kw: Any) -> Any:
             raise PopNotSupportedError(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "4.x")
 
-        client.batch_ack = refuse  # type: ignore[method-assign]
+        client.batch_ack_receipts = refuse  # type: ignore[method-assign]
         req = engine.request()
         engine.deliver(req, [popped(0), popped(1)])
         await eventually_async(lambda: engine.executor.pending, what="the job")
@@ -159,12 +159,12 @@ def test_an_ack_on_its_way_frees_flow_control_but_the_job_waits_for_the_brokers_
         answer = asyncio.Event()
         sent: list[list[int]] = []
 
-        async def held(addr: str, *, acks: Any, **kw: Any) -> Any:
-            sent.append([m.queue_offset for m, _ in acks])
+        async def held(addr: str, *, groups: Any, **kw: Any) -> Any:
+            sent.append([r.queue_offset for _topic, receipts in groups for r in receipts])
             await answer.wait()
             return client.batch_ack_status
 
-        client.batch_ack = held  # type: ignore[method-assign]
+        client.batch_ack_receipts = held  # type: ignore[method-assign]
         req = engine.request()
         engine.deliver(req, [popped(0), popped(1)])
         await eventually_async(lambda: engine.executor.pending, what="the job")
@@ -188,12 +188,12 @@ def test_a_job_whose_acks_go_in_two_requests_ends_only_once_both_are_answered(mo
         client = engine.pop_client
         answers: dict[int, asyncio.Event] = {0: asyncio.Event(), 1: asyncio.Event()}
 
-        async def held(addr: str, *, acks: Any, **kw: Any) -> Any:
-            [(message, _)] = acks
-            await answers[message.queue_offset].wait()
+        async def held(addr: str, *, groups: Any, **kw: Any) -> Any:
+            [(_topic, [receipt])] = groups
+            await answers[receipt.queue_offset].wait()
             return client.batch_ack_status
 
-        client.batch_ack = held  # type: ignore[method-assign]
+        client.batch_ack_receipts = held  # type: ignore[method-assign]
         req = engine.request()
         engine.deliver(req, [popped(0), popped(1)])
         await eventually_async(lambda: engine.executor.pending, what="the job")

@@ -72,11 +72,11 @@ def test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_with_
         client = engine.pop_client
         seen: list[list[tuple[int, ReceiptHandle]]] = []
 
-        async def recorded(addr: str, *, acks: Any, **kw: Any) -> Any:
-            seen.append([(m.queue_offset, r) for m, r in acks])
+        async def recorded(addr: str, *, groups: Any, **kw: Any) -> Any:
+            seen.append([(r.queue_offset, r) for _topic, receipts in groups for r in receipts])
             return client.batch_ack_status
 
-        client.batch_ack = recorded  # type: ignore[method-assign]
+        client.batch_ack_receipts = recorded  # type: ignore[method-assign]
         req_a, req_b = engine.request(), engine.request()
         a = engine.deliver(req_a, [popped(i) for i in range(150)])
         b = engine.deliver(req_b, [popped(1000 + i, queue_id=3) for i in range(10)])
@@ -152,3 +152,15 @@ def test_a_pop_of_several_queues_makes_one_job_per_queue() -> None:
         assert engine.pop_client.all_acked == [3, 5, 7, 8]
 
     asyncio.run(main())
+
+
+def test_a_batch_ack_names_each_receipt_with_the_topic_its_own_message_was_sent_to() -> None:
+    """The batcher hands the client one group of receipts per job under the job's topic; a job whose
+    messages name two topics (a broker that handed some out under the pop retry topic) is split, so no
+    receipt is acked under another message's topic."""
+    a, b = PopEntry.of(popped(1, topic="T")), PopEntry.of(popped(2, topic="T"))
+    x, y = PopEntry.of(popped(3, topic="T")), PopEntry.of(popped(4, topic="%RETRY%G_T"))
+    one = pop_acks._Pending(None, [a, b], [a.receipt, b.receipt], None)  # type: ignore[arg-type]
+    two = pop_acks._Pending(None, [x, y, a], [x.receipt, y.receipt, a.receipt], None)  # type: ignore[arg-type]
+    assert pop_acks._job_groups([one, two]) == [
+        ("T", [a.receipt, b.receipt]), ("T", [x.receipt, a.receipt]), ("%RETRY%G_T", [y.receipt])]

@@ -81,6 +81,26 @@ def test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room() -> None
     asyncio.run(main())
 
 
+def test_a_loop_held_by_flow_control_looks_again_after_its_timeout_and_a_cancelled_one_leaves_nothing() -> None:
+    """No ack makes room: the wait ends at its timeout all the same (the loop then checks again, as Java's
+    50 ms retry). A wait cancelled with its loop (the assignment dropped) leaves no waiter behind, and the
+    acks that come after it wake nobody and fail nothing."""
+    async def main() -> None:
+        pq = PopProcessQueue(MessageQueue("T", "b", -1))
+        entries = [_Entry() for _ in range(100)]
+        pq.entries.update(entries)  # type: ignore[arg-type]
+        await asyncio.wait_for(pq.wait_for_room(10, 0.01), 5)
+        assert pq.wait_ack_count == 100 and not pq._room
+        held = asyncio.ensure_future(pq.wait_for_room(10, 60))
+        await eventually_async(lambda: len(pq._room) == 1, what="the loop waiting")
+        held.cancel()
+        await asyncio.gather(held, return_exceptions=True)
+        assert held.cancelled() and not pq._room
+        pq.done_all(entries)  # type: ignore[arg-type]
+        assert pq.wait_ack_count == 0
+    asyncio.run(main())
+
+
 def _refiltered(sub_string: str, tags: list[str | None]) -> tuple[list[int], list[int]]:
     """One pop of messages with ``tags`` under a subscription to ``sub_string``: (offsets handed to the consume
     service, offsets acked at once as unwanted)."""

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import random
 from types import SimpleNamespace
+from typing import Any
 
 from rmqrun.consumer.oldest import store_timestamp_ms, store_timestamps_ms
-from rmqrun.consumer.push import WAIT_BUCKETS, LatencyHistogram
+from rmqrun.consumer.executor import JobResult
+from rmqrun.consumer.push import WAIT_BUCKETS, ConsumeStats, LatencyHistogram
+from rmqrun.model import Status
 from rmqrun.remoting.message import encode_stored
 
 NOW_MS = 1_700_000_000_000
@@ -70,3 +73,20 @@ def test_per_job_observation_counts_what_per_message_observation_counts() -> Non
     assert batched.count == each.count == sum(len(s) for _, s in jobs)
     assert abs(batched.total - each.total) <= 1e-6 * max(1.0, each.total)
     assert each.counts[0] >= 2 and each.counts[-1] >= 1  # the clamp and the +Inf bucket were exercised
+
+
+def test_store_times_a_caller_read_already_count_what_the_records_count(monkeypatch: Any) -> None:
+    """POP hands ``ConsumeStats.record`` the store times it read with the pop's answer (``stored``) instead
+    of the records: the histogram is the same, messages that never reached the handler (NOT_RUN) are left
+    out of both, and a 0 (a record stored without a time) is skipped as the record reader skips it."""
+    monkeypatch.setattr("rmqrun.consumer.push.time.time", lambda: NOW_MS / 1000)
+    stamps = [NOW_MS - 5, NOW_MS - 40, 0, NOW_MS - 3000, NOW_MS - 12]
+    records = [raw(s) for s in stamps]
+    verdicts = [Status.SUCCESS, Status.NOT_RUN, Status.SUCCESS, Status.RECONSUME_LATER, Status.SUCCESS]
+    for vs in (verdicts, [Status.SUCCESS] * 5):
+        by_records, by_stamps = ConsumeStats(), ConsumeStats()
+        by_records.record(5, 0.0, JobResult(list(vs), handler_seconds=0.0), records)
+        by_stamps.record(5, 0.0, JobResult(list(vs), handler_seconds=0.0), records, stored=stamps)
+        assert by_stamps.store_to_handler.counts == by_records.store_to_handler.counts
+        assert by_stamps.store_to_handler.count == by_records.store_to_handler.count == \
+            sum(1 for s, v in zip(stamps, vs) if s and v is not Status.NOT_RUN)
