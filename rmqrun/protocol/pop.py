@@ -291,7 +291,7 @@ def parse_start_offset_info(text: str | None) -> dict[tuple[str, int], int]:
 
 def encode_msg_offset_info(offsets: Mapping[tuple[str, int], Iterable[int]]) -> str:
     """ExtraInfoUtil.buildMsgOffsetInfo: the queue offsets of the messages returned, per (retry flag, queue)."""
-    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{','.join(str(o) for o in offs)}"
+    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{','.join(map(str, offs))}"
                     for (flag, qid), offs in offsets.items())
 
 
@@ -532,10 +532,23 @@ def decode_batch_ack_entries(data: bytes | str) -> tuple[str | None, list[BatchA
     return broker, [BatchAckEntry.from_json(a) for a in acks]
 
 
+#: Standard JSON's parser without json.loads's whitespace checks around it (see _batch_ack_body)
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
 def _batch_ack_body(data: bytes | str) -> tuple[str | None, list[Any]]:
     if not data:
         raise ProtocolError("BATCH_ACK_MESSAGE without a body")
-    obj = fastjson.loads(data)
+    obj: Any = None
+    try:  # the usual body: one JSON object, nothing around it; anything else goes to fastjson, as it did
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        obj, end = _RAW_DECODE(text)
+        if end != len(text):
+            obj = None
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        obj = None
+    if obj is None:
+        obj = fastjson.loads(data)
     if not isinstance(obj, dict):
         raise ProtocolError(f"batch ack body is not a JSON object: {obj!r}")
     acks = obj.get("acks") or []

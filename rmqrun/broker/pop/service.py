@@ -158,7 +158,7 @@ class PopService:
             if not req.order:
                 self.wake_revive(result.pop_time + req.invisible_time)
             self.counters.popped += len(result.records)
-            broker.stats.on_get(req.group, req.topic, len(result.records), sum(len(r) for r in result.records))
+            broker.stats.on_get(req.group, req.topic, len(result.records), sum(map(len, result.records)))
         return result
 
     def _pop_topic(self, req: PopRequest, result: PopResult, topic: str, is_retry: bool, random_q: int) -> None:

@@ -80,10 +80,11 @@ class PopAckProcessor:
             return answer(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
         if not acks:
             return answer(cmd, ResponseCode.NO_MESSAGE, typed=False)
+        pop = self.broker.pop
         for ack in acks:
-            self.broker.pop.batch_ack(broker_name, ack)
-        await self.broker.pop.ck_log.durable()
-        return answer(cmd, typed=False)
+            pop.batch_ack(broker_name, ack)
+        await pop.ck_log.durable()
+        return cmd.response(ResponseCode.SUCCESS)  # answer(cmd, typed=False): no fields, no "extFields":{}
 
     async def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
