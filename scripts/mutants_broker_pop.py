@@ -1,5 +1,6 @@
 """Mutants of the broker's POP hot path (issue #32's cuts of its CPU per popped message): the reads that replaced
-generic ones (a batch ack entry, a bitset, the pop header, the pop's tag filter) and the statistics' open buckets.
+generic ones (a batch ack entry, a bitset, the pop header, the pop's tag filter), the statistics' open buckets, and
+the store's span reads (shared with pull).
 Kept apart from :mod:`mutants_broker` only because that table is at the 600-line limit.
 """
 
@@ -32,4 +33,16 @@ MUTANTS: list[Mutant] = [
       "a statistic's adds keep going to the buckets of its first 10 s: the minute, hour and day figures stop moving",
       "        if self._since <= now < self._until:", "        if self._since <= now:",
       U + "broker/test_broker_stats_table.py"),
+    m("popb-span-crosses-segment", "rmqrun/broker/store/queue_reader.py",
+      "a pull's span read runs past its commit log segment: the read stops at the segment's end and the records "
+      "of the next segment are skipped (the pull moves past them: lost for the group)",
+      "        limit = min(start - start % segment_size + segment_size, start + SPAN_MAX)",
+      "        limit = start + SPAN_MAX",
+      U + "broker/test_store_get.py::test_a_span_stops_at_its_segment"),
+    m("popb-span-run-at-span-start", "rmqrun/broker/store/queue_reader.py",
+      "each run of a span is checked where the span starts: the records after a gap fail their seal and are "
+      "never served",
+      "records, picked[run_start][0] - start):", "records, 0):",
+      U + "broker/test_store_get.py::test_records_close_together_are_read_with_one_read",
+      U + "broker/test_store_get.py::test_interleaved_queues_read_correct_records"),
 ]
