@@ -42,7 +42,7 @@ MUTANTS: list[Mutant] = [
     m("popb-span-run-at-span-start", "rmqrun/broker/store/queue_reader.py",
       "each run of a span is checked where the span starts: the records after a gap fail their seal and are "
       "never served",
-      "records, picked[run_start][0] - start):", "records, 0):",
+      "records, picked[first][0] - start):", "records, 0):",
       U + "broker/test_store_get.py::test_records_close_together_are_read_with_one_read",
       U + "broker/test_store_get.py::test_interleaved_queues_read_correct_records"),
 ]

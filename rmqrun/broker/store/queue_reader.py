@@ -100,22 +100,26 @@ def _read_runs(log: CommitLog, picked: list[tuple[int, int]]) -> list[bytes | me
     i = 0
     while i < n:
         start, size = picked[i]
-        span_end = start + size
+        end = start + size
         limit = min(start - start % segment_size + segment_size, start + SPAN_MAX)  # records never cross a segment
+        runs = []  # where each back-to-back run of the span starts (its index in picked)
         j = i + 1
         while j < n:
             pos, size = picked[j]
-            if pos < span_end or pos - span_end > SPAN_GAP or pos + size > limit:
+            if pos + size > limit:
                 break
-            span_end = pos + size
+            if pos != end:
+                if pos < end or pos - end > SPAN_GAP:
+                    break
+                runs.append(j)
+            end = pos + size
             j += 1
-        buf = log.read_served(start, span_end - start)
-        run_start = i
-        for k in range(i + 1, j + 1):  # each back-to-back run in the span, checked and unsealed where it lies
-            if k == j or picked[k][0] != picked[k - 1][0] + picked[k - 1][1]:
-                for pos in unseal_run(buf, picked[run_start:k], records, picked[run_start][0] - start):
-                    logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
-                run_start = k
+        buf = log.read_served(start, end - start)
+        first = i
+        for last in (*runs, j):  # each run checked and unsealed where it lies in the span
+            for pos in unseal_run(buf, picked[first:last], records, picked[first][0] - start):
+                logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
+            first = last
         i = j
     return records
 
