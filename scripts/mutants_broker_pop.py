@@ -33,6 +33,10 @@ MUTANTS: list[Mutant] = [
       "a statistic's adds keep going to the buckets of its first 10 s: the minute, hour and day figures stop moving",
       "        if self._since <= now < self._until:", "        if self._since <= now:",
       U + "broker/test_broker_stats_table.py"),
+    m("popb-stats-open-bucket-kept-after-read", "rmqrun/broker/stats.py",
+      "after a read trimmed a statistic's windows, an add can go to a bucket they dropped: the count is lost",
+      "        self._until = 0.0  # the windows trim", "        pass  # the windows trim",
+      U + "broker/test_broker_stats_table.py"),
     m("popb-span-crosses-segment", "rmqrun/broker/store/queue_reader.py",
       "a pull's span read runs past its commit log segment: the read stops at the segment's end and the records "
       "of the next segment are skipped (the pull moves past them: lost for the group)",

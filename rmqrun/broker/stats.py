@@ -114,6 +114,7 @@ class StatsItem:
         self._open = (last, self.hour.buckets[-1], self.day.buckets[-1])
 
     def data(self, now: float) -> BrokerStatsData:
+        self._until = 0.0  # the windows trim their buckets here: the next add finds its buckets through them
         age = now - self.created
         return BrokerStatsData(self.minute.window(now, age), self.hour.window(now, age), self.day.window(now, age))
 

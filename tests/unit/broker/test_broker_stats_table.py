@@ -71,6 +71,16 @@ def test_adds_within_ten_seconds_share_buckets_and_the_next_ten_seconds_open_new
         assert [list(w.buckets) for w in (item.minute, item.hour, item.day)] == [list(w.buckets) for w in windows]
         if step == 6.5:
             assert [b[1:] for b in item.minute.buckets] == [[6, 3]], "three adds in one 10 s: one bucket"
+    # a read 70 s on trims the minute's open bucket; an add back in that bucket's 10 s (a clock that stepped
+    # back) must not go to the bucket the window dropped
+    clock.now += 70
+    table.get("GROUP_GET_NUMS", "T@G")
+    windows[0].window(clock.now, 1.0)
+    clock.now -= 69
+    table.add("GROUP_GET_NUMS", "T@G", 2)
+    for w in windows:
+        w.add(2, 1, clock.now)
+    assert [list(w.buckets) for w in (item.minute, item.hour, item.day)] == [list(w.buckets) for w in windows]
 
 
 def test_stats_data_round_trips_with_java_field_names() -> None:
