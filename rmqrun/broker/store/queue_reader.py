@@ -102,7 +102,7 @@ def _read_runs(log: CommitLog, picked: list[tuple[int, int]]) -> list[bytes | me
         start, size = picked[i]
         end = start + size
         limit = min(start - start % segment_size + segment_size, start + SPAN_MAX)  # records never cross a segment
-        runs = []  # where each back-to-back run of the span starts (its index in picked)
+        runs: list[int] = []  # where each back-to-back run of the span starts (its index in picked)
         j = i + 1
         while j < n:
             pos, size = picked[j]
