@@ -580,7 +580,7 @@ MUTANTS: list[Mutant] = [
       U + "broker/test_pop_checkpoints.py::test_compact_records_replay_acks_bits_and_done_after_a_restart"),
     m("h32k-batch-ack-bit-shifted", "rmqrun/broker/pop/service.py",
       "a batch ack's mask acks the next offset of each bit (the acked message is revived, another is lost)",
-      "                mask |= 1 << i\n", "                mask |= 1 << (i + 1)\n",
+      "            mask = ack.word\n", "            mask = ack.word << 1\n",
       I + "test_broker_pop.py::test_batch_ack_acks_exactly_the_bits_sent",
       I + "test_broker_pop_acks.py::test_batch_acks_in_the_compact_log_survive_a_restart"),
     m("h32k-filtered-pop-offsets-as-run", "rmqrun/broker/pop/service.py",

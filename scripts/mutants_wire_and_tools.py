@@ -331,4 +331,13 @@ MUTANTS: list[Mutant] = [
       "a reader that stops early leaves its pull sent ahead in flight",
       "    finally:\n        _drop(early)", "    finally:\n        pass",
       U + "spark/test_spark_columns.py::test_a_reader_that_stops_early_cancels_the_pull_it_sent_ahead"),
+    # ---------------------------------------------------------------- popb: the JSON header's fast read and write (#32)
+    m("popb-header-extra-data-read", "rmqrun/remoting/frame.py",
+      "a JSON header with bytes after its object is read as the object: a torn or garbled frame is served",
+      "    return obj if end == len(text) else json.loads(text)", "    return obj",
+      U + "remoting/test_frame_json_fast_paths.py"),
+    m("popb-header-written-ascii", "rmqrun/remoting/frame.py",
+      "the JSON header's fast write escapes non-ASCII text: frames are no longer byte-identical to a Java peer's",
+      "json.encoder.encode_basestring, None,", "json.encoder.encode_basestring_ascii, None,",
+      U + "remoting/test_frame_json_fast_paths.py"),
 ]

@@ -89,17 +89,32 @@ class _Buckets:
 class StatsItem:
     """One named statistic of one key (Java ``StatsItem``): the last minute, hour and day."""
 
+    __slots__ = ("created", "minute", "hour", "day", "_since", "_until", "_open")
+
     def __init__(self, now: float) -> None:
         self.created = now
         self.minute = _Buckets(10.0, 6)
         self.hour = _Buckets(60.0, 60)
         self.day = _Buckets(3600.0, 24)
+        #: [_since, _until): the 10 s bucket the last add went to; the minute's, hour's and day's open buckets
+        #: (a 10 s bucket lies inside one minute and one hour: the widths divide each other)
+        self._since = self._until = 0.0
+        self._open: tuple[list[float], ...] = ()
 
     def add(self, value: int, calls: int, now: float) -> None:
+        if self._since <= now < self._until:  # the same 10 s as the last add: its buckets are still the open ones
+            for b in self._open:
+                b[1] += value
+                b[2] += calls
+            return
         for w in (self.minute, self.hour, self.day):
             w.add(value, calls, now)
+        last = self.minute.buckets[-1]
+        self._since, self._until = last[0], last[0] + self.minute.width
+        self._open = (last, self.hour.buckets[-1], self.day.buckets[-1])
 
     def data(self, now: float) -> BrokerStatsData:
+        self._until = 0.0  # the windows trim their buckets here: the next add finds its buckets through them
         age = now - self.created
         return BrokerStatsData(self.minute.window(now, age), self.hour.window(now, age), self.day.window(now, age))
 
@@ -163,7 +178,10 @@ class BrokerStats:
             self._misses.add(1, now)
             return
         self._gets.add(n, now)
-        self._group_gets.setdefault((group, topic), _Window()).add(n, now)
+        window = self._group_gets.get((group, topic))
+        if window is None:
+            window = self._group_gets[(group, topic)] = _Window()
+        window.add(n, now)
         key = stats_key(topic, group)
         self.table.add(GROUP_GET_NUMS, key, n)
         self.table.add(GROUP_GET_SIZE, key, size)

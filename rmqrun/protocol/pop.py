@@ -292,7 +292,7 @@ def parse_start_offset_info(text: str | None) -> dict[tuple[str, int], int]:
 
 def encode_msg_offset_info(offsets: Mapping[tuple[str, int], Iterable[int]]) -> str:
     """ExtraInfoUtil.buildMsgOffsetInfo: the queue offsets of the messages returned, per (retry flag, queue)."""
-    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{','.join(str(o) for o in offs)}"
+    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{','.join(map(str, offs))}"
                     for (flag, qid), offs in offsets.items())
 
 
@@ -355,22 +355,39 @@ def encode_bitset(bits: Iterable[int]) -> str:
 
 def decode_bitset(value: Any) -> frozenset[int]:
     """A bitset as fastjson reads a ``byte[]``: a base64 string, or a JSON array of byte values."""
-    if value is None:
-        return frozenset()
-    if isinstance(value, str):
-        try:
-            raw = base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise ProtocolError(f"batch ack bitset {value!r} is not base64") from None
-    elif isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) for b in value):
-        raw = bytes(b & 0xFF for b in value)
-    else:
-        raise ProtocolError(f"batch ack bitset {value!r} is neither base64 nor a byte array")
-    word = int.from_bytes(raw, "little")  # BitSet.toByteArray is little-endian: bit i is bit i of this int
+    word = decode_bitset_word(value)
     width = word.bit_length()
     if word == (1 << width) - 1:  # a whole pop acked at once, the usual batch ack
         return frozenset(range(width))
     return frozenset(i for i in range(width) if word >> i & 1)
+
+
+#: base64 text -> its word: a consumer's batch acks repeat a few bitsets (a whole pop of 32 is ``/////w==``)
+_WORDS: dict[str, int] = {}
+_WORDS_KEPT = 1024
+
+
+def decode_bitset_word(value: Any) -> int:
+    """:func:`decode_bitset` as one int (bit i set: index i in the set), the broker's form of it: no set of
+    indexes is built per ack entry. The same input is refused with the same error."""
+    if isinstance(value, str):
+        word = _WORDS.get(value)
+        if word is not None:
+            return word
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ProtocolError(f"batch ack bitset {value!r} is not base64") from None
+        word = int.from_bytes(raw, "little")  # BitSet.toByteArray is little-endian: bit i is bit i of this int
+        if len(_WORDS) >= _WORDS_KEPT:
+            _WORDS.clear()
+        _WORDS[value] = word
+        return word
+    if value is None:
+        return 0
+    if isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) for b in value):
+        return int.from_bytes(bytes(b & 0xFF for b in value), "little")
+    raise ProtocolError(f"batch ack bitset {value!r} is neither base64 nor a byte array")
 
 
 @dataclass(slots=True)
@@ -399,17 +416,53 @@ class BatchAck:
 
     @classmethod
     def from_json(cls, obj: Any) -> "BatchAck":
+        e = BatchAckEntry.from_json(obj)
+        word = e.word
+        return cls(consumer_group=e.consumer_group, topic=e.topic, retry=e.retry, start_offset=e.start_offset,
+                   queue_id=e.queue_id, revive_queue_id=e.revive_queue_id, pop_time=e.pop_time,
+                   invisible_time=e.invisible_time, bits={i for i in range(word.bit_length()) if word >> i & 1})
+
+
+#: an ack entry's fields under fastjson's @JSONField names, as rmqrun and the Java client write them
+_SHORT_KEYS = frozenset(("b", "c", "it", "pt", "q", "r", "rq", "so", "t"))
+
+
+class BatchAckEntry(NamedTuple):
+    """One checkpoint's acks in BATCH_ACK_MESSAGE as the broker reads them: the bitset as one int, bit i acking
+    offset ``start_offset + i`` (:class:`BatchAck` holds a set of indexes, which the broker does not need)."""
+
+    consumer_group: str
+    topic: str  # the original topic; ``retry`` says whether the messages sit in its pop retry topic
+    retry: str
+    start_offset: int
+    queue_id: int
+    revive_queue_id: int
+    pop_time: int
+    invisible_time: int
+    word: int
+
+    @property
+    def offsets(self) -> list[int]:
+        so, word = self.start_offset, self.word
+        return [so + i for i in range(word.bit_length()) if word >> i & 1]
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "BatchAckEntry":
+        """An entry of the body's ``acks``: the short names, or the long ones (``consumerGroup``, ...), a
+        short name winning where both are there; ``r``, ``rq``, ``it`` and ``b`` may be absent."""
         if not isinstance(obj, dict):
             raise ProtocolError(f"batch ack entry is not an object: {obj!r}")
-
-        def get(short: str, long: str, default: Any = None) -> Any:
-            return obj.get(short, obj.get(long, default))
         try:
-            return cls(consumer_group=str(get("c", "consumerGroup")), topic=str(get("t", "topic")),
-                       retry=str(get("r", "retry", RETRY_FLAG_NORMAL)), start_offset=int(get("so", "startOffset")),
-                       queue_id=int(get("q", "queueId")), revive_queue_id=int(get("rq", "reviveQueueId", 0)),
-                       pop_time=int(get("pt", "popTime")), invisible_time=int(get("it", "invisibleTime", 0)),
-                       bits=set(decode_bitset(get("b", "bitSet"))))
+            if obj.keys() == _SHORT_KEYS:  # the usual entry: every field under its short name, nothing else
+                return cls(str(obj["c"]), str(obj["t"]), str(obj["r"]), int(obj["so"]), int(obj["q"]),
+                           int(obj["rq"]), int(obj["pt"]), int(obj["it"]), decode_bitset_word(obj["b"]))
+
+            def get(short: str, long: str, default: Any = None) -> Any:
+                return obj.get(short, obj.get(long, default))
+            return cls(str(get("c", "consumerGroup")), str(get("t", "topic")),
+                       str(get("r", "retry", RETRY_FLAG_NORMAL)), int(get("so", "startOffset")),
+                       int(get("q", "queueId")), int(get("rq", "reviveQueueId", 0)), int(get("pt", "popTime")),
+                       int(get("it", "invisibleTime", 0)), decode_bitset_word(get("b", "bitSet")))
         except (TypeError, ValueError):
             raise ProtocolError(f"batch ack entry has a missing or non-numeric field: {obj!r}") from None
 
@@ -493,16 +546,41 @@ def encode_batch_ack_body(broker_name: str | None, acks: Iterable[BatchAck | dic
 
 def decode_batch_ack_body(data: bytes | str) -> tuple[str | None, list[BatchAck]]:
     """(brokerName, acks) of a BATCH_ACK_MESSAGE body."""
+    broker, acks = _batch_ack_body(data)
+    return broker, [BatchAck.from_json(a) for a in acks]
+
+
+def decode_batch_ack_entries(data: bytes | str) -> tuple[str | None, list[BatchAckEntry]]:
+    """(brokerName, acks) of a BATCH_ACK_MESSAGE body, each ack's bitset as one int: the broker's read of it,
+    with :func:`decode_batch_ack_body`'s refusals."""
+    broker, acks = _batch_ack_body(data)
+    return broker, [BatchAckEntry.from_json(a) for a in acks]
+
+
+#: Standard JSON's parser without json.loads's whitespace checks around it (see _batch_ack_body)
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _batch_ack_body(data: bytes | str) -> tuple[str | None, list[Any]]:
     if not data:
         raise ProtocolError("BATCH_ACK_MESSAGE without a body")
-    obj = fastjson.loads(data)
+    obj: Any = None
+    try:  # the usual body: one JSON object, nothing around it; anything else goes to fastjson, as it did
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        obj, end = _RAW_DECODE(text)
+        if end != len(text):
+            obj = None
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        obj = None
+    if obj is None:
+        obj = fastjson.loads(data)
     if not isinstance(obj, dict):
         raise ProtocolError(f"batch ack body is not a JSON object: {obj!r}")
     acks = obj.get("acks") or []
     if not isinstance(acks, list):
         raise ProtocolError(f"batch ack body: 'acks' is not a list: {acks!r}")
     broker = obj.get("brokerName")
-    return (None if broker is None else str(broker)), [BatchAck.from_json(a) for a in acks]
+    return (None if broker is None else str(broker)), acks
 
 
 __all__ = [
@@ -516,7 +594,7 @@ __all__ = [
     "ReceiptHandle", "receipt_for", "receipt_after_change",
     "encode_start_offset_info", "parse_start_offset_info", "encode_msg_offset_info", "parse_msg_offset_info",
     "OrderCountKey", "encode_order_count_info", "parse_order_count_info", "order_count_for",
-    "encode_bitset", "decode_bitset", "BatchAck", "build_batch_acks", "batch_ack_json", "batch_ack_words",
-    "batch_ack_entry", "encode_batch_ack_body",
-    "decode_batch_ack_body",
+    "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "BatchAckEntry", "build_batch_acks",
+    "batch_ack_json", "batch_ack_words", "batch_ack_entry", "encode_batch_ack_body", "decode_batch_ack_body",
+    "decode_batch_ack_entries",
 ]

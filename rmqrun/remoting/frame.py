@@ -44,6 +44,11 @@ class SerializeType(IntEnum):
     ROCKETMQ = 1
 
 
+_MARK = struct.Struct(">I")
+#: the type byte's values as plain ints (a compare with an IntEnum member is a Python-level call per frame)
+_JSON, _ROCKETMQ = int(SerializeType.JSON), int(SerializeType.ROCKETMQ)
+
+
 @dataclass(slots=True)
 class RemotingCommand:
     """One request or response.
@@ -105,6 +110,17 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 
 #: json.dumps with these options builds an encoder on every call; one is enough (same text, fewer calls)
 _JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+_c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+
+
+def _dump_header(obj: dict[str, object]) -> str:
+    """``_JSON_HEADER.encode(obj)`` for a dict: the C encoder its ``iterencode`` makes (a fresh circular-reference
+    table each time, as there), called without the Python steps around it."""
+    if _c_make_encoder is None:  # pragma: no cover - an interpreter without json's C speedups
+        return _JSON_HEADER.encode(obj)
+    enc = _JSON_HEADER
+    return "".join(_c_make_encoder({}, enc.default, json.encoder.encode_basestring, None, enc.key_separator,
+                                   enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)(obj, 0))
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
@@ -120,7 +136,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return _JSON_HEADER.encode(obj).encode("utf-8")
+    return _dump_header(obj).encode("utf-8")
 
 
 def _language_byte(name: str) -> int:
@@ -177,16 +193,16 @@ def decode(frame: bytes | bytearray | memoryview) -> RemotingCommand:
     view = memoryview(frame)
     if len(view) < 4:
         raise ProtocolError(f"frame of {len(view)} bytes is shorter than its header-length field")
-    (mark,) = struct.unpack_from(">I", view, 0)
+    (mark,) = _MARK.unpack_from(view, 0)
     ser = mark >> 24
     header_len = mark & 0xFFFFFF
     if header_len > len(view) - 4:
         raise ProtocolError(f"header length {header_len} exceeds the frame ({len(view) - 4} bytes left)")
     header = view[4:4 + header_len]
     body = bytes(view[4 + header_len:]) or None
-    if ser == SerializeType.JSON:
+    if ser == _JSON:
         cmd = _decode_json_header(header)
-    elif ser == SerializeType.ROCKETMQ:
+    elif ser == _ROCKETMQ:
         cmd = _decode_binary_header(header)
     else:
         raise ProtocolError(f"unknown serialize type {ser}")
@@ -240,9 +256,24 @@ def _ext_value(value: object) -> str:
     return str(value)
 
 
+#: ``json.loads(text)`` is ``raw_decode`` between two whitespace scans (regex matches at the start and the end);
+#: a frame's JSON header is one object with nothing around it, which ``raw_decode`` alone reads (about half the
+#: cost for a small header). Anything else (whitespace around it, a BOM, extra data, bad JSON) goes to
+#: ``json.loads``, which reads or refuses it exactly as before.
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _loads(text: str) -> object:
+    try:
+        obj, end = _RAW_DECODE(text)
+    except ValueError:
+        return json.loads(text)
+    return obj if end == len(text) else json.loads(text)
+
+
 def _decode_json_header(header: memoryview) -> RemotingCommand:
     try:
-        obj = json.loads(bytes(header).decode("utf-8"))
+        obj = _loads(bytes(header).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"invalid JSON header: {exc}") from exc
     if not isinstance(obj, dict):

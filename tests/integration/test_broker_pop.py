@@ -99,6 +99,11 @@ def test_tag_filter_skips_other_tags(tmp_path: Path) -> None:
             got = await pop_all(c, G, T, exp="B")
             assert [m.body for m, _ in got] == [b"x1", b"x3"]
             assert [r.queue_offset for _, r in got] == [1, 3]
+            # the broker keeps a built filter per (topic, expression, type): another expression gets its own
+            other = await pop_all(c, G + "2", T, exp="A")
+            assert [m.body for m, _ in other] == [b"x0", b"x2"]
+            everything = await pop_all(c, G + "3", T)
+            assert [m.body for m, _ in everything] == [b"x0", b"x1", b"x2", b"x3"]
             await c.close()
 
     run(main())

@@ -20,12 +20,12 @@ CheckpointKey = tuple[str, str, int, int, int, str]
 
 #: The first field of a compact checkpoint record (the ack and done records are ``a`` and ``d``).
 RECORD_CK = "c"
-_UNSAFE = ("\t", "\n", "\r")
 
 
 def plain_names(*names: str) -> bool:
     """Whether names can go into a tab-separated record unescaped (topic and group names always can)."""
-    return not any(ch in name for name in names for ch in _UNSAFE)
+    text = "".join(names)  # three scans of one string: a checkpoint is written per queue a pop reads
+    return "\t" not in text and "\n" not in text and "\r" not in text
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from rmqrun.protocol.pop import (
     INIT_MODE_MIN,
     POP_ORDER_REVIVE_QID,
     PROPERTY_POP_CK,
-    BatchAck,
+    BatchAckEntry,
     ReceiptHandle,
     encode_msg_offset_info,
     encode_order_count_info,
@@ -158,7 +158,7 @@ class PopService:
             if not req.order:
                 self.wake_revive(result.pop_time + req.invisible_time)
             self.counters.popped += len(result.records)
-            broker.stats.on_get(req.group, req.topic, len(result.records), sum(len(r) for r in result.records))
+            broker.stats.on_get(req.group, req.topic, len(result.records), sum(map(len, result.records)))
         return result
 
     def _pop_topic(self, req: PopRequest, result: PopResult, topic: str, is_retry: bool, random_q: int) -> None:
@@ -292,7 +292,7 @@ class PopService:
         self._count_acks(group, topic, n)
         return n
 
-    def batch_ack(self, broker_name: str | None, ack: BatchAck) -> int:
+    def batch_ack(self, broker_name: str | None, ack: BatchAckEntry) -> int:
         """One entry of BATCH_ACK_MESSAGE: bit i acks offset ``so + i`` (offsets outside the queue are skipped)."""
         store = self.broker.store
         topic = real_topic(ack.topic, ack.consumer_group, ack.retry)
@@ -309,9 +309,7 @@ class PopService:
         so, num = ck.start_offset, len(ck.offsets)
         if num and ck.offsets[-1] - so == num - 1:
             # a pop without a filter: bit i of the ack is bit i of the checkpoint, one mask for all of them
-            mask = 0
-            for i in ack.bits:
-                mask |= 1 << i
+            mask = ack.word
             if lo > so or hi < so + num - 1:  # the store no longer (or not yet) holds all of them: skip those
                 first, last = max(0, lo - so), min(num - 1, hi - so)
                 mask &= ((1 << (last + 1)) - 1) & ~((1 << first) - 1) if last >= first else 0

@@ -38,12 +38,15 @@ from rmqrun.remoting.frame import RemotingCommand
 TIMEOUT_TOO_MUCH_MS = 500
 #: A woken request with less poll time left than this is answered instead of held again.
 MIN_REHOLD_MS = 20
+#: Tag filters kept built (see PopProcessor._subscription); the table starts afresh when full.
+SUBSCRIPTIONS_KEPT = 1024
 
 
 class PopProcessor:
     def __init__(self, broker: BrokerContext) -> None:
         self.broker = broker
         self._sending: set[asyncio.Task[object]] = set()
+        self._subs: dict[tuple[str, str | None, str | None], SubscriptionData] = {}
 
     # ------------------------------------------------------------------ handlers
 
@@ -102,10 +105,12 @@ class PopProcessor:
     def process_pop(self, conn: Connection, cmd: RemotingCommand, *, first: bool,
                     hold_ms: int | None) -> RemotingCommand | None:
         """One pop; None when held. ``hold_ms`` None: the request's own poll time (first pass)."""
-        try:
-            header = parse_header(cmd, PopMessageRequestHeader)
-        except BadRequest as bad:
-            return bad.response
+        header = _fast_pop_header(cmd.ext_fields)
+        if header is None:
+            try:
+                header = parse_header(cmd, PopMessageRequestHeader)
+            except BadRequest as bad:
+                return bad.response
         broker = self.broker
         host = broker.config.store_host
         if first and header.born_time > 0 and now_ms() - header.born_time - header.poll_time > TIMEOUT_TOO_MUCH_MS:
@@ -178,9 +183,14 @@ class PopProcessor:
             return answer(cmd, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
         return None
 
-    @staticmethod
-    def _subscription(cmd: RemotingCommand, topic: str, exp: str | None,
+    def _subscription(self, cmd: RemotingCommand, topic: str, exp: str | None,
                       exp_type: str | None) -> SubscriptionData | RemotingCommand:
+        """The pop's tag filter, built once per (topic, expression, type): a consumer sends the same one with every
+        pop, and nothing changes a SubscriptionData once built (a pop only reads it)."""
+        key = (topic, exp, exp_type)
+        sub = self._subs.get(key)
+        if sub is not None:
+            return sub
         try:
             sub = SubscriptionData.build(topic, exp if exp else "*", exp_type or "TAG")
         except (ValueError, TypeError):
@@ -188,6 +198,9 @@ class PopProcessor:
         if not sub.is_tag_type:
             return answer(cmd, ResponseCode.SYSTEM_ERROR,
                           f"The broker does not support consumer to filter message by {sub.expression_type}")
+        if len(self._subs) >= SUBSCRIPTIONS_KEPT:
+            self._subs.clear()
+        self._subs[key] = sub
         return sub
 
     # ------------------------------------------------------------------ NOTIFICATION
@@ -221,3 +234,21 @@ class PopProcessor:
 
 def _notification(has_msg: bool, polling_full: bool) -> dict[str, Any]:
     return {"hasMsg": has_msg, "pollingFull": polling_full}
+
+
+def _fast_pop_header(ext: dict[str, str]) -> PopMessageRequestHeader | None:
+    """POP_MESSAGE's header without the generic parser (the hot path, as pull's): None sends it the slow way, which
+    gives the proper error for a missing or malformed field and reads an ``order`` other than "true"/"false" as
+    Java's ``Boolean.parseBoolean`` would."""
+    try:
+        order = ext.get("order")
+        if order is not None and order != "false" and order != "true":
+            return None
+        return PopMessageRequestHeader(
+            consumer_group=ext["consumerGroup"], topic=ext["topic"], queue_id=int(ext["queueId"]),
+            max_msg_nums=int(ext["maxMsgNums"]), invisible_time=int(ext["invisibleTime"]),
+            poll_time=int(ext["pollTime"]), born_time=int(ext["bornTime"]), init_mode=int(ext["initMode"]),
+            exp_type=ext.get("expType"), exp=ext.get("exp"), order=order == "true", attempt_id=ext.get("attemptId"),
+            bname=ext.get("bname"))
+    except (KeyError, ValueError, TypeError):
+        return None

@@ -17,7 +17,7 @@ from rmqrun.protocol.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ReceiptHandle,
-    decode_batch_ack_body,
+    decode_batch_ack_entries,
 )
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -73,17 +73,18 @@ class PopAckProcessor:
 
     async def batch_ack_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            broker_name, acks = decode_batch_ack_body(cmd.body or b"")
+            broker_name, acks = decode_batch_ack_entries(cmd.body or b"")
         except ProtocolError as exc:
             if not cmd.body:
                 return answer(cmd, ResponseCode.NO_MESSAGE, typed=False)
             return answer(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
         if not acks:
             return answer(cmd, ResponseCode.NO_MESSAGE, typed=False)
+        pop = self.broker.pop
         for ack in acks:
-            self.broker.pop.batch_ack(broker_name, ack)
-        await self.broker.pop.ck_log.durable()
-        return answer(cmd, typed=False)
+            pop.batch_ack(broker_name, ack)
+        await pop.ck_log.durable()
+        return cmd.response(ResponseCode.SUCCESS)  # answer(cmd, typed=False): no fields, no "extFields":{}
 
     async def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:

@@ -215,17 +215,17 @@ def unseal(buf: bytearray, off: int, pos: int) -> None:
     _I64.pack_into(buf, off + PHYSICAL_OFFSET_POS, pos)
 
 
-def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | memoryview]) -> list[int]:
+def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | memoryview], off: int = 0) -> list[int]:
     """Check and unseal, in place, the records ``run`` = [(position, size), ...] that lie back
-    to back in ``buf`` (read from the first one's position), appending each good record to
-    ``out`` as a memoryview. Returns the positions of records that failed (not appended).
+    to back in ``buf`` from ``buf[off]`` (read from the first one's position), appending each
+    good record to ``out`` as a memoryview. Returns the positions of records that failed (not
+    appended).
 
     The read path's :func:`stored_problem` + :func:`unseal` in one loop: one CRC call per
     record over the record itself (after putting its position back), no copies.
     """
     view = memoryview(buf)
     end = len(buf)
-    off = 0
     bad: list[int] = []
     field = PHYSICAL_OFFSET_POS
     for pos, size in run:

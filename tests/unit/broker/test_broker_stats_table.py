@@ -3,7 +3,7 @@ and the properties text the UPDATE_*_CONFIG requests carry."""
 
 from __future__ import annotations
 
-from rmqrun.broker.stats import StatsTable
+from rmqrun.broker.stats import StatsTable, _Buckets
 from rmqrun.protocol.admin import BrokerStatsData, parse_properties, properties_text
 
 
@@ -53,6 +53,34 @@ def test_a_busy_item_keeps_a_bounded_number_of_buckets() -> None:
         clock.now += 0.5
     item = table._items[("GROUP_GET_NUMS", "T@G")]
     assert len(item.minute.buckets) <= 7 and len(item.hour.buckets) <= 61 and len(item.day.buckets) <= 25
+
+
+def test_adds_within_ten_seconds_share_buckets_and_the_next_ten_seconds_open_new_ones() -> None:
+    """An add in the same 10 s as the one before goes straight to the open buckets; one past them (or a clock
+    that stepped back) goes through the windows, which open a bucket: the buckets come out as the windows' own
+    adds make them, add by add."""
+    clock = Clock()  # 1_000_000.0: a multiple of 10 and of 60, not of 3600
+    table = StatsTable(clock)
+    windows = (_Buckets(10.0, 6), _Buckets(60.0, 60), _Buckets(3600.0, 24))
+    for step in (0.0, 3.0, 6.5, 0.5, 9.0, 30.0, -45.0, 20.0, 1.0, 3600.0, 2.0, 86400.0):
+        clock.now += step
+        table.add("GROUP_GET_NUMS", "T@G", 2)
+        for w in windows:
+            w.add(2, 1, clock.now)
+        item = table._items[("GROUP_GET_NUMS", "T@G")]
+        assert [list(w.buckets) for w in (item.minute, item.hour, item.day)] == [list(w.buckets) for w in windows]
+        if step == 6.5:
+            assert [b[1:] for b in item.minute.buckets] == [[6, 3]], "three adds in one 10 s: one bucket"
+    # a read 70 s on trims the minute's open bucket; an add back in that bucket's 10 s (a clock that stepped
+    # back) must not go to the bucket the window dropped
+    clock.now += 70
+    table.get("GROUP_GET_NUMS", "T@G")
+    windows[0].window(clock.now, 1.0)
+    clock.now -= 69
+    table.add("GROUP_GET_NUMS", "T@G", 2)
+    for w in windows:
+        w.add(2, 1, clock.now)
+    assert [list(w.buckets) for w in (item.minute, item.hour, item.day)] == [list(w.buckets) for w in windows]
 
 
 def test_stats_data_round_trips_with_java_field_names() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from rmqrun.broker.store import GetMessageStatus as S
 from rmqrun.broker.store import MessageStore
-from rmqrun.broker.store.queue_reader import MIN_SCAN_ENTRIES
+from rmqrun.broker.store.queue_reader import MIN_SCAN_ENTRIES, SPAN_GAP
 from tests.unit.store_records import build_record, decode_record, small_config
 
 
@@ -106,17 +106,65 @@ def test_interleaved_queues_read_correct_records(store) -> None:
     assert bodies(store.get("B", 0, 38, 4)) == [b"b38", b"b39"]
 
 
-def test_contiguous_records_are_read_with_one_read(store, monkeypatch) -> None:
-    store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(20)], [0] * 20)
-    store.put("U", 0, build_record("U", 0, b"gap"), 0)
-    store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(20, 30)], [0] * 10)
-    calls = []
+def _count_reads(store, monkeypatch) -> list[tuple[int, int]]:
+    calls: list[tuple[int, int]] = []
     log = store._log
     real = log.read_served
     monkeypatch.setattr(log, "read_served", lambda pos, size: calls.append((pos, size)) or real(pos, size))
-    res = store.get("T", 0, 0, 32, max_bytes=1 << 20)
-    assert bodies(res) == [b"%d" % i for i in range(30)]
-    assert len(calls) == 2  # two runs: before and after the record of queue U
+    return calls
+
+
+def test_records_close_together_are_read_with_one_read(store, monkeypatch) -> None:
+    """A queue's records a few KiB apart (another queue's record between them) come from one read of the span;
+    a gap over SPAN_GAP ends the span, and a record whose seal does not match is still not served."""
+    store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(20)], [0] * 20)
+    for _ in range(3):  # about 2.5 KiB of queue U
+        store.put("U", 0, build_record("U", 0, b"gap" * 250), 0)
+    store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(20, 30)], [0] * 10)
+    for _ in range(SPAN_GAP // 800 + 1):  # more than SPAN_GAP of queue U
+        store.put("U", 0, build_record("U", 0, b"x" * 800), 0)
+    store.put_many("T", 0, [build_record("T", 0, b"%d" % i) for i in range(30, 35)], [0] * 5)
+    calls = _count_reads(store, monkeypatch)
+    res = store.get("T", 0, 0, 40, max_bytes=1 << 20)
+    assert bodies(res) == [b"%d" % i for i in range(35)]
+    assert len(calls) == 2, "the first 30 around 2.5 KiB of U in one read, the last 5 past 16 KiB of U in another"
+    assert offsets(res) == list(range(35))
+    rec = res.records[25]
+    assert decode_record(rec).body == b"25"
+
+
+def test_a_span_stops_at_its_segment(tmp_path, monkeypatch) -> None:
+    """Records never cross a commit log segment: a span does not either (the next segment is read on its own)."""
+    s = MessageStore(tmp_path, small_config(segment_size=4096, consume_queue_entries_per_file=1000)).open()
+    try:
+        for i in range(60):
+            s.put("T", 0, build_record("T", 0, b"t%d" % i), 0)
+            s.put("U", 0, build_record("U", 0, b"u%d" % i), 0)
+        calls = _count_reads(s, monkeypatch)
+        res = s.get("T", 0, 0, 60, max_bytes=1 << 20)
+        assert bodies(res) == [b"t%d" % i for i in range(60)]
+        assert len(calls) > 1 and all(pos // 4096 == (pos + size - 1) // 4096 for pos, size in calls)
+    finally:
+        s.close()
+
+
+def test_a_bad_record_in_a_span_is_skipped_and_the_rest_served(store, monkeypatch) -> None:
+    for i in range(10):
+        store.put("T", 0, build_record("T", 0, b"t%d" % i), 0)
+        store.put("U", 0, build_record("U", 0, b"u%d" % i), 0)
+    bad = store.queue_entries("T", 0, 4, 1)[0]
+    log = store._log
+    real = log.read_served
+
+    def corrupt(pos: int, size: int) -> bytearray:
+        buf = real(pos, size)
+        at = bad.commit_log_offset - pos + bad.size - 1  # the last byte of T's record 4
+        if 0 <= at < len(buf):
+            buf[at] ^= 0xFF
+        return buf
+    monkeypatch.setattr(log, "read_served", corrupt)
+    res = store.get("T", 0, 0, 32)
+    assert bodies(res) == [b"t%d" % i for i in range(10) if i != 4]
 
 
 def test_reads_do_not_keep_bodies_in_memory(store) -> None:
