@@ -25,7 +25,7 @@ MUTANTS: list[Mutant] = [
       I + "test_orderly_pipeline.py::test_a_failure_in_the_middle_of_a_pipeline_runs_nothing_after_it"),
     m("pipeline-worker-clean-on-failure", "rmqrun/worker/main.py",
       "a worker takes an orderly batch that failed for one that succeeded in full",
-      "        if run.mode is ConsumeMode.ORDERLY and outcome.statuses.count(0) == n:",
+      "        if run.mode is ConsumeMode.ORDERLY and statuses.count(0) == n:",
       "        if run.mode is ConsumeMode.ORDERLY:",
       I + "test_orderly_pipeline.py::test_a_failure_in_the_middle_of_a_pipeline_runs_nothing_after_it"),
     m("pipeline-chain-not-sent", "rmqrun/supervisor/executor.py",

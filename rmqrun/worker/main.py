@@ -311,6 +311,8 @@ class Worker:
         # by reference: what the handler logs is labelled only when it logs
         context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
         outcome = BatchOutcome(len(msgs))
+        if prog is not None:  # results written where the supervisor reads them (progress.Writer.in_place)
+            outcome.statuses = prog.in_place(len(msgs)) or outcome.statuses
         self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
         context.end()
         self._answer(run, prog, outcome, offsets, t0)
@@ -339,9 +341,10 @@ class Worker:
         if prog is not None:
             prog.publish(outcome.statuses, outcome.delays, n)
         self.handled += n
-        if run.mode is ConsumeMode.ORDERLY and outcome.statuses.count(0) == n:
+        statuses = bytes(outcome.statuses)
+        if run.mode is ConsumeMode.ORDERLY and statuses.count(0) == n:
             self._clean.add(run.batch_id)
-        self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
+        self.pipe.send(Done(run.batch_id, statuses, tuple(outcome.delays), tuple(offsets),
                             outcome.suspend_ms, outcome.timed_out, outcome.error,
                             int((time.perf_counter() - t0) * 1e6), tuple(outcome.errors.items())))
 
@@ -386,6 +389,11 @@ class Worker:
         prog = self.progress
         statuses = outcome.statuses
         delays = outcome.delays
+        # the statuses are the progress block's own bytes (in_place): announcing a call is one pack
+        placed = prog is not None and prog.placed
+        mm = prog.mm if prog is not None else None
+        pack_state = progress_mem.STATE.pack_into
+        state_at, cut_flag_at = progress_mem.STATE_AT, progress_mem.CUT_FLAG_AT
         context = worker_logs.CONTEXT
         n = len(msgs)
         check_memory = self.config.max_memory > 0
@@ -423,10 +431,13 @@ class Worker:
             now = monotonic()
             if now >= growth_at and start:  # after this batch's previous call (the batch's end: _check_recycle)
                 growth_at = growth.sample(self.handled + start)  # type: ignore[union-attr]
-            if prog is not None:
+            if placed:  # every message before start has its status in the block: done = start
+                pack_state(mm, state_at, now, start, start, end, 1)
+                if mm[cut_flag_at]:  # type: ignore[index]
+                    prog.check_cut(start)  # type: ignore[union-attr]
+            elif prog is not None:
                 prog.call(statuses, delays, start, end, now)
             if limit > 0:
-                self._call_started = now
                 call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
                 if now - announced > announce_every:
                     announced = now
@@ -485,6 +496,8 @@ class Worker:
                 if acked < end:
                     statuses[acked:end] = bytes([fail]) * (end - acked)
                     outcome.delays[acked:end] = [c.delay_level] * (end - acked)
+                    if self.progress is not None:  # before done passes them (progress.Writer.in_place)
+                        self.progress.set_delays(acked, end, c.delay_level)
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
             outcome.failed(start, end, str(exc))
