@@ -290,7 +290,7 @@ MUTANTS: list[Mutant] = [
       U + "consumer/test_store_to_handler_batch.py"),
     m("c38-retry-topic-first-record-only", "rmqrun/worker/batch_decode.py",
       "the retry-topic test runs on a batch's first record only: a later retry record keeps %RETRY%",
-      "                            if te - ts != len(raw_topic) or not startswith(raw_topic, ts):",
+      "                            if te - ts != topic_len or not startswith(raw_topic, ts):",
       "                            if raw_topic is _NO_TOPIC:",
       U + "worker/test_worker_batch_decode.py"),
     m("c38-limit-timer-kept-past-deadline", "rmqrun/worker/time_limit.py",

@@ -48,8 +48,7 @@ _FIXED_SIZE = _V4_FIXED.size
 _UNUSUAL = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6 | SYSFLAG_COMPRESSED
 _PENDING_STATE = _derived_fields  # the fill function decode_message defers to (the same values)
 _new = Message.__new__
-#: matches no topic (a V1 topic is at most 255 bytes): the next record's topic is decoded
-_NO_TOPIC = b"\x00" * 256
+_NO_TOPIC = b""  # with the length -1, which no topic has: the next record's topic is decoded
 
 
 def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
@@ -70,7 +69,7 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
     # a batch is one queue, so its records share a topic: its text is decoded once per topic seen
     # (a bytes compare per record), and the retry-prefix test with it; only a retry topic's records
     # have their properties read
-    raw_topic, topic_text, shown, retry = _NO_TOPIC, "", "", False
+    raw_topic, topic_len, topic_text, shown, retry = _NO_TOPIC, -1, "", "", False
     while pos < n:
         if n - pos >= _FIXED_SIZE:
             (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
@@ -87,14 +86,15 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
                     props_len = (data[te] << 8) | data[te + 1]
                     if props_len < 0x8000 and pl + props_len == end:
                         try:
-                            if te - ts != len(raw_topic) or not startswith(raw_topic, ts):
-                                raw_topic = data[ts:te]
+                            if te - ts != topic_len or not startswith(raw_topic, ts):
+                                raw_topic, topic_len = data[ts:te], -1
                                 topic_text = str(raw_topic, "utf-8")
                                 retry = is_retry_topic(topic_text)
                                 shown = unwrap(namespace, topic_text) if namespace else topic_text
+                                topic_len = te - ts  # only once its text decoded
                             props_text = str(data[pl:end], "utf-8")
                         except UnicodeDecodeError:
-                            raw_topic = _NO_TOPIC  # decode_message says why
+                            pass  # decode_message says why (the shared topic is only ever a decoded one)
                         else:
                             msg = _new(Message)
                             msg.topic = shown

@@ -122,7 +122,7 @@ class Worker:
         self._terminating = False
         self._in_batch = False
         self._call_started = 0.0
-        self.call_limit = CallLimit(config.time_limit)
+        self.call_limit = CallLimit(config.time_limit, config.kill_grace)
         self._idle = False
         self._warned: set[Any] = set()
         #: resident set size in bytes, read per call under max_memory (set at boot); 0 without a limit
