@@ -438,7 +438,12 @@ class Worker:
             elif prog is not None:
                 prog.call(statuses, delays, start, end, now)
             if limit > 0:
-                call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
+                # this call's own deadline; a timer armed for an earlier call is kept only when it fires no
+                # earlier than that deadline (CallLimit.arm's test, here without a method call per call)
+                call_limit.offset = offsets[start]
+                call_limit.deadline = deadline = now + limit
+                if deadline > call_limit.expires:
+                    call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
                 if now - announced > announce_every:
                     announced = now
                     self.pipe.send(Started(run.batch_id))
