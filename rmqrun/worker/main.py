@@ -383,17 +383,13 @@ class Worker:
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
                       outcome: BatchOutcome) -> None:
-        """The hot loop: the handler called per message (or chunk); a None result costs one status byte,
-        anything else is mapped by :meth:`_map_result`."""
+        """The hot loop: the handler per message (or chunk); None costs one status byte, others :meth:`_map_result`."""
         assert self.handler is not None
         prog = self.progress
         statuses = outcome.statuses
-        delays = outcome.delays
         # the statuses are the progress block's own bytes (in_place): announcing a call is one pack
-        placed = prog is not None and prog.placed
-        mm = prog.mm if prog is not None else None
-        pack_state = progress_mem.STATE.pack_into
-        state_at, cut_flag_at = progress_mem.STATE_AT, progress_mem.CUT_FLAG_AT
+        mm = prog.mm if prog is not None and prog.placed else None
+        pack_state, state_at, cut_at = progress_mem.STATE.pack_into, progress_mem.STATE_AT, progress_mem.CUT_FLAG_AT
         context = worker_logs.CONTEXT
         n = len(msgs)
         check_memory = self.config.max_memory > 0
@@ -402,8 +398,7 @@ class Worker:
         fn, ref, is_batch = self.handler.fn, self.handler.ref, self.handler.is_batch
         step = self.config.batch_size if is_batch else 1
         limit = self.config.time_limit
-        # Re-announce the batch before a call once the last announcement is this old, so the
-        # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
+        # STARTED again once the last one is this old: the hard limit (time_limit + kill_grace) follows the call
         announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
         monotonic = time.monotonic
         announced = self._call_started
@@ -415,10 +410,8 @@ class Worker:
         chunks = (_chunks_around(decode_errors, step) if any_bad
                   else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
         for start, end in chunks:
-            if any_bad and decode_errors[start]:
-                # never handed to the handler; the supervisor dead-letters it as stored
-                statuses[start] = Status.UNDECODABLE
-                outcome.failed(start, start + 1, str(decode_errors[start]))
+            if any_bad and decode_errors[start]:  # never handed to the handler: dead-lettered as stored
+                outcome.fail(start, start + 1, Status.UNDECODABLE, str(decode_errors[start]))
                 if orderly:
                     break  # the queue's order: nothing after it runs before it is dead-lettered
                 continue
@@ -426,20 +419,18 @@ class Worker:
                 break  # recycle after the call that went over: the rest go to the replacement
             arg = msgs[start:end] if is_batch else msgs[start]
             context.index = start
-            # one clock read per call: the progress block's "call began" (the consume-timeout
-            # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
+            # one clock read per call: "call began" (the consume-timeout sweep's) and the time limit's
             now = monotonic()
             if now >= growth_at and start:  # after this batch's previous call (the batch's end: _check_recycle)
                 growth_at = growth.sample(self.handled + start)  # type: ignore[union-attr]
-            if placed:  # every message before start has its status in the block: done = start
+            if mm is not None:  # every message before start has its status in the block: done = start
                 pack_state(mm, state_at, now, start, start, end, 1)
-                if mm[cut_flag_at]:  # type: ignore[index]
+                if mm[cut_at]:  # the cut flag: one byte read per call
                     prog.check_cut(start)  # type: ignore[union-attr]
             elif prog is not None:
-                prog.call(statuses, delays, start, end, now)
+                prog.call(statuses, outcome.delays, start, end, now)
             if limit > 0:
-                # this call's own deadline; a timer armed for an earlier call is kept only when it fires no
-                # earlier than that deadline (CallLimit.arm's test, here without a method call per call)
+                # this call's deadline; an earlier call's timer is kept if it fires no earlier (arm's own test)
                 call_limit.offset = offsets[start]
                 call_limit.deadline = deadline = now + limit
                 if deadline > call_limit.expires:
@@ -458,14 +449,12 @@ class Worker:
                         statuses[start:end] = bytes(end - start)
                     continue
             except SoftTimeLimitExceeded as exc:  # (one-shot timer; the warning: once the batch is over)
-                statuses[start:end] = bytes([fail]) * (end - start)
-                outcome.failed(start, end, f"handler '{ref}': {exc}")
+                outcome.fail(start, end, fail, f"handler '{ref}': {exc}")
                 outcome.timed_out = True
                 break
             except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
-                statuses[start:end] = bytes([fail]) * (end - start)
                 call_limit.deadline = 0.0
-                outcome.failed(start, end, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
+                outcome.fail(start, end, fail, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
                 self._log_exception(exc, offsets[start])
                 if orderly:
                     break
