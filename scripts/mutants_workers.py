@@ -523,4 +523,13 @@ MUTANTS: list[Mutant] = [
       "        self.grace = min(REARM_GRACE_S, limit / 100, kill_grace / 10)",
       "        self.grace = min(REARM_GRACE_S, limit / 100)",
       U + "worker/test_worker_time_limit.py"),
+    m("w38-forked-copy-runs-on", "rmqrun/worker/main.py",
+      "a process the handler forked that returns into the worker's code writes the block and runs the next calls",
+      "                if owner.mm is not mm:  # a forked copy, back before it writes the block: it leaves (guard.py)",
+      "                if False:",
+      U + "worker/test_worker_forked_copy.py"),
+    m("w38-forked-copy-raising-runs-on", "rmqrun/worker/main.py",
+      "a process the handler forked that raises out of the handler writes the block and runs the next calls",
+      "                if owner.mm is not mm:  # a forked copy: it leaves (guard.py)", "                if False:",
+      U + "worker/test_worker_forked_copy.py"),
 ]

@@ -70,6 +70,15 @@ _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 
 
+class _Unplaced:
+    """Stands for the writer in the call loop when results are not written in place: its ``mm`` is None."""
+
+    mm = None
+
+
+_UNPLACED = _Unplaced()
+
+
 class _Pipe:
     """The worker's end of the socket pair: blocking reads, writes gathered until a flush."""
 
@@ -385,29 +394,25 @@ class Worker:
                       outcome: BatchOutcome) -> None:
         """The hot loop: the handler per message (or chunk); None costs one status byte, others :meth:`_map_result`."""
         assert self.handler is not None
-        prog = self.progress
-        statuses = outcome.statuses
-        # the statuses are the progress block's own bytes (in_place): announcing a call is one pack
+        prog, statuses = self.progress, outcome.statuses
+        # results in the block itself (Writer.in_place): a call is one pack; a forked copy back here leaves (guard.py)
         mm = prog.mm if prog is not None and prog.placed else None
+        owner = prog if mm is not None else _UNPLACED
         pack_state, state_at, cut_at = progress_mem.STATE.pack_into, progress_mem.STATE_AT, progress_mem.CUT_FLAG_AT
         context = worker_logs.CONTEXT
         n = len(msgs)
-        check_memory = self.config.max_memory > 0
-        orderly = run.mode is ConsumeMode.ORDERLY
+        check_memory, orderly = self.config.max_memory > 0, run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
         fn, ref, is_batch = self.handler.fn, self.handler.ref, self.handler.is_batch
         step = self.config.batch_size if is_batch else 1
         limit = self.config.time_limit
         # STARTED again once the last one is this old: the hard limit (time_limit + kill_grace) follows the call
         announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
-        monotonic = time.monotonic
-        announced = self._call_started
-        call_limit = self.call_limit
+        monotonic, announced, call_limit = time.monotonic, self._call_started, self.call_limit
         growth = self._growth  # with no memory limit: RSS read between calls, at most once a second
         growth_at = growth.next_at if growth is not None else math.inf
         any_bad = any(decode_errors)
-        # (start, end) of each handler call; the usual case is built in C
-        chunks = (_chunks_around(decode_errors, step) if any_bad
+        chunks = (_chunks_around(decode_errors, step) if any_bad  # (start, end) per call; the usual ones built in C
                   else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
         for start, end in chunks:
             if any_bad and decode_errors[start]:  # never handed to the handler: dead-lettered as stored
@@ -442,6 +447,8 @@ class Worker:
             try:
                 value = fn(arg)
                 call_limit.deadline = 0.0  # returned: an alarm from here on came too late for it
+                if owner.mm is not mm:  # a forked copy, back before it writes the block: it leaves (guard.py)
+                    owner.call(statuses, outcome.delays, start, end, now)  # type: ignore[union-attr]
                 if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
                     if step == 1:
                         statuses[start] = 0
@@ -453,6 +460,8 @@ class Worker:
                 outcome.timed_out = True
                 break
             except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
+                if owner.mm is not mm:  # a forked copy: it leaves (guard.py)
+                    owner.call(statuses, outcome.delays, start, end, now)  # type: ignore[union-attr]
                 call_limit.deadline = 0.0
                 outcome.fail(start, end, fail, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
                 self._log_exception(exc, offsets[start])
