@@ -111,7 +111,9 @@ class _Marker:
 
 #: What a codec stores in ``properties``, ``offset_msg_id``, ``born_host`` and ``store_host`` of a
 #: message whose derived fields it defers; ``msg_id`` then holds ``(PENDING, fill, *raw)``, and
-#: ``fill(*raw)`` returns ``(properties, msg_id, offset_msg_id, born_host, store_host)``.
+#: ``fill(*raw)`` returns ``(properties, msg_id, offset_msg_id, born_host, store_host)``. A decoder
+#: that builds the message slot by slot (``Message.__new__``, :data:`DEFERRED_SLOT`) may instead
+#: leave those four slots unset: an unset slot reads as PENDING (four stores fewer per message).
 PENDING: Any = _Marker("PENDING")
 _NEW_DICT: Any = _Marker("<factory>")  # the default of ``properties``: a fresh dict per message (as dataclass)
 
@@ -217,17 +219,32 @@ _BORN_HOST_GET, _BORN_HOST_SET = _SLOTS["born_host"].__get__, _SLOTS["born_host"
 _STORE_HOST_GET, _STORE_HOST_SET = _SLOTS["store_host"].__get__, _SLOTS["store_host"].__set__
 
 
+#: msg_id's slot setter, for a decoder that builds a message slot by slot: it stores the deferred
+#: state ``(PENDING, fill, *raw)`` there and leaves the other four derived slots unset
+DEFERRED_SLOT = _MSG_ID_SET
+
+
+def _pending(get: Any, msg: Message) -> bool:
+    """Whether a derived field still waits for its value: PENDING, or its slot never set."""
+    try:
+        return get(msg) is PENDING
+    except AttributeError:
+        return True
+
+
 def _fill(msg: Message) -> None:
-    """Compute the deferred fields; a field set meanwhile (no longer PENDING) keeps its value."""
+    """Compute the deferred fields; a field set meanwhile (no longer pending) keeps its value."""
     state = _MSG_ID_GET(msg)
+    if not _is_deferred(state):  # a derived slot unset without deferred state: a half-built object
+        raise AttributeError("Message: derived fields read before the message was built")
     properties, msg_id, offset_msg_id, born_host, store_host = state[1](*state[2:])
-    if _PROPERTIES_GET(msg) is PENDING:
+    if _pending(_PROPERTIES_GET, msg):
         _PROPERTIES_SET(msg, properties)
-    if _OFFSET_MSG_ID_GET(msg) is PENDING:
+    if _pending(_OFFSET_MSG_ID_GET, msg):
         _OFFSET_MSG_ID_SET(msg, offset_msg_id)
-    if _BORN_HOST_GET(msg) is PENDING:
+    if _pending(_BORN_HOST_GET, msg):
         _BORN_HOST_SET(msg, born_host)
-    if _STORE_HOST_GET(msg) is PENDING:
+    if _pending(_STORE_HOST_GET, msg):
         _STORE_HOST_SET(msg, store_host)
     _MSG_ID_SET(msg, msg_id)
 
@@ -239,7 +256,10 @@ def _is_deferred(value: Any) -> bool:
 
 def _deferred_field(get: Any, set_: Any, doc: str) -> property:
     def read(self: Message) -> Any:
-        value = get(self)
+        try:
+            value = get(self)
+        except AttributeError:  # left unset by a slot-by-slot decoder: pending (see PENDING)
+            value = PENDING
         if value is PENDING:
             _fill(self)
             value = get(self)

@@ -11,6 +11,10 @@ the rate. On a shared machine compare the CPU per message (what load changes lea
 Usage: python scripts/bench_ab_drain.py --before /path/to/old/tree [--after .] [--messages 50000]
        [--rounds 4] [--workers 2] [--orderly] [--pop]
 
+``--cpu-ms MS`` drains with ``workers.cpu:handle`` burning MS of CPU per message (the 1 ms row: use a
+smaller ``--messages``, e.g. 6000) and prints the workers' CPU per message beyond the handler's MS.
+``--handler`` drains with any other handler (``module:function``).
+
 ``--pop`` also drains an 8-queue topic with ``--consume-mode pop`` (each group switched to POP first, as
 ``bench_pop`` does). The broker runs from this process's tree in every drain, so an A/B of broker code needs
 two runs (or ``bench_report --sections pop`` from each tree).
@@ -42,14 +46,15 @@ from rmqrun.broker.app import BrokerProcess  # noqa: E402
 
 
 def drain_with(tree: Path, ns: str, topic: str, group: str, n: int, workers: int, timeout: float,
-               env: dict[str, str]) -> dict[str, float]:
-    """One drain by ``rmqrun run`` imported from ``tree`` (bench_runs reads its ROOT when a run starts)."""
+               env: dict[str, str], handler: str = NOOP, handler_us: float = 0.0) -> dict[str, float]:
+    """One drain by ``rmqrun run`` imported from ``tree`` (bench_runs reads its ROOT when a run starts);
+    ``handler_us`` (the handler's own CPU per message) is taken off the workers' figure."""
     bench_runs.ROOT = tree
     try:
-        run = bench_runs.drain(ns, topic, group, n, NOOP, workers, timeout, env)
+        run = bench_runs.drain(ns, topic, group, n, handler, workers, timeout, env)
     finally:
         bench_runs.ROOT = SCRIPTS.parent
-    return {"sup": run.supervisor_us_per_msg(n), "workers": run.worker_us_per_msg(n),
+    return {"sup": run.supervisor_us_per_msg(n), "workers": run.worker_us_per_msg(n) - handler_us,
             "broker": run.broker_us_per_msg(n), "rate": run.rate(n), "load": os.getloadavg()[0]}
 
 
@@ -64,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--orderly", action="store_true", help="also drain a 4-queue topic orderly")
     ap.add_argument("--pop", action="store_true", help="also drain an 8-queue topic with --consume-mode pop")
     ap.add_argument("--json", type=Path, help="write every drain's figures here")
+    ap.add_argument("--cpu-ms", type=float, default=0.0, metavar="MS",
+                    help="workers.cpu:handle at MS of CPU per message; workers' figure is beyond it")
+    ap.add_argument("--handler", default=NOOP, help="the handler every drain runs (module:function)")
     args = ap.parse_args(argv)
+    handler, handler_us, cpu_env = args.handler, 0.0, {}
+    if args.cpu_ms > 0:
+        handler, handler_us = "workers.cpu:handle", args.cpu_ms * 1000
+        cpu_env = {"RMQRUN_HANDLER_CPU_MS": repr(args.cpu_ms)}
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     rows: dict[str, list[dict[str, float]]] = {}
     kinds = [("concurrent", "ABNoop", {})]
@@ -86,12 +98,14 @@ def main(argv: list[str] | None = None) -> int:
                     group = f"CG_{kind}_{side}_{r}"
                     if kind == "pop":
                         set_pop_mode(ns, topic, group)
-                    got = drain_with(trees[side], ns, topic, group, args.messages, args.workers, args.timeout, env)
+                    got = drain_with(trees[side], ns, topic, group, args.messages, args.workers, args.timeout,
+                                     {**env, **cpu_env}, handler, handler_us)
                     rows.setdefault(f"{kind} {side}", []).append(got)
                     print(f"round {r + 1} {kind:10s} {side:6s} sup {got['sup']:.2f} workers {got['workers']:.2f} "
                           f"broker {got['broker']:.2f} µs/msg, {got['rate']:,.0f} msg/s, load {got['load']:.1f}",
                           flush=True)
-    print("\nmedians (min–max) of the rounds, CPU µs per message:")
+    print("\nmedians (min–max) of the rounds, CPU µs per message"
+          + (f" (workers: beyond the handler's {args.cpu_ms:g} ms)" if args.cpu_ms > 0 else "") + ":")
     for name, drains in rows.items():
         parts = []
         for key in ("sup", "workers", "broker"):

@@ -13,6 +13,14 @@ process and is counted too: a small constant, the same for every variant.
     .venv/bin/python scripts/bench_worker.py                      # no-op, 32-message batches
     .venv/bin/python scripts/bench_worker.py --compare /tmp/perf2-base   # another checkout, interleaved
     .venv/bin/python scripts/bench_worker.py --profile /tmp/w.prof       # cProfile of the loop
+    .venv/bin/python scripts/bench_worker.py --cpu-ms 1 --compare DIR    # a 1 ms CPU handler (workers.cpu)
+
+With ``--cpu-ms MS`` the handler is ``workers.cpu:handle`` burning MS of thread
+CPU per message (``RMQRUN_HANDLER_CPU_MS``), the default batch count drops so a
+round lasts a few seconds, and the figure printed is the CPU per message
+*beyond* the handler's MS (what the worker costs around a real handler's call:
+the 1 ms row of ``bench_report.py``). The burn itself overshoots by about a
+microsecond (its last clock read), which stays in that figure for every tree.
 
 ``--compare`` runs this script again under the other tree's code (a subprocess
 per round, rounds interleaved) so both share the machine's load.
@@ -102,24 +110,33 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--body-size", type=int, default=1024)
     ap.add_argument("--handler", default="workers.noop:handle")
+    ap.add_argument("--cpu-ms", type=float, default=0.0, metavar="MS",
+                    help="workers.cpu:handle burning MS of CPU per message; report the CPU beyond it")
     ap.add_argument("--orderly", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--compare", type=Path, metavar="DIR", help="another checkout, run in the same rounds")
     ap.add_argument("--profile", metavar="FILE", help="also write a cProfile of one pass (process-time clock)")
     ap.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # one measurement, printed bare
     args = ap.parse_args()
+    if args.cpu_ms > 0:
+        args.handler = "workers.cpu:handle"
+        os.environ["RMQRUN_HANDLER_CPU_MS"] = repr(args.cpu_ms)  # read by workers/cpu.py at import
+        if args.batches == ap.get_default("batches"):
+            args.batches = max(10, int(80 / args.cpu_ms))  # ~2.5 s of handler time per round
     if args.once:  # rmqrun comes from PYTHONPATH (the tree under test)
         import rmqrun
 
         print(rmqrun.__file__, file=sys.stderr)
-        print(measure(args.batches, args.batch, args.body_size, args.handler, args.orderly, args.profile))
+        print(measure(args.batches, args.batch, args.body_size, args.handler, args.orderly, args.profile)
+              - args.cpu_ms * 1000)
         return
     trees = {"this": ROOT}
     if args.compare:
         trees = {"base": args.compare.resolve(), "this": ROOT}
     results: dict[str, list[float]] = {k: [] for k in trees}
     base_cmd = [sys.executable, str(Path(__file__).resolve()), "--once", "--batches", str(args.batches),
-                "--batch", str(args.batch), "--body-size", str(args.body_size), "--handler", args.handler]
+                "--batch", str(args.batch), "--body-size", str(args.body_size), "--handler", args.handler,
+                "--cpu-ms", repr(args.cpu_ms)]
     if args.orderly:
         base_cmd.append("--orderly")
     for r in range(args.rounds):
@@ -135,6 +152,8 @@ def main() -> None:
             results[label].append(float(out.strip().splitlines()[-1]))
         print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} us/msg" for k, v in results.items()), flush=True)
     load = os.getloadavg()[0]
+    if args.cpu_ms > 0:
+        print(f"(CPU per message beyond the handler's {args.cpu_ms:g} ms)")
     for label, vals in results.items():
         print(f"{label:<5} median {statistics.median(vals):.2f} us/msg (min {min(vals):.2f}, max {max(vals):.2f}); "
               f"load {load:.2f}")

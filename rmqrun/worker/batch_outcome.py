@@ -28,6 +28,11 @@ class BatchOutcome:
         #: each failed message's own error by index (a call's error belongs to the messages of that call)
         self.errors: dict[int, str] = {}
 
+    def fail(self, start: int, end: int, status: int, error: str) -> None:
+        """Messages [start, end) end with ``status`` (a failure) and ``error``."""
+        self.statuses[start:end] = bytes([status]) * (end - start)
+        self.failed(start, end, error)
+
     def failed(self, start: int, end: int, error: str) -> None:
         """Messages [start, end) failed with ``error`` (the batch's first error stays the batch's)."""
         self.error = self.error or error

@@ -70,6 +70,15 @@ _SIZE = struct.Struct(">i")
 _OFFSET = struct.Struct(">q")
 
 
+class _Unplaced:
+    """Stands for the writer in the call loop when results are not written in place: its ``mm`` is None."""
+
+    mm = None
+
+
+_UNPLACED = _Unplaced()
+
+
 class _Pipe:
     """The worker's end of the socket pair: blocking reads, writes gathered until a flush."""
 
@@ -122,7 +131,7 @@ class Worker:
         self._terminating = False
         self._in_batch = False
         self._call_started = 0.0
-        self.call_limit = CallLimit(config.time_limit)
+        self.call_limit = CallLimit(config.time_limit, config.kill_grace)
         self._idle = False
         self._warned: set[Any] = set()
         #: resident set size in bytes, read per call under max_memory (set at boot); 0 without a limit
@@ -311,6 +320,8 @@ class Worker:
         # by reference: what the handler logs is labelled only when it logs
         context.begin(msgs, offsets, unwrap(self.config.namespace, run.topic))
         outcome = BatchOutcome(len(msgs))
+        if prog is not None:  # results written where the supervisor reads them (progress.Writer.in_place)
+            outcome.statuses = prog.in_place(len(msgs)) or outcome.statuses
         self._call_within_limits(run, msgs, offsets, decode_errors, outcome)
         context.end()
         self._answer(run, prog, outcome, offsets, t0)
@@ -339,9 +350,10 @@ class Worker:
         if prog is not None:
             prog.publish(outcome.statuses, outcome.delays, n)
         self.handled += n
-        if run.mode is ConsumeMode.ORDERLY and outcome.statuses.count(0) == n:
+        statuses = bytes(outcome.statuses)
+        if run.mode is ConsumeMode.ORDERLY and statuses.count(0) == n:
             self._clean.add(run.batch_id)
-        self.pipe.send(Done(run.batch_id, bytes(outcome.statuses), tuple(outcome.delays), tuple(offsets),
+        self.pipe.send(Done(run.batch_id, statuses, tuple(outcome.delays), tuple(offsets),
                             outcome.suspend_ms, outcome.timed_out, outcome.error,
                             int((time.perf_counter() - t0) * 1e6), tuple(outcome.errors.items())))
 
@@ -380,37 +392,31 @@ class Worker:
 
     def _call_handler(self, run: Run, msgs: list[Any], offsets: list[int], decode_errors: list[str | None],
                       outcome: BatchOutcome) -> None:
-        """The hot loop: the handler called per message (or chunk); a None result costs one status byte,
-        anything else is mapped by :meth:`_map_result`."""
+        """The hot loop: the handler per message (or chunk); None costs one status byte, others :meth:`_map_result`."""
         assert self.handler is not None
-        prog = self.progress
-        statuses = outcome.statuses
-        delays = outcome.delays
+        prog, statuses = self.progress, outcome.statuses
+        # results in the block itself (Writer.in_place): a call is one pack; a forked copy back here leaves (guard.py)
+        mm = prog.mm if prog is not None and prog.placed else None
+        owner = prog if mm is not None else _UNPLACED
+        pack_state, state_at, cut_at = progress_mem.STATE.pack_into, progress_mem.STATE_AT, progress_mem.CUT_FLAG_AT
         context = worker_logs.CONTEXT
         n = len(msgs)
-        check_memory = self.config.max_memory > 0
-        orderly = run.mode is ConsumeMode.ORDERLY
+        check_memory, orderly = self.config.max_memory > 0, run.mode is ConsumeMode.ORDERLY
         fail = Status.SUSPEND if orderly else Status.RECONSUME_LATER
         fn, ref, is_batch = self.handler.fn, self.handler.ref, self.handler.is_batch
         step = self.config.batch_size if is_batch else 1
         limit = self.config.time_limit
-        # Re-announce the batch before a call once the last announcement is this old, so the
-        # supervisor's hard limit (time_limit + kill_grace after STARTED) follows the current call.
+        # STARTED again once the last one is this old: the hard limit (time_limit + kill_grace) follows the call
         announce_every = min(self.config.kill_grace, limit) / 2 if limit > 0 else 0.0
-        monotonic = time.monotonic
-        announced = self._call_started
-        call_limit = self.call_limit
+        monotonic, announced, call_limit = time.monotonic, self._call_started, self.call_limit
         growth = self._growth  # with no memory limit: RSS read between calls, at most once a second
         growth_at = growth.next_at if growth is not None else math.inf
         any_bad = any(decode_errors)
-        # (start, end) of each handler call; the usual case is built in C
-        chunks = (_chunks_around(decode_errors, step) if any_bad
+        chunks = (_chunks_around(decode_errors, step) if any_bad  # (start, end) per call; the usual ones built in C
                   else zip(range(0, n, step), (*range(step, n, step), n)) if n else ())
         for start, end in chunks:
-            if any_bad and decode_errors[start]:
-                # never handed to the handler; the supervisor dead-letters it as stored
-                statuses[start] = Status.UNDECODABLE
-                outcome.failed(start, start + 1, str(decode_errors[start]))
+            if any_bad and decode_errors[start]:  # never handed to the handler: dead-lettered as stored
+                outcome.fail(start, start + 1, Status.UNDECODABLE, str(decode_errors[start]))
                 if orderly:
                     break  # the queue's order: nothing after it runs before it is dead-lettered
                 continue
@@ -418,16 +424,22 @@ class Worker:
                 break  # recycle after the call that went over: the rest go to the replacement
             arg = msgs[start:end] if is_batch else msgs[start]
             context.index = start
-            # one clock read per call: the progress block's "call began" (the consume-timeout
-            # sweep counts from it, as Java from consumeStartTimeStamp) and the time limit's
+            # one clock read per call: "call began" (the consume-timeout sweep's) and the time limit's
             now = monotonic()
             if now >= growth_at and start:  # after this batch's previous call (the batch's end: _check_recycle)
                 growth_at = growth.sample(self.handled + start)  # type: ignore[union-attr]
-            if prog is not None:
-                prog.call(statuses, delays, start, end, now)
+            if mm is not None:  # every message before start has its status in the block: done = start
+                pack_state(mm, state_at, now, start, start, end, 1)
+                if mm[cut_at]:  # the cut flag: one byte read per call
+                    prog.check_cut(start)  # type: ignore[union-attr]
+            elif prog is not None:
+                prog.call(statuses, outcome.delays, start, end, now)
             if limit > 0:
-                self._call_started = now
-                call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
+                # this call's deadline; an earlier call's timer is kept if it fires no earlier (arm's own test)
+                call_limit.offset = offsets[start]
+                call_limit.deadline = deadline = now + limit
+                if deadline > call_limit.expires:
+                    call_limit.arm(now, offsets[start])  # this call's own timer: no earlier alarm reaches it
                 if now - announced > announce_every:
                     announced = now
                     self.pipe.send(Started(run.batch_id))
@@ -435,6 +447,8 @@ class Worker:
             try:
                 value = fn(arg)
                 call_limit.deadline = 0.0  # returned: an alarm from here on came too late for it
+                if owner.mm is not mm:  # a forked copy, back before it writes the block: it leaves (guard.py)
+                    owner.call(statuses, outcome.delays, start, end, now)  # type: ignore[union-attr]
                 if value is None:  # the common case, in both modes: SUCCESS (0) for the chunk
                     if step == 1:
                         statuses[start] = 0
@@ -442,14 +456,14 @@ class Worker:
                         statuses[start:end] = bytes(end - start)
                     continue
             except SoftTimeLimitExceeded as exc:  # (one-shot timer; the warning: once the batch is over)
-                statuses[start:end] = bytes([fail]) * (end - start)
-                outcome.failed(start, end, f"handler '{ref}': {exc}")
+                outcome.fail(start, end, fail, f"handler '{ref}': {exc}")
                 outcome.timed_out = True
                 break
             except (Exception, KeyboardInterrupt) as exc:  # SIGINT is ignored here: the handler raised it
-                statuses[start:end] = bytes([fail]) * (end - start)
+                if owner.mm is not mm:  # a forked copy: it leaves (guard.py)
+                    owner.call(statuses, outcome.delays, start, end, now)  # type: ignore[union-attr]
                 call_limit.deadline = 0.0
-                outcome.failed(start, end, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
+                outcome.fail(start, end, fail, f"handler '{ref}' raised {type(exc).__name__}: {exc}")
                 self._log_exception(exc, offsets[start])
                 if orderly:
                     break
@@ -485,6 +499,8 @@ class Worker:
                 if acked < end:
                     statuses[acked:end] = bytes([fail]) * (end - acked)
                     outcome.delays[acked:end] = [c.delay_level] * (end - acked)
+                    if self.progress is not None:  # before done passes them (progress.Writer.in_place)
+                        self.progress.set_delays(acked, end, c.delay_level)
         except BadResultError as exc:
             statuses[start:end] = bytes([fail]) * (end - start)
             outcome.failed(start, end, str(exc))

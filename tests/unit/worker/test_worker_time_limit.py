@@ -149,3 +149,14 @@ def test_a_call_beginning_past_half_the_limit_is_announced_again_and_the_batch_s
     done = worker.run(records([{}] * 2))
     assert done.statuses == bytes(2), "both calls ran to success"
     assert worker.announced >= 2, "the second call, 0.6 s after the first announcement, was announced again"
+
+
+def test_the_shared_timers_grace_is_a_small_part_of_the_limit_and_of_the_kill_grace() -> None:
+    """The soft limit may come the grace after a call's deadline: never a noticeable part of the limit,
+    and well before the supervisor's kill (time limit + kill grace after the call's announcement)."""
+    from rmqrun.worker import time_limit
+
+    assert CallLimit(900.0).grace == time_limit.REARM_GRACE_S <= 0.05
+    assert CallLimit(1.0).grace == 0.01
+    assert CallLimit(900.0, kill_grace=0.1).grace == pytest.approx(0.01)
+    assert CallLimit(0.3, kill_grace=0.4).grace == pytest.approx(0.003)
