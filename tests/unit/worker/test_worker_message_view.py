@@ -13,11 +13,12 @@ import socket
 from typing import Any
 
 from rmqrun.model import Message
-from rmqrun.pipe.wire import Batch, ConsumeMode, Done, FrameBuffer, Started, encode_run
+from rmqrun.pipe.wire import Batch, ConsumeMode, Done, encode_run
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.remoting.message import encode_stored
 from rmqrun.handler.loading import Handler
 from rmqrun.worker.main import Worker
+from tests.unit.worker.done_frames import read_done
 
 RECORDS = [  # (topic as stored, properties, the topic the handler must see)
     ("Orders", {"UNIQ_KEY": "AAAA", "TAGS": "TagA", "KEYS": "k1 k2"}, "Orders"),
@@ -40,13 +41,7 @@ def _run(handler: Any, mode: ConsumeMode = ConsumeMode.CONCURRENT) -> Done:
     run = worker._next_frame()
     worker._run_batch(run)  # type: ignore[arg-type]
     worker.pipe.flush()
-    frames = FrameBuffer()
-    done: Any = None
-    while not isinstance(done, Done):
-        while not frames.has_frame():
-            frames.feed(sup.recv(1 << 16))
-        done = frames.next()
-        assert isinstance(done, (Started, Done))
+    done = read_done(sup)
     sup.close()
     mine.close()
     return done

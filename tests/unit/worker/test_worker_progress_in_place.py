@@ -23,10 +23,11 @@ import pytest
 from rmqrun.handler.loading import Handler
 from rmqrun.handler.results import AckIndex, ReconsumeLater
 from rmqrun.pipe import progress as p
-from rmqrun.pipe.wire import Batch, ConsumeMode, Done, FrameBuffer, Started, Status, encode_run
+from rmqrun.pipe.wire import Batch, ConsumeMode, Done, Status, encode_run
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.remoting.message import encode_stored
 from rmqrun.worker.main import Worker
+from tests.unit.worker.done_frames import read_done
 
 S = Status
 
@@ -51,14 +52,7 @@ def _batch(worker: Worker, sup: socket.socket, batch_id: int, bodies: list[bytes
     sender.join()
     worker._run_batch(run)  # type: ignore[arg-type]
     worker.pipe.flush()
-    frames = FrameBuffer()
-    done: Any = None
-    while not isinstance(done, Done):
-        while not frames.has_frame():
-            frames.feed(sup.recv(1 << 20))
-        done = frames.next()
-        assert isinstance(done, (Started, Done))
-    return done
+    return read_done(sup)
 
 
 def _seen(mm: Any) -> tuple[Any, ...]:
