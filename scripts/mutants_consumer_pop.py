@@ -1,0 +1,262 @@
+"""Mutants of the push consumer's POP client: its pop loop and flow control, the one-pass answer decode, receipts
+and batch acks, redelivery after a kill, POP jobs (entries as in :mod:`mutant_kit`; joined by :mod:`mutants_table`).
+Kept apart from :mod:`mutants_consumer` so each table stays under the 600-line limit.
+"""
+
+from __future__ import annotations
+
+from mutant_kit import I, U, Mutant, m
+
+MUTANTS: list[Mutant] = [
+    # ---------------------------------------------------------------- the POP client (#24)
+    m("pop-invisibility-not-extended", "rmqrun/consumer/pop_consume.py",
+      "a POP handler call running past the invisible time is not extended: another client gets the message meanwhile",
+      "                if entry.needs_extension(now, EXTEND_AT) and not entry.is_pop_timeout(now):",
+      "                if False:",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
+    m("pop-client-ack-wrong-offset", "rmqrun/client/pop_api.py", "a POP ack names the next offset, not the message's: "
+      "the message comes back after its invisible time (and another may be acked unconsumed)",
+      "extra_info=r.encode(), offset=r.queue_offset, bname=r.broker_name)",
+      "extra_info=r.encode(), offset=r.queue_offset + 1, bname=r.broker_name)",
+      U + "client/test_client_pop_api.py",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
+    m("pop-orderly-suspends-failed-only", "rmqrun/consumer/pop_orderly.py",
+      "orderly POP moves on past a failed message instead of retrying it in place: the rest of its queue runs "
+      "before it succeeds",
+      "                moved_on, suspend_ms, failed = await self._run_chunk(req, mq, live)\n                i += moved_on\n",
+      "                moved_on, suspend_ms, failed = await self._run_chunk(req, mq, live)\n"
+      "                i += moved_on + (moved_on < len(live) and suspend_ms is not None)\n",
+      I + "test_pop_run.py::test_orderly_pop_retries_a_failed_message_before_the_rest_of_its_queue"),
+    m("pop-orderly-count-ignored", "rmqrun/consumer/pop_orderly.py",
+      "orderly POP ignores orderCountInfo: a batch that came back after a kill says reconsume_times 0 at its head, "
+      "and a message that takes its instance down never reaches the DLQ",
+      "    if head and order_count is not None and order_count > stored:",
+      "    if False:",
+      U + "consumer/test_pop_orderly.py"),
+    m("pop-ack-stale-receipt", "rmqrun/consumer/pop_acks.py",
+      "a POP ack names the receipt of the pop, not the one its last extension brought: the extended checkpoint "
+      "stays un-acked and the message is delivered again",
+      "            receipts = list(map(RECEIPT, entries))",
+      "            receipts = [e.message.receipt for e in entries]",
+      I + "test_pop_run.py::test_a_call_longer_than_the_invisible_time_is_not_delivered_twice"),
+    # --- issue #32 (p32b): redelivery after a kill within the invisible time + 5 s; only begun calls extended;
+    # a job that waited past its invisible time not started; status "last hour" unknown unless reported
+    m("pop-revive-late", "rmqrun/broker/pop/revive.py",
+      "the revive pass takes a checkpoint 6 s after its revive time: a killed instance's messages come back late",
+      "                for ck in log.due(now_ms()):", "                for ck in log.due(now_ms() - 6000):",
+      I + "test_pop_redelivery.py"),
+    m("pop-extend-waiting", "rmqrun/consumer/pop_consume.py",
+      "messages waiting for a worker are extended too: a killed instance's come back up to 2/3 of the invisible "
+      "time late",
+      "        begun = None if self.extends_waiting else self._begun()", "        begun = None",
+      I + "test_pop_redelivery.py", U + "consumer/test_pop_consume_results.py"),
+    m("pop-job-expiry-ignored", "rmqrun/consumer/pop_queue.py",
+      "a job whose messages lapsed while waiting for a worker is still started (the broker may have handed "
+      "them out again)",
+      "        return bool(self.entries) and now_ms() >= min(map(VISIBLE_AT, self.entries))", "        return False",
+      U + "consumer/test_pop_consume_results.py::test_a_job_whose_messages_lapsed_while_waiting_reads_as_dropped"),
+    m("pop-status-hour-zero", "rmqrun/admin/pop_status.py",
+      "a master that did not report its revive figure counts as 0 (\"last hour 0\" on an Apache broker)",
+      "    if not per_master or any(n is None for n in per_master):", "    if not per_master:",
+      U + "admin/test_pop_status_view.py::test_last_hour_is_known_only_when_every_master_reported_it"),
+    m("pop-inflight-unbounded", "rmqrun/consumer/pop_loop.py",
+      "the pops on the wire are not counted by flow control: un-acked can reach the threshold + three pops",
+      "        if pq.wait_ack_count + pq.popping > cfg.pop_threshold_for_queue:",
+      "        if pq.wait_ack_count > cfg.pop_threshold_for_queue:",
+      U + "consumer/test_pop_loop_inflight.py::test_pops_in_flight_fill_the_threshold_and_no_more"),
+    m("pop-inflight-orderly", "rmqrun/consumer/pop_loop.py",
+      "orderly POP puts several pops on the wire too",
+      "    loops = 1 if engine.config.orderly else POPS_IN_FLIGHT", "    loops = POPS_IN_FLIGHT",
+      U + "consumer/test_pop_loop_inflight.py::test_pops_in_flight_fill_the_threshold_and_no_more"),
+    m("pop-room-last-waiter-only", "rmqrun/consumer/pop_queue.py",
+      "acks wake only the loop that waited last: the others sleep out their 50 ms",
+      "        for at, room in self._room:", "        for at, room in self._room[-1:]:",
+      U + "consumer/test_pop_loop_inflight.py::test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room"),
+    # ---------------------------------------------------------------- h32: POP client per-message cost (#32)
+    m("h32-pop-ack-holds-flow-slot", "rmqrun/consumer/pop_acks.py",
+      "a success queued for its ack still counts as un-acked until the broker answers: the pop loop's flow "
+      "control holds the pipeline at a few messages (and nothing frees the slot once answered)",
+      "        pq.done_all(entries)  # outcomes decided, acks on their way",
+      "        pass  # outcomes decided, acks on their way",
+      U + "consumer/test_pop_consume.py::test_an_ack_on_its_way_frees_flow_control_but_the_job_waits_for_the_"
+      "brokers_answer"),
+    m("h32-pop-ack-job-ends-at-first-answer", "rmqrun/consumer/pop_acks.py",
+      "a job whose acks went in two requests ends at the first answer: a stop's grace cuts the other short",
+      "        if self.left <= 0 and not self.done.done():",
+      "        if not self.done.done():",
+      U + "consumer/test_pop_consume.py::test_a_job_whose_acks_go_in_two_requests_ends_only_once_both_are_answered"),
+    m("h32-pop-decode-missing-start-accepted", "rmqrun/client/pop_api.py",
+      "a pop answer whose startOffsetInfo lacks a message's queue is read, its receipt naming no checkpoint",
+      "            if start is None:  # receipt_for raises", "            if False:  # receipt_for raises",
+      U + "client/test_client_pop_api.py::test_a_normal_message_without_start_offsets_or_missing_from_them"),
+    m("h32-pop-decode-no-start-info-zero", "rmqrun/client/pop_api.py",
+      "an answer without startOffsetInfo gives every receipt ck offset 0, not the message's own offset",
+      "            start = starts.get((flag, queue_id)) if starts else queue_offset",
+      "            start = starts.get((flag, queue_id)) if starts else 0",
+      U + "client/test_client_pop_api.py::test_a_normal_message_without_start_offsets_or_missing_from_them"),
+    m("h32-pop-refilter-skipped", "rmqrun/consumer/pop_loop.py",
+      "popped messages are never re-filtered by tag: a tag-hash collision reaches the handler",
+      "    if sub.matches_tag(None):  # the subscription filters nothing",
+      "    if True:  # the subscription filters nothing",
+      U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
+    m("h32-pop-refilter-star-filters", "rmqrun/consumer/pop_loop.py",
+      "a '*' subscription re-filters too: untagged messages are acked unconsumed",
+      "    if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted\n"
+      "        wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message\n"
+      "    else:\n        for msg in popped:\n            if _tag_matches(sub, msg):",
+      "    if False:\n        pass\n    else:\n        for msg in popped:\n"
+      "            if msg.tags is not None and _tag_matches(sub, msg):",
+      U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
+    # ---------------------------------------------------------------- h32b: POP jobs merged across pops (#32)
+    m("h32b-pop-lane-never-flushed", "rmqrun/consumer/pop_consume.py",
+      "a queue's job coming back from the executor does not free its lane: later pops' messages wait forever",
+      "            lane.out -= 1", "            pass",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
+    m("h32b-pop-merged-job-unsorted", "rmqrun/consumer/pop_consume.py",
+      "a job merged from several pops keeps their arrival order, not the queue's offset order",
+      "            waiting.sort(key=OFFSET)", "            pass",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
+    m("h32b-pop-merged-job-unbounded", "rmqrun/consumer/pop_consume.py",
+      "a lane hands everything waiting over as one job, past job_size (one slow call's worth)",
+      "                chunk = waiting[:size]", "                chunk = waiting[:]",
+      U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
+      "what_waits"),
+    m("h32b-pop-stop-keeps-lanes", "rmqrun/consumer/pop_consume.py",
+      "a stop leaves the messages waiting in a lane unconsumed (they come back only after their invisible time)",
+      "        self._stopping = True", "        self._stopping = False",
+      U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
+      "what_waits"),
+    m("h32b-pop-fast-path-any-success", "rmqrun/consumer/pop_consume.py",
+      "a POP job with one success takes the all-succeeded path: its failures are acked, never retried",
+      "        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):",
+      "        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) > 0:",
+      U + "consumer/test_pop_consume.py::test_successes_are_acked_together_and_failures_delayed_by_their_count",
+      U + "consumer/test_pop_merged_jobs.py::test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_"
+      "outcome"),
+    # ---------------------------------------------------------------- h32c: POP supervisor path per job (#32)
+    m("h32c-pop-entry-lapse-stale", "rmqrun/consumer/pop_queue.py",
+      "an extension's new receipt does not move the message's lapse time: an extended job reads as lapsed",
+      "    def receipt(self, receipt: ReceiptHandle) -> None:\n        self._receipt = receipt\n"
+      "        self.visible_at = receipt.pop_time + receipt.invisible_time",
+      "    def receipt(self, receipt: ReceiptHandle) -> None:\n        self._receipt = receipt",
+      U + "consumer/test_pop_job_paths.py::test_a_jobs_lapse_follows_each_messages_newest_receipt"),
+    m("h32c-pop-expiry-fast-path-latest", "rmqrun/consumer/pop_consume.py",
+      "a job is taken as live when its latest message has not lapsed: its lapsed ones are run too",
+      "        if not entries or now < min(map(VISIBLE_AT, entries)):",
+      "        if not entries or now < max(map(VISIBLE_AT, entries)):",
+      U + "consumer/test_pop_job_paths.py::test_a_job_whose_message_lapsed_before_it_ran_runs_only_the_live_ones"),
+    m("h32c-pop-done-all-no-wake", "rmqrun/consumer/pop_queue.py",
+      "a job's messages leave flow control but the pop loops waiting for room are not woken",
+      "        self.entries.difference_update(entries)\n        if self._room:\n            self._wake()",
+      "        self.entries.difference_update(entries)",
+      U + "consumer/test_pop_job_paths.py::test_a_job_done_at_once_leaves_flow_control_and_wakes_a_waiting_pop"),
+    m("h32c-pop-ack-split-drops-one", "rmqrun/consumer/pop_acks.py",
+      "a job cut across two ack requests loses the first message of its second part (never acked: delivered again)",
+      "                item = _Pending(item.pq, item.entries[room:], item.receipts[room:], item.waiter)",
+      "                item = _Pending(item.pq, item.entries[room + 1:], item.receipts[room + 1:], item.waiter)",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+      "with_its_receipt"),
+    m("h32c-pop-ack-request-unbounded", "rmqrun/consumer/pop_acks.py",
+      "a job's acks go in one request however many there are (ACK_BATCH_MAX ignored)",
+      "                if len(item.entries) <= room:", "                if True:",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+      "with_its_receipt"),
+    m("h32c-pop-batch-ack-word-last-only", "rmqrun/protocol/pop.py",
+      "the one-pass batch ack keeps only the last offset of each checkpoint: the others are never acked",
+      "        words[key] = word | 1 << bit", "        words[key] = 1 << bit",
+      U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says"),
+    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_api.py",
+      "a popped message's tags read as None: a tag subscription drops (acks unseen) every message",
+      "            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None",
+      "            self._tags = None",
+      U + "client/test_pop_answer_lazy_fields.py::test_records_a_java_broker_wrote_pop_with_the_tags_and_counts_"
+      "the_full_decoder_reads"),
+    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_api.py",
+      "a record without 1ST_POP_TIME reads first popped at 0, not at this pop",
+      "                self._first_pop_time = int(first) if first else self._pop_time",
+      "                self._first_pop_time = int(first) if first else 0",
+      U + "client/test_pop_answer_lazy_fields.py::test_1st_pop_time_is_read_when_asked_and_a_bad_one_falls_back_"
+      "to_the_pops_time"),
+    m("h32c-pop-header-template-shared", "rmqrun/client/pop_api.py",
+      "every pop of an assignment sends the one cached header dict: what one request adds reaches the next",
+      "        ext = template.copy()", "        ext = template",
+      U + "client/test_pop_answer_lazy_fields.py::test_a_pops_header_is_built_once_per_settings_and_each_pop_has_"
+      "its_own_born_time"),
+    m("h32c-pop-lanes-one-per-pop", "rmqrun/consumer/pop_consume.py",
+      "a pop with messages of several queues goes to one lane: a job mixes queues under the first one's name",
+      "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
+      U + "consumer/test_pop_job_paths.py::test_a_pop_of_several_queues_makes_one_job_per_queue"),
+    # ---------------------------------------------------------------- s6p: POP supervisor CPU per message (#32)
+    m("s6p-pop-one-pass-retry-record", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder reads a record of the pop retry topic (it carries its own POP_CK) with a receipt "
+      "built from the header: its ack names the wrong checkpoint and topic, and it is delivered again",
+      "                    or find(_B_POP_CK, p, end) >= 0):", "                    or False):",
+      U + "client/test_pop_answer_one_pass.py::test_what_the_one_pass_does_not_take_whole_comes_out_as_the_"
+      "general_reader_has_it"),
+    m("s6p-pop-one-pass-any-topic", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder takes every record for the first one's topic: another topic's message is acked "
+      "and handed to the handler under the wrong name",
+      "                    or not startswith(field, at) or body[p - 2] >= 0x80",
+      "                    or body[p - 2] >= 0x80",
+      U + "client/test_pop_answer_one_pass.py::test_what_the_one_pass_does_not_take_whole_comes_out_as_the_"
+      "general_reader_has_it"),
+    m("s6p-pop-one-pass-negative-props", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder reads a properties length past a short's range as unsigned: a record the "
+      "general reader refuses is consumed",
+      " or body[p - 2] >= 0x80 or ", " or ",
+      U + "client/test_pop_answer_one_pass.py::test_a_bad_answer_the_one_pass_leaves_gets_the_general_readers_"
+      "error"),
+    m("s6p-pop-one-pass-missing-start", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder makes up a checkpoint start for a queue the answer's startOffsetInfo lacks (its "
+      "acks name a checkpoint the broker never wrote) instead of refusing the answer",
+      "                if run_start is None:\n                    return None",
+      "                if run_start is None:\n                    run_start = queue_offset",
+      U + "client/test_pop_answer_one_pass.py::test_a_bad_answer_the_one_pass_leaves_gets_the_general_readers_"
+      "error"),
+    m("s6p-pop-one-pass-store-time", "rmqrun/client/pop_api.py",
+      "the one-pass pop decoder hands no store time on: the store-to-handler latency of popped messages is lost",
+      "                                 pop_time, stored))", "                                 pop_time, 0))",
+      U + "client/test_pop_answer_one_pass.py::test_the_usual_answer_is_read_in_one_pass_as_the_general_reader_"
+      "reads_it"),
+    m("s6p-pop-store-time-ipv6", "rmqrun/client/pop_api.py",
+      "a popped record with an IPv6 host has its store time read at the IPv4 position",
+      "            (stored,) = _LONG.unpack_from(body, pos + store_timestamp_pos(sys_flag))", "            pass",
+      U + "client/test_pop_answer_lazy_fields.py::test_each_popped_message_has_its_records_store_time"),
+    m("s6p-store-times-not-run-counted", "rmqrun/consumer/push.py",
+      "store times handed over by POP count messages that never reached the handler (NOT_RUN) in the "
+      "store-to-handler histogram",
+      "                    stored = [s for s, v in zip(stored, result.verdicts) if v is not Status.NOT_RUN]",
+      "                    stored = list(stored)",
+      U + "consumer/test_store_to_handler_batch.py::test_store_times_a_caller_read_already_count_what_the_records_"
+      "count"),
+    m("s6p-pop-batch-ack-run-with-gap", "rmqrun/protocol/pop.py",
+      "a checkpoint's acked offsets with a gap are taken for a run: the message in the gap is acked unconsumed",
+      "        if low >= f[0] and high - low + 1 == len(offsets):", "        if low >= f[0]:",
+      U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
+      "path_acks_it"),
+    m("s6p-pop-batch-ack-run-any-flag", "rmqrun/protocol/pop.py",
+      "receipts of one queue, start and pop time but another retry flag are taken for one checkpoint: the "
+      "retried message's ack names the wrong topic",
+      "            and len(set(map(_QUEUE_ID, receipts))) == 1 and len(set(map(_RETRY_FLAG, receipts))) == 1):",
+      "            and len(set(map(_QUEUE_ID, receipts))) == 1):",
+      U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
+      "path_acks_it"),
+    m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_api.py",
+      "acks of one checkpoint that came in two jobs keep only the last job's offsets: the first job's messages "
+      "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
+      U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
+      "receipts_came_in"),
+    m("s6p-pop-ack-job-one-topic", "rmqrun/consumer/pop_acks.py",
+      "a job whose messages name two topics is batch-acked under one of them: the others' acks name the wrong "
+      "topic and miss their checkpoint", "        if len(topics) == 1:", "        if topics:",
+      U + "consumer/test_pop_job_paths.py::test_a_batch_ack_names_each_receipt_with_the_topic_its_own_message_"
+      "was_sent_to"),
+    m("s6p-pop-flow-wait-no-timeout", "rmqrun/consumer/pop_queue.py",
+      "a pop loop held by flow control waits only for acks, never looking again after its timeout",
+      "        timer = loop.call_later(timeout, _time_up, room)",
+      "        timer = loop.call_later(3600, _time_up, room)",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_by_flow_control_looks_again_after_its_timeout_and_"
+      "a_cancelled_one_leaves_nothing"),
+]
