@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -390,46 +390,13 @@ def decode_bitset_word(value: Any) -> int:
     raise ProtocolError(f"batch ack bitset {value!r} is neither base64 nor a byte array")
 
 
-@dataclass(slots=True)
-class BatchAck:
-    """One checkpoint's acks in BATCH_ACK_MESSAGE; bit i of ``bits`` acks offset ``start_offset + i``."""
-
-    consumer_group: str
-    topic: str  # the original topic; ``retry`` says whether the messages sit in its pop retry topic
-    retry: str
-    start_offset: int
-    queue_id: int
-    revive_queue_id: int
-    pop_time: int
-    invisible_time: int
-    bits: set[int] = field(default_factory=set)
-
-    @property
-    def offsets(self) -> list[int]:
-        return [self.start_offset + i for i in sorted(self.bits)]
-
-    def to_json(self) -> dict[str, Any]:
-        # fastjson sorts by the @JSONField names.
-        return {"b": encode_bitset(self.bits), "c": self.consumer_group, "it": self.invisible_time,
-                "pt": self.pop_time, "q": self.queue_id, "r": self.retry, "rq": self.revive_queue_id,
-                "so": self.start_offset, "t": self.topic}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> "BatchAck":
-        e = BatchAckEntry.from_json(obj)
-        word = e.word
-        return cls(consumer_group=e.consumer_group, topic=e.topic, retry=e.retry, start_offset=e.start_offset,
-                   queue_id=e.queue_id, revive_queue_id=e.revive_queue_id, pop_time=e.pop_time,
-                   invisible_time=e.invisible_time, bits={i for i in range(word.bit_length()) if word >> i & 1})
-
-
 #: an ack entry's fields under fastjson's @JSONField names, as rmqrun and the Java client write them
 _SHORT_KEYS = frozenset(("b", "c", "it", "pt", "q", "r", "rq", "so", "t"))
 
 
-class BatchAckEntry(NamedTuple):
-    """One checkpoint's acks in BATCH_ACK_MESSAGE as the broker reads them: the bitset as one int, bit i acking
-    offset ``start_offset + i`` (:class:`BatchAck` holds a set of indexes, which the broker does not need)."""
+class BatchAck(NamedTuple):
+    """One checkpoint's acks in BATCH_ACK_MESSAGE: the bitset as one int, bit i acking offset
+    ``start_offset + i`` (what the client builds, the wire carries and the broker reads)."""
 
     consumer_group: str
     topic: str  # the original topic; ``retry`` says whether the messages sit in its pop retry topic
@@ -442,12 +409,24 @@ class BatchAckEntry(NamedTuple):
     word: int
 
     @property
+    def bits(self) -> set[int]:
+        """The indexes acked (bit i: offset ``start_offset + i``)."""
+        word = self.word
+        return {i for i in range(word.bit_length()) if word >> i & 1}
+
+    def to_json(self) -> dict[str, Any]:
+        # fastjson sorts by the @JSONField names.
+        return {"b": _word_base64(self.word), "c": self.consumer_group, "it": self.invisible_time,
+                "pt": self.pop_time, "q": self.queue_id, "r": self.retry, "rq": self.revive_queue_id,
+                "so": self.start_offset, "t": self.topic}
+
+    @property
     def offsets(self) -> list[int]:
         so, word = self.start_offset, self.word
         return [so + i for i in range(word.bit_length()) if word >> i & 1]
 
     @classmethod
-    def from_json(cls, obj: Any) -> "BatchAckEntry":
+    def from_json(cls, obj: Any) -> "BatchAck":
         """An entry of the body's ``acks``: the short names, or the long ones (``consumerGroup``, ...), a
         short name winning where both are there; ``r``, ``rq``, ``it`` and ``b`` may be absent."""
         if not isinstance(obj, dict):
@@ -467,19 +446,10 @@ class BatchAckEntry(NamedTuple):
             raise ProtocolError(f"batch ack entry has a missing or non-numeric field: {obj!r}") from None
 
 
-def build_batch_acks(group: str, topic: str, receipts: Iterable[ReceiptHandle]) -> list[BatchAck]:
+def build_batch_acks(group: str, topic: str, receipts: Sequence[ReceiptHandle]) -> list[BatchAck]:
     """The client side of BATCH_ACK_MESSAGE: receipts merged per (retry flag, queue, ck offset, popTime)."""
-    merged: dict[tuple[str, int, int, int], BatchAck] = {}
-    for r in receipts:
-        key = (r.retry_flag, r.queue_id, r.ck_start_offset, r.pop_time)
-        ack = merged.get(key)
-        if ack is None:
-            ack = merged[key] = BatchAck(consumer_group=group, topic=topic, retry=r.retry_flag,
-                                         start_offset=r.ck_start_offset, queue_id=r.queue_id,
-                                         revive_queue_id=r.revive_qid, pop_time=r.pop_time,
-                                         invisible_time=r.invisible_time)
-        ack.bits.add(r.queue_offset - r.ck_start_offset)
-    return list(merged.values())
+    return [BatchAck(group, topic, f.retry_flag, f.ck_start_offset, f.queue_id, f.revive_qid, f.pop_time,
+                     f.invisible_time, word) for f, word in batch_ack_words(receipts)]
 
 
 #: a receipt's checkpoint fields (ck start offset, pop time, queue id, retry flag) and its offset, read in C
@@ -487,8 +457,8 @@ _CK_START, _POP_TIME, _QUEUE_ID, _RETRY_FLAG, _QUEUE_OFFSET = map(itemgetter, (0
 
 
 def batch_ack_json(group: str, topic: str, receipts: Sequence[ReceiptHandle]) -> list[dict[str, Any]]:
-    """:func:`build_batch_acks` then :meth:`BatchAck.to_json`, in one pass (:func:`batch_ack_words`): each
-    checkpoint's acked offsets gathered in one int (the bitset's word) instead of a set, and no BatchAck."""
+    """:func:`build_batch_acks` then :meth:`BatchAck.to_json`, in one pass (:func:`batch_ack_words`), with no
+    BatchAck built."""
     return [batch_ack_entry(group, topic, f, word) for f, word in batch_ack_words(receipts)]
 
 
@@ -545,16 +515,9 @@ def encode_batch_ack_body(broker_name: str | None, acks: Iterable[BatchAck | dic
 
 
 def decode_batch_ack_body(data: bytes | str) -> tuple[str | None, list[BatchAck]]:
-    """(brokerName, acks) of a BATCH_ACK_MESSAGE body."""
+    """(brokerName, acks) of a BATCH_ACK_MESSAGE body (the broker's read of it)."""
     broker, acks = _batch_ack_body(data)
     return broker, [BatchAck.from_json(a) for a in acks]
-
-
-def decode_batch_ack_entries(data: bytes | str) -> tuple[str | None, list[BatchAckEntry]]:
-    """(brokerName, acks) of a BATCH_ACK_MESSAGE body, each ack's bitset as one int: the broker's read of it,
-    with :func:`decode_batch_ack_body`'s refusals."""
-    broker, acks = _batch_ack_body(data)
-    return broker, [BatchAckEntry.from_json(a) for a in acks]
 
 
 #: Standard JSON's parser without json.loads's whitespace checks around it (see _batch_ack_body)
@@ -594,7 +557,6 @@ __all__ = [
     "ReceiptHandle", "receipt_for", "receipt_after_change",
     "encode_start_offset_info", "parse_start_offset_info", "encode_msg_offset_info", "parse_msg_offset_info",
     "OrderCountKey", "encode_order_count_info", "parse_order_count_info", "order_count_for",
-    "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "BatchAckEntry", "build_batch_acks",
+    "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "build_batch_acks",
     "batch_ack_json", "batch_ack_words", "batch_ack_entry", "encode_batch_ack_body", "decode_batch_ack_body",
-    "decode_batch_ack_entries",
 ]

@@ -30,7 +30,7 @@ from rmqrun.protocol.pop import (
     INIT_MODE_MIN,
     POP_ORDER_REVIVE_QID,
     PROPERTY_POP_CK,
-    BatchAckEntry,
+    BatchAck,
     ReceiptHandle,
     encode_msg_offset_info,
     encode_order_count_info,
@@ -292,7 +292,7 @@ class PopService:
         self._count_acks(group, topic, n)
         return n
 
-    def batch_ack(self, broker_name: str | None, ack: BatchAckEntry) -> int:
+    def batch_ack(self, broker_name: str | None, ack: BatchAck) -> int:
         """One entry of BATCH_ACK_MESSAGE: bit i acks offset ``so + i`` (offsets outside the queue are skipped)."""
         store = self.broker.store
         topic = real_topic(ack.topic, ack.consumer_group, ack.retry)

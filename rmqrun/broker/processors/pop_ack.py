@@ -17,7 +17,7 @@ from rmqrun.protocol.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ReceiptHandle,
-    decode_batch_ack_entries,
+    decode_batch_ack_body,
 )
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
@@ -73,7 +73,7 @@ class PopAckProcessor:
 
     async def batch_ack_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            broker_name, acks = decode_batch_ack_entries(cmd.body or b"")
+            broker_name, acks = decode_batch_ack_body(cmd.body or b"")
         except ProtocolError as exc:
             if not cmd.body:
                 return answer(cmd, ResponseCode.NO_MESSAGE, typed=False)

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from rmqrun.client.pop_api import PopClient, PoppedMessage, pop_result_from_response
-from rmqrun.protocol.pop import ReceiptHandle, batch_ack_json, build_batch_acks, decode_batch_ack_body
+from rmqrun.protocol.pop import (ReceiptHandle, batch_ack_json, build_batch_acks, decode_batch_ack_body,
+                                 encode_bitset)
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
@@ -84,13 +85,28 @@ def _r(start: int, offset: int, *, pop_time: int = 100, flag: str = "0", queue: 
     return ReceiptHandle(start, pop_time, it, rq, flag, "b", queue, offset)
 
 
+def _reference_entries(group: str, topic: str, receipts: list[ReceiptHandle]) -> list[dict[str, object]]:
+    """The batch ack entries worked out the plain way, as the oracle: receipts grouped per checkpoint (retry flag,
+    queue, ck start offset, pop time) in order of first appearance, each group's acked indexes as a set, written
+    with encode_bitset under fastjson's sorted short names."""
+    groups: dict[tuple[str, int, int, int], tuple[ReceiptHandle, set[int]]] = {}
+    for r in receipts:
+        groups.setdefault((r.retry_flag, r.queue_id, r.ck_start_offset, r.pop_time), (r, set()))[1].add(
+            r.queue_offset - r.ck_start_offset)
+    return [{"b": encode_bitset(bits), "c": group, "it": f.invisible_time, "pt": f.pop_time, "q": f.queue_id,
+             "r": f.retry_flag, "rq": f.revive_qid, "so": f.ck_start_offset, "t": topic}
+            for f, bits in groups.values()]
+
+
 def test_the_one_pass_batch_ack_says_what_build_batch_acks_says() -> None:
     """Checkpoints of several queues, retry flags and pop times, offsets with gaps and out of order: the
-    same entries, in the same order, as BatchAck.to_json; decoded back, the same offsets acked."""
+    same entries, in the same order, as the plain per-receipt grouping (and build_batch_acks); decoded back,
+    the same offsets acked."""
     receipts = [_r(10, 12), _r(10, 10), _r(5, 5, queue=2), _r(10, 75), _r(10, 11, pop_time=200),
                 _r(0, 3, flag="1", it=30_000, rq=7), _r(10, 13)]
     one_pass = batch_ack_json(GROUP, "T", receipts)
-    assert one_pass == [a.to_json() for a in build_batch_acks(GROUP, "T", receipts)]
+    assert one_pass == _reference_entries(GROUP, "T", receipts)
+    assert [a.to_json() for a in build_batch_acks(GROUP, "T", receipts)] == one_pass
     _, acks = decode_batch_ack_body(b'{"acks":' + __import__("json").dumps(one_pass).encode() + b"}")
     assert sorted((a.retry, a.queue_id, a.pop_time, o) for a in acks for o in a.offsets) == sorted(
         (r.retry_flag, r.queue_id, r.pop_time, r.queue_offset) for r in receipts)
@@ -100,7 +116,7 @@ def test_the_one_pass_batch_ack_says_what_build_batch_acks_says() -> None:
 
 def test_one_checkpoints_run_of_offsets_is_acked_as_the_general_path_acks_it() -> None:
     """The usual batch ack (one checkpoint, its offsets without a gap, in any order) is worked out from the
-    offsets' min, max and count: each case says what build_batch_acks says, and what only looks like one
+    offsets' min, max and count: each case says what the plain per-receipt grouping says, and what only looks like one
     checkpoint's run (a gap, another queue, pop time or retry flag) still acks exactly its own offsets."""
     cases = [
         [_r(10, o) for o in (12, 10, 11, 13)],  # a run, out of order
@@ -114,7 +130,7 @@ def test_one_checkpoints_run_of_offsets_is_acked_as_the_general_path_acks_it() -
         [_r(10, 10), _r(11, 11)],
     ]
     for receipts in cases:
-        assert batch_ack_json(GROUP, "T", receipts) == [a.to_json() for a in build_batch_acks(GROUP, "T", receipts)]
+        assert batch_ack_json(GROUP, "T", receipts) == _reference_entries(GROUP, "T", receipts)
     (run,) = batch_ack_json(GROUP, "T", cases[1])
     _, (ack,) = decode_batch_ack_body(b'{"acks":[' + __import__("json").dumps(run).encode() + b"]}")
     assert ack.offsets == [14, 15, 16]

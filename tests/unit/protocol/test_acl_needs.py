@@ -28,8 +28,8 @@ HEARTBEAT = json.dumps({"clientID": "cid", "producerDataSet": [{"groupName": "PG
     {"groupName": "CG2", "consumeType": "CONSUME_ACTIVELY", "messageModel": "BROADCASTING",
      "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False, "subscriptionDataSet": []}]}).encode()
 BATCH_ACK = encode_batch_ack_body("b0", [
-    BatchAck("CG", "T", "0", 10, 0, 0, 1, 1000, {0, 1}),
-    BatchAck("CG9", "%RETRY%CG9_T9", "1", 3, 1, 0, 1, 1000, {2})])
+    BatchAck("CG", "T", "0", 10, 0, 0, 1, 1000, 0b11),
+    BatchAck("CG9", "%RETRY%CG9_T9", "1", 3, 1, 0, 1, 1000, 0b100)])
 #: name -> (ext fields, body): every variant is sent with every request code
 VARIANTS = {
     "none": ({}, None),
