@@ -29,7 +29,7 @@ from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, batch_ack_entry, batch_ack_words, encode_batch_ack_body, order_count_for,
+    PopMessageResponseHeader, ReceiptHandle, BatchAck, batch_ack_words, encode_batch_ack_body, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
@@ -229,7 +229,7 @@ def _topic_and_reconsume(body: bytes, pos: int, body_len: int) -> tuple[bytes, i
     return body[p + 2:p + 2 + topic_len], reconsume
 
 
-def _plain_records(body: bytes, header: PopMessageResponseHeader, group: str,
+def _plain_records(body: bytes, header: PopMessageResponseHeader,
                    broker_name: str) -> list[PoppedMessage] | None:
     """The usual pop answer's records read in one pass, each with one unpack; None for anything else.
 
@@ -370,7 +370,7 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         return PopResult(status, rest_num=int(rest) if rest not in (None, "") else 0)
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     body = bytes(resp.body or b"")
-    out = None if header.order_count_info else _plain_records(body, header, group, broker_name)
+    out = None if header.order_count_info else _plain_records(body, header, broker_name)
     if out is None:
         out = _records(body, header, group, broker_name)
     return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
@@ -446,7 +446,7 @@ class PopClient:
                     merged[key] = [topic, f, word]
                 else:
                     got[2] |= word
-        body = encode_batch_ack_body(broker_name, [batch_ack_entry(group, topic, f, word)
+        body = encode_batch_ack_body(broker_name, [BatchAck.for_receipt(group, topic, f, word)
                                                    for topic, f, word in merged.values()])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)

@@ -414,6 +414,12 @@ class BatchAck(NamedTuple):
         word = self.word
         return {i for i in range(word.bit_length()) if word >> i & 1}
 
+    @classmethod
+    def for_receipt(cls, group: str, topic: str, f: ReceiptHandle, word: int) -> "BatchAck":
+        """The entry of the checkpoint receipt ``f`` belongs to, acking bitset ``word`` (``topic``: the
+        original topic of its messages)."""
+        return cls(group, topic, f[4], f[0], f[6], f[3], f[1], f[2], word)  # the receipt's fields by index
+
     def to_json(self) -> dict[str, Any]:
         # fastjson sorts by the @JSONField names.
         return {"b": _word_base64(self.word), "c": self.consumer_group, "it": self.invisible_time,
@@ -448,18 +454,11 @@ class BatchAck(NamedTuple):
 
 def build_batch_acks(group: str, topic: str, receipts: Sequence[ReceiptHandle]) -> list[BatchAck]:
     """The client side of BATCH_ACK_MESSAGE: receipts merged per (retry flag, queue, ck offset, popTime)."""
-    return [BatchAck(group, topic, f.retry_flag, f.ck_start_offset, f.queue_id, f.revive_qid, f.pop_time,
-                     f.invisible_time, word) for f, word in batch_ack_words(receipts)]
+    return [BatchAck.for_receipt(group, topic, f, word) for f, word in batch_ack_words(receipts)]
 
 
 #: a receipt's checkpoint fields (ck start offset, pop time, queue id, retry flag) and its offset, read in C
 _CK_START, _POP_TIME, _QUEUE_ID, _RETRY_FLAG, _QUEUE_OFFSET = map(itemgetter, (0, 1, 6, 4, 7))
-
-
-def batch_ack_json(group: str, topic: str, receipts: Sequence[ReceiptHandle]) -> list[dict[str, Any]]:
-    """:func:`build_batch_acks` then :meth:`BatchAck.to_json`, in one pass (:func:`batch_ack_words`), with no
-    BatchAck built."""
-    return [batch_ack_entry(group, topic, f, word) for f, word in batch_ack_words(receipts)]
 
 
 def batch_ack_words(receipts: Sequence[ReceiptHandle]) -> list[tuple[ReceiptHandle, int]]:
@@ -494,21 +493,13 @@ def batch_ack_words(receipts: Sequence[ReceiptHandle]) -> list[tuple[ReceiptHand
     return [(firsts[key], word) for key, word in words.items()]
 
 
-def batch_ack_entry(group: str, topic: str, f: ReceiptHandle, word: int) -> dict[str, Any]:
-    """One BatchAck as :meth:`BatchAck.to_json` writes it (fastjson sorts by the @JSONField names), for the
-    checkpoint of receipt ``f`` with bitset ``word``."""
-    return {"b": _word_base64(word), "c": group, "it": f[2], "pt": f[1], "q": f[6], "r": f[4], "rq": f[3],
-            "so": f[0], "t": topic}
-
-
 def _word_base64(word: int) -> str:
     return base64.b64encode(word.to_bytes((word.bit_length() + 7) // 8, "little")).decode("ascii")
 
 
-def encode_batch_ack_body(broker_name: str | None, acks: Iterable[BatchAck | dict[str, Any]]) -> bytes:
-    """BatchAckMessageRequestBody as fastjson writes it: ``{"acks":[...],"brokerName":"..."}``; an ack is a
-    BatchAck or what :func:`batch_ack_json` made of one."""
-    body: dict[str, Any] = {"acks": [a if isinstance(a, dict) else a.to_json() for a in acks]}
+def encode_batch_ack_body(broker_name: str | None, acks: Iterable[BatchAck]) -> bytes:
+    """BatchAckMessageRequestBody as fastjson writes it: ``{"acks":[...],"brokerName":"..."}``."""
+    body: dict[str, Any] = {"acks": [a.to_json() for a in acks]}
     if broker_name is not None:
         body["brokerName"] = broker_name
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -558,5 +549,5 @@ __all__ = [
     "encode_start_offset_info", "parse_start_offset_info", "encode_msg_offset_info", "parse_msg_offset_info",
     "OrderCountKey", "encode_order_count_info", "parse_order_count_info", "order_count_for",
     "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "build_batch_acks",
-    "batch_ack_json", "batch_ack_words", "batch_ack_entry", "encode_batch_ack_body", "decode_batch_ack_body",
+    "batch_ack_words", "encode_batch_ack_body", "decode_batch_ack_body",
 ]

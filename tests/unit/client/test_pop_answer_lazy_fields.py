@@ -1,6 +1,6 @@
 """A popped message's tags and first pop time are read from its record when first asked for, not as the
 answer is decoded (``PoppedMessage``), and the client's batch-ack body is built in one pass
-(``protocol.pop.batch_ack_json``) and its pop headers once per assignment: each must say what the eager
+(``protocol.pop.build_batch_acks`` through ``batch_ack_words``) and its pop headers once per assignment: each must say what the eager
 code said. Records written by a real Apache broker (the 4.9.8 captures) are read as the full decoder reads
 them."""
 
@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from rmqrun.client.pop_api import PopClient, PoppedMessage, pop_result_from_response
-from rmqrun.protocol.pop import (ReceiptHandle, batch_ack_json, build_batch_acks, decode_batch_ack_body,
-                                 encode_bitset)
+from rmqrun.protocol.pop import ReceiptHandle, build_batch_acks, decode_batch_ack_body, encode_bitset
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand
@@ -98,20 +97,24 @@ def _reference_entries(group: str, topic: str, receipts: list[ReceiptHandle]) ->
             for f, bits in groups.values()]
 
 
+def _entries(group: str, topic: str, receipts: list[ReceiptHandle]) -> list[dict[str, object]]:
+    """The entries the client writes: build_batch_acks (batch_ack_words' checkpoints) as BatchAck.to_json."""
+    return [a.to_json() for a in build_batch_acks(group, topic, receipts)]
+
+
 def test_the_one_pass_batch_ack_says_what_build_batch_acks_says() -> None:
     """Checkpoints of several queues, retry flags and pop times, offsets with gaps and out of order: the
-    same entries, in the same order, as the plain per-receipt grouping (and build_batch_acks); decoded back,
+    same entries, in the same order, as the plain per-receipt grouping; decoded back,
     the same offsets acked."""
     receipts = [_r(10, 12), _r(10, 10), _r(5, 5, queue=2), _r(10, 75), _r(10, 11, pop_time=200),
                 _r(0, 3, flag="1", it=30_000, rq=7), _r(10, 13)]
-    one_pass = batch_ack_json(GROUP, "T", receipts)
+    one_pass = _entries(GROUP, "T", receipts)
     assert one_pass == _reference_entries(GROUP, "T", receipts)
-    assert [a.to_json() for a in build_batch_acks(GROUP, "T", receipts)] == one_pass
     _, acks = decode_batch_ack_body(b'{"acks":' + __import__("json").dumps(one_pass).encode() + b"}")
     assert sorted((a.retry, a.queue_id, a.pop_time, o) for a in acks for o in a.offsets) == sorted(
         (r.retry_flag, r.queue_id, r.pop_time, r.queue_offset) for r in receipts)
     with pytest.raises(ValueError, match="before its checkpoint"):
-        batch_ack_json(GROUP, "T", [_r(10, 9)])
+        _entries(GROUP, "T", [_r(10, 9)])
 
 
 def test_one_checkpoints_run_of_offsets_is_acked_as_the_general_path_acks_it() -> None:
@@ -130,13 +133,13 @@ def test_one_checkpoints_run_of_offsets_is_acked_as_the_general_path_acks_it() -
         [_r(10, 10), _r(11, 11)],
     ]
     for receipts in cases:
-        assert batch_ack_json(GROUP, "T", receipts) == _reference_entries(GROUP, "T", receipts)
-    (run,) = batch_ack_json(GROUP, "T", cases[1])
+        assert _entries(GROUP, "T", receipts) == _reference_entries(GROUP, "T", receipts)
+    (run,) = _entries(GROUP, "T", cases[1])
     _, (ack,) = decode_batch_ack_body(b'{"acks":[' + __import__("json").dumps(run).encode() + b"]}")
     assert ack.offsets == [14, 15, 16]
     with pytest.raises(ValueError, match="before its checkpoint"):
-        batch_ack_json(GROUP, "T", [_r(10, 9), _r(10, 10)])
-    assert batch_ack_json(GROUP, "T", []) == []
+        _entries(GROUP, "T", [_r(10, 9), _r(10, 10)])
+    assert _entries(GROUP, "T", []) == []
 
 
 def test_each_popped_message_has_its_records_store_time() -> None:

@@ -57,7 +57,7 @@ def _general(resp: RemotingCommand) -> list[tuple[Any, ...]]:
 def _one_pass(resp: RemotingCommand) -> list[Any] | None:
     from rmqrun.protocol.pop import PopMessageResponseHeader
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
-    return pop_api._plain_records(bytes(resp.body or b""), header, GROUP, "broker-a")
+    return pop_api._plain_records(bytes(resp.body or b""), header, "broker-a")
 
 
 def test_the_usual_answer_is_read_in_one_pass_as_the_general_reader_reads_it() -> None:
