@@ -259,4 +259,10 @@ MUTANTS: list[Mutant] = [
       "        timer = loop.call_later(3600, _time_up, room)",
       U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_by_flow_control_looks_again_after_its_timeout_and_"
       "a_cancelled_one_leaves_nothing"),
+    m("s6p-ack-entry-receipt-fields-swapped", "rmqrun/protocol/pop.py",
+      "a batch ack entry built from a receipt swaps its revive queue and invisible time: the broker files the "
+      "ack under another revive queue, the checkpoint is revived and its messages handled twice",
+      "return cls(group, topic, f[4], f[0], f[6], f[3], f[1], f[2], word)",
+      "return cls(group, topic, f[4], f[0], f[6], f[2], f[1], f[3], word)",
+      U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says"),
 ]

@@ -532,4 +532,10 @@ MUTANTS: list[Mutant] = [
       "a process the handler forked that raises out of the handler writes the block and runs the next calls",
       "                if owner.mm is not mm:  # a forked copy: it leaves (guard.py)", "                if False:",
       U + "worker/test_worker_forked_copy.py"),
+    m("w38-inline-decode-store-time-is-born-time", "rmqrun/worker/batch_decode.py",
+      "the worker's inline decode gives a message its born time as its store time: the handler's "
+      "store_timestamp, and the latency counted from it, are wrong for every usual record",
+      "msg.store_timestamp = store_ts", "msg.store_timestamp = born_ts",
+      U + "worker/test_worker_batch_decode.py::test_the_inline_decode_gives_what_decode_message_gives_for_every_"
+      "shape_of_record"),
 ]
