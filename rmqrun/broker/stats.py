@@ -196,10 +196,12 @@ class BrokerStats:
         self.table.add(GROUP_ACK_NUMS, stats_key(topic, group), n)
         self.table.add(BROKER_ACK_NUMS, self.cluster_name, n)
 
-    def on_pop_checkpoint(self, group: str, topic: str) -> None:
+    def on_pop_checkpoint(self, group: str, topic: str, n: int = 1) -> None:
+        """``n`` checkpoints of ``topic`` (its real topic) written for ``group``: as ``n`` calls of one each (a
+        pop that read several queues counts them in one call)."""
         key = stats_key(topic, group)
-        self.table.add(GROUP_CK_NUMS, key, 1)
-        self.table.add(BROKER_CK_NUMS, self.cluster_name, 1)
+        self.table.add(GROUP_CK_NUMS, key, n, n)
+        self.table.add(BROKER_CK_NUMS, self.cluster_name, n, n)
         # from its first pop on, the group's revive count of the topic is known, 0 until one is revived: rmqrun
         # status shows "last hour 0" only where a broker says so (an Apache broker has no such item: unknown)
         self.table.touch(POP_REVIVE_NUMS, key)

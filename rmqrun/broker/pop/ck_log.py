@@ -269,9 +269,16 @@ class CheckpointLog:
 
     def flush(self) -> None:
         """Hand every line written so far to the OS (a killed broker keeps them)."""
-        self._dirty = False
-        if self._fh is not None:
+        if self._fh is not None and self._dirty:  # every line goes through _write_line, which sets _dirty
             self._fh.flush()
+        self._dirty = False
+
+    def handed_over(self) -> bool:
+        """:meth:`durable` without a coroutine where nothing is left to wait for (the answer of every pop and
+        ack asks): every line written so far handed to the OS; False in SYNC mode, where the caller must
+        still ``await durable()`` for the fsync."""
+        self.flush()
+        return not self._fsync
 
     async def durable(self) -> None:
         """Before an answer: every line written so far handed to the OS, and in SYNC mode fsync'ed (one fsync

@@ -79,6 +79,17 @@ def answer(cmd: RemotingCommand, code: int = ResponseCode.SUCCESS, remark: str |
     return resp
 
 
+def answer_text(cmd: RemotingCommand, code: int, remark: str | None, fields: dict[str, str],
+                body: bytes | None = None) -> RemotingCommand:
+    """:func:`answer` for a typed header already in text, every field set, nothing added: the same command
+    without a pass converting the fields (a pop's answer, built on every pop, comes so)."""
+    if cmd.serialize_type == SerializeType.JSON:
+        fields = {k: fields[k] for k in _hash_order(tuple(fields))}
+    resp = cmd.response(code, remark, fields, body)
+    resp.empty_ext_present = not fields and cmd.serialize_type == SerializeType.JSON
+    return resp
+
+
 def _text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"

@@ -20,7 +20,7 @@ from loguru import logger
 
 from rmqrun.broker.longpoll import HeldPull
 from rmqrun.broker.pop.service import PopRequest, now_ms
-from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
+from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, answer_text, parse_header
 from rmqrun.broker.processors.context import BrokerContext
 from rmqrun.broker.topics import is_readable
 from rmqrun.protocol.pop import (
@@ -53,7 +53,8 @@ class PopProcessor:
     async def pop_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         resp = self.process_pop(conn, cmd, first=True, hold_ms=None)
         if resp is not None and resp.code == ResponseCode.SUCCESS:
-            await self.broker.pop.ck_log.durable()
+            if not self.broker.pop.ck_log.handed_over():
+                await self.broker.pop.ck_log.durable()
         return resp
 
     async def notification(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -97,7 +98,8 @@ class PopProcessor:
 
     async def _send_after_durable(self, conn: Connection, resp: RemotingCommand) -> None:
         if resp.code == ResponseCode.SUCCESS:
-            await self.broker.pop.ck_log.durable()
+            if not self.broker.pop.ck_log.handed_over():
+                await self.broker.pop.ck_log.durable()
         await conn.send_response(resp)
 
     # ------------------------------------------------------------------ POP_MESSAGE
@@ -137,7 +139,7 @@ class PopProcessor:
         result = broker.pop.pop(req)
         fields = result.header_fields(header.order)
         if result.records:
-            return answer(cmd, ResponseCode.SUCCESS, "FOUND", header=fields, body=b"".join(result.records))
+            return answer_text(cmd, ResponseCode.SUCCESS, "FOUND", fields, b"".join(result.records))
         wait_ms = header.poll_time if hold_ms is None else hold_ms
         if wait_ms > 0:
             deadline = time.monotonic() + wait_ms / 1000
@@ -146,8 +148,8 @@ class PopProcessor:
                 if header.order:
                     self._wake_when_unblocked(header.topic, header.consumer_group, header.queue_id, wait_ms)
                 return None
-            return answer(cmd, ResponseCode.POLLING_FULL, "NO_MESSAGE_IN_QUEUE", header=fields)
-        return answer(cmd, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", header=fields)
+            return answer_text(cmd, ResponseCode.POLLING_FULL, "NO_MESSAGE_IN_QUEUE", fields)
+        return answer_text(cmd, ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", fields)
 
     def _wake_when_unblocked(self, topic: str, group: str, queue_id: int, wait_ms: int) -> None:
         """An order-mode pop held on blocked queues: wake it when the first block lapses (no arrival will)."""

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from .json_file import JsonFile, JsonLoad
+
+#: what :meth:`ConsumerOffsetStore.queue_offsets` gives for a topic without stored offsets
+_NONE: Mapping[int, int] = MappingProxyType({})
 
 VERSION = 1
 
@@ -56,6 +60,11 @@ class ConsumerOffsetStore:
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The stored offset, or None (the broker answers QUERY_NOT_FOUND)."""
         return self._table.get(group, {}).get(topic, {}).get(queue_id)
+
+    def queue_offsets(self, group: str, topic: str) -> Mapping[int, int]:
+        """The group's stored offsets of ``topic`` by queue, the live table (read it, never change it): a pop
+        reads every queue's offset of one topic, and one look-up serves them all. Empty when none is stored."""
+        return self._table.get(group, {}).get(topic, _NONE)
 
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         with self._lock:

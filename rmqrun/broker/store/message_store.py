@@ -463,6 +463,11 @@ class MessageStore:
         cq = self._queues.get(topic, queue_id)
         return cq.min_offset if cq is not None else 0
 
+    def offset_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(:meth:`min_offset`, :meth:`max_offset`) with one look-up of the queue (an ack checks both)."""
+        cq = self._queues.get(topic, queue_id)
+        return (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+
     def max_offset(self, topic: str, queue_id: int) -> int:
         cq = self._queues.get(topic, queue_id)
         return cq.max_offset if cq is not None else 0
