@@ -23,7 +23,7 @@ from loguru import logger
 
 from .commit_log import CommitLog
 from .consume_queue import ConsumeQueue, iter_entries
-from .record import unseal_run
+from .record import unseal_span
 from .results import GetMessageStatus as S
 from .results import GetResult
 
@@ -107,24 +107,18 @@ def _read_runs(log: CommitLog, picked: list[tuple[int, int]]) -> list[bytes | me
         start, size = picked[i]
         end = start + size
         limit = min(start - start % segment_size + segment_size, start + SPAN_MAX)  # records never cross a segment
-        runs: list[int] = []  # where each back-to-back run of the span starts (its index in picked)
         j = i + 1
         while j < n:
             pos, size = picked[j]
-            if pos + size > limit:
+            if pos + size > limit or pos < end or pos - end > SPAN_GAP:
                 break
-            if pos != end:
-                if pos < end or pos - end > SPAN_GAP:
-                    break
-                runs.append(j)
             end = pos + size
             j += 1
         buf = log.read_served(start, end - start)
-        first = i
-        for last in (*runs, j):  # each run checked and unsealed where it lies in the span
-            for pos in unseal_run(buf, picked[first:last], records, picked[first][0] - start):
-                logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
-            first = last
+        # every record checked and unsealed where it lies in the span: one call per span, not one per run of
+        # back-to-back records (records of queues sent to in turn are each a run of one)
+        for pos in unseal_span(buf, picked[i:j], records, start):
+            logger.error("commit log record at {} fails its CRC or names another position: not served", pos)
         i = j
     return records
 

@@ -215,11 +215,12 @@ def unseal(buf: bytearray, off: int, pos: int) -> None:
     _I64.pack_into(buf, off + PHYSICAL_OFFSET_POS, pos)
 
 
-def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | memoryview], off: int = 0) -> list[int]:
-    """Check and unseal, in place, the records ``run`` = [(position, size), ...] that lie back
-    to back in ``buf`` from ``buf[off]`` (read from the first one's position), appending each
-    good record to ``out`` as a memoryview. Returns the positions of records that failed (not
-    appended).
+def unseal_span(buf: bytearray, span: list[tuple[int, int]], out: list[bytes | memoryview],
+                start: int = 0) -> list[int]:
+    """Check and unseal, in place, the records ``span`` = [(position, size), ...] (in position order) that
+    ``buf`` holds, read from commit log position ``start``: each at ``buf[position - start]``, with or
+    without bytes between them. Appends each good record to ``out`` as a memoryview; returns the positions
+    of records that failed (not appended).
 
     The read path's :func:`stored_problem` + :func:`unseal` in one loop: one CRC call per
     record over the record itself (after putting its position back), no copies.
@@ -228,7 +229,8 @@ def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | mem
     end = len(buf)
     bad: list[int] = []
     field = PHYSICAL_OFFSET_POS
-    for pos, size in run:
+    for pos, size in span:
+        off = pos - start
         if off + size > end:
             break  # short read: the record is gone (cannot happen without deletion)
         tag, crc = _SEAL_UNPACK(buf, off + field)
@@ -242,7 +244,6 @@ def unseal_run(buf: bytearray, run: list[tuple[int, int]], out: list[bytes | mem
             out.append(rec)
         else:
             bad.append(pos)
-        off += size
     return bad
 
 

@@ -98,3 +98,18 @@ def test_properties_text_both_ways_as_java_properties_reads_it() -> None:
     assert parse_properties(properties_text({"a": "1", "b": "x=y"})) == {"a": "1", "b": "x=y"}
     text = "# comment\n! other\n\n  key = value  \nflag:true\nempty=\nbare\nspaced 1s 5s\n"
     assert parse_properties(text) == {"key": "value", "flag": "true", "empty": "", "bare": "", "spaced": "1s 5s"}
+
+
+def test_checkpoints_counted_together_read_as_one_call_each() -> None:
+    """A pop counts its checkpoints once (``on_pop_checkpoint(.., n)``): the statistics read as n calls of one
+    checkpoint each, as Java's one add per checkpoint reads (the per-call average stays 1)."""
+    from rmqrun.broker.stats import BROKER_CK_NUMS, GROUP_CK_NUMS, POP_REVIVE_NUMS, BrokerStats
+
+    stats = BrokerStats("C")
+    stats.on_pop_checkpoint("G", "T", 3)
+    stats.on_pop_checkpoint("G", "T")
+    for name, key in ((GROUP_CK_NUMS, "T@G"), (BROKER_CK_NUMS, "C")):
+        data = stats.table.get(name, key)
+        assert data is not None and data.stats_minute.sum == 4 and data.stats_minute.avgpt == 1.0, name
+    revived = stats.table.get(POP_REVIVE_NUMS, "T@G")
+    assert revived is not None and revived.stats_minute.sum == 0, "known (0) from the group's first checkpoint"

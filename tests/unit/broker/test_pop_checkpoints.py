@@ -144,6 +144,27 @@ def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_pa
     asyncio.run(main())
 
 
+def test_handed_over_gives_the_lines_to_the_os_and_says_whether_an_fsync_is_still_due(tmp_path: Path) -> None:
+    """What a POP or ACK answer calls instead of awaiting ``durable``: in ASYNC mode the lines are with the OS
+    once it returns (nothing to wait for); in SYNC mode too, but it says the fsync is still to come."""
+    async def main(fsync: bool) -> None:  # on a loop, as in the broker: lines stay buffered until handed over
+        directory = tmp_path / str(fsync)
+        log = CheckpointLog(directory, fsync=fsync)
+        log.open()
+        a = ck()
+        log.add(a)
+        log.ack(a.key, [12])
+        on_disk = directory / ck_log_module.LOG_NAME
+        assert on_disk.read_text() == ""
+        assert log.handed_over() is (not fsync)
+        assert [line.split("\t")[0] for line in on_disk.read_text().splitlines()] == ["c", "a"]
+        assert log.handed_over() is (not fsync), "nothing new: the same answer"
+        log.close()
+
+    for fsync in (False, True):
+        asyncio.run(main(fsync))
+
+
 def _reopened(path: Path) -> CheckpointLog:
     log = CheckpointLog(path, fsync=False)
     log.open()

@@ -133,6 +133,23 @@ def test_records_close_together_are_read_with_one_read(store, monkeypatch) -> No
     assert decode_record(rec).body == b"25"
 
 
+def test_a_pull_without_a_filter_reads_only_its_batch_of_queue_entries(store, monkeypatch) -> None:
+    """The consume queue is read for the batch and the entry after it (which says the batch is full), not for
+    the whole 800-entry scan; a filter that skips entries makes the read go on, within the scan."""
+    fill(store, 200)
+    cq = store._queues.get("T", 0)
+    counts: list[int] = []
+    real = cq.read_entries
+    monkeypatch.setattr(cq, "read_entries", lambda offset, count: counts.append(count) or real(offset, count))
+    res = store.get("T", 0, 10, 32)
+    assert offsets(res) == list(range(10, 42)) and res.next_begin_offset == 42
+    assert counts == [33]
+    counts.clear()
+    res = store.get("T", 0, 0, 32, accept=lambda code: code == 2)  # one in three matches
+    assert offsets(res) == list(range(2, 96, 3)) and res.next_begin_offset == 96
+    assert counts[0] == 33 and len(counts) == 2 and sum(counts) <= MIN_SCAN_ENTRIES + 33
+
+
 def test_a_span_stops_at_its_segment(tmp_path, monkeypatch) -> None:
     """Records never cross a commit log segment: a span does not either (the next segment is read on its own)."""
     s = MessageStore(tmp_path, small_config(segment_size=4096, consume_queue_entries_per_file=1000)).open()
