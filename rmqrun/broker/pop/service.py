@@ -90,7 +90,7 @@ class PopResult:
     records: list[Any] = field(default_factory=list)
     rest_num: int = 0
     starts: dict[tuple[str, int], int] = field(default_factory=dict)
-    msg_offsets: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    msg_offsets: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
     order_counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)
     #: checkpoints written, per real topic (the statistics take them once per pop)
     checkpoints: dict[str, int] = field(default_factory=dict)
@@ -257,9 +257,9 @@ class PopService:
         if got.records:
             count = len(got.records)
             if got.next_begin_offset - offset == count:  # every offset of [offset, next) read: no need to look
-                offsets = list(range(offset, offset + count))
+                offsets = tuple(range(offset, offset + count))
             else:
-                offsets = [record_queue_offset(r) for r in got.records]
+                offsets = tuple([record_queue_offset(r) for r in got.records])
             flag = retry_flag_of(topic)
             if req.order:
                 assert self.orders is not None
@@ -271,7 +271,7 @@ class PopService:
                 self.ck_log.add(PopCheckpoint(topic=topic, group=group, queue_id=queue_id, start_offset=offset,
                                               pop_time=result.pop_time, invisible_time=req.invisible_time,
                                               revive_qid=result.revive_qid, broker_name=self.broker_name,
-                                              offsets=tuple(offsets)))
+                                              offsets=offsets))
                 self.counters.checkpoints += 1
                 result.checkpoints[topic] = result.checkpoints.get(topic, 0) + 1
                 store.consumer_offsets.commit(group, topic, queue_id, got.next_begin_offset)
