@@ -77,4 +77,9 @@ MUTANTS: list[Mutant] = [
       "    if cmd.serialize_type == SerializeType.JSON:\n        fields = {k: fields[k] for k in",
       "    if False:\n        fields = {k: fields[k] for k in",
       U + "broker/test_broker_answer_text.py"),
+    m("popbrk-msg-offsets-trailing-comma", "rmqrun/protocol/pop.py",
+      "a pop answer's msgOffsetInfo lists each queue's offsets with a comma after the last: a client cannot "
+      "read it (no receipt for any message)",
+      "    return (\"%d,\" * len(values) % values)[:-1]", "    return (\"%d,\" * len(values) % values)",
+      U + "protocol/test_protocol_pop.py::test_offset_infos_encode_and_parse"),
 ]

@@ -292,8 +292,14 @@ def parse_start_offset_info(text: str | None) -> dict[tuple[str, int], int]:
 
 def encode_msg_offset_info(offsets: Mapping[tuple[str, int], Iterable[int]]) -> str:
     """ExtraInfoUtil.buildMsgOffsetInfo: the queue offsets of the messages returned, per (retry flag, queue)."""
-    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{','.join(map(str, offs))}"
-                    for (flag, qid), offs in offsets.items())
+    return ";".join(f"{flag}{_SEP}{qid}{_SEP}{_join_ints(offs)}" for (flag, qid), offs in offsets.items())
+
+
+def _join_ints(values: Iterable[int]) -> str:
+    """``",".join(map(str, values))`` for ints, in one formatting call (half its cost: a pop's answer lists every
+    offset it hands out)."""
+    values = tuple(values)
+    return ("%d," * len(values) % values)[:-1]
 
 
 def parse_msg_offset_info(text: str | None) -> dict[tuple[str, int], list[int]]:

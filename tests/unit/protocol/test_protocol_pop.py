@@ -127,6 +127,9 @@ def test_offset_infos_encode_and_parse() -> None:
     offsets = {("0", 1): [4, 6], ("2", 0): [3]}
     assert P.encode_msg_offset_info(offsets) == "0 1 4,6;2 0 3"
     assert P.parse_msg_offset_info("0 1 4,6;2 0 3") == offsets
+    big = 1 << 40  # any iterable of offsets (the broker passes its checkpoint's tuple), any size of int
+    assert P.encode_msg_offset_info({("0", 3): range(big, big + 3), ("1", 0): iter([])}) == \
+        f"0 3 {big},{big + 1},{big + 2};1 0 "
     assert P.parse_start_offset_info(None) == {} and P.parse_msg_offset_info("") == {}
 
 
