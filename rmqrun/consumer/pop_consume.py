@@ -159,6 +159,9 @@ class PopConsumeService:
         self._lanes: dict[tuple[PopProcessQueue, tuple[str, str]], _Lane] = {}
         #: set by :meth:`stop`: nothing waits in a lane any more
         self._stopping = False
+        #: lanes to flush at the end of this turn of the loop (:meth:`_flush_soon`)
+        self._due: set[_Lane] = set()
+        self._due_scheduled = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -211,13 +214,27 @@ class PopConsumeService:
             by_queue = defaultdict(list)
             for key, entry in zip(keys, entries):
                 by_queue[key].append(entry)  # type: ignore[attr-defined]
-        size = self.job_size()
         lanes = self._lanes
         for key, group in by_queue.items():
             lane = lanes.get((req.pq, key))
             if lane is None:
                 lane = lanes[(req.pq, key)] = _Lane(req, (req.pq, key))
             lane.waiting.extend(group)
+            self._flush_soon(lane)
+
+    def _flush_soon(self, lane: "_Lane") -> None:
+        """Flush ``lane`` at the end of this turn of the event loop, not now: the pop answers read in one turn
+        (and a job that came back in it) then make one job, not one each."""
+        self._due.add(lane)
+        if not self._due_scheduled:
+            self._due_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_due)
+
+    def _flush_due(self) -> None:
+        self._due_scheduled = False
+        due, self._due = self._due, set()
+        size = self.job_size()
+        for lane in due:
             self._flush(lane, size)
 
     def _flush(self, lane: "_Lane", size: int) -> None:
@@ -240,7 +257,7 @@ class PopConsumeService:
         """A lane's job is back from the executor (run or not): what waited behind it goes as one job."""
         if lane is not None:
             lane.out -= 1
-            self._flush(lane, self.job_size())
+            self._flush_soon(lane)
 
     def hold(self) -> int:
         """A lane's jobs at the executor before newly popped messages wait to join the next one: one while

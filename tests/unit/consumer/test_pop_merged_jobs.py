@@ -25,9 +25,9 @@ async def _learned_fast(engine: FakePopEngine, req: Any) -> None:
 
 async def _held_jobs(engine: FakePopEngine, req: Any) -> None:
     """``HOLD_JOBS`` pops, each its own job at the executor (nothing to merge with yet)."""
-    for i in range(HOLD_JOBS):
+    for i in range(HOLD_JOBS):  # one turn of the loop each (pops read in one turn make one job)
         engine.deliver(req, [popped(10 * i), popped(10 * i + 1)])
-    await eventually_async(lambda: len(engine.executor.pending) == HOLD_JOBS, what="the held jobs")
+        await eventually_async(lambda: len(engine.executor.pending) == i + 1, what="a held job")
 
 
 def test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_outcome() -> None:

@@ -129,10 +129,12 @@ def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost(
         await eventually_async(lambda: not engine.service.in_flight, what="the first job settled")
         assert svc.hold() == 1
         engine.deliver(req, [popped(1, queue_id=0)])
-        engine.deliver(req, [popped(2, queue_id=1)])
-        engine.deliver(req, [popped(3, queue_id=2)])
         await eventually_async(lambda: engine.executor.pending, what="the first job")
+        engine.deliver(req, [popped(2, queue_id=1)])
         await asyncio.sleep(0)
+        engine.deliver(req, [popped(3, queue_id=2)])
+        for _ in range(3):
+            await asyncio.sleep(0)
         assert len(engine.executor.started) == 2, "one job out: the others wait for it"
         engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S / 2)
         await eventually_async(lambda: len(engine.executor.started) == 3, what="the merged job")
@@ -141,5 +143,24 @@ def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost(
         await eventually_async(lambda: not engine.service.in_flight, what="acked")
         assert svc.hold() == HOLD_JOBS, "slower calls again: a job per worker"
         assert engine.pop_client.all_acked == [1, 2, 3, 100]
+
+    asyncio.run(main())
+
+
+def test_the_pops_answered_in_one_turn_of_the_loop_make_one_job() -> None:
+    """Pop answers read together (one read of the broker's socket) are flushed at the end of the turn: one job
+    of both, not one job each, even with no job of the lane out."""
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32))
+        req = engine.request()
+        engine.deliver(req, [popped(1, queue_id=0), popped(2, queue_id=0)])
+        engine.deliver(req, [popped(1, queue_id=1)])
+        await eventually_async(lambda: engine.executor.pending, what="the job")
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert [(len(j), j.mq.queue_id) for j in engine.executor.started] == [(3, -1)]
+        engine.executor.finish_all()
+        await eventually_async(lambda: not engine.service.in_flight, what="acked")
+        assert _at(engine.pop_client.acked_receipts) == [(0, 1), (0, 2), (1, 1)]
 
     asyncio.run(main())
