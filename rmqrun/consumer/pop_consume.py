@@ -91,7 +91,8 @@ JOB_TARGET_S = 0.1
 #: most messages in one job: several pops' worth once calls are short (what the pops of one queue may hold
 #: un-acked at once is ``pop_threshold_for_queue`` plus the pops in flight: 192 by default)
 JOB_MAX = 256
-#: a lane's jobs at the executor at once before its newly popped messages wait to go as one job
+#: a lane's jobs at the executor at once (at least; one per worker) before its newly popped messages wait to go
+#: as one job
 HOLD_JOBS = 2
 #: handler seconds per message below which a lane holds ONE job at the executor: the workers then spend less
 #: per message than the supervisor does (~8 us a popped message), so fewer, bigger jobs are what go faster,
@@ -262,9 +263,12 @@ class PopConsumeService:
     def hold(self) -> int:
         """A lane's jobs at the executor before newly popped messages wait to join the next one: one while
         calls are known to take under ``SHORT_CALL_S`` a message (the supervisor is then the limit, and a
-        held job is back within ms), else ``HOLD_JOBS``."""
+        held job is back within ms), else one per worker (``HOLD_JOBS`` at least): a lane is every queue of
+        an assignment, so fewer would leave workers idle while its messages wait."""
         per_msg = self._handler_s_per_msg
-        return 1 if per_msg is not None and per_msg < SHORT_CALL_S else HOLD_JOBS
+        if per_msg is not None and per_msg < SHORT_CALL_S:
+            return 1
+        return max(HOLD_JOBS, int(getattr(self.engine.executor, "parallelism", 0) or 0))
 
     def job_size(self) -> int:
         """Messages per job: one handler call's worth (``consume_message_batch_max_size``) until calls are known

@@ -12,7 +12,7 @@ from typing import Any
 from rmqrun.consumer.pop_consume import SHORT_CALL_S, HOLD_JOBS, PopConsumeService
 from rmqrun.model import MessageQueue, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
-from tests.fakes.engine import BROKER, FakePopEngine, config, popped
+from tests.fakes.engine import BROKER, FakeExecutor, FakePopEngine, config, popped
 from tests.waiting import eventually_async
 
 
@@ -117,11 +117,14 @@ def test_only_the_begun_call_is_extended_when_two_queues_share_its_offset() -> N
 
 def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost() -> None:
     """Short calls (a no-op's): one job at the executor, what pops bring meanwhile waits and goes as one job;
-    slower calls (or none measured yet): ``HOLD_JOBS`` at once, so every worker gets one."""
+    slower calls (or none measured yet): one job per worker at once (``HOLD_JOBS`` at least), so every worker
+    gets one."""
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop"))
+        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=3))
         svc: PopConsumeService = engine.service
-        assert svc.hold() == HOLD_JOBS == 2
+        assert svc.hold() == 3
+        assert PopConsumeService(FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
+                                 ).hold() == HOLD_JOBS == 2
         req = engine.request()
         engine.deliver(req, [popped(100)])
         await eventually_async(lambda: engine.executor.pending, what="the first job")
@@ -141,7 +144,7 @@ def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost(
         assert engine.executor.started[-1].offsets == [2, 3]
         engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S * 100)
         await eventually_async(lambda: not engine.service.in_flight, what="acked")
-        assert svc.hold() == HOLD_JOBS, "slower calls again: a job per worker"
+        assert svc.hold() == 3, "slower calls again: a job per worker"
         assert engine.pop_client.all_acked == [1, 2, 3, 100]
 
     asyncio.run(main())
