@@ -303,6 +303,12 @@ MUTANTS: list[Mutant] = [
       "worker-pipe round trips per message stay ~3x pull's)",
       "return 1 if per_msg is not None and per_msg < SHORT_CALL_S else HOLD_JOBS", "return HOLD_JOBS",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost"),
+    m("pj-pop-hold-two-whatever-workers", "rmqrun/consumer/pop_consume.py",
+      "slow calls hold two jobs of a lane out whatever the workers: with more workers the others idle while "
+      "the assignment's messages wait",
+      'return HOLD_JOBS * max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))', "return HOLD_JOBS",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_"
+      "supervisors_cost"),
     m("pj-pop-flush-at-once", "rmqrun/consumer/pop_consume.py",
       "a lane is flushed as each pop answer is handed over: the answers read in one turn go as one job each",
       "        self._due.add(lane)\n", "        self._flush(lane, self.job_size())\n",

@@ -91,12 +91,11 @@ JOB_TARGET_S = 0.1
 #: most messages in one job: several pops' worth once calls are short (what the pops of one queue may hold
 #: un-acked at once is ``pop_threshold_for_queue`` plus the pops in flight: 192 by default)
 JOB_MAX = 256
-#: a lane's jobs at the executor at once (at least; one per worker) before its newly popped messages wait to go
-#: as one job
+#: a lane's jobs at the executor at once per worker before its newly popped messages wait to go as one job
 HOLD_JOBS = 2
 #: handler seconds per message below which a lane holds ONE job at the executor: the workers then spend less
 #: per message than the supervisor does (~8 us a popped message), so fewer, bigger jobs are what go faster,
-#: and a job's messages are back within a few ms; slower calls keep ``HOLD_JOBS`` so each worker has one
+#: and a job's messages are back within a few ms; slower calls keep ``HOLD_JOBS`` per worker
 SHORT_CALL_S = 10e-6
 #: weight of the newest job in the handler-time average
 JOB_TIME_WEIGHT = 0.2
@@ -263,12 +262,13 @@ class PopConsumeService:
     def hold(self) -> int:
         """A lane's jobs at the executor before newly popped messages wait to join the next one: one while
         calls are known to take under ``SHORT_CALL_S`` a message (the supervisor is then the limit, and a
-        held job is back within ms), else one per worker (``HOLD_JOBS`` at least): a lane is every queue of
-        an assignment, so fewer would leave workers idle while its messages wait."""
+        held job is back within ms), else ``HOLD_JOBS`` per worker: one running and one waiting in its pipe.
+        A lane is every queue of an assignment, so fewer would leave a worker idle for a pop's round trip
+        whenever its job ends (jobs of 1 ms calls: each pop's 32 go at once, as when a lane was one queue)."""
         per_msg = self._handler_s_per_msg
         if per_msg is not None and per_msg < SHORT_CALL_S:
             return 1
-        return max(HOLD_JOBS, int(getattr(self.engine.executor, "parallelism", 0) or 0))
+        return HOLD_JOBS * max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))
 
     def job_size(self) -> int:
         """Messages per job: one handler call's worth (``consume_message_batch_max_size``) until calls are known

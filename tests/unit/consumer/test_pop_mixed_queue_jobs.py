@@ -117,12 +117,12 @@ def test_only_the_begun_call_is_extended_when_two_queues_share_its_offset() -> N
 
 def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost() -> None:
     """Short calls (a no-op's): one job at the executor, what pops bring meanwhile waits and goes as one job;
-    slower calls (or none measured yet): one job per worker at once (``HOLD_JOBS`` at least), so every worker
-    gets one."""
+    slower calls (or none measured yet): ``HOLD_JOBS`` per worker at once, so no worker waits for a pop when
+    its job ends."""
     async def main() -> None:
         engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=3))
         svc: PopConsumeService = engine.service
-        assert svc.hold() == 3
+        assert svc.hold() == 3 * HOLD_JOBS == 6
         assert PopConsumeService(FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
                                  ).hold() == HOLD_JOBS == 2
         req = engine.request()
@@ -144,7 +144,7 @@ def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost(
         assert engine.executor.started[-1].offsets == [2, 3]
         engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S * 100)
         await eventually_async(lambda: not engine.service.in_flight, what="acked")
-        assert svc.hold() == 3, "slower calls again: a job per worker"
+        assert svc.hold() == 6, "slower calls again: two jobs per worker"
         assert engine.pop_client.all_acked == [1, 2, 3, 100]
 
     asyncio.run(main())
