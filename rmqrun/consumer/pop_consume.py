@@ -1,7 +1,7 @@
 """Consuming popped messages (Java ``ConsumeMessagePopConcurrentlyService``), plus invisibility extension.
 
 Popped messages become jobs for the same executor the pull engine uses (per
-queue, jobs of ``consume_message_batch_max_size`` messages while handler calls
+lane, jobs of ``consume_message_batch_max_size`` messages while handler calls
 are slow or not measured yet, up to ``JOB_MAX`` once they are known to take
 about 0.1 s in all: ``job_size``), so crash isolation, long-call handling and
 dispatch work as in pull mode. A job holds messages of several queues of one
@@ -155,7 +155,7 @@ class PopConsumeService:
         self._handler_s_per_msg: float | None = None
         #: the jobs handed to the executor and not answered yet (which of their calls began: extension)
         self._views: set[PopJobView] = set()
-        #: per queue of an assignment, its jobs at the executor and the messages waiting to join one job
+        #: per lane (topic and broker) of an assignment, its jobs at the executor and the messages waiting
         self._lanes: dict[tuple[PopProcessQueue, tuple[str, str]], _Lane] = {}
         #: set by :meth:`stop`: nothing waits in a lane any more
         self._stopping = False
@@ -198,9 +198,9 @@ class PopConsumeService:
 
     def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
         """Consume a pop's messages: per topic (a retry topic apart) and broker, jobs of :meth:`job_size`
-        messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow, because a job's
-        results come back when all of it is done: each message is acked within ~0.1 s of its own call's end,
-        so a stop or a kill redelivers only what had not finished.
+        messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow,
+        because a job's results come back when all of it is done: each message is acked within ~0.1 s of its
+        own call's end, so a stop or a kill redelivers only what had not finished.
 
         Messages wait in their :class:`_Lane` while :meth:`hold` of its jobs are at the executor and they
         are fewer than a job: those of several pops (of any queues of the topic) then go as one job once a
@@ -250,8 +250,8 @@ class PopConsumeService:
                 del waiting[:size]
                 lane.out += 1
                 self._spawn(lane.req, chunk, lane)
-        if not waiting and not lane.out:
-            self._lanes.pop(lane.key, None)
+        if not waiting and not lane.out and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
 
     def _job_back(self, lane: "_Lane | None") -> None:
         """A lane's job is back from the executor (run or not): what waited behind it goes as one job."""
