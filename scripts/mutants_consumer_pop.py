@@ -270,16 +270,19 @@ MUTANTS: list[Mutant] = [
       "a failed message of a job of several queues is sent back and logged under the job's queue -1, not its own",
       "steps.append(self._failed(req.pq, mq if whole else _broker_mq(entry), entry,",
       "steps.append(self._failed(req.pq, mq, entry,",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_with_its_own_receipt_and_queue"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
     m("pj-pop-job-undecodable-job-queue", "rmqrun/consumer/pop_consume.py",
       "an undecodable message of a job of several queues is dead-lettered under the job's queue -1",
       "steps.append(self._undecodable(req.pq, mq if whole else _broker_mq(entry), entry,",
       "steps.append(self._undecodable(req.pq, mq, entry,",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_with_its_own_receipt_and_queue"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
     m("pj-pop-job-queue-of-first", "rmqrun/consumer/pop_consume.py",
       "a job of several queues is named by its first message's queue: the others' failures name that queue",
       "first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)", "first.queue_id)",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_with_its_own_receipt_and_queue"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
     m("pj-pop-lane-takes-retry-topic", "rmqrun/consumer/pop_consume.py",
       "the pop retry topic's messages share a job with the topic's: their acks and the pipe's topic name the "
       "wrong topic", '_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name")',
@@ -289,7 +292,8 @@ MUTANTS: list[Mutant] = [
       "begun calls are matched by offset even where the executor names them by index: a message of another "
       "queue at the same offset, still waiting for a worker, is extended (and comes back late after a kill)",
       'by_index = getattr(executor, "handler_call_indexes", None)', "by_index = None",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_only_the_begun_call_is_extended_when_two_queues_share_its_offset"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_only_the_begun_call_is_extended_when_two_queues_share_"
+      "its_offset"),
     m("pj-executor-isolated-index", "rmqrun/supervisor/executor.py",
       "an isolated re-run's begun call is named by its index in its one-message batch, not in its job: the "
       "wrong message is extended", "job=parent.job, first=parent.first + i)", "job=parent.job)",
@@ -302,7 +306,8 @@ MUTANTS: list[Mutant] = [
       "short calls keep two jobs of a lane out: what pops bring goes as jobs of one pop each (the supervisor's "
       "worker-pipe round trips per message stay ~3x pull's)",
       "return 1 if per_msg is not None and per_msg < SHORT_CALL_S else HOLD_JOBS", "return HOLD_JOBS",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_"
+      "supervisors_cost"),
     m("pj-pop-hold-two-whatever-workers", "rmqrun/consumer/pop_consume.py",
       "slow calls hold two jobs of a lane out whatever the workers: with more workers the others idle while "
       "the assignment's messages wait",
@@ -312,7 +317,8 @@ MUTANTS: list[Mutant] = [
     m("pj-pop-flush-at-once", "rmqrun/consumer/pop_consume.py",
       "a lane is flushed as each pop answer is handed over: the answers read in one turn go as one job each",
       "        self._due.add(lane)\n", "        self._flush(lane, self.job_size())\n",
-      U + "consumer/test_pop_mixed_queue_jobs.py::test_the_pops_answered_in_one_turn_of_the_loop_make_one_job"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_the_pops_answered_in_one_turn_of_the_loop_make_"
+      "one_job"),
     m("pj-collector-not-frozen", "rmqrun/cli/run/collector.py",
       "the supervisor's startup objects stay in the collector's full walks", "    gc.freeze()\n", "",
       U + "cli/test_collector.py"),
