@@ -305,7 +305,7 @@ MUTANTS: list[Mutant] = [
     m("pj-pop-hold-always-two", "rmqrun/consumer/pop_consume.py",
       "short calls keep two jobs of a lane out: what pops bring goes as jobs of one pop each (the supervisor's "
       "worker-pipe round trips per message stay ~3x pull's)",
-      "return 1 if per_msg is not None and per_msg < SHORT_CALL_S else HOLD_JOBS", "return HOLD_JOBS",
+      "        if per_msg is not None and per_msg < SHORT_CALL_S:\n            return 1\n", "",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_"
       "supervisors_cost"),
     m("pj-pop-hold-two-whatever-workers", "rmqrun/consumer/pop_consume.py",
