@@ -14,7 +14,9 @@ they live as long as the process) is moved out of the collector's sight
 (``gc.freeze``), and the youngest generation is collected every
 ``GEN0_THRESHOLD`` allocations instead of 700. Cycles are still collected,
 only in fewer, larger passes; memory held by uncollected cycles in between is
-bounded by that count of young objects.
+bounded by that count of young objects. A frozen object that later ends in a
+cycle of garbage is never collected (reference counting still frees the rest):
+that is at most what existed at startup, once.
 """
 
 from __future__ import annotations
