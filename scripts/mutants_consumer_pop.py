@@ -265,4 +265,61 @@ MUTANTS: list[Mutant] = [
       "return cls(group, topic, f[4], f[0], f[6], f[3], f[1], f[2], word)",
       "return cls(group, topic, f[4], f[0], f[6], f[2], f[1], f[3], word)",
       U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says"),
+    # ---------------------------------------------------------------- POP jobs of several queues (#32, popjob)
+    m("pj-pop-job-failure-job-queue", "rmqrun/consumer/pop_consume.py",
+      "a failed message of a job of several queues is sent back and logged under the job's queue -1, not its own",
+      "steps.append(self._failed(req.pq, mq if whole else _broker_mq(entry), entry,",
+      "steps.append(self._failed(req.pq, mq, entry,",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
+    m("pj-pop-job-undecodable-job-queue", "rmqrun/consumer/pop_consume.py",
+      "an undecodable message of a job of several queues is dead-lettered under the job's queue -1",
+      "steps.append(self._undecodable(req.pq, mq if whole else _broker_mq(entry), entry,",
+      "steps.append(self._undecodable(req.pq, mq, entry,",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
+    m("pj-pop-job-queue-of-first", "rmqrun/consumer/pop_consume.py",
+      "a job of several queues is named by its first message's queue: the others' failures name that queue",
+      "first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)", "first.queue_id)",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
+      "with_its_own_receipt_and_queue"),
+    m("pj-pop-lane-takes-retry-topic", "rmqrun/consumer/pop_consume.py",
+      "the pop retry topic's messages share a job with the topic's: their acks and the pipe's topic name the "
+      "wrong topic", '_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name")',
+      '_LANE_KEY = attrgetter("message.receipt.broker_name", "message.receipt.broker_name")',
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_retry_topics_messages_are_a_job_of_their_own"),
+    m("pj-pop-begun-by-offset", "rmqrun/consumer/pop_consume.py",
+      "begun calls are matched by offset even where the executor names them by index: a message of another "
+      "queue at the same offset, still waiting for a worker, is extended (and comes back late after a kill)",
+      'by_index = getattr(executor, "handler_call_indexes", None)', "by_index = None",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_only_the_begun_call_is_extended_when_two_queues_share_"
+      "its_offset"),
+    m("pj-executor-isolated-index", "rmqrun/supervisor/executor.py",
+      "an isolated re-run's begun call is named by its index in its one-message batch, not in its job: the "
+      "wrong message is extended", "job=parent.job, first=parent.first + i)", "job=parent.job)",
+      U + "supervisor/test_call_indexes.py"),
+    m("pj-executor-split-index", "rmqrun/supervisor/executor.py",
+      "a split's tail names its begun calls from index 0: the head's messages are taken as begun",
+      "job=pending.job, first=pending.first + index)", "job=pending.job)",
+      U + "supervisor/test_call_indexes.py"),
+    m("pj-pop-hold-always-two", "rmqrun/consumer/pop_consume.py",
+      "short calls keep two jobs of a lane out: what pops bring goes as jobs of one pop each (the supervisor's "
+      "worker-pipe round trips per message stay ~3x pull's)",
+      "        if per_msg is not None and per_msg < SHORT_CALL_S:\n            return 1\n", "",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_"
+      "supervisors_cost"),
+    m("pj-pop-hold-two-whatever-workers", "rmqrun/consumer/pop_consume.py",
+      "slow calls hold two jobs of a lane out whatever the workers: with more workers the others idle while "
+      "the assignment's messages wait",
+      'return HOLD_JOBS * max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))', "return HOLD_JOBS",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lane_holds_one_job_while_calls_are_shorter_than_the_"
+      "supervisors_cost"),
+    m("pj-pop-flush-at-once", "rmqrun/consumer/pop_consume.py",
+      "a lane is flushed as each pop answer is handed over: the answers read in one turn go as one job each",
+      "        self._due.add(lane)\n", "        self._flush(lane, self.job_size())\n",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_the_pops_answered_in_one_turn_of_the_loop_make_"
+      "one_job"),
+    m("pj-collector-not-frozen", "rmqrun/cli/run/collector.py",
+      "the supervisor's startup objects stay in the collector's full walks", "    gc.freeze()\n", "",
+      U + "cli/test_collector.py"),
 ]

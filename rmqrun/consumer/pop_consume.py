@@ -1,14 +1,17 @@
 """Consuming popped messages (Java ``ConsumeMessagePopConcurrentlyService``), plus invisibility extension.
 
 Popped messages become jobs for the same executor the pull engine uses (per
-queue, jobs of ``consume_message_batch_max_size`` messages while handler calls
+lane, jobs of ``consume_message_batch_max_size`` messages while handler calls
 are slow or not measured yet, up to ``JOB_MAX`` once they are known to take
 about 0.1 s in all: ``job_size``), so crash isolation, long-call handling and
-dispatch work as in pull mode. While ``HOLD_JOBS`` of a queue's jobs are at the
-executor, what later pops bring of it waits and goes as one job when one comes
-back, so the messages of several pops share a job (and a worker-pipe round
-trip) as a pull's do; each keeps its own receipt and outcome. For each message
-of a finished job:
+dispatch work as in pull mode. A job holds messages of several queues of one
+topic on one broker (what the pops of a ``queue_id -1`` assignment bring, as
+Java's ConsumeRequest of such an assignment does), each message acked with its
+own receipt and its calls tracked by its index in the job. While
+:meth:`PopConsumeService.hold` of a lane's jobs are at the executor, what later
+pops bring waits and goes as one job when one comes back, so the messages of
+several pops share a job (and a worker-pipe round trip) as a pull's do; each
+keeps its own receipt and outcome. For each message of a finished job:
 
 * success: ACK_MESSAGE with its newest receipt (the retry topic it came from,
   if it did), coalesced with others that finish within a few ms into one
@@ -88,8 +91,12 @@ JOB_TARGET_S = 0.1
 #: most messages in one job: several pops' worth once calls are short (what the pops of one queue may hold
 #: un-acked at once is ``pop_threshold_for_queue`` plus the pops in flight: 192 by default)
 JOB_MAX = 256
-#: a queue's jobs at the executor at once before its newly popped messages wait to go as one job
+#: a lane's jobs at the executor at once per worker before its newly popped messages wait to go as one job
 HOLD_JOBS = 2
+#: handler seconds per message below which a lane holds ONE job at the executor: the workers then spend less
+#: per message than the supervisor does (~8 us a popped message), so fewer, bigger jobs are what go faster,
+#: and a job's messages are back within a few ms; slower calls keep ``HOLD_JOBS`` per worker
+SHORT_CALL_S = 10e-6
 #: weight of the newest job in the handler-time average
 JOB_TIME_WEIGHT = 0.2
 
@@ -148,10 +155,13 @@ class PopConsumeService:
         self._handler_s_per_msg: float | None = None
         #: the jobs handed to the executor and not answered yet (which of their calls began: extension)
         self._views: set[PopJobView] = set()
-        #: per queue of an assignment, its jobs at the executor and the messages waiting to join one job
-        self._lanes: dict[tuple[PopProcessQueue, tuple[str, str, int]], _Lane] = {}
+        #: per lane (topic and broker) of an assignment, its jobs at the executor and the messages waiting
+        self._lanes: dict[tuple[PopProcessQueue, tuple[str, str]], _Lane] = {}
         #: set by :meth:`stop`: nothing waits in a lane any more
         self._stopping = False
+        #: lanes to flush at the end of this turn of the loop (:meth:`_flush_soon`)
+        self._due: set[_Lane] = set()
+        self._due_scheduled = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -187,51 +197,78 @@ class PopConsumeService:
     # ----------------------------------------------------------------- submission
 
     def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
-        """Consume a pop's messages: per queue (retry flag, queue id), jobs of :meth:`job_size` messages, as
-        Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow, because a job's
-        results come back when all of it is done: each message is acked within ~0.1 s of its own call's end,
-        so a stop or a kill redelivers only what had not finished.
+        """Consume a pop's messages: per topic (a retry topic apart) and broker, jobs of :meth:`job_size`
+        messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow,
+        because a job's results come back when all of it is done: each message is acked within ~0.1 s of its
+        own call's end, so a stop or a kill redelivers only what had not finished.
 
-        Messages of one queue wait in its :class:`_Lane` while ``HOLD_JOBS`` of its jobs are at the executor
-        and they are fewer than a job: those of several pops then go as one job once a job comes back (a
-        pop brings ~30; one job per pop cost the supervisor ~5x pull's worker-pipe frames per message)."""
+        Messages wait in their :class:`_Lane` while :meth:`hold` of its jobs are at the executor and they
+        are fewer than a job: those of several pops (of any queues of the topic) then go as one job once a
+        job comes back (a pop brings ~30; one job per pop cost the supervisor ~3.5x pull's worker-pipe
+        frames per message)."""
         req.pq.add(entries)
         keys = list(map(_LANE_KEY, entries))
-        if keys and keys.count(keys[0]) == len(keys):  # the usual pop: one queue's messages
-            by_queue: dict[tuple[str, str, int], Sequence[PopEntry]] = {keys[0]: entries}
+        if keys and keys.count(keys[0]) == len(keys):  # the usual pop: one topic's messages
+            by_queue: dict[tuple[str, str], Sequence[PopEntry]] = {keys[0]: entries}
         else:
             by_queue = defaultdict(list)
             for key, entry in zip(keys, entries):
                 by_queue[key].append(entry)  # type: ignore[attr-defined]
-        size = self.job_size()
         lanes = self._lanes
         for key, group in by_queue.items():
             lane = lanes.get((req.pq, key))
             if lane is None:
                 lane = lanes[(req.pq, key)] = _Lane(req, (req.pq, key))
             lane.waiting.extend(group)
+            self._flush_soon(lane)
+
+    def _flush_soon(self, lane: "_Lane") -> None:
+        """Flush ``lane`` at the end of this turn of the event loop, not now: the pop answers read in one turn
+        (and a job that came back in it) then make one job, not one each."""
+        self._due.add(lane)
+        if not self._due_scheduled:
+            self._due_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_due)
+
+    def _flush_due(self) -> None:
+        self._due_scheduled = False
+        due, self._due = self._due, set()
+        size = self.job_size()
+        for lane in due:
             self._flush(lane, size)
 
     def _flush(self, lane: "_Lane", size: int) -> None:
         """Hand the lane's waiting messages over, in offset order, in jobs of ``size`` at most: full jobs at
-        once, the rest only while fewer than ``HOLD_JOBS`` of the lane's jobs are at the executor (or when
+        once, the rest only while fewer than :meth:`hold` of the lane's jobs are at the executor (or when
         stopping)."""
         waiting = lane.waiting
-        if waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
-            waiting.sort(key=OFFSET)
-            while waiting and (len(waiting) >= size or lane.out < HOLD_JOBS or self._stopping):
+        hold = self.hold()
+        if waiting and (len(waiting) >= size or lane.out < hold or self._stopping):
+            waiting.sort(key=OFFSET)  # stable: each queue's messages in offset order
+            while waiting and (len(waiting) >= size or lane.out < hold or self._stopping):
                 chunk = waiting[:size]
                 del waiting[:size]
                 lane.out += 1
                 self._spawn(lane.req, chunk, lane)
-        if not waiting and not lane.out:
-            self._lanes.pop(lane.key, None)
+        if not waiting and not lane.out and self._lanes.get(lane.key) is lane:
+            del self._lanes[lane.key]
 
     def _job_back(self, lane: "_Lane | None") -> None:
         """A lane's job is back from the executor (run or not): what waited behind it goes as one job."""
         if lane is not None:
             lane.out -= 1
-            self._flush(lane, self.job_size())
+            self._flush_soon(lane)
+
+    def hold(self) -> int:
+        """A lane's jobs at the executor before newly popped messages wait to join the next one: one while
+        calls are known to take under ``SHORT_CALL_S`` a message (the supervisor is then the limit, and a
+        held job is back within ms), else ``HOLD_JOBS`` per worker: one running and one waiting in its pipe.
+        A lane is every queue of an assignment, so fewer would leave a worker idle for a pop's round trip
+        whenever its job ends (jobs of 1 ms calls: each pop's 32 go at once, as when a lane was one queue)."""
+        per_msg = self._handler_s_per_msg
+        if per_msg is not None and per_msg < SHORT_CALL_S:
+            return 1
+        return HOLD_JOBS * max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))
 
     def job_size(self) -> int:
         """Messages per job: one handler call's worth (``consume_message_batch_max_size``) until calls are known
@@ -288,7 +325,9 @@ class PopConsumeService:
                 self._release(pq, live)
                 return None
             first = live[0].message
-            mq = MessageQueue(first.ack_topic, first.receipt.broker_name, first.queue_id)
+            queue_ids = list(map(_QUEUE_ID, live))  # a job of several queues is the assignment's (queue -1)
+            mq = MessageQueue(first.ack_topic, first.receipt.broker_name,
+                              first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)
             view = PopJobView(pq, live)
             job = ConsumeJob(mq, False, list(map(_RECORD, live)), list(map(OFFSET, live)), pq=view)
             started = time.monotonic()
@@ -342,6 +381,7 @@ class PopConsumeService:
             return
         steps = []
         succeeded: list[PopEntry] = []
+        whole = mq.queue_id >= 0  # a job of one queue; else each message's own queue (a job of several)
         for i, entry in enumerate(entries):
             verdict = result.verdicts[i] if i < len(result.verdicts) else Status.NOT_RUN
             if verdict is Status.SUCCESS:
@@ -351,10 +391,12 @@ class PopConsumeService:
                     self._count_expired(entry)
                 self._release(req.pq, [entry])
             elif verdict is Status.UNDECODABLE:
-                steps.append(self._undecodable(req.pq, mq, entry, result.error_of(i)))
+                steps.append(self._undecodable(req.pq, mq if whole else _broker_mq(entry), entry,
+                                               result.error_of(i)))
             else:
                 self.engine.stats.failed += 1
-                steps.append(self._failed(req.pq, mq, entry, result.delay_level(i), result.error_of(i)))
+                steps.append(self._failed(req.pq, mq if whole else _broker_mq(entry), entry,
+                                          result.delay_level(i), result.error_of(i)))
         if succeeded:
             steps.append(self.acks.ack_all(req.pq, succeeded))
         if len(steps) == 1:
@@ -450,15 +492,24 @@ class PopConsumeService:
 
     def _begun(self) -> set[PopEntry] | None:
         """The messages whose handler call has begun (ended ones whose result is on its way included); None when
-        the executor cannot say (no ``handler_calls``)."""
-        calls = getattr(self.engine.executor, "handler_calls", None)
-        if calls is None:
+        the executor cannot say (no ``handler_calls``).
+
+        By index in the job (``handler_call_indexes``): a job of several queues may hold one offset twice. An
+        executor that names calls only by offset has each message at such an offset taken as begun."""
+        executor = self.engine.executor
+        by_index = getattr(executor, "handler_call_indexes", None)
+        calls = getattr(executor, "handler_calls", None)
+        if by_index is None and calls is None:
             return None
         out: set[PopEntry] = set()
         for view in list(self._views):
-            offsets = calls(view)
+            entries = view.entries
+            if by_index is not None:
+                out.update(entries[i] for i in by_index(view) if 0 <= i < len(entries))
+                continue
+            offsets = calls(view)  # type: ignore[misc]
             if offsets:
-                out.update(e for e in view.entries if e.message.queue_offset in offsets)
+                out.update(e for e in entries if e.message.queue_offset in offsets)
         return out
 
     async def _extend(self, entry: PopEntry) -> None:
@@ -489,17 +540,18 @@ class PopConsumeService:
 
 @dataclass(slots=True, eq=False)
 class _Lane:
-    """One queue of an assignment (ack topic, broker, queue id): its jobs at the executor (``out``) and the
-    popped messages waiting to join the next job."""
+    """The queues of one topic of an assignment on one broker (ack topic, broker: a retry topic is a lane of its
+    own): its jobs at the executor (``out``) and the popped messages waiting to join the next job."""
 
     req: PopRequest
-    key: tuple[PopProcessQueue, tuple[str, str, int]]
+    key: tuple[PopProcessQueue, tuple[str, str]]
     out: int = 0
     waiting: list[PopEntry] = field(default_factory=list)
 
 
-#: a popped message's lane: (ack topic, broker, queue id)
-_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name", "message.receipt.queue_id")
+#: a popped message's lane: (ack topic, broker); its queue id
+_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name")
+_QUEUE_ID = attrgetter("message.queue_id")
 _RECORD = attrgetter("message.record")
 #: a popped message's store time, read with the pop's answer (0: unknown)
 _STORED = attrgetter("message.stored")

@@ -184,7 +184,7 @@ class PopJobView:
     its call began (Java ``isPopTimeout``, checked as a ConsumeRequest starts): the executor then does not
     start it (NOT_RUN), since the broker may have handed those messages to another client already. Being
     its own object, it also lets the executor say which of *this job's* messages have begun
-    (``handler_calls``), with no mix-up of equal offsets of other queues of the same pop."""
+    (``handler_call_indexes``: by index in the job, which may hold equal offsets of several queues)."""
 
     pq: PopProcessQueue
     entries: list[PopEntry]

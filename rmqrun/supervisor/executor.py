@@ -73,6 +73,8 @@ class _Pending:
     job: ConsumeJob | None = None
     #: ``time.monotonic()`` when the job came: how long work has waited, for the stall rule of ``/healthz``
     queued_at: float = field(default_factory=time.monotonic)
+    #: the index in its job of the batch's first message (a split's tail, an isolated re-run: not 0)
+    first: int = 0
 
     def dropped(self) -> bool:
         job = self.job
@@ -201,23 +203,23 @@ class PoolExecutor:
         begun, so the consume-timeout sweep leaves them alone (Java sweeps only
         messages with a consumeStartTimeStamp, set as the listener is called).
         """
-        calls: dict[int, float | None] = {}
+        return {pending.job.offsets[pending.first + i]: began for pending, i, began in self._begun_calls(pq)}
+
+    def handler_call_indexes(self, pq: object) -> dict[int, float | None]:
+        """:meth:`handler_calls` by index in the job (a POP job of several queues repeats offsets)."""
+        return {pending.first + i: began for pending, i, began in self._begun_calls(pq)}
+
+    def _begun_calls(self, pq: object) -> list[tuple[_Pending, int, float | None]]:
+        """(batch, index in it, when its call began or None once ended) of each begun call of ``pq``'s jobs."""
+        out: list[tuple[_Pending, int, float | None]] = []
         for batch_id, pending in list(self._flying.items()):
-            job = pending.job
-            if job is None or job.pq is not pq:
-                continue
-            live = self.pool.live_call(batch_id)
-            if live is None:
-                continue
-            # an isolated re-run carries one record of its job: read the offsets from the batch itself
-            offsets = job.offsets if pending.batch.count == len(job.offsets) else pending.batch.queue_offsets()
-            n = len(offsets)
-            for i in range(min(live.done, n)):
-                calls[offsets[i]] = None
-            if live.in_call:
-                for i in range(max(0, live.call_start), min(live.call_end, n)):
-                    calls[offsets[i]] = live.call_began
-        return calls
+            live = self.pool.live_call(batch_id) if pending.job is not None and pending.job.pq is pq else None
+            if live is not None:
+                n = pending.batch.count
+                out.extend((pending, i, None) for i in range(min(live.done, n)))
+                calls = range(max(0, live.call_start), min(live.call_end, n)) if live.in_call else ()
+                out.extend((pending, i, live.call_began) for i in calls)
+        return out
 
     def load(self, now: float) -> PoolLoad:
         """The handler calls in progress and how long queued work has waited with nothing finishing.
@@ -420,7 +422,7 @@ class PoolExecutor:
                 return Status.NOT_RUN, 0
             sub = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, [records[i]],
                                  batch.auto_commit, 1, topic=batch.topic, alone=True), loop.create_future(),
-                           job=parent.job)
+                           job=parent.job, first=parent.first + i)
             self._waiting.appendleft(sub)
             self._dispatch()
             try:
@@ -520,7 +522,7 @@ class PoolExecutor:
                               batch.auto_commit, index, topic=batch.topic)
         tail = _Pending(Batch(next(self._ids), batch.queue_key, batch.mode, batch.broker_name, records[index:],
                               batch.auto_commit, len(records) - index, topic=batch.topic), loop.create_future(),
-                        job=pending.job)
+                        job=pending.job, first=pending.first + index)
         whole, pending.future = pending.future, loop.create_future()
         task = asyncio.ensure_future(_join(pending.future, tail.future, whole, index))
         self._isolations.add(task)

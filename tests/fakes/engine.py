@@ -421,6 +421,10 @@ class FakePopClient:
     batch_acked: list[list[int]] = field(default_factory=list)
     #: (queue offset, invisible time ms) per CHANGE_MESSAGE_INVISIBLETIME
     changed: list[tuple[int, int]] = field(default_factory=list)
+    #: every receipt acked, single or batched, in order (which queue and offset each ack named)
+    acked_receipts: list[ReceiptHandle] = field(default_factory=list)
+    #: the receipt each CHANGE_MESSAGE_INVISIBLETIME named
+    changed_receipts: list[ReceiptHandle] = field(default_factory=list)
 
     async def pop(self, addr: str, **kw: Any) -> PopResult:
         self.pops.append(kw)
@@ -432,21 +436,25 @@ class FakePopClient:
     async def ack(self, addr: str, *, group: str, message: PoppedMessage, receipt: ReceiptHandle | None = None
                   ) -> AckStatus:
         self.acked.append(message.queue_offset)
+        self.acked_receipts.append(receipt or message.receipt)
         return self.ack_status
 
     async def batch_ack(self, addr: str, *, group: str, broker_name: str,
                         acks: list[tuple[PoppedMessage, ReceiptHandle]]) -> AckStatus:
         self.batch_acked.append([m.queue_offset for m, _ in acks])
+        self.acked_receipts.extend(r for _, r in acks)
         return self.batch_ack_status
 
     async def batch_ack_receipts(self, addr: str, *, group: str, broker_name: str,
                                  groups: list[tuple[str, list[ReceiptHandle]]]) -> AckStatus:
         self.batch_acked.append([r.queue_offset for _topic, receipts in groups for r in receipts])
+        self.acked_receipts.extend(r for _topic, receipts in groups for r in receipts)
         return self.batch_ack_status
 
     async def change_invisible(self, addr: str, *, group: str, message: PoppedMessage, invisible_time_ms: int,
                                receipt: ReceiptHandle | None = None) -> ReceiptHandle | None:
         self.changed.append((message.queue_offset, invisible_time_ms))
+        self.changed_receipts.append(receipt or message.receipt)
         if not self.change_ok:
             return None
         r = receipt or message.receipt

@@ -61,6 +61,8 @@ async def _run(settings: Any, resolved: Any, loop_name: str = "asyncio") -> int:
     logger.info("event loop: {} (event_loop={})", loop_name, resolved["event_loop"])
     settings.signal_senders = True  # this process is ours alone (the notifier below hooks into these settings)
     supervisor = Supervisor(settings)
+    from rmqrun.cli.run import collector
+    collector.settle()  # the process's long-lived objects exist now (collector.py says why)
     procs.set_title(procs.supervisor_title(settings.consumer.group, list(settings.consumer.subscriptions)))
     notifier = SystemdNotifier.from_env()
     notifier.attach(settings, supervisor)

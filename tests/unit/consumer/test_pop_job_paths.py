@@ -135,21 +135,21 @@ def test_jobs_that_finish_together_share_one_ack_request(monkeypatch: Any) -> No
     asyncio.run(main())
 
 
-def test_a_pop_of_several_queues_makes_one_job_per_queue() -> None:
-    """A pop of every queue brings messages of two queues mixed: each queue's go as their own job, under their
-    own queue, in offset order."""
+def test_a_pop_of_several_queues_makes_one_job_of_them() -> None:
+    """A pop of every queue brings messages of two queues mixed: they go as one job (the assignment's, queue
+    -1), in offset order, each acked with its own receipt (``test_pop_mixed_queue_jobs.py``)."""
     async def main() -> None:
         engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32))
         req = engine.request()
         engine.deliver(req, [popped(5, queue_id=1), popped(7, queue_id=2), popped(3, queue_id=1),
                              popped(8, queue_id=2)])
-        await eventually_async(lambda: len(engine.executor.pending) == 2, what="one job per queue")
-        jobs = sorted((j.mq.queue_id, list(j.offsets)) for j, _ in engine.executor.pending)
-        assert jobs == [(1, [3, 5]), (2, [7, 8])]
-        engine.executor.finish()
+        await eventually_async(lambda: len(engine.executor.pending) == 1, what="one job")
+        jobs = [(j.mq.queue_id, list(j.offsets)) for j, _ in engine.executor.pending]
+        assert jobs == [(-1, [3, 5, 7, 8])]
         engine.executor.finish()
         await eventually_async(lambda: not engine.service.in_flight, what="acked")
-        assert engine.pop_client.all_acked == [3, 5, 7, 8]
+        assert sorted((r.queue_id, r.queue_offset) for r in engine.pop_client.acked_receipts) == \
+            [(1, 3), (1, 5), (2, 7), (2, 8)]
 
     asyncio.run(main())
 

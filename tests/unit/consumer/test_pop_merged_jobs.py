@@ -10,7 +10,7 @@ from typing import Any
 from rmqrun.consumer.pop_consume import HOLD_JOBS
 from rmqrun.model import Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
-from tests.fakes.engine import FakePopEngine, config, popped
+from tests.fakes.engine import FakeExecutor, FakePopEngine, config, popped
 from tests.waiting import eventually_async
 
 
@@ -25,14 +25,14 @@ async def _learned_fast(engine: FakePopEngine, req: Any) -> None:
 
 async def _held_jobs(engine: FakePopEngine, req: Any) -> None:
     """``HOLD_JOBS`` pops, each its own job at the executor (nothing to merge with yet)."""
-    for i in range(HOLD_JOBS):
+    for i in range(HOLD_JOBS):  # one turn of the loop each (pops read in one turn make one job)
         engine.deliver(req, [popped(10 * i), popped(10 * i + 1)])
-    await eventually_async(lambda: len(engine.executor.pending) == HOLD_JOBS, what="the held jobs")
+        await eventually_async(lambda: len(engine.executor.pending) == i + 1, what="a held job")
 
 
 def test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_outcome() -> None:
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop"))
+        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
         req = engine.request()
         await _learned_fast(engine, req)
         await _held_jobs(engine, req)
@@ -63,7 +63,7 @@ def test_two_pops_of_one_queue_become_one_job_and_each_message_keeps_its_outcome
 
 def test_a_pops_lapsed_messages_are_left_out_of_the_merged_job() -> None:
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop"))
+        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
         req = engine.request()
         await _learned_fast(engine, req)
         await _held_jobs(engine, req)
@@ -83,7 +83,7 @@ def test_a_pops_lapsed_messages_are_left_out_of_the_merged_job() -> None:
 
 def test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_what_waits() -> None:
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop"))
+        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
         req = engine.request()
         engine.deliver(req, [popped(0), popped(1), popped(2)])  # nothing measured: one call's worth per job
         await eventually_async(lambda: len(engine.executor.pending) == 3, what="three one-message jobs")
