@@ -148,13 +148,43 @@ def send_result_from_response(resp: RemotingCommand, queue_topic: str, broker_na
 
 
 def pull_result_from_response(resp: RemotingCommand) -> PullResult:
-    """MQClientAPIImpl.processPullResponse."""
+    """MQClientAPIImpl.processPullResponse.
+
+    The four numbers are read straight from the ext fields (a pull answer is read for every 32 messages); an
+    answer they do not read from goes through :class:`PullMessageResponseHeader`, which says what is wrong."""
     status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise error_for_code(resp.code, resp.remark, RequestCode.PULL_MESSAGE)
-    header = PullMessageResponseHeader.from_ext(resp.ext_fields)
+    ext = resp.ext_fields
+    try:
+        return PullResult(status, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]),
+                          int(ext["suggestWhichBrokerId"]), resp.body or b"", resp.remark)
+    except (KeyError, ValueError, TypeError):
+        pass
+    header = PullMessageResponseHeader.from_ext(ext)
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
                       header.suggest_which_broker_id, resp.body or b"", resp.remark)
+
+
+class PullTemplate:
+    """A queue's PULL_MESSAGE ext fields worked out once, with the three numbers that change from pull to pull
+    (offset, flag, commit offset) filled in per pull: the same fields in the same order as ``header.to_ext()``
+    (the Java map order depends only on which fields are present, and these three always are), without a
+    header object and its encoding per pull. ``key`` is what the owner built it from (a new one: a new
+    template)."""
+
+    __slots__ = ("key", "_fields")
+
+    def __init__(self, key: object, header: PullMessageRequestHeader) -> None:
+        self.key = key
+        self._fields = header.to_ext()
+
+    def fill(self, queue_offset: int, sys_flag: int, commit_offset: int) -> dict[str, str]:
+        ext = self._fields.copy()  # the order stays: the three keys below are replaced in place
+        ext["queueOffset"] = str(queue_offset)
+        ext["sysFlag"] = str(sys_flag)
+        ext["commitOffset"] = str(commit_offset)
+        return ext
 
 
 class BrokerClient:
@@ -231,8 +261,10 @@ class BrokerClient:
 
     # ----------------------------------------------------------------- pull
 
-    async def pull(self, addr: str, header: PullMessageRequestHeader, *, timeout: float = PULL_TIMEOUT) -> PullResult:
-        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header.to_ext())
+    async def pull(self, addr: str, header: PullMessageRequestHeader | dict[str, str], *,
+                   timeout: float = PULL_TIMEOUT) -> PullResult:
+        """One pull; ``header`` is the request's header, or its ext fields as :meth:`PullTemplate.fill` makes them."""
+        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header if isinstance(header, dict) else header.to_ext())
         return pull_result_from_response(await self._call(addr, cmd, timeout))
 
     # ----------------------------------------------------------------- consumer offsets

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, cast
 
 from loguru import logger
 
-from rmqrun.client.broker import PullStatus
+from rmqrun.client.broker import PullStatus, PullTemplate
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import OrderedConsumeService, PullContext
 from rmqrun.consumer.queued import QueuedRun
@@ -43,6 +43,7 @@ from rmqrun.remoting.message import RecordHead, scan_records, scan_spans
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
 if TYPE_CHECKING:
+    from rmqrun.consumer.config import ConsumerConfig
     from rmqrun.consumer.process_queue import ProcessQueue
     from rmqrun.protocol.subscription import SubscriptionData
 
@@ -205,16 +206,11 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         sys_flag |= FLAG_COMMIT_OFFSET
     if cfg.post_subscription_when_pull:
         sys_flag |= FLAG_SUBSCRIPTION
-    header = PullMessageRequestHeader(
-        consumer_group=cfg.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=req.next_offset,
-        max_msg_nums=cfg.pull_batch_size, sys_flag=sys_flag, commit_offset=max(commit_offset, 0),
-        suspend_timeout_millis=cfg.broker_suspend_max_time_ms,
-        subscription=sub.sub_string if cfg.post_subscription_when_pull else None,
-        sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name)
     pull_started = time.monotonic()
     epoch = req.epoch
     result = await engine.instance.broker.pull(
-        addr, header, timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
+        addr, _pull_template(cfg, req, sub).fill(req.next_offset, sys_flag, max(commit_offset, 0)),
+        timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
     if pq.dropped or req.epoch != epoch:  # dropped, or restarted after a lock gap while the pull was out
         return
     engine.note_suggested_broker(mq, result.suggest_which_broker_id)
@@ -252,6 +248,23 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         req.next_offset = result.next_begin_offset
         pq.dropped = True
         await engine.handle_offset_illegal(req)
+
+
+def _pull_template(cfg: "ConsumerConfig", req: PullRequest, sub: "SubscriptionData") -> PullTemplate:
+    """The queue's pull header but for the offsets and the flag, made again only when what it holds changed
+    (the subscription's version or expression, a reloaded setting)."""
+    post = cfg.post_subscription_when_pull
+    key = (cfg.group, cfg.pull_batch_size, cfg.broker_suspend_max_time_ms, post and sub.sub_string,
+           sub.sub_version, sub.expression_type)
+    template = req.pull_template
+    if template is None or template.key != key:
+        mq = req.mq
+        template = req.pull_template = PullTemplate(key, PullMessageRequestHeader(
+            consumer_group=cfg.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=0,
+            max_msg_nums=cfg.pull_batch_size, sys_flag=0, commit_offset=0,
+            suspend_timeout_millis=cfg.broker_suspend_max_time_ms, subscription=sub.sub_string if post else None,
+            sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name))
+    return template
 
 
 async def _refresh_max_offset(engine: PullContext, req: PullRequest, asked_at: float) -> float:

@@ -111,16 +111,20 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 #: json.dumps with these options builds an encoder on every call; one is enough (same text, fewer calls)
 _JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+#: the C encoder ``_JSON_HEADER.iterencode`` would make, made once: without a circular-reference table (a frame
+#: header is a flat dict of ints and strings, and ``ext_fields`` one of strings: it cannot hold itself), so one
+#: encoder serves every frame instead of one built per frame
+_C_HEADER_ENCODER = None if _c_make_encoder is None else _c_make_encoder(
+    None, _JSON_HEADER.default, json.encoder.encode_basestring, None, _JSON_HEADER.key_separator,
+    _JSON_HEADER.item_separator, _JSON_HEADER.sort_keys, _JSON_HEADER.skipkeys, _JSON_HEADER.allow_nan)
 
 
 def _dump_header(obj: dict[str, object]) -> str:
-    """``_JSON_HEADER.encode(obj)`` for a dict: the C encoder its ``iterencode`` makes (a fresh circular-reference
-    table each time, as there), called without the Python steps around it."""
-    if _c_make_encoder is None:  # pragma: no cover - an interpreter without json's C speedups
+    """``_JSON_HEADER.encode(obj)`` for a dict: the same text from the C encoder made once (above), called without
+    the Python steps around it."""
+    if _C_HEADER_ENCODER is None:  # pragma: no cover - an interpreter without json's C speedups
         return _JSON_HEADER.encode(obj)
-    enc = _JSON_HEADER
-    return "".join(_c_make_encoder({}, enc.default, json.encoder.encode_basestring, None, enc.key_separator,
-                                   enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)(obj, 0))
+    return "".join(_C_HEADER_ENCODER(obj, 0))
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
