@@ -180,8 +180,10 @@ class OrderlyConsumeService:
                              auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,
                              still_owned=pq.holds_lock if ahead is not None and cfg.clustering else None)
             self.chained_jobs += ahead is not None
-            flight.append(_Flight(entries, job, asyncio.ensure_future(self.engine.executor.run(job)),
-                                  time.monotonic()))
+            executor = self.engine.executor
+            submit = getattr(executor, "submit", None)  # an executor's future, else a task awaiting its run()
+            flight.append(_Flight(entries, job, submit(job) if submit is not None else
+                                  asyncio.ensure_future(executor.run(job)), time.monotonic()))
 
     async def _settle_head(self, req: PullRequest, flight: deque[_Flight]) -> float:
         """Wait for the oldest job in flight and apply its outcome; returns how long to suspend (0 = don't).

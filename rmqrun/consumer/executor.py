@@ -9,6 +9,7 @@ engine awaits :meth:`Executor.run` and never learns about processes.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
@@ -46,6 +47,15 @@ class ConsumeJob:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def settled(self, future: "asyncio.Future[JobResult]") -> None:
+        """Its executor's future is done: record whether the job succeeded in full (a job chained to it may
+        then run)."""
+        if future.cancelled() or future.exception() is not None:
+            self.clean = False
+            return
+        verdicts = future.result().verdicts
+        self.clean = verdicts.count(Status.SUCCESS) == len(verdicts)
 
 
 @dataclass(slots=True)
