@@ -108,7 +108,7 @@ class OrderlyConsumeService:
         """Make sure the queue's consume loop runs (it exits when the queue is empty)."""
         task = self._loops.get(req.mq)
         if task is None or task.done():
-            task = asyncio.ensure_future(self._loop(req))
+            task = asyncio.get_running_loop().create_task(self._loop(req))  # ensure_future's checks, once a pull
             self._loops[req.mq] = task
             task.add_done_callback(lambda t, mq=req.mq: self._loops.get(mq) is t and self._loops.pop(mq))
 
