@@ -404,7 +404,9 @@ class ConnectionPool:
 
     async def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """The answer to ``cmd``; an ACL refusal raises :class:`AccessDeniedError` (see :meth:`check`)."""
-        conn = await self.get(address)
+        conn = self._conns.get(address)
+        if conn is None or conn.closed:  # else :meth:`get` would return it, one coroutine later (a pull each)
+            conn = await self.get(address)
         return self.check(address, cmd, await conn.request(cmd, timeout))
 
     def check(self, address: str, cmd: RemotingCommand, resp: RemotingCommand) -> RemotingCommand:
