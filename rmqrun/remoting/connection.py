@@ -202,7 +202,8 @@ class Connection:
         if self._timer is None or deadline < self._timer_at:
             self._arm(loop, deadline)
         try:
-            await self._write(codec.encode(cmd))
+            if self._queue(codec.encode(cmd)):  # past the high-water mark: wait for the peer to read
+                await self._drain()
             return await fut
         except RequestTimeoutError as exc:
             if self.close_on_timeout and self._closed is None:
@@ -263,6 +264,12 @@ class Connection:
         syscall for all of them (instead of one each) is a large share of
         either side's CPU on loopback.
         """
+        if self._queue(data):
+            await self._drain()
+
+    def _queue(self, data: bytes) -> bool:
+        """:meth:`_write` up to the wait: True when the transport's buffer is past the high-water mark (the
+        frames are flushed now, and the caller waits with :meth:`_drain`). Raises if the connection is closed."""
         if self._closed is not None:
             raise self._closed
         self._out.append(data)
@@ -271,11 +278,15 @@ class Connection:
             asyncio.get_running_loop().call_soon(self._flush)
         if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
             self._flush()
-            try:
-                await self._writer.drain()
-            except (ConnectionError, RuntimeError, OSError) as exc:
-                self.close(exc)
-                raise self._closed from exc  # type: ignore[misc]
+            return True
+        return False
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError, OSError) as exc:
+            self.close(exc)
+            raise self._closed from exc  # type: ignore[misc]
 
     def _flush(self) -> None:
         self._flush_scheduled = False
