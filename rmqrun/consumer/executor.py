@@ -4,7 +4,8 @@ The push-consumer engine decides *what* to consume and what to do with the
 outcome; an :class:`Executor` decides *where* it runs. rmqrun's supervisor
 implements it with worker processes (orderly queues pinned to one worker,
 concurrent batches spread by load); a test may implement it in-process. The
-engine awaits :meth:`Executor.run` and never learns about processes.
+engine awaits :meth:`Executor.run` (or takes its optional ``submit``'s future) and never learns about
+processes.
 """
 
 from __future__ import annotations
@@ -105,5 +106,10 @@ class Executor(Protocol):
         May wait for capacity first (backpressure). Must not raise for a handler
         failure (that is a verdict); raises only when the job cannot be run at all
         (shutting down), in which case nothing of it counts as consumed.
+
+        Optional beside it: ``submit(job) -> asyncio.Future[JobResult]``, the same as a future (failed where
+        ``run`` raises). The consume services hand their jobs over through it when an executor has it (the
+        pool's): a job per pull then costs no task awaiting ``run``. A wrapper that delegates attributes must
+        define its own (``trace_hook.TracingExecutor``), or its ``run`` is skipped.
         """
         ...
