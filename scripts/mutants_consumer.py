@@ -495,7 +495,7 @@ MUTANTS: list[Mutant] = [
     m("supcut-settled-ignores-verdicts", "rmqrun/consumer/executor.py",
       "an orderly job counts as clean whatever its verdicts (a job chained behind a failure runs)",
       "        self.clean = verdicts.count(Status.SUCCESS) == len(verdicts)", "        self.clean = True",
-      I + "test_orderly_pipeline.py"),
+      U + "consumer/test_consume_job_settled.py"),
     m("supcut-all-success-skips-failures", "rmqrun/consumer/running_info.py",
       "a job's failures are not counted in the consume status table when some of it succeeded",
       "        if ok == ran:  # the usual job", "        if ok:  # the usual job",
