@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from operator import add
+from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
 from loguru import logger
@@ -53,6 +53,9 @@ MAX_OFFSET_REFRESH_S = 5.0
 #: cache: for what no ``made_room`` reports (limits changed by a rebalance or a reload, a queue dropped
 #: without its task cancelled, the max-offset refresh above)
 FLOW_CONTROL_RECHECK_S = 1.0
+
+#: a :data:`~rmqrun.remoting.message.RecordSpan`'s queue offset and body size
+_SPAN_OFFSET, _SPAN_BODY_SIZE = itemgetter(3), itemgetter(5)
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -314,11 +317,11 @@ def _pulled_run(engine: PullContext, req: PullRequest, sub: "SubscriptionData", 
         engine.status.on_pulled(mq.topic, len(spans), pull_seconds)
         if not spans:
             return QueuedRun([], [], [])
-        starts, totals, _qids, offsets, _phys, sizes, _props = zip(*spans)
-        if offsets[0] < prev:
-            logger.warning("{}: broker returned offset {} below the requested {}", mq, offsets[0], prev)
-        return QueuedRun(list(offsets), list(sizes),
-                         list(map(view.__getitem__, map(slice, starts, map(add, starts, totals)))))
+        if spans[0][3] < prev:
+            logger.warning("{}: broker returned offset {} below the requested {}", mq, spans[0][3], prev)
+        # each column read straight from the spans (no transposing zip: half the cost for a pull of 32)
+        return QueuedRun(list(map(_SPAN_OFFSET, spans)), list(map(_SPAN_BODY_SIZE, spans)),
+                         [view[span[0]:span[0] + span[1]] for span in spans])
     heads = scan_records(body)
     engine.status.on_pulled(mq.topic, len(heads), pull_seconds)
     if heads and heads[0].queue_offset < prev:
