@@ -165,12 +165,13 @@ class OrderlyConsumeService:
         while the lock is held (checked again until it runs) and runs only if the one ahead succeeds."""
         pq = req.pq
         cfg = self.config
+        depth = self._depth()
+        size = cfg.consume_message_batch_max_size * self._calls_per_job()  # the estimate moves only with results
         while not pq.dropped and not self.stopping:
             ahead = flight[-1].job if flight else None
-            if ahead is not None and (len(flight) >= self._depth() or ahead.clean is False
+            if ahead is not None and (len(flight) >= depth or ahead.clean is False
                                       or (cfg.clustering and not pq.holds_lock())):
                 return
-            size = cfg.consume_message_batch_max_size * self._calls_per_job()
             if ahead is not None and pq.cached_count < size // 2:
                 return  # a short job behind costs more (a job's fixed cost) than the next pull's wait
             entries = pq.take_messages(size)

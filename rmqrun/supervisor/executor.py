@@ -164,7 +164,7 @@ class PoolExecutor:
         key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
         # one record per entry, each checked by the puller's scan: the batch need not walk them again
         batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
-                      len(job.offsets), topic=job.mq.topic)
+                      len(job.offsets), topic=job.mq.topic, checked=True)
         pending = _Pending(batch, future, job=job)
         if job.orderly:
             job.batch_id = batch.batch_id
