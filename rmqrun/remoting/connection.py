@@ -188,6 +188,7 @@ class Connection:
             cmd.serialize_type = self.serialize_type
         if self.security is not None:
             self.security.sign(cmd)
+            cmd.ext_text = None  # the signature joined the ext fields: encoded from them
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         opaque = cmd.opaque
@@ -250,6 +251,7 @@ class Connection:
             cmd.serialize_type = self.serialize_type
         if self.security is not None:
             self.security.sign(cmd)
+            cmd.ext_text = None  # the signature joined the ext fields: encoded from them
         await self._write(codec.encode(cmd))
 
     async def send_response(self, resp: RemotingCommand) -> None:

@@ -32,8 +32,26 @@ def test_a_template_fills_what_the_header_would_write(base: PullMessageRequestHe
     filled = template.fill(offset, flag, commit)
     expected = replace(base, queue_offset=offset, sys_flag=flag, commit_offset=commit).to_ext()
     assert list(filled.items()) == list(expected.items())  # the Java map order too
-    # and the frame on the wire is the same bytes
-    assert encode(RemotingCommand(11, filled, opaque=7)) == encode(RemotingCommand(11, expected, opaque=7))
+    # and the frame on the wire is the same bytes, the JSON text from the template spliced in or not
+    assert filled.text is not None
+    wire = encode(RemotingCommand(11, expected, opaque=7, flag=flag))
+    assert encode(RemotingCommand(11, filled, opaque=7, flag=flag, ext_text=filled.text)) == wire
+    assert encode(RemotingCommand(11, filled, opaque=7, flag=flag)) == wire
+
+
+def test_a_template_whose_fields_hold_its_marker_writes_no_text_and_is_encoded_from_its_fields() -> None:
+    odd = replace(HEADERS[0], consumer_group="G\x00queueOffset\x00")
+    filled = PullTemplate("k", odd).fill(1, 2, 3)
+    assert filled.text is None
+    assert list(filled.items()) == list(replace(odd, queue_offset=1, sys_flag=2, commit_offset=3).to_ext().items())
+
+
+@pytest.mark.parametrize("language, remark", [("JAVA", None), ("PYTHÖN \"q\"", None), ("PYTHON", "a remark")])
+def test_a_header_with_ext_text_is_the_bytes_the_fields_give(language: str, remark: str | None) -> None:
+    filled = PullTemplate("k", HEADERS[1]).fill(9, 2, 8)
+    args = dict(opaque=2**31 - 1, flag=1, language=language, remark=remark, version=317)
+    assert encode(RemotingCommand(11, filled, ext_text=filled.text, **args)) == encode(
+        RemotingCommand(11, dict(filled), **args))
 
 
 def test_a_filled_template_is_a_fresh_dict_each_pull() -> None:
