@@ -460,7 +460,7 @@ MUTANTS: list[Mutant] = [
     # --- supcut (issue #38): the supervisor's cost per pull; each guarantee line a cut rewrote or added
     m("supcut-template-fills-wrong-field", "rmqrun/client/broker.py",
       "a pull's commit offset goes out as its queue offset (the per-queue template fills the wrong field)",
-      '        ext["commitOffset"] = str(commit_offset)', '        ext["commitOffset"] = str(queue_offset)',
+      '"commitOffset": str(commit_offset)}', '"commitOffset": str(queue_offset)}',
       U + "client/test_pull_fast_fields.py"),
     m("supcut-template-never-remade", "rmqrun/consumer/puller.py",
       "a queue's pull template is kept after its subscription's version changed (a reload): stale subVersion",
