@@ -52,7 +52,7 @@ from rmqrun.remoting.acl_sign import UNIQUE_KEY_QUERY
 from rmqrun.remoting.codes import RequestCode, ResponseCode, request_name
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code
-from rmqrun.remoting.frame import RemotingCommand
+from rmqrun.remoting.frame import RemotingCommand, _dump_header
 from rmqrun.remoting.message import decode_message, decode_messages
 from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
 from rmqrun.remoting.msg_id import decode_offset_msg_id
@@ -148,13 +148,69 @@ def send_result_from_response(resp: RemotingCommand, queue_topic: str, broker_na
 
 
 def pull_result_from_response(resp: RemotingCommand) -> PullResult:
-    """MQClientAPIImpl.processPullResponse."""
+    """MQClientAPIImpl.processPullResponse.
+
+    The four numbers are read straight from the ext fields (a pull answer is read for every 32 messages); an
+    answer they do not read from goes through :class:`PullMessageResponseHeader`, which says what is wrong."""
     status = _PULL_STATUS.get(resp.code)  # type: ignore[call-overload]
     if status is None:
         raise error_for_code(resp.code, resp.remark, RequestCode.PULL_MESSAGE)
-    header = PullMessageResponseHeader.from_ext(resp.ext_fields)
+    ext = resp.ext_fields
+    try:
+        return PullResult(status, int(ext["nextBeginOffset"]), int(ext["minOffset"]), int(ext["maxOffset"]),
+                          int(ext["suggestWhichBrokerId"]), resp.body or b"", resp.remark)
+    except (KeyError, ValueError, TypeError):
+        pass
+    header = PullMessageResponseHeader.from_ext(ext)
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
                       header.suggest_which_broker_id, resp.body or b"", resp.remark)
+
+
+class PullFields(dict):  # type: ignore[type-arg]
+    """A pull's ext fields as :meth:`PullTemplate.fill` makes them, with ``text``: the same as JSON, written from
+    the template (a frame's header then splices it in instead of encoding the fields; None: encode them). Not
+    to be changed once filled: the text would no longer say the same (the request signer drops the text)."""
+
+    __slots__ = ("text",)
+
+
+#: the three numbers a pull template fills in, in the order they stand in its JSON text (found when it is made)
+_FILLED = ("queueOffset", "sysFlag", "commitOffset")
+
+
+class PullTemplate:
+    """A queue's PULL_MESSAGE ext fields worked out once, with the three numbers that change from pull to pull
+    (offset, flag, commit offset) filled in per pull: the same fields in the same order as ``header.to_ext()``
+    (the Java map order depends only on which fields are present, and these three always are), and their JSON
+    text, without a header object and its encoding per pull. ``key`` is what the owner built it from (a new
+    one: a new template)."""
+
+    __slots__ = ("key", "_fields", "_text", "_order")
+
+    def __init__(self, key: object, header: PullMessageRequestHeader) -> None:
+        self.key = key
+        self._fields = header.to_ext()
+        # the JSON text cut around the three numbers (each a JSON string of digits: nothing to escape)
+        marked = {k: (f"\x00{k}\x00" if k in _FILLED else v) for k, v in self._fields.items()}
+        text = _dump_header(marked)
+        self._order = sorted(_FILLED, key=lambda k: text.find(f"\\u0000{k}\\u0000"))
+        for k in self._order:
+            text = text.replace(f"\\u0000{k}\\u0000", "\x00")
+        parts = text.split("\x00")
+        #: None where the cut did not come out as four pieces (a field holding the marker itself): no text then
+        self._text = parts if len(parts) == 4 else None
+
+    def fill(self, queue_offset: int, sys_flag: int, commit_offset: int) -> PullFields:
+        ext = PullFields(self._fields)  # the order stays: the three keys below are replaced in place
+        values = {"queueOffset": str(queue_offset), "sysFlag": str(sys_flag), "commitOffset": str(commit_offset)}
+        ext.update(values)
+        if self._text is None:
+            ext.text = None
+            return ext
+        head, a, b, tail = self._text
+        first, second, third = self._order
+        ext.text = f"{head}{values[first]}{a}{values[second]}{b}{values[third]}{tail}"
+        return ext
 
 
 class BrokerClient:
@@ -231,8 +287,13 @@ class BrokerClient:
 
     # ----------------------------------------------------------------- pull
 
-    async def pull(self, addr: str, header: PullMessageRequestHeader, *, timeout: float = PULL_TIMEOUT) -> PullResult:
-        cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header.to_ext())
+    async def pull(self, addr: str, header: PullMessageRequestHeader | dict[str, str], *,
+                   timeout: float = PULL_TIMEOUT) -> PullResult:
+        """One pull; ``header`` is the request's header, or its ext fields as :meth:`PullTemplate.fill` makes them."""
+        if isinstance(header, dict):
+            cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header, ext_text=getattr(header, "text", None))
+        else:
+            cmd = RemotingCommand(RequestCode.PULL_MESSAGE, header.to_ext())
         return pull_result_from_response(await self._call(addr, cmd, timeout))
 
     # ----------------------------------------------------------------- consumer offsets

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Sequence
 
 from loguru import logger
@@ -37,11 +38,15 @@ from rmqrun.consumer.retry import reconsume_times, with_reconsume_times
 from rmqrun.model import Status
 
 
+_UNEXPECTED = "a consume job failed unexpectedly; its messages stay cached and hold the committed offset"
+
+
 class ConcurrentConsumeService:
     def __init__(self, engine: ConsumeContext) -> None:
         self.engine = engine
         self.config = engine.config
-        self._tasks: set[asyncio.Task[None]] = set()
+        #: in flight: the executor's futures of jobs handed over, and tasks (delayed jobs, results that send back)
+        self._tasks: set[asyncio.Future] = set()
         self._cleaner: asyncio.Task[None] | None = None
         #: the executor's word on whose handler call has begun (None: count from the hand-over)
         self._calls: HandlerCalls | None = engine.executor if isinstance(engine.executor, HandlerCalls) else None
@@ -55,15 +60,21 @@ class ConcurrentConsumeService:
         self._cleaner = asyncio.ensure_future(self._clean_expired_loop(period))
 
     async def stop(self, grace: float) -> None:
-        """Wait up to ``grace`` seconds for in-flight jobs, then cancel the rest."""
+        """Wait up to ``grace`` seconds for in-flight jobs (and what their results start), then cancel the rest."""
         if self._cleaner is not None:
             self._cleaner.cancel()
-        if self._tasks:
-            done, pending = await asyncio.wait(list(self._tasks), timeout=grace)
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.wait(pending)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        while self._tasks:  # a job's result may start a task of its own (send-backs): waited for as well
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.wait(list(self._tasks), timeout=left)
+        pending = list(self._tasks)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
 
     @property
     def in_flight(self) -> int:
@@ -81,17 +92,25 @@ class ConcurrentConsumeService:
         self._spawn(req, run)
 
     def _spawn(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, delay: float = 0.0) -> None:
-        task = asyncio.ensure_future(self._consume(req, entries, delay))
+        submit = getattr(self.engine.executor, "submit", None)
+        if submit is None or delay:
+            self._track(asyncio.ensure_future(self._consume(req, entries, delay)))
+            return
+        # the hot path (a pull handed over as it comes): the executor's future and a callback, no task
+        if req.pq.dropped:
+            return
+        job = self._job(req, entries)
+        future = submit(job)
+        self._tasks.add(future)
+        future.add_done_callback(partial(self._job_done, req, entries, job, time.monotonic()))
+
+    def _track(self, task: "asyncio.Future[None]") -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _consume(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, delay: float) -> None:
-        if delay:
-            await asyncio.sleep(delay)
+    def _job(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun) -> ConsumeJob:
         pq = req.pq
-        if pq.dropped:
-            return
         # the stamps are read only by the consume-timeout sweep, and only when the executor cannot
         # say when a call began; otherwise skip a loop per message
         stamp = self._cleaner is not None and self._calls is None
@@ -103,7 +122,33 @@ class ConcurrentConsumeService:
             offsets, records = [e.offset for e in entries], [e.payload for e in entries]
             if stamp:
                 pq.mark_consume_started(offsets)
-        job = ConsumeJob(req.mq, False, records, offsets, pq=pq)
+        return ConsumeJob(req.mq, False, records, offsets, pq=pq)
+
+    def _job_done(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, job: ConsumeJob,
+                  started: float, future: "asyncio.Future[JobResult]") -> None:
+        """:meth:`_consume`'s second half for a job handed over by :meth:`_spawn`: settled here when it
+        succeeded in full (the usual job), else by a task (send-backs, redelivery)."""
+        self._tasks.discard(future)
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is not None:
+            logger.warning("job of {} messages of {} not run: {}", len(job.offsets), req.mq, error)
+            return
+        result = future.result()
+        try:
+            if self._counted(req, job, result, started) and not self._settled(req, entries, result):
+                self._track(asyncio.ensure_future(self._process_result(req, entries, result)))
+        except Exception as exc:  # as _log_failure reports a task's
+            logger.opt(exception=exc).error(_UNEXPECTED)
+
+    async def _consume(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        pq = req.pq
+        if pq.dropped:
+            return
+        job = self._job(req, entries)
         started = time.monotonic()
         try:
             result = await self.engine.executor.run(job)
@@ -112,13 +157,33 @@ class ConcurrentConsumeService:
         except Exception as exc:
             # Could not run at all (shutting down): nothing counts as consumed; the
             # messages stay cached, so the committed offset stays below them.
-            logger.warning("job of {} messages of {} not run: {}", len(offsets), req.mq, exc)
+            logger.warning("job of {} messages of {} not run: {}", len(job.offsets), req.mq, exc)
             return
-        if pq.dropped and all(v is Status.NOT_RUN for v in result.verdicts):
-            return  # skipped by the executor: the queue was given away before the job started
-        self.engine.stats.record(len(offsets), time.monotonic() - started, result, job.records)
+        if self._counted(req, job, result, started) and not self._settled(req, entries, result):
+            await self._process_result(req, entries, result)
+
+    def _counted(self, req: PullRequest, job: ConsumeJob, result: JobResult, started: float) -> bool:
+        """Count a finished job in the stats; False when there is nothing more to do with it."""
+        if req.pq.dropped and all(v is Status.NOT_RUN for v in result.verdicts):
+            return False  # skipped by the executor: the queue was given away before the job started
+        self.engine.stats.record(len(job.offsets), time.monotonic() - started, result, job.records)
         self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
-        await self._process_result(req, entries, result)
+        return True
+
+    def _settled(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, result: JobResult) -> bool:
+        """The common case, kept cheap and synchronous: everything succeeded (a whole pull goes in one step)
+        and the queue is still ours. False: :meth:`_process_result` settles it."""
+        pq = req.pq
+        verdicts = result.verdicts
+        if pq.dropped or len(verdicts) != len(entries) or verdicts.count(Status.SUCCESS) != len(entries):
+            return False
+        if isinstance(entries, QueuedRun):
+            offset = pq.remove_run(entries)
+        else:
+            offset = pq.remove_messages([e.offset for e in entries])
+        if offset >= 0 and not pq.dropped:
+            self.engine.offset_store.update(req.mq, offset, True)
+        return True
 
     async def _process_result(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun,
                               result: JobResult) -> None:
@@ -128,16 +193,6 @@ class ConcurrentConsumeService:
             if ran:
                 logger.warning("{} was dropped while {} messages were consumed; the result is discarded and the "
                                "new owner redelivers them", req.mq, ran)
-            return
-        verdicts = result.verdicts
-        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):
-            # the common case, kept cheap: everything succeeded (a whole pull goes in one step)
-            if isinstance(entries, QueuedRun):
-                offset = pq.remove_run(entries)
-            else:
-                offset = pq.remove_messages([e.offset for e in entries])
-            if offset >= 0 and not pq.dropped:
-                self.engine.offset_store.update(req.mq, offset, True)
             return
         if isinstance(entries, QueuedRun):
             entries = pq.split_run(entries)  # settled message by message from here
@@ -231,5 +286,4 @@ class ConcurrentConsumeService:
 def _log_failure(task: "asyncio.Task[None]") -> None:
     """Observe a consume task's exception so it is logged here, not lost as "never retrieved"."""
     if not task.cancelled() and task.exception() is not None:
-        logger.opt(exception=task.exception()).error("a consume job failed unexpectedly; its messages stay cached "
-                                                     "and hold the committed offset")
+        logger.opt(exception=task.exception()).error(_UNEXPECTED)

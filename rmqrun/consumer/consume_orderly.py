@@ -108,7 +108,7 @@ class OrderlyConsumeService:
         """Make sure the queue's consume loop runs (it exits when the queue is empty)."""
         task = self._loops.get(req.mq)
         if task is None or task.done():
-            task = asyncio.ensure_future(self._loop(req))
+            task = asyncio.get_running_loop().create_task(self._loop(req))  # ensure_future's checks, once a pull
             self._loops[req.mq] = task
             task.add_done_callback(lambda t, mq=req.mq: self._loops.get(mq) is t and self._loops.pop(mq))
 
@@ -165,12 +165,13 @@ class OrderlyConsumeService:
         while the lock is held (checked again until it runs) and runs only if the one ahead succeeds."""
         pq = req.pq
         cfg = self.config
+        depth = self._depth()
+        size = cfg.consume_message_batch_max_size * self._calls_per_job()  # the estimate moves only with results
         while not pq.dropped and not self.stopping:
             ahead = flight[-1].job if flight else None
-            if ahead is not None and (len(flight) >= self._depth() or ahead.clean is False
+            if ahead is not None and (len(flight) >= depth or ahead.clean is False
                                       or (cfg.clustering and not pq.holds_lock())):
                 return
-            size = cfg.consume_message_batch_max_size * self._calls_per_job()
             if ahead is not None and pq.cached_count < size // 2:
                 return  # a short job behind costs more (a job's fixed cost) than the next pull's wait
             entries = pq.take_messages(size)
@@ -180,8 +181,10 @@ class OrderlyConsumeService:
                              auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,
                              still_owned=pq.holds_lock if ahead is not None and cfg.clustering else None)
             self.chained_jobs += ahead is not None
-            flight.append(_Flight(entries, job, asyncio.ensure_future(self.engine.executor.run(job)),
-                                  time.monotonic()))
+            executor = self.engine.executor
+            submit = getattr(executor, "submit", None)  # an executor's future, else a task awaiting its run()
+            flight.append(_Flight(entries, job, submit(job) if submit is not None else
+                                  asyncio.ensure_future(executor.run(job)), time.monotonic()))
 
     async def _settle_head(self, req: PullRequest, flight: deque[_Flight]) -> float:
         """Wait for the oldest job in flight and apply its outcome; returns how long to suspend (0 = don't).

@@ -4,11 +4,13 @@ The push-consumer engine decides *what* to consume and what to do with the
 outcome; an :class:`Executor` decides *where* it runs. rmqrun's supervisor
 implements it with worker processes (orderly queues pinned to one worker,
 concurrent batches spread by load); a test may implement it in-process. The
-engine awaits :meth:`Executor.run` and never learns about processes.
+engine awaits :meth:`Executor.run` (or takes its optional ``submit``'s future) and never learns about
+processes.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Protocol, Sequence
 
@@ -46,6 +48,15 @@ class ConsumeJob:
 
     def __len__(self) -> int:
         return len(self.offsets)
+
+    def settled(self, future: "asyncio.Future[JobResult]") -> None:
+        """Its executor's future is done: record whether the job succeeded in full (a job chained to it may
+        then run)."""
+        if future.cancelled() or future.exception() is not None:
+            self.clean = False
+            return
+        verdicts = future.result().verdicts
+        self.clean = verdicts.count(Status.SUCCESS) == len(verdicts)
 
 
 @dataclass(slots=True)
@@ -95,5 +106,10 @@ class Executor(Protocol):
         May wait for capacity first (backpressure). Must not raise for a handler
         failure (that is a verdict); raises only when the job cannot be run at all
         (shutting down), in which case nothing of it counts as consumed.
+
+        Optional beside it: ``submit(job) -> asyncio.Future[JobResult]``, the same as a future (failed where
+        ``run`` raises). The consume services hand their jobs over through it when an executor has it (the
+        pool's): a job per pull then costs no task awaiting ``run``. A wrapper that delegates attributes must
+        define its own (``trace_hook.TracingExecutor``), or its ``run`` is skipped.
         """
         ...

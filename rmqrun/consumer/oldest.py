@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Sequence
+from itertools import repeat
 from typing import Any
 
 from rmqrun.remoting.message import SYSFLAG_BORNHOST_V6, SYSFLAG_POS, store_timestamp_pos
@@ -45,9 +46,8 @@ def store_timestamps_ms(records: Sequence[Any]) -> list[int]:
     anything else (decoded messages, an IPv6 born host, a short record, a missing
     stamp) falls back to the per-record reader, with the same results.
     """
-    unpack = _FLAG_AND_STAMP_V4.unpack_from
     try:
-        pairs = [unpack(r, SYSFLAG_POS) for r in records]
+        pairs = list(map(_FLAG_AND_STAMP_V4.unpack_from, records, repeat(SYSFLAG_POS)))  # no Python step per record
     except (struct.error, TypeError):
         return [s for s in map(store_timestamp_ms, records) if s is not None]
     if not pairs:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from rmqrun.client.broker import PullTemplate
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.model import MessageQueue
 
@@ -30,3 +31,5 @@ class PullRequest:
     #: an old one is not shown (the broker may be gone, or the queue not pulled for a while)
     broker_max_offset_at: float = 0.0
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    #: the queue's pull header but for the offsets and the flag (``puller._pull_template``): None until the first pull
+    pull_template: PullTemplate | None = field(default=None, repr=False)

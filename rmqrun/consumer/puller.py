@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from operator import add
+from operator import itemgetter
 from typing import TYPE_CHECKING, cast
 
 from loguru import logger
 
-from rmqrun.client.broker import PullStatus
+from rmqrun.client.broker import PullStatus, PullTemplate
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import OrderedConsumeService, PullContext
 from rmqrun.consumer.queued import QueuedRun
@@ -43,6 +43,7 @@ from rmqrun.remoting.message import RecordHead, scan_records, scan_spans
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
 if TYPE_CHECKING:
+    from rmqrun.consumer.config import ConsumerConfig
     from rmqrun.consumer.process_queue import ProcessQueue
     from rmqrun.protocol.subscription import SubscriptionData
 
@@ -52,6 +53,9 @@ MAX_OFFSET_REFRESH_S = 5.0
 #: cache: for what no ``made_room`` reports (limits changed by a rebalance or a reload, a queue dropped
 #: without its task cancelled, the max-offset refresh above)
 FLOW_CONTROL_RECHECK_S = 1.0
+
+#: a :data:`~rmqrun.remoting.message.RecordSpan`'s queue offset and body size
+_SPAN_OFFSET, _SPAN_BODY_SIZE = itemgetter(3), itemgetter(5)
 
 FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
@@ -205,16 +209,11 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         sys_flag |= FLAG_COMMIT_OFFSET
     if cfg.post_subscription_when_pull:
         sys_flag |= FLAG_SUBSCRIPTION
-    header = PullMessageRequestHeader(
-        consumer_group=cfg.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=req.next_offset,
-        max_msg_nums=cfg.pull_batch_size, sys_flag=sys_flag, commit_offset=max(commit_offset, 0),
-        suspend_timeout_millis=cfg.broker_suspend_max_time_ms,
-        subscription=sub.sub_string if cfg.post_subscription_when_pull else None,
-        sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name)
     pull_started = time.monotonic()
     epoch = req.epoch
     result = await engine.instance.broker.pull(
-        addr, header, timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
+        addr, _pull_template(cfg, req, sub).fill(req.next_offset, sys_flag, max(commit_offset, 0)),
+        timeout=(cfg.broker_suspend_max_time_ms + 15_000) / 1000)
     if pq.dropped or req.epoch != epoch:  # dropped, or restarted after a lock gap while the pull was out
         return
     engine.note_suggested_broker(mq, result.suggest_which_broker_id)
@@ -252,6 +251,23 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         req.next_offset = result.next_begin_offset
         pq.dropped = True
         await engine.handle_offset_illegal(req)
+
+
+def _pull_template(cfg: "ConsumerConfig", req: PullRequest, sub: "SubscriptionData") -> PullTemplate:
+    """The queue's pull header but for the offsets and the flag, made again only when what it holds changed
+    (the subscription's version or expression, a reloaded setting)."""
+    post = cfg.post_subscription_when_pull
+    key = (cfg.group, cfg.pull_batch_size, cfg.broker_suspend_max_time_ms, post and sub.sub_string,
+           sub.sub_version, sub.expression_type)
+    template = req.pull_template
+    if template is None or template.key != key:
+        mq = req.mq
+        template = req.pull_template = PullTemplate(key, PullMessageRequestHeader(
+            consumer_group=cfg.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=0,
+            max_msg_nums=cfg.pull_batch_size, sys_flag=0, commit_offset=0,
+            suspend_timeout_millis=cfg.broker_suspend_max_time_ms, subscription=sub.sub_string if post else None,
+            sub_version=sub.sub_version, expression_type=sub.expression_type, bname=mq.broker_name))
+    return template
 
 
 async def _refresh_max_offset(engine: PullContext, req: PullRequest, asked_at: float) -> float:
@@ -301,11 +317,11 @@ def _pulled_run(engine: PullContext, req: PullRequest, sub: "SubscriptionData", 
         engine.status.on_pulled(mq.topic, len(spans), pull_seconds)
         if not spans:
             return QueuedRun([], [], [])
-        starts, totals, _qids, offsets, _phys, sizes, _props = zip(*spans)
-        if offsets[0] < prev:
-            logger.warning("{}: broker returned offset {} below the requested {}", mq, offsets[0], prev)
-        return QueuedRun(list(offsets), list(sizes),
-                         list(map(view.__getitem__, map(slice, starts, map(add, starts, totals)))))
+        if spans[0][3] < prev:
+            logger.warning("{}: broker returned offset {} below the requested {}", mq, spans[0][3], prev)
+        # each column read straight from the spans (no transposing zip: half the cost for a pull of 32)
+        return QueuedRun(list(map(_SPAN_OFFSET, spans)), list(map(_SPAN_BODY_SIZE, spans)),
+                         [view[span[0]:span[0] + span[1]] for span in spans])
     heads = scan_records(body)
     engine.status.on_pulled(mq.topic, len(heads), pull_seconds)
     if heads and heads[0].queue_offset < prev:

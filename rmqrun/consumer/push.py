@@ -138,17 +138,20 @@ class ConsumeStats:
         record is read again."""
         self.jobs += 1
         self.busy_seconds += elapsed
-        self.consumed += result.verdicts.count(Status.SUCCESS)
+        verdicts = result.verdicts
+        ok = verdicts.count(Status.SUCCESS)
+        self.consumed += ok
         if n > 0:
             spent = result.handler_seconds if result.handler_seconds is not None else elapsed
             self.handler_latency.observe(spent / n, n)
+            not_run = ok != len(verdicts) and Status.NOT_RUN in verdicts  # all SUCCESS: none to leave out
             if stored is not None:
-                if Status.NOT_RUN in result.verdicts:
+                if not_run:
                     stored = [s for s, v in zip(stored, result.verdicts) if v is not Status.NOT_RUN]
                 if stored and min(stored) <= 0:
                     stored = [s for s in stored if s > 0]
             else:
-                if records and Status.NOT_RUN in result.verdicts:
+                if records and not_run:
                     # never reached the handler (an earlier failure, a limit, a shutdown)
                     records = [r for r, v in zip(records, result.verdicts) if v is not Status.NOT_RUN]
                 stored = store_timestamps_ms(records) if records else ()

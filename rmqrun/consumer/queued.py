@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 
@@ -76,8 +77,7 @@ class QueuedRun:
 
     def entries(self) -> list[QueuedMessage]:
         """The run as fresh per-message entries (for a service that caches message by message)."""
-        start = self.consume_start_ms
-        return [QueuedMessage(o, s, p, start) for o, s, p in zip(self.offsets, self.sizes, self.payloads)]
+        return list(map(QueuedMessage, self.offsets, self.sizes, self.payloads, repeat(self.consume_start_ms)))
 
     def __repr__(self) -> str:
         span = f"{self.offsets[0]}..{self.offsets[-1]}" if self.offsets else "empty"

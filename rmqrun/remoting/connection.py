@@ -58,6 +58,8 @@ RefusalListener = Callable[[AccessDeniedError], None]
 
 _LEN = struct.Struct(">i")
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
+#: a deadline this close when the timer runs counts as reached (the loop may run a timer a clock tick early)
+_TIMER_SLACK = 0.001
 DEFAULT_CONNECT_TIMEOUT = 3.0
 #: why a TLS handshake the server cut short is retried (a restart) yet worth a hint (a plain port)
 HANDSHAKE_CUT = "the server closed the connection during the TLS handshake; does it speak TLS at this address?"
@@ -86,6 +88,10 @@ class Connection:
         self.security = security
         self.close_on_timeout = close_on_timeout
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        #: per pending request: (loop time it times out at, its code, its timeout); one timer, at the earliest
+        self._deadlines: dict[int, tuple[float, int, float]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._opaque = itertools.count(1)
         self._closed: ConnectionClosedError | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -138,6 +144,10 @@ class Connection:
         err.__cause__ = cause
         self._closed = err
         pending, self._pending = self._pending, {}
+        self._deadlines.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         for fut in pending.values():
             if not fut.done():
                 fut.set_exception(err)
@@ -178,15 +188,23 @@ class Connection:
             cmd.serialize_type = self.serialize_type
         if self.security is not None:
             self.security.sign(cmd)
+            cmd.ext_text = None  # the signature joined the ext fields: encoded from them
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._pending[cmd.opaque] = fut
+        opaque = cmd.opaque
+        self._pending[opaque] = fut
         # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that
         # lands as the answer arrives (CPython gh-86296). A timer fails the future
         # instead; cancelling the caller cancels the future, and a late answer is dropped.
-        timer = loop.call_later(timeout, _expire, fut, cmd.code, self.name, timeout)
+        # One timer per connection, at the earliest deadline (_expire_due), not one per request:
+        # a consumer's pulls all time out later than the one before.
+        deadline = loop.time() + timeout
+        self._deadlines[opaque] = (deadline, cmd.code, timeout)
+        if self._timer is None or deadline < self._timer_at:
+            self._arm(loop, deadline)
         try:
-            await self._write(codec.encode(cmd))
+            if self._queue(codec.encode(cmd)):  # past the high-water mark: wait for the peer to read
+                await self._drain()
             return await fut
         except RequestTimeoutError as exc:
             if self.close_on_timeout and self._closed is None:
@@ -196,8 +214,32 @@ class Connection:
                 self.close(exc)
             raise
         finally:
-            timer.cancel()
-            self._pending.pop(cmd.opaque, None)
+            self._deadlines.pop(opaque, None)
+            self._pending.pop(opaque, None)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._expire_due)
+        self._timer_at = at
+
+    def _expire_due(self) -> None:
+        """Fail every pending request past its deadline, and set the timer for the next deadline (if any)."""
+        self._timer = None
+        loop = asyncio.get_running_loop()
+        now = loop.time() + _TIMER_SLACK
+        deadlines = self._deadlines
+        following = None
+        for opaque, (deadline, code, timeout) in list(deadlines.items()):
+            if deadline <= now:
+                del deadlines[opaque]
+                fut = self._pending.get(opaque)
+                if fut is not None:
+                    _expire(fut, code, self.name, timeout)
+            elif following is None or deadline < following:
+                following = deadline
+        if following is not None and self._closed is None:
+            self._arm(loop, following)
 
     async def oneway(self, cmd: RemotingCommand) -> None:
         """Send a request that gets no response."""
@@ -209,6 +251,7 @@ class Connection:
             cmd.serialize_type = self.serialize_type
         if self.security is not None:
             self.security.sign(cmd)
+            cmd.ext_text = None  # the signature joined the ext fields: encoded from them
         await self._write(codec.encode(cmd))
 
     async def send_response(self, resp: RemotingCommand) -> None:
@@ -223,6 +266,12 @@ class Connection:
         syscall for all of them (instead of one each) is a large share of
         either side's CPU on loopback.
         """
+        if self._queue(data):
+            await self._drain()
+
+    def _queue(self, data: bytes) -> bool:
+        """:meth:`_write` up to the wait: True when the transport's buffer is past the high-water mark (the
+        frames are flushed now, and the caller waits with :meth:`_drain`). Raises if the connection is closed."""
         if self._closed is not None:
             raise self._closed
         self._out.append(data)
@@ -231,11 +280,15 @@ class Connection:
             asyncio.get_running_loop().call_soon(self._flush)
         if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
             self._flush()
-            try:
-                await self._writer.drain()
-            except (ConnectionError, RuntimeError, OSError) as exc:
-                self.close(exc)
-                raise self._closed from exc  # type: ignore[misc]
+            return True
+        return False
+
+    async def _drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except (ConnectionError, RuntimeError, OSError) as exc:
+            self.close(exc)
+            raise self._closed from exc  # type: ignore[misc]
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -364,7 +417,9 @@ class ConnectionPool:
 
     async def request(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """The answer to ``cmd``; an ACL refusal raises :class:`AccessDeniedError` (see :meth:`check`)."""
-        conn = await self.get(address)
+        conn = self._conns.get(address)
+        if conn is None or conn.closed:  # else :meth:`get` would return it, one coroutine later (a pull each)
+            conn = await self.get(address)
         return self.check(address, cmd, await conn.request(cmd, timeout))
 
     def check(self, address: str, cmd: RemotingCommand, resp: RemotingCommand) -> RemotingCommand:

@@ -70,6 +70,10 @@ class RemotingCommand:
     #: Java writes ``"extFields":{}`` for a response built from an empty custom
     #: header and leaves the key out otherwise; kept so re-encoding is exact.
     empty_ext_present: bool = False
+    #: ``ext_fields`` already written as JSON (the text the encoder would write), by a sender that keeps a
+    #: template of them (the puller's pull header); None: encoded from ``ext_fields``. Whoever changes
+    #: ``ext_fields`` afterwards (the request signer) sets it to None.
+    ext_text: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_response(self) -> bool:
@@ -111,21 +115,32 @@ def encode_header(cmd: RemotingCommand) -> bytes:
 #: json.dumps with these options builds an encoder on every call; one is enough (same text, fewer calls)
 _JSON_HEADER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 _c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+encode_basestring = json.encoder.encode_basestring  # what the encoder writes a str as (ensure_ascii off)
+#: the C encoder ``_JSON_HEADER.iterencode`` would make, made once: without a circular-reference table (a frame
+#: header is a flat dict of ints and strings, and ``ext_fields`` one of strings: it cannot hold itself), so one
+#: encoder serves every frame instead of one built per frame
+_C_HEADER_ENCODER = None if _c_make_encoder is None else _c_make_encoder(
+    None, _JSON_HEADER.default, json.encoder.encode_basestring, None, _JSON_HEADER.key_separator,
+    _JSON_HEADER.item_separator, _JSON_HEADER.sort_keys, _JSON_HEADER.skipkeys, _JSON_HEADER.allow_nan)
 
 
 def _dump_header(obj: dict[str, object]) -> str:
-    """``_JSON_HEADER.encode(obj)`` for a dict: the C encoder its ``iterencode`` makes (a fresh circular-reference
-    table each time, as there), called without the Python steps around it."""
-    if _c_make_encoder is None:  # pragma: no cover - an interpreter without json's C speedups
+    """``_JSON_HEADER.encode(obj)`` for a dict: the same text from the C encoder made once (above), called without
+    the Python steps around it."""
+    if _C_HEADER_ENCODER is None:  # pragma: no cover - an interpreter without json's C speedups
         return _JSON_HEADER.encode(obj)
-    enc = _JSON_HEADER
-    return "".join(_c_make_encoder({}, enc.default, json.encoder.encode_basestring, None, enc.key_separator,
-                                   enc.item_separator, enc.sort_keys, enc.skipkeys, enc.allow_nan)(obj, 0))
+    return "".join(_C_HEADER_ENCODER(obj, 0))
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
     # fastjson writes the top-level keys in alphabetical order and leaves out
     # nulls; doing the same keeps our frames byte-identical to a Java client's.
+    ext_text = cmd.ext_text
+    if ext_text is not None and cmd.remark is None and cmd.ext_fields:
+        # the same text as below, the ext fields spliced in as the sender wrote them
+        return (f'{{"code":{int(cmd.code)},"extFields":{ext_text},"flag":{int(cmd.flag)},"language":'
+                f'{encode_basestring(cmd.language)},"opaque":{int(cmd.opaque)},"serializeTypeCurrentRPC":"JSON",'
+                f'"version":{int(cmd.version)}}}').encode("utf-8")
     obj: dict[str, object] = {"code": cmd.code}
     if cmd.ext_fields or cmd.empty_ext_present:
         obj["extFields"] = cmd.ext_fields

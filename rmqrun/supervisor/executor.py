@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
-from functools import partial
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -90,15 +89,6 @@ class _Pending:
         """An orderly job whose queue no longer holds its broker lock without a gap: it may not start."""
         job = self.job
         return job is not None and job.under_lock and job.pq is not None and not job.pq.holds_lock()
-
-
-def _settle(job: ConsumeJob, future: "asyncio.Future[JobResult]") -> None:
-    """Record on an orderly job whether it succeeded in full (a job chained to it may then run)."""
-    if future.cancelled() or future.exception() is not None:
-        job.clean = False
-        return
-    verdicts = future.result().verdicts
-    job.clean = verdicts.count(Status.SUCCESS) == len(verdicts)
 
 
 _SKIP_SWEEP_S = 0.05
@@ -164,22 +154,28 @@ class PoolExecutor:
     # ----------------------------------------------------------------- Executor
 
     async def run(self, job: ConsumeJob) -> JobResult:
+        return await self.submit(job)
+
+    def submit(self, job: ConsumeJob) -> "asyncio.Future[JobResult]":
+        """:meth:`run` as a future, no task per job (the orderly service's way); failed if the executor is closed."""
+        future: asyncio.Future[JobResult] = asyncio.get_running_loop().create_future()
         if self._closed is not None:
-            raise ExecutorClosedError(f"not running: {self._closed}")
+            future.set_exception(ExecutorClosedError(f"not running: {self._closed}"))
+            return future
         mode = ConsumeMode.ORDERLY if job.orderly else ConsumeMode.CONCURRENT
         key = job.mq if job.dispatch_key is None else job.dispatch_key  # key mode: pinned per key
         # one record per entry, each checked by the puller's scan: the batch need not walk them again
         batch = Batch(next(self._ids), key, mode, job.mq.broker_name, list(job.records), job.auto_commit,
-                      len(job.offsets), topic=job.mq.topic)
-        pending = _Pending(batch, asyncio.get_running_loop().create_future(), job=job)
+                      len(job.offsets), topic=job.mq.topic, checked=True)
+        pending = _Pending(batch, future, job=job)
         if job.orderly:
             job.batch_id = batch.batch_id
-            pending.future.add_done_callback(partial(_settle, job))
+            pending.future.add_done_callback(job.settled)
         self._waiting.append(pending)
         self._dispatch()
         if job.pq is not None and self._sweeper is None:
             self._sweeper = asyncio.get_running_loop().call_later(_SKIP_SWEEP_S, self._sweep)
-        return await pending.future
+        return pending.future
 
     @staticmethod
     def _not_run(batch: Batch, why: str | None) -> JobResult:

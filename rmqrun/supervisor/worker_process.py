@@ -142,8 +142,7 @@ class WorkerProcess:
         """
         if self.broken:
             return
-        for part in parts:
-            self.out += part
+        self.out += b"".join(parts)  # one copy into the buffer, not a Python step per record
         if not self.flush_scheduled and not self.writer_armed:
             self.flush_scheduled = True
             self._loop.call_soon(self._flush)

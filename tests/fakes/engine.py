@@ -151,6 +151,19 @@ def succeed(job: ConsumeJob) -> JobResult:
 # --------------------------------------------------------------------------- what a consume service sees
 
 
+class SubmittingExecutor(FakeExecutor):
+    """A :class:`FakeExecutor` with the pool executor's ``submit`` (a job's future, no task awaiting ``run``),
+    which the consume services take when an executor has it."""
+
+    def submit(self, job: ConsumeJob) -> "asyncio.Future[JobResult]":
+        return asyncio.ensure_future(self.run(job))
+
+
+#: the executor a :class:`FakeEngine` makes when given none (the consume-service tests run with each:
+#: :func:`each_executor_kind`)
+DEFAULT_EXECUTOR: type[FakeExecutor] = FakeExecutor
+
+
 class FakeSendBack:
     """The send-back (``retry.SendBack``): records each message sent back or re-published; ``accept`` answers."""
 
@@ -313,7 +326,7 @@ class FakeEngine:
     def __init__(self, cfg: ConsumerConfig | None = None, *, executor: FakeExecutor | None = None,
                  client: FakeClient | None = None) -> None:
         self.config = cfg or config()
-        self.executor = executor or FakeExecutor()
+        self.executor = executor or DEFAULT_EXECUTOR()
         self.instance = client or FakeClient()
         self.broker = self.instance.broker
 
@@ -486,7 +499,7 @@ class FakePopEngine:
 
     def __init__(self, cfg: ConsumerConfig | None = None, *, executor: FakeExecutor | None = None) -> None:
         self.config = cfg or config(consume_mode="pop")
-        self.executor = executor or FakeExecutor()
+        self.executor = executor or DEFAULT_EXECUTOR()
         self.pop_client = FakePopClient()
         self.pop_stats = PopStats()
         self.stats = FakeCounters()
@@ -520,3 +533,11 @@ class FakePopEngine:
         entries = [PopEntry.of(m) for m in messages]
         self.service.submit(req, entries)
         return entries
+
+
+def each_executor_kind(request: Any, monkeypatch: Any) -> str:
+    """Body of a module's parametrized autouse fixture: its engines get a :class:`FakeExecutor` (the services
+    await ``run`` in a task) or a :class:`SubmittingExecutor` (they take its future), per ``request.param``."""
+    monkeypatch.setattr(__import__(__name__, fromlist=["_"]), "DEFAULT_EXECUTOR",
+                        SubmittingExecutor if request.param == "submit" else FakeExecutor)
+    return str(request.param)

@@ -75,3 +75,35 @@ def test_a_peer_that_stops_reading_holds_the_writer_back_and_its_drop_fails_the_
         server.close()
         await server.wait_closed()
     run(main())
+
+
+def test_requests_time_out_each_at_its_own_deadline_with_one_timer_per_connection() -> None:
+    """A connection keeps one timer, at its earliest deadline: a request with a nearer deadline than the
+    one armed moves it forward, an answered or cancelled request leaves no timeout behind, and each
+    request still fails at its own deadline, in deadline order."""
+    async def main() -> None:
+        server = await _server()
+        conn = await Connection.open(server.address)
+        finished: list[str] = []
+
+        async def unanswered(timeout: float) -> None:
+            with pytest.raises(RequestTimeoutError, match=f"got no answer in {timeout:g}s"):
+                await conn.request(RemotingCommand(3), timeout)  # code 3: never answered
+            finished.append(f"{timeout:g}")
+
+        # the longest first, so that each later one arms the timer earlier
+        slow = asyncio.ensure_future(unanswered(1.5))
+        cancelled = asyncio.ensure_future(conn.request(RemotingCommand(3), 0.3))
+        mid = asyncio.ensure_future(unanswered(0.9))
+        quick = asyncio.ensure_future(unanswered(0.5))
+        reply = await conn.request(RemotingCommand(1, {"who": "answered", "sleep": "0.1"}), 0.2 + 60)
+        assert reply.ext_fields["who"] == "answered"
+        cancelled.cancel()
+        await asyncio.gather(slow, mid, quick)
+        assert finished == ["0.5", "0.9", "1.5"]
+        assert not conn._deadlines and not conn._pending  # nothing left behind
+        assert not conn.closed  # a bare connection stays open after a timeout
+        assert conn._timer is None  # and no timer is armed with nothing pending
+        conn.close()
+        await server.stop()
+    run(main())

@@ -170,16 +170,19 @@ def test_orderly_job_that_does_not_run_is_put_back_and_nothing_commits_past_it(
             faults: list[list[int]] = []
             running = Running(cfg, pool_config(HANDLER))
             executor = running.supervisor.executor  # created with the supervisor, used once it runs
-            real_run = executor.run
+            real_submit = executor.submit  # the orderly service hands its jobs over through it
 
-            async def faulty_run(job):  # type: ignore[no-untyped-def]
+            def faulty_submit(job):  # type: ignore[no-untyped-def]
                 if not faults and job.mq.topic == "OL3":
                     faults.append(list(job.offsets))
+                    refused = asyncio.get_running_loop().create_future()
                     if fault == "not_run":
-                        raise ExecutorClosedError("refused by the test")
-                    raise asyncio.CancelledError()
-                return await real_run(job)
-            executor.run = faulty_run  # type: ignore[method-assign]
+                        refused.set_exception(ExecutorClosedError("refused by the test"))
+                    else:
+                        refused.cancel()
+                    return refused
+                return real_submit(job)
+            executor.submit = faulty_submit  # type: ignore[method-assign]
             async with running as r:
                 engine = r.supervisor.engine
                 assert engine is not None

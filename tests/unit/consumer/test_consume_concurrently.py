@@ -16,10 +16,16 @@ from rmqrun.consumer.executor import JobResult
 from rmqrun.model import Status
 from rmqrun.consumer.retry import reconsume_times
 from rmqrun.model import MessageQueue
-from tests.fakes.engine import FakeEngine, config, queued
+from tests.fakes.engine import FakeEngine, config, each_executor_kind, queued
 from tests.waiting import eventually_async
 
 MQ = MessageQueue("T", "broker-a", 0)
+
+
+@pytest.fixture(autouse=True, params=["run", "submit"])
+def executor_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with an executor the service awaits in a task, and with one whose future it takes."""
+    return each_executor_kind(request, monkeypatch)
 
 
 def run(coro: Any) -> None:
@@ -150,5 +156,36 @@ def test_an_executor_that_cannot_run_leaves_the_messages_cached() -> None:
         engine.deliver(req, queued([0, 1]))
         await eventually_async(lambda: not engine.consume_service.in_flight, what="the job's task to end")
         assert req.pq.msg_count == 2 and engine.offset_store.read_memory(MQ) == -1
+
+    run(main())
+
+
+def test_stop_waits_within_its_grace_for_the_send_back_a_result_starts() -> None:
+    """A result that comes while the service stops may start work of its own (its failures' send-backs):
+    the stop waits for that too, so the failure is sent back and the batch committed past, not abandoned."""
+    async def main() -> None:
+        engine = FakeEngine()
+        svc = engine.consume_service
+        gate = asyncio.Event()
+        sent_back = engine.send_back.send_back
+
+        async def slow_send_back(*args: Any, **kw: Any) -> bool:
+            await gate.wait()
+            return await sent_back(*args, **kw)
+
+        engine.send_back.send_back = slow_send_back  # type: ignore[method-assign]
+        req = engine.request(MQ)
+        engine.deliver(req, queued([0, 1]))
+        await _jobs(engine, 1)
+        stopping = asyncio.ensure_future(svc.stop(30))
+        await asyncio.sleep(0)
+        engine.executor.finish([Status.RECONSUME_LATER, Status.SUCCESS])
+        await eventually_async(lambda: svc.in_flight == 1 and not engine.executor.pending,
+                               what="the result handed to its send-back")
+        assert not stopping.done(), "the stop waits for the send-back"
+        gate.set()
+        await stopping
+        assert [s[0] for s in engine.send_back.sent] == [0]
+        assert engine.offset_store.read_memory(MQ) == 2 and svc.in_flight == 0
 
     run(main())

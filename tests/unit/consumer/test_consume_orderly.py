@@ -10,13 +10,21 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from rmqrun.model import Status
 from rmqrun.consumer.retry import reconsume_times
 from rmqrun.model import MessageQueue
-from tests.fakes.engine import FakeEngine, config, queued
+from tests.fakes.engine import FakeEngine, config, each_executor_kind, queued
 from tests.waiting import eventually_async
 
 MQ = MessageQueue("T", "broker-a", 0)
+
+
+@pytest.fixture(autouse=True, params=["run", "submit"])
+def executor_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test with an executor the service awaits in a task, and with one whose future it takes."""
+    return each_executor_kind(request, monkeypatch)
 
 
 def run(coro: Any) -> None:

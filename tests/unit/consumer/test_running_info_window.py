@@ -6,7 +6,9 @@ in the failed-messages window, made the supervisor's RSS grow for as long as it 
 
 from __future__ import annotations
 
-from rmqrun.consumer.running_info import HOUR_S, MINUTE_S, TopicStatus, _Window
+from rmqrun.consumer.executor import JobResult
+from rmqrun.consumer.running_info import HOUR_S, MINUTE_S, ConsumeStatusTable, TopicStatus, _Window
+from rmqrun.model import Status
 
 
 def test_a_busy_hour_window_holds_one_entry_per_second_and_the_right_sum() -> None:
@@ -52,3 +54,20 @@ def test_topic_status_reports_tps_and_failures_from_the_buckets() -> None:
     assert (half["consumeFailedMsgs"], half["consumeOKTPS"], half["consumeRT"]) == (600, 0.0, 0.0)
     # an hour and a bit later the hour has forgotten too
     assert s.to_json(100.0 + HOUR_S + 12)["consumeFailedMsgs"] == 0
+
+
+def test_a_job_counts_its_successes_failures_and_calls_whether_or_not_all_succeeded() -> None:
+    """``on_consumed`` counts a job that succeeded in full in one step; any other is counted verdict by verdict:
+    COMMIT is a success, the four failures fail, NOT_RUN is neither and no call (it never reached the handler)."""
+    table = ConsumeStatusTable()
+    table.on_consumed("T", JobResult([Status.SUCCESS] * 4, handler_seconds=0.004), 1.0)
+    mixed = [Status.SUCCESS, Status.COMMIT, Status.RECONSUME_LATER, Status.SUSPEND, Status.ROLLBACK,
+             Status.UNDECODABLE, Status.NOT_RUN, Status.NOT_RUN]
+    table.on_consumed("T", JobResult(mixed, handler_seconds=0.012), 1.0)
+    s = table._of("T")
+    now = s.ok.events[-1][0]
+    assert (s.ok.total(now), s.failed.total(now), s.failed_hour.total(now)) == (6, 4, 4)
+    assert s.consume_calls.total(now) == 4 + 6  # the mixed job's two NOT_RUN messages were no calls
+    assert s.consume_ms.total(now) == 4.0 + 12.0
+    table.on_consumed("T", JobResult([Status.NOT_RUN] * 3, handler_seconds=0.5), 1.0)
+    assert s.consume_calls.total(now) == 10 and s.consume_ms.total(now) == 16.0  # nothing ran: no time counted

@@ -30,3 +30,17 @@ def test_given_count_matches_the_walk() -> None:
 def test_given_count_refuses_blobs_that_are_not_one_record_each(blobs, count) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError):
         Batch(1, "k", C, "b", blobs, count=count)
+
+
+def test_blobs_cut_by_a_scan_are_not_checked_again_but_their_number_still_is() -> None:
+    """``checked``: the blobs were cut from their records' own size fields (the executor's, from the puller's
+    scan), so the batch skips the per-blob check; a count that does not match the blobs still fails."""
+    blobs = [rec(1), memoryview(rec(2)), rec(3)]
+    assert Batch(1, "k", C, "b", blobs, count=3, checked=True).queue_offsets() == [1, 2, 3]
+    with pytest.raises(ValueError):
+        Batch(1, "k", C, "b", blobs, count=4, checked=True)
+    with pytest.raises(ValueError):
+        Batch(1, "k", C, "b", rec(1) + rec(2), count=2, checked=True)
+    # and a batch not so marked is checked as before
+    with pytest.raises(ValueError):
+        Batch(1, "k", C, "b", [rec(1) + rec(2)], count=1)
