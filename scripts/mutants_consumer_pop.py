@@ -185,9 +185,10 @@ MUTANTS: list[Mutant] = [
       U + "client/test_pop_answer_lazy_fields.py::test_a_pops_header_is_built_once_per_settings_and_each_pop_has_"
       "its_own_born_time"),
     m("h32c-pop-lanes-one-per-pop", "rmqrun/consumer/pop_consume.py",
-      "a pop with messages of several queues goes to one lane: a job mixes queues under the first one's name",
+      "a pop bringing the pop retry topic's messages beside the topic's goes to one lane: the retry topic's "
+      "messages share a job under the topic's name (since jobs hold several queues, the lane is the topic)",
       "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
-      U + "consumer/test_pop_job_paths.py::test_a_pop_of_several_queues_makes_one_job_per_queue"),
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_retry_topics_messages_are_a_job_of_their_own"),
     # ---------------------------------------------------------------- s6p: POP supervisor CPU per message (#32)
     m("s6p-pop-one-pass-retry-record", "rmqrun/client/pop_api.py",
       "the one-pass pop decoder reads a record of the pop retry topic (it carries its own POP_CK) with a receipt "
