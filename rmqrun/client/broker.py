@@ -52,7 +52,7 @@ from rmqrun.remoting.acl_sign import UNIQUE_KEY_QUERY
 from rmqrun.remoting.codes import RequestCode, ResponseCode, request_name
 from rmqrun.remoting.connection import ConnectionPool
 from rmqrun.remoting.errors import ProtocolError, error_for_code
-from rmqrun.remoting.frame import RemotingCommand, _dump_header
+from rmqrun.remoting.frame import RemotingCommand, dump_header
 from rmqrun.remoting.message import decode_message, decode_messages
 from rmqrun.remoting.message_props import PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX, string_to_properties
 from rmqrun.remoting.msg_id import decode_offset_msg_id
@@ -192,7 +192,7 @@ class PullTemplate:
         self._fields = header.to_ext()
         # the JSON text cut around the three numbers (each a JSON string of digits: nothing to escape)
         marked = {k: (f"\x00{k}\x00" if k in _FILLED else v) for k, v in self._fields.items()}
-        text = _dump_header(marked)
+        text = dump_header(marked)
         self._order = sorted(_FILLED, key=lambda k: text.find(f"\\u0000{k}\\u0000"))
         for k in self._order:
             text = text.replace(f"\\u0000{k}\\u0000", "\x00")

@@ -124,7 +124,7 @@ _C_HEADER_ENCODER = None if _c_make_encoder is None else _c_make_encoder(
     _JSON_HEADER.item_separator, _JSON_HEADER.sort_keys, _JSON_HEADER.skipkeys, _JSON_HEADER.allow_nan)
 
 
-def _dump_header(obj: dict[str, object]) -> str:
+def dump_header(obj: dict[str, object]) -> str:
     """``_JSON_HEADER.encode(obj)`` for a dict: the same text from the C encoder made once (above), called without
     the Python steps around it."""
     if _C_HEADER_ENCODER is None:  # pragma: no cover - an interpreter without json's C speedups
@@ -151,7 +151,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
         obj["remark"] = cmd.remark
     obj["serializeTypeCurrentRPC"] = "JSON"
     obj["version"] = cmd.version
-    return _dump_header(obj).encode("utf-8")
+    return dump_header(obj).encode("utf-8")
 
 
 def _language_byte(name: str) -> int:

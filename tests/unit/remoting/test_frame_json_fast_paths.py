@@ -53,7 +53,7 @@ def test_frames_around_the_fast_read_decode_as_before() -> None:
 def test_the_header_write_is_the_encoders(cmd: RemotingCommand) -> None:
     obj = json.loads(codec._encode_json_header(cmd))
     assert codec._encode_json_header(cmd) == codec._JSON_HEADER.encode(obj).encode("utf-8")
-    assert codec._dump_header(obj) == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    assert codec.dump_header(obj) == json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def test_a_value_json_cannot_write_is_refused_alike() -> None:
@@ -62,7 +62,7 @@ def test_a_value_json_cannot_write_is_refused_alike() -> None:
             want = codec._JSON_HEADER.encode(bad)
         except (TypeError, ValueError) as exc:
             with pytest.raises(type(exc)) as got:
-                codec._dump_header(bad)
+                codec.dump_header(bad)
             assert str(got.value) == str(exc)
         else:
-            assert codec._dump_header(bad) == want
+            assert codec.dump_header(bad) == want
