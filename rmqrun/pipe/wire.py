@@ -169,21 +169,20 @@ class Batch:
     def __post_init__(self) -> None:
         if self.count < 0:
             self.count = sum(len(_walk_records(b)) for b in _blobs(self.records))
-        elif self.checked and not isinstance(self.records, (bytes, bytearray, memoryview)) \
-                and len(self.records) == self.count:
-            pass
-        else:
-            records = self.records
-            if isinstance(records, (bytes, bytearray, memoryview)) or len(records) != self.count:
-                raise ValueError(f"a batch given count={self.count} needs that many one-record blobs")
-            # each blob's size field equals its length, checked in C (no Python loop per message)
-            try:
-                ok = (not records or min(map(len, records)) >= 28) and all(map(
-                    operator.eq, map(len, records), map(_FIRST, map(_INT.unpack_from, records))))
-            except struct.error:
-                ok = False
-            if not ok:
-                raise ValueError("a batch given its count has a blob that is not exactly one record")
+            return
+        records = self.records
+        if isinstance(records, (bytes, bytearray, memoryview)) or len(records) != self.count:
+            raise ValueError(f"a batch given count={self.count} needs that many one-record blobs")
+        if self.checked:
+            return  # each blob was cut from its own size field by whoever made it
+        # each blob's size field equals its length, checked in C (no Python loop per message)
+        try:
+            ok = (not records or min(map(len, records)) >= 28) and all(map(
+                operator.eq, map(len, records), map(_FIRST, map(_INT.unpack_from, records))))
+        except struct.error:
+            ok = False
+        if not ok:
+            raise ValueError("a batch given its count has a blob that is not exactly one record")
 
     def split_records(self) -> list[bytes]:
         """Each record as its own bytes, in batch order (to re-run messages one by one)."""
