@@ -16,7 +16,7 @@ whose fields are all null still says ``"extFields":{}`` in JSON.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Mapping, TypeVar
+from typing import Any, Callable, Mapping, TypeVar
 
 from rmqrun.broker.javamap import JavaPropertyMap
 from rmqrun.errors import RmqrunError
@@ -36,7 +36,16 @@ class BadRequest(RmqrunError):
         self.response = response
 
 
-def parse_header(cmd: RemotingCommand, cls: type[H]) -> H:
+def parse_header(cmd: RemotingCommand, cls: type[H],
+                 fast: Callable[[dict[str, str]], H | None] | None = None) -> H:
+    """``cls`` read from the request's ext fields; a malformed one raises :class:`BadRequest` with Java's answer.
+
+    ``fast``: a hot path's own reader of the usual header (a pull's, a pop's), tried first; where it gives None
+    the generic parser reads the fields and says what is wrong with them."""
+    if fast is not None:
+        header = fast(cmd.ext_fields)
+        if header is not None:
+            return header
     try:
         return cls.from_ext(cmd.ext_fields)
     except MissingFieldError as exc:  # Java's wording for a null @CFNotNull field

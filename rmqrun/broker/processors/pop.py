@@ -107,12 +107,10 @@ class PopProcessor:
     def process_pop(self, conn: Connection, cmd: RemotingCommand, *, first: bool,
                     hold_ms: int | None) -> RemotingCommand | None:
         """One pop; None when held. ``hold_ms`` None: the request's own poll time (first pass)."""
-        header = _fast_pop_header(cmd.ext_fields)
-        if header is None:
-            try:
-                header = parse_header(cmd, PopMessageRequestHeader)
-            except BadRequest as bad:
-                return bad.response
+        try:
+            header = parse_header(cmd, PopMessageRequestHeader, fast=_fast_pop_header)
+        except BadRequest as bad:
+            return bad.response
         broker = self.broker
         host = broker.config.store_host
         if first and header.born_time > 0 and now_ms() - header.born_time - header.poll_time > TIMEOUT_TOO_MUCH_MS:

@@ -111,12 +111,10 @@ class PullProcessor:
 
         None means the pull is held (long polling) and answered later by :meth:`replay`.
         """
-        header = _fast_header(cmd.ext_fields)
-        if header is None:
-            try:
-                header = parse_header(cmd, PullMessageRequestHeader)
-            except BadRequest as bad:
-                return bad.response
+        try:
+            header = parse_header(cmd, PullMessageRequestHeader, fast=_fast_header)
+        except BadRequest as bad:
+            return bad.response
         if not is_readable(self.broker.config.broker_permission):  # updateBrokerConfig brokerPermission=2
             return answer(cmd, ResponseCode.NO_PERMISSION,
                           f"the broker[{self.broker.config.store_host}] pulling message is forbidden")
