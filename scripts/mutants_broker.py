@@ -394,8 +394,8 @@ MUTANTS: list[Mutant] = [
       I + "test_broker_pop.py::test_broker_restart_revives_popped_unacked_messages"),
     m("pop-offset-ignores-checkpoints", "rmqrun/broker/pop/service.py",
       "the pop offset is the committed offset alone: after a kill -9 the popped messages go out twice",
-      "        return max(committed, self.ck_log.latest_end(topic, group, queue_id))",
-      "        return committed",
+      "        return max(stored, self.ck_log.latest_end(topic, group, queue_id))",
+      "        return stored",
       I + "test_broker_pop.py::test_kill_9_after_pop_neither_loses_nor_repeats_popped_messages"),
     m("pop-offset-not-committed", "rmqrun/broker/pop/service.py",
       "a pop does not move the consumer offset past what it handed out (progress and a restart from the "

@@ -19,7 +19,7 @@ import random
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rmqrun.broker.messages import read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
@@ -187,28 +187,25 @@ class PopService:
         offsets of the topic looked up once for all of them (a pop of 32 from one queue of 8 passes 7)."""
         store, group = self.broker.store, req.group
         committed = store.consumer_offsets.queue_offsets(group, topic)
-        latest_end = self.ck_log.latest_end
         rest = 0
         for queue_id in queue_ids:
-            stored = committed.get(queue_id)
-            if stored is None or stored < 0:
-                offset = self.pop_offset(topic, group, queue_id, req.init_mode)  # sets the queue's first offset
-            else:
-                offset = max(stored, latest_end(topic, group, queue_id))
-            rest += store.max_offset(topic, queue_id) - offset
+            rest += store.max_offset(topic, queue_id) - self.pop_offset(topic, group, queue_id, req.init_mode,
+                                                                        committed=committed)
         result.rest_num += rest
 
-    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True) -> int:
+    def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True,
+                   committed: Mapping[int, int] | None = None) -> int:
         """Where the next pop of a queue starts: the committed offset (set from ``init_mode`` the first time,
         and committed unless ``init`` is False) or the end of the newest checkpoint, whichever is further
-        (``getPopOffset``)."""
+        (``getPopOffset``). ``committed``: the group's offsets of ``topic`` by queue, read once by a caller that
+        asks for several queues (``queue_offsets``); else this queue's is looked up."""
         offsets = self.broker.store.consumer_offsets
-        committed = offsets.query(group, topic, queue_id)
-        if committed is None or committed < 0:
-            committed = self._init_offset(topic, queue_id, init_mode)
+        stored = offsets.query(group, topic, queue_id) if committed is None else committed.get(queue_id)
+        if stored is None or stored < 0:
+            stored = self._init_offset(topic, queue_id, init_mode)
             if init:
-                offsets.commit(group, topic, queue_id, committed)
-        return max(committed, self.ck_log.latest_end(topic, group, queue_id))
+                offsets.commit(group, topic, queue_id, stored)
+        return max(stored, self.ck_log.latest_end(topic, group, queue_id))
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
         store = self.broker.store
