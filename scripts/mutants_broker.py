@@ -546,7 +546,7 @@ MUTANTS: list[Mutant] = [
     m("h32-ck-log-answer-before-os", "rmqrun/broker/pop/ck_log.py",
       "a POP or ACK is answered while its checkpoint lines are still in the broker's buffer: a kill right after "
       "the answer loses them (a popped message never revived, or an acked one delivered again)",
-      "        self.flush()\n        if self._fsync:", "        if self._fsync:",
+      "        self.flush()\n        if not self._fsync:", "        if not self._fsync:",
       U + "broker/test_pop_checkpoints.py::test_the_lines_of_one_request_reach_the_os_together_before_its_answer"),
     m("h32-ck-log-no-turn-flush", "rmqrun/broker/pop/ck_log.py",
       "a line written outside a request (a revive pass) stays buffered until some later request's answer",

@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from rmqrun.broker.pop import ck_log as ck_log_module
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.ck_log import CheckpointLog
@@ -144,9 +146,13 @@ def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_pa
     asyncio.run(main())
 
 
-def test_handed_over_gives_the_lines_to_the_os_and_says_whether_an_fsync_is_still_due(tmp_path: Path) -> None:
-    """What a POP or ACK answer calls instead of awaiting ``durable``: in ASYNC mode the lines are with the OS
-    once it returns (nothing to wait for); in SYNC mode too, but it says the fsync is still to come."""
+def test_durable_hands_the_lines_to_the_os_at_once_and_waits_only_for_a_sync_mode_fsync(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    """What every POP and ACK answer awaits: the lines are with the OS as soon as ``durable()`` returns; in ASYNC
+    mode its awaitable is done already (no fsync, no suspension), in SYNC mode awaiting it fsyncs them."""
+    synced: list[int] = []
+    monkeypatch.setattr(ck_log_module.os, "fsync", lambda fd: synced.append(fd))
+
     async def main(fsync: bool) -> None:  # on a loop, as in the broker: lines stay buffered until handed over
         directory = tmp_path / str(fsync)
         log = CheckpointLog(directory, fsync=fsync)
@@ -156,9 +162,18 @@ def test_handed_over_gives_the_lines_to_the_os_and_says_whether_an_fsync_is_stil
         log.ack(a.key, [12])
         on_disk = directory / ck_log_module.LOG_NAME
         assert on_disk.read_text() == ""
-        assert log.handed_over() is (not fsync)
+        synced.clear()
+        waiting = log.durable()
         assert [line.split("\t")[0] for line in on_disk.read_text().splitlines()] == ["c", "a"]
-        assert log.handed_over() is (not fsync), "nothing new: the same answer"
+        if fsync:
+            assert synced == []
+            await waiting
+            assert len(synced) == 1, "SYNC mode: the answer waits for an fsync of its lines"
+        else:
+            with pytest.raises(StopIteration):  # done at once: awaiting it never gives the loop a turn
+                waiting.__await__().__next__()
+            await log.durable()
+            assert synced == [], "ASYNC mode: no fsync on an answer's path"
         log.close()
 
     for fsync in (False, True):
