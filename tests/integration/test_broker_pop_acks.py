@@ -4,6 +4,7 @@ in the compact checkpoint log."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,30 @@ def test_in_sync_mode_every_pop_and_ack_answer_follows_an_fsync_of_its_checkpoin
             covered("the batch ack")
             assert (await change_invisible(c, G, T, got[3][1], 60_000)).code == ResponseCode.SUCCESS
             covered("the change of invisible time")
+            await c.close()
+
+    run(main())
+
+
+def test_concurrent_pops_of_one_consumer_on_queue_minus_one_each_come_back_full_and_disjoint(tmp_path: Path) -> None:
+    """Three pops of one group sent together (a queue -1 assignment's pops) on an 8-queue topic with 12 messages
+    in each queue: none collides with another on a queue (none comes back short or empty), and no message goes
+    out twice; restNum counts what is left after each."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await connect(eb)
+            await send_many(c, T, 12, queue_id=0)
+            queues = eb.broker.topics.get(T).read_queue_nums
+            for q in range(1, queues):
+                await send_many(c, T, 12, queue_id=q, prefix=f"q{q}-")
+            total = 12 * queues
+            answers = await asyncio.gather(*(pop(c, G, T, max_nums=16, invisible_ms=60_000) for _ in range(3)))
+            got = [popped(resp) for resp in answers]
+            assert [len(g) for g in got] == [16, 16, 16]
+            keys = [(r.queue_id, r.queue_offset) for g in got for _, r in g]
+            assert len(set(keys)) == 48
+            rests = sorted(PopMessageResponseHeader.from_ext(resp.ext_fields).rest_num for resp in answers)
+            assert rests == [total - 48, total - 32, total - 16]
             await c.close()
 
     run(main())
