@@ -67,6 +67,10 @@ class CheckpointLog:
         self._fd: int | None = None
         #: lines written and not yet handed to the OS (a flush is scheduled while there are any)
         self._pending: list[str] = []
+        #: the last write failed in the middle of a line
+        self._torn = False
+        #: the loop on which a :meth:`_flush_turn` is scheduled and has not run yet (None: none is)
+        self._turn_flush: asyncio.AbstractEventLoop | None = None
         self._lines = 0
         #: the last checkpoint number handed out (numbers are unique for the life of the process)
         self._next_id = 0
@@ -146,6 +150,7 @@ class CheckpointLog:
         """Write the live checkpoints to a new file and put it in place (atomic rename). Lines not yet handed to
         the OS are dropped: the new file states every live checkpoint as it is now, acks included."""
         self._pending.clear()
+        self._torn = False
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -270,28 +275,47 @@ class CheckpointLog:
         read and a batch ack one per checkpoint it touched: one write() for all of them, of bytes encoded
         once (a text file's per-line write and buffer were a visible share of what a POP costs the broker)."""
         assert self._fd is not None, "checkpoint log not open"
-        pending = self._pending
-        pending.append(line)
-        if len(pending) == 1:
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no loop (a tool, a test): at once
-                self.flush()
+        self._pending.append(line)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a tool, a test): at once
+            self.flush()
+        else:
+            if self._turn_flush is not loop:
+                loop.call_soon(self._flush_turn)
+                self._turn_flush = loop
         self._lines += 1
         self._written += 1
         if self._lines > COMPACT_SLACK + 2 * len(self._cks) and self._sync_task is None:
             self._rewrite()
             self._synced = self._written
 
+    def _flush_turn(self) -> None:
+        """The flush at the end of the loop turn a line was written in (one is pending on the loop
+        ``_turn_flush`` names: the requests of one turn schedule one between them, each answer flushing its own
+        lines before that)."""
+        self._turn_flush = None
+        self.flush()
+
     def flush(self) -> None:
         """Hand every line written so far to the OS (a killed broker keeps them)."""
         pending = self._pending
         if not pending or self._fd is None:
             return
-        data = memoryview(("\n".join(pending) + "\n").encode("utf-8"))
+        data = ("\n".join(pending) + "\n").encode("utf-8")
+        if self._torn:  # a failed write left part of a line: end it, so that it cannot swallow the next one
+            data = b"\n" + data
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:] if done else data)
+        except OSError:
+            # A full disk: the lines stay pending, all of them written again by the next flush (replay takes
+            # a checkpoint, ack or done record twice as once; a torn line is skipped).
+            self._torn = self._torn if done == 0 else data[done - 1] != 0x0A
+            raise
+        self._torn = False
         pending.clear()
-        while data:
-            data = data[os.write(self._fd, data):]
 
     def durable(self) -> Awaitable[None]:
         """What every POP and ACK answer awaits before it goes out: every line written so far handed to the OS,

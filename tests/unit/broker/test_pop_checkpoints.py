@@ -248,3 +248,39 @@ def test_a_checkpoint_record_reads_back_as_the_same_checkpoint() -> None:
         assert back == c and back.log_id == 7
     c.acked = 0
     assert c.ack_bits(0b1111) == 0b111 and c.fully_acked  # bits past the checkpoint's offsets are no acks
+
+
+def test_a_write_that_fails_half_way_loses_no_line_and_leaves_no_glued_one(tmp_path: Path, monkeypatch) -> None:
+    """A full disk: the write of a request's lines stops in the middle of a line and fails. The error reaches the
+    caller (the answer is an error, not a success), every line stays pending, and the next flush writes them all
+    again after ending the torn one: a restart reads each checkpoint and ack exactly as they were."""
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    a, b = ck(), ck(pop_time=2000)
+    real_write = ck_log_module.os.write
+    calls: list[int] = []
+
+    def failing_write(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data)[:7])  # a short write: part of the first line reaches the file
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")  # and the rest finds the disk full
+        return real_write(fd, data)
+
+    async def main() -> None:
+        log.add(a)
+        log.add(b)
+        log.ack(b.key, [12])
+        monkeypatch.setattr(ck_log_module.os, "write", failing_write)
+        with pytest.raises(OSError):
+            await log.durable()
+        await log.durable()  # the disk has room again: everything goes out
+        monkeypatch.setattr(ck_log_module.os, "write", real_write)
+
+    asyncio.run(main())
+    log.close()
+    assert len(calls) == 3
+    again = _reopened(tmp_path)
+    assert sorted((c.key, tuple(c.unacked())) for c in again.all()) == [(a.key, (10, 12, 15)), (b.key, (10, 15))]
+    again.close()
