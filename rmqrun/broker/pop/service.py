@@ -185,12 +185,12 @@ class PopService:
     def _count_rest(self, req: PopRequest, result: PopResult, topic: str, queue_ids: list[int]) -> None:
         """restNum of the queues a full pop does not read: max offset - :meth:`pop_offset` of each, the group's
         offsets of the topic looked up once for all of them (a pop of 32 from one queue of 8 passes 7)."""
-        store, group = self.broker.store, req.group
+        store, group, init_mode = self.broker.store, req.group, req.init_mode
         committed = store.consumer_offsets.queue_offsets(group, topic)
+        max_offset, pop_offset = store.max_offset, self.pop_offset
         rest = 0
         for queue_id in queue_ids:
-            rest += store.max_offset(topic, queue_id) - self.pop_offset(topic, group, queue_id, req.init_mode,
-                                                                        committed=committed)
+            rest += max_offset(topic, queue_id) - pop_offset(topic, group, queue_id, init_mode, committed=committed)
         result.rest_num += rest
 
     def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True,
@@ -199,12 +199,14 @@ class PopService:
         and committed unless ``init`` is False) or the end of the newest checkpoint, whichever is further
         (``getPopOffset``). ``committed``: the group's offsets of ``topic`` by queue, read once by a caller that
         asks for several queues (``queue_offsets``); else this queue's is looked up."""
-        offsets = self.broker.store.consumer_offsets
-        stored = offsets.query(group, topic, queue_id) if committed is None else committed.get(queue_id)
+        if committed is None:
+            stored = self.broker.store.consumer_offsets.query(group, topic, queue_id)
+        else:
+            stored = committed.get(queue_id)
         if stored is None or stored < 0:
             stored = self._init_offset(topic, queue_id, init_mode)
             if init:
-                offsets.commit(group, topic, queue_id, stored)
+                self.broker.store.consumer_offsets.commit(group, topic, queue_id, stored)
         return max(stored, self.ck_log.latest_end(topic, group, queue_id))
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
