@@ -4,6 +4,7 @@ in the compact checkpoint log."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,18 @@ import pytest
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.protocol.pop import PopMessageResponseHeader
 from rmqrun.remoting.codes import ResponseCode
-from tests.integration.pop_kit import batch_ack, connect, pop, pop_all, pop_until, popped, run, send_many
+from tests.integration.pop_kit import (
+    ack,
+    batch_ack,
+    change_invisible,
+    connect,
+    pop,
+    pop_all,
+    pop_until,
+    popped,
+    run,
+    send_many,
+)
 
 pytestmark = pytest.mark.timeout(90)
 G, T = "CG_pop_acks", "TPopAcks"
@@ -73,6 +85,72 @@ def test_batch_acks_in_the_compact_log_survive_a_restart(tmp_path: Path) -> None
             assert sorted((m.body, m.reconsume_times) for m, _ in back) == [
                 (b"m1", 1), (b"m2", 1), (b"n0", 1), (b"n2", 1)]
             assert await pop_all(c, G, T) == []
+            await c.close()
+
+    run(main())
+
+
+def test_in_sync_mode_every_pop_and_ack_answer_follows_an_fsync_of_its_checkpoint_lines(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    """SYNC flush mode: a pop, an ack, a batch ack and a change of invisible time are each answered only after an
+    fsync of the checkpoint log that covers the lines the request wrote (a power cut after the answer loses
+    none of them); the log's size at each of its fsyncs is recorded and must reach its size at the answer."""
+    import os
+
+    from rmqrun.broker.pop import ck_log as ck_log_module
+    real_fsync = os.fsync
+    fsynced: list[int] = []
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d", flush_mode="sync") as eb:
+            path = eb.broker.pop.ck_log.path
+
+            def fsync(fd: int) -> None:
+                if os.readlink(f"/proc/self/fd/{fd}") == str(path):
+                    fsynced.append(os.fstat(fd).st_size)
+                real_fsync(fd)
+
+            monkeypatch.setattr(ck_log_module.os, "fsync", fsync)
+            c = await connect(eb)
+            await send_many(c, T, 6, queue_id=0)
+
+            def covered(what: str) -> None:
+                size = path.stat().st_size
+                assert fsynced and max(fsynced) >= size, f"{what} answered before its lines were fsync'ed"
+
+            got = popped(await pop(c, G, T, queue_id=0, invisible_ms=60_000))
+            assert len(got) == 6
+            covered("the pop")
+            assert (await ack(c, G, T, got[0][1])).code == ResponseCode.SUCCESS
+            covered("the ack")
+            assert (await batch_ack(c, G, T, [got[1][1], got[2][1]])).code == ResponseCode.SUCCESS
+            covered("the batch ack")
+            assert (await change_invisible(c, G, T, got[3][1], 60_000)).code == ResponseCode.SUCCESS
+            covered("the change of invisible time")
+            await c.close()
+
+    run(main())
+
+
+def test_concurrent_pops_of_one_consumer_on_queue_minus_one_each_come_back_full_and_disjoint(tmp_path: Path) -> None:
+    """Three pops of one group sent together (a queue -1 assignment's pops) on an 8-queue topic with 12 messages
+    in each queue: none collides with another on a queue (none comes back short or empty), and no message goes
+    out twice; restNum counts what is left after each."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await connect(eb)
+            await send_many(c, T, 12, queue_id=0)
+            queues = eb.broker.topics.get(T).read_queue_nums
+            for q in range(1, queues):
+                await send_many(c, T, 12, queue_id=q, prefix=f"q{q}-")
+            total = 12 * queues
+            answers = await asyncio.gather(*(pop(c, G, T, max_nums=16, invisible_ms=60_000) for _ in range(3)))
+            got = [popped(resp) for resp in answers]
+            assert [len(g) for g in got] == [16, 16, 16]
+            keys = [(r.queue_id, r.queue_offset) for g in got for _, r in g]
+            assert len(set(keys)) == 48
+            rests = sorted(PopMessageResponseHeader.from_ext(resp.ext_fields).rest_num for resp in answers)
+            assert rests == [total - 48, total - 32, total - 16]
             await c.close()
 
     run(main())

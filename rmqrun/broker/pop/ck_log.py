@@ -22,7 +22,7 @@ import heapq
 import json
 import os
 from pathlib import Path
-from typing import IO, Any, Iterable
+from typing import Any, Awaitable, Generator, Iterable
 
 from loguru import logger
 
@@ -31,6 +31,19 @@ from rmqrun.broker.pop.checkpoint import RECORD_CK, CheckpointKey, PopCheckpoint
 LOG_NAME = "checkpoints.log"
 #: Rewrite the log once it holds this many lines more than live checkpoints (and twice as many).
 COMPACT_SLACK = 5000
+
+
+class _Handed:
+    """What :meth:`CheckpointLog.durable` gives in ASYNC mode, where nothing is left to wait for: an awaitable
+    that is done at once, made once (an answer awaits it without a coroutine or a future being created)."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return iter(())
+
+
+_HANDED = _Handed()
 
 
 def _key_json(key: CheckpointKey) -> list[Any]:
@@ -50,9 +63,14 @@ class CheckpointLog:
         self._heap: list[tuple[int, int, CheckpointKey]] = []
         self._seq = 0
         self._latest: dict[tuple[str, str, int], int] = {}
-        self._fh: IO[str] | None = None
-        #: lines written and not yet flushed to the OS (a flush is scheduled)
-        self._dirty = False
+        #: the log's file descriptor (append-only, unbuffered: :meth:`flush` writes the pending lines itself)
+        self._fd: int | None = None
+        #: lines written and not yet handed to the OS (a flush is scheduled while there are any)
+        self._pending: list[str] = []
+        #: the last write failed in the middle of a line
+        self._torn = False
+        #: the loop on which a :meth:`_flush_turn` is scheduled and has not run yet (None: none is)
+        self._turn_flush: asyncio.AbstractEventLoop | None = None
         self._lines = 0
         #: the last checkpoint number handed out (numbers are unique for the life of the process)
         self._next_id = 0
@@ -71,13 +89,13 @@ class CheckpointLog:
             logger.info("POP: {} checkpoint(s) with un-acked messages restored from {}", len(self._cks), self.path)
 
     def close(self) -> None:
-        if self._fh is not None:
+        if self._fd is not None:
             try:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
+                self.flush()
+                os.fsync(self._fd)
             finally:
-                self._fh.close()
-                self._fh = None
+                os.close(self._fd)
+                self._fd = None
 
     def _replay(self) -> None:
         bad = 0
@@ -129,10 +147,13 @@ class CheckpointLog:
             self._cks.pop(_key_from(rec["k"]), None)
 
     def _rewrite(self) -> None:
-        """Write the live checkpoints to a new file and put it in place (atomic rename)."""
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        """Write the live checkpoints to a new file and put it in place (atomic rename). Lines not yet handed to
+        the OS are dropped: the new file states every live checkpoint as it is now, acks included."""
+        self._pending.clear()
+        self._torn = False
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for ck in self._cks.values():
@@ -140,7 +161,7 @@ class CheckpointLog:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines = len(self._cks)
 
     # ------------------------------------------------------------------ the table
@@ -249,43 +270,61 @@ class CheckpointLog:
         self._write_line(json.dumps(rec, separators=(",", ":")))
 
     def _write_line(self, line: str) -> None:
-        """Buffer one line; it reaches the OS at :meth:`flush`: before the answer of the request that wrote it
+        """Keep one line; it reaches the OS at :meth:`flush`: before the answer of the request that wrote it
         (:meth:`durable`), or at the end of this loop turn at the latest. A pop writes a line per queue it
-        read and a batch ack one per checkpoint it touched: one write() each was most of what a POP costs
-        the broker beyond a pull."""
-        assert self._fh is not None, "checkpoint log not open"
-        self._fh.write(line + "\n")
-        if not self._dirty:
-            self._dirty = True
-            try:
-                asyncio.get_running_loop().call_soon(self.flush)
-            except RuntimeError:  # no loop (a tool, a test): at once
-                self.flush()
+        read and a batch ack one per checkpoint it touched: one write() for all of them, of bytes encoded
+        once (a text file's per-line write and buffer were a visible share of what a POP costs the broker)."""
+        assert self._fd is not None, "checkpoint log not open"
+        self._pending.append(line)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a tool, a test): at once
+            self.flush()
+        else:
+            if self._turn_flush is not loop:
+                loop.call_soon(self._flush_turn)
+                self._turn_flush = loop
         self._lines += 1
         self._written += 1
         if self._lines > COMPACT_SLACK + 2 * len(self._cks) and self._sync_task is None:
             self._rewrite()
             self._synced = self._written
 
+    def _flush_turn(self) -> None:
+        """The flush at the end of the loop turn a line was written in (one is pending on the loop
+        ``_turn_flush`` names: the requests of one turn schedule one between them, each answer flushing its own
+        lines before that)."""
+        self._turn_flush = None
+        self.flush()
+
     def flush(self) -> None:
         """Hand every line written so far to the OS (a killed broker keeps them)."""
-        if self._fh is not None and self._dirty:  # every line goes through _write_line, which sets _dirty
-            self._fh.flush()
-        self._dirty = False
+        pending = self._pending
+        if not pending or self._fd is None:
+            return
+        data = ("\n".join(pending) + "\n").encode("utf-8")
+        if self._torn:  # a failed write left part of a line: end it, so that it cannot swallow the next one
+            data = b"\n" + data
+        done = 0
+        try:
+            while done < len(data):
+                done += os.write(self._fd, data[done:] if done else data)
+        except OSError:
+            # A full disk: the lines stay pending, all of them written again by the next flush (replay takes
+            # a checkpoint, ack or done record twice as once; a torn line is skipped).
+            self._torn = self._torn if done == 0 else data[done - 1] != 0x0A
+            raise
+        self._torn = False
+        pending.clear()
 
-    def handed_over(self) -> bool:
-        """:meth:`durable` without a coroutine where nothing is left to wait for (the answer of every pop and
-        ack asks): every line written so far handed to the OS; False in SYNC mode, where the caller must
-        still ``await durable()`` for the fsync."""
+    def durable(self) -> Awaitable[None]:
+        """What every POP and ACK answer awaits before it goes out: every line written so far handed to the OS,
+        and in SYNC mode fsync'ed (one fsync serves many waiters). In ASYNC mode the lines are with the OS when
+        this returns, and the awaitable is done already (no coroutine made per answer)."""
         self.flush()
-        return not self._fsync
-
-    async def durable(self) -> None:
-        """Before an answer: every line written so far handed to the OS, and in SYNC mode fsync'ed (one fsync
-        serves many waiters)."""
-        self.flush()
-        if self._fsync:
-            await self.sync()
+        if not self._fsync:
+            return _HANDED
+        return self.sync()
 
     async def sync(self) -> None:
         """Wait until every line written so far is fsync'ed, whatever the mode (the periodic sync of ASYNC
@@ -301,8 +340,8 @@ class CheckpointLog:
         upto = self._written
         try:
             self.flush()
-            if self._fh is not None:
-                await asyncio.to_thread(os.fsync, self._fh.fileno())
+            if self._fd is not None:
+                await asyncio.to_thread(os.fsync, self._fd)
             self._synced = max(self._synced, upto)
         finally:
             self._sync_task = None

@@ -2,12 +2,13 @@
 
 :meth:`PopService.pop` reads up to ``maxMsgNums`` messages for a group: from the pop retry topic first one
 time in five (``popFromRetryProbability`` 20), then the topic's queues (all readable queues from a random
-start when ``queueId`` is -1), then the retry topic again if the batch is not full. A queue being popped by
-another request is skipped (a non-blocking try-lock per topic@group@queue), which is how several consumers
-share few queues. A pop starts at max(committed consumer offset, end of the queue's newest checkpoint) and,
-outside order mode, moves the consumer offset past what it handed out at once; each queue read that found
-messages leaves one :class:`PopCheckpoint` (in the durable :class:`CheckpointLog`) that acks tick off and
-that the revive service turns into retry messages if it is not fully acked by popTime + invisibleTime.
+start when ``queueId`` is -1), then the retry topic again if the batch is not full. A pop is one call on the
+event loop: pops of several consumers sharing few queues are served one after the other, each from where the
+one before stopped (Java try-locks each queue against its other threads). A pop starts at max(committed
+consumer offset, end of the queue's newest checkpoint) and, outside order mode, moves the consumer offset past
+what it handed out at once; each queue read that found messages leaves one :class:`PopCheckpoint` (in the
+durable :class:`CheckpointLog`) that acks tick off and that the revive service turns into retry messages if
+it is not fully acked by popTime + invisibleTime.
 
 Messages read from the retry topic go out under the original topic with ``POP_CK`` set by the broker
 (``popMsgFromQueue``); normal messages go out as stored (the client builds their receipt).
@@ -124,7 +125,6 @@ class PopService:
         self.ck_log = ck_log
         self.counters = PopCounters()
         self.orders: OrderInfoTable | None = None
-        self._locks: set[str] = set()
         self._ck_seq = 0
         self._random = random.Random()
         #: Called with (topic, group, queue id) when an order-mode queue may be popped again.
@@ -185,12 +185,12 @@ class PopService:
     def _count_rest(self, req: PopRequest, result: PopResult, topic: str, queue_ids: list[int]) -> None:
         """restNum of the queues a full pop does not read: max offset - :meth:`pop_offset` of each, the group's
         offsets of the topic looked up once for all of them (a pop of 32 from one queue of 8 passes 7)."""
-        store, group = self.broker.store, req.group
+        store, group, init_mode = self.broker.store, req.group, req.init_mode
         committed = store.consumer_offsets.queue_offsets(group, topic)
+        max_offset, pop_offset = store.max_offset, self.pop_offset
         rest = 0
         for queue_id in queue_ids:
-            rest += store.max_offset(topic, queue_id) - self.pop_offset(topic, group, queue_id, req.init_mode,
-                                                                        committed=committed)
+            rest += max_offset(topic, queue_id) - pop_offset(topic, group, queue_id, init_mode, committed=committed)
         result.rest_num += rest
 
     def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True,
@@ -199,12 +199,14 @@ class PopService:
         and committed unless ``init`` is False) or the end of the newest checkpoint, whichever is further
         (``getPopOffset``). ``committed``: the group's offsets of ``topic`` by queue, read once by a caller that
         asks for several queues (``queue_offsets``); else this queue's is looked up."""
-        offsets = self.broker.store.consumer_offsets
-        stored = offsets.query(group, topic, queue_id) if committed is None else committed.get(queue_id)
+        if committed is None:
+            stored = self.broker.store.consumer_offsets.query(group, topic, queue_id)
+        else:
+            stored = committed.get(queue_id)
         if stored is None or stored < 0:
             stored = self._init_offset(topic, queue_id, init_mode)
             if init:
-                offsets.commit(group, topic, queue_id, stored)
+                self.broker.store.consumer_offsets.commit(group, topic, queue_id, stored)
         return max(stored, self.ck_log.latest_end(topic, group, queue_id))
 
     def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
@@ -219,24 +221,19 @@ class PopService:
         return max(0, store.max_offset(topic, queue_id) - 1)
 
     def _pop_queue(self, req: PopRequest, result: PopResult, topic: str, queue_id: int, is_retry: bool) -> None:
-        store = self.broker.store
-        lock = f"{topic}@{req.group}@{queue_id}"
+        """One queue of a pop. Java try-locks the queue first (``popMsgFromQueue``) and skips it when another
+        thread holds it; here a pop runs from start to end in one call on the event loop, so no other pop can be
+        reading the queue meanwhile, and there is nothing to lock: concurrent pops of one consumer (three per
+        queue -1 assignment) are served one after the other, each reading on from where the one before
+        stopped."""
         offset = self.pop_offset(topic, req.group, queue_id, req.init_mode)
-        if lock in self._locks:
-            if not req.order:
-                result.rest_num += store.max_offset(topic, queue_id) - offset
+        if req.order and self.orders is not None and self.orders.check_block(
+                topic, req.group, queue_id, req.attempt_id, req.invisible_time):
+            return  # a popped offset is still out and invisible: the queue waits (order kept)
+        if len(result.records) >= req.max_msgs:
+            result.rest_num += self.broker.store.max_offset(topic, queue_id) - offset
             return
-        self._locks.add(lock)
-        try:
-            if req.order and self.orders is not None and self.orders.check_block(
-                    topic, req.group, queue_id, req.attempt_id, req.invisible_time):
-                return  # a popped offset is still out and invisible: the queue waits (order kept)
-            if len(result.records) >= req.max_msgs:
-                result.rest_num += store.max_offset(topic, queue_id) - offset
-                return
-            self._read_queue(req, result, topic, queue_id, is_retry, offset)
-        finally:
-            self._locks.discard(lock)
+        self._read_queue(req, result, topic, queue_id, is_retry, offset)
 
     def _read_queue(self, req: PopRequest, result: PopResult, topic: str, queue_id: int, is_retry: bool,
                     offset: int) -> None:

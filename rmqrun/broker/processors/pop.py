@@ -53,8 +53,7 @@ class PopProcessor:
     async def pop_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         resp = self.process_pop(conn, cmd, first=True, hold_ms=None)
         if resp is not None and resp.code == ResponseCode.SUCCESS:
-            if not self.broker.pop.ck_log.handed_over():
-                await self.broker.pop.ck_log.durable()
+            await self.broker.pop.ck_log.durable()
         return resp
 
     async def notification(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
@@ -98,8 +97,7 @@ class PopProcessor:
 
     async def _send_after_durable(self, conn: Connection, resp: RemotingCommand) -> None:
         if resp.code == ResponseCode.SUCCESS:
-            if not self.broker.pop.ck_log.handed_over():
-                await self.broker.pop.ck_log.durable()
+            await self.broker.pop.ck_log.durable()
         await conn.send_response(resp)
 
     # ------------------------------------------------------------------ POP_MESSAGE

@@ -68,8 +68,7 @@ class PopAckProcessor:
             return answer(cmd, ResponseCode.MESSAGE_ILLEGAL,
                           f"offset is illegal, key:{header.topic}@{header.consumer_group}@{header.queue_id}, "
                           f"commit:{header.offset}, not in the queue's orderly batch", typed=False)
-        if not self.broker.pop.ck_log.handed_over():
-            await self.broker.pop.ck_log.durable()
+        await self.broker.pop.ck_log.durable()
         return answer(cmd, typed=False)
 
     async def batch_ack_message(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -84,8 +83,7 @@ class PopAckProcessor:
         pop = self.broker.pop
         for ack in acks:
             pop.batch_ack(broker_name, ack)
-        if not pop.ck_log.handed_over():
-            await pop.ck_log.durable()
+        await pop.ck_log.durable()
         return cmd.response(ResponseCode.SUCCESS)  # answer(cmd, typed=False): no fields, no "extFields":{}
 
     async def change_invisible_time(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -102,7 +100,6 @@ class PopAckProcessor:
         pop = self.broker.pop
         pop_time, invisible_time = pop.change_invisible(header.consumer_group, header.topic, header.queue_id,
                                                         header.offset, header.invisible_time, receipt)
-        if not pop.ck_log.handed_over():
-            await pop.ck_log.durable()
+        await pop.ck_log.durable()
         return answer(cmd, header={"popTime": pop_time, "invisibleTime": invisible_time,
                                    "reviveQid": receipt.revive_qid})

@@ -6,6 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
+import pytest
+
 from rmqrun.broker.pop import ck_log as ck_log_module
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.ck_log import CheckpointLog
@@ -144,9 +146,13 @@ def test_the_lines_of_one_request_reach_the_os_together_before_its_answer(tmp_pa
     asyncio.run(main())
 
 
-def test_handed_over_gives_the_lines_to_the_os_and_says_whether_an_fsync_is_still_due(tmp_path: Path) -> None:
-    """What a POP or ACK answer calls instead of awaiting ``durable``: in ASYNC mode the lines are with the OS
-    once it returns (nothing to wait for); in SYNC mode too, but it says the fsync is still to come."""
+def test_durable_hands_the_lines_to_the_os_at_once_and_waits_only_for_a_sync_mode_fsync(tmp_path: Path,
+                                                                                         monkeypatch) -> None:
+    """What every POP and ACK answer awaits: the lines are with the OS as soon as ``durable()`` returns; in ASYNC
+    mode its awaitable is done already (no fsync, no suspension), in SYNC mode awaiting it fsyncs them."""
+    synced: list[int] = []
+    monkeypatch.setattr(ck_log_module.os, "fsync", lambda fd: synced.append(fd))
+
     async def main(fsync: bool) -> None:  # on a loop, as in the broker: lines stay buffered until handed over
         directory = tmp_path / str(fsync)
         log = CheckpointLog(directory, fsync=fsync)
@@ -156,9 +162,18 @@ def test_handed_over_gives_the_lines_to_the_os_and_says_whether_an_fsync_is_stil
         log.ack(a.key, [12])
         on_disk = directory / ck_log_module.LOG_NAME
         assert on_disk.read_text() == ""
-        assert log.handed_over() is (not fsync)
+        synced.clear()
+        waiting = log.durable()
         assert [line.split("\t")[0] for line in on_disk.read_text().splitlines()] == ["c", "a"]
-        assert log.handed_over() is (not fsync), "nothing new: the same answer"
+        if fsync:
+            assert synced == []
+            await waiting
+            assert len(synced) == 1, "SYNC mode: the answer waits for an fsync of its lines"
+        else:
+            with pytest.raises(StopIteration):  # done at once: awaiting it never gives the loop a turn
+                waiting.__await__().__next__()
+            await log.durable()
+            assert synced == [], "ASYNC mode: no fsync on an answer's path"
         log.close()
 
     for fsync in (False, True):
@@ -233,3 +248,39 @@ def test_a_checkpoint_record_reads_back_as_the_same_checkpoint() -> None:
         assert back == c and back.log_id == 7
     c.acked = 0
     assert c.ack_bits(0b1111) == 0b111 and c.fully_acked  # bits past the checkpoint's offsets are no acks
+
+
+def test_a_write_that_fails_half_way_loses_no_line_and_leaves_no_glued_one(tmp_path: Path, monkeypatch) -> None:
+    """A full disk: the write of a request's lines stops in the middle of a line and fails. The error reaches the
+    caller (the answer is an error, not a success), every line stays pending, and the next flush writes them all
+    again after ending the torn one: a restart reads each checkpoint and ack exactly as they were."""
+    log = CheckpointLog(tmp_path, fsync=False)
+    log.open()
+    a, b = ck(), ck(pop_time=2000)
+    real_write = ck_log_module.os.write
+    calls: list[int] = []
+
+    def failing_write(fd: int, data: bytes) -> int:
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data)[:7])  # a short write: part of the first line reaches the file
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")  # and the rest finds the disk full
+        return real_write(fd, data)
+
+    async def main() -> None:
+        log.add(a)
+        log.add(b)
+        log.ack(b.key, [12])
+        monkeypatch.setattr(ck_log_module.os, "write", failing_write)
+        with pytest.raises(OSError):
+            await log.durable()
+        await log.durable()  # the disk has room again: everything goes out
+        monkeypatch.setattr(ck_log_module.os, "write", real_write)
+
+    asyncio.run(main())
+    log.close()
+    assert len(calls) == 3
+    again = _reopened(tmp_path)
+    assert sorted((c.key, tuple(c.unacked())) for c in again.all()) == [(a.key, (10, 12, 15)), (b.key, (10, 15))]
+    again.close()
