@@ -58,7 +58,7 @@ def test_taking_whole_pulls_answers_like_taking_message_by_message(data: st.Data
     jobs: list[tuple[list[int], Any, Any]] = []  # taken and not settled: offsets, fast's, slow's
     next_offset = 0
     for _ in range(data.draw(st.integers(1, 40), label="steps")):
-        action = data.draw(st.sampled_from(["pull", "pull", "take", "take", "commit_through", "commit",
+        action = data.draw(st.sampled_from(["pull", "pull", "take", "take", "commit_through", "commit_mid", "commit",
                                             "fail", "put_back", "rollback", "clear"]), label="action")
         if action == "pull":
             batch = []
@@ -81,6 +81,11 @@ def test_taking_whole_pulls_answers_like_taking_message_by_message(data: st.Data
         elif action == "commit_through" and jobs:
             offsets, _, _ = jobs.pop(0)  # the oldest job succeeded in full
             assert fast.commit_through(offsets[-1]) == slow.commit_through(offsets[-1])
+        elif action == "commit_mid" and jobs:
+            # an offset inside what is taken (a pull split across it): both finish exactly what lies at or below
+            o = data.draw(st.sampled_from([o for offsets, _, _ in jobs for o in offsets]), label="through")
+            assert fast.commit_through(o) == slow.commit_through(o)
+            jobs = [job for job in jobs if job[0][-1] > o]
         elif action == "commit":
             assert fast.commit() == slow.commit()
             jobs.clear()
