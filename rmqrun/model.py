@@ -51,18 +51,34 @@ class Status(enum.IntEnum):
 
 
 @total_ordering
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class MessageQueue:
     """One queue of a topic on one broker.
 
     Sorting follows the Java client (topic, then broker name, then queue id),
     because allocation strategies sort the queue list before splitting it and
     every member of a group must sort the same way.
+
+    Its hash is the dataclass's (of the three fields), made once: a queue is a dict and set key several
+    times on every pull and job of the supervisor (about twenty tuple hashes a job before). The slot that
+    holds it is not a field (equality, ``repr``, ``fields()``, ``asdict`` see the three), and a pickled
+    queue is made again from its fields, so its hash is the receiving process's own (str hashes differ
+    between processes).
     """
 
+    __slots__ = ("topic", "broker_name", "queue_id", "_hash")
     topic: str
     broker_name: str
     queue_id: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.topic, self.broker_name, self.queue_id)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type["MessageQueue"], tuple[str, str, int]]:
+        return MessageQueue, (self.topic, self.broker_name, self.queue_id)
 
     def _key(self) -> tuple[str, str, int]:
         return (self.topic, self.broker_name, self.queue_id)

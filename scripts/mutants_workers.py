@@ -42,7 +42,7 @@ MUTANTS: list[Mutant] = [
       "        return job.still_owned is not None and not job.still_owned()", "        return False",
       I + "test_orderly_pipeline.py::test_a_chained_job_is_not_run_once_its_queues_lock_is_lost"),
     m("pipeline-commits-jobs-behind", CO, "a succeeded orderly job commits the job pipelined behind it too",
-      "            commit_offset = req.pq.commit_through(head.entries[-1].offset)",
+      "            commit_offset = req.pq.commit_through(head.job.offsets[-1])",
       "            commit_offset = req.pq.commit()",
       I + "test_orderly_pipeline.py::test_orderly_retries_failures_in_place_with_jobs_pipelined"),
     m("pipeline-failure-applied-first", CO, "a failed orderly job is applied before the jobs behind it are put back",
@@ -272,7 +272,7 @@ MUTANTS: list[Mutant] = [
     m("dispatch-chain-ignores-moved-pin", "rmqrun/supervisor/dispatch.py",
       "an orderly queue whose pin moved (TTIN/TTOU) is still chained to its old worker: a worker added for a "
       "backlog idles until that backlog is gone",
-      "if not self._ids or self._ids[stable_index(queue_key, len(self._ids))] != worker:", "if False:",
+      "if not self._ids or self._ids[self._crc(queue_key) % len(self._ids)] != worker:", "if False:",
       U + "supervisor/test_dispatch.py::test_a_queue_whose_pin_moved_is_not_chained_further"),
     m("second-term-waits-for-grace", "rmqrun/supervisor/supervisor.py",
       "a second TERM during a graceful stop is logged but the stop still waits out the grace period",

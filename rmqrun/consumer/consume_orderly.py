@@ -37,7 +37,7 @@ from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.model import Status
 from rmqrun.consumer.lock_gap import settle_gap
 from rmqrun.consumer.orderly_failures import clamp_suspend_ms, failed_call, suspend_or_dlq
-from rmqrun.consumer.process_queue import QueuedMessage
+from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage, QueuedRun
 from rmqrun.consumer.pull_request import PullRequest
 
 TARGET_JOB_SECONDS = 0.1
@@ -47,12 +47,19 @@ PIPELINE_DEPTH = 2  # jobs of one queue in flight: one running, the next waiting
 
 @dataclass(slots=True)
 class _Flight:
-    """A job of the queue handed to the executor and not applied yet."""
+    """A job of the queue handed to the executor and not applied yet: its messages taken as entries, or as
+    one pull taken whole (:meth:`ProcessQueue.take_run`; its entries made only for a result not in full)."""
 
-    entries: list[QueuedMessage]
+    taken: list[QueuedMessage] | QueuedRun
     job: ConsumeJob
     future: asyncio.Future[JobResult]
     sent: float
+
+
+def _entries(pq: ProcessQueue, f: _Flight) -> list[QueuedMessage]:
+    """The job's messages as entries: the queue's own (taken, or put back since), which a result changes."""
+    taken = f.taken
+    return pq.taken_entries(taken) if isinstance(taken, QueuedRun) else taken
 
 
 def _all_success(result: JobResult) -> bool:
@@ -102,6 +109,10 @@ class OrderlyConsumeService:
                 await asyncio.wait(pending)
 
     def submit(self, req: PullRequest, entries: Sequence[QueuedMessage]) -> None:
+        self.kick(req)
+
+    def submit_run(self, req: PullRequest, run: QueuedRun) -> None:
+        """A pull cached whole (:meth:`ProcessQueue.put_run`): a job that is exactly that pull takes it whole."""
         self.kick(req)
 
     def kick(self, req: PullRequest) -> None:
@@ -174,16 +185,20 @@ class OrderlyConsumeService:
                 return
             if ahead is not None and pq.cached_count < size // 2:
                 return  # a short job behind costs more (a job's fixed cost) than the next pull's wait
-            entries = pq.take_messages(size)
-            if not entries:
-                return
-            job = ConsumeJob(req.mq, True, [e.payload for e in entries], [e.offset for e in entries],
-                             auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,
+            taken: list[QueuedMessage] | QueuedRun | None = pq.take_run(size)
+            if taken is not None:
+                records, offsets = taken.payloads, taken.offsets
+            else:
+                taken = pq.take_messages(size)
+                if not taken:
+                    return
+                records, offsets = [e.payload for e in taken], [e.offset for e in taken]
+            job = ConsumeJob(req.mq, True, records, offsets, auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,
                              still_owned=pq.holds_lock if ahead is not None and cfg.clustering else None)
             self.chained_jobs += ahead is not None
             executor = self.engine.executor
             submit = getattr(executor, "submit", None)  # an executor's future, else a task awaiting its run()
-            flight.append(_Flight(entries, job, submit(job) if submit is not None else
+            flight.append(_Flight(taken, job, submit(job) if submit is not None else
                                   asyncio.ensure_future(executor.run(job)), time.monotonic()))
 
     async def _settle_head(self, req: PullRequest, flight: deque[_Flight]) -> float:
@@ -198,21 +213,21 @@ class OrderlyConsumeService:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            logger.warning("orderly job of {} on {} not run: {}", len(head.entries), req.mq, exc)
+            logger.warning("orderly job of {} on {} not run: {}", len(head.job), req.mq, exc)
         flight.popleft()
         now = time.monotonic()
         if result is not None:
             self._account(req, head, result, now)
         if result is not None and self.config.auto_commit and _all_success(result):
-            commit_offset = req.pq.commit_through(head.entries[-1].offset)
+            commit_offset = req.pq.commit_through(head.job.offsets[-1])
             if commit_offset >= 0 and self._may_commit(req):
                 self.engine.offset_store.update(req.mq, commit_offset, False)
             return 0.0
         await self._take_back(req, flight)
         if result is None:
-            req.pq.make_messages_to_consume_again([e.offset for e in head.entries])
+            req.pq.make_messages_to_consume_again(head.job.offsets)
             return d.SUSPEND_CURRENT_QUEUE_TIME_MS / 1000
-        return await self._apply(req, head.entries, result)
+        return await self._apply(req, _entries(req.pq, head), result)
 
     async def _take_back(self, req: PullRequest, flight: deque[_Flight]) -> None:
         """The jobs behind a failed one: wait for them (answered NOT_RUN) and put their messages back."""
@@ -221,14 +236,14 @@ class OrderlyConsumeService:
             try:
                 result = await f.future
                 if any(v is not Status.NOT_RUN for v in result.verdicts):
-                    logger.error("orderly job of {} on {} ran behind a failed one: {}", len(f.entries), req.mq,
+                    logger.error("orderly job of {} on {} ran behind a failed one: {}", len(f.job), req.mq,
                                  result.verdicts)
             except asyncio.CancelledError:
                 flight.appendleft(f)
                 raise
             except Exception:
                 pass
-            req.pq.make_messages_to_consume_again([e.offset for e in f.entries])
+            req.pq.make_messages_to_consume_again(f.job.offsets)
 
     def _account(self, req: PullRequest, f: _Flight, result: JobResult, now: float) -> None:
         elapsed = now - f.sent
@@ -243,7 +258,7 @@ class OrderlyConsumeService:
             self.handler_seconds += result.handler_seconds
             self.gap_jobs += 1
         self._last_result[req.mq] = now
-        self.engine.stats.record(len(f.entries), elapsed, result, f.job.records)
+        self.engine.stats.record(len(f.job.offsets), elapsed, result, f.job.records)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
 
     async def _apply(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> float:

@@ -75,7 +75,7 @@ class ProcessQueue(RunTier):
     """
 
     __slots__ = (
-        "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "msg_size", "queue_offset_max", "pulled_to",
+        "mq", "_tree", "_runs", "_run_count", "_consuming_msgs", "_taken_runs", "_taken_run_count", "msg_size", "queue_offset_max", "pulled_to",
         "msg_acc_cnt",
         "dropped", "locked", "lock_lapsed", "consuming", "try_unlock_times", "last_pull_timestamp",
         "last_consume_timestamp", "last_lock_timestamp", "lock_max_live_ms", "pull_max_idle_ms", "room",
@@ -98,6 +98,10 @@ class ProcessQueue(RunTier):
         """Messages in intact runs."""
         # Orderly only: taken by take_messages, awaiting commit() or rollback().
         self._consuming_msgs: dict[int, QueuedMessage] = {}
+        # Orderly only: pulls taken whole by take_run (ascending, above the taken entries' offsets or
+        # below them: each is one job's), awaiting commit; split into _consuming_msgs for anything else.
+        self._taken_runs: deque[QueuedRun] = deque()
+        self._taken_run_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
         self.pulled_to = -1
@@ -156,7 +160,7 @@ class ProcessQueue(RunTier):
             # taken: queue_offset_max bounds both, and every offset in the order deque). Added
             # as a run (C-level dict/deque/sum calls), not message by message.
             offsets = list(map(_OFFSET, entries))
-            if ((offsets[0] > top or (not cached and not taken and not self._run_count))
+            if ((offsets[0] > top or (not cached and not taken and not self._taken_runs and not self._run_count))
                     and offsets == sorted(offsets) and len(set(offsets)) == len(offsets)):
                 cached.update(zip(offsets, entries))
                 order.extend(offsets)
@@ -165,6 +169,8 @@ class ProcessQueue(RunTier):
                 return self._after_put(offsets[-1], max_offset)
         if self._run_count:
             self._split_all()  # so that an offset already cached in a run is seen as cached
+        if self._taken_runs:
+            self._split_taken()  # so that an offset taken in a run is seen as taken
         add = tree.add
         for entry in entries:
             last = entry
@@ -254,7 +260,9 @@ class ProcessQueue(RunTier):
         first = self.first_offset()
         if first is not None:
             return first
-        return self._drained_to() if not self._consuming_msgs else self.queue_offset_max + 1
+        if self._consuming_msgs or self._taken_runs:
+            return self.queue_offset_max + 1
+        return self._drained_to()
 
     def mark_consume_started(self, offsets: Iterable[int], now_ms: int | None = None) -> None:
         """Stamp dispatch time on cached messages, for :meth:`clean_expired`."""
@@ -353,11 +361,17 @@ class ProcessQueue(RunTier):
         Store it with ``increase_only=False``.
         """
         taken = self._consuming_msgs
-        if not taken:
+        runs = self._taken_runs
+        if not taken and not runs:
             return -1
-        last = max(taken)
+        last = max(taken) if taken else -1
         self.msg_size -= sum(map(_SIZE, taken.values()))
         taken.clear()
+        if runs:
+            last = max(last, runs[-1].offsets[-1])
+            self.msg_size -= sum(run.size for run in runs)
+            runs.clear()
+            self._taken_run_count = 0
         self.made_room()
         if not self._tree.entries and not self._run_count and self.pulled_to > last + 1:
             return self.pulled_to
@@ -367,14 +381,16 @@ class ProcessQueue(RunTier):
         """Finish the taken messages up to offset ``last``; the rest stay taken (a job pipelined behind
         them). Returns the next offset to consume as :meth:`commit` does, or -1 if none was taken."""
         taken = self._consuming_msgs
-        if taken and max(taken) <= last:
+        runs = self._taken_runs
+        if (taken or runs) and max(taken, default=-1) <= last and (not runs or runs[-1].offsets[-1] <= last):
             return self.commit()
+        top = self._taken_runs_through(last) if runs else -1  # splits a run across ``last`` into ``taken``
         done = [o for o in taken if o <= last]
-        if not done:
+        if not done and top < 0:
             return -1
         self.msg_size -= sum(map(_SIZE, map(taken.pop, done)))
         self.made_room()
-        return max(done) + 1
+        return max(top, max(done, default=-1)) + 1
 
     def rollback(self) -> None:
         """Put every taken message back at the head of the queue."""
@@ -382,6 +398,7 @@ class ProcessQueue(RunTier):
         tree = self._tree
         if self._run_count:
             self._split_all()
+        self._split_taken()
         for offset in sorted(taken, reverse=True):
             tree.add(taken[offset])
         taken.clear()
@@ -397,6 +414,7 @@ class ProcessQueue(RunTier):
         tree = self._tree
         if self._run_count:
             self._split_all()
+        self._split_taken()
         for offset in sorted(offsets, reverse=True):
             entry = taken.pop(offset, None)
             if entry is not None:
@@ -404,12 +422,12 @@ class ProcessQueue(RunTier):
 
     def has_consuming(self) -> bool:
         """Whether messages are taken and not yet committed or rolled back."""
-        return bool(self._consuming_msgs)
+        return bool(self._consuming_msgs) or bool(self._taken_runs)
 
     # --- inspection -------------------------------------------------------------------
     @property
     def msg_count(self) -> int:
-        return len(self._tree) + self._run_count + len(self._consuming_msgs)
+        return len(self._tree) + self._run_count + len(self._consuming_msgs) + self._taken_run_count
 
     @property
     def cached_count(self) -> int:
@@ -462,7 +480,13 @@ class ProcessQueue(RunTier):
 
     def get_taken(self, offset: int) -> QueuedMessage | None:
         """An orderly message taken and not yet committed (for the oldest-unfinished view)."""
-        return self._consuming_msgs.get(offset)
+        entry = self._consuming_msgs.get(offset)
+        if entry is None:
+            for run in self._taken_runs:  # a look at a run taken whole, as get() gives of a cached one
+                if run.holds(offset):
+                    i = run.offsets.index(offset)
+                    return QueuedMessage(offset, run.sizes[i], run.payloads[i], run.consume_start_ms)
+        return entry
 
     def __contains__(self, offset: object) -> bool:
         if offset in self._tree.entries:
@@ -480,6 +504,8 @@ class ProcessQueue(RunTier):
         self._runs.clear()
         self._run_count = 0
         self._consuming_msgs.clear()
+        self._taken_runs.clear()
+        self._taken_run_count = 0
         self.msg_size = 0
         self.queue_offset_max = 0
         self.pulled_to = -1
@@ -528,7 +554,9 @@ class ProcessQueue(RunTier):
     def info(self, commit_offset: int = 0) -> dict[str, Any]:
         """ProcessQueueInfo as fastjson writes it (GET_CONSUMER_RUNNING_INFO's mqTable)."""
         first = self.first_offset()
-        taken = self._consuming_msgs
+        taken = list(self._consuming_msgs)
+        for run in self._taken_runs:
+            taken += (run.offsets[0], run.offsets[-1])  # its bounds: the count comes from the counter
         return {
             "cachedMsgCount": self.cached_count,
             "cachedMsgMaxOffset": self.last_offset() if first is not None else 0,
@@ -540,7 +568,7 @@ class ProcessQueue(RunTier):
             "lastLockTimestamp": self.last_lock_timestamp,
             "lastPullTimestamp": self.last_pull_timestamp,
             "locked": self.locked,
-            "transactionMsgCount": len(taken),
+            "transactionMsgCount": len(self._consuming_msgs) + self._taken_run_count,
             "transactionMsgMaxOffset": max(taken) if taken else 0,
             "transactionMsgMinOffset": min(taken) if taken else 0,
             "tryUnlockTimes": self.try_unlock_times,
@@ -548,7 +576,7 @@ class ProcessQueue(RunTier):
 
     def __repr__(self) -> str:
         return (
-            f"ProcessQueue({self.mq}, cached={self.cached_count}, taken={len(self._consuming_msgs)}, "
+            f"ProcessQueue({self.mq}, cached={self.cached_count}, taken={len(self._consuming_msgs) + self._taken_run_count}, "
             f"span={self.max_span()}, max={self.queue_offset_max}, dropped={self.dropped}, "
             f"locked={self.locked})"
         )

@@ -26,6 +26,8 @@ class RunTier:
     _runs: deque[QueuedRun]
     _run_count: int
     _consuming_msgs: dict[int, QueuedMessage]
+    _taken_runs: deque[QueuedRun]
+    _taken_run_count: int
     msg_size: int
     queue_offset_max: int
     last_consume_timestamp: int
@@ -55,7 +57,8 @@ class RunTier:
         if run.intact or run.split is not None:
             return self._after_put(offsets[-1], max_offset)  # put before: nothing new
         top = self.queue_offset_max
-        if (not (offsets[0] > top or not (self._tree.entries or self._consuming_msgs or self._run_count))
+        if (not (offsets[0] > top or not (self._tree.entries or self._consuming_msgs or self._taken_runs
+                                          or self._run_count))
                 or not all(map(lt, offsets, islice(offsets, 1, None)))):
             run.split = run.entries()
             return self.put(run.split, max_offset)
@@ -155,3 +158,70 @@ class RunTier:
             for entry in run.split:
                 entry.consume_start_ms = now
 
+
+    # --- orderly: whole runs taken ---------------------------------------------------------
+    def take_run(self, batch_size: int, now_ms: int | None = None) -> QueuedRun | None:
+        """:meth:`take_messages` when what it would take is exactly the first cached run (nothing cached
+        message by message, the run no longer than ``batch_size`` and as long as ``min(batch_size,
+        cached)``): the run moves to the taken set whole, with nothing per message. None otherwise (the
+        caller takes message by message; nothing changed).
+
+        A taken run stays whole until it is committed (:meth:`commit`, :meth:`commit_through`); anything
+        that needs its messages one by one (put back, rolled back, a result not in full) splits every taken
+        run into the taken entries first (:meth:`_split_taken`), so the taken set is the same messages
+        either way."""
+        if self._tree.entries or not self._run_count:
+            return None
+        run = self._first_run()
+        if run is None or len(run.offsets) != min(batch_size, self._run_count):
+            return None
+        self.last_consume_timestamp = int(time.time() * 1000) if now_ms is None else now_ms
+        self._runs.popleft()
+        run.intact = False
+        self._run_count -= len(run.offsets)
+        if not self._run_count:
+            self._runs.clear()
+        self._taken_runs.append(run)
+        self._taken_run_count += len(run.offsets)
+        return run
+
+    def _split_taken(self) -> None:
+        """Every run taken whole to taken entries (``run.split``), for a change message by message."""
+        runs = self._taken_runs
+        if not runs:
+            return
+        taken = self._consuming_msgs
+        for run in runs:
+            run.split = run.entries()
+            taken.update(zip(run.offsets, run.split))
+        runs.clear()
+        self._taken_run_count = 0
+
+    def taken_entries(self, run: QueuedRun) -> list[QueuedMessage]:
+        """The messages of a run taken by :meth:`take_run` as entries, the very ones the taken set (or, once
+        put back, the cache) holds from now on, so a result settles and changes (reconsume counts) what
+        the queue hands out next. A run no longer taken (committed, or dropped with the queue) gets
+        entries of its own."""
+        if run.split is None:
+            if any(r is run for r in self._taken_runs):
+                self._split_taken()
+            else:
+                run.split = run.entries()
+        assert run.split is not None
+        return run.split
+
+    def _taken_runs_through(self, last: int) -> int:
+        """:meth:`commit_through`'s part for the runs taken whole (ascending): forget those ending at or
+        below ``last``; returns the highest offset forgotten (-1: none). A run with offsets on both sides
+        of ``last`` is split first (the caller then finds its messages among the taken entries)."""
+        runs = self._taken_runs
+        if any(r.offsets[0] <= last < r.offsets[-1] for r in runs):
+            self._split_taken()
+            return -1
+        done = -1
+        while runs and runs[0].offsets[-1] <= last:
+            run = runs.popleft()
+            self._taken_run_count -= len(run.offsets)
+            self.msg_size -= run.size
+            done = run.offsets[-1]
+        return done

@@ -74,6 +74,9 @@ PIPELINE_BUDGET_S = 0.05
 _EWMA = 0.2  # weight of a new sample in the per-message time estimate
 
 
+_CRC_CACHE_KEYS = 4096  # orderly keys whose crc32 a Dispatcher remembers at once
+
+
 def stable_index(key: Hashable, n: int) -> int:
     """crc32 of ``str(key)`` mod ``n``: the same in every process and every run."""
     return zlib.crc32(str(key).encode("utf-8")) % n
@@ -114,6 +117,9 @@ class Dispatcher:
         #: workers stuck, per watch that says so ("long call", "not responding"): new pins avoid them
         self._stuck_by: dict[str, frozenset[int]] = {}
         self.stuck: frozenset[int] = frozenset()
+        #: crc32 of each orderly key's text, so a job's pin is a dict look-up, not a str() and a crc32
+        #: (what :func:`stable_index` computes; bounded: key mode may pin many keys)
+        self._crcs: dict[Hashable, int] = {}
         self.set_workers(worker_ids)
 
     # ------------------------------------------------------------------ workers
@@ -146,16 +152,27 @@ class Dispatcher:
         """True while an orderly queue has a batch in flight."""
         return queue_key in self._busy_queues
 
+    def _crc(self, queue_key: Hashable) -> int:
+        """:func:`stable_index`'s crc32 of the key's text, remembered per key."""
+        crc = self._crcs.get(queue_key)
+        if crc is None:
+            if len(self._crcs) >= _CRC_CACHE_KEYS:
+                self._crcs.clear()
+            crc = self._crcs[queue_key] = zlib.crc32(str(queue_key).encode("utf-8"))
+        return crc
+
     def pinned_worker(self, queue_key: Hashable) -> int | None:
         """The worker an orderly queue maps to with the current worker set (None if there is none);
         while that one is stuck in a long call, one of the others (by the same hash over them)."""
-        if not self._ids:
+        ids = self._ids
+        if not ids:
             return None
-        worker = self._ids[stable_index(queue_key, len(self._ids))]
+        crc = self._crc(queue_key)
+        worker = ids[crc % len(ids)]
         if worker in self.stuck:
-            others = [w for w in self._ids if w not in self.stuck]
+            others = [w for w in ids if w not in self.stuck]
             if others:
-                return others[stable_index(queue_key, len(others))]
+                return others[crc % len(others)]
         return worker
 
     def set_stuck(self, worker_ids: Iterable[int], why: str = "long call") -> None:
@@ -209,7 +226,7 @@ class Dispatcher:
                 if ahead is None or ahead.queue_key != queue_key:
                     return None
                 worker = ahead.worker_id
-                if not self._ids or self._ids[stable_index(queue_key, len(self._ids))] != worker:
+                if not self._ids or self._ids[self._crc(queue_key) % len(self._ids)] != worker:
                     # workers were added or removed and the queue's pin moved: chaining would keep it on its
                     # old worker for as long as its backlog lasts (a worker added for a backlog would idle, a
                     # removed one would never drain). Wait for the chain to end: the queue is pinned anew at

@@ -184,9 +184,10 @@ def pull(engine: Engine, service: Any, data: st.DataObject, orderly: bool, pulle
         next_offset += data.draw(st.integers(0, 2), label="gap") + 1
         batch.append(next_offset)
     pulled += batch
-    # a concurrent service takes a pull whole (the puller's way) or message by message
+    # a service takes a pull whole (the puller's way: an orderly one takes it whole when a job is exactly
+    # that pull) or message by message
     run = QueuedRun(batch, [10] * n, [record(o) for o in batch])
-    as_run = not orderly and data.draw(st.booleans(), label="cached as one run")
+    as_run = data.draw(st.booleans(), label="cached as one run")
     entries = [] if as_run else run.entries()
     if as_run:
         pq.put_run(run)

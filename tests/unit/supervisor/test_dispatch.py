@@ -25,6 +25,25 @@ def test_stable_index_is_crc32_of_the_key_text() -> None:
     assert stable_index("abc", 7) == zlib.crc32(b"abc") % 7
 
 
+def test_a_pin_is_stable_index_of_its_key_with_any_worker_set_and_past_the_remembered_keys(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from rmqrun.consumer.key_order import KeyLane
+    from rmqrun.supervisor import dispatch
+    monkeypatch.setattr(dispatch, "_CRC_CACHE_KEYS", 5)  # so that the remembered keys are dropped often
+    d = Dispatcher(range(4))
+    keys = [MessageQueue("T", "b", i) for i in range(9)] + [KeyLane(MessageQueue("T", "b", 0), f"k{i}")
+                                                            for i in range(9)] + ["abc"]
+    for ids in ([0, 1, 2, 3], [0, 2, 5], [7]):
+        d.set_workers(ids)
+        for _ in range(2):  # the second time from what it remembered
+            for key in keys:
+                assert d.pinned_worker(key) == ids[stable_index(key, len(ids))]
+    d.set_workers([0, 1, 2])
+    d.set_stuck([stable_index(keys[0], 3)])
+    others = [w for w in [0, 1, 2] if w != stable_index(keys[0], 3)]
+    assert d.pinned_worker(keys[0]) == others[stable_index(keys[0], 2)]  # a stuck pin: the same hash over the rest
+
+
 def test_orderly_queue_always_goes_to_its_pinned_worker_one_batch_at_a_time() -> None:
     d = Dispatcher(range(4))
     mq = MessageQueue("T", "b", 1)
