@@ -153,10 +153,14 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     wanted: list[PopEntry] = []
     unwanted: list[PoppedMessage] = []
     popped = result.messages
+    # the usual answer (one topic's messages, none from the pop retry topic): one lane, nothing revived
+    lane = (result.plain_topic, mq.broker_name) if result.plain_topic is not None and req.original_topic is None \
+        else None
     if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
         popped = [as_original(msg, req.original_topic) for msg in popped]
-    flags = list(map(_RETRY_FLAG, popped))
-    stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
+    if lane is None:
+        flags = list(map(_RETRY_FLAG, popped))
+        stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
     if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted
         wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message
     else:
@@ -170,7 +174,7 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     if unwanted:
         asyncio.ensure_future(_ack_unwanted(engine, addr, unwanted))
     if wanted:
-        engine.pop_service.submit(req, wanted)
+        engine.pop_service.submit(req, wanted, lane)
     return result.status
 
 

@@ -125,7 +125,7 @@ def _refiltered(sub_string: str, tags: list[str | None]) -> tuple[list[int], lis
             return "addr"
         engine = SimpleNamespace(config=cfg, pop_client=SimpleNamespace(pop=pop, ack=ack), pop_stats=PopStats(),
                                  broker_addr=broker_addr, pop_service=SimpleNamespace(
-                                     submit=lambda req, entries: submitted.extend(e.message.queue_offset
+                                     submit=lambda req, entries, lane=None: submitted.extend(e.message.queue_offset
                                                                                   for e in entries)))
         req = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)))
         sub = build_subscription_data("T", sub_string)
