@@ -509,4 +509,38 @@ MUTANTS: list[Mutant] = [
       "a job's failures are not counted in the consume status table when some of it succeeded",
       "        if ok == ran:  # the usual job", "        if ok:  # the usual job",
       U + "consumer/test_running_info_window.py"),
+    # ---------------------------------------------------------------- popcli: POP flow control and lanes (#32)
+    m("popcli-room-ignores-pops-on-wire", "rmqrun/consumer/pop_queue.py",
+      "a loop held for room is woken by the un-acked count alone: the pops on the wire are not counted, so it "
+      "pops past the threshold + one pop",
+      "        left = len(self.entries) + self.popping", "        left = len(self.entries)",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-release-wakes-nobody", "rmqrun/consumer/pop_queue.py",
+      "a pop's short or empty answer makes room but wakes no loop (it waits for the next ack or its timeout)",
+      "        self.popping -= n\n        if self._room:\n            self._wake()", "        self.popping -= n",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-wait-counts-unacked-only", "rmqrun/consumer/pop_queue.py",
+      "a wait for room counts only the un-acked messages: it returns at once while the pops on the wire fill the "
+      "threshold (a threshold under two pops spins the event loop)",
+      "        if len(self.entries) + self.popping <= threshold:\n            return",
+      "        if len(self.entries) <= threshold:\n            return",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-general-answer-called-plain", "rmqrun/client/pop_api.py",
+      "an answer read by the general reader (retry-topic records, several topics) says it is one topic's: the "
+      "consumer puts a retry topic's messages in the topic's lane",
+      "    return PopResult(status, _records(body, header, group, broker_name), header.pop_time, header.invisible_time,"
+      "\n                     header.rest_num)",
+      "    out = _records(body, header, group, broker_name)\n"
+      "    return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num,"
+      " out[0].topic if out else None)",
+      U + "client/test_pop_answer_one_pass.py"),
+    m("popcli-lane-whatever-the-answer", "rmqrun/consumer/pop_loop.py",
+      "the pop loop hands every answer's messages over as one lane of the assignment's topic, plain or not",
+      "    lane = (result.plain_topic, mq.broker_name) if result.plain_topic is not None and req.original_topic is None",
+      "    lane = (mq.topic, mq.broker_name) if True",
+      U + "consumer/test_pop_loop_inflight.py::test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane"
+          "_and_flag_look"),
 ]

@@ -61,7 +61,7 @@ MUTANTS: list[Mutant] = [
       U + "admin/test_pop_status_view.py::test_last_hour_is_known_only_when_every_master_reported_it"),
     m("pop-inflight-unbounded", "rmqrun/consumer/pop_loop.py",
       "the pops on the wire are not counted by flow control: un-acked can reach the threshold + three pops",
-      "        if pq.wait_ack_count + pq.popping > cfg.pop_threshold_for_queue:",
+      "        if pq.held > cfg.pop_threshold_for_queue:",
       "        if pq.wait_ack_count > cfg.pop_threshold_for_queue:",
       U + "consumer/test_pop_loop_inflight.py::test_pops_in_flight_fill_the_threshold_and_no_more"),
     m("pop-inflight-orderly", "rmqrun/consumer/pop_loop.py",
@@ -187,7 +187,8 @@ MUTANTS: list[Mutant] = [
     m("h32c-pop-lanes-one-per-pop", "rmqrun/consumer/pop_consume.py",
       "a pop bringing the pop retry topic's messages beside the topic's goes to one lane: the retry topic's "
       "messages share a job under the topic's name (since jobs hold several queues, the lane is the topic)",
-      "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
+      "        elif (keys := list(map(_LANE_KEY, entries))) and keys.count(keys[0]) == len(keys):",
+      "        elif (keys := list(map(_LANE_KEY, entries))):",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_retry_topics_messages_are_a_job_of_their_own"),
     # ---------------------------------------------------------------- s6p: POP supervisor CPU per message (#32)
     m("s6p-pop-one-pass-retry-record", "rmqrun/client/pop_api.py",

@@ -169,3 +169,32 @@ def test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a_short
         await asyncio.wait_for(waiting, 5)
         assert pq.held == 72 and not pq._room
     asyncio.run(main())
+
+
+def _lane_of(plain_topic: str | None, original_topic: str | None = None) -> tuple[Any, int]:
+    """The lane key ``_pop_once`` hands the consume service with one pop's answer, and what it counts revived."""
+    async def main() -> tuple[Any, int]:
+        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"})
+        messages = [popped(i) for i in range(3)]
+        got: list[Any] = []
+
+        async def pop(*args: Any, **kw: Any) -> Any:
+            return PopResult(PopStatus.FOUND, messages, plain_topic=plain_topic)
+
+        async def broker_addr(mq: Any) -> str:
+            return "addr"
+        stats = PopStats()
+        engine = SimpleNamespace(config=cfg, pop_client=SimpleNamespace(pop=pop), pop_stats=stats,
+                                 broker_addr=broker_addr,
+                                 pop_service=SimpleNamespace(submit=lambda req, entries, lane=None: got.append(lane)))
+        req = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)),
+                         original_topic=original_topic)
+        await _pop_once(engine, req, build_subscription_data("T", "*"))  # type: ignore[arg-type]
+        return got[0], stats.revived
+    return asyncio.run(main())
+
+
+def test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane_and_flag_look() -> None:
+    assert _lane_of("T") == (("T", "b"), 0), "the usual answer: one lane, the topic's on this broker"
+    assert _lane_of(None) == (None, 0), "any other answer: the consume service reads each message's lane"
+    assert _lane_of("T", original_topic="T")[0] is None, "a pop retry topic popped on its own: read per message"
