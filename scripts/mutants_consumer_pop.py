@@ -61,7 +61,7 @@ MUTANTS: list[Mutant] = [
       U + "admin/test_pop_status_view.py::test_last_hour_is_known_only_when_every_master_reported_it"),
     m("pop-inflight-unbounded", "rmqrun/consumer/pop_loop.py",
       "the pops on the wire are not counted by flow control: un-acked can reach the threshold + three pops",
-      "        if pq.wait_ack_count + pq.popping > cfg.pop_threshold_for_queue:",
+      "        if pq.held > cfg.pop_threshold_for_queue:",
       "        if pq.wait_ack_count > cfg.pop_threshold_for_queue:",
       U + "consumer/test_pop_loop_inflight.py::test_pops_in_flight_fill_the_threshold_and_no_more"),
     m("pop-inflight-orderly", "rmqrun/consumer/pop_loop.py",
@@ -187,7 +187,8 @@ MUTANTS: list[Mutant] = [
     m("h32c-pop-lanes-one-per-pop", "rmqrun/consumer/pop_consume.py",
       "a pop bringing the pop retry topic's messages beside the topic's goes to one lane: the retry topic's "
       "messages share a job under the topic's name (since jobs hold several queues, the lane is the topic)",
-      "        if keys and keys.count(keys[0]) == len(keys):", "        if keys:",
+      "        elif (keys := list(map(_LANE_KEY, entries))) and keys.count(keys[0]) == len(keys):",
+      "        elif (keys := list(map(_LANE_KEY, entries))):",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_retry_topics_messages_are_a_job_of_their_own"),
     # ---------------------------------------------------------------- s6p: POP supervisor CPU per message (#32)
     m("s6p-pop-one-pass-retry-record", "rmqrun/client/pop_api.py",
@@ -323,4 +324,38 @@ MUTANTS: list[Mutant] = [
     m("pj-collector-not-frozen", "rmqrun/cli/run/collector.py",
       "the supervisor's startup objects stay in the collector's full walks", "    gc.freeze()\n", "",
       U + "cli/test_collector.py"),
+    # ---------------------------------------------------------------- popcli: POP flow control and lanes (#32)
+    m("popcli-room-ignores-pops-on-wire", "rmqrun/consumer/pop_queue.py",
+      "a loop held for room is woken by the un-acked count alone: the pops on the wire are not counted, so it "
+      "pops past the threshold + one pop",
+      "        left = len(self.entries) + self.popping", "        left = len(self.entries)",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-release-wakes-nobody", "rmqrun/consumer/pop_queue.py",
+      "a pop's short or empty answer makes room but wakes no loop (it waits for the next ack or its timeout)",
+      "        self.popping -= n\n        if self._room:\n            self._wake()", "        self.popping -= n",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-wait-counts-unacked-only", "rmqrun/consumer/pop_queue.py",
+      "a wait for room counts only the un-acked messages: it returns at once while the pops on the wire fill the "
+      "threshold (a threshold under two pops spins the event loop)",
+      "        if len(self.entries) + self.popping <= threshold:\n            return",
+      "        if len(self.entries) <= threshold:\n            return",
+      U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a"
+          "_short_answer_makes_room"),
+    m("popcli-general-answer-called-plain", "rmqrun/client/pop_api.py",
+      "an answer read by the general reader (retry-topic records, several topics) says it is one topic's: the "
+      "consumer puts a retry topic's messages in the topic's lane",
+      "    return PopResult(status, _records(body, header, group, broker_name), header.pop_time, header.invisible_time,"
+      "\n                     header.rest_num)",
+      "    out = _records(body, header, group, broker_name)\n"
+      "    return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num,"
+      " out[0].topic if out else None)",
+      U + "client/test_pop_answer_one_pass.py"),
+    m("popcli-lane-whatever-the-answer", "rmqrun/consumer/pop_loop.py",
+      "the pop loop hands every answer's messages over as one lane of the assignment's topic, plain or not",
+      "    lane = (result.plain_topic, mq.broker_name) if result.plain_topic is not None and req.original_topic is None",
+      "    lane = (mq.topic, mq.broker_name) if True",
+      U + "consumer/test_pop_loop_inflight.py::test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane"
+          "_and_flag_look"),
 ]

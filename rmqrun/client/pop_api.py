@@ -176,6 +176,9 @@ class PopResult:
     pop_time: int = 0
     invisible_time: int = 0
     rest_num: int = 0
+    #: set when every message is the usual kind (:func:`_plain_records`: of this one topic, acked under it, not
+    #: from the pop retry topic): the consumer then skips its per-message look at flags and topics
+    plain_topic: str | None = None
 
 
 #: what the answer decoder reads of a record beside scan_spans' fields: magic, sysFlag and, for a record
@@ -371,9 +374,11 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     body = bytes(resp.body or b"")
     out = None if header.order_count_info else _plain_records(body, header, broker_name)
-    if out is None:
-        out = _records(body, header, group, broker_name)
-    return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num)
+    if out is not None:
+        return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num,
+                         out[0].topic if out else None)
+    return PopResult(status, _records(body, header, group, broker_name), header.pop_time, header.invisible_time,
+                     header.rest_num)
 
 
 class PopClient:

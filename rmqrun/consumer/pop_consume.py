@@ -196,7 +196,7 @@ class PopConsumeService:
 
     # ----------------------------------------------------------------- submission
 
-    def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
+    def submit(self, req: PopRequest, entries: Sequence[PopEntry], lane_key: tuple[str, str] | None = None) -> None:
         """Consume a pop's messages: per topic (a retry topic apart) and broker, jobs of :meth:`job_size`
         messages, as Java's ConsumeRequests. Smaller than a pull's one job per batch when calls are slow,
         because a job's results come back when all of it is done: each message is acked within ~0.1 s of its
@@ -205,11 +205,16 @@ class PopConsumeService:
         Messages wait in their :class:`_Lane` while :meth:`hold` of its jobs are at the executor and they
         are fewer than a job: those of several pops (of any queues of the topic) then go as one job once a
         job comes back (a pop brings ~30; one job per pop cost the supervisor ~3.5x pull's worker-pipe
-        frames per message)."""
+        frames per message).
+
+        ``lane_key``: the (ack topic, broker) of every message, when the pop's answer says they share one (the
+        usual answer: ``PopResult.plain_topic``), so it is not read per message."""
         req.pq.add(entries)
-        keys = list(map(_LANE_KEY, entries))
-        if keys and keys.count(keys[0]) == len(keys):  # the usual pop: one topic's messages
-            by_queue: dict[tuple[str, str], Sequence[PopEntry]] = {keys[0]: entries}
+        by_queue: dict[tuple[str, str], Sequence[PopEntry]]
+        if lane_key is not None:
+            by_queue = {lane_key: entries}
+        elif (keys := list(map(_LANE_KEY, entries))) and keys.count(keys[0]) == len(keys):  # one topic's messages
+            by_queue = {keys[0]: entries}
         else:
             by_queue = defaultdict(list)
             for key, entry in zip(keys, entries):
@@ -551,7 +556,7 @@ class _Lane:
 
 #: a popped message's lane: (ack topic, broker); its queue id
 _LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name")
-_QUEUE_ID = attrgetter("message.queue_id")
+_QUEUE_ID = attrgetter("_receipt.queue_id")  # the message's (an extension keeps it), read in C
 _RECORD = attrgetter("message.record")
 #: a popped message's store time, read with the pop's answer (0: unknown)
 _STORED = attrgetter("message.stored")

@@ -9,9 +9,9 @@ per queue. Several pops in flight keep the workers fed the same way.
 
 1. un-acked messages of the assignment, plus what the pops in flight may bring,
    > ``pop_threshold_for_queue`` (Java's ``popThresholdForQueue``, default 96):
-   wait until acks bring it back under (Java retries every 50 ms; so does this
-   loop, at the latest). So the un-acked count stays within the threshold plus
-   one pop, as with Java's single loop;
+   wait until acks (or a short answer) bring it back under (Java retries every
+   50 ms; so does this loop, at the latest). So the un-acked count stays within
+   the threshold plus one pop, as with Java's single loop;
 2. POP_MESSAGE with ``pop_batch_size`` messages at most, ``pop_invisible_time_ms``,
    the subscription's expression (tags or SQL, as a pull sends it) and the
    init mode from ``consume_from_where``;
@@ -88,24 +88,23 @@ async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
         if engine.paused:
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
             continue
-        if pq.wait_ack_count + pq.popping > cfg.pop_threshold_for_queue:
+        if pq.held > cfg.pop_threshold_for_queue:
             if pq.wait_ack_count > cfg.pop_threshold_for_queue:
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
                     logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue "
                                    "{})", req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
-            await pq.wait_for_room(max(0, cfg.pop_threshold_for_queue - pq.popping),
-                                   d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+            await pq.wait_for_room(cfg.pop_threshold_for_queue, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         sub = engine.subscription(req.mq.topic)
         if sub is None:
             await asyncio.sleep(exception_delay)
             continue
-        pq.popping += cfg.pop_batch_size
+        pq.reserve(cfg.pop_batch_size)
         try:
             delay = await _pop_once_settled(engine, req, sub, exception_delay)
         finally:
-            pq.popping -= cfg.pop_batch_size
+            pq.release(cfg.pop_batch_size)
         if delay:  # a pop that answered has already waited on the wire: no loop turn more before the next
             await asyncio.sleep(delay)
 
@@ -154,10 +153,14 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     wanted: list[PopEntry] = []
     unwanted: list[PoppedMessage] = []
     popped = result.messages
+    # the usual answer (one topic's messages, none from the pop retry topic): one lane, nothing revived
+    lane = (result.plain_topic, mq.broker_name) if result.plain_topic is not None and req.original_topic is None \
+        else None
     if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
         popped = [as_original(msg, req.original_topic) for msg in popped]
-    flags = list(map(_RETRY_FLAG, popped))
-    stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
+    if lane is None:
+        flags = list(map(_RETRY_FLAG, popped))
+        stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
     if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted
         wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message
     else:
@@ -171,7 +174,7 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
     if unwanted:
         asyncio.ensure_future(_ack_unwanted(engine, addr, unwanted))
     if wanted:
-        engine.pop_service.submit(req, wanted)
+        engine.pop_service.submit(req, wanted, lane)
     return result.status
 
 

@@ -67,7 +67,7 @@ from rmqrun.model import MessageQueue, Status
 class PopOrderlyConsumeService(PopConsumeService):
     extends_waiting = True  # the messages behind a suspended failure keep the queue blocked group-wide
 
-    def submit(self, req: PopRequest, entries: Sequence[PopEntry]) -> None:
+    def submit(self, req: PopRequest, entries: Sequence[PopEntry], lane_key: tuple[str, str] | None = None) -> None:
         """One task per queue of the pop (the broker gives each queue's batch to one client at a time)."""
         req.pq.add(entries)
         by_queue: dict[tuple[str, int], list[PopEntry]] = {}

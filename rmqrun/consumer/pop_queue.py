@@ -115,14 +115,32 @@ class PopProcessQueue:
     #: epoch ms of the latest pop request sent for it
     last_pop_ms: int = 0
     #: messages the pops on the wire may bring (``pop_batch_size`` each): flow control counts them as un-acked
+    #: (changed through :meth:`reserve` / :meth:`release`, which wake the loops it held)
     popping: int = 0
-    #: (count, future): each resolved by :meth:`done` once the un-acked count is back to its count; wakes the
-    #: pop loops held by flow control
+    #: (count, future): each resolved once the un-acked messages plus what the pops on the wire may bring are
+    #: back to its count (by :meth:`done`, :meth:`done_all` or :meth:`release`); wakes the pop loops held by
+    #: flow control
     _room: list[tuple[int, "asyncio.Future[None]"]] = field(default_factory=list, repr=False)
 
     @property
     def wait_ack_count(self) -> int:
         return len(self.entries)
+
+    @property
+    def held(self) -> int:
+        """What flow control counts: the un-acked messages plus what the pops on the wire may bring."""
+        return len(self.entries) + self.popping
+
+    def reserve(self, n: int) -> None:
+        """A pop of ``n`` messages at most goes on the wire: they count as un-acked until it answers."""
+        self.popping += n
+
+    def release(self, n: int) -> None:
+        """A pop reserved with ``n`` answered (what it brought is in :attr:`entries` by now) or failed: its
+        reservation ends, and a loop held for room wakes if a short or empty answer made some."""
+        self.popping -= n
+        if self._room:
+            self._wake()
 
     def add(self, entries: Iterable[PopEntry]) -> None:
         self.entries.update(entries)
@@ -146,18 +164,25 @@ class PopProcessQueue:
 
     def _wake(self) -> None:
         """Wake each pop loop waiting for room whose threshold the un-acked count is back to."""
-        left = len(self.entries)
+        left = len(self.entries) + self.popping
         for at, room in self._room:
             if left <= at and not room.done():
                 room.set_result(None)
 
     async def wait_for_room(self, threshold: int, timeout: float) -> None:
-        """Return once at most ``threshold`` messages are un-acked, or after ``timeout`` s at the latest.
+        """Return once at most ``threshold`` messages are un-acked, those the pops on the wire may bring
+        counted (:attr:`held`), or after ``timeout`` s at the latest.
 
         Flow control wakes the pop loop the moment acks make room (a fixed 50 ms retry, as Java's, left the
         workers idle most of the time: 96 no-op messages take a few ms). A bare future and a timer, not
-        ``asyncio.wait_for`` on an event (a task per wait: a no-op POP drain's pop loops wait here per pop)."""
-        if len(self.entries) <= threshold:
+        ``asyncio.wait_for`` on an event (a task per wait: a no-op POP drain's pop loops wait here per pop).
+
+        The pops on the wire are counted at each wake, not when the wait began: a loop that had subtracted
+        them from its threshold kept waiting for room the answers of those pops had already made (their
+        messages in :attr:`entries`, their reservation gone), and one whose threshold the pops alone
+        exceeded returned at once with nothing un-acked and spun without yielding (a threshold under two
+        pops' worth hung the event loop)."""
+        if len(self.entries) + self.popping <= threshold:
             return
         loop = asyncio.get_running_loop()
         room: asyncio.Future[None] = loop.create_future()

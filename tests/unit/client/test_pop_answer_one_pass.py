@@ -73,7 +73,9 @@ def test_the_usual_answer_is_read_in_one_pass_as_the_general_reader_reads_it() -
         fast = _one_pass(resp)
         assert fast is not None, "a usual answer takes the one pass"
         assert _seen(fast) == _general(resp)
-        assert _seen(pop_result_from_response(resp, group=GROUP, broker_name="broker-a").messages) == _general(resp)
+        result = pop_result_from_response(resp, group=GROUP, broker_name="broker-a")
+        assert _seen(result.messages) == _general(resp)
+        assert result.plain_topic == TOPIC, "the answer says its messages are one topic's, acked under it"
     first = _one_pass(_answer(cases[0]))[0]  # type: ignore[index]
     assert (first.receipt.ck_start_offset, first.receipt.queue_offset, first.stored) == (10, 10, 1_700_000_000_010)
 
@@ -93,8 +95,9 @@ def test_what_the_one_pass_does_not_take_whole_comes_out_as_the_general_reader_h
     for what, records in cases.items():
         resp = _answer(records, None if "none at all" in what else "0 0 10;0 1 20")
         assert _one_pass(resp) is None, what
-        assert _seen(pop_result_from_response(resp, group=GROUP, broker_name="broker-a").messages) == \
-            _general(resp), what
+        result = pop_result_from_response(resp, group=GROUP, broker_name="broker-a")
+        assert _seen(result.messages) == _general(resp), what
+        assert result.plain_topic is None, f"{what}: the consumer looks at each message's topic and flag"
     retried = pop_result_from_response(_answer(cases["a record of the pop retry topic"]), group=GROUP,
                                        broker_name="broker-a").messages[-1]
     assert retried.receipt.encode() == ck and retried.ack_topic == f"%RETRY%{GROUP}_{TOPIC}"

@@ -4,6 +4,8 @@ plus what the pops on the wire may bring stay within ``pop_threshold_for_queue``
 from __future__ import annotations
 
 import asyncio
+
+import pytest
 from types import SimpleNamespace
 from typing import Any
 
@@ -23,10 +25,11 @@ class _Entry:
     settled = False
 
 
-def _in_flight(unacked: int, orderly: bool = False) -> int:
+def _in_flight(unacked: int, orderly: bool = False, threshold: int = 96) -> int:
     """How many pops the loop puts on the wire at once with ``unacked`` messages not acked (pops never answer)."""
     async def main() -> int:
-        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"}, orderly=orderly)
+        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"}, orderly=orderly,
+                             pop_threshold_for_queue=threshold)
         pq = PopProcessQueue(MessageQueue("T", "b", -1))
         pq.entries.update(_Entry() for _ in range(unacked))  # type: ignore[misc]
         on_wire = 0
@@ -122,7 +125,7 @@ def _refiltered(sub_string: str, tags: list[str | None]) -> tuple[list[int], lis
             return "addr"
         engine = SimpleNamespace(config=cfg, pop_client=SimpleNamespace(pop=pop, ack=ack), pop_stats=PopStats(),
                                  broker_addr=broker_addr, pop_service=SimpleNamespace(
-                                     submit=lambda req, entries: submitted.extend(e.message.queue_offset
+                                     submit=lambda req, entries, lane=None: submitted.extend(e.message.queue_offset
                                                                                   for e in entries)))
         req = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)))
         sub = build_subscription_data("T", sub_string)
@@ -135,3 +138,63 @@ def _refiltered(sub_string: str, tags: list[str | None]) -> tuple[list[int], lis
 def test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked() -> None:
     assert _refiltered("A || C", ["A", "B", None, "C"]) == ([0, 3], [1, 2]), "B and no tag: acked, not consumed"
     assert _refiltered("*", ["A", "B", None]) == ([0, 1, 2], []), "'*' keeps everything, tagged or not"
+
+
+@pytest.mark.timeout(60)
+def test_a_threshold_under_two_pops_holds_the_other_loops_without_spinning() -> None:
+    """With ``pop_threshold_for_queue`` 32 the second pop takes it to 64 and the third loop must wait for their
+    answers: a wait that counted only the un-acked messages (none yet) returned at once and that loop spun
+    without ever yielding, so the event loop hung."""
+    assert _in_flight(0, threshold=32) == 2, "0 + 32 <= 32: a second pop goes; 64 > 32 holds the third"
+    assert _in_flight(0, threshold=1) == 1, "one pop at a time under a threshold of 1"
+
+
+def test_a_loop_held_for_room_counts_the_pops_on_the_wire_when_woken_and_a_short_answer_makes_room() -> None:
+    """40 un-acked and two pops of 32 on the wire (104 held): a third loop waits for 96. One pop answers with
+    32 (72 un-acked, one pop out: 104 still) and it waits on; the other answers with nothing and it goes (72).
+    A wait that subtracted the two pops from its threshold at the start waited for 32 un-acked instead."""
+    async def main() -> None:
+        pq = PopProcessQueue(MessageQueue("T", "b", -1))
+        pq.entries.update(_Entry() for _ in range(40))  # type: ignore[misc]
+        pq.reserve(32)
+        pq.reserve(32)
+        assert pq.held == 104
+        waiting = asyncio.ensure_future(pq.wait_for_room(96, 3600))
+        await asyncio.sleep(0)
+        pq.add(_Entry() for _ in range(32))  # type: ignore[misc]
+        pq.release(32)
+        await asyncio.sleep(0)
+        assert not waiting.done() and pq.held == 104
+        pq.release(32)  # an empty answer
+        await asyncio.wait_for(waiting, 5)
+        assert pq.held == 72 and not pq._room
+    asyncio.run(main())
+
+
+def _lane_of(plain_topic: str | None, original_topic: str | None = None) -> tuple[Any, int]:
+    """The lane key ``_pop_once`` hands the consume service with one pop's answer, and what it counts revived."""
+    async def main() -> tuple[Any, int]:
+        cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"})
+        messages = [popped(i) for i in range(3)]
+        got: list[Any] = []
+
+        async def pop(*args: Any, **kw: Any) -> Any:
+            return PopResult(PopStatus.FOUND, messages, plain_topic=plain_topic)
+
+        async def broker_addr(mq: Any) -> str:
+            return "addr"
+        stats = PopStats()
+        engine = SimpleNamespace(config=cfg, pop_client=SimpleNamespace(pop=pop), pop_stats=stats,
+                                 broker_addr=broker_addr,
+                                 pop_service=SimpleNamespace(submit=lambda req, entries, lane=None: got.append(lane)))
+        req = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)),
+                         original_topic=original_topic)
+        await _pop_once(engine, req, build_subscription_data("T", "*"))  # type: ignore[arg-type]
+        return got[0], stats.revived
+    return asyncio.run(main())
+
+
+def test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane_and_flag_look() -> None:
+    assert _lane_of("T") == (("T", "b"), 0), "the usual answer: one lane, the topic's on this broker"
+    assert _lane_of(None) == (None, 0), "any other answer: the consume service reads each message's lane"
+    assert _lane_of("T", original_topic="T")[0] is None, "a pop retry topic popped on its own: read per message"
