@@ -245,9 +245,9 @@ MUTANTS: list[Mutant] = [
       "            and len(set(map(_QUEUE_ID, receipts))) == 1):",
       U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
       "path_acks_it"),
-    m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_batch_ack.py",
+    m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_api.py",
       "acks of one checkpoint that came in two jobs keep only the last job's offsets: the first job's messages "
-      "are never acked and come back", "                got[2] |= word", "                got[2] = word",
+      "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
       U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
       "receipts_came_in"),
     m("s6p-pop-ack-job-one-topic", "rmqrun/consumer/pop_acks.py",
@@ -358,35 +358,4 @@ MUTANTS: list[Mutant] = [
       "    lane = (mq.topic, mq.broker_name) if True",
       U + "consumer/test_pop_loop_inflight.py::test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane"
           "_and_flag_look"),
-    # --- popobj (#32): the batch-ack body in a few C passes per job, written as text (client/pop_batch_ack.py)
-    m("popobj-ack-gap-taken-for-run", "rmqrun/client/pop_batch_ack.py",
-      "a checkpoint's offsets with a gap are acked as a run: the message in the gap is acked before its call",
-      "    if offsets[-1] - low + 1 == len(offsets):", "    if True:",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-offset-before-start-accepted", "rmqrun/client/pop_batch_ack.py",
-      "an offset before its checkpoint's start is not refused: a negative shift acks nothing, or the wrong bit",
-      "    if low < start:", "    if False:",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-queue-one-checkpoint", "rmqrun/client/pop_batch_ack.py",
-      "a queue's receipts of two pops (two checkpoints) are acked under the first one's: the second pop's "
-      "messages are never acked and come back",
-      "        if len(mine) == 1 or len(set(map(_CK, mine))) == 1:", "        if True:",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-queues-not-split", "rmqrun/client/pop_batch_ack.py",
-      "a job's receipts of several queues are acked as the first queue's: the others' acks name the wrong queue",
-      "        mine = receipts if len(distinct) == 1 else list(compress(receipts, map(queue.__eq__, queues)))",
-      "        mine = receipts",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-checkpoint-keeps-first-offset", "rmqrun/client/pop_batch_ack.py",
-      "a queue of several checkpoints acks only each checkpoint's first offset",
-      "            got[1].add(r[7])", "            got[1].add(got[0][7])",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-merge-ignores-pop-time", "rmqrun/client/pop_batch_ack.py",
-      "two pops' checkpoints of one queue and start are merged: the later pop's acks name the earlier pop time",
-      "            key = (topic, f[4], f[6], f[0], f[1])", "            key = (topic, f[4], f[6], f[0])",
-      U + "client/test_pop_batch_ack.py"),
-    m("popobj-ack-text-queue-field", "rmqrun/client/pop_batch_ack.py",
-      "the written entry names the checkpoint's start offset as its queue",
-      '''"q":{f[6]}''', '''"q":{f[0]}''',
-      U + "client/test_pop_batch_ack.py"),
 ]
