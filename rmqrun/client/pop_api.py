@@ -26,12 +26,11 @@ from enum import Enum
 from typing import Any, Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
-from rmqrun.client.pop_batch_ack import batch_ack_body
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, order_count_for, parse_order_count_info, parse_start_offset_info,
-    real_topic, receipt_after_change, receipt_for, retry_flag_of,
+    PopMessageResponseHeader, ReceiptHandle, BatchAck, batch_ack_words, encode_batch_ack_body, order_count_for,
+    parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
@@ -441,9 +440,19 @@ class PopClient:
                                  timeout: float = ACK_TIMEOUT) -> AckStatus:
         """:meth:`batch_ack` for receipts already grouped by topic (the original topic of their messages):
         the consumer's ack path, which has them so (a job's messages), without a pair per message. A topic
-        may come in several groups (one per job); what groups ack of one checkpoint goes as one entry, their
-        words merged (``pop_batch_ack.batch_ack_body``: the body in a few C passes per group)."""
-        body = batch_ack_body(group, broker_name, groups)
+        may come in several groups (one per job: most are one checkpoint's run, the cheap case of
+        ``batch_ack_words``); what groups ack of one checkpoint goes as one entry, their words merged."""
+        merged: dict[tuple[str, str, int, int, int], list[Any]] = {}
+        for topic, receipts in groups:
+            for f, word in batch_ack_words(receipts):
+                key = (topic, f[4], f[6], f[0], f[1])  # topic, retry flag, queue id, ck start offset, pop time
+                got = merged.get(key)
+                if got is None:
+                    merged[key] = [topic, f, word]
+                else:
+                    got[2] |= word
+        body = encode_batch_ack_body(broker_name, [BatchAck.for_receipt(group, topic, f, word)
+                                                   for topic, f, word in merged.values()])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 
