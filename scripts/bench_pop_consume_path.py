@@ -15,7 +15,8 @@ next job, as in a drain), and the real ``AckBatcher`` and ``PopClient.batch_ack_
 stub answers SUCCESS. The collector is set as ``rmqrun run`` sets it (``cli.run.collector.settle``).
 
 Printed per round: the CPU (``time.process_time``) per message of the least of ``INNER`` drains in one
-interpreter, its jobs and ack requests. With
+interpreter, split into the answers' decode (``pop_result_from_response``), the entries (a ``PopEntry``
+each) and the rest (lanes, jobs, stats, acks), and its jobs and ack requests. With
 ``BEFORE`` set, the rounds alternate between that tree and this one (each in its own interpreter, the same
 answers) and the medians are printed: only same-run comparisons count.
 """
@@ -146,8 +147,9 @@ class _Engine:
         raise AssertionError("a no-op drain has nothing undecodable")
 
 
-async def _drain(raw: list[tuple[int, dict[str, str], bytes]]) -> tuple[int, float]:
-    """What the supervisor does with the answers, as pop_loop hands them over; (messages, CPU seconds)."""
+async def _drain(raw: list[tuple[int, dict[str, str], bytes]]) -> tuple[int, float, float, float]:
+    """What the supervisor does with the answers, as pop_loop hands them over: (messages, CPU seconds in all,
+    of them in ``pop_result_from_response``, of them making the entries)."""
     engine = _Engine()
     service = engine.service
     mq = MessageQueue("P", "broker-a", -1)
@@ -160,16 +162,24 @@ async def _drain(raw: list[tuple[int, dict[str, str], bytes]]) -> tuple[int, flo
         cmd.body = body
         answers.append(cmd)
     n = 0
-    started = time.process_time()
+    decode = entries = 0.0
+    clock = time.process_time
+    started = clock()
     for cmd in answers:
+        t0 = clock()
         result = pop_result_from_response(cmd, group="G", broker_name="broker-a")
         popped = result.messages
-        service.submit(req, list(map(PopEntry, popped, map(_RECEIPT, popped))), (result.plain_topic, "broker-a"))
+        t1 = clock()
+        made = list(map(PopEntry, popped, map(_RECEIPT, popped)))
+        t2 = clock()
+        decode += t1 - t0
+        entries += t2 - t1
+        service.submit(req, made, (result.plain_topic, "broker-a"))
         n += len(popped)
         await asyncio.sleep(0)  # one answer per event-loop turn, as reads bring them
     while req.pq.entries or service.in_flight:
         await asyncio.sleep(0)
-    return n, time.process_time() - started
+    return n, clock() - started, decode, entries
 
 
 def _round(answers_file: Path, rounds: int) -> None:
@@ -179,9 +189,10 @@ def _round(answers_file: Path, rounds: int) -> None:
     collector.settle()
     for _ in range(rounds):
         _Executor.jobs, _AckBroker.acks = 0, 0
-        n, cpu = asyncio.run(_drain(raw))
-        print(f"{cpu / n * 1e6:.3f} us/msg  ({n} msgs, {_Executor.jobs} jobs, {_AckBroker.acks} ack requests)",
-              flush=True)
+        n, cpu, decode, entries = asyncio.run(_drain(raw))
+        print(f"{cpu / n * 1e6:.3f} us/msg (decode {decode / n * 1e6:.2f}, entries {entries / n * 1e6:.2f}, the "
+              f"rest {(cpu - decode - entries) / n * 1e6:.2f}; {n} msgs, {_Executor.jobs} jobs, {_AckBroker.acks} "
+              "ack requests)", flush=True)
 
 
 def main() -> None:
