@@ -85,14 +85,13 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
             end = pos + total
             p = pos + _FIXED_SIZE
             tp = p + body_len  # the topic's length byte
-            if (magic == MAGIC_V1 and not sys_flag & _UNUSUAL and total >= _FIXED_SIZE and end <= n
-                    and 0 <= body_len and tp < end):
+            # (a total under the fixed size fails tp < end: the body starts past such a record's end)
+            if magic == MAGIC_V1 and not sys_flag & _UNUSUAL and end <= n and 0 <= body_len and tp < end:
                 ts = tp + 1
                 te = ts + data[tp]
-                if te + 2 <= end:
-                    pl = te + 2
-                    props_len = (data[te] << 8) | data[te + 1]
-                    if props_len < 0x8000 and pl + props_len == end:
+                pl = te + 2  # the properties (a signed short's length before them: under 0x8000, to the end)
+                if pl <= end:
+                    if (data[te] << 8 | data[te + 1]) == end - pl < 0x8000:
                         try:
                             if te - ts != topic_len or not startswith(raw_topic, ts):
                                 raw_topic, topic_len = data[ts:te], -1
