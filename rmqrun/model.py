@@ -149,7 +149,10 @@ class Message:
     all five, with the values the eager decode gave. Nothing else changes: the
     same dataclass fields, equality, ``repr``, pickling, ``dataclasses.replace``
     and ``asdict`` (they read through the same attributes), and ``properties``
-    is a real dict, computed once, that a handler may change.
+    is a real dict, computed once, that a handler may change. The worker's
+    inline decode also defers four rarely read numbers of the record
+    (``commit_log_offset``, ``flag``, ``body_crc``,
+    ``prepared_transaction_offset``) the same way: read, each is the stored value.
     """
 
     topic: str
@@ -235,6 +238,13 @@ _BORN_HOST_GET, _BORN_HOST_SET = _SLOTS["born_host"].__get__, _SLOTS["born_host"
 _STORE_HOST_GET, _STORE_HOST_SET = _SLOTS["store_host"].__get__, _SLOTS["store_host"].__set__
 
 
+# Four numbers of the stored record that a handler rarely reads: a slot-by-slot decoder may leave them
+# unset too, with a fill that returns them after the five derived fields, in this order
+# (``commit_log_offset, flag, body_crc, prepared_transaction_offset``). Four objects and stores fewer
+# per message; read, each is the same int the eager decode gave.
+_RECORD_NAMES = ("commit_log_offset", "flag", "body_crc", "prepared_transaction_offset")
+_RECORD_SLOTS = tuple((Message.__dict__[name].__get__, Message.__dict__[name].__set__) for name in _RECORD_NAMES)
+
 #: msg_id's slot setter, for a decoder that builds a message slot by slot: it stores the deferred
 #: state ``(PENDING, fill, *raw)`` there and leaves the other four derived slots unset
 DEFERRED_SLOT = _MSG_ID_SET
@@ -253,7 +263,12 @@ def _fill(msg: Message) -> None:
     state = _MSG_ID_GET(msg)
     if not _is_deferred(state):  # a derived slot unset without deferred state: a half-built object
         raise AttributeError("Message: derived fields read before the message was built")
-    properties, msg_id, offset_msg_id, born_host, store_host = state[1](*state[2:])
+    values = state[1](*state[2:])
+    properties, msg_id, offset_msg_id, born_host, store_host = values[:5]
+    if len(values) > 5:  # a fill that also defers the record's rarely read numbers (_RECORD_SLOTS' order)
+        for (get, set_), value in zip(_RECORD_SLOTS, values[5:]):
+            if _pending(get, msg):
+                set_(msg, value)
     if _pending(_PROPERTIES_GET, msg):
         _PROPERTIES_SET(msg, properties)
     if _pending(_OFFSET_MSG_ID_GET, msg):
@@ -303,6 +318,10 @@ def _write_msg_id(self: Message, value: str) -> None:
         _fill(self)
     _MSG_ID_SET(self, value)
 
+
+for _name, (_get, _set) in zip(_RECORD_NAMES, _RECORD_SLOTS):
+    setattr(Message, _name, _deferred_field(_get, _set, f"The stored record's {_name} (read on first use)."))
+del _name, _get, _set
 
 Message.properties = _deferred_field(  # type: ignore[assignment]
     _PROPERTIES_GET, _PROPERTIES_SET, "The message's properties (a dict; parsed on first read).")

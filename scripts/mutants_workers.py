@@ -477,7 +477,7 @@ MUTANTS: list[Mutant] = [
       U + "worker/test_worker_batch_decode.py"),
     m("w38-negative-props-length-accepted", "rmqrun/worker/batch_decode.py",
       "a properties length past a signed short (negative in Java) is decoded inline instead of refused",
-      "if props_len < 0x8000 and pl + props_len == end:", "if pl + props_len == end:",
+      "if (data[te] << 8 | data[te + 1]) == end - pl < 0x8000:", "if (data[te] << 8 | data[te + 1]) == end - pl:",
       U + "worker/test_worker_batch_decode.py::test_a_properties_length_past_a_signed_short_does_not_decode"),
     m("w38-bad-topic-text-shared", "rmqrun/worker/batch_decode.py",
       "a topic that is not UTF-8 is taken for the previous topic's text when the next record repeats it",
@@ -538,4 +538,20 @@ MUTANTS: list[Mutant] = [
       "msg.store_timestamp = store_ts", "msg.store_timestamp = born_ts",
       U + "worker/test_worker_batch_decode.py::test_the_inline_decode_gives_what_decode_message_gives_for_every_"
       "shape_of_record"),
+    # -- issue #38 (wkcut2): the record's rarely read numbers and both hosts read on first use
+    m("w38b-record-numbers-swapped", "rmqrun/worker/batch_decode.py",
+      "a message decoded inline reads its body CRC as its flag and its flag as its body CRC",
+      "            phys_offset, flag, crc, prepared)", "            phys_offset, crc, flag, prepared)",
+      U + "worker/test_worker_batch_decode.py::test_the_record_numbers_read_late_are_the_records_own_and_a_write_"
+          "first_is_kept"),
+    m("w38b-record-numbers-never-filled", "rmqrun/model.py",
+      "a message decoded inline never gets its deferred record numbers: reading flag raises AttributeError",
+      "    if len(values) > 5:", "    if False:",
+      U + "worker/test_worker_batch_decode.py"),
+    m("w38b-record-number-write-lost", "rmqrun/model.py",
+      "a record number a handler wrote before any read is overwritten by the record's value on the first read",
+      "            if _pending(get, msg):\n                set_(msg, value)",
+      "            if True:\n                set_(msg, value)",
+      U + "worker/test_worker_batch_decode.py::test_the_record_numbers_read_late_are_the_records_own_and_a_write_"
+          "first_is_kept"),
 ]

@@ -13,7 +13,10 @@ fixed fields, the body sliced from the frame's bytes, the topic text shared by
 every record of the batch that carries the same topic bytes (a batch is one
 queue), and the :class:`~rmqrun.model.Message` built slot by slot with its five
 derived fields deferred as ``decode_message`` defers them (the four that
-``decode_message`` stores as PENDING are left unset: :data:`~rmqrun.model.PENDING`).
+``decode_message`` stores as PENDING are left unset: :data:`~rmqrun.model.PENDING`),
+and four numbers a handler rarely reads (commit-log offset, flag, body CRC, prepared
+offset) left unset too: the unpack skips them and both hosts, which are read from a
+copy of the record's fixed bytes on first use (:func:`_record_fields`).
 The properties text is still decoded here, so a record whose properties are
 not UTF-8 still fails at decode, never in the handler. Any record that is not
 the usual one, or that fails any check, goes through ``decode_message``, which
@@ -44,9 +47,14 @@ _OFFSET = struct.Struct(">q")
 #: store timestamp, store IPv4 + port, reconsume times, prepared offset, body length
 _V4_FIXED = struct.Struct(">iiiiiqqiq4siq4siiqi")
 _FIXED_SIZE = _V4_FIXED.size
+#: the same bytes, unpacking only what the decode needs or a handler usually reads (total size, magic, queue
+#: id, queue offset, sysFlag, born timestamp, store timestamp, reconsume times, body length); the rest
+#: (body CRC, flag, commit-log offset, both hosts, prepared offset) is read from a copy of these bytes
+#: the first time a handler reads one of them (:func:`_record_fields`)
+_V4_USED = struct.Struct(">ii4xi4xq8xiq8xq8xi8xi")
+assert _V4_USED.size == _FIXED_SIZE
 #: sysFlag bits that send a record to decode_message (an IPv6 host, a compressed body)
 _UNUSUAL = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6 | SYSFLAG_COMPRESSED
-_PENDING_STATE = _derived_fields  # the fill function decode_message defers to (the same values)
 _new = Message.__new__
 _NO_TOPIC = b""  # with the length -1, which no topic has: the next record's topic is decoded
 
@@ -62,9 +70,9 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
     n = len(data)
     add_msg = msgs.append
     add_offset = offsets.append
-    unpack = _V4_FIXED.unpack_from
+    unpack = _V4_USED.unpack_from
     startswith = data.startswith
-    fill = _PENDING_STATE
+    fill = _record_fields
     set_state = DEFERRED_SLOT
     # a batch is one queue, so its records share a topic: its text is decoded once per topic seen
     # (a bytes compare per record), and the retry-prefix test with it; only a retry topic's records
@@ -72,19 +80,18 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
     raw_topic, topic_len, topic_text, shown, retry = _NO_TOPIC, -1, "", "", False
     while pos < n:
         if n - pos >= _FIXED_SIZE:
-            (total, magic, crc, queue_id, flag, queue_offset, phys_offset, sys_flag, born_ts, born_ip, born_port,
-             store_ts, store_ip, store_port, reconsume, prepared, body_len) = unpack(data, pos)
+            (total, magic, queue_id, queue_offset, sys_flag, born_ts, store_ts, reconsume,
+             body_len) = unpack(data, pos)
             end = pos + total
             p = pos + _FIXED_SIZE
             tp = p + body_len  # the topic's length byte
-            if (magic == MAGIC_V1 and not sys_flag & _UNUSUAL and total >= _FIXED_SIZE and end <= n
-                    and 0 <= body_len and tp < end):
+            # (a total under the fixed size fails tp < end: the body starts past such a record's end)
+            if magic == MAGIC_V1 and not sys_flag & _UNUSUAL and end <= n and 0 <= body_len and tp < end:
                 ts = tp + 1
                 te = ts + data[tp]
-                if te + 2 <= end:
-                    pl = te + 2
-                    props_len = (data[te] << 8) | data[te + 1]
-                    if props_len < 0x8000 and pl + props_len == end:
+                pl = te + 2  # the properties (a signed short's length before them: under 0x8000, to the end)
+                if pl <= end:
+                    if (data[te] << 8 | data[te + 1]) == end - pl < 0x8000:
                         try:
                             if te - ts != topic_len or not startswith(raw_topic, ts):
                                 raw_topic, topic_len = data[ts:te], -1
@@ -99,19 +106,14 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
                             msg = _new(Message)
                             msg.topic = shown
                             msg.body = data[p:tp]
-                            set_state(msg, (PENDING, fill, props_text, born_ip, born_port, store_ip, store_port,
-                                            phys_offset))
+                            set_state(msg, (PENDING, fill, props_text, data[pos:p]))
                             msg.broker_name = broker_name
                             msg.queue_id = queue_id
                             msg.queue_offset = queue_offset
-                            msg.commit_log_offset = phys_offset
                             msg.born_timestamp = born_ts
                             msg.store_timestamp = store_ts
                             msg.reconsume_times = reconsume
-                            msg.flag = flag
                             msg.sys_flag = sys_flag
-                            msg.body_crc = crc
-                            msg.prepared_transaction_offset = prepared
                             add_offset(queue_offset)
                             if retry:
                                 msg.topic = _shown_topic(msg, topic_text, namespace)
@@ -123,6 +125,16 @@ def decode_batch(data: bytes | memoryview, pos: int, broker_name: str,
     for i, text in bad.items():
         errors[i] = text
     return msgs, offsets, errors
+
+
+def _record_fields(props_text: str, fixed: bytes) -> tuple[Any, ...]:
+    """A message's deferred fields from its properties text and its record's fixed bytes (both hosts
+    IPv4): decode_message's five derived fields, then the four rarely read numbers (model.py's
+    ``_RECORD_NAMES`` order), each the value decode_message stores."""
+    (_, _, crc, _, flag, _, phys_offset, _, _, born_ip, born_port, _, store_ip, store_port, _, prepared,
+     _) = _V4_FIXED.unpack(fixed)
+    return (*_derived_fields(props_text, born_ip, born_port, store_ip, store_port, phys_offset),
+            phys_offset, flag, crc, prepared)
 
 
 def _decode_one(data: bytes, pos: int, broker_name: str, namespace: str | None, msgs: list[Any],
