@@ -376,6 +376,9 @@ def scan_columns(body: bytes) -> tuple[list[int], list[int], list[memoryview], l
     pos = 0
     n = len(body)
     fixed = _SCAN_V4_STAMP.size
+    last_fixed = n - fixed  # a record starting at or before it has all of _SCAN_V4_STAMP's bytes
+    head_size = _HEAD.size
+    magic_v1, magic_v2 = MAGIC_V1, MAGIC_V2
     unpack_fixed = _SCAN_V4_STAMP.unpack_from
     unpack_head = _HEAD.unpack_from
     unpack_int = _INT.unpack_from
@@ -384,18 +387,24 @@ def scan_columns(body: bytes) -> tuple[list[int], list[int], list[memoryview], l
     v6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
     try:
         while pos < n:
-            if n - pos >= fixed:
+            if pos <= last_fixed:
                 total, magic, _queue_id, queue_offset, _phys, sys_flag, stamp, body_len = unpack_fixed(body, pos)
                 p = pos + fixed - 4
+                short = False
             else:
                 (total, magic, _crc, _queue_id, _flag, queue_offset, _phys, sys_flag,
                  _born) = unpack_head(body, pos)
-            if total < _HEAD.size or pos + total > n:
-                raise ProtocolError(f"record at {pos} claims {total} bytes, {n - pos} available")
-            if magic != MAGIC_V1 and magic != MAGIC_V2:
-                raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
+                short = True
             end = pos + total
-            if n - pos < fixed or sys_flag & v6:
+            if total < head_size or end > n:
+                raise ProtocolError(f"record at {pos} claims {total} bytes, {n - pos} available")
+            if magic == magic_v1:
+                v1 = True
+            elif magic == magic_v2:
+                v1 = False
+            else:
+                raise ProtocolError(f"record at {pos} has unknown magic code {magic & 0xFFFFFFFF:#010x}")
+            if short or sys_flag & v6:
                 p = pos + store_timestamp_pos(sys_flag)
                 (stamp,) = unpack_long(body, p)
                 p += 8 + (20 if sys_flag & SYSFLAG_STOREHOST_V6 else 8) + 12
@@ -403,10 +412,7 @@ def scan_columns(body: bytes) -> tuple[list[int], list[int], list[memoryview], l
             if body_len < 0:
                 raise ProtocolError(f"record at {pos}: negative body length")
             p += 4 + body_len
-            if magic == MAGIC_V1:
-                p += 1 + body[p]
-            else:
-                p += 2 + unpack_short(body, p)[0]
+            p += 1 + body[p] if v1 else 2 + unpack_short(body, p)[0]
             (props_len,) = unpack_short(body, p)
             if props_len < 0 or p + 2 + props_len != end:
                 raise ProtocolError(f"record at {pos}: fields do not add up to its total size {total}")
