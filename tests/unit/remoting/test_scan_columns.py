@@ -75,3 +75,19 @@ def test_a_whole_pull_s_store_times_count_as_its_records_would() -> None:
         a, b = by_records.store_to_handler, by_stamps.store_to_handler
         assert (a.counts, a.count) == (b.counts, b.count) and abs(a.total - b.total) < 1.0
         assert a.count == (3 if verdicts[3] is Status.SUCCESS else 2)
+
+
+def test_damaged_records_are_refused_as_scan_spans_refuses_them() -> None:
+    good = bytes(message.encode_stored(topic="T", body=b"hello", properties="KEYS\x01k\x02"))
+    props_len_at = len(good) - len("KEYS\x01k\x02") - 2
+    cases = []
+    for value in (0, 3, 200, -1):  # a properties length short of, past or outside the record
+        bad = bytearray(good)
+        bad[props_len_at:props_len_at + 2] = value.to_bytes(2, "big", signed=True)
+        cases.append(bytes(bad))
+    v6 = bytes(message.encode_stored(topic="T", body=b"hello", properties="", born_host="[::1]:1",
+                                     store_host="[::1]:2"))
+    cases += [good + v6[:-1], good[:-1] + v6, v6 + good[:30], good[:90]]
+    for body in cases:
+        outcome = _outcome(_as_now, body)
+        assert outcome[0] == "refused" and outcome == _outcome(_as_before, body), outcome
