@@ -36,7 +36,7 @@ MUTANTS: list[Mutant] = [
     m("sup2-conn-partial-frame-dropped", "rmqrun/remoting/connection.py",
       "the start of a frame that arrived with a whole one is dropped: its answer never comes and the stream "
       "is read out of step",
-      '        return data[pos:] if pos < n else b""',
+      '        return memoryview(data)[pos:] if pos < n else b""',
       '        return b""',
       U + "remoting/test_connection_reads.py"),
     m("sup2-conn-length-checked-late", "rmqrun/remoting/connection.py",

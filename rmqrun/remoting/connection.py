@@ -312,7 +312,7 @@ class Connection:
         length prefix out of range is refused as soon as its four bytes are here, before waiting for more."""
         cause: BaseException | None = None
         reader = self._reader
-        rest = b""  # the start of a frame not yet whole
+        rest: bytes | memoryview = b""  # the start of a frame not yet whole (a view of what was read)
         try:
             while True:
                 chunk = await reader.read(_READ_SIZE)
@@ -320,14 +320,14 @@ class Connection:
                     if rest:
                         cause = asyncio.IncompleteReadError(bytes(rest), None)
                     break
-                rest = self._on_bytes(rest + chunk if rest else chunk)
+                rest = self._on_bytes(b"".join((rest, chunk)) if rest else chunk)
                 if len(rest) >= 4:  # a frame's start: the rest of it at once (a large answer in one copy)
                     try:
-                        rest += await reader.readexactly(4 + _LEN.unpack_from(rest)[0] - len(rest))
+                        more = await reader.readexactly(4 + _LEN.unpack_from(rest)[0] - len(rest))
                     except asyncio.IncompleteReadError as exc:
-                        cause = asyncio.IncompleteReadError(rest + exc.partial, None)
+                        cause = asyncio.IncompleteReadError(bytes(rest) + exc.partial, None)
                         break
-                    rest = self._on_bytes(rest)
+                    rest = self._on_bytes(b"".join((rest, more)))
         except ProtocolError as exc:
             logger.warning("closing {}: {}", self.name, exc)
             cause = exc
@@ -338,8 +338,8 @@ class Connection:
         finally:
             self.close(cause)
 
-    def _on_bytes(self, data: bytes) -> bytes:
-        """Act on every whole frame at the start of ``data``; what is left of it (a frame's start)."""
+    def _on_bytes(self, data: bytes) -> bytes | memoryview:
+        """Act on every whole frame at the start of ``data``; what is left of it (a frame's start, not copied)."""
         n = len(data)
         pos = 0
         with memoryview(data) as view:
@@ -360,7 +360,7 @@ class Connection:
                     task = asyncio.get_running_loop().create_task(self._serve(cmd))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-        return data[pos:] if pos < n else b""
+        return memoryview(data)[pos:] if pos < n else b""
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:
