@@ -1,7 +1,7 @@
 """Mutants of the supervisor's pull path cut in issue #38 (branch ``supcut2``): the one-pass scan of a pull
-(``scan_columns``), the store times it hands the statistics, the connection's reads of whole frames and the
-pipe's DONE decode (entries as in :mod:`mutant_kit`; joined by :mod:`mutants_table`). Kept apart from
-:mod:`mutants_consumer` so each table stays under the 600-line limit.
+(``scan_columns``), the store times it hands the statistics and the pipe's DONE decode (entries as in
+:mod:`mutant_kit`; joined by :mod:`mutants_table`). Kept apart from :mod:`mutants_consumer` so each table stays
+under the 600-line limit.
 """
 
 from __future__ import annotations
@@ -33,20 +33,6 @@ MUTANTS: list[Mutant] = [
       "                                 taken.stamps if isinstance(taken, QueuedRun) else None)",
       "                                 taken.sizes if isinstance(taken, QueuedRun) else None)",
       U + "consumer/test_pull_store_times.py"),
-    m("sup2-conn-partial-frame-dropped", "rmqrun/remoting/connection.py",
-      "the start of a frame that arrived with a whole one is dropped: its answer never comes and the stream "
-      "is read out of step",
-      '        return memoryview(data)[pos:] if pos < n else b""',
-      '        return b""',
-      U + "remoting/test_connection_reads.py"),
-    m("sup2-conn-length-checked-late", "rmqrun/remoting/connection.py",
-      "a length prefix out of range is refused only once that many bytes came: a peer's garbage holds the "
-      "connection (and its requests) until they time out",
-      "                codec.check_length(length, self.max_frame_size)\n                end = pos + 4 + length\n"
-      "                if end > n:\n                    break\n",
-      "                end = pos + 4 + length\n                if end > n:\n                    break\n"
-      "                codec.check_length(length, self.max_frame_size)\n",
-      U + "remoting/test_connection_reads.py"),
     m("sup2-done-offsets-as-delays", "rmqrun/pipe/wire.py",
       "a DONE frame's queue offsets are read with the delay levels' width",
       "    return struct.Struct(f\">{n}h\").unpack_from, struct.Struct(f\">{n}q\").unpack_from",

@@ -57,8 +57,6 @@ RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCom
 RefusalListener = Callable[[AccessDeniedError], None]
 
 _LEN = struct.Struct(">i")
-#: the most one read of the socket takes (what the transport has buffered, up to this)
-_READ_SIZE = 1 << 20
 _WRITE_HIGH_WATER = 4 * 1024 * 1024
 #: a deadline this close when the timer runs counts as reached (the loop may run a timer a clock tick early)
 _TIMER_SLACK = 0.001
@@ -307,50 +305,13 @@ class Connection:
     # ----------------------------------------------------------------- reading
 
     async def _read_loop(self) -> None:
-        """Read what the socket has, then act on every whole frame in it: one wake-up for the answers that
-        arrived together (a broker answers a connection's pulls in one write), not two awaits per frame. A
-        length prefix out of range is refused as soon as its four bytes are here, before waiting for more."""
         cause: BaseException | None = None
-        reader = self._reader
-        rest: bytes | memoryview = b""  # the start of a frame not yet whole (a view of what was read)
         try:
             while True:
-                chunk = await reader.read(_READ_SIZE)
-                if not chunk:
-                    if rest:
-                        cause = asyncio.IncompleteReadError(bytes(rest), None)
-                    break
-                rest = self._on_bytes(b"".join((rest, chunk)) if rest else chunk)
-                if len(rest) >= 4:  # a frame's start: the rest of it at once (a large answer in one copy)
-                    try:
-                        more = await reader.readexactly(4 + _LEN.unpack_from(rest)[0] - len(rest))
-                    except asyncio.IncompleteReadError as exc:
-                        cause = asyncio.IncompleteReadError(bytes(rest) + exc.partial, None)
-                        break
-                    rest = self._on_bytes(b"".join((rest, more)))
-        except ProtocolError as exc:
-            logger.warning("closing {}: {}", self.name, exc)
-            cause = exc
-        except (ConnectionError, OSError) as exc:
-            cause = exc
-        except asyncio.CancelledError:
-            cause = None
-        finally:
-            self.close(cause)
-
-    def _on_bytes(self, data: bytes) -> bytes | memoryview:
-        """Act on every whole frame at the start of ``data``; what is left of it (a frame's start, not copied)."""
-        n = len(data)
-        pos = 0
-        with memoryview(data) as view:
-            while n - pos >= 4:
-                (length,) = _LEN.unpack_from(data, pos)
+                head = await self._reader.readexactly(4)
+                (length,) = _LEN.unpack(head)
                 codec.check_length(length, self.max_frame_size)
-                end = pos + 4 + length
-                if end > n:
-                    break
-                cmd = codec.decode(view[pos + 4:end])
-                pos = end
+                cmd = codec.decode(await self._reader.readexactly(length))
                 if cmd.is_response:
                     fut = self._pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
@@ -360,7 +321,17 @@ class Connection:
                     task = asyncio.get_running_loop().create_task(self._serve(cmd))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
-        return memoryview(data)[pos:] if pos < n else b""
+        except asyncio.IncompleteReadError as exc:
+            cause = exc if exc.partial else None
+        except ProtocolError as exc:
+            logger.warning("closing {}: {}", self.name, exc)
+            cause = exc
+        except (ConnectionError, OSError) as exc:
+            cause = exc
+        except asyncio.CancelledError:
+            cause = None
+        finally:
+            self.close(cause)
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:

@@ -1,6 +1,6 @@
-"""How a :class:`Connection` reads its socket (issue #38): one read takes what is there and every whole frame in it
-is answered; the start of a frame whose rest has not come yet is kept, whatever the boundary; a large frame
-arriving in pieces is whole; a length prefix out of range closes the connection as soon as it arrives.
+"""How a :class:`Connection` reads its socket (kept while issue #38 tried a one-read-many-frames reader): the start
+of a frame whose rest has not come yet is kept, whatever the boundary; a large frame arriving in pieces is whole;
+a length prefix out of range closes the connection as soon as it arrives.
 
 A real TCP server on loopback plays the broker and decides where its bytes are cut: the test, in the same event
 loop, releases each part only when the client has acted on the one before.
