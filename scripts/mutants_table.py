@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mutant_kit import Mutant, m  # noqa: E402
 from mutants_consumer import MUTANTS as CONSUMER  # noqa: E402
 from mutants_consumer_pop import MUTANTS as CONSUMER_POP  # noqa: E402
+from mutants_consumer_pull_path import MUTANTS as CONSUMER_PULL_PATH  # noqa: E402
 from mutants_workers import MUTANTS as WORKERS  # noqa: E402
 from mutants_broker import MUTANTS as BROKER  # noqa: E402
 from mutants_broker_pop import MUTANTS as BROKER_POP  # noqa: E402
@@ -27,4 +28,4 @@ from mutants_wire_and_tools import MUTANTS as EDGES  # noqa: E402
 __all__ = ["MUTANTS", "Mutant", "m"]
 
 #: every mutant, one table per part of the code (a new mutant goes into the table of the part it breaks)
-MUTANTS: list[Mutant] = [*CONSUMER, *CONSUMER_POP, *WORKERS, *BROKER, *BROKER_POP, *EDGES]
+MUTANTS: list[Mutant] = [*CONSUMER, *CONSUMER_POP, *CONSUMER_PULL_PATH, *WORKERS, *BROKER, *BROKER_POP, *EDGES]

@@ -137,7 +137,7 @@ class ConcurrentConsumeService:
             return
         result = future.result()
         try:
-            if self._counted(req, job, result, started) and not self._settled(req, entries, result):
+            if self._counted(req, job, result, started, entries) and not self._settled(req, entries, result):
                 self._track(asyncio.ensure_future(self._process_result(req, entries, result)))
         except Exception as exc:  # as _log_failure reports a task's
             logger.opt(exception=exc).error(_UNEXPECTED)
@@ -159,15 +159,19 @@ class ConcurrentConsumeService:
             # messages stay cached, so the committed offset stays below them.
             logger.warning("job of {} messages of {} not run: {}", len(job.offsets), req.mq, exc)
             return
-        if self._counted(req, job, result, started) and not self._settled(req, entries, result):
+        if self._counted(req, job, result, started, entries) and not self._settled(req, entries, result):
             await self._process_result(req, entries, result)
 
-    def _counted(self, req: PullRequest, job: ConsumeJob, result: JobResult, started: float) -> bool:
-        """Count a finished job in the stats; False when there is nothing more to do with it."""
+    def _counted(self, req: PullRequest, job: ConsumeJob, result: JobResult, started: float,
+                 entries: list[QueuedMessage] | QueuedRun) -> bool:
+        """Count a finished job in the stats; False when there is nothing more to do with it. A whole pull's
+        job hands over the store times its scan read (one per record, as ``job.records``)."""
         if req.pq.dropped and all(v is Status.NOT_RUN for v in result.verdicts):
             return False  # skipped by the executor: the queue was given away before the job started
-        self.engine.stats.record(len(job.offsets), time.monotonic() - started, result, job.records)
-        self.engine.status.on_consumed(req.mq.topic, result, time.monotonic() - started)
+        elapsed = time.monotonic() - started
+        stored = entries.stamps if isinstance(entries, QueuedRun) else None
+        self.engine.stats.record(len(job.offsets), elapsed, result, job.records, stored)
+        self.engine.status.on_consumed(req.mq.topic, result, elapsed)
         return True
 
     def _settled(self, req: PullRequest, entries: list[QueuedMessage] | QueuedRun, result: JobResult) -> bool:

@@ -258,7 +258,9 @@ class OrderlyConsumeService:
             self.handler_seconds += result.handler_seconds
             self.gap_jobs += 1
         self._last_result[req.mq] = now
-        self.engine.stats.record(len(f.job.offsets), elapsed, result, f.job.records)
+        taken = f.taken  # a pull taken whole hands over the store times its scan read
+        self.engine.stats.record(len(f.job.offsets), elapsed, result, f.job.records,
+                                 taken.stamps if isinstance(taken, QueuedRun) else None)
         self.engine.status.on_consumed(req.mq.topic, result, elapsed)
 
     async def _apply(self, req: PullRequest, entries: list[QueuedMessage], result: JobResult) -> float:

@@ -42,15 +42,20 @@ class QueuedRun:
     order, so every later look at one of its messages sees the same entry.
     """
 
-    __slots__ = ("offsets", "sizes", "payloads", "size", "consume_start_ms", "intact", "split")
+    __slots__ = ("offsets", "sizes", "payloads", "stamps", "size", "consume_start_ms", "intact", "split")
 
-    def __init__(self, offsets: list[int], sizes: list[int], payloads: list[Any]) -> None:
-        if not (len(offsets) == len(sizes) == len(payloads)):
+    def __init__(self, offsets: list[int], sizes: list[int], payloads: list[Any],
+                 stamps: list[int] | None = None) -> None:
+        if not (len(offsets) == len(sizes) == len(payloads)) or (stamps is not None and len(stamps) != len(offsets)):
             raise ValueError(f"a run needs one size and one payload per offset: {len(offsets)} offsets, "
-                             f"{len(sizes)} sizes, {len(payloads)} payloads")
+                             f"{len(sizes)} sizes, {len(payloads)} payloads"
+                             + ("" if stamps is None else f", {len(stamps)} store times"))
         self.offsets = offsets
         self.sizes = sizes
         self.payloads = payloads
+        #: the records' store times (epoch ms, 0 or less: none), read with the pull for the statistics so no
+        #: record is read again when its job is done; None: read from the payloads then
+        self.stamps = stamps
         #: the body sizes summed (what ``pullThresholdSizeForQueue`` counts)
         self.size = sum(sizes)
         #: when its job was handed over, for the sweep without handler-call times (0: not yet)

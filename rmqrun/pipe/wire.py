@@ -32,6 +32,7 @@ because it is part of the same contract.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import operator
 import signal
@@ -448,19 +449,27 @@ def _decode_errors(payload: memoryview, p: int, n: int) -> tuple[tuple[int, str]
     return tuple(out)
 
 
+@functools.lru_cache(maxsize=256)
+def _done_columns(n: int) -> tuple[Any, Any]:
+    """The readers of a DONE frame's ``n`` delay levels and ``n`` queue offsets: made once per job size
+    (a frame per job on the supervisor's hot path), not formatted and looked up again per frame."""
+    return struct.Struct(f">{n}h").unpack_from, struct.Struct(f">{n}q").unpack_from
+
+
 def decode(kind: int, payload: memoryview) -> Frame:
     """One frame from its kind byte and payload (as split by :class:`FrameBuffer`)."""
     try:
         if kind == Kind.DONE:
             batch_id, elapsed, suspend_ms, flags, err_len, n = _DONE.unpack_from(payload, 0)
             p = _DONE.size
-            error = bytes(payload[p:p + err_len]).decode("utf-8", "replace")
+            error = bytes(payload[p:p + err_len]).decode("utf-8", "replace") if err_len else ""
             p += err_len
             statuses = bytes(payload[p:p + n])
             p += n
-            delays = struct.unpack_from(f">{n}h", payload, p)
+            delays_of, offsets_of = _done_columns(n)
+            delays = delays_of(payload, p)
             p += 2 * n
-            offsets = struct.unpack_from(f">{n}q", payload, p)
+            offsets = offsets_of(payload, p)
             p += 8 * n
             errors = _decode_errors(payload, p, n) if p < len(payload) else ()
             if p > len(payload) or max(statuses, default=0) >= len(_STATUS_BY_BYTE):

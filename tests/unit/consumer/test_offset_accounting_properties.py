@@ -95,7 +95,7 @@ class Broker:
 class Stats:
     failed = 0
 
-    def record(self, n: int, elapsed: float, result: JobResult, records: Any = ()) -> None:
+    def record(self, n: int, elapsed: float, result: JobResult, records: Any = (), stored: Any = None) -> None:
         pass
 
     def on_consumed(self, topic: str, result: JobResult, elapsed: float) -> None:
