@@ -77,9 +77,14 @@ _EWMA = 0.2  # weight of a new sample in the per-message time estimate
 _CRC_CACHE_KEYS = 4096  # orderly keys whose crc32 a Dispatcher remembers at once
 
 
+def key_crc(key: Hashable) -> int:
+    """crc32 of ``str(key)``: the same in every process and every run (what a pin is taken modulo)."""
+    return zlib.crc32(str(key).encode("utf-8"))
+
+
 def stable_index(key: Hashable, n: int) -> int:
-    """crc32 of ``str(key)`` mod ``n``: the same in every process and every run."""
-    return zlib.crc32(str(key).encode("utf-8")) % n
+    """:func:`key_crc` mod ``n``."""
+    return key_crc(key) % n
 
 
 @dataclass(slots=True)
@@ -153,12 +158,12 @@ class Dispatcher:
         return queue_key in self._busy_queues
 
     def _crc(self, queue_key: Hashable) -> int:
-        """:func:`stable_index`'s crc32 of the key's text, remembered per key."""
+        """:func:`key_crc` of the key, remembered per key (so a pin is :func:`stable_index`'s)."""
         crc = self._crcs.get(queue_key)
         if crc is None:
             if len(self._crcs) >= _CRC_CACHE_KEYS:
                 self._crcs.clear()
-            crc = self._crcs[queue_key] = zlib.crc32(str(queue_key).encode("utf-8"))
+            crc = self._crcs[queue_key] = key_crc(queue_key)
         return crc
 
     def pinned_worker(self, queue_key: Hashable) -> int | None:
