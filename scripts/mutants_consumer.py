@@ -401,7 +401,8 @@ MUTANTS: list[Mutant] = [
       U + "consumer/test_pop_push.py::test_a_pull_mode_answer_pops_only_this_clients_queues_and_a_gone_assignment_stops"),
     m("u34-pop-orderly-pops-unordered", "rmqrun/consumer/pop_loop.py",
       "orderly POP pops without the order flag: the broker does not block the queue for the group",
-      "exp=sub.sub_string, order=cfg.orderly)", "exp=sub.sub_string, order=False)",
+      "exp=sub.sub_string, order=cfg.orderly, message_class=PopEntry)",
+      "exp=sub.sub_string, order=False, message_class=PopEntry)",
       U + "consumer/test_pop_push.py::test_orderly_pop_pops_with_the_order_flag"),
     # --- issue #38 cuts 1 and 6 (c38b): a concurrent pull cached as one QueuedRun (its counts, min offset and
     # placement stay those of the per-message cache); compiled header codecs write and read what the loop did

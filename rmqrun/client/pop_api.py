@@ -72,8 +72,9 @@ class AckStatus(str, Enum):
     NO_EXIST = "NO_EXIST"
 
 
-#: a lazily read field not read yet
+#: a lazily read field not read yet (``UNREAD``: what a subclass's constructor defaults to)
 _UNREAD: Any = object()
+UNREAD: Any = _UNREAD
 
 
 class PoppedMessage:
@@ -147,10 +148,11 @@ class PoppedMessage:
         self._first_pop_time = first_pop_time
 
     def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
-        """The same message with another record and topic (its receipt, counts and properties kept)."""
-        return PoppedMessage(record, topic, self.ack_topic, self.receipt, self.reconsume_times, self._first_pop_time,
-                             self._tags, self.order_count, props=self._raw_props(), pop_time=self._pop_time,
-                             stored=self.stored)
+        """The same message (of the same class) with another record and topic (its receipt, counts and
+        properties kept)."""
+        return self.__class__(record, topic, self.ack_topic, self.receipt, self.reconsume_times,
+                              self._first_pop_time, self._tags, self.order_count, self._raw_props(), self._pop_time,
+                              self.stored)
 
     def __repr__(self) -> str:
         return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
@@ -232,8 +234,8 @@ def _topic_and_reconsume(body: bytes, pos: int, body_len: int) -> tuple[bytes, i
     return body[p + 2:p + 2 + topic_len], reconsume
 
 
-def _plain_records(body: bytes, header: PopMessageResponseHeader,
-                   broker_name: str) -> list[PoppedMessage] | None:
+def _plain_records(body: bytes, header: PopMessageResponseHeader, broker_name: str,
+                   make: "type[PoppedMessage]" = PoppedMessage) -> list[PoppedMessage] | None:
     """The usual pop answer's records read in one pass, each with one unpack; None for anything else.
 
     Usual: every record of one topic, both hosts IPv4, no ``POP_CK`` in its properties (not from the pop
@@ -282,15 +284,16 @@ def _plain_records(body: bytes, header: PopMessageResponseHeader,
                 run_queue = queue_id
             receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
                                                  queue_id, queue_offset))
-            append(PoppedMessage(view[pos:end], topic, topic, receipt, reconsume, _UNREAD, _UNREAD, None, p - pos,
-                                 pop_time, stored))
+            append(make(view[pos:end], topic, topic, receipt, reconsume, _UNREAD, _UNREAD, None, p - pos, pop_time,
+                        stored))
             pos = end
     except struct.error:  # a record cut short
         return None
     return out
 
 
-def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_name: str) -> list[PoppedMessage]:
+def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_name: str,
+             make: "type[PoppedMessage]" = PoppedMessage) -> list[PoppedMessage]:
     """Every record of a pop answer, whatever it holds (orderly counts, receipts of the pop retry topic,
     several topics, IPv6 hosts): read through :func:`scan_spans`, which says what is wrong with a bad one."""
     counts = parse_order_count_info(header.order_count_info) if header.order_count_info else None
@@ -345,12 +348,13 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
         count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
                                                             receipt.queue_offset)
         # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
-        append(PoppedMessage(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos,
-                             pop_time, stored))
+        append(make(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos, pop_time,
+                    stored))
     return out
 
 
-def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str) -> PopResult:
+def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str,
+                             message_class: "type[PoppedMessage]" = PoppedMessage) -> PopResult:
     """MQClientAPIImpl.processPopResponse: the status, and each message with its receipt.
 
     The per-message hot path of a POP consumer. The usual answer is read in one
@@ -359,6 +363,10 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     looked up in a record's raw properties here (``1ST_POP_TIME`` and ``TAGS``
     when first asked for: :class:`PoppedMessage`), and a topic's retry flag and
     ack topic are worked out once per distinct topic in the answer.
+
+    ``message_class``: what each message is made as, a :class:`PoppedMessage` or a subclass taking its
+    constructor's arguments (the consumer's ``PopEntry``: the message and its state in flight as one object,
+    not a second one made per message).
     """
     if resp.code == ResponseCode.SUCCESS:
         status = PopStatus.FOUND
@@ -373,12 +381,12 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
         return PopResult(status, rest_num=int(rest) if rest not in (None, "") else 0)
     header = PopMessageResponseHeader.from_ext(resp.ext_fields)
     body = bytes(resp.body or b"")
-    out = None if header.order_count_info else _plain_records(body, header, broker_name)
+    out = None if header.order_count_info else _plain_records(body, header, broker_name, message_class)
     if out is not None:
         return PopResult(status, out, header.pop_time, header.invisible_time, header.rest_num,
                          out[0].topic if out else None)
-    return PopResult(status, _records(body, header, group, broker_name), header.pop_time, header.invisible_time,
-                     header.rest_num)
+    return PopResult(status, _records(body, header, group, broker_name, message_class), header.pop_time,
+                     header.invisible_time, header.rest_num)
 
 
 class PopClient:
@@ -392,8 +400,10 @@ class PopClient:
     async def pop(self, addr: str, *, group: str, topic: str, broker_name: str, queue_id: int = -1,
                   max_msg_nums: int = POP_MAX_MSG_NUMS, invisible_time_ms: int = 60_000,
                   poll_time_ms: int = 15_000, init_mode: int = 0, exp_type: str | None = None,
-                  exp: str | None = None, order: bool = False, attempt_id: str | None = None) -> PopResult:
-        """POP_MESSAGE with long polling: the broker holds the request up to ``poll_time_ms``."""
+                  exp: str | None = None, order: bool = False, attempt_id: str | None = None,
+                  message_class: "type[PoppedMessage]" = PoppedMessage) -> PopResult:
+        """POP_MESSAGE with long polling: the broker holds the request up to ``poll_time_ms``; each message made
+        as ``message_class`` (:func:`pop_result_from_response`)."""
         key = (group, topic, queue_id, max_msg_nums, invisible_time_ms, poll_time_ms, init_mode, exp_type, exp, order,
                attempt_id, broker_name)
         template = self._pop_headers.get(key)
@@ -410,7 +420,7 @@ class PopClient:
         timeout = max(PULL_TIMEOUT, poll_time_ms / 1000 + POP_TIMEOUT_SLACK)
         resp = await self.broker.request(addr, cmd, timeout)
         try:
-            return pop_result_from_response(resp, group=group, broker_name=broker_name)
+            return pop_result_from_response(resp, group=group, broker_name=broker_name, message_class=message_class)
         except BrokerError as exc:
             if exc.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 raise _not_supported(exc, addr, "POP_MESSAGE") from None

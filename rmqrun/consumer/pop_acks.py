@@ -73,7 +73,7 @@ class _Pending:
 
 
 _EXTENDING = attrgetter("extending")
-_TOPIC = attrgetter("message.topic")
+_TOPIC = attrgetter("topic")  # a PopEntry is its message
 _BROKER = attrgetter("broker_name")
 
 

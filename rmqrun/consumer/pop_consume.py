@@ -72,7 +72,7 @@ from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import (
-    OFFSET, VISIBLE_AT, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
+    OFFSET, ORDER, VISIBLE_AT, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
 )
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
@@ -243,13 +243,14 @@ class PopConsumeService:
             self._flush(lane, size)
 
     def _flush(self, lane: "_Lane", size: int) -> None:
-        """Hand the lane's waiting messages over, in offset order, in jobs of ``size`` at most: full jobs at
-        once, the rest only while fewer than :meth:`hold` of the lane's jobs are at the executor (or when
-        stopping)."""
+        """Hand the lane's waiting messages over, queue by queue in offset order (each pop's messages of a queue,
+        one checkpoint, then side by side: its ack's bitset is worked out in C), in jobs of ``size`` at most:
+        full jobs at once, the rest only while fewer than :meth:`hold` of the lane's jobs are at the executor
+        (or when stopping)."""
         waiting = lane.waiting
         hold = self.hold()
         if waiting and (len(waiting) >= size or lane.out < hold or self._stopping):
-            waiting.sort(key=OFFSET)  # stable: each queue's messages in offset order
+            waiting.sort(key=ORDER)  # queue by queue, in offset order: a checkpoint's messages side by side
             while waiting and (len(waiting) >= size or lane.out < hold or self._stopping):
                 chunk = waiting[:size]
                 del waiting[:size]
@@ -554,12 +555,12 @@ class _Lane:
     waiting: list[PopEntry] = field(default_factory=list)
 
 
-#: a popped message's lane: (ack topic, broker); its queue id
-_LANE_KEY = attrgetter("message.ack_topic", "message.receipt.broker_name")
+#: a popped message's lane: (ack topic, broker); its queue id (a PopEntry is its message: its own slots)
+_LANE_KEY = attrgetter("ack_topic", "_receipt.broker_name")
 _QUEUE_ID = attrgetter("_receipt.queue_id")  # the message's (an extension keeps it), read in C
-_RECORD = attrgetter("message.record")
+_RECORD = attrgetter("record")
 #: a popped message's store time, read with the pop's answer (0: unknown)
-_STORED = attrgetter("message.stored")
+_STORED = attrgetter("stored")
 
 
 def _broker_mq(entry: PopEntry) -> MessageQueue:

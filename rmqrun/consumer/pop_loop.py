@@ -61,7 +61,6 @@ class PopLoopContext(Protocol):
     async def broker_addr(self, mq: "MessageQueue") -> str: ...
 
 
-_RECEIPT = attrgetter("receipt")
 _RETRY_FLAG = attrgetter("receipt.retry_flag")
 
 #: pops on the wire at once per assignment (not orderly); flow control bounds what they may bring
@@ -145,28 +144,30 @@ async def _pop_once(engine: PopLoopContext, req: PopRequest, sub: "SubscriptionD
         addr, group=cfg.group, topic=mq.topic, broker_name=mq.broker_name, queue_id=mq.queue_id,
         max_msg_nums=cfg.pop_batch_size, invisible_time_ms=cfg.pop_invisible_time_ms,
         poll_time_ms=cfg.pop_poll_time_ms, init_mode=req.init_mode, exp_type=sub.expression_type,
-        exp=sub.sub_string, order=cfg.orderly)
+        exp=sub.sub_string, order=cfg.orderly, message_class=PopEntry)
     if result.status is not PopStatus.FOUND or not result.messages:
         return result.status
     stats = engine.pop_stats
     stats.popped += len(result.messages)
     wanted: list[PopEntry] = []
     unwanted: list[PoppedMessage] = []
-    popped = result.messages
+    popped: list[PopEntry] = result.messages  # type: ignore[assignment]
+    if popped[0].__class__ is not PopEntry:  # a client that makes plain messages (message_class not taken)
+        popped = list(map(PopEntry.of, popped))
     # the usual answer (one topic's messages, none from the pop retry topic): one lane, nothing revived
     lane = (result.plain_topic, mq.broker_name) if result.plain_topic is not None and req.original_topic is None \
         else None
     if req.original_topic is not None:  # a pop retry topic popped on its own: its messages as the topic's
-        popped = [as_original(msg, req.original_topic) for msg in popped]
+        popped = [as_original(msg, req.original_topic) for msg in popped]  # PopEntry still (with_record)
     if lane is None:
         flags = list(map(_RETRY_FLAG, popped))
         stats.revived += len(flags) - flags.count(RETRY_FLAG_NORMAL)  # from the pop retry topic: handed out again
     if sub.matches_tag(None):  # the subscription filters nothing (no tag set): every message is wanted
-        wanted = list(map(PopEntry, popped, map(_RECEIPT, popped)))  # PopEntry.of, without a step per message
+        wanted = popped  # made as PopEntry by the decoder: nothing more per message
     else:
         for msg in popped:
             if _tag_matches(sub, msg):
-                wanted.append(PopEntry(msg, msg.receipt))
+                wanted.append(msg)
             else:
                 unwanted.append(msg)
     if req.pq.dropped:

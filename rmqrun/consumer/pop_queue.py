@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable
 
-from rmqrun.client.pop_api import PoppedMessage
+from rmqrun.client.pop_api import UNREAD, PoppedMessage
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 
@@ -27,6 +27,8 @@ from rmqrun.protocol.pop import ReceiptHandle
 #: a PopEntry's lapse time / queue offset, read over a whole job in C (``map``, ``min``, ``sort``)
 VISIBLE_AT = attrgetter("visible_at")
 OFFSET = attrgetter("offset")
+#: a PopEntry's place in a job: (queue id, queue offset) as one int, compared in C
+ORDER = attrgetter("order")
 #: a PopEntry's newest receipt read in C (its slot, not the ``receipt`` property: the ack path reads a job's)
 RECEIPT = attrgetter("_receipt")
 
@@ -35,29 +37,52 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class PopEntry:
+class PopEntry(PoppedMessage):
     """One popped message in flight; ``receipt`` is the newest the broker gave for it.
 
-    A plain slotted class (identity equality and hash, as before): one is made per popped message, and it
-    keeps what the per-job paths read of every message as its own attributes (``visible_at``: when its
+    The popped message itself (the pop answer's decoder makes each message as one, ``message_class``), with
+    what the consumer keeps of it in flight: one object per popped message, not a message and an entry
+    (a Python ``__init__`` each was a tenth of the supervisor's POP path). ``message`` is the entry itself,
+    for the paths that read the message's fields through it. Identity equality and hash, as a message's.
+
+    It keeps what the per-job paths read of every message as its own attributes (``visible_at``: when its
     invisibility lapses under its current receipt, kept in step by the ``receipt`` setter; ``offset``: its
     queue offset), so those paths read them with ``operator.attrgetter`` over a whole job, in C, instead of
-    a Python call per message through the message and its receipt."""
+    a Python call per message through its receipt. An extension's new receipt keeps the message's broker,
+    queue and offset, so its fields read through the newest receipt are the message's own."""
 
-    __slots__ = ("message", "_receipt", "visible_at", "offset", "extending", "extensions", "settled")
+    __slots__ = ("_receipt", "visible_at", "offset", "order", "extending", "extensions", "settled")
 
-    def __init__(self, message: PoppedMessage, receipt: ReceiptHandle,
-                 extending: "asyncio.Future[None] | None" = None, extensions: int = 0, settled: bool = False) -> None:
-        self.message = message
+    def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
+                 first_pop_time: int = UNREAD, tags: str | None = UNREAD, order_count: int | None = None,
+                 props: bytes | int = b"", pop_time: int = 0, stored: int = 0) -> None:
+        # PoppedMessage's fields set here, not through its __init__ (a second Python call per message)
+        self.record = record
+        self.topic = topic
+        self.ack_topic = ack_topic
+        self.reconsume_times = reconsume_times
+        self._first_pop_time = first_pop_time
+        self._tags = tags
+        self.order_count = order_count
+        self._props = props
+        self._pop_time = pop_time
+        self.stored = stored
         self._receipt = receipt
         self.visible_at = receipt.pop_time + receipt.invisible_time
-        self.offset: int = receipt.queue_offset  # the message's own: an extension keeps it
+        offset = self.offset = receipt.queue_offset  # the message's own: an extension keeps it
+        #: where a job puts it: queue by queue, each in offset order (offsets are Java longs: under 2**63)
+        self.order = receipt.queue_id << 64 | offset
         #: an extension on the wire: an ack waits for it, then uses the receipt it brought
-        self.extending = extending
-        self.extensions = extensions
-        self.settled = settled
+        self.extending: "asyncio.Future[None] | None" = None
+        self.extensions = 0
+        self.settled = False
 
     @property
+    def message(self) -> "PopEntry":
+        """The popped message: the entry itself."""
+        return self
+
+    @property  # type: ignore[override]
     def receipt(self) -> ReceiptHandle:
         return self._receipt
 
@@ -72,7 +97,10 @@ class PopEntry:
 
     @classmethod
     def of(cls, message: PoppedMessage) -> "PopEntry":
-        return cls(message, message.receipt)
+        """An entry for a message made as a plain :class:`PoppedMessage` (its fields, read or not, kept)."""
+        return cls(message.record, message.topic, message.ack_topic, message.receipt, message.reconsume_times,
+                   message._first_pop_time, message._tags, message.order_count, message._props, message._pop_time,
+                   message.stored)
 
     def visible_at_ms(self) -> int:
         return self.visible_at
@@ -164,7 +192,7 @@ class PopProcessQueue:
 
     def _wake(self) -> None:
         """Wake each pop loop waiting for room whose threshold the un-acked count is back to."""
-        left = len(self.entries) + self.popping
+        left = self.held
         for at, room in self._room:
             if left <= at and not room.done():
                 room.set_result(None)
@@ -182,7 +210,7 @@ class PopProcessQueue:
         messages in :attr:`entries`, their reservation gone), and one whose threshold the pops alone
         exceeded returned at once with nothing un-acked and spun without yielding (a threshold under two
         pops' worth hung the event loop)."""
-        if len(self.entries) + self.popping <= threshold:
+        if self.held <= threshold:
             return
         loop = asyncio.get_running_loop()
         room: asyncio.Future[None] = loop.create_future()

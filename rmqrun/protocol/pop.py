@@ -18,6 +18,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
+from itertools import groupby
 from operator import itemgetter
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -463,39 +464,46 @@ def build_batch_acks(group: str, topic: str, receipts: Sequence[ReceiptHandle]) 
     return [BatchAck.for_receipt(group, topic, f, word) for f, word in batch_ack_words(receipts)]
 
 
-#: a receipt's checkpoint fields (ck start offset, pop time, queue id, retry flag) and its offset, read in C
-_CK_START, _POP_TIME, _QUEUE_ID, _RETRY_FLAG, _QUEUE_OFFSET = map(itemgetter, (0, 1, 6, 4, 7))
+#: a receipt's checkpoint (retry flag, queue id, ck start offset, pop time) and its offset, read in C
+_CK_KEY = itemgetter(4, 6, 0, 1)
+_QUEUE_OFFSET = itemgetter(7)
 
 
 def batch_ack_words(receipts: Sequence[ReceiptHandle]) -> list[tuple[ReceiptHandle, int]]:
     """The checkpoints ``receipts`` ack, each as (its first receipt, the bitset's word: bit i acks offset
     ck start + i), in the order they first appear. The client's ack path.
 
-    The usual call acks one checkpoint's run of offsets (one pop's messages of one queue, all done): that
-    one's word is a run of ones, worked out from the offsets' min, max and count in C without a Python step
-    per message. Anything else takes one step per receipt (the fields read by index: a receipt is a tuple)."""
+    Read run by run: receipts of one checkpoint next to each other (a job's messages go queue by queue, in
+    offset order, so each pop's messages of a queue, one checkpoint, are one run) make one step, their word
+    worked out from their offsets' min, max and count in C (a run of ones; a gap sets the run's bits one by
+    one), not a Python step per message. A checkpoint met in several runs has their words merged."""
     if not receipts:
         return []
-    n = len(receipts)
-    if (n == 1 or len(set(map(_CK_START, receipts))) == 1 and len(set(map(_POP_TIME, receipts))) == 1
-            and len(set(map(_QUEUE_ID, receipts))) == 1 and len(set(map(_RETRY_FLAG, receipts))) == 1):
-        offsets = set(map(_QUEUE_OFFSET, receipts))
-        f = receipts[0]
-        low, high = min(offsets), max(offsets)
-        if low >= f[0] and high - low + 1 == len(offsets):  # a run without gaps: ones from low to high
-            return [(f, ((1 << len(offsets)) - 1) << (low - f[0]))]
+    keys = list(map(_CK_KEY, receipts))
+    offsets = list(map(_QUEUE_OFFSET, receipts))
     words: dict[tuple[str, int, int, int], int] = {}
     firsts: dict[tuple[str, int, int, int], ReceiptHandle] = {}
-    for r in receipts:
-        key = (r[4], r[6], r[0], r[1])  # retry flag, queue id, ck start offset, pop time
-        word = words.get(key)
-        if word is None:
-            firsts[key] = r
+    i = 0
+    for key, run in groupby(keys):
+        j = i + len(list(run))
+        picked = set(offsets[i:j])
+        low, start = min(picked), key[2]
+        if low < start:
+            bad = next(r for r in receipts if r[7] < r[0])  # the first of them, as a step per receipt meets it
+            raise ValueError(f"receipt {bad.encode()!r}: offset before its checkpoint's start")
+        if max(picked) - low + 1 == len(picked):
+            word = ((1 << len(picked)) - 1) << (low - start)
+        else:  # a gap
             word = 0
-        bit = r[7] - r[0]
-        if bit < 0:
-            raise ValueError(f"receipt {r.encode()!r}: offset before its checkpoint's start")
-        words[key] = word | 1 << bit
+            for offset in picked:
+                word |= 1 << (offset - start)
+        got = words.get(key)
+        if got is None:
+            firsts[key] = receipts[i]
+            words[key] = word
+        else:
+            words[key] = got | word
+        i = j
     return [(firsts[key], word) for key, word in words.items()]
 
 

@@ -51,7 +51,7 @@ def _entry(offset: int, pop_time: int) -> Any:
     from rmqrun.consumer.pop_queue import PopEntry
     from rmqrun.protocol.pop import ReceiptHandle
     receipt = ReceiptHandle.parse(f"0 {pop_time} 20000 0 0 b 0 {offset}")
-    return PopEntry(SimpleNamespace(queue_offset=offset, ack_topic="T", queue_id=0), receipt)  # type: ignore
+    return PopEntry(memoryview(b""), "T", "T", receipt, 0)
 
 
 def test_only_messages_whose_call_began_are_extended_as_java_extends_none() -> None:

@@ -31,11 +31,11 @@ def test_a_pop_of_two_queues_is_one_job_and_each_message_acts_with_its_own_recei
         await eventually_async(lambda: len(engine.executor.pending) == 1, what="one job of both queues")
         job, _ = engine.executor.pending[0]
         assert job.mq == MessageQueue("T", BROKER, -1), "a job of several queues stands for the assignment"
-        assert job.offsets == [5, 5, 6, 6, 7], "in offset order (each queue's in its own order)"
+        assert job.offsets == [5, 6, 5, 6, 7], "queue by queue, each queue's in offset order (as a pop answers)"
         view_queues = [e.message.queue_id for e in job.pq.entries]
-        assert view_queues == [1, 2, 1, 2, 2]
-        # q1@5 ok, q2@5 fails (delayed), q1@6 ok, q2@6 fails at its limit (DLQ), q2@7 undecodable (DLQ)
-        engine.executor.finish([Status.SUCCESS, Status.RECONSUME_LATER, Status.SUCCESS, Status.RECONSUME_LATER,
+        assert view_queues == [1, 1, 2, 2, 2]
+        # q1@5 ok, q1@6 ok, q2@5 fails (delayed), q2@6 fails at its limit (DLQ), q2@7 undecodable (DLQ)
+        engine.executor.finish([Status.SUCCESS, Status.SUCCESS, Status.RECONSUME_LATER, Status.RECONSUME_LATER,
                                 Status.UNDECODABLE])
         await eventually_async(lambda: req.pq.wait_ack_count == 0 and not engine.service.in_flight,
                                what="every message settled")
