@@ -132,4 +132,10 @@ MUTANTS: list[Mutant] = [
       "        if i < 0:\n            return 0  # not one this pop handed out",
       "        if i < 0:\n            i = ck.num - 1",
       I + "test_broker_pop_acks.py::test_single_acks_of_a_filtered_pop_tick_off_only_the_messages_they_name"),
+    m("popbrk3-revive-read-off-by-one", "rmqrun/broker/pop/revive.py",
+      "the revive's one read of a checkpoint's un-acked messages files each record under the next offset: a "
+      "revived copy carries another message's body",
+      "        return {record_queue_offset(r): r for r in got.records}",
+      "        return {record_queue_offset(r) + 1: r for r in got.records}",
+      I + "test_broker_pop.py::test_unacked_messages_are_revived_with_reconsume_times_plus_one"),
 ]
