@@ -199,6 +199,12 @@ class ReceiptHandle(NamedTuple):
         if not isinstance(text, str):
             raise ProtocolError(f"POP receipt must be a string, got {type(text).__name__}")
         parts = text.split(_SEP)
+        if len(parts) == 8 and parts[4] in RETRY_FLAGS:  # the usual receipt, read without a step per field
+            try:
+                return cls(int(parts[0]), int(parts[1]), int(parts[2]), int(parts[3]), parts[4], parts[5],
+                           int(parts[6]), int(parts[7]))
+            except ValueError:
+                pass  # the checks below say which field is wrong
         if len(parts) != 8:
             raise ProtocolError(f"POP receipt {text!r}: expected 8 space-separated fields, got {len(parts)}")
         if parts[4] not in RETRY_FLAGS:

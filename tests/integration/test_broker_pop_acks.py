@@ -48,6 +48,30 @@ def test_a_filtered_pop_batch_acked_in_part_revives_exactly_the_rest(tmp_path: P
     run(main())
 
 
+def test_single_acks_of_a_filtered_pop_tick_off_only_the_messages_they_name(tmp_path: Path) -> None:
+    """ACK_MESSAGE one message at a time (what a Java POP consumer sends) on a checkpoint whose offsets are
+    1, 3, 4: an ack naming offset 2 (in the queue, filtered out of the pop) ticks nothing off; acks of 1 and 4
+    leave 3, and only that one comes back."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await connect(eb)
+            for i, tag in enumerate(["A", "B", "A", "B", "B"]):
+                await c.send(T, f"x{i}".encode(), queue_id=0, tags=tag)
+            got = popped(await pop(c, G, T, exp="B", invisible_ms=1000))
+            assert [r.queue_offset for _, r in got] == [1, 3, 4]
+            stray = got[0][1]._replace(queue_offset=2)  # the pop's checkpoint, an offset it did not hand out
+            assert (await ack(c, G, T, stray)).code == ResponseCode.SUCCESS
+            assert eb.broker.pop.counters.acked == 0 and eb.broker.pop.in_flight(G) == 3
+            for i in (0, 2):
+                assert (await ack(c, G, T, got[i][1])).code == ResponseCode.SUCCESS
+            assert eb.broker.pop.counters.acked == 2 and eb.broker.pop.in_flight(G) == 1
+            back = await pop_until(c, G, T, 1, exp="B", invisible_ms=60_000)
+            assert [(m.body, m.reconsume_times) for m, _ in back] == [(b"x3", 1)]
+            await c.close()
+
+    run(main())
+
+
 def test_a_pop_that_fills_up_counts_what_every_other_queue_still_holds(tmp_path: Path) -> None:
     """restNum: the rest of the queue it read plus the whole backlog of the queues it did not need to read."""
     async def main() -> None:

@@ -19,7 +19,7 @@ from loguru import logger
 
 from rmqrun.broker.messages import InnerMessage, read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
-from rmqrun.broker.pop.service import PopService, now_ms
+from rmqrun.broker.pop.service import PopService, now_ms, record_queue_offset
 from rmqrun.broker.store import GetMessageStatus
 from rmqrun.broker.topics import PERM_READ, PERM_WRITE
 from rmqrun.protocol.pop import PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK
@@ -32,6 +32,8 @@ TICK_S = 1.0
 RETRY_MS = 1000
 #: The pop retry topic's queue count (PopAckConstants.retryQueueNum).
 RETRY_QUEUE_NUMS = 1
+#: A checkpoint's un-acked messages within this many offsets of each other are read from the store at once.
+READ_SPAN = 64
 
 
 class ReviveService:
@@ -116,15 +118,19 @@ class ReviveService:
             return True
         broker.topics.create_for_send_back(retry, RETRY_QUEUE_NUMS, PERM_READ | PERM_WRITE)
         done = 0
+        records = self._read_pending(ck, pending)
         for offset in pending:
             if ck.is_acked(offset):  # acked while an earlier copy was being stored
                 continue
-            got = broker.store.get(ck.topic, ck.queue_id, offset, 1)
-            if got.status is not GetMessageStatus.FOUND or not got.records:
-                logger.warning("POP revive: {}:{} offset {} is gone from the store, not revived", ck.topic,
-                               ck.queue_id, offset)
-                continue
-            msg = self._retry_message(read_stored(got.records[0]), retry, ck.pop_time)
+            record = records.get(offset)
+            if record is None:
+                got = broker.store.get(ck.topic, ck.queue_id, offset, 1)
+                if got.status is not GetMessageStatus.FOUND or not got.records:
+                    logger.warning("POP revive: {}:{} offset {} is gone from the store, not revived", ck.topic,
+                                   ck.queue_id, offset)
+                    continue
+                record = got.records[0]
+            msg = self._retry_message(read_stored(record), retry, ck.pop_time)
             try:
                 await broker.put_messages([msg])
             except asyncio.CancelledError:
@@ -139,6 +145,18 @@ class ReviveService:
         if done:
             broker.stats.on_pop_revive(ck.group, ck.topic, done)
         return True
+
+    def _read_pending(self, ck: PopCheckpoint, pending: list[int]) -> dict[int, Any]:
+        """The stored records of ``pending`` (ascending offsets) by offset, read in one store read when they
+        lie within :data:`READ_SPAN` offsets (a pop's batch: a read per message was a fifth of a revive's CPU).
+        An offset it does not give (gone, or past what one read returns) is read on its own by the caller."""
+        first, last = pending[0], pending[-1]
+        if last - first >= READ_SPAN or len(pending) == 1:
+            return {}
+        got = self.broker.store.get(ck.topic, ck.queue_id, first, last - first + 1)
+        if got.status is not GetMessageStatus.FOUND:
+            return {}
+        return {record_queue_offset(r): r for r in got.records}
 
     def _retry_message(self, stored: Any, retry: str, pop_time: int) -> InnerMessage:
         props = stored.properties.copy()
