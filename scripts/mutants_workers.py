@@ -568,10 +568,10 @@ MUTANTS: list[Mutant] = [
       "            pass",
       I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
           "start_not_its_hand_over"),
-    m("jc-queued-clock-from-hand-over", "rmqrun/supervisor/pool.py",
-      "a batch handed over behind another is timed from its hand-over: the hard limit kills it early",
-      "        if idle:\n            proc.expect_next(self._loop.time())",
-      "        if True:\n            proc.due, proc.due_since = batch.batch_id, self._loop.time()",
+    m("jc-clock-from-before-its-start", "rmqrun/supervisor/worker_process.py",
+      "a process worker's batch is timed from before it could begin: the hard limit kills it early",
+      "                self.due, self.due_since = head, now",
+      "                self.due, self.due_since = head, self.spawned_at",
       I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
           "start_not_its_hand_over"),
     m("jc-idle-batch-untimed", "rmqrun/supervisor/pool.py",
