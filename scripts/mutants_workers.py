@@ -554,4 +554,36 @@ MUTANTS: list[Mutant] = [
       "            if True:\n                set_(msg, value)",
       U + "worker/test_worker_batch_decode.py::test_the_record_numbers_read_late_are_the_records_own_and_a_write_"
           "first_is_kept"),
+    # ---------------------------------------------------------------- a process worker's start, known without STARTED (#38)
+    m("jc-due-begun-unconfirmed", "rmqrun/supervisor/worker_process.py",
+      "a process worker's due batch counts as begun before its progress block names it: killed for, blamed",
+      "        if due is not None and not self.dead and progress_mem.find_lane(self.progress, due) is not None:",
+      "        if due is not None and not self.dead:",
+      I + "test_pool_started_inferred.py::test_a_hard_limit_never_kills_for_a_batch_its_stopped_worker_has_not_"
+          "begun",
+      I + "test_pool_started_inferred.py::test_a_death_before_the_worker_reached_its_batch_gives_it_back_unbegun"),
+    m("jc-next-not-due-on-done", "rmqrun/supervisor/pool.py",
+      "a batch queued behind another gets no clock when the one ahead is answered: a hung call there runs forever",
+      "            proc.expect_next(self._loop.time())  # in order: its next batch begins now",
+      "            pass",
+      I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
+          "start_not_its_hand_over"),
+    m("jc-clock-from-before-its-start", "rmqrun/supervisor/worker_process.py",
+      "a process worker's batch is timed from before it could begin: the hard limit kills it early",
+      "                self.due, self.due_since = head, now",
+      "                self.due, self.due_since = head, self.spawned_at",
+      I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
+          "start_not_its_hand_over"),
+    m("jc-idle-batch-untimed", "rmqrun/supervisor/pool.py",
+      "a batch handed to an idle process worker gets no clock: a hung call there is never killed",
+      "        if idle:\n            proc.expect_next(self._loop.time())",
+      "        if False:\n            proc.expect_next(self._loop.time())",
+      I + "test_pool_limits.py::test_hard_time_limit_kills_the_worker_and_reports_the_batch_failed"),
+    m("canary-jc-done-held-behind-next", "rmqrun/worker/main.py",
+      "a process worker begins the next batch without sending the previous one's DONE (held while it runs)",
+      "        # is its start, as far as the supervisor is concerned (WorkerProcess.due); no STARTED of its own\n"
+      "        self.pipe.flush()",
+      "        # is its start, as far as the supervisor is concerned (WorkerProcess.due); no STARTED of its own",
+      I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
+          "start_not_its_hand_over"),
 ]

@@ -16,7 +16,11 @@ Worker -> supervisor::
     READY        the handler is loaded and worker_init ran; carries the pid
     BOOT_FAILED  the handler or a hook could not be loaded (the exit code follows)
     STARTED      the worker is starting this batch (billiard's lesson: acknowledge
-                 on start, so the supervisor knows which batch a dead worker held)
+                 on start, so the supervisor knows which batch a dead worker held);
+                 sent as a batch begins by the threads / asyncio classes only (a
+                 process worker's batches begin in order, each as the one before
+                 it is DONE: supervisor/pool.py), and again before calls of a long
+                 batch by every class (the hard time limit follows it)
     DONE         per-message statuses, delay levels and queue offsets of a batch
     RETIRING     a recycling limit was reached; please start my replacement and STOP me
 

@@ -47,12 +47,19 @@ was ready, whatever its code, is a crash, never a boot failure. See
 
 Time limits count per handler call, like Java's consumeTimeout (a pool batch is a whole pull, many calls):
 the worker interrupts a call at ``time_limit`` (soft, the batch is reported with failures); the pool SIGKILLs
-it ``time_limit + kill_grace`` after the batch was last announced (STARTED,
+it ``time_limit + kill_grace`` after the batch began or was last announced (STARTED,
 which a worker repeats before calls of a long batch) and reports that batch
 as a ``BatchResult`` with ``timed_out=True``: the messages the worker had
 finished keep their statuses, the hung call fails and the rest are NOT_RUN
 (nothing of the hung call is ever a success); batches queued behind it come
 back through ``on_worker_lost`` untouched.
+When a batch began: a threads / asyncio worker says STARTED as it begins one (several run at once); a
+process worker runs its batches one at a time in the order given and says nothing, and its head batch
+counts from when the previous one's DONE arrived (the worker writes DONE before it begins the next), or
+when it was handed over idle or the worker became ready, which is never later than the worker began it
+(queued behind another: never earlier either; handed over idle: earlier by the hand-over's latency); it
+counts as begun only once the worker's progress block names it (``WorkerProcess.begun``), so a batch the
+worker never reached is neither killed for, nor blamed for a death, nor kept from being skipped or moved.
 
 Layout: this module orchestrates (slots, submission, frames, deaths, stop);
 one process's spawn, socket I/O and death live in ``worker_process``, the
@@ -245,14 +252,17 @@ class Pool(PoolStopping):
         if batch.batch_id in self._where:
             raise PoolError(f"batch {batch.batch_id} is already in flight")
         proc = self._slots[worker_id]
+        idle = not proc.pending
         proc.pending[batch.batch_id] = batch
         self._where[batch.batch_id] = proc
         proc.write(encode_run(batch))
+        if idle:
+            proc.expect_next(self._loop.time())
 
     def queued_behind(self, batch_id: int) -> list[int]:
         """Batches waiting in the pipe of the worker running ``batch_id``, behind it, in submission order."""
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or batch_id not in proc.started:
+        if proc is None or proc.dead or batch_id not in proc.begun():
             return []
         return [b for b in proc.pending if b not in proc.started]
 
@@ -263,7 +273,7 @@ class Pool(PoolStopping):
         the call it was in must still be running a while later.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or batch_id not in proc.started:
+        if proc is None or proc.dead or batch_id not in proc.begun():
             return False
         progress_mem.ask_cut(proc.progress, batch_id, index)
         proc.cut_batch = batch_id
@@ -277,9 +287,9 @@ class Pool(PoolStopping):
         a message by when its handler call began, not by when it was handed over.
         """
         proc = self._where.get(batch_id)
-        if proc is None or proc.dead or batch_id not in proc.started:
+        if proc is None or proc.dead or batch_id not in proc.begun():
             return None
-        # None also when STARTED was sent and no lane has begun the batch yet: no call yet
+        # None also when the batch has begun and no call has yet: no call yet
         return progress_mem.live_batch(proc.progress, batch_id)
 
     def skip(self, batch_id: int) -> bool:
@@ -289,7 +299,7 @@ class Pool(PoolStopping):
         skipped; the worker then answers it with every message NOT_RUN.
         """
         proc = self._where.get(batch_id)
-        if proc is None or batch_id in proc.started or proc.dead:
+        if proc is None or proc.dead or batch_id in proc.begun():
             return False
         return proc.skips.add(batch_id)  # False: its skip list is full
 
@@ -352,7 +362,8 @@ class Pool(PoolStopping):
     def _spawn(self, slot: int) -> WorkerProcess:
         boot = encode(Boot(slot, dataclasses.asdict(self.config.worker), list(sys.path)))
         lanes = progress_mem.lanes_for(self.config.worker.worker_class, self.config.worker.concurrency)
-        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death, lanes)
+        proc = spawn_worker(self._loop, slot, boot, self._on_frame, self._on_death, lanes,
+                            self.config.worker.worker_class == "process")
         self._procs.add(proc)
         logger.debug("worker {} spawned (pid {})", slot, proc.pid)
         return proc
@@ -369,6 +380,9 @@ class Pool(PoolStopping):
                 progress_mem.clear_cut(proc.progress)  # a cut asked for this batch is spent
                 proc.cut_batch = None
             proc.started.pop(frame.batch_id, None)
+            if proc.due == frame.batch_id:  # answered without being begun (skipped, not run)
+                proc.due = None
+            proc.expect_next(self._loop.time())  # in order: its next batch begins now
             proc.batches_done += 1
             if self._state == "stopping" and Status.NOT_RUN in frame.statuses:
                 self.cut_short.append(batch)
@@ -381,9 +395,12 @@ class Pool(PoolStopping):
                                                     frame.error or None, frame.elapsed_us / 1e6, frame.errors))
         elif isinstance(frame, Started):  # begun, or announced again before a call of a long batch
             proc.started[frame.batch_id] = self._loop.time()
+            if proc.due == frame.batch_id:
+                proc.due = None
         elif isinstance(frame, Ready):
             if proc.state == "starting":
                 proc.state = "ready"
+                proc.expect_next(self._loop.time())  # batches given while it booted: the first begins now
             self._signal_change()
         elif isinstance(frame, Retiring):
             self._recycle(proc, frame.reason)
@@ -410,10 +427,11 @@ class Pool(PoolStopping):
 
     def _on_death(self, proc: WorkerProcess, code: int) -> None:
         """A process exited: settle its batches, replace it if it was current, report what it held."""
+        proc.begun()  # the due batch, if the worker had begun it (read before the block is unmapped)
         proc.dead = True
-        # what each batch it had begun recorded, read before the block is unmapped (None: it died after
-        # STARTED, before it began recording that batch)
-        recorded = {b: progress_mem.read_batch(proc.progress, b) for b in proc.started}
+        # what each batch it had begun recorded, read before the block is unmapped (None: it died after a
+        # threads / asyncio worker's STARTED, before it began recording that batch)
+        recorded = {b: progress_mem.read_batch(proc.progress, b) for b in proc.begun()}
         proc.close()
         kill_leftovers(proc.slot, proc.pid)  # the handler's children die with their worker
         self._procs.discard(proc)
@@ -491,7 +509,7 @@ class Pool(PoolStopping):
         for proc in list(self._procs):
             if proc.dead or proc.kill_reason:
                 continue
-            over = next((b for b, since in proc.started.items() if now - since > hard), None) if hard else None
+            over = next((b for b, since in proc.begun().items() if now - since > hard), None) if hard else None
             if over is not None:
                 logger.error("worker {} (pid {}) still on batch {} after {:.1f} s; killing it (hard time limit)",
                              proc.slot, proc.pid, over, now - proc.started[over])

@@ -76,7 +76,7 @@ class WorkerProcess:
     """One worker process and its end of the socket pair (non-blocking)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, slot: int, popen: subprocess.Popen, sock: socket.socket,
-                 sentinel: int, progress_fd: int, on_frame: OnFrame, on_exit: OnExit) -> None:
+                 sentinel: int, progress_fd: int, on_frame: OnFrame, on_exit: OnExit, infers: bool = False) -> None:
         self._loop = loop
         self._on_frame = on_frame
         self._on_exit = on_exit
@@ -95,8 +95,16 @@ class WorkerProcess:
         self.writer_armed = False
         self.pending: dict[int, Batch] = {}
         #: the batches it announced (STARTED) and has not answered: batch id -> when last announced, oldest
-        #: first (one at most for the process class; up to its lanes for threads / asyncio)
+        #: first (one at most for the process class; up to its lanes for threads / asyncio). Read it through
+        #: :meth:`begun`, which first settles :attr:`due`.
         self.started: dict[int, float] = {}
+        #: a process worker (one batch at a time, in order) sends no STARTED of its own as a batch begins:
+        #: its head batch is due from the moment the previous one's DONE arrived, or the batch was handed
+        #: to it idle, or it became ready (``due_since``); it counts as begun once its progress block names
+        #: it (the worker writes the id there as it begins it), from ``due_since``
+        self.infers = infers
+        self.due: int | None = None
+        self.due_since = 0.0
         #: the batch a cut was last asked for (:meth:`rmqrun.supervisor.pool.Pool.cut`)
         self.cut_batch: int | None = None
         #: the batch it was killed for at the hard time limit
@@ -120,12 +128,28 @@ class WorkerProcess:
     @property
     def running(self) -> int | None:
         """The oldest batch it runs (None: none); a process worker runs one at a time."""
-        return next(iter(self.started), None)
+        return next(iter(self.begun()), None)
 
     @property
     def running_since(self) -> float:
         """When the oldest batch it runs was last announced."""
-        return next(iter(self.started.values()), 0.0)
+        return next(iter(self.begun().values()), 0.0)
+
+    def expect_next(self, now: float) -> None:
+        """A process worker will begin its head batch from ``now`` on: the one before it was answered, it
+        got the batch idle, or it became ready. Nothing for the threads / asyncio classes (they say STARTED)."""
+        if self.infers and self.pending and self.state != "starting":
+            head = next(iter(self.pending))
+            if head not in self.started:
+                self.due, self.due_since = head, now
+
+    def begun(self) -> dict[int, float]:
+        """:attr:`started`, with the due batch in it once the worker has begun it (its progress block names it)."""
+        due = self.due
+        if due is not None and not self.dead and progress_mem.find_lane(self.progress, due) is not None:
+            self.started[due] = self.due_since
+            self.due = None
+        return self.started
 
     def watch(self) -> None:
         """Start reading the socket and watching for the death (once the caller has the object)."""
@@ -235,7 +259,7 @@ class WorkerProcess:
 
     def in_call(self) -> bool:
         """Whether the worker is inside a handler call of a batch it runs (the progress block says so)."""
-        for batch_id in self.started:
+        for batch_id in self.begun():
             live = progress_mem.live_batch(self.progress, batch_id)
             if live is not None and live.in_call:
                 return True
@@ -244,7 +268,7 @@ class WorkerProcess:
     def unclaimed(self) -> list[int]:
         """Batches in its pipe it has not reached yet (after the one it runs or claimed), in order."""
         ids = list(self.pending)
-        reached = [ids.index(b) for b in (*self.started, progress_mem.read_claim(self.progress)) if b in self.pending]
+        reached = [ids.index(b) for b in (*self.begun(), progress_mem.read_claim(self.progress)) if b in self.pending]
         return ids[max(reached) + 1:] if reached else ids
 
     def stopped(self) -> bool:
@@ -295,7 +319,7 @@ def process_stopped(pid: int) -> bool:
 
 
 def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, on_frame: OnFrame,
-                 on_exit: OnExit, lanes: int = 1) -> WorkerProcess:
+                 on_exit: OnExit, lanes: int = 1, infers: bool = False) -> WorkerProcess:
     """Start ``python -m rmqrun.worker`` for a slot, queue its boot frame and start watching it.
 
     The child inherits only its socket, its progress block and (without
@@ -327,7 +351,7 @@ def spawn_worker(loop: asyncio.AbstractEventLoop, slot: int, boot_frame: bytes, 
     else:
         sentinel = os.pidfd_open(popen.pid)
     parent.setblocking(False)
-    proc = WorkerProcess(loop, slot, popen, parent, sentinel, prog_fd, on_frame, on_exit)
+    proc = WorkerProcess(loop, slot, popen, parent, sentinel, prog_fd, on_frame, on_exit, infers)
     proc.write([boot_frame])
     proc.watch()
     return proc

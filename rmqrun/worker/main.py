@@ -5,7 +5,8 @@ main thread, so SIGALRM can interrupt it (the soft time limit) and nothing the
 supervisor does waits on it. The loop is deliberately plain:
 
     boot:  load handler + hooks (exit 3 if that fails), worker_init (exit 4), READY
-    loop:  RUN   -> STARTED, decode, call the handler per message / per chunk, DONE
+    loop:  RUN   -> decode, call the handler per message / per chunk, DONE (STARTED again before calls of a
+                    long batch; first also for the threads / asyncio classes, whose batches run at once)
            STOP  -> leave the loop
     exit:  worker_exit, exit 0
 
@@ -337,7 +338,10 @@ class Worker:
         if run.after and not self._clean.may_follow(run.after):
             self._skip_batch(run, "")  # the batch ahead of it did not succeed here: nothing after a failure runs
             return False
-        self.pipe.send(Started(run.batch_id))
+        if self.runner is not None:  # batches at once: the supervisor learns which began from STARTED
+            self.pipe.send(Started(run.batch_id))
+        # a process worker runs its batches in order: the previous one's DONE (out before this batch begins)
+        # is its start, as far as the supervisor is concerned (WorkerProcess.due); no STARTED of its own
         self.pipe.flush()
         if prog is not None:
             prog.begin(run.batch_id)
