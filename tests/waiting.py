@@ -23,6 +23,12 @@ T = TypeVar("T")
 
 #: long enough for any state the code reaches on a loaded 2-core machine; a failure, not a pace
 DEFAULT_TIMEOUT_S = 30.0
+#: how long a test kit's producer waits for the broker's answer to one send. The client's own default
+#: (``SEND_TIMEOUT``, Java's 3 s ``sendMsgTimeout``) is a production pace, not a bound for a test: the
+#: embedded broker flushes SYNC and answers a send after its fsync, and on a disk shared with other work one
+#: fsync can take seconds (the broker itself answers FLUSH_DISK_TIMEOUT after ``sync_flush_timeout_ms``, 5 s).
+#: A kit sending the messages a test is about waits for that answer instead; a failure, not a pace.
+SEND_ANSWER_TIMEOUT_S = DEFAULT_TIMEOUT_S
 #: how often the condition is read: often enough to add nothing noticeable, rare enough to cost no CPU
 DEFAULT_INTERVAL_S = 0.02
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.producer import Producer
-from tests.waiting import eventually
+from tests.waiting import SEND_ANSWER_TIMEOUT_S, eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 _SCRIPT = Path(sys.executable).with_name("rmqrun")
@@ -57,7 +57,7 @@ def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 def produce(namesrv: str, topic: str, n: int, *, props: Callable[[int], dict[str, str]] | None = None) -> None:
     """Send ``n`` messages with bodies ``m<i>`` (round robin over the topic's queues)."""
     async def main() -> None:
-        async with Producer(namesrv, "PG_cli_tests") as producer:
+        async with Producer(namesrv, "PG_cli_tests", send_timeout=SEND_ANSWER_TIMEOUT_S) as producer:
             for i in range(n):
                 await producer.send(topic, f"m{i}".encode(), properties=props(i) if props else None)
     asyncio.run(main())

@@ -23,7 +23,7 @@ from rmqrun.model import MessageQueue
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.supervisor.pool_config import PoolConfig, worker_config_for
 from rmqrun.supervisor.supervisor import RunSettings, Supervisor
-from tests.waiting import eventually_async
+from tests.waiting import SEND_ANSWER_TIMEOUT_S, eventually_async
 
 FAST_DELAYS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
@@ -47,7 +47,7 @@ async def produce(namesrv: str, topic: str, n: int, *, tags: list[str] | None = 
     those are given (a test that needs its keys on given queues and given workers picks them).
     """
     ids = []
-    async with Producer(namesrv, "PG_test") as producer:
+    async with Producer(namesrv, "PG_test", send_timeout=SEND_ANSWER_TIMEOUT_S) as producer:
         for i in range(start, start + n):
             tag = tags[i % len(tags)] if tags else None
             key = key_names[i % len(key_names)] if key_names else str(i % sharding_keys) if sharding_keys else None

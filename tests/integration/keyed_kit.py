@@ -13,12 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmqrun.client.producer import Producer
+from tests.waiting import SEND_ANSWER_TIMEOUT_S
 
 
 async def produce_keyed(namesrv: str, topic: str, n: int, keys: int, *, start: int = 0) -> None:
     """Send messages ``start .. start+n-1``; a window never holds two messages of one key, so
     each key's messages are stored in their order."""
-    async with Producer(namesrv, "PG_keyed") as producer:
+    async with Producer(namesrv, "PG_keyed", send_timeout=SEND_ANSWER_TIMEOUT_S) as producer:
         async def one(i: int) -> None:
             await producer.send(topic, f"msg-{i}".encode(), keys=f"k{i}", properties={"idx": str(i)},
                                 sharding_key=str(i % keys))
