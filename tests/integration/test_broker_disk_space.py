@@ -34,7 +34,7 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import BrokerError
 from rmqrun.remoting.frame import RemotingCommand
-from tests.integration.cli_kit import Child, free_port
+from tests.integration.cli_kit import Child, child_env, free_port
 from tests.integration.signals_kit import produce, queue_max_offsets, start_broker, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -97,6 +97,28 @@ def refused(namesrv: str, topic: str, body: bytes) -> BrokerError:
     cause = info.value.__cause__
     assert isinstance(cause, BrokerError), repr(info.value)
     return cause
+
+
+def dumped(child: Child, what: str) -> AssertionError:
+    """A broker that did not do ``what`` in time: its threads' stacks (faulthandler, on SIGABRT) and its log,
+    so a wait that ran out says where the broker was, not only that it was late."""
+    if child.proc.poll() is None:
+        child.proc.send_signal(signal.SIGABRT)
+        try:
+            child.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+    return AssertionError(f"{what}; the broker's stderr (stacks at the end):\n{child.stderr[-6000:]}")
+
+
+def ready_namesrv(child: Child, what: str) -> str:
+    """Wait for the READY line of a broker started as ``rmqrun broker``; its name server address."""
+    try:
+        child.wait_output("RMQRUN_BROKER_READY", 60, stream="stdout")
+    except AssertionError as exc:
+        raise dumped(child, f"{what}: {exc}") from None
+    line = next(ln for ln in child.stdout.splitlines() if ln.startswith("RMQRUN_BROKER_READY"))
+    return dict(p.split("=", 1) for p in line.split()[1:])["namesrv"]
 
 
 def pull_all(namesrv: str, group: str, topic: str) -> list[bytes]:
@@ -267,10 +289,9 @@ def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tm
         args = ["broker", "--data-dir", str(data), "--namesrv-port", str(free_port()), "--broker-port", "0",
                 "--flush", "async", "--segment-size", "1MiB",
                 "--max-message-size", "256KiB"]  # the default would not fit: refused at start
-        with Child(args, tmp_path, name="full-broker") as child:
-            child.wait_output("RMQRUN_BROKER_READY", 60, stream="stdout")
-            line = next(ln for ln in child.stdout.splitlines() if ln.startswith("RMQRUN_BROKER_READY"))
-            namesrv = dict(p.split("=", 1) for p in line.split()[1:])["namesrv"]
+        stacks = child_env(PYTHONFAULTHANDLER="1")  # a wait that runs out dumps the broker's threads
+        with Child(args, tmp_path, env=stacks, name="full-broker") as child:
+            namesrv = ready_namesrv(child, "the first start")
             asyncio.run(send(namesrv, "TERM", b"before"))
             fill_up(small / "filler")
             with PullConsumer(namesrv, "GTERM") as pc:  # offsets to save at the stop
@@ -278,7 +299,10 @@ def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tm
                 pc.update_consume_offset(mq, 1)
                 pc.persist_consume_offsets()
             child.signal(signal.SIGTERM)
-            code = child.wait(30)
+            try:
+                code = child.wait(30)
+            except subprocess.TimeoutExpired:
+                raise dumped(child, "the SIGTERM stop on a full disk did not end in 30 s") from None
         err = child.stderr
         assert "cannot start the broker" not in err and "Traceback" not in err, err[-3000:]
         stop_lines = [ln for ln in err.splitlines() if "the broker stopped, but not cleanly" in ln]
@@ -287,8 +311,6 @@ def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tm
         assert code == 1
         (small / "filler").unlink()
         # Nothing acknowledged was lost: the next start finds the message.
-        with Child(args, tmp_path, name="full-broker-again") as again:
-            again.wait_output("RMQRUN_BROKER_READY", 60, stream="stdout")
-            line = next(ln for ln in again.stdout.splitlines() if ln.startswith("RMQRUN_BROKER_READY"))
-            namesrv = dict(p.split("=", 1) for p in line.split()[1:])["namesrv"]
+        with Child(args, tmp_path, env=stacks, name="full-broker-again") as again:
+            namesrv = ready_namesrv(again, "the start after the full-disk stop")
             assert pull_all(namesrv, "GTERM2", "TERM") == [b"before"]
