@@ -381,4 +381,18 @@ MUTANTS: list[Mutant] = [
       "    lane = (mq.topic, mq.broker_name) if True",
       U + "consumer/test_pop_loop_inflight.py::test_only_an_answer_the_decoder_calls_plain_skips_the_per_message_lane"
           "_and_flag_look"),
+    # ---------------------------------------------------------------- popjob: a lane's job handed over in its flush (#32)
+    m("popjob-handed-over-a-turn-late", "rmqrun/consumer/pop_consume.py",
+      "a lane's job goes to the executor from its task's first step (run()), a turn after the flush made it: "
+      "its messages hold their flow-control slots through that turn",
+      "        future = submit(job) if submit is not None else asyncio.ensure_future(executor.run(job))\n",
+      "        future = asyncio.ensure_future(executor.run(job))\n",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lanes_job_reaches_an_executor_with_submit_in_the_turn_the_"
+          "lane_is_flushed"),
+    m("popjob-nothing-left-keeps-lane-out", "rmqrun/consumer/pop_consume.py",
+      "a lane's job with nothing left to run (every message lapsed, or the assignment dropped) is never given "
+      "back: the lane counts it out for good and what pops bring next waits behind it",
+      "        if handed is None:\n            self._job_back(lane)\n            return\n",
+      "        if handed is None:\n            return\n",
+      U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lanes_job_with_nothing_left_to_run_gives_its_place_back"),
 ]

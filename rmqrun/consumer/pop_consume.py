@@ -72,7 +72,7 @@ from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import (
-    OFFSET, ORDER, VISIBLE_AT, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
+    OFFSET, ORDER, VISIBLE_AT, HandedJob, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
 )
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
@@ -255,15 +255,17 @@ class PopConsumeService:
                 chunk = waiting[:size]
                 del waiting[:size]
                 lane.out += 1
-                self._spawn(lane.req, chunk, lane)
+                self._spawn_job(lane.req, chunk, lane)
         if not waiting and not lane.out and self._lanes.get(lane.key) is lane:
             del self._lanes[lane.key]
 
-    def _job_back(self, lane: "_Lane | None") -> None:
-        """A lane's job is back from the executor (run or not): what waited behind it goes as one job."""
+    def _job_back(self, lane: "_Lane | None", again: bool = True) -> None:
+        """A lane's job is back from the executor (run or not): what waited behind it goes as one job (unless
+        not ``again``)."""
         if lane is not None:
             lane.out -= 1
-            self._flush_soon(lane)
+            if again:
+                self._flush_soon(lane)
 
     def hold(self) -> int:
         """A lane's jobs at the executor before newly popped messages wait to join the next one: one while
@@ -299,55 +301,79 @@ class PopConsumeService:
         old = self._handler_s_per_msg
         self._handler_s_per_msg = sample if old is None else old + (sample - old) * JOB_TIME_WEIGHT
 
-    def _spawn(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane | None" = None) -> None:
-        task = asyncio.ensure_future(self._consume(req, entries) if lane is None
-                                     else self._consume(req, entries, lane))
+    def _track(self, task: "asyncio.Task[None]") -> None:
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
+
+    def _spawn_job(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane") -> None:
+        """A lane's job, handed to the executor now, in the turn of the loop that made it; a task waits for its
+        outcome. From the task's first step the job reached a worker a turn later: a pop's messages hold their
+        flow-control slots through that turn too, and with the slots full (a no-op drain) the time a message
+        holds one paces the assignment."""
+        try:
+            handed = self._hand_over(req, entries)
+        except Exception as exc:  # not handed over: the lane is not left waiting for it, nor flow control
+            logger.opt(exception=exc).error("a POP job could not be handed over; its messages come back after "
+                                            "their invisible time")
+            self._job_back(lane, again=False)
+            self._release(req.pq, entries)
+            return
+        if handed is None:
+            self._job_back(lane)
+            return
+        self._track(asyncio.ensure_future(self._finish(req, handed, lane)))
 
     def _task_done(self, task: "asyncio.Task[None]") -> None:
         """A job's task ended: forget it, and log what it raised (one callback per job, not two)."""
         self._tasks.discard(task)
         _log_failure(task)
 
-    async def _consume(self, req: PopRequest, entries: list[PopEntry], lane: "_Lane | None" = None) -> None:
-        pq = req.pq
+    async def _finish(self, req: PopRequest, handed: HandedJob, lane: "_Lane | None") -> None:
+        """A handed-over job's verdicts and outcomes (acks, delays, the DLQ)."""
         try:
-            ran = await self._run_job(req, entries, lane)
+            ran = await self._run_job(req, handed, lane)
             if ran is not None:
                 await self._process_result(req, *ran)
         except asyncio.CancelledError:
-            self._release(pq, entries)
+            self._release(req.pq, handed.live)
             raise
 
-    async def _run_job(self, req: PopRequest, entries: list[PopEntry],
-                       lane: "_Lane | None") -> tuple[MessageQueue, list[PopEntry], JobResult] | None:
-        """Run the job's messages that have not lapsed; None when none ran (each released). Its lane is told
-        once the executor has answered, before the acks."""
+    def _hand_over(self, req: PopRequest, entries: list[PopEntry]) -> "HandedJob | None":
+        """The job of the messages that have not lapsed, handed to the executor (its future); None when none is
+        left to run (each released)."""
         pq = req.pq
+        live = self._not_expired(pq, entries)
+        if not live or pq.dropped:
+            self._release(pq, live)
+            return None
+        first = live[0].message
+        queue_ids = list(map(_QUEUE_ID, live))  # a job of several queues is the assignment's (queue -1)
+        mq = MessageQueue(first.ack_topic, first.receipt.broker_name,
+                          first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)
+        view = PopJobView(pq, live)
+        job = ConsumeJob(mq, False, list(map(_RECORD, live)), list(map(OFFSET, live)), pq=view)
+        executor = self.engine.executor
+        submit = getattr(executor, "submit", None)  # the pool's: at the executor now; else a task awaiting run()
+        future = submit(job) if submit is not None else asyncio.ensure_future(executor.run(job))
+        self._views.add(view)
+        return HandedJob(mq, live, view, job, future, time.monotonic())
+
+    async def _run_job(self, req: PopRequest, handed: HandedJob,
+                       lane: "_Lane | None") -> tuple[MessageQueue, list[PopEntry], JobResult] | None:
+        """Wait for the job's verdicts; None when it did not run at all (each message released). Its lane is
+        told once the executor has answered, before the acks."""
+        pq = req.pq
+        live, job, started = handed.live, handed.job, handed.started
         try:
-            live = self._not_expired(pq, entries)
-            if not live or pq.dropped:
-                self._release(pq, live)
-                return None
-            first = live[0].message
-            queue_ids = list(map(_QUEUE_ID, live))  # a job of several queues is the assignment's (queue -1)
-            mq = MessageQueue(first.ack_topic, first.receipt.broker_name,
-                              first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)
-            view = PopJobView(pq, live)
-            job = ConsumeJob(mq, False, list(map(_RECORD, live)), list(map(OFFSET, live)), pq=view)
-            started = time.monotonic()
-            self._views.add(view)
-            try:
-                result = await self.engine.executor.run(job)
-            except Exception as exc:  # not run at all (shutting down): they come back after their invisible time
-                logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
-                self._release(pq, live)
-                return None
-            finally:
-                self._views.discard(view)
+            result = await handed.future
+        except Exception as exc:  # not run at all (shutting down): they come back after their invisible time
+            logger.debug("job of {} popped messages of {} not run: {}", len(live), req.mq, exc)
+            self._release(pq, live)
+            return None
         finally:
+            self._views.discard(handed.view)
             self._job_back(lane)
+        mq = handed.mq
         if result.verdicts.count(Status.NOT_RUN) < len(result.verdicts):  # any run: in C, not a step per message
             self._learn(len(live), result)
             self.engine.stats.record(len(live), time.monotonic() - started, result, job.records,

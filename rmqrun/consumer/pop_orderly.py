@@ -80,6 +80,9 @@ class PopOrderlyConsumeService(PopConsumeService):
                                                                 entry.message.reconsume_times, head=i == 0))
             self._spawn(req, batch)
 
+    def _spawn(self, req: PopRequest, entries: list[PopEntry]) -> None:
+        self._track(asyncio.ensure_future(self._consume(req, entries)))
+
     async def _consume(self, req: PopRequest, entries: list[PopEntry]) -> None:
         pq = req.pq
         first = entries[0].message

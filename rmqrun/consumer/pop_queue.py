@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import Iterable
 
 from rmqrun.client.pop_api import UNREAD, PoppedMessage
+from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 
@@ -264,3 +265,15 @@ class PopRequest:
     #: set when ``mq`` is a pop retry topic popped on its own (``pop_retry_drain.py``): the topic its messages
     #: are handed out under
     original_topic: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class HandedJob:
+    """A job at the executor: its queue, messages, view, the executor's future and when it was handed over."""
+
+    mq: MessageQueue
+    live: list[PopEntry]
+    view: PopJobView
+    job: ConsumeJob
+    future: "asyncio.Future[JobResult]"
+    started: float

@@ -167,3 +167,60 @@ def test_the_pops_answered_in_one_turn_of_the_loop_make_one_job() -> None:
         assert _at(engine.pop_client.acked_receipts) == [(0, 1), (0, 2), (1, 1)]
 
     asyncio.run(main())
+
+
+class _SubmitExecutor(FakeExecutor):
+    """A fake executor with the pool's ``submit``: what it was handed, in the order and turn it was handed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.submitted: list[list[int]] = []
+
+    def submit(self, job: Any) -> "asyncio.Future[Any]":
+        self.submitted.append(list(job.offsets))
+        return asyncio.ensure_future(self.run(job))
+
+
+def test_a_lanes_job_reaches_an_executor_with_submit_in_the_turn_the_lane_is_flushed() -> None:
+    """The end-of-turn flush hands its job to the executor itself; a task waits for the outcome. Handed over
+    from the task's first step, the job reached the workers a turn later, with its messages' flow-control
+    slots held through it (a no-op drain's pace)."""
+    async def main() -> None:
+        executor = _SubmitExecutor()
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32), executor=executor)
+        req = engine.request()
+        engine.deliver(req, [popped(1), popped(2)])
+        assert executor.submitted == [], "flushed at the end of the turn, not as the pop is handed over"
+        await asyncio.sleep(0)  # the flush runs, and with it the hand-over
+        assert executor.submitted == [[1, 2]]
+        await eventually_async(lambda: executor.pending, what="the job running")
+        executor.finish(Status.SUCCESS)
+        await eventually_async(lambda: not engine.service.in_flight, what="acked")
+        assert engine.pop_client.all_acked == [1, 2]
+        assert req.pq.wait_ack_count == 0
+
+    asyncio.run(main())
+
+
+def test_a_lanes_job_with_nothing_left_to_run_gives_its_place_back() -> None:
+    """A job whose every message lapsed before the hand-over runs nothing, and its lane does not count it as
+    out: with calls short (one job held), the next pop's messages go to the executor at once."""
+    async def main() -> None:
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32))
+        svc: PopConsumeService = engine.service
+        req = engine.request()
+        engine.deliver(req, [popped(100)])
+        await eventually_async(lambda: engine.executor.pending, what="the first job")
+        engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S / 2)
+        await eventually_async(lambda: not svc.in_flight, what="the first job settled")
+        assert svc.hold() == 1
+        engine.deliver(req, [popped(1, invisible_ms=-1)])
+        await eventually_async(lambda: engine.pop_stats.expired == 1, what="the lapsed message left out")
+        engine.deliver(req, [popped(2)])
+        await eventually_async(lambda: engine.executor.pending, what="the next pop's job")
+        assert engine.executor.started[-1].offsets == [2]
+        engine.executor.finish(Status.SUCCESS)
+        await eventually_async(lambda: not svc.in_flight, what="acked")
+        assert engine.pop_client.all_acked == [2, 100] and req.pq.wait_ack_count == 0
+
+    asyncio.run(main())
