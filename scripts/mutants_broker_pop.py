@@ -121,16 +121,16 @@ MUTANTS: list[Mutant] = [
       "a usual receipt read in one step swaps queue id and offset: an ack names a message the pop never handed out",
       "                           int(parts[6]), int(parts[7]))", "                           int(parts[7]), int(parts[6]))",
       U + "protocol/test_protocol_pop.py::test_receipt_examples_round_trip"),
-    m("popbrk3-single-ack-first-bit", "rmqrun/broker/pop/service.py",
-      "an ACK_MESSAGE ticks off its checkpoint's first message whatever it names: the acked one is revived, the "
+    m("popbrk3-single-ack-first-bit", "rmqrun/broker/pop/ck_log.py",
+      "an ack ticks off its checkpoint's first message whatever it names: the acked one is revived, the "
       "first one never is",
-      "n = self.ck_log.ack_bits(ck, 1 << i)", "n = self.ck_log.ack_bits(ck, 1)",
+      "                mask |= 1 << i", "                mask |= 1",
       I + "test_broker_pop.py::test_unacked_messages_are_revived_with_reconsume_times_plus_one",
       I + "test_broker_pop_acks.py::test_single_acks_of_a_filtered_pop_tick_off_only_the_messages_they_name"),
-    m("popbrk3-single-ack-unknown-offset", "rmqrun/broker/pop/service.py",
-      "an ACK_MESSAGE of an offset its checkpoint does not hold acks the checkpoint's last message instead",
-      "        if i < 0:\n            return 0  # not one this pop handed out",
-      "        if i < 0:\n            i = ck.num - 1",
+    m("popbrk3-single-ack-unknown-offset", "rmqrun/broker/pop/ck_log.py",
+      "an ack of an offset its checkpoint does not hold acks the checkpoint's last message instead",
+      "            if i >= 0:\n                mask |= 1 << i",
+      "            if i < 0:\n                i = ck.num - 1\n            mask |= 1 << i",
       I + "test_broker_pop_acks.py::test_single_acks_of_a_filtered_pop_tick_off_only_the_messages_they_name"),
     m("popbrk3-revive-read-off-by-one", "rmqrun/broker/pop/revive.py",
       "the revive's one read of a checkpoint's un-acked messages files each record under the next offset: a "

@@ -211,11 +211,12 @@ class CheckpointLog:
         ck = self._cks.get(key)
         if ck is None:
             return None, 0
-        before = ck.acked
-        newly = [o for o in offsets if ck.ack(o)]
-        if newly:
-            self._acked(ck, ck.acked & ~before)
-        return ck, len(newly)
+        mask = 0
+        for offset in offsets:  # one mask, one ack_bits: no per-offset ack step (a single ACK_MESSAGE is one)
+            i = ck.index_of(offset)
+            if i >= 0:
+                mask |= 1 << i
+        return ck, self.ack_bits(ck, mask)
 
     def ack_bits(self, ck: PopCheckpoint, mask: int) -> int:
         """Ack the offsets of ``ck`` whose bits ``mask`` sets (bit i: ``ck.offsets[i]``, as in the table); how

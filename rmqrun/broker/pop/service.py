@@ -304,14 +304,9 @@ class PopService:
         """One ACK_MESSAGE (``topic`` is the real topic); how many messages it newly acked (0 or 1)."""
         if receipt.is_order:
             return self._ack_order(group, topic, queue_id, offset, receipt.pop_time)
-        ck = self.ck_log.get((topic, group, queue_id, receipt.ck_start_offset, receipt.pop_time,
-                              receipt.broker_name))
-        if ck is None:
-            return 0  # revived already, or acked twice: a no-op, as in Java
-        i = ck.index_of(offset)
-        if i < 0:
-            return 0  # not one this pop handed out
-        n = self.ck_log.ack_bits(ck, 1 << i)  # one bit: no list of offsets per message acked
+        # no checkpoint (revived already, or acked twice) or an offset it did not hand out: 0, a no-op as in Java
+        _, n = self.ck_log.ack((topic, group, queue_id, receipt.ck_start_offset, receipt.pop_time,
+                                receipt.broker_name), (offset,))
         self._count_acks(group, topic, n)
         return n
 
