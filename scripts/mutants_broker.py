@@ -547,7 +547,8 @@ MUTANTS: list[Mutant] = [
       "a POP or ACK is answered while its checkpoint lines are still in the broker's buffer: a kill right after "
       "the answer loses them (a popped message never revived, or an acked one delivered again)",
       "        self.flush()\n        if not self._fsync:", "        if not self._fsync:",
-      U + "broker/test_pop_checkpoints.py::test_the_lines_of_one_request_reach_the_os_together_before_its_answer"),
+      U + "broker/test_pop_checkpoints.py::test_the_lines_of_one_request_reach_the_os_together_before_its_answer",
+      I + "test_broker_pop_acks.py::test_answers_of_one_turn_leave_after_their_checkpoint_lines"),
     m("h32-ck-log-no-turn-flush", "rmqrun/broker/pop/ck_log.py",
       "a line written outside a request (a revive pass) stays buffered until some later request's answer",
       "                loop.call_soon(self._flush_turn)\n",

@@ -5,13 +5,22 @@ in the compact checkpoint log."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.protocol.pop import PopMessageResponseHeader
-from rmqrun.remoting.codes import ResponseCode
+from rmqrun.protocol.pop import (
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    build_batch_acks,
+    encode_batch_ack_body,
+)
+from rmqrun.remoting import frame as codec
+from rmqrun.remoting.codes import RequestCode, ResponseCode
+from rmqrun.remoting.frame import RemotingCommand
 from tests.integration.pop_kit import (
     ack,
     batch_ack,
@@ -175,6 +184,73 @@ def test_concurrent_pops_of_one_consumer_on_queue_minus_one_each_come_back_full_
             assert len(set(keys)) == 48
             rests = sorted(PopMessageResponseHeader.from_ext(resp.ext_fields).rest_num for resp in answers)
             assert rests == [total - 48, total - 32, total - 16]
+            await c.close()
+
+    run(main())
+
+
+class _WriteSpy:
+    """The broker side's stream writer of one connection, noting what the checkpoint log file holds each time
+    frames are handed to the OS."""
+
+    def __init__(self, writer: Any, log_file: Path) -> None:
+        self._writer, self._log_file = writer, log_file
+        self.writes: list[tuple[bytes, str]] = []
+
+    def write(self, data: bytes) -> None:
+        self.writes.append((bytes(data), self._log_file.read_text()))
+        self._writer.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._writer, name)
+
+
+def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) -> None:
+    """A GET_MAX_OFFSET and a POP in one TCP write are served in one loop turn: the GET_MAX_OFFSET's answer is
+    queued (the connection's send scheduled) before the POP writes its checkpoint line, so the end-of-turn flush
+    of the log would come too late; still the write that carries the POP's answer finds the line with the OS;
+    the batch ack's done line likewise. ASYNC flush mode (in SYNC mode an answer waits for an fsync anyway)."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d", flush_mode="async") as eb:
+            c = await connect(eb)
+            await send_many(c, T, 3)
+            log_file = tmp_path / "d" / "pop" / "checkpoints.log"
+            reader, writer = await asyncio.open_connection(*eb.broker_address.rsplit(":", 1))
+            while len(eb.broker.server.connections) < 2:
+                await asyncio.sleep(0.01)
+            spy = None
+            for conn in eb.broker.server.connections:
+                if conn.name.endswith(f":{writer.get_extra_info('sockname')[1]}"):
+                    spy = conn._writer = _WriteSpy(conn._writer, log_file)
+            assert spy is not None
+            header = PopMessageRequestHeader(consumer_group=G, topic=T, queue_id=0, max_msg_nums=32,
+                                             invisible_time=60_000, poll_time=0, born_time=0, init_mode=0,
+                                             bname="broker-a")
+            frames = [RemotingCommand(RequestCode.GET_MAX_OFFSET, {"topic": T, "queueId": "0"}, opaque=1),
+                      RemotingCommand(RequestCode.POP_MESSAGE, header.to_ext(), opaque=2)]
+            writer.write(b"".join(codec.encode(f) for f in frames))
+            answers = {}
+            while len(answers) < 2:
+                (length,) = struct.unpack(">i", await reader.readexactly(4))
+                resp = codec.decode(await reader.readexactly(length))
+                answers[resp.opaque] = resp
+            assert answers[1].code == ResponseCode.SUCCESS and answers[2].code == ResponseCode.SUCCESS
+            assert len(spy.writes) == 1, "both answers of the turn leave in one write"  # the case this is about
+            assert [line.split("\t")[0] for line in spy.writes[0][1].splitlines()] == ["c"], spy.writes
+            got = popped(answers[2])
+            assert len(got) == 3
+            body = encode_batch_ack_body("broker-a", build_batch_acks(G, T, [r for _, r in got]))
+            frames = [RemotingCommand(RequestCode.GET_MAX_OFFSET, {"topic": T, "queueId": "0"}, opaque=3),
+                      RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body, opaque=4)]
+            writer.write(b"".join(codec.encode(f) for f in frames))
+            answers = {}
+            while len(answers) < 2:
+                (length,) = struct.unpack(">i", await reader.readexactly(4))
+                resp = codec.decode(await reader.readexactly(length))
+                answers[resp.opaque] = resp
+            assert answers[4].code == ResponseCode.SUCCESS
+            assert [line.split("\t")[0] for line in spy.writes[-1][1].splitlines()] == ["c", "d"], spy.writes
+            writer.close()
             await c.close()
 
     run(main())
