@@ -1,35 +1,46 @@
 #!/usr/bin/env python3
 """Before/after: CPU per no-op message of ``rmqrun run`` from two source trees, drained alternately.
 
-One embedded broker, one backlog of ``--messages`` × 1 KiB on an 8-queue topic (optionally also a 4-queue
-topic drained orderly); each round drains it once with the tree given as ``--before`` and once with
-``--after`` (this checkout by default), each on a fresh consumer group from the first offset, in an order that
-alternates from round to round. A drain is ``bench_report``'s (status lines every 0.1 s, CPU sampled at each),
-so the figures are its own: supervisor, workers and broker CPU µs per message over the 10–90 % window, and
-the rate. On a shared machine compare the CPU per message (what load changes least), not the rates.
+One embedded broker (one per tree with ``--broker-too``), one backlog of ``--messages`` × 1 KiB on an 8-queue
+topic (optionally also a 4-queue topic drained orderly); each round drains it once with the tree given as
+``--before`` and once with ``--after`` (this checkout by default), each on a fresh consumer group from the first
+offset, in an order that alternates from round to round. A drain is ``bench_report``'s (status lines every
+0.1 s, CPU sampled at each), so the figures are its own: supervisor, workers and broker CPU µs per message over the
+10–90 % window, and the rate. On a shared machine compare the CPU per message (what load changes least), not the
+rates.
 
 Usage: python scripts/bench_ab_drain.py --before /path/to/old/tree [--after .] [--messages 50000]
-       [--rounds 4] [--workers 2] [--orderly] [--pop]
+       [--rounds 4] [--workers 2] [--orderly] [--pop] [--broker-too]
 
 ``--cpu-ms MS`` drains with ``workers.cpu:handle`` burning MS of CPU per message (the 1 ms row: use a
 smaller ``--messages``, e.g. 6000) and prints the workers' CPU per message beyond the handler's MS.
 ``--handler`` drains with any other handler (``module:function``).
 
 ``--pop`` also drains an 8-queue topic with ``--consume-mode pop`` (each group switched to POP first, as
-``bench_pop`` does). The broker runs from this process's tree in every drain, so an A/B of broker code needs
-two runs (or ``bench_report --sections pop`` from each tree).
+``bench_pop`` does).
+
+Which broker: by default one broker serves both sides, started as ``python -m rmqrun.broker`` with this
+process's directory and environment (run from the ``--after`` tree with ``PYTHONPATH=$PWD`` it is that tree's),
+so only the client differs. ``--broker-too`` A/Bs the broker as well: two brokers, one started from each tree
+(cwd and PYTHONPATH set to it, as a drain's client is), each with its own copy of the backlog, and every drain
+goes to its own side's broker (the other idles meanwhile), so a round measures tree X's client against tree X's
+broker; the broker column is then each side's own broker CPU per message. The header names the tree each broker
+imports ``rmqrun`` from (read from the running process: its cwd, then its PYTHONPATH), and the ``--json``
+figures carry it per drain as ``broker_tree``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 SCRIPTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
@@ -45,8 +56,37 @@ import psutil  # noqa: E402
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
 
 
+def start_broker(data_dir: Path, tree: Path | None) -> BrokerProcess:
+    """An embedded broker (async flush); with ``tree``, started with that tree as its cwd and PYTHONPATH, so
+    ``python -m rmqrun.broker`` imports that tree's ``rmqrun`` (BrokerProcess spawns with this process's
+    directory and environment, so both are set only while it starts)."""
+    bp = BrokerProcess(data_dir, flush_mode="async")
+    if tree is None:
+        return bp.start()
+    cwd, pythonpath = os.getcwd(), os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(tree)
+    os.chdir(tree)
+    try:
+        return bp.start()
+    finally:
+        os.chdir(cwd)
+        if pythonpath is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = pythonpath
+
+
+def rmqrun_tree(proc: psutil.Process) -> str:
+    """Where a running ``python -m rmqrun...`` process imports ``rmqrun`` from: its cwd (``-m`` puts it first
+    unless PYTHONSAFEPATH is set), then its PYTHONPATH entries, else the installed package."""
+    env, cwd = proc.environ(), Path(proc.cwd())
+    dirs = ([] if env.get("PYTHONSAFEPATH") else [cwd]) + [cwd / d for d in env.get("PYTHONPATH", "").split(":") if d]
+    found = next((d for d in dirs if (d / "rmqrun" / "__init__.py").is_file()), None)
+    return str(found.resolve()) if found else "the installed rmqrun"
+
+
 def drain_with(tree: Path, ns: str, topic: str, group: str, n: int, workers: int, timeout: float,
-               env: dict[str, str], handler: str = NOOP, handler_us: float = 0.0) -> dict[str, float]:
+               env: dict[str, str], handler: str = NOOP, handler_us: float = 0.0) -> dict[str, Any]:
     """One drain by ``rmqrun run`` imported from ``tree`` (bench_runs reads its ROOT when a run starts);
     ``handler_us`` (the handler's own CPU per message) is taken off the workers' figure."""
     bench_runs.ROOT = tree
@@ -72,34 +112,49 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu-ms", type=float, default=0.0, metavar="MS",
                     help="workers.cpu:handle at MS of CPU per message; workers' figure is beyond it")
     ap.add_argument("--handler", default=NOOP, help="the handler every drain runs (module:function)")
+    ap.add_argument("--broker-too", action="store_true",
+                    help="one broker per tree, each side's drains on its own tree's broker (A/B of the broker too)")
     args = ap.parse_args(argv)
     handler, handler_us, cpu_env = args.handler, 0.0, {}
     if args.cpu_ms > 0:
         handler, handler_us = "workers.cpu:handle", args.cpu_ms * 1000
         cpu_env = {"RMQRUN_HANDLER_CPU_MS": repr(args.cpu_ms)}
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    rows: dict[str, list[dict[str, float]]] = {}
+    rows: dict[str, list[dict[str, Any]]] = {}
     kinds = [("concurrent", "ABNoop", {})]
     if args.orderly:
         kinds.append(("orderly", "ABOrderly4", {"RMQRUN_ORDERLY": "true"}))
     if args.pop:
         kinds.append(("pop", "ABPop", {"RMQRUN_CONSUME_MODE": "pop"}))
-    with tempfile.TemporaryDirectory(prefix="rmqrun-ab-") as tmp, \
-            BrokerProcess(Path(tmp) / "broker", flush_mode="async") as bp:
-        ns = bp.namesrv_address
-        br.RmqrunRun.broker = psutil.Process(bp.pid)
-        for kind, topic, _env in kinds:
-            br.create_topic(ns, topic, 4 if kind == "orderly" else 8)
-            asyncio.run(br.produce(ns, topic, args.messages))
+    with tempfile.TemporaryDirectory(prefix="rmqrun-ab-") as tmp, contextlib.ExitStack() as stack:
+        brokers: dict[str, BrokerProcess] = {}
+        for side, tree in trees.items():
+            if args.broker_too or not brokers:
+                brokers[side] = start_broker(Path(tmp) / (f"broker-{side}" if args.broker_too else "broker"),
+                                             tree if args.broker_too else None)
+                stack.callback(brokers[side].stop)
+            else:
+                brokers[side] = brokers["before"]
+        procs = {side: psutil.Process(bp.pid) for side, bp in brokers.items()}
+        broker_trees = {side: rmqrun_tree(proc) for side, proc in procs.items()}
+        for side in trees:
+            print(f"{side:6s} client {trees[side]}, broker {broker_trees[side]} (pid {procs[side].pid}"
+                  + (", shared)" if not args.broker_too else ")"), flush=True)
+        for bp in {id(bp): bp for bp in brokers.values()}.values():
+            for kind, topic, _env in kinds:
+                br.create_topic(bp.namesrv_address, topic, 4 if kind == "orderly" else 8)
+                asyncio.run(br.produce(bp.namesrv_address, topic, args.messages))
         for r in range(args.rounds):
             order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
             for kind, topic, env in kinds:
                 for side in order:
+                    ns, br.RmqrunRun.broker = brokers[side].namesrv_address, procs[side]
                     group = f"CG_{kind}_{side}_{r}"
                     if kind == "pop":
                         set_pop_mode(ns, topic, group)
                     got = drain_with(trees[side], ns, topic, group, args.messages, args.workers, args.timeout,
                                      {**env, **cpu_env}, handler, handler_us)
+                    got["broker_tree"] = broker_trees[side]
                     rows.setdefault(f"{kind} {side}", []).append(got)
                     print(f"round {r + 1} {kind:10s} {side:6s} sup {got['sup']:.2f} workers {got['workers']:.2f} "
                           f"broker {got['broker']:.2f} µs/msg, {got['rate']:,.0f} msg/s, load {got['load']:.1f}",

@@ -340,4 +340,14 @@ MUTANTS: list[Mutant] = [
       "the JSON header's fast write escapes non-ASCII text: frames are no longer byte-identical to a Java peer's",
       "json.encoder.encode_basestring, None,", "json.encoder.encode_basestring_ascii, None,",
       U + "remoting/test_frame_json_fast_paths.py"),
+    # ---------------------------------------------------------------- abbroker: bench_ab_drain --broker-too
+    m("ab-drain-broker-from-caller", "scripts/bench_ab_drain.py",
+      "--broker-too starts both brokers from the caller's tree: the broker is not A/B'd though the header says so",
+      "    if tree is None:", "    if True:",
+      "tests/integration/test_bench_ab_drain_run.py"),
+    m("ab-drain-drains-on-before-broker", "scripts/bench_ab_drain.py",
+      "--broker-too drains both sides on the before tree's broker: the after tree's broker is never measured",
+      "ns, br.RmqrunRun.broker = brokers[side].namesrv_address",
+      'ns, br.RmqrunRun.broker = brokers["before"].namesrv_address',
+      "tests/integration/test_bench_ab_drain_run.py"),
 ]
