@@ -205,6 +205,18 @@ class _WriteSpy:
         return getattr(self._writer, name)
 
 
+async def _one_write_two_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                                 frames: list[RemotingCommand]) -> dict[int, RemotingCommand]:
+    """Send ``frames`` in one TCP write (so the broker serves them in one loop turn); their answers by opaque."""
+    writer.write(b"".join(codec.encode(f) for f in frames))
+    answers: dict[int, RemotingCommand] = {}
+    while len(answers) < len(frames):
+        (length,) = struct.unpack(">i", await reader.readexactly(4))
+        resp = codec.decode(await reader.readexactly(length))
+        answers[resp.opaque] = resp
+    return answers
+
+
 def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) -> None:
     """A GET_MAX_OFFSET and a POP in one TCP write are served in one loop turn: the GET_MAX_OFFSET's answer is
     queued (the connection's send scheduled) before the POP writes its checkpoint line, so the end-of-turn flush
@@ -228,12 +240,7 @@ def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) 
                                              bname="broker-a")
             frames = [RemotingCommand(RequestCode.GET_MAX_OFFSET, {"topic": T, "queueId": "0"}, opaque=1),
                       RemotingCommand(RequestCode.POP_MESSAGE, header.to_ext(), opaque=2)]
-            writer.write(b"".join(codec.encode(f) for f in frames))
-            answers = {}
-            while len(answers) < 2:
-                (length,) = struct.unpack(">i", await reader.readexactly(4))
-                resp = codec.decode(await reader.readexactly(length))
-                answers[resp.opaque] = resp
+            answers = await _one_write_two_answers(reader, writer, frames)
             assert answers[1].code == ResponseCode.SUCCESS and answers[2].code == ResponseCode.SUCCESS
             assert len(spy.writes) == 1, "both answers of the turn leave in one write"  # the case this is about
             assert [line.split("\t")[0] for line in spy.writes[0][1].splitlines()] == ["c"], spy.writes
@@ -242,12 +249,7 @@ def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) 
             body = encode_batch_ack_body("broker-a", build_batch_acks(G, T, [r for _, r in got]))
             frames = [RemotingCommand(RequestCode.GET_MAX_OFFSET, {"topic": T, "queueId": "0"}, opaque=3),
                       RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body, opaque=4)]
-            writer.write(b"".join(codec.encode(f) for f in frames))
-            answers = {}
-            while len(answers) < 2:
-                (length,) = struct.unpack(">i", await reader.readexactly(4))
-                resp = codec.decode(await reader.readexactly(length))
-                answers[resp.opaque] = resp
+            answers = await _one_write_two_answers(reader, writer, frames)
             assert answers[4].code == ResponseCode.SUCCESS
             assert [line.split("\t")[0] for line in spy.writes[-1][1].splitlines()] == ["c", "d"], spy.writes
             writer.close()
