@@ -25,6 +25,10 @@ from tests.waiting import eventually
 
 KIB = 1024
 HOUR = 3600.0
+#: No periodic checkpoint or JSON flush, for a test that sets disk use to an exact block count: a checkpoint's
+#: temporary file, or a first offsets file, adds a block between setting the filler and measuring (CI saw 92%
+#: for 91% on a loaded box). Retention runs only when such a test calls it.
+QUIET = dict(checkpoint_interval_ms=3_600_000, config_flush_interval_ms=3_600_000)
 
 
 def open_store(path: Path, disk: FakeDisk, **overrides: object) -> MessageStore:
@@ -90,10 +94,7 @@ def test_retention_frees_space_as_df_sees_it(tmp_path: Path) -> None:
 def test_forced_cleanup_deletes_only_what_brings_use_to_the_threshold(tmp_path: Path, start: int,
                                                                       deleted: int) -> None:
     disk = FakeDisk(tmp_path, 100 * KIB)  # 100 blocks: a block is a percent, a 4 KiB file 4 of them
-    # No periodic checkpoint or JSON flush while the test sets use to an exact percent: a checkpoint's
-    # temporary file, or a first offsets file, adds a block between setting the filler and measuring
-    # (CI saw 92% for 91% on a loaded box). Retention runs only when the test calls it.
-    store = open_store(tmp_path, disk, checkpoint_interval_ms=3_600_000, config_flush_interval_ms=3_600_000)
+    store = open_store(tmp_path, disk, **QUIET)
     try:
         fill(store, 120)
         files = log_files(tmp_path)
@@ -160,7 +161,7 @@ def test_a_write_that_finds_the_disk_full_is_rolled_back_and_writes_resume_witho
 
 def test_a_write_rolled_back_at_a_segment_end_leaves_no_marker_and_no_new_file(tmp_path: Path) -> None:
     disk = FakeDisk(tmp_path, 256 * KIB)
-    store = open_store(tmp_path, disk)
+    store = open_store(tmp_path, disk, **QUIET)  # "not one block free" must stay so until the write
     try:
         store.set_disk_usage(lambda _p: 0.10)
         while store.commit_log_max_offset % 4096 + 300 + 8 + 60 <= 4096:  # the next record starts a new file
@@ -201,7 +202,7 @@ def test_an_io_error_that_is_not_a_full_disk_still_fences(tmp_path: Path) -> Non
 def test_disk_use_is_read_as_df_reads_it(tmp_path: Path) -> None:
     """Reserved blocks are neither used nor available: 30 used of 100, 10 reserved -> 30 / 90 = 34%."""
     disk = FakeDisk(tmp_path, 100 * KIB, reserved_blocks=10)
-    store = open_store(tmp_path, disk)
+    store = open_store(tmp_path, disk, **QUIET)
     try:
         disk.external = (30 - disk.used_blocks()) * KIB + disk.external
         assert store.disk_used() == 0.34 == disk.df_ratio()
