@@ -58,22 +58,11 @@ from rmqrun.broker.app import BrokerProcess  # noqa: E402
 
 def start_broker(data_dir: Path, tree: Path | None) -> BrokerProcess:
     """An embedded broker (async flush); with ``tree``, started with that tree as its cwd and PYTHONPATH, so
-    ``python -m rmqrun.broker`` imports that tree's ``rmqrun`` (BrokerProcess spawns with this process's
-    directory and environment, so both are set only while it starts)."""
-    bp = BrokerProcess(data_dir, flush_mode="async")
+    ``python -m rmqrun.broker`` imports that tree's ``rmqrun``."""
     if tree is None:
-        return bp.start()
-    cwd, pythonpath = os.getcwd(), os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = str(tree)
-    os.chdir(tree)
-    try:
-        return bp.start()
-    finally:
-        os.chdir(cwd)
-        if pythonpath is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = pythonpath
+        return BrokerProcess(data_dir, flush_mode="async").start()
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    return BrokerProcess(data_dir, flush_mode="async", cwd=tree, env=env).start()
 
 
 def rmqrun_tree(proc: psutil.Process) -> str:

@@ -191,13 +191,17 @@ class BrokerProcess:
 
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", namesrv_port: int = 0,
                  broker_port: int = 0, python: str | None = None, log_path: str | os.PathLike[str] | None = None,
+                 cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
                  **settings: Any) -> None:
+        """``cwd`` and ``env`` are the child's (default: this process's): with ``python -m`` its cwd and
+        PYTHONPATH decide which ``rmqrun`` it imports."""
         make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)  # validate
         self.data_dir = Path(data_dir)
         self.argv = [python or sys.executable, "-m", "rmqrun.broker", "--data-dir", str(self.data_dir),
                      "--host", host, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
                      "--settings-json", json.dumps(settings), "--parent-pid", str(os.getpid())]
         self.log_path = Path(log_path) if log_path else self.data_dir.with_name(self.data_dir.name + ".broker.log")
+        self.cwd, self.env = cwd, env
         self.proc: subprocess.Popen[str] | None = None
         self.namesrv_address = ""
         self.broker_address = ""
@@ -212,7 +216,7 @@ class BrokerProcess:
         log = open(self.log_path, "a", encoding="utf-8")
         try:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=log, text=True,
-                                         start_new_session=True)
+                                         start_new_session=True, cwd=self.cwd, env=self.env)
         finally:
             log.close()
         deadline = time.monotonic() + timeout
