@@ -23,7 +23,7 @@ import struct
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.protocol.pop import (
@@ -31,6 +31,7 @@ from rmqrun.protocol.pop import (
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
     PopMessageResponseHeader, ReceiptHandle, BatchAck, batch_ack_words, encode_batch_ack_body, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
+    run_word,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
@@ -77,41 +78,148 @@ _UNREAD: Any = object()
 UNREAD: Any = _UNREAD
 
 
+class PopRun:
+    """What the messages of one pop answer's run share: one queue's records of one checkpoint (the same
+    checkpoint start, pop time, invisible time, revive queue, retry flag and broker), of one topic, acked
+    under one topic.
+
+    A message's receipt is this run's ``head`` and its own queue offset, built when first asked for (the ack
+    path reads a run's offsets instead: no receipt per message), and its lapse time is the run's
+    ``visible_at`` until an extension gives the message a receipt of its own. One object per run, not fields
+    per message: the decoder made a receipt tuple and several ints per popped message."""
+
+    __slots__ = ("topic", "ack_topic", "head", "pop_time", "visible_at", "order_base", "broker_name", "queue_id")
+
+    def __init__(self, topic: str, ack_topic: str, head: tuple[Any, ...], pop_time: int) -> None:
+        #: the topic the messages were sent to, and the one their acks name
+        self.topic = topic
+        self.ack_topic = ack_topic
+        #: the receipt fields but the queue offset: (ck start, pop time, invisible time, revive qid, retry flag,
+        #: broker name, queue id)
+        self.head = head
+        #: the pop's time, the first pop time of a record that carries none
+        self.pop_time = pop_time
+        self.visible_at = head[1] + head[2]
+        #: where the run's messages go in a job: queue by queue (a message's order is this | its offset)
+        self.order_base = head[6] << 64
+        self.broker_name: str = head[5]
+        self.queue_id: int = head[6]
+
+    def receipt(self, offset: int) -> ReceiptHandle:
+        return _new_tuple(ReceiptHandle, (*self.head, offset))
+
+    def moved(self, topic: str) -> "PopRun":
+        """The same run under another topic (its acks still name ``ack_topic``)."""
+        return PopRun(topic, self.ack_topic, self.head, self.pop_time)
+
+
+class RunReceipts(Sequence[ReceiptHandle]):
+    """The receipts of messages of one :class:`PopRun` (at ``offsets``), each made only if read: what the
+    ack path hands :meth:`PopClient.batch_ack_receipts`, which reads the offsets instead."""
+
+    __slots__ = ("run", "offsets")
+
+    def __init__(self, run: PopRun, offsets: list[int]) -> None:
+        self.run = run
+        self.offsets = offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return RunReceipts(self.run, self.offsets[i])
+        return self.run.receipt(self.offsets[i])
+
+    def __iter__(self) -> Iterator[ReceiptHandle]:
+        return map(self.run.receipt, self.offsets)
+
+    def __repr__(self) -> str:
+        return f"RunReceipts({self.run.head!r}, {self.offsets!r})"
+
+
 class PoppedMessage:
     """One popped message: its stored record (for a worker) and what acknowledging it takes.
 
     ``tags`` and ``first_pop_time`` are read from the record's raw properties when first asked for, not as
     the answer is decoded: a POP consumer reads the tags only when its subscription filters by tag, and the
-    first pop time never on its hot path (the worker decodes the whole record anyway). A slotted class rather
-    than a dataclass for that; one is made per popped message.
-    """
+    first pop time never on its hot path (the worker decodes the whole record anyway). What the messages of
+    a run share is one :class:`PopRun`; the receipt is built from it when asked for.
 
-    __slots__ = ("record", "topic", "ack_topic", "receipt", "reconsume_times", "_first_pop_time", "_tags",
-                 "order_count", "_props", "_pop_time", "stored")
+    A slotted class for what every message sets as it is made (:meth:`of_run`, the decoder's way); what few
+    messages set (their read tags and first pop time, an orderly count, a receipt of their own) lives in an
+    instance dict made only when one is set, the class's defaults read until then."""
+
+    __slots__ = ("record", "run", "queue_offset", "reconsume_times", "_props", "stored", "__dict__")
+
+    #: defaults of what a message sets only when it must (its instance dict)
+    _first_pop_time: int = _UNREAD
+    _tags: "str | None" = _UNREAD
+    #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
+    #: message's reconsumeTimes when above 0); None outside order mode
+    order_count: "int | None" = None
+    #: a receipt not built from the run: one an extension brought (a PopEntry's)
+    _receipt: "ReceiptHandle | None" = None
 
     def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
                  first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None,
                  props: bytes | int = b"", pop_time: int = 0, stored: int = 0) -> None:
+        self._set(record, PopRun(topic, ack_topic, receipt[:7], pop_time), receipt[7], reconsume_times, props,
+                  stored)
+        self._extras(first_pop_time, tags, order_count)
+
+    def _set(self, record: memoryview, run: PopRun, offset: int, reconsume_times: int, props: bytes | int,
+             stored: int) -> None:
         self.record = record
-        #: the topic the message was sent to (a retried message carries its original topic)
-        self.topic = topic
-        #: the topic its ack names: the pop retry topic for a retried message, else ``topic``
-        self.ack_topic = ack_topic
-        self.receipt = receipt
+        self.run = run
+        self.queue_offset = offset
         self.reconsume_times = reconsume_times
-        self._first_pop_time = first_pop_time
-        self._tags = tags
-        #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
-        #: message's reconsumeTimes when above 0); None outside order mode
-        self.order_count = order_count
         #: the record's raw properties (``name\x01value\x02...``), for the fields read when asked for; or where
         #: they start in ``record`` (the decoder's way: no copy of them per message until one is read)
         self._props = props
-        #: the pop's time, the first pop time of a record that carries none
-        self._pop_time = pop_time
         #: the record's store time (epoch ms; 0: not known), read with the answer while its header is at hand,
         #: so the job's store-to-handler latency needs no second read of every record
         self.stored = stored
+
+    def _extras(self, first_pop_time: int, tags: "str | None", order_count: "int | None") -> None:
+        if first_pop_time is not _UNREAD:
+            self._first_pop_time = first_pop_time
+        if tags is not _UNREAD:
+            self._tags = tags
+        if order_count is not None:
+            self.order_count = order_count
+
+    @classmethod
+    def of_run(cls, record: memoryview, run: PopRun, offset: int, reconsume_times: int, props: bytes | int,
+               stored: int) -> "PoppedMessage":
+        """A message of ``run`` at queue offset ``offset`` (the decoder's constructor: no receipt made)."""
+        self = _new_object(cls)
+        self.record = record
+        self.run = run
+        self.queue_offset = offset
+        self.reconsume_times = reconsume_times
+        self._props = props
+        self.stored = stored
+        return self
+
+    @property
+    def topic(self) -> str:
+        """The topic the message was sent to (a retried message carries its original topic)."""
+        return self.run.topic
+
+    @property
+    def ack_topic(self) -> str:
+        """The topic its ack names: the pop retry topic for a retried message, else ``topic``."""
+        return self.run.ack_topic
+
+    @property
+    def receipt(self) -> ReceiptHandle:
+        own = self._receipt
+        return self.run.receipt(self.queue_offset) if own is None else own
+
+    @property
+    def _pop_time(self) -> int:
+        return self.run.pop_time
 
     def _raw_props(self) -> bytes:
         props = self._props
@@ -150,9 +258,12 @@ class PoppedMessage:
     def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
         """The same message (of the same class) with another record and topic (its receipt, counts and
         properties kept)."""
-        return self.__class__(record, topic, self.ack_topic, self.receipt, self.reconsume_times,
-                              self._first_pop_time, self._tags, self.order_count, self._raw_props(), self._pop_time,
-                              self.stored)
+        moved = self.of_run(record, self.run.moved(topic), self.queue_offset, self.reconsume_times,
+                            self._raw_props(), self.stored)
+        moved._extras(self._first_pop_time, self._tags, self.order_count)
+        if self._receipt is not None:
+            moved._receipt = self._receipt
+        return moved
 
     def __repr__(self) -> str:
         return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
@@ -160,15 +271,12 @@ class PoppedMessage:
 
     @property
     def queue_id(self) -> int:
-        return self.receipt.queue_id
-
-    @property
-    def queue_offset(self) -> int:
-        return self.receipt.queue_offset
+        return self.run.queue_id
 
     def visible_at_ms(self) -> int:
         """When the broker hands the message out again unless it is acked or extended first."""
-        return self.receipt.pop_time + self.receipt.invisible_time
+        r = self.receipt
+        return r.pop_time + r.invisible_time
 
 
 @dataclass(slots=True)
@@ -197,6 +305,7 @@ _B_POP_CK = PROPERTY_POP_CK.encode()
 _B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
 _B_TAGS = PROPERTY_TAGS.encode()
 _new_tuple = tuple.__new__
+_new_object = object.__new__
 
 
 def _property(props: bytes, name: bytes) -> str | None:
@@ -265,7 +374,8 @@ def _plain_records(body: bytes, header: PopMessageResponseHeader, broker_name: s
     append = out.append
     find, startswith = body.find, body.startswith
     field_len = len(field)
-    run_queue, run_start = -1, 0
+    make = make.of_run
+    run_queue, run = -1, None
     pos = 0
     try:
         while pos < n:
@@ -277,15 +387,14 @@ def _plain_records(body: bytes, header: PopMessageResponseHeader, broker_name: s
                     or not startswith(field, at) or body[p - 2] >= 0x80 or body[p - 2] << 8 | body[p - 1] != end - p
                     or find(_B_POP_CK, p, end) >= 0):
                 return None
-            if queue_id != run_queue:
+            if queue_id != run_queue:  # one queue's records of the answer: one checkpoint, one run
                 run_start = starts.get((flag, queue_id))
                 if run_start is None:
                     return None
+                run = PopRun(topic, topic, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
+                                            queue_id), pop_time)
                 run_queue = queue_id
-            receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
-                                                 queue_id, queue_offset))
-            append(make(view[pos:end], topic, topic, receipt, reconsume, _UNREAD, _UNREAD, None, p - pos, pop_time,
-                        stored))
+            append(make(view[pos:end], run, queue_offset, reconsume, p - pos, stored))
             pos = end
     except struct.error:  # a record cut short
         return None
@@ -307,6 +416,8 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
     find = body.find
     run_key: tuple[str, int] | None = None  # (retry flag, queue id) of the previous record, and its ck start
     run_start = 0
+    runs: dict[tuple[Any, ...], PopRun] = {}  # (topic, ack topic, receipt head) -> the messages' shared run
+    of_run = make.of_run
     for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
         magic, sys_flag, stored, reconsume = fixed(body, pos)
         if sys_flag & _HOSTS_V6:
@@ -345,12 +456,28 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
             # receipt_for's receipt, built inline and without the named tuple's Python __new__: one C call
             receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
                                                  queue_id, queue_offset))
-        count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
-                                                            receipt.queue_offset)
+        head = receipt[:7]
+        run = runs.get((topic, ack_topic, head))
+        if run is None:
+            run = runs[(topic, ack_topic, head)] = PopRun(topic, ack_topic, head, pop_time)
         # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
-        append(make(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos, pop_time,
-                    stored))
+        msg = of_run(view[pos:end], run, receipt[7], reconsume, p - pos, stored)
+        if counts is not None:
+            msg.order_count = order_count_for(counts, receipt.retry_flag, receipt.queue_id, receipt.queue_offset)
+        append(msg)
     return out
+
+
+def _merge(merged: dict[tuple[str, str, int, int, int], list[Any]], topic: str, f: ReceiptHandle,
+           word: int) -> None:
+    """One checkpoint's acks (``word``, of ``f``'s checkpoint) into a batch ack's entries: what came for
+    it in several groups or runs goes as one entry, their words merged."""
+    key = (topic, f[4], f[6], f[0], f[1])  # topic, retry flag, queue id, ck start offset, pop time
+    got = merged.get(key)
+    if got is None:
+        merged[key] = [topic, f, word]
+    else:
+        got[2] |= word
 
 
 def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str,
@@ -451,16 +578,23 @@ class PopClient:
         """:meth:`batch_ack` for receipts already grouped by topic (the original topic of their messages):
         the consumer's ack path, which has them so (a job's messages), without a pair per message. A topic
         may come in several groups (one per job: most are one checkpoint's run, the cheap case of
-        ``batch_ack_words``); what groups ack of one checkpoint goes as one entry, their words merged."""
+        ``batch_ack_words``); what groups ack of one checkpoint goes as one entry, their words merged.
+        A group's receipts may be :class:`RunReceipts` (messages acked with their run's receipt): its word
+        is worked out from the offsets, no receipt made per message."""
         merged: dict[tuple[str, str, int, int, int], list[Any]] = {}
         for topic, receipts in groups:
+            if receipts.__class__ is RunReceipts:
+                picked = set(receipts.offsets)  # type: ignore[attr-defined]
+                if picked:
+                    low, run = min(picked), receipts.run  # type: ignore[attr-defined]
+                    start = run.head[0]
+                    if low < start:
+                        raise ValueError(f"receipt {run.receipt(low).encode()!r}: offset before its checkpoint's "
+                                         "start")
+                    _merge(merged, topic, run.receipt(low), run_word(start, picked, low))
+                continue
             for f, word in batch_ack_words(receipts):
-                key = (topic, f[4], f[6], f[0], f[1])  # topic, retry flag, queue id, ck start offset, pop time
-                got = merged.get(key)
-                if got is None:
-                    merged[key] = [topic, f, word]
-                else:
-                    got[2] |= word
+                _merge(merged, topic, f, word)
         body = encode_batch_ack_body(broker_name, [BatchAck.for_receipt(group, topic, f, word)
                                                    for topic, f, word in merged.values()])
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
