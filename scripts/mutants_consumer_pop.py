@@ -395,4 +395,38 @@ MUTANTS: list[Mutant] = [
       "        if handed is None:\n            self._job_back(lane)\n            return\n",
       "        if handed is None:\n            return\n",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lanes_job_with_nothing_left_to_run_gives_its_place_back"),
+    # ---------------------------------------------------------------- popcol: a pop answer's run shared (#32)
+    m("popcol-run-ack-before-start", "rmqrun/client/pop_api.py",
+      "a run's offset before its checkpoint's start is acked in silence (a wrong bit, or a negative shift)",
+      "                    if low < start:\n", "                    if False:\n",
+      U + "client/test_pop_runs.py::test_a_run_offset_before_its_checkpoints_start_is_refused_as_a_receipts_is"),
+    m("popcol-run-ack-drops-first", "rmqrun/client/pop_api.py",
+      "a run's first message is left out of its batch ack: never acked, delivered again",
+      "picked = set(receipts.offsets)", "picked = set(receipts.offsets[1:])",
+      U + "client/test_pop_runs.py::test_run_receipts_are_acked_as_the_same_receipts_one_per_message"),
+    m("popcol-checkpoint-json-queue", "rmqrun/protocol/pop.py",
+      "the one-string batch ack body names the revive queue where the queue id goes: the broker acks another queue",
+      '"q":{int(f[6])}', '"q":{int(f[3])}',
+      U + "client/test_pop_runs.py::test_the_checkpoint_encoder_writes_what_the_general_body_encoder_writes"),
+    m("popcol-own-receipt-ignored", "rmqrun/consumer/pop_acks.py",
+      "a message an extension gave a receipt of its own is acked with its run's: the extended checkpoint stays "
+      "un-acked and the message is delivered again",
+      "        elif any(map(OWN_RECEIPT, entries)):", "        elif False:",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+          "with_its_receipt"),
+    m("popcol-run-group-one-each", "rmqrun/consumer/pop_acks.py",
+      "a job's runs are cut one message each, the offsets after the first run's first going to the wrong runs "
+      "(checkpoints)", "                j = i + len(list(same))", "                j = i + 1",
+      U + "consumer/test_pop_shared_runs.py::test_a_job_of_several_runs_acks_each_message_once_under_its_own_"
+          "runs_checkpoint"),
+    m("popcol-run-lapse-late", "rmqrun/client/pop_api.py",
+      "a run's messages read as lapsing at twice their invisible time: a job that waited past it still runs",
+      "        self.visible_at = head[1] + head[2]\n", "        self.visible_at = head[1] + head[2] * 2\n",
+      U + "consumer/test_pop_shared_runs.py::test_a_run_whose_invisible_time_has_passed_is_not_consumed"),
+    m("popcol-slow-path-run-per-checkpoint", "rmqrun/client/pop_api.py",
+      "the general pop reader shares one run between messages of one checkpoint but different topics: one of "
+      "them is handed out and acked under the other's topic",
+      "        key = (topic, ack_topic, head)", "        key = head",
+      U + "client/test_pop_runs.py::test_the_general_reader_gives_messages_of_one_checkpoint_but_two_topics_their_"
+          "own_topics"),
 ]

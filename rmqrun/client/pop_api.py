@@ -29,7 +29,7 @@ from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.protocol.pop import (
     POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, BatchAck, batch_ack_words, encode_batch_ack_body, order_count_for,
+    PopMessageResponseHeader, ReceiptHandle, batch_ack_words, encode_batch_ack_checkpoints, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
     run_word,
 )
@@ -457,9 +457,10 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
             receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
                                                  queue_id, queue_offset))
         head = receipt[:7]
-        run = runs.get((topic, ack_topic, head))
+        key = (topic, ack_topic, head)  # a run per checkpoint and topic: what its messages share
+        run = runs.get(key)
         if run is None:
-            run = runs[(topic, ack_topic, head)] = PopRun(topic, ack_topic, head, pop_time)
+            run = runs[key] = PopRun(topic, ack_topic, head, pop_time)
         # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
         msg = of_run(view[pos:end], run, receipt[7], reconsume, p - pos, stored)
         if counts is not None:
@@ -595,8 +596,7 @@ class PopClient:
                 continue
             for f, word in batch_ack_words(receipts):
                 _merge(merged, topic, f, word)
-        body = encode_batch_ack_body(broker_name, [BatchAck.for_receipt(group, topic, f, word)
-                                                   for topic, f, word in merged.values()])
+        body = encode_batch_ack_checkpoints(broker_name, group, merged.values())  # type: ignore[arg-type]
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 
