@@ -180,7 +180,7 @@ MUTANTS: list[Mutant] = [
       "an offset before its checkpoint's start is taken in silence (a wrong bit, or a negative shift) instead of "
       "refused", "        if low < start:\n", "        if False:\n",
       U + "protocol/test_batch_ack_runs.py"),
-    m("popcol-job-by-offset-only", "rmqrun/client/pop_api.py",
+    m("popcol-job-by-offset-only", "rmqrun/client/pop_message.py",
       "a job's messages are placed by offset alone: queues interleave, and a checkpoint's acks are read one "
       "receipt at a time", "        self.order_base = head[6] << 64", "        self.order_base = 0",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
@@ -190,13 +190,13 @@ MUTANTS: list[Mutant] = [
       "extending) to keep",
       "    if popped[0].__class__ is not PopEntry:", "    if False:",
       U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
-    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_api.py",
+    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_message.py",
       "a popped message's tags read as None: a tag subscription drops (acks unseen) every message",
       "            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None",
       "            self._tags = None",
       U + "client/test_pop_answer_lazy_fields.py::test_records_a_java_broker_wrote_pop_with_the_tags_and_counts_"
       "the_full_decoder_reads"),
-    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_api.py",
+    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_message.py",
       "a record without 1ST_POP_TIME reads first popped at 0, not at this pop",
       "                self._first_pop_time = int(first) if first else self._pop_time",
       "                self._first_pop_time = int(first) if first else 0",
@@ -419,7 +419,7 @@ MUTANTS: list[Mutant] = [
       "(checkpoints)", "                j = i + len(list(same))", "                j = i + 1",
       U + "consumer/test_pop_shared_runs.py::test_a_job_of_several_runs_acks_each_message_once_under_its_own_"
           "runs_checkpoint"),
-    m("popcol-run-lapse-late", "rmqrun/client/pop_api.py",
+    m("popcol-run-lapse-late", "rmqrun/client/pop_message.py",
       "a run's messages read as lapsing at twice their invisible time: a job that waited past it still runs",
       "        self.visible_at = head[1] + head[2]\n", "        self.visible_at = head[1] + head[2] * 2\n",
       U + "consumer/test_pop_shared_runs.py::test_a_run_whose_invisible_time_has_passed_is_not_consumed"),

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable
 
-from rmqrun.client.pop_api import UNREAD, PoppedMessage, PopRun
+from rmqrun.client.pop_message import UNREAD, PoppedMessage, PopRun
 from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
