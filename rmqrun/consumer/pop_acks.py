@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from itertools import groupby
 from dataclasses import dataclass
+from itertools import groupby
 from operator import attrgetter
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
