@@ -153,8 +153,7 @@ MUTANTS: list[Mutant] = [
       U + "consumer/test_pop_job_paths.py::test_a_job_done_at_once_leaves_flow_control_and_wakes_a_waiting_pop"),
     m("h32c-pop-ack-split-drops-one", "rmqrun/consumer/pop_acks.py",
       "a job cut across two ack requests loses the first message of its second part (never acked: delivered again)",
-      "                item = _Pending(item.pq, item.entries[room:], item.receipts[room:], item.waiter)",
-      "                item = _Pending(item.pq, item.entries[room + 1:], item.receipts[room + 1:], item.waiter)",
+      "                item = item.cut(room)", "                item = item.cut(room + 1)",
       U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
       "with_its_receipt"),
     m("h32c-pop-ack-request-unbounded", "rmqrun/consumer/pop_acks.py",
@@ -164,7 +163,7 @@ MUTANTS: list[Mutant] = [
       "with_its_receipt"),
     m("h32c-pop-batch-ack-word-last-only", "rmqrun/protocol/pop.py",
       "the batch ack keeps only the last offset of a checkpoint's run with a gap: the others are never acked",
-      "                word |= 1 << (offset - start)", "                word = 1 << (offset - start)",
+      "        word |= 1 << (offset - start)", "        word = 1 << (offset - start)",
       U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says",
       U + "protocol/test_batch_ack_runs.py"),
     # ---------------------------------------------------------------- popcol: one object per popped message, acks by run
@@ -174,16 +173,16 @@ MUTANTS: list[Mutant] = [
       U + "protocol/test_batch_ack_runs.py"),
     m("popcol-ack-run-word-short", "rmqrun/protocol/pop.py",
       "a run's word misses its last offset: that message is never acked (delivered again)",
-      "            word = ((1 << len(picked)) - 1) << (low - start)",
-      "            word = ((1 << len(picked) - 1) - 1) << (low - start)",
+      "        return ((1 << len(picked)) - 1) << (low - start)",
+      "        return ((1 << len(picked) - 1) - 1) << (low - start)",
       U + "protocol/test_batch_ack_runs.py"),
     m("popcol-ack-run-before-start", "rmqrun/protocol/pop.py",
       "an offset before its checkpoint's start is taken in silence (a wrong bit, or a negative shift) instead of "
       "refused", "        if low < start:\n", "        if False:\n",
       U + "protocol/test_batch_ack_runs.py"),
-    m("popcol-job-by-offset-only", "rmqrun/consumer/pop_queue.py",
+    m("popcol-job-by-offset-only", "rmqrun/client/pop_message.py",
       "a job's messages are placed by offset alone: queues interleave, and a checkpoint's acks are read one "
-      "receipt at a time", "        self.order = receipt.queue_id << 64 | offset", "        self.order = offset",
+      "receipt at a time", "        self.order_base = head[6] << 64", "        self.order_base = 0",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
       "with_its_own_receipt_and_queue"),
     m("popcol-entry-message-plain", "rmqrun/consumer/pop_loop.py",
@@ -191,13 +190,13 @@ MUTANTS: list[Mutant] = [
       "extending) to keep",
       "    if popped[0].__class__ is not PopEntry:", "    if False:",
       U + "consumer/test_pop_loop_inflight.py::test_popped_messages_are_refiltered_by_tag_and_the_unwanted_acked"),
-    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_api.py",
+    m("h32c-pop-lazy-tags-none", "rmqrun/client/pop_message.py",
       "a popped message's tags read as None: a tag subscription drops (acks unseen) every message",
       "            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None",
       "            self._tags = None",
       U + "client/test_pop_answer_lazy_fields.py::test_records_a_java_broker_wrote_pop_with_the_tags_and_counts_"
       "the_full_decoder_reads"),
-    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_api.py",
+    m("h32c-pop-first-pop-time-zero", "rmqrun/client/pop_message.py",
       "a record without 1ST_POP_TIME reads first popped at 0, not at this pop",
       "                self._first_pop_time = int(first) if first else self._pop_time",
       "                self._first_pop_time = int(first) if first else 0",
@@ -243,7 +242,8 @@ MUTANTS: list[Mutant] = [
       "error"),
     m("s6p-pop-one-pass-store-time", "rmqrun/client/pop_api.py",
       "the one-pass pop decoder hands no store time on: the store-to-handler latency of popped messages is lost",
-      "None, p - pos, pop_time,\n                        stored))", "None, p - pos, pop_time,\n                        0))",
+      "append(make(view[pos:end], run, queue_offset, reconsume, p - pos, stored))",
+      "append(make(view[pos:end], run, queue_offset, reconsume, p - pos, 0))",
       U + "client/test_pop_answer_one_pass.py::test_the_usual_answer_is_read_in_one_pass_as_the_general_reader_"
       "reads_it"),
     m("s6p-pop-store-time-ipv6", "rmqrun/client/pop_api.py",
@@ -259,7 +259,7 @@ MUTANTS: list[Mutant] = [
       "count"),
     m("s6p-pop-batch-ack-run-with-gap", "rmqrun/protocol/pop.py",
       "a checkpoint's acked offsets with a gap are taken for a run: the message in the gap is acked unconsumed",
-      "        if max(picked) - low + 1 == len(picked):", "        if True:",
+      "    if max(picked) - low + 1 == len(picked):", "    if True:",
       U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
       "path_acks_it"),
     m("s6p-pop-batch-ack-run-any-flag", "rmqrun/protocol/pop.py",
@@ -270,7 +270,7 @@ MUTANTS: list[Mutant] = [
       "path_acks_it"),
     m("s6p-pop-batch-ack-merge-keeps-last", "rmqrun/client/pop_api.py",
       "acks of one checkpoint that came in two jobs keep only the last job's offsets: the first job's messages "
-      "are never acked and come back", "                    got[2] |= word", "                    got[2] = word",
+      "are never acked and come back", "        got[2] |= word", "        got[2] = word",
       U + "client/test_client_pop_api.py::test_one_batch_ack_request_names_each_checkpoint_once_whatever_jobs_its_"
       "receipts_came_in"),
     m("s6p-pop-ack-job-one-topic", "rmqrun/consumer/pop_acks.py",
@@ -305,13 +305,13 @@ MUTANTS: list[Mutant] = [
       "with_its_own_receipt_and_queue"),
     m("pj-pop-job-queue-of-first", "rmqrun/consumer/pop_consume.py",
       "a job of several queues is named by its first message's queue: the others' failures name that queue",
-      "first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)", "first.queue_id)",
+      "first.queue_id if len(queue_ids) == 1 else -1)", "first.queue_id)",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_pop_of_two_queues_is_one_job_and_each_message_acts_"
       "with_its_own_receipt_and_queue"),
     m("pj-pop-lane-takes-retry-topic", "rmqrun/consumer/pop_consume.py",
       "the pop retry topic's messages share a job with the topic's: their acks and the pipe's topic name the "
-      "wrong topic", '_LANE_KEY = attrgetter("ack_topic", "_receipt.broker_name")',
-      '_LANE_KEY = attrgetter("_receipt.broker_name", "_receipt.broker_name")',
+      "wrong topic", '_LANE_KEY = attrgetter("run.ack_topic", "run.broker_name")',
+      '_LANE_KEY = attrgetter("run.broker_name", "run.broker_name")',
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_retry_topics_messages_are_a_job_of_their_own"),
     m("pj-pop-begun-by-offset", "rmqrun/consumer/pop_consume.py",
       "begun calls are matched by offset even where the executor names them by index: a message of another "
@@ -395,4 +395,38 @@ MUTANTS: list[Mutant] = [
       "        if handed is None:\n            self._job_back(lane)\n            return\n",
       "        if handed is None:\n            return\n",
       U + "consumer/test_pop_mixed_queue_jobs.py::test_a_lanes_job_with_nothing_left_to_run_gives_its_place_back"),
+    # ---------------------------------------------------------------- popcol: a pop answer's run shared (#32)
+    m("popcol-run-ack-before-start", "rmqrun/client/pop_api.py",
+      "a run's offset before its checkpoint's start is acked in silence (a wrong bit, or a negative shift)",
+      "                    if low < start:\n", "                    if False:\n",
+      U + "client/test_pop_runs.py::test_a_run_offset_before_its_checkpoints_start_is_refused_as_a_receipts_is"),
+    m("popcol-run-ack-drops-first", "rmqrun/client/pop_api.py",
+      "a run's first message is left out of its batch ack: never acked, delivered again",
+      "picked = set(receipts.offsets)", "picked = set(receipts.offsets[1:])",
+      U + "client/test_pop_runs.py::test_run_receipts_are_acked_as_the_same_receipts_one_per_message"),
+    m("popcol-checkpoint-json-queue", "rmqrun/protocol/pop.py",
+      "the one-string batch ack body names the revive queue where the queue id goes: the broker acks another queue",
+      '"q":{int(f[6])}', '"q":{int(f[3])}',
+      U + "client/test_pop_runs.py::test_the_checkpoint_encoder_writes_what_the_general_body_encoder_writes"),
+    m("popcol-own-receipt-ignored", "rmqrun/consumer/pop_acks.py",
+      "a message an extension gave a receipt of its own is acked with its run's: the extended checkpoint stays "
+      "un-acked and the message is delivered again",
+      "        elif any(map(OWN_RECEIPT, entries)):", "        elif False:",
+      U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
+          "with_its_receipt"),
+    m("popcol-run-group-one-each", "rmqrun/consumer/pop_acks.py",
+      "a job's runs are cut one message each, the offsets after the first run's first going to the wrong runs "
+      "(checkpoints)", "                j = i + len(list(same))", "                j = i + 1",
+      U + "consumer/test_pop_shared_runs.py::test_a_job_of_several_runs_acks_each_message_once_under_its_own_"
+          "runs_checkpoint"),
+    m("popcol-run-lapse-late", "rmqrun/client/pop_message.py",
+      "a run's messages read as lapsing at twice their invisible time: a job that waited past it still runs",
+      "        self.visible_at = head[1] + head[2]\n", "        self.visible_at = head[1] + head[2] * 2\n",
+      U + "consumer/test_pop_shared_runs.py::test_a_run_whose_invisible_time_has_passed_is_not_consumed"),
+    m("popcol-slow-path-run-per-checkpoint", "rmqrun/client/pop_api.py",
+      "the general pop reader shares one run between messages of one checkpoint but different topics: one of "
+      "them is handed out and acked under the other's topic",
+      "        key = (topic, ack_topic, head)", "        key = head",
+      U + "client/test_pop_runs.py::test_the_general_reader_gives_messages_of_one_checkpoint_but_two_topics_their_"
+          "own_topics"),
 ]

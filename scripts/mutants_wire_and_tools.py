@@ -197,11 +197,11 @@ MUTANTS: list[Mutant] = [
       "tests/spark/test_source_executor_reads.py::test_an_arrow_batch_holds_what_one_row_per_message_holds"),
     # --- issue #32 (q32): POP's per-message CPU: the answer decoder's property lookup, the checkpoint's
     # positional bit, the revive loop woken only when a checkpoint revives before it would wake
-    m("pop-prop-first-entry", "rmqrun/client/pop_api.py",
+    m("pop-prop-first-entry", "rmqrun/client/pop_message.py",
       "a property given twice in a popped record is read by its first entry (the parsed dict keeps the last)",
       'at = props.rfind(b"\\x02" + name + b"\\x01")', 'at = props.find(b"\\x02" + name + b"\\x01")',
       U + "client/test_client_pop_api.py::test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout"),
-    m("pop-prop-suffix-name", "rmqrun/client/pop_api.py",
+    m("pop-prop-suffix-name", "rmqrun/client/pop_message.py",
       "a property whose name only ends like TAGS (XTAGS) is taken for the message's tags",
       'elif props.startswith(name + b"\\x01"):', 'elif (name + b"\\x01") in props:',
       U + "client/test_client_pop_api.py::test_the_answer_reads_exactly_the_properties_it_names_and_any_host_layout"),

@@ -26,19 +26,20 @@ from enum import Enum
 from typing import Any, Sequence
 
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
+from rmqrun.client.pop_message import PoppedMessage, PopRun, RunReceipts, _new_tuple, _property
 from rmqrun.protocol.pop import (
-    POP_MAX_MSG_NUMS, PROPERTY_FIRST_POP_TIME, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
+    POP_MAX_MSG_NUMS, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, BatchAck, batch_ack_words, encode_batch_ack_body, order_count_for,
+    PopMessageResponseHeader, ReceiptHandle, batch_ack_words, encode_batch_ack_checkpoints, order_count_for,
     parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
+    run_word,
 )
 from rmqrun.remoting.codes import RequestCode, ResponseCode
-from rmqrun.remoting.errors import BrokerError, ProtocolError, error_for_code
+from rmqrun.remoting.errors import BrokerError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import (
     MAGIC_V1, MAGIC_V2, SYSFLAG_BORNHOST_V6, SYSFLAG_STOREHOST_V6, record_ids, scan_spans, store_timestamp_pos,
 )
-from rmqrun.remoting.message_props import PROPERTY_TAGS
 from rmqrun.topic_names import is_retry_topic
 
 #: the Java client's timeout for ack and change-invisible calls (DefaultMQPushConsumerImpl.ASYNC_TIMEOUT)
@@ -72,105 +73,6 @@ class AckStatus(str, Enum):
     NO_EXIST = "NO_EXIST"
 
 
-#: a lazily read field not read yet (``UNREAD``: what a subclass's constructor defaults to)
-_UNREAD: Any = object()
-UNREAD: Any = _UNREAD
-
-
-class PoppedMessage:
-    """One popped message: its stored record (for a worker) and what acknowledging it takes.
-
-    ``tags`` and ``first_pop_time`` are read from the record's raw properties when first asked for, not as
-    the answer is decoded: a POP consumer reads the tags only when its subscription filters by tag, and the
-    first pop time never on its hot path (the worker decodes the whole record anyway). A slotted class rather
-    than a dataclass for that; one is made per popped message.
-    """
-
-    __slots__ = ("record", "topic", "ack_topic", "receipt", "reconsume_times", "_first_pop_time", "_tags",
-                 "order_count", "_props", "_pop_time", "stored")
-
-    def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
-                 first_pop_time: int = _UNREAD, tags: str | None = _UNREAD, order_count: int | None = None,
-                 props: bytes | int = b"", pop_time: int = 0, stored: int = 0) -> None:
-        self.record = record
-        #: the topic the message was sent to (a retried message carries its original topic)
-        self.topic = topic
-        #: the topic its ack names: the pop retry topic for a retried message, else ``topic``
-        self.ack_topic = ack_topic
-        self.receipt = receipt
-        self.reconsume_times = reconsume_times
-        self._first_pop_time = first_pop_time
-        self._tags = tags
-        #: order mode: the broker's delivery count for it (``orderCountInfo``; the Java client makes it the
-        #: message's reconsumeTimes when above 0); None outside order mode
-        self.order_count = order_count
-        #: the record's raw properties (``name\x01value\x02...``), for the fields read when asked for; or where
-        #: they start in ``record`` (the decoder's way: no copy of them per message until one is read)
-        self._props = props
-        #: the pop's time, the first pop time of a record that carries none
-        self._pop_time = pop_time
-        #: the record's store time (epoch ms; 0: not known), read with the answer while its header is at hand,
-        #: so the job's store-to-handler latency needs no second read of every record
-        self.stored = stored
-
-    def _raw_props(self) -> bytes:
-        props = self._props
-        if props.__class__ is int:
-            props = self._props = bytes(self.record[props:])
-        return props
-
-    @property
-    def tags(self) -> str | None:
-        """Its ``TAGS`` property (None: none). A value that is not UTF-8 raises ProtocolError."""
-        if self._tags is _UNREAD:
-            props = self._raw_props()
-            self._tags = _property(props, _B_TAGS) if _B_TAGS in props else None
-        return self._tags
-
-    @tags.setter
-    def tags(self, tags: str | None) -> None:
-        self._tags = tags
-
-    @property
-    def first_pop_time(self) -> int:
-        """Epoch ms of its first pop (``1ST_POP_TIME``; this pop's time when the record has none)."""
-        if self._first_pop_time is _UNREAD:
-            props = self._raw_props()
-            first = _property(props, _B_FIRST_POP_TIME) if _B_FIRST_POP_TIME in props else None
-            try:
-                self._first_pop_time = int(first) if first else self._pop_time
-            except ValueError:
-                self._first_pop_time = self._pop_time
-        return self._first_pop_time
-
-    @first_pop_time.setter
-    def first_pop_time(self, first_pop_time: int) -> None:
-        self._first_pop_time = first_pop_time
-
-    def with_record(self, record: memoryview, topic: str) -> "PoppedMessage":
-        """The same message (of the same class) with another record and topic (its receipt, counts and
-        properties kept)."""
-        return self.__class__(record, topic, self.ack_topic, self.receipt, self.reconsume_times,
-                              self._first_pop_time, self._tags, self.order_count, self._raw_props(), self._pop_time,
-                              self.stored)
-
-    def __repr__(self) -> str:
-        return (f"PoppedMessage(topic={self.topic!r}, ack_topic={self.ack_topic!r}, receipt={self.receipt.encode()!r}, "
-                f"reconsume_times={self.reconsume_times})")
-
-    @property
-    def queue_id(self) -> int:
-        return self.receipt.queue_id
-
-    @property
-    def queue_offset(self) -> int:
-        return self.receipt.queue_offset
-
-    def visible_at_ms(self) -> int:
-        """When the broker hands the message out again unless it is acked or extended first."""
-        return self.receipt.pop_time + self.receipt.invisible_time
-
-
 @dataclass(slots=True)
 class PopResult:
     status: PopStatus
@@ -194,33 +96,6 @@ _SHORT = struct.Struct(">h")
 _V4_TOPIC_AT = 88  # a record with both hosts IPv4: where the topic (length) starts, after the body
 _HOSTS_V6 = SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6
 _B_POP_CK = PROPERTY_POP_CK.encode()
-_B_FIRST_POP_TIME = PROPERTY_FIRST_POP_TIME.encode()
-_B_TAGS = PROPERTY_TAGS.encode()
-_new_tuple = tuple.__new__
-
-
-def _property(props: bytes, name: bytes) -> str | None:
-    """One property of a record's raw properties (``name\x01value\x02...``), read without parsing them all.
-
-    The last entry of that name wins, as in the dict :func:`string_to_properties` builds; None when absent.
-    Only the value is decoded, so a record whose other properties are not UTF-8 still pops: its worker
-    reports it undecodable, as any popped record that does not decode.
-    """
-    at = props.rfind(b"\x02" + name + b"\x01")
-    if at >= 0:
-        at += len(name) + 2
-    elif props.startswith(name + b"\x01"):
-        at = len(name) + 1
-    else:
-        return None
-    end = props.find(b"\x02", at)
-    raw = props[at:] if end < 0 else props[at:end]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ProtocolError(f"POP answer: property {name.decode()} is not UTF-8: {exc}") from exc
-
-
 def _topic_and_reconsume(body: bytes, pos: int, body_len: int) -> tuple[bytes, int]:
     """The raw topic and reconsumeTimes of the record at ``pos`` (scan_spans has checked its lengths)."""
     magic, sys_flag, _stored, reconsume = _MAGIC_FLAG_STORED_RECONSUME.unpack_from(body, pos)
@@ -265,7 +140,8 @@ def _plain_records(body: bytes, header: PopMessageResponseHeader, broker_name: s
     append = out.append
     find, startswith = body.find, body.startswith
     field_len = len(field)
-    run_queue, run_start = -1, 0
+    make = make.of_run
+    run_queue, run = -1, None
     pos = 0
     try:
         while pos < n:
@@ -277,15 +153,14 @@ def _plain_records(body: bytes, header: PopMessageResponseHeader, broker_name: s
                     or not startswith(field, at) or body[p - 2] >= 0x80 or body[p - 2] << 8 | body[p - 1] != end - p
                     or find(_B_POP_CK, p, end) >= 0):
                 return None
-            if queue_id != run_queue:
+            if queue_id != run_queue:  # one queue's records of the answer: one checkpoint, one run
                 run_start = starts.get((flag, queue_id))
                 if run_start is None:
                     return None
+                run = PopRun(topic, topic, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
+                                            queue_id), pop_time)
                 run_queue = queue_id
-            receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
-                                                 queue_id, queue_offset))
-            append(make(view[pos:end], topic, topic, receipt, reconsume, _UNREAD, _UNREAD, None, p - pos, pop_time,
-                        stored))
+            append(make(view[pos:end], run, queue_offset, reconsume, p - pos, stored))
             pos = end
     except struct.error:  # a record cut short
         return None
@@ -307,6 +182,8 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
     find = body.find
     run_key: tuple[str, int] | None = None  # (retry flag, queue id) of the previous record, and its ck start
     run_start = 0
+    runs: dict[tuple[Any, ...], PopRun] = {}  # (topic, ack topic, receipt head) -> the messages' shared run
+    of_run = make.of_run
     for pos, total, queue_id, queue_offset, _phys, body_len, p in scan_spans(body):
         magic, sys_flag, stored, reconsume = fixed(body, pos)
         if sys_flag & _HOSTS_V6:
@@ -345,12 +222,29 @@ def _records(body: bytes, header: PopMessageResponseHeader, group: str, broker_n
             # receipt_for's receipt, built inline and without the named tuple's Python __new__: one C call
             receipt = _new_tuple(ReceiptHandle, (run_start, pop_time, invisible_time, revive_qid, flag, broker_name,
                                                  queue_id, queue_offset))
-        count = None if counts is None else order_count_for(counts, receipt.retry_flag, receipt.queue_id,
-                                                            receipt.queue_offset)
+        head = receipt[:7]
+        key = (topic, ack_topic, head)  # a run per checkpoint and topic: what its messages share
+        run = runs.get(key)
+        if run is None:
+            run = runs[key] = PopRun(topic, ack_topic, head, pop_time)
         # tags and the first pop time are read from the properties (at p - pos in the record) when asked for
-        append(make(view[pos:end], topic, ack_topic, receipt, reconsume, _UNREAD, _UNREAD, count, p - pos, pop_time,
-                    stored))
+        msg = of_run(view[pos:end], run, receipt[7], reconsume, p - pos, stored)
+        if counts is not None:
+            msg.order_count = order_count_for(counts, receipt.retry_flag, receipt.queue_id, receipt.queue_offset)
+        append(msg)
     return out
+
+
+def _merge(merged: dict[tuple[str, str, int, int, int], list[Any]], topic: str, f: ReceiptHandle,
+           word: int) -> None:
+    """One checkpoint's acks (``word``, of ``f``'s checkpoint) into a batch ack's entries: what came for
+    it in several groups or runs goes as one entry, their words merged."""
+    key = (topic, f[4], f[6], f[0], f[1])  # topic, retry flag, queue id, ck start offset, pop time
+    got = merged.get(key)
+    if got is None:
+        merged[key] = [topic, f, word]
+    else:
+        got[2] |= word
 
 
 def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: str,
@@ -364,9 +258,9 @@ def pop_result_from_response(resp: RemotingCommand, *, group: str, broker_name: 
     when first asked for: :class:`PoppedMessage`), and a topic's retry flag and
     ack topic are worked out once per distinct topic in the answer.
 
-    ``message_class``: what each message is made as, a :class:`PoppedMessage` or a subclass taking its
-    constructor's arguments (the consumer's ``PopEntry``: the message and its state in flight as one object,
-    not a second one made per message).
+    ``message_class``: what each message is made as (by its ``of_run``), a :class:`PoppedMessage` or a
+    subclass (the consumer's ``PopEntry``: the message and its state in flight as one object, not a second
+    one made per message). The messages of one queue's run in the answer share one :class:`PopRun`.
     """
     if resp.code == ResponseCode.SUCCESS:
         status = PopStatus.FOUND
@@ -451,18 +345,24 @@ class PopClient:
         """:meth:`batch_ack` for receipts already grouped by topic (the original topic of their messages):
         the consumer's ack path, which has them so (a job's messages), without a pair per message. A topic
         may come in several groups (one per job: most are one checkpoint's run, the cheap case of
-        ``batch_ack_words``); what groups ack of one checkpoint goes as one entry, their words merged."""
+        ``batch_ack_words``); what groups ack of one checkpoint goes as one entry, their words merged.
+        A group's receipts may be :class:`RunReceipts` (messages acked with their run's receipt): its word
+        is worked out from the offsets, no receipt made per message."""
         merged: dict[tuple[str, str, int, int, int], list[Any]] = {}
         for topic, receipts in groups:
+            if receipts.__class__ is RunReceipts:
+                picked = set(receipts.offsets)  # type: ignore[attr-defined]
+                if picked:
+                    low, run = min(picked), receipts.run  # type: ignore[attr-defined]
+                    start = run.head[0]
+                    if low < start:
+                        raise ValueError(f"receipt {run.receipt(low).encode()!r}: offset before its checkpoint's "
+                                         "start")
+                    _merge(merged, topic, run.receipt(low), run_word(start, picked, low))
+                continue
             for f, word in batch_ack_words(receipts):
-                key = (topic, f[4], f[6], f[0], f[1])  # topic, retry flag, queue id, ck start offset, pop time
-                got = merged.get(key)
-                if got is None:
-                    merged[key] = [topic, f, word]
-                else:
-                    got[2] |= word
-        body = encode_batch_ack_body(broker_name, [BatchAck.for_receipt(group, topic, f, word)
-                                                   for topic, f, word in merged.values()])
+                _merge(merged, topic, f, word)
+        body = encode_batch_ack_checkpoints(broker_name, group, merged.values())  # type: ignore[arg-type]
         resp = await self.broker.request(addr, RemotingCommand(RequestCode.BATCH_ACK_MESSAGE, {}, body=body), timeout)
         return self._ack_status(resp, addr, RequestCode.BATCH_ACK_MESSAGE)
 

@@ -19,13 +19,14 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from dataclasses import dataclass
+from itertools import groupby
 from operator import attrgetter
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from loguru import logger
 
-from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError
-from rmqrun.consumer.pop_queue import RECEIPT, PopEntry, PopProcessQueue
+from rmqrun.client.pop_api import AckStatus, PopClient, PopNotSupportedError, RunReceipts
+from rmqrun.consumer.pop_queue import OFFSET, OWN_RECEIPT, RECEIPT, RUN, PopEntry, PopProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
 from rmqrun.remoting.codes import ResponseCode
@@ -64,17 +65,23 @@ class _Waiter:
 @dataclass(slots=True, eq=False)
 class _Pending:
     """Messages of one job on their way to one broker's next batch ack, with the receipts they ack with
-    (a job's worth per object, not one per message)."""
+    (a job's worth per object, not one per message); ``receipts`` None: each acks with its run's receipt
+    (none has one of its own: the usual case, no receipt made per message)."""
 
     pq: PopProcessQueue
     entries: list[PopEntry]
-    receipts: list[ReceiptHandle]
+    receipts: list[ReceiptHandle] | None
     waiter: _Waiter
+
+    def cut(self, i: int, j: int | None = None) -> "_Pending":
+        """Its messages ``i`` to ``j`` (a job split across requests, or by broker)."""
+        return _Pending(self.pq, self.entries[i:j], None if self.receipts is None else self.receipts[i:j],
+                        self.waiter)
 
 
 _EXTENDING = attrgetter("extending")
 _TOPIC = attrgetter("topic")  # a PopEntry is its message
-_BROKER = attrgetter("broker_name")
+_BROKER = attrgetter("broker_name")  # a receipt's, or a run's
 
 
 class AckBatcher:
@@ -105,18 +112,22 @@ class AckBatcher:
             return
         loop = asyncio.get_running_loop()
         waiter = _Waiter(len(entries), loop.create_future())
+        receipts: list[ReceiptHandle] | None
         if any(map(_EXTENDING, entries)):
             receipts = [entry.settle_now() or await entry.settle() for entry in entries]  # waits for those
-        else:
+        elif any(map(OWN_RECEIPT, entries)):  # an extension's receipt: the message acks with it, not its run's
             receipts = list(map(RECEIPT, entries))
-        pq.done_all(entries)  # outcomes decided, acks on their way: flow control lets the next pop go
-        brokers = set(map(_BROKER, receipts))
-        if len(brokers) == 1:
-            self._queue(brokers.pop(), _Pending(pq, entries, receipts, waiter))
         else:
-            for broker_name in brokers:
-                picked = [i for i, r in enumerate(receipts) if r.broker_name == broker_name]
-                self._queue(broker_name, _Pending(pq, [entries[i] for i in picked], [receipts[i] for i in picked],
+            receipts = None
+        pq.done_all(entries)  # outcomes decided, acks on their way: flow control lets the next pop go
+        brokers = list(map(_BROKER, set(map(RUN, entries)) if receipts is None else receipts))
+        if brokers.count(brokers[0]) == len(brokers):
+            self._queue(brokers[0], _Pending(pq, entries, receipts, waiter))
+        else:
+            for broker_name in set(brokers):
+                picked = [i for i, e in enumerate(entries) if e.run.broker_name == broker_name]
+                self._queue(broker_name, _Pending(pq, [entries[i] for i in picked],
+                                                  None if receipts is None else [receipts[i] for i in picked],
                                                   waiter))
         if self._timer is None and self._pending:
             self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
@@ -149,8 +160,8 @@ class AckBatcher:
                     room -= len(item.entries)
                     break
                 # a job split across two requests
-                request.append(_Pending(item.pq, item.entries[:room], item.receipts[:room], item.waiter))
-                item = _Pending(item.pq, item.entries[room:], item.receipts[room:], item.waiter)
+                request.append(item.cut(0, room))
+                item = item.cut(room)
                 room = 0
         if request:
             asyncio.ensure_future(self._send(broker_name, request))
@@ -185,12 +196,22 @@ class AckBatcher:
         logger.warning("an ack of {} message(s) failed ({}); they come back after their invisible time", n, exc)
 
 
-def _job_groups(items: list[_Pending]) -> list[tuple[str, list[ReceiptHandle]]]:
-    """The receipts of a request's jobs with the topic their messages were sent to (what a batch ack names),
-    one group per job: a job's messages share a queue and nearly always a topic (checked in C, one step per
-    job), and a job is most often one checkpoint's run, which the client turns into its bitset in C."""
-    out: list[tuple[str, list[ReceiptHandle]]] = []
+def _job_groups(items: list[_Pending]) -> list[tuple[str, Sequence[ReceiptHandle]]]:
+    """The receipts of a request's jobs with the topic their messages were sent to (what a batch ack names):
+    a job whose messages ack with their runs' receipts (``receipts`` None) as a group per run, its messages'
+    offsets (:class:`RunReceipts`: a job goes queue by queue in offset order, so a run's messages are side
+    by side, one step per run); any other as a group per job (its messages nearly always share a topic:
+    checked in C, one step per job), which the client turns into bitsets run by run in C."""
+    out: list[tuple[str, Sequence[ReceiptHandle]]] = []
     for item in items:
+        if item.receipts is None:
+            offsets = list(map(OFFSET, item.entries))
+            i = 0
+            for run, same in groupby(map(RUN, item.entries)):
+                j = i + len(list(same))
+                out.append((run.topic, RunReceipts(run, offsets[i:j])))
+                i = j
+            continue
         topics = set(map(_TOPIC, item.entries))
         if len(topics) == 1:
             out.append((topics.pop(), item.receipts))

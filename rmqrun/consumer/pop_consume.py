@@ -72,7 +72,7 @@ from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
 from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import (
-    OFFSET, ORDER, VISIBLE_AT, HandedJob, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
+    OFFSET, ORDER, RUN, VISIBLE_AT, HandedJob, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
 )
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
@@ -347,9 +347,8 @@ class PopConsumeService:
             self._release(pq, live)
             return None
         first = live[0].message
-        queue_ids = list(map(_QUEUE_ID, live))  # a job of several queues is the assignment's (queue -1)
-        mq = MessageQueue(first.ack_topic, first.receipt.broker_name,
-                          first.queue_id if queue_ids.count(first.queue_id) == len(live) else -1)
+        queue_ids = {run.queue_id for run in set(map(RUN, live))}  # a job of several queues: the assignment's (-1)
+        mq = MessageQueue(first.ack_topic, first.run.broker_name, first.queue_id if len(queue_ids) == 1 else -1)
         view = PopJobView(pq, live)
         job = ConsumeJob(mq, False, list(map(_RECORD, live)), list(map(OFFSET, live)), pq=view)
         executor = self.engine.executor
@@ -582,8 +581,7 @@ class _Lane:
 
 
 #: a popped message's lane: (ack topic, broker); its queue id (a PopEntry is its message: its own slots)
-_LANE_KEY = attrgetter("ack_topic", "_receipt.broker_name")
-_QUEUE_ID = attrgetter("_receipt.queue_id")  # the message's (an extension keeps it), read in C
+_LANE_KEY = attrgetter("run.ack_topic", "run.broker_name")
 _RECORD = attrgetter("record")
 #: a popped message's store time, read with the pop's answer (0: unknown)
 _STORED = attrgetter("stored")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Iterable
 
-from rmqrun.client.pop_api import UNREAD, PoppedMessage
+from rmqrun.client.pop_message import UNREAD, PoppedMessage, PopRun
 from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import ReceiptHandle
@@ -27,11 +27,17 @@ from rmqrun.protocol.pop import ReceiptHandle
 
 #: a PopEntry's lapse time / queue offset, read over a whole job in C (``map``, ``min``, ``sort``)
 VISIBLE_AT = attrgetter("visible_at")
-OFFSET = attrgetter("offset")
+OFFSET = attrgetter("queue_offset")
 #: a PopEntry's place in a job: (queue id, queue offset) as one int, compared in C
 ORDER = attrgetter("order")
-#: a PopEntry's newest receipt read in C (its slot, not the ``receipt`` property: the ack path reads a job's)
-RECEIPT = attrgetter("_receipt")
+#: a PopEntry's newest receipt (built from its run unless it has one of its own)
+RECEIPT = attrgetter("receipt")
+#: a PopEntry's receipt of its own (None: its run's, the usual case), and its run, read in C
+OWN_RECEIPT = attrgetter("_receipt")
+RUN = attrgetter("run")
+
+
+_new_object = object.__new__
 
 
 def now_ms() -> int:
@@ -42,50 +48,64 @@ class PopEntry(PoppedMessage):
     """One popped message in flight; ``receipt`` is the newest the broker gave for it.
 
     The popped message itself (the pop answer's decoder makes each message as one, ``message_class``), with
-    what the consumer keeps of it in flight: one object per popped message, not a message and an entry
-    (a Python ``__init__`` each was a tenth of the supervisor's POP path). ``message`` is the entry itself,
-    for the paths that read the message's fields through it. Identity equality and hash, as a message's.
+    what the consumer keeps of it in flight: one object per popped message, not a message and an entry.
+    ``message`` is the entry itself, for the paths that read the message's fields through it. Identity
+    equality and hash, as a message's.
 
     It keeps what the per-job paths read of every message as its own attributes (``visible_at``: when its
-    invisibility lapses under its current receipt, kept in step by the ``receipt`` setter; ``offset``: its
-    queue offset), so those paths read them with ``operator.attrgetter`` over a whole job, in C, instead of
-    a Python call per message through its receipt. An extension's new receipt keeps the message's broker,
-    queue and offset, so its fields read through the newest receipt are the message's own."""
+    invisibility lapses under its current receipt, its run's until an extension gives it one of its own,
+    kept in step by the ``receipt`` setter; ``order``: its place in a job), so those paths read them with
+    ``operator.attrgetter`` over a whole job, in C. What few messages set (an extension on the wire, the
+    count of extensions, a receipt of their own) is read from the class's defaults until set. An
+    extension's new receipt keeps the message's broker, queue and offset."""
 
-    __slots__ = ("_receipt", "visible_at", "offset", "order", "extending", "extensions", "settled")
+    __slots__ = ("visible_at", "order", "settled")
+
+    #: an extension on the wire: an ack waits for it, then uses the receipt it brought
+    extending: "asyncio.Future[None] | None" = None
+    extensions: int = 0
 
     def __init__(self, record: memoryview, topic: str, ack_topic: str, receipt: ReceiptHandle, reconsume_times: int,
                  first_pop_time: int = UNREAD, tags: str | None = UNREAD, order_count: int | None = None,
                  props: bytes | int = b"", pop_time: int = 0, stored: int = 0) -> None:
-        # PoppedMessage's fields set here, not through its __init__ (a second Python call per message)
-        self.record = record
-        self.topic = topic
-        self.ack_topic = ack_topic
-        self.reconsume_times = reconsume_times
-        self._first_pop_time = first_pop_time
-        self._tags = tags
-        self.order_count = order_count
-        self._props = props
-        self._pop_time = pop_time
-        self.stored = stored
-        self._receipt = receipt
-        self.visible_at = receipt.pop_time + receipt.invisible_time
-        offset = self.offset = receipt.queue_offset  # the message's own: an extension keeps it
+        super().__init__(record, topic, ack_topic, receipt, reconsume_times, first_pop_time, tags, order_count,
+                         props, pop_time, stored)
+        run = self.run
+        self.visible_at = run.visible_at
         #: where a job puts it: queue by queue, each in offset order (offsets are Java longs: under 2**63)
-        self.order = receipt.queue_id << 64 | offset
-        #: an extension on the wire: an ack waits for it, then uses the receipt it brought
-        self.extending: "asyncio.Future[None] | None" = None
-        self.extensions = 0
+        self.order = run.order_base | self.queue_offset
         self.settled = False
+
+    @classmethod
+    def of_run(cls, record: memoryview, run: PopRun, offset: int, reconsume_times: int, props: bytes | int,
+               stored: int) -> "PopEntry":
+        """:meth:`PoppedMessage.of_run` with the entry's own fields (one Python call per message, not two)."""
+        self = _new_object(cls)
+        self.record = record
+        self.run = run
+        self.queue_offset = offset
+        self.reconsume_times = reconsume_times
+        self._props = props
+        self.stored = stored
+        self.visible_at = run.visible_at
+        self.order = run.order_base | offset
+        self.settled = False
+        return self
 
     @property
     def message(self) -> "PopEntry":
         """The popped message: the entry itself."""
         return self
 
+    @property
+    def offset(self) -> int:
+        """Its queue offset (the message's own: an extension keeps it)."""
+        return self.queue_offset
+
     @property  # type: ignore[override]
     def receipt(self) -> ReceiptHandle:
-        return self._receipt
+        own = self._receipt
+        return self.run.receipt(self.queue_offset) if own is None else own
 
     @receipt.setter
     def receipt(self, receipt: ReceiptHandle) -> None:
@@ -93,15 +113,18 @@ class PopEntry(PoppedMessage):
         self.visible_at = receipt.pop_time + receipt.invisible_time
 
     def __repr__(self) -> str:
-        return (f"PopEntry(offset={self.offset}, receipt={self._receipt.encode()!r}, settled={self.settled}, "
+        return (f"PopEntry(offset={self.queue_offset}, receipt={self.receipt.encode()!r}, settled={self.settled}, "
                 f"extensions={self.extensions})")
 
     @classmethod
     def of(cls, message: PoppedMessage) -> "PopEntry":
         """An entry for a message made as a plain :class:`PoppedMessage` (its fields, read or not, kept)."""
-        return cls(message.record, message.topic, message.ack_topic, message.receipt, message.reconsume_times,
-                   message._first_pop_time, message._tags, message.order_count, message._props, message._pop_time,
-                   message.stored)
+        entry = cls.of_run(message.record, message.run, message.queue_offset, message.reconsume_times,
+                           message._props, message.stored)
+        entry._extras(message._first_pop_time, message._tags, message.order_count)
+        if message._receipt is not None:
+            entry.receipt = message._receipt
+        return entry
 
     def visible_at_ms(self) -> int:
         return self.visible_at

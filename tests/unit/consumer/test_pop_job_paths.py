@@ -91,7 +91,7 @@ def test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_with_
         assert len(offsets) == len(set(offsets)) == 160
         assert max(map(len, seen)) == 64 and len(seen) in (3, 4)  # 64+64+22 at once, the 10 with or after the 22
         receipts = {o: r for request in seen for o, r in request}
-        assert receipts[7] is newer and all(receipts[e.offset] is e.receipt for e in a + b)
+        assert receipts[7] is newer and all(receipts[e.offset] == e.receipt for e in a + b)
         assert engine.pop_stats.acks == 160 and req_a.pq.wait_ack_count == req_b.pq.wait_ack_count == 0
 
     asyncio.run(main())
