@@ -416,7 +416,7 @@ MUTANTS: list[Mutant] = [
     m("g37-orderly-queue-job-not-under-lock", CO,
       "in queue mode an orderly job that waited for a worker while its lock lapsed still starts (beside the new "
       "owner: out of order, or twice)",
-      "auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,",
+      "auto_commit=cfg.auto_commit, pq=pq, under_lock=clustering, after=ahead,",
       "auto_commit=cfg.auto_commit, pq=pq, under_lock=False, after=ahead,",
       I + "test_orderly_lock_lapse_waiting.py"),
     m("g37-keyed-routes-held-entries-again", "rmqrun/consumer/consume_keyed.py",

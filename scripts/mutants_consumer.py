@@ -38,7 +38,7 @@ MUTANTS: list[Mutant] = [
       "    if True:\n        engine.offset_store.update(req.mq, req.next_offset, True)",
       SLOW),
     m("pq-orderly-commit-min", PQ, "orderly commit() returns the lowest taken offset + 1, not the highest",
-      "        last = max(taken) if taken else -1\n", "        last = min(taken) if taken else -1\n",
+      "            last = max(taken)\n", "            last = min(taken)\n",
       U + "consumer/test_process_queue.py"),
     # ---------------------------------------------------------------- retry chain / never dropped
     m("cc-send-back-failure-dropped", CC, "a message whose send-back and re-publish both failed counts as done",
@@ -76,7 +76,7 @@ MUTANTS: list[Mutant] = [
       U + "worker/test_handler_results.py"),
     # ---------------------------------------------------------------- orderly: locks, suspend, rollback
     m("orderly-no-lock-check", CO, "the 'still locked?' check before an orderly job is handed to a worker is skipped",
-      "if cfg.clustering and (not pq.locked or pq.is_lock_expired()):",
+      "if clustering and (not pq.locked or pq.is_lock_expired()):",
       "if False:",
       ORDX),
     m("orderly-lock-expiry-ignored", PQ, "an expired orderly lock is never seen as expired",
@@ -573,4 +573,20 @@ MUTANTS: list[Mutant] = [
       "the crc memo answers every orderly key with the first remembered crc (queues pinned by the wrong hash)",
       "        crc = self._crcs.get(queue_key)", "        crc = next(iter(self._crcs.values()), None)",
       U + "supervisor/test_dispatch.py"),
+    # ---------------------------------------------------------------- #38 orderly CPU (ordcpu): the lean paths
+    m("oc-holds-lock-expiry-ignored", PQ, "holds_lock (is_lock_expired inlined) takes an expired lock for held",
+      "        return now - self.last_lock_timestamp <= self.lock_max_live_ms", "        return True",
+      U + "consumer/test_lock_gap.py", ORDX),
+    m("oc-holds-lock-gap-ignored", PQ, "holds_lock takes a lock granted after a gap for held (commits behind another owner)",
+      "        if not self.locked or self.lock_lapsed:\n            return False", "        if not self.locked:\n            return False",
+      U + "consumer/test_lock_gap.py"),
+    m("oc-commit-one-run-size-kept", PQ, "committing one whole taken pull leaves its bytes in the cached size (flow control)",
+      "if len(runs) > 1 else runs[0].size", "if len(runs) > 1 else 0",
+      U + "consumer/test_process_queue_taken_runs.py"),
+    m("oc-commit-through-past-last", PQ, "commit_through finishes every taken message although some are past the offset given",
+      "and (not taken or max(taken) <= last):", ":",
+      U + "consumer/test_process_queue_taken_runs.py", U + "consumer/test_process_queue.py"),
+    m("oc-unsettled-job-clean", CO, "a job whose executor set no clean flag (run(), no settled callback) commits as a success",
+      "(head.job.clean or _all_success(result))", "(head.job.clean is not False)",
+      U + "consumer/test_consume_orderly.py"),
 ]

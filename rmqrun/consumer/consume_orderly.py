@@ -135,14 +135,15 @@ class OrderlyConsumeService:
 
     async def _loop(self, req: PullRequest) -> None:
         pq = req.pq
-        cfg = self.config
+        clustering = self.config.clustering  # read once a loop, not per job (a property)
+        depth = self._depth()
         flight: deque[_Flight] = deque()  # the queue's jobs in flight, in offset order
         try:
             while True:
                 if not flight:
                     if pq.dropped or self.stopping:
                         break
-                    if cfg.clustering and (not pq.locked or pq.is_lock_expired()):
+                    if clustering and (not pq.locked or pq.is_lock_expired()):
                         # tryLockLaterAndReconsume: ask the broker again, then come back
                         if not await self.engine.rebalancer.lock(req.mq):
                             await asyncio.sleep(1.0)
@@ -152,7 +153,7 @@ class OrderlyConsumeService:
                         if await settle_gap(self.engine.offset_store, req) is None:
                             await asyncio.sleep(1.0)
                         continue
-                self._fill(req, flight)
+                self._fill(req, flight, clustering, depth)
                 if not flight:
                     return  # consuming flag cleared; the next put() kicks us again
                 self._busy.add(req.mq)
@@ -171,20 +172,19 @@ class OrderlyConsumeService:
             self._last_result.pop(req.mq, None)  # a gap while the queue was empty is no round trip
         self.engine.rebalancer.on_orderly_idle(req)
 
-    def _fill(self, req: PullRequest, flight: deque[_Flight]) -> None:
+    def _fill(self, req: PullRequest, flight: deque[_Flight], clustering: bool, depth: int) -> None:
         """Hand over the queue's next jobs, up to the pipeline depth. A job behind another is sent only
         while the lock is held (checked again until it runs) and runs only if the one ahead succeeds."""
         pq = req.pq
         cfg = self.config
-        depth = self._depth()
         size = cfg.consume_message_batch_max_size * self._calls_per_job()  # the estimate moves only with results
         while not pq.dropped and not self.stopping:
             ahead = flight[-1].job if flight else None
-            if ahead is not None and (len(flight) >= depth or ahead.clean is False
-                                      or (cfg.clustering and not pq.holds_lock())):
+            # a short job behind costs more (a job's fixed cost) than the next pull's wait: the cache's
+            # count first, the cheapest test and the one that ends the usual turn
+            if ahead is not None and (len(flight) >= depth or ahead.clean is False or pq.cached_count < size // 2
+                                      or (clustering and not pq.holds_lock())):
                 return
-            if ahead is not None and pq.cached_count < size // 2:
-                return  # a short job behind costs more (a job's fixed cost) than the next pull's wait
             taken: list[QueuedMessage] | QueuedRun | None = pq.take_run(size)
             if taken is not None:
                 records, offsets = taken.payloads, taken.offsets
@@ -193,8 +193,8 @@ class OrderlyConsumeService:
                 if not taken:
                     return
                 records, offsets = [e.payload for e in taken], [e.offset for e in taken]
-            job = ConsumeJob(req.mq, True, records, offsets, auto_commit=cfg.auto_commit, pq=pq, under_lock=cfg.clustering, after=ahead,
-                             still_owned=pq.holds_lock if ahead is not None and cfg.clustering else None)
+            job = ConsumeJob(req.mq, True, records, offsets, auto_commit=cfg.auto_commit, pq=pq, under_lock=clustering, after=ahead,
+                             still_owned=pq.holds_lock if ahead is not None and clustering else None)
             self.chained_jobs += ahead is not None
             executor = self.engine.executor
             submit = getattr(executor, "submit", None)  # an executor's future, else a task awaiting its run()
@@ -218,7 +218,8 @@ class OrderlyConsumeService:
         now = time.monotonic()
         if result is not None:
             self._account(req, head, result, now)
-        if result is not None and self.config.auto_commit and _all_success(result):
+        # clean: the executor's settled callback found every verdict SUCCESS already (an executor run() never sets it)
+        if result is not None and self.config.auto_commit and (head.job.clean or _all_success(result)):
             commit_offset = req.pq.commit_through(head.job.offsets[-1])
             if commit_offset >= 0 and self._may_commit(req):
                 self.engine.offset_store.update(req.mq, commit_offset, False)

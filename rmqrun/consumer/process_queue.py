@@ -362,14 +362,17 @@ class ProcessQueue(RunTier):
         """
         taken = self._consuming_msgs
         runs = self._taken_runs
-        if not taken and not runs:
+        if taken:
+            last = max(taken)
+            self.msg_size -= sum(map(_SIZE, taken.values()))
+            taken.clear()
+        elif runs:
+            last = -1
+        else:
             return -1
-        last = max(taken) if taken else -1
-        self.msg_size -= sum(map(_SIZE, taken.values()))
-        taken.clear()
         if runs:
             last = max(last, runs[-1].offsets[-1])
-            self.msg_size -= sum(run.size for run in runs)
+            self.msg_size -= sum(run.size for run in runs) if len(runs) > 1 else runs[0].size
             runs.clear()
             self._taken_run_count = 0
         self.made_room()
@@ -382,8 +385,8 @@ class ProcessQueue(RunTier):
         them). Returns the next offset to consume as :meth:`commit` does, or -1 if none was taken."""
         taken = self._consuming_msgs
         runs = self._taken_runs
-        if (taken or runs) and max(taken, default=-1) <= last and (not runs or runs[-1].offsets[-1] <= last):
-            return self.commit()
+        if (runs[-1].offsets[-1] <= last if runs else taken) and (not taken or max(taken) <= last):
+            return self.commit()  # everything taken is through ``last`` (the usual case: one whole pull)
         top = self._taken_runs_through(last) if runs else -1  # splits a run across ``last`` into ``taken``
         done = [o for o in taken if o <= last]
         if not done and top < 0:
@@ -529,8 +532,12 @@ class ProcessQueue(RunTier):
         self.last_lock_timestamp = now
 
     def holds_lock(self, now_ms: int | None = None) -> bool:
-        """Orderly: locked, fresh and continuous, so the offset in memory is this client's to commit."""
-        return self.locked and not self.lock_lapsed and not self.is_lock_expired(now_ms)
+        """Orderly: locked, fresh and continuous, so the offset in memory is this client's to commit.
+        (:meth:`is_lock_expired` inlined: checked a few times per orderly job.)"""
+        if not self.locked or self.lock_lapsed:
+            return False
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        return now - self.last_lock_timestamp <= self.lock_max_live_ms
 
     def is_lock_expired(self, now_ms: int | None = None) -> bool:
         """Orderly: the broker lock was last renewed more than 30 s ago; stop consuming."""
