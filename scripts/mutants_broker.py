@@ -517,7 +517,7 @@ MUTANTS: list[Mutant] = [
     m("g37-pop-offset-past-end-not-corrected", "rmqrun/broker/pop/service.py",
       "a group's pop offset outside the queue (past its end, or below what retention kept) is not moved to where "
       "the store says: the group pops nothing from that queue again",
-      "        if got.status in _RESET and not got.records:", "        if False:",
+      "        if not got.records and got.status in _RESET:", "        if False:",
       I + "test_broker_pop_edges.py::test_a_group_offset_past_the_queue_s_end_is_moved_back_to_it"),
     # ---------------------------------------------------------------- found by the final full runs
     m("pop-extension-takes-pop-key", "rmqrun/broker/pop/service.py",
@@ -577,7 +577,7 @@ MUTANTS: list[Mutant] = [
     m("h32k-odd-names-in-records", "rmqrun/broker/pop/ck_log.py",
       "a checkpoint whose names hold a tab or a line break goes into a tab-separated record: unreadable after a "
       "restart, its messages never come back",
-      "        if not plain_names(ck.topic, ck.group, ck.broker_name):", "        if False:",
+      "        if not plain:\n", "        if False:\n",
       U + "broker/test_pop_checkpoints.py::test_compact_records_replay_acks_bits_and_done_after_a_restart"),
     m("h32k-batch-ack-bit-shifted", "rmqrun/broker/pop/service.py",
       "a batch ack's mask acks the next offset of each bit (the acked message is revived, another is lost)",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 from rmqrun.protocol.admin import (
     BROKER_GET_NUMS, BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, TOPIC_PUT_NUMS,
@@ -133,6 +133,14 @@ class StatsTable:
             item = self._items[(name, key)] = StatsItem(now)
         item.add(value, calls, now)
 
+    def item(self, name: str, key: str) -> StatsItem:
+        """The statistic itself, made if new (nothing removes one): a hot path keeps it and adds to it directly,
+        on this table's clock."""
+        item = self._items.get((name, key))
+        if item is None:
+            item = self._items[(name, key)] = StatsItem(self._clock())
+        return item
+
     def touch(self, name: str, key: str) -> None:
         """Make the statistic exist (reading 0 until a value comes), so it is reported rather than "not exist"."""
         if (name, key) not in self._items:
@@ -161,6 +169,10 @@ class BrokerStats:
         #: the key of the broker-wide statistics (BROKER_PUT_NUMS, BROKER_GET_NUMS), as in Java
         self.cluster_name = cluster_name
         self.table = StatsTable()
+        #: a pop's statistics by (group, topic), found once (see :meth:`on_pop`)
+        self._pop_gets: dict[tuple[str, str], tuple[_Window, StatsItem, StatsItem, StatsItem]] = {}
+        #: a checkpoint's or an ack's statistics of the group and the broker by (name, group, real topic)
+        self._pairs: dict[tuple[str, str, str], tuple[StatsItem, StatsItem]] = {}
 
     def on_put(self, n: int, size: int) -> None:
         self._puts.add(n, time.monotonic())
@@ -193,18 +205,52 @@ class BrokerStats:
 
     def on_pop_ack(self, group: str, topic: str, n: int) -> None:
         """``n`` popped messages of ``topic`` acked by ``group`` (its real topic: the retry topic's for a revived one)."""
-        self.table.add(GROUP_ACK_NUMS, stats_key(topic, group), n)
-        self.table.add(BROKER_ACK_NUMS, self.cluster_name, n)
+        self.on_pop_acks(group, topic, n, 1)
 
-    def on_pop_checkpoint(self, group: str, topic: str, n: int = 1) -> None:
-        """``n`` checkpoints of ``topic`` (its real topic) written for ``group``: as ``n`` calls of one each (a
-        pop that read several queues counts them in one call)."""
-        key = stats_key(topic, group)
-        self.table.add(GROUP_CK_NUMS, key, n, n)
-        self.table.add(BROKER_CK_NUMS, self.cluster_name, n, n)
-        # from its first pop on, the group's revive count of the topic is known, 0 until one is revived: rmqrun
-        # status shows "last hour 0" only where a broker says so (an Apache broker has no such item: unknown)
-        self.table.touch(POP_REVIVE_NUMS, key)
+    def on_pop(self, group: str, topic: str, n: int, size: int, checkpoints: Mapping[str, int]) -> None:
+        """A pop that found ``n`` messages of ``topic`` (``size`` bytes) and wrote ``checkpoints`` (how many per real
+        topic): what :meth:`on_get` counts, and the checkpoints as ``k`` calls of one each (Java adds one per
+        checkpoint), in one call with one clock read, the items found through one look-up (a pop comes per 32
+        messages; the table's clock is ``time.monotonic``). From a group's first checkpoint of a topic on, its
+        revive count there is known, 0 until one is revived: rmqrun status shows "last hour 0" only where a broker
+        says so (an Apache broker has no such item: unknown)."""
+        now = time.monotonic()
+        self._gets.add(n, now)
+        items = self._pop_gets.get((group, topic))
+        if items is None:
+            key = stats_key(topic, group)
+            items = self._pop_gets[(group, topic)] = (
+                self._group_gets.setdefault((group, topic), _Window()), self.table.item(GROUP_GET_NUMS, key),
+                self.table.item(GROUP_GET_SIZE, key), self.table.item(BROKER_GET_NUMS, self.cluster_name))
+        window, nums, sizes, broker_nums = items
+        window.add(n, now)
+        nums.add(n, 1, now)
+        sizes.add(size, 1, now)
+        broker_nums.add(n, 1, now)
+        for ck_topic, k in checkpoints.items():
+            group_cks, broker_cks = self._pair(GROUP_CK_NUMS, BROKER_CK_NUMS, group, ck_topic)
+            group_cks.add(k, k, now)
+            broker_cks.add(k, k, now)
+
+    def _pair(self, name: str, broker_name: str, group: str, topic: str) -> tuple[StatsItem, StatsItem]:
+        """The statistic ``name`` of ``topic@group`` and ``broker_name`` of the broker, made if new (a checkpoint's
+        makes the group's revive count of the topic known: see :meth:`on_pop`)."""
+        pair = self._pairs.get((name, group, topic))
+        if pair is None:
+            key = stats_key(topic, group)
+            pair = self._pairs[(name, group, topic)] = (self.table.item(name, key),
+                                                        self.table.item(broker_name, self.cluster_name))
+            if name == GROUP_CK_NUMS:
+                self.table.touch(POP_REVIVE_NUMS, key)
+        return pair
+
+    def on_pop_acks(self, group: str, topic: str, n: int, calls: int) -> None:
+        """``calls`` acks of ``topic`` by ``group`` that acked ``n`` messages in all (a batch ack's entries of one
+        (group, topic) counted once: the statistics read as ``calls`` calls of :meth:`on_pop_ack`)."""
+        now = time.monotonic()
+        group_acks, broker_acks = self._pair(GROUP_ACK_NUMS, BROKER_ACK_NUMS, group, topic)
+        group_acks.add(n, calls, now)
+        broker_acks.add(n, calls, now)
 
     def on_pop_revive(self, group: str, topic: str, n: int) -> None:
         self.table.add(POP_REVIVE_NUMS, stats_key(topic, group), n)

@@ -302,6 +302,19 @@ def encode_msg_offset_info(offsets: Mapping[tuple[str, int], Iterable[int]]) -> 
     return ";".join(f"{flag}{_SEP}{qid}{_SEP}{_join_ints(offs)}" for (flag, qid), offs in offsets.items())
 
 
+def encode_offset_infos(reads: Iterable[tuple[str, int, int, tuple[int, ...]]]) -> tuple[str, str]:
+    """(startOffsetInfo, msgOffsetInfo) of a pop's answer from the queues it read, in order, each as (retry flag,
+    queue id, start offset, the offsets handed out): :func:`encode_start_offset_info` and
+    :func:`encode_msg_offset_info` of one entry per queue, in one pass (the broker builds both on every pop)."""
+    starts: list[str] = []
+    msgs: list[str] = []
+    for flag, qid, start, offsets in reads:
+        head = f"{flag}{_SEP}{qid}{_SEP}"
+        starts.append(f"{head}{start}")
+        msgs.append(head + ("%d," * len(offsets) % offsets)[:-1])
+    return ";".join(starts), ";".join(msgs)
+
+
 def _join_ints(values: Iterable[int]) -> str:
     """``",".join(map(str, values))`` for ints, in one formatting call (half its cost: a pop's answer lists every
     offset it hands out)."""

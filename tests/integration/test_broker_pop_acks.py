@@ -98,6 +98,52 @@ def test_a_pop_that_fills_up_counts_what_every_other_queue_still_holds(tmp_path:
     run(main())
 
 
+def test_rest_num_of_the_queues_not_read_starts_at_their_newest_checkpoint(tmp_path: Path) -> None:
+    """A queue the pop did not need to read counts from its pop offset: the end of its newest checkpoint where the
+    group's stored offset lies behind it (an offsets file older than the checkpoint log, after a kill -9)."""
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await connect(eb)
+            for q in range(2):
+                await send_many(c, T, 5, queue_id=q, prefix=f"q{q}-")
+            assert len(popped(await pop(c, G, T, queue_id=1, max_nums=4, invisible_ms=60_000))) == 4
+            eb.broker.store.consumer_offsets.commit(G, T, 1, 1)  # behind the checkpoint's end (4)
+            eb.broker.pop._random.random = lambda: 0.0  # the pass starts at queue 0
+            resp = await pop(c, G, T, max_nums=1, invisible_ms=60_000)
+            assert [r.queue_id for _, r in popped(resp)] == [0]
+            # full after queue 0: its own 4 left, queue 1 counts 5 - 4 (not 5 - 1), the other queues hold nothing
+            assert PopMessageResponseHeader.from_ext(resp.ext_fields).rest_num == 4 + 1
+            await c.close()
+
+    run(main())
+
+
+def test_a_batch_ack_counts_its_entries_as_calls_and_its_messages_as_acks(tmp_path: Path) -> None:
+    """GROUP_ACK_NUMS and BROKER_ACK_NUMS of one batch ack naming two checkpoints: the messages it acked, as two
+    calls (one per entry that acked something, as Java's add per entry); an entry that acks nothing again is
+    not a call."""
+    from rmqrun.broker.stats import BROKER_ACK_NUMS, GROUP_ACK_NUMS
+
+    async def main() -> None:
+        async with EmbeddedBroker(tmp_path / "d") as eb:
+            c = await connect(eb)
+            await send_many(c, T, 4, queue_id=0)
+            await send_many(c, T, 2, queue_id=1, prefix="n")
+            first = popped(await pop(c, G, T, queue_id=0, invisible_ms=60_000))
+            second = popped(await pop(c, G, T, queue_id=1, invisible_ms=60_000))
+            assert (len(first), len(second)) == (4, 2)
+            assert (await batch_ack(c, G, T, [r for _, r in first + second])).code == ResponseCode.SUCCESS
+            assert (await batch_ack(c, G, T, [second[0][1]])).code == ResponseCode.SUCCESS  # acked already
+            stats = eb.broker.stats.table
+            for name, key in ((GROUP_ACK_NUMS, f"{T}@{G}"), (BROKER_ACK_NUMS, eb.broker.stats.cluster_name)):
+                data = stats.get(name, key)
+                assert data is not None and data.stats_minute.sum == 6 and data.stats_minute.avgpt == 3.0, name
+            assert eb.broker.pop.counters.acked == 6
+            await c.close()
+
+    run(main())
+
+
 def test_batch_acks_in_the_compact_log_survive_a_restart(tmp_path: Path) -> None:
     """Two pops, one batch ack for part of each: after a restart only the un-acked ones come back, once."""
     async def main() -> None:

@@ -31,6 +31,8 @@ from rmqrun.broker.pop.checkpoint import RECORD_CK, CheckpointKey, PopCheckpoint
 LOG_NAME = "checkpoints.log"
 #: Rewrite the log once it holds this many lines more than live checkpoints (and twice as many).
 COMPACT_SLACK = 5000
+#: (topic, group, broker) verdicts of :func:`plain_names` kept; the table starts afresh when full
+PLAIN_KEPT = 1024
 
 
 class _Handed:
@@ -62,7 +64,8 @@ class CheckpointLog:
         self._cks: dict[CheckpointKey, PopCheckpoint] = {}
         self._heap: list[tuple[int, int, CheckpointKey]] = []
         self._seq = 0
-        self._latest: dict[tuple[str, str, int], int] = {}
+        #: the end of the newest checkpoint by (topic, group, queue id), read in place by a pop's restNum pass
+        self.latest_ends: dict[tuple[str, str, int], int] = {}
         #: the log's file descriptor (append-only, unbuffered: :meth:`flush` writes the pending lines itself)
         self._fd: int | None = None
         #: lines written and not yet handed to the OS (a flush is scheduled while there are any)
@@ -77,6 +80,8 @@ class CheckpointLog:
         self._written = 0
         self._synced = 0
         self._sync_task: asyncio.Task[None] | None = None
+        #: whether (topic, group, broker name) can go into a compact record (see :meth:`_ck_line`)
+        self._plain: dict[tuple[str, str, str], bool] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -170,13 +175,14 @@ class CheckpointLog:
         return len(self._cks)
 
     def _put(self, ck: PopCheckpoint) -> None:
-        self._cks[ck.key] = ck
+        key = ck.key
+        self._cks[key] = ck
         self._seq += 1
-        heapq.heappush(self._heap, (ck.revive_time, self._seq, ck.key))
-        qkey = (ck.topic, ck.group, ck.queue_id)
+        heapq.heappush(self._heap, (ck.pop_time + ck.invisible_time, self._seq, key))  # its revive time
+        qkey = key[:3]  # (topic, group, queue id)
         end = ck.offsets[-1] + 1 if ck.offsets else ck.start_offset
-        if end > self._latest.get(qkey, -1):
-            self._latest[qkey] = end
+        if end > self.latest_ends.get(qkey, -1):
+            self.latest_ends[qkey] = end
 
     def get(self, key: CheckpointKey) -> PopCheckpoint | None:
         return self._cks.get(key)
@@ -186,16 +192,22 @@ class CheckpointLog:
 
     def latest_end(self, topic: str, group: str, queue_id: int) -> int:
         """Where the newest checkpoint of the queue ends (-1: none since start)."""
-        return self._latest.get((topic, group, queue_id), -1)
+        return self.latest_ends.get((topic, group, queue_id), -1)
 
     def forget_queue(self, topic: str, group: str, queue_id: int) -> None:
         """Drop the remembered end (an offset reset moves the consumer offset back on purpose)."""
-        self._latest.pop((topic, group, queue_id), None)
+        self.latest_ends.pop((topic, group, queue_id), None)
 
     def _ck_line(self, ck: PopCheckpoint) -> str:
         """The checkpoint's line, numbering it: a compact record, or a JSON line (``log_id`` 0) when its names
         hold a tab or a line break."""
-        if not plain_names(ck.topic, ck.group, ck.broker_name):
+        names = (ck.topic, ck.group, ck.broker_name)
+        plain = self._plain.get(names)
+        if plain is None:  # asked once per (topic, group, broker): a checkpoint is written per queue a pop reads
+            if len(self._plain) >= PLAIN_KEPT:
+                self._plain.clear()
+            plain = self._plain[names] = plain_names(*names)
+        if not plain:
             ck.log_id = 0
             return ck.to_line()
         self._next_id += 1

@@ -20,7 +20,7 @@ import random
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 from rmqrun.broker.messages import read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
@@ -33,9 +33,8 @@ from rmqrun.protocol.pop import (
     PROPERTY_POP_CK,
     BatchAck,
     ReceiptHandle,
-    encode_msg_offset_info,
+    encode_offset_infos,
     encode_order_count_info,
-    encode_start_offset_info,
     real_topic,
     retry_flag_of,
 )
@@ -90,8 +89,8 @@ class PopResult:
     revive_qid: int
     records: list[Any] = field(default_factory=list)
     rest_num: int = 0
-    starts: dict[tuple[str, int], int] = field(default_factory=dict)
-    msg_offsets: dict[tuple[str, int], tuple[int, ...]] = field(default_factory=dict)
+    #: the queues read that handed out messages, in order: (retry flag, queue id, start offset, offsets)
+    reads: list[tuple[str, int, int, tuple[int, ...]]] = field(default_factory=list)
     order_counts: dict[tuple[str, int, int | None], int] = field(default_factory=dict)
     #: checkpoints written, per real topic (the statistics take them once per pop)
     checkpoints: dict[str, int] = field(default_factory=dict)
@@ -99,11 +98,11 @@ class PopResult:
     def header_fields(self, order: bool) -> dict[str, str]:
         """PopMessageResponseHeader in its declaration order, as the text the wire carries (every field is
         set: the answer takes them as they are)."""
+        start_info, msg_info = encode_offset_infos(self.reads)
         fields = {
             "popTime": str(self.pop_time), "invisibleTime": str(self.invisible_time),
             "reviveQid": str(self.revive_qid), "restNum": str(self.rest_num),
-            "startOffsetInfo": encode_start_offset_info(self.starts),
-            "msgOffsetInfo": encode_msg_offset_info(self.msg_offsets)}
+            "startOffsetInfo": start_info, "msgOffsetInfo": msg_info}
         if order:
             fields["orderCountInfo"] = encode_order_count_info(self.order_counts)
         return fields
@@ -158,14 +157,12 @@ class PopService:
             self._pop_queue(req, result, req.topic, req.queue_id, False)
         if not need_retry and not req.order and len(result.records) < req.max_msgs:
             self._pop_topic(req, result, retry_topic, True, random_q)
-        if result.records:
+        records = result.records
+        if records:
             if not req.order:
                 self.wake_revive(result.pop_time + req.invisible_time)
-            self.counters.popped += len(result.records)
-            stats = broker.stats
-            stats.on_get(req.group, req.topic, len(result.records), sum(map(len, result.records)))
-            for topic, n in result.checkpoints.items():
-                stats.on_pop_checkpoint(req.group, topic, n)
+            self.counters.popped += len(records)
+            broker.stats.on_pop(req.group, req.topic, len(records), sum(map(len, records)), result.checkpoints)
         return result
 
     def _pop_topic(self, req: PopRequest, result: PopResult, topic: str, is_retry: bool, random_q: int) -> None:
@@ -178,19 +175,28 @@ class PopService:
             queue_id = (random_q + i) % n
             if len(records) >= want and not req.order:
                 # full: what the other queues hold only counts in restNum (what _pop_queue adds, minus its lock)
-                self._count_rest(req, result, topic, [(random_q + j) % n for j in range(i, n)])
+                self._count_rest(req, result, topic, random_q, i, n)
                 return
             self._pop_queue(req, result, topic, queue_id, is_retry)
 
-    def _count_rest(self, req: PopRequest, result: PopResult, topic: str, queue_ids: list[int]) -> None:
-        """restNum of the queues a full pop does not read: max offset - :meth:`pop_offset` of each, the group's
-        offsets of the topic looked up once for all of them (a pop of 32 from one queue of 8 passes 7)."""
-        store, group, init_mode = self.broker.store, req.group, req.init_mode
+    def _count_rest(self, req: PopRequest, result: PopResult, topic: str, random_q: int, i: int, n: int) -> None:
+        """restNum of the queues a full pop does not read (``(random_q + j) % n`` for j from ``i``): max offset -
+        :meth:`pop_offset` of each, the group's offsets of the topic and its checkpoints' ends looked up in
+        place (a pop of 32 from one queue of 8 passes 7); a queue without a stored offset goes through
+        :meth:`pop_offset`, which sets it."""
+        store, group = self.broker.store, req.group
         committed = store.consumer_offsets.queue_offsets(group, topic)
-        max_offset, pop_offset = store.max_offset, self.pop_offset
+        max_offset, latest, stored_of = store.max_offset, self.ck_log.latest_ends, committed.get
         rest = 0
-        for queue_id in queue_ids:
-            rest += max_offset(topic, queue_id) - pop_offset(topic, group, queue_id, init_mode, committed=committed)
+        for j in range(i, n):
+            queue_id = (random_q + j) % n
+            stored = stored_of(queue_id)
+            if stored is None or stored < 0:
+                start = self.pop_offset(topic, group, queue_id, req.init_mode, committed=committed)
+            else:
+                end = latest.get((topic, group, queue_id), -1)
+                start = stored if stored >= end else end
+            rest += max_offset(topic, queue_id) - start
         result.rest_num += rest
 
     def pop_offset(self, topic: str, group: str, queue_id: int, init_mode: int, *, init: bool = True,
@@ -243,7 +249,7 @@ class PopService:
         accept = None if sub.is_sub_all or sub.class_filter_mode else sub.matches_tags_code
         want = req.max_msgs - len(result.records)
         got = store.get(topic, queue_id, offset, want, cfg.max_transfer_bytes_in_memory, accept)
-        if got.status in _RESET and not got.records:
+        if not got.records and got.status in _RESET:  # (an enum's hash is a Python call: records first)
             # The stored offset is outside the queue (retention, a reset): start again where it says.
             offset = got.next_begin_offset
             store.consumer_offsets.commit(group, topic, queue_id, offset)
@@ -269,8 +275,7 @@ class PopService:
                 self.counters.checkpoints += 1
                 result.checkpoints[topic] = result.checkpoints.get(topic, 0) + 1
                 store.consumer_offsets.commit(group, topic, queue_id, got.next_begin_offset)
-            result.starts[(flag, queue_id)] = offset
-            result.msg_offsets[(flag, queue_id)] = offsets
+            result.reads.append((flag, queue_id, offset, offsets))
             if is_retry:
                 result.records.extend(self._as_original(r, req, offset, result, topic) for r in got.records)
             else:
@@ -310,14 +315,39 @@ class PopService:
         self._count_acks(group, topic, n)
         return n
 
-    def batch_ack(self, broker_name: str | None, ack: BatchAck) -> int:
-        """One entry of BATCH_ACK_MESSAGE: bit i acks offset ``so + i`` (offsets outside the queue are skipped)."""
+    def batch_ack(self, broker_name: str | None, acks: Iterable[BatchAck]) -> int:
+        """The entries of one BATCH_ACK_MESSAGE: bit i of each acks offset ``so + i`` (offsets outside the queue
+        are skipped); how many messages were newly acked. The statistics take the entries of each (group, real
+        topic) that acked something in one call, as that many calls."""
+        counted: dict[tuple[str, str], list[int]] = {}
+        total = 0
+        for ack in acks:
+            topic = real_topic(ack.topic, ack.consumer_group, ack.retry)
+            if ack.revive_queue_id == POP_ORDER_REVIVE_QID:
+                total += self._batch_ack_order(ack, topic)  # counted per message, as a single ack's
+                continue
+            n = self._batch_ack_entry(broker_name, ack, topic)
+            if n:
+                total += n
+                tally = counted.get((ack.consumer_group, topic))
+                if tally is None:
+                    counted[(ack.consumer_group, topic)] = [n, 1]
+                else:
+                    tally[0] += n
+                    tally[1] += 1
+        for (group, topic), (n, calls) in counted.items():
+            self.counters.acked += n
+            self.broker.stats.on_pop_acks(group, topic, n, calls)
+        return total
+
+    def _batch_ack_order(self, ack: BatchAck, topic: str) -> int:
+        lo, hi = self.broker.store.offset_range(topic, ack.queue_id)
+        return sum(self._ack_order(ack.consumer_group, topic, ack.queue_id, o, ack.pop_time)
+                   for o in ack.offsets if lo <= o <= hi)
+
+    def _batch_ack_entry(self, broker_name: str | None, ack: BatchAck, topic: str) -> int:
+        """One entry of a non-order batch ack (not counted yet); how many it newly acked."""
         store = self.broker.store
-        topic = real_topic(ack.topic, ack.consumer_group, ack.retry)
-        if ack.revive_queue_id == POP_ORDER_REVIVE_QID:
-            lo, hi = store.min_offset(topic, ack.queue_id), store.max_offset(topic, ack.queue_id)
-            return sum(self._ack_order(ack.consumer_group, topic, ack.queue_id, o, ack.pop_time)
-                       for o in ack.offsets if lo <= o <= hi)
         key = (topic, ack.consumer_group, ack.queue_id, ack.start_offset, ack.pop_time,
                broker_name or self.broker_name)
         ck = self.ck_log.get(key)
@@ -334,7 +364,6 @@ class PopService:
             n = self.ck_log.ack_bits(ck, mask)
         else:
             _, n = self.ck_log.ack(key, [o for o in ack.offsets if lo <= o <= hi])
-        self._count_acks(ack.consumer_group, topic, n)
         return n
 
     def _count_acks(self, group: str, topic: str, n: int) -> None:

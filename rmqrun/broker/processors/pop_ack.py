@@ -81,8 +81,7 @@ class PopAckProcessor:
         if not acks:
             return answer(cmd, ResponseCode.NO_MESSAGE, typed=False)
         pop = self.broker.pop
-        for ack in acks:
-            pop.batch_ack(broker_name, ack)
+        pop.batch_ack(broker_name, acks)
         await pop.ck_log.durable()
         return cmd.response(ResponseCode.SUCCESS)  # answer(cmd, typed=False): no fields, no "extFields":{}
 

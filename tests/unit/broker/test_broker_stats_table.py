@@ -101,15 +101,45 @@ def test_properties_text_both_ways_as_java_properties_reads_it() -> None:
 
 
 def test_checkpoints_counted_together_read_as_one_call_each() -> None:
-    """A pop counts its checkpoints once (``on_pop_checkpoint(.., n)``): the statistics read as n calls of one
+    """A pop counts its checkpoints once (``on_pop(.., {topic: n})``): the statistics read as n calls of one
     checkpoint each, as Java's one add per checkpoint reads (the per-call average stays 1)."""
     from rmqrun.broker.stats import BROKER_CK_NUMS, GROUP_CK_NUMS, POP_REVIVE_NUMS, BrokerStats
 
     stats = BrokerStats("C")
-    stats.on_pop_checkpoint("G", "T", 3)
-    stats.on_pop_checkpoint("G", "T")
+    stats.on_pop("G", "T", 5, 50, {"T": 3})
+    stats.on_pop("G", "T", 1, 10, {"T": 1})
     for name, key in ((GROUP_CK_NUMS, "T@G"), (BROKER_CK_NUMS, "C")):
         data = stats.table.get(name, key)
         assert data is not None and data.stats_minute.sum == 4 and data.stats_minute.avgpt == 1.0, name
     revived = stats.table.get(POP_REVIVE_NUMS, "T@G")
     assert revived is not None and revived.stats_minute.sum == 0, "known (0) from the group's first checkpoint"
+
+
+def test_a_pop_counts_its_gets_as_a_pull_of_as_many_would() -> None:
+    """``on_pop`` counts a pop's messages where ``on_get`` counts a pull's (group, size and broker totals, the
+    group's consume TPS), and a batch ack's entries counted together (``on_pop_acks``) read as one ``on_pop_ack``
+    per entry."""
+    from rmqrun.broker.stats import (
+        BROKER_ACK_NUMS, BROKER_GET_NUMS, GROUP_ACK_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, BrokerStats)
+
+    popped, pulled = BrokerStats("C"), BrokerStats("C")
+    for n, size in ((32, 3300), (7, 700)):
+        popped.on_pop("G", "T", n, size, {"T": 1})
+        pulled.on_get("G", "T", n, size)
+    popped.on_pop("G2", "T", 4, 400, {})
+    pulled.on_get("G2", "T", 4, 400)
+    for name, key in ((GROUP_GET_NUMS, "T@G"), (GROUP_GET_SIZE, "T@G"), (GROUP_GET_NUMS, "T@G2"),
+                      (BROKER_GET_NUMS, "C")):
+        a, b = popped.table.get(name, key), pulled.table.get(name, key)
+        assert a is not None and b is not None, (name, key)
+        assert (a.stats_minute.sum, a.stats_minute.avgpt) == (b.stats_minute.sum, b.stats_minute.avgpt), (name, key)
+    assert popped.get_total == pulled.get_total == 43
+    assert popped.consume_tps("G", "T") == pulled.consume_tps("G", "T") > 0
+    merged, single = BrokerStats("C"), BrokerStats("C")
+    merged.on_pop_acks("G", "T", 40, 2)
+    single.on_pop_ack("G", "T", 32)
+    single.on_pop_ack("G", "T", 8)
+    for name, key in ((GROUP_ACK_NUMS, "T@G"), (BROKER_ACK_NUMS, "C")):
+        a, b = merged.table.get(name, key), single.table.get(name, key)
+        assert a is not None and b is not None and a.stats_minute.sum == b.stats_minute.sum == 40, name
+        assert a.stats_minute.avgpt == b.stats_minute.avgpt == 20.0, name

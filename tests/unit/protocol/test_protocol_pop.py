@@ -131,6 +131,13 @@ def test_offset_infos_encode_and_parse() -> None:
     assert P.encode_msg_offset_info({("0", 3): range(big, big + 3), ("1", 0): iter([])}) == \
         f"0 3 {big},{big + 1},{big + 2};1 0 "
     assert P.parse_start_offset_info(None) == {} and P.parse_msg_offset_info("") == {}
+    # the broker's one pass over the queues a pop read gives both texts as the two encoders do
+    reads = [("1", 0, 7, (7,)), ("0", 3, big, (big, big + 1, big + 2)), ("0", 1, 4, (4, 6))]
+    assert P.encode_offset_infos(reads) == (
+        P.encode_start_offset_info({(f, q): s for f, q, s, _ in reads}),
+        P.encode_msg_offset_info({(f, q): o for f, q, _, o in reads})) == (
+        f"1 0 7;0 3 {big};0 1 4", f"1 0 7;0 3 {big},{big + 1},{big + 2};0 1 4,6")
+    assert P.encode_offset_infos([]) == ("", "")
 
 
 def test_order_count_info_keys_by_offset_then_queue() -> None:
