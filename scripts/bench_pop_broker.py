@@ -30,13 +30,8 @@ from typing import Any
 from rmqrun.broker.app import EmbeddedBroker
 from rmqrun.client.pop_api import pop_result_from_response
 from rmqrun.client.producer import Producer
-from rmqrun.protocol.pop import (
-    AckMessageRequestHeader,
-    BatchAck,
-    PopMessageRequestHeader,
-    batch_ack_words,
-    encode_batch_ack_body,
-)
+from rmqrun.protocol.pop import AckMessageRequestHeader, PopMessageRequestHeader
+from rmqrun.protocol.pop_batch_ack import BatchAck, batch_ack_words, encode_batch_ack_body
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand

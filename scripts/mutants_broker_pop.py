@@ -10,13 +10,13 @@ from mutant_kit import I, U, Mutant, m
 
 MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- popb: the broker's CPU per popped message (#32)
-    m("popb-ack-entry-wrong-start", "rmqrun/protocol/pop.py",
+    m("popb-ack-entry-wrong-start", "rmqrun/protocol/pop_batch_ack.py",
       "the broker's read of a usual batch ack entry takes the queue id for its start offset: the ack names no "
       "checkpoint, the acked messages are revived (handled twice)",
       "int(obj[\"so\"]), int(obj[\"q\"]),", "int(obj[\"q\"]), int(obj[\"q\"]),",
       U + "protocol/test_protocol_pop.py::test_the_broker_reads_each_batch_ack_entry_with_its_bitset_as_one_int",
       I + "test_broker_pop.py::test_batch_ack_acks_exactly_the_bits_sent"),
-    m("popb-bitset-cache-stale", "rmqrun/protocol/pop.py",
+    m("popb-bitset-cache-stale", "rmqrun/protocol/pop_batch_ack.py",
       "a cached batch ack bitset is served for any other bitset: acks tick off the wrong messages",
       "        word = _WORDS.get(value)\n", "        word = next(iter(_WORDS.values()), None)\n",
       U + "protocol/test_protocol_pop.py::test_the_broker_reads_each_batch_ack_entry_with_its_bitset_as_one_int"),

@@ -161,22 +161,22 @@ MUTANTS: list[Mutant] = [
       "                if len(item.entries) <= room:", "                if True:",
       U + "consumer/test_pop_job_paths.py::test_a_big_job_is_acked_in_requests_of_the_batch_max_each_message_once_"
       "with_its_receipt"),
-    m("h32c-pop-batch-ack-word-last-only", "rmqrun/protocol/pop.py",
+    m("h32c-pop-batch-ack-word-last-only", "rmqrun/protocol/pop_batch_ack.py",
       "the batch ack keeps only the last offset of a checkpoint's run with a gap: the others are never acked",
       "        word |= 1 << (offset - start)", "        word = 1 << (offset - start)",
       U + "client/test_pop_answer_lazy_fields.py::test_the_one_pass_batch_ack_says_what_build_batch_acks_says",
       U + "protocol/test_batch_ack_runs.py"),
     # ---------------------------------------------------------------- popcol: one object per popped message, acks by run
-    m("popcol-ack-run-word-first-run-only", "rmqrun/protocol/pop.py",
+    m("popcol-ack-run-word-first-run-only", "rmqrun/protocol/pop_batch_ack.py",
       "a checkpoint met in two runs of a batch ack keeps only its first run's offsets: the others are never acked",
       "            words[key] = got | word", "            words[key] = got",
       U + "protocol/test_batch_ack_runs.py"),
-    m("popcol-ack-run-word-short", "rmqrun/protocol/pop.py",
+    m("popcol-ack-run-word-short", "rmqrun/protocol/pop_batch_ack.py",
       "a run's word misses its last offset: that message is never acked (delivered again)",
       "        return ((1 << len(picked)) - 1) << (low - start)",
       "        return ((1 << len(picked) - 1) - 1) << (low - start)",
       U + "protocol/test_batch_ack_runs.py"),
-    m("popcol-ack-run-before-start", "rmqrun/protocol/pop.py",
+    m("popcol-ack-run-before-start", "rmqrun/protocol/pop_batch_ack.py",
       "an offset before its checkpoint's start is taken in silence (a wrong bit, or a negative shift) instead of "
       "refused", "        if low < start:\n", "        if False:\n",
       U + "protocol/test_batch_ack_runs.py"),
@@ -257,12 +257,12 @@ MUTANTS: list[Mutant] = [
       "                    stored = list(stored)",
       U + "consumer/test_store_to_handler_batch.py::test_store_times_a_caller_read_already_count_what_the_records_"
       "count"),
-    m("s6p-pop-batch-ack-run-with-gap", "rmqrun/protocol/pop.py",
+    m("s6p-pop-batch-ack-run-with-gap", "rmqrun/protocol/pop_batch_ack.py",
       "a checkpoint's acked offsets with a gap are taken for a run: the message in the gap is acked unconsumed",
       "    if max(picked) - low + 1 == len(picked):", "    if True:",
       U + "client/test_pop_answer_lazy_fields.py::test_one_checkpoints_run_of_offsets_is_acked_as_the_general_"
       "path_acks_it"),
-    m("s6p-pop-batch-ack-run-any-flag", "rmqrun/protocol/pop.py",
+    m("s6p-pop-batch-ack-run-any-flag", "rmqrun/protocol/pop_batch_ack.py",
       "receipts of one queue, start and pop time but another retry flag are taken for one checkpoint: the "
       "retried message's ack names the wrong topic",
       "_CK_KEY = itemgetter(4, 6, 0, 1)", "_CK_KEY = itemgetter(6, 6, 0, 1)",
@@ -284,7 +284,7 @@ MUTANTS: list[Mutant] = [
       "        timer = loop.call_later(3600, _time_up, room)",
       U + "consumer/test_pop_loop_inflight.py::test_a_loop_held_by_flow_control_looks_again_after_its_timeout_and_"
       "a_cancelled_one_leaves_nothing"),
-    m("s6p-ack-entry-receipt-fields-swapped", "rmqrun/protocol/pop.py",
+    m("s6p-ack-entry-receipt-fields-swapped", "rmqrun/protocol/pop_batch_ack.py",
       "a batch ack entry built from a receipt swaps its revive queue and invisible time: the broker files the "
       "ack under another revive queue, the checkpoint is revived and its messages handled twice",
       "return cls(group, topic, f[4], f[0], f[6], f[3], f[1], f[2], word)",
@@ -404,7 +404,7 @@ MUTANTS: list[Mutant] = [
       "a run's first message is left out of its batch ack: never acked, delivered again",
       "picked = set(receipts.offsets)", "picked = set(receipts.offsets[1:])",
       U + "client/test_pop_runs.py::test_run_receipts_are_acked_as_the_same_receipts_one_per_message"),
-    m("popcol-checkpoint-json-queue", "rmqrun/protocol/pop.py",
+    m("popcol-checkpoint-json-queue", "rmqrun/protocol/pop_batch_ack.py",
       "the one-string batch ack body names the revive queue where the queue id goes: the broker acks another queue",
       '"q":{int(f[6])}', '"q":{int(f[3])}',
       U + "client/test_pop_runs.py::test_the_checkpoint_encoder_writes_what_the_general_body_encoder_writes"),

@@ -28,12 +28,24 @@ from typing import Any, Sequence
 from rmqrun.client.broker import PULL_TIMEOUT, BrokerClient
 from rmqrun.client.pop_message import PoppedMessage, PopRun, RunReceipts, _new_tuple, _property
 from rmqrun.protocol.pop import (
-    POP_MAX_MSG_NUMS, PROPERTY_POP_CK, RETRY_FLAG_NORMAL, AckMessageRequestHeader,
-    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader, ReceiptHandle, batch_ack_words, encode_batch_ack_checkpoints, order_count_for,
-    parse_order_count_info, parse_start_offset_info, real_topic, receipt_after_change, receipt_for, retry_flag_of,
-    run_word,
+    POP_MAX_MSG_NUMS,
+    PROPERTY_POP_CK,
+    RETRY_FLAG_NORMAL,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+    ReceiptHandle,
+    order_count_for,
+    parse_order_count_info,
+    parse_start_offset_info,
+    real_topic,
+    receipt_after_change,
+    receipt_for,
+    retry_flag_of,
 )
+from rmqrun.protocol.pop_batch_ack import batch_ack_words, encode_batch_ack_checkpoints, run_word
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import BrokerError, error_for_code
 from rmqrun.remoting.frame import RemotingCommand

@@ -42,9 +42,13 @@ from rmqrun.protocol.headers import (
     ViewMessageRequestHeader,
 )
 from rmqrun.protocol.pop import (
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, NotificationRequestHeader, PollingInfoRequestHeader,
-    PopMessageRequestHeader, decode_batch_ack_body,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    NotificationRequestHeader,
+    PollingInfoRequestHeader,
+    PopMessageRequestHeader,
 )
+from rmqrun.protocol.pop_batch_ack import decode_batch_ack_body
 from rmqrun.remoting.codes import RequestCode as R
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.topic_names import is_retry_topic, original_topic, retry_topic

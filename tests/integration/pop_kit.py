@@ -19,11 +19,10 @@ from rmqrun.protocol.pop import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     ReceiptHandle,
-    build_batch_acks,
-    encode_batch_ack_body,
     receipt_for,
     retry_flag_of,
 )
+from rmqrun.protocol.pop_batch_ack import build_batch_acks, encode_batch_ack_body
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import decode_messages

@@ -12,12 +12,8 @@ from typing import Any
 import pytest
 
 from rmqrun.broker.app import EmbeddedBroker
-from rmqrun.protocol.pop import (
-    PopMessageRequestHeader,
-    PopMessageResponseHeader,
-    build_batch_acks,
-    encode_batch_ack_body,
-)
+from rmqrun.protocol.pop import PopMessageRequestHeader, PopMessageResponseHeader
+from rmqrun.protocol.pop_batch_ack import build_batch_acks, encode_batch_ack_body
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand

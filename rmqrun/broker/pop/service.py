@@ -31,13 +31,13 @@ from rmqrun.protocol.pop import (
     INIT_MODE_MIN,
     POP_ORDER_REVIVE_QID,
     PROPERTY_POP_CK,
-    BatchAck,
     ReceiptHandle,
     encode_offset_infos,
     encode_order_count_info,
     real_topic,
     retry_flag_of,
 )
+from rmqrun.protocol.pop_batch_ack import BatchAck
 from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.message import PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, encode_stored
 from rmqrun.topic_names import is_retry_topic, pop_retry_topic

@@ -13,12 +13,8 @@ from __future__ import annotations
 
 from rmqrun.broker.processors.common import FAQ_SUFFIX, BadRequest, answer, parse_header
 from rmqrun.broker.processors.context import BrokerContext
-from rmqrun.protocol.pop import (
-    AckMessageRequestHeader,
-    ChangeInvisibleTimeRequestHeader,
-    ReceiptHandle,
-    decode_batch_ack_body,
-)
+from rmqrun.protocol.pop import AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ReceiptHandle
+from rmqrun.protocol.pop_batch_ack import decode_batch_ack_body
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ProtocolError

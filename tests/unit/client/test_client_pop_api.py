@@ -14,9 +14,12 @@ from rmqrun.client.pop_api import (
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.pop import (
-    AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, PopMessageRequestHeader, ReceiptHandle,
-    decode_batch_ack_body,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+    ReceiptHandle,
 )
+from rmqrun.protocol.pop_batch_ack import decode_batch_ack_body
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand

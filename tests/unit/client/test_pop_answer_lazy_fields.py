@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from rmqrun.client.pop_api import PopClient, PoppedMessage, pop_result_from_response
-from rmqrun.protocol.pop import ReceiptHandle, build_batch_acks, decode_batch_ack_body, encode_bitset
+from rmqrun.protocol.pop import ReceiptHandle
+from rmqrun.protocol.pop_batch_ack import build_batch_acks, decode_batch_ack_body, encode_bitset
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.errors import ProtocolError
 from rmqrun.remoting.frame import RemotingCommand

@@ -10,7 +10,8 @@ import random
 import pytest
 
 from rmqrun.client.pop_api import PopClient, PopRun, RunReceipts
-from rmqrun.protocol.pop import BatchAck, ReceiptHandle, encode_batch_ack_body, encode_batch_ack_checkpoints
+from rmqrun.protocol.pop import ReceiptHandle
+from rmqrun.protocol.pop_batch_ack import BatchAck, encode_batch_ack_body, encode_batch_ack_checkpoints
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
 

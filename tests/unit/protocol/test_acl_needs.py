@@ -15,7 +15,7 @@ import pytest
 
 from rmqrun.broker.acl.config import PUB, SUB
 from rmqrun.broker.acl.resources import ADMIN_CODES, RequestUnreadable, needed
-from rmqrun.protocol.pop import BatchAck, encode_batch_ack_body
+from rmqrun.protocol.pop_batch_ack import BatchAck, encode_batch_ack_body
 from rmqrun.remoting.codes import RequestCode
 from rmqrun.remoting.frame import RemotingCommand
 

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from rmqrun.protocol.pop import ReceiptHandle, batch_ack_words, build_batch_acks
+from rmqrun.protocol.pop import ReceiptHandle
+from rmqrun.protocol.pop_batch_ack import batch_ack_words, build_batch_acks
 
 
 def _receipt(ck: int, offset: int, queue: int = 0, pop_time: int = 1000, flag: str = "0") -> ReceiptHandle:

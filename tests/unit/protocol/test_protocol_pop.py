@@ -8,6 +8,7 @@ import pytest
 
 from rmqrun import topic_names as N
 from rmqrun.protocol import pop as P
+from rmqrun.protocol import pop_batch_ack as PB
 from rmqrun.protocol.header_codec import Header
 from rmqrun.remoting.errors import MissingFieldError, ProtocolError
 
@@ -177,27 +178,27 @@ def test_retry_topics_and_flags() -> None:
 
 def test_bitset_is_java_bitset_to_byte_array_in_base64() -> None:
     # BatchAckTest's offsets so+1, so+3, so+5: one byte 0b00101010.
-    assert P.encode_bitset({1, 3, 5}) == "Kg=="
-    assert P.decode_bitset("Kg==") == {1, 3, 5}
-    assert P.encode_bitset({0, 9}) == "AQI="  # bytes 0x01 0x02, little-endian
-    assert P.decode_bitset([1, 2]) == {0, 9}
-    assert P.encode_bitset(set()) == ""
+    assert PB.encode_bitset({1, 3, 5}) == "Kg=="
+    assert PB.decode_bitset("Kg==") == {1, 3, 5}
+    assert PB.encode_bitset({0, 9}) == "AQI="  # bytes 0x01 0x02, little-endian
+    assert PB.decode_bitset([1, 2]) == {0, 9}
+    assert PB.encode_bitset(set()) == ""
     with pytest.raises(ProtocolError):
-        P.decode_bitset("not base64!")
+        PB.decode_bitset("not base64!")
 
 
 def test_batch_ack_body_keys_and_round_trip() -> None:
     receipts = [P.ReceiptHandle.parse(t) for t in (
         "100 1000 5000 2 0 b 1 101", "100 1000 5000 2 0 b 1 103", "100 1000 5000 2 0 b 1 105",
         "0 1000 5000 2 1 b 0 0")]
-    acks = P.build_batch_acks("G", "myTopic", receipts)
+    acks = PB.build_batch_acks("G", "myTopic", receipts)
     assert [(a.retry, a.queue_id, a.start_offset, sorted(a.bits)) for a in acks] == [
         ("0", 1, 100, [1, 3, 5]), ("1", 0, 0, [0])]
-    body = P.encode_batch_ack_body("b", acks)
+    body = PB.encode_batch_ack_body("b", acks)
     assert body.startswith(b'{"acks":[{"b":"Kg==","c":"G","it":5000,"pt":1000,"q":1,"r":"0","rq":2,"so":100,'
                            b'"t":"myTopic"}')
     assert body.endswith(b'],"brokerName":"b"}')
-    broker, back = P.decode_batch_ack_body(body)
+    broker, back = PB.decode_batch_ack_body(body)
     assert broker == "b" and back == acks
     assert back[0].offsets == [101, 103, 105]
 
@@ -208,18 +209,18 @@ def test_the_broker_reads_each_batch_ack_entry_with_its_bitset_as_one_int() -> N
     receipts = [P.ReceiptHandle.parse(t) for t in (
         "100 1000 5000 2 0 b 1 101", "100 1000 5000 2 0 b 1 103", "100 1000 5000 2 0 b 1 105",
         "0 1000 5000 2 1 b 0 0", *(f"64 7 5000 3 0 b 2 {64 + i}" for i in range(32)))]
-    built = P.build_batch_acks("G", "myTopic", receipts)
-    broker, acks = P.decode_batch_ack_body(P.encode_batch_ack_body("b", built))
+    built = PB.build_batch_acks("G", "myTopic", receipts)
+    broker, acks = PB.decode_batch_ack_body(PB.encode_batch_ack_body("b", built))
     assert broker == "b" and acks == built
     assert [(a.start_offset, a.queue_id, a.revive_queue_id, a.pop_time, a.word) for a in acks] == [
         (100, 1, 2, 1000, 0b101010), (0, 0, 2, 1000, 1), (64, 2, 3, 7, (1 << 32) - 1)]
     assert acks[-1].offsets == list(range(64, 96)) and acks[0].offsets == [101, 103, 105]
-    _, mixed = P.decode_batch_ack_body(json.dumps({"acks": [
+    _, mixed = PB.decode_batch_ack_body(json.dumps({"acks": [
         {"consumerGroup": "G", "topic": "T", "retry": "0", "startOffset": 3, "queueId": 0, "reviveQueueId": 1,
          "popTime": 9, "invisibleTime": 8, "bitSet": "AQ=="},
         {"c": "G", "t": 5, "so": "7", "q": 1, "pt": 9, "bitSet": [5, 1]},  # no r/rq/it: defaults; a number topic
         {"c": "G", "t": "T", "r": "1", "so": 0, "q": 0, "rq": 0, "pt": 1, "it": 2, "b": None}]}).encode())
-    assert mixed[0] == P.BatchAck("G", "T", "0", 3, 0, 1, 9, 8, 1)
+    assert mixed[0] == PB.BatchAck("G", "T", "0", 3, 0, 1, 9, 8, 1)
     assert (mixed[1].topic, mixed[1].retry, mixed[1].revive_queue_id, mixed[1].offsets) == ("5", "0", 0, [7, 9, 15])
     assert mixed[2].word == 0 and mixed[2].offsets == []
     for bad in (b'{"acks":[{"c":"G"}]}', b'{"acks":[{"c":"G","t":"T","so":"x","q":0,"pt":1}]}', b'{"acks":[3]}',
@@ -227,17 +228,17 @@ def test_the_broker_reads_each_batch_ack_entry_with_its_bitset_as_one_int() -> N
                 b'{"acks":[{"b":{},"c":"G","it":1,"pt":1,"q":0,"r":"0","rq":0,"so":0,"t":"T"}]}', b"", b"[]",
                 b'{"acks":{"a":1}}'):
         with pytest.raises(ProtocolError):
-            P.decode_batch_ack_body(bad)
-    assert P.decode_bitset_word("Kg==") == 0b101010 == P.decode_bitset_word("Kg==")  # the second from the cache
-    assert P.decode_bitset_word("AQ==") == 1  # another bitset after a cached one: not the cached word
+            PB.decode_batch_ack_body(bad)
+    assert PB.decode_bitset_word("Kg==") == 0b101010 == PB.decode_bitset_word("Kg==")  # the second from the cache
+    assert PB.decode_bitset_word("AQ==") == 1  # another bitset after a cached one: not the cached word
 
 
 def test_batch_ack_accepts_alternate_names() -> None:
     body = json.dumps({"acks": [{"consumerGroup": "G", "topic": "T", "retry": "0", "startOffset": 3, "queueId": 0,
                                  "reviveQueueId": 1, "popTime": 9, "invisibleTime": 8, "bitSet": "AQ=="}]})
-    broker, acks = P.decode_batch_ack_body(body.encode())
+    broker, acks = PB.decode_batch_ack_body(body.encode())
     assert broker is None and acks[0].offsets == [3] and acks[0].consumer_group == "G"
     with pytest.raises(ProtocolError):
-        P.decode_batch_ack_body(b'{"acks":[{"c":"G"}]}')
+        PB.decode_batch_ack_body(b'{"acks":[{"c":"G"}]}')
     with pytest.raises(ProtocolError):
-        P.decode_batch_ack_body(b"")
+        PB.decode_batch_ack_body(b"")
