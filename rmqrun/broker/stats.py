@@ -128,23 +128,19 @@ class StatsTable:
 
     def add(self, name: str, key: str, value: int, calls: int = 1) -> None:
         now = self._clock()
-        item = self._items.get((name, key))
-        if item is None:
-            item = self._items[(name, key)] = StatsItem(now)
-        item.add(value, calls, now)
+        self.item(name, key, now).add(value, calls, now)
 
-    def item(self, name: str, key: str) -> StatsItem:
-        """The statistic itself, made if new (nothing removes one): a hot path keeps it and adds to it directly,
-        on this table's clock."""
+    def item(self, name: str, key: str, now: float | None = None) -> StatsItem:
+        """The statistic itself, made if new (at ``now``, else this table's clock; nothing removes one): a hot
+        path keeps it and adds to it directly, on this table's clock."""
         item = self._items.get((name, key))
         if item is None:
-            item = self._items[(name, key)] = StatsItem(self._clock())
+            item = self._items[(name, key)] = StatsItem(self._clock() if now is None else now)
         return item
 
     def touch(self, name: str, key: str) -> None:
         """Make the statistic exist (reading 0 until a value comes), so it is reported rather than "not exist"."""
-        if (name, key) not in self._items:
-            self._items[(name, key)] = StatsItem(self._clock())
+        self.item(name, key)
 
     def get(self, name: str, key: str) -> BrokerStatsData | None:
         item = self._items.get((name, key))

@@ -102,12 +102,7 @@ class PopEntry(PoppedMessage):
         """Its queue offset (the message's own: an extension keeps it)."""
         return self.queue_offset
 
-    @property  # type: ignore[override]
-    def receipt(self) -> ReceiptHandle:
-        own = self._receipt
-        return self.run.receipt(self.queue_offset) if own is None else own
-
-    @receipt.setter
+    @PoppedMessage.receipt.setter  # the message's getter (its own receipt, else its run's), with a setter
     def receipt(self, receipt: ReceiptHandle) -> None:
         self._receipt = receipt
         self.visible_at = receipt.pop_time + receipt.invisible_time

@@ -247,5 +247,6 @@ def _batch_ack_body(data: bytes | str) -> tuple[str | None, list[Any]]:
 
 
 __all__ = [
-    "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "build_batch_acks", "batch_ack_words", "run_word", "encode_batch_ack_body", "encode_batch_ack_checkpoints", "decode_batch_ack_body",
+    "encode_bitset", "decode_bitset", "decode_bitset_word", "BatchAck", "build_batch_acks", "batch_ack_words",
+    "run_word", "encode_batch_ack_body", "encode_batch_ack_checkpoints", "decode_batch_ack_body",
 ]

@@ -178,7 +178,7 @@ class CheckpointLog:
         key = ck.key
         self._cks[key] = ck
         self._seq += 1
-        heapq.heappush(self._heap, (ck.pop_time + ck.invisible_time, self._seq, key))  # its revive time
+        heapq.heappush(self._heap, (ck.revive_time, self._seq, key))
         qkey = key[:3]  # (topic, group, queue id)
         end = ck.offsets[-1] + 1 if ck.offsets else ck.start_offset
         if end > self.latest_ends.get(qkey, -1):
