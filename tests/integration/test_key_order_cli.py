@@ -46,7 +46,9 @@ def test_run_order_by_key_flag_and_variable(eb, runs: Runs, tmp_path: Path) -> N
     run = runs.start("flag", "tests.integration.handlers.keyed_handler:handle", namesrv=eb.namesrv_address, group="GSKR",
                      topic="SKR", args=["--workers", "3", "--order-by", "key", "--consume-from",
                                         "CONSUME_FROM_FIRST_OFFSET"], env=env)
-    assert "orderly by key (sharding_key)" in run.log()
+    # the supervisor's start-up line names the mode; start() returns at the first "consuming " in the log, which
+    # the first rebalance's "now consuming N queue(s)" can be, a moment before it
+    wait_until(lambda: "orderly by key (sharding_key)" in run.log(), 30, "the start-up line naming the mode")
     wait_until(lambda: len(finished(read_calls(calls))) >= 120, 60, "120 messages")
     done = read_calls(calls)
     assert sorted(c.i for c in done) == list(range(120))
