@@ -184,12 +184,17 @@ class RmqrunProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Until the supervisor logs that it consumes (pool up, first rebalance done)."""
+        """Until the supervisor logs that it consumes (pool up, first rebalance done).
+
+        That is the supervisor's start-up line ("consuming T[*] as group G ..."), not the first rebalance's
+        "now consuming N queue(s)", which can come a moment before it (ready, the mode line and the status
+        loop follow the supervisor's line).
+        """
         assert self.proc is not None
         proc = self.proc
 
         def consuming() -> bool:
-            if "consuming " in self.log():
+            if any("consuming " in line and " as group " in line for line in self.log().splitlines()):
                 return True
             if proc.poll() is not None:
                 raise RuntimeError(f"rmqrun exited with {proc.returncode} before consuming:\n{self.log()[-3000:]}")
