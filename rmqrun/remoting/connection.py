@@ -4,8 +4,9 @@ A single reader task decodes frames. Responses are matched to pending
 requests by opaque (not by order: a long-poll pull may be answered long after
 later requests). Requests from the peer (a broker's
 NOTIFY_CONSUMER_IDS_CHANGED, or any request when this is a server-side
-connection) run as their own tasks, so a slow handler never stalls the
-reader, and their return value is sent back as the response.
+connection) start on the reader and go on as their own tasks only if they
+wait, so a slow handler never stalls the reader, and their return value is
+sent back as the response.
 
 When the connection closes for any reason, every pending request fails with
 one :class:`ConnectionClosedError` that chains the cause. A malformed frame
@@ -32,7 +33,8 @@ import asyncio
 import itertools
 import ssl
 import struct
-from typing import TYPE_CHECKING, Awaitable, Callable
+import types
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from loguru import logger
 
@@ -98,6 +100,8 @@ class Connection:
         self._read_task: asyncio.Task[None] | None = None
         self._out: list[bytes] = []
         self._flush_scheduled = False
+        #: a request is being served on the reader (see :meth:`_serve_now`): the reader flushes its answer
+        self._serving = False
         self.attributes: dict[str, object] = {}  # owner's per-connection state (e.g. client id)
 
     # ----------------------------------------------------------------- lifecycle
@@ -275,7 +279,7 @@ class Connection:
         if self._closed is not None:
             raise self._closed
         self._out.append(data)
-        if not self._flush_scheduled:
+        if not self._flush_scheduled and not self._serving:  # (the reader flushes what its requests answer)
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
         if self._writer.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
@@ -306,21 +310,32 @@ class Connection:
 
     async def _read_loop(self) -> None:
         cause: BaseException | None = None
+        reader, loop = self._reader, asyncio.get_running_loop()
         try:
             while True:
-                head = await self._reader.readexactly(4)
+                head = await reader.readexactly(4)
                 (length,) = _LEN.unpack(head)
                 codec.check_length(length, self.max_frame_size)
-                cmd = codec.decode(await self._reader.readexactly(length))
+                cmd = codec.decode(await reader.readexactly(length))
                 if cmd.is_response:
                     fut = self._pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
                     # else: the caller timed out long ago; nothing to do.
                 else:
-                    task = asyncio.get_running_loop().create_task(self._serve(cmd))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
+                    self._serving = True
+                    try:
+                        self._serve_now(cmd)
+                    finally:
+                        self._serving = False
+                    if self._closed is not None:  # the handler closed it: nothing more is read
+                        break
+                    if self._out and not self._flush_scheduled:
+                        if reader._buffer:  # more is in: its answers leave with these, at the end of the turn
+                            self._flush_scheduled = True
+                            loop.call_soon(self._flush)
+                        else:  # nothing more to read now: the answers of what was read leave at once
+                            self._flush()
         except asyncio.IncompleteReadError as exc:
             cause = exc if exc.partial else None
         except ProtocolError as exc:
@@ -332,6 +347,22 @@ class Connection:
             cause = None
         finally:
             self.close(cause)
+
+    def _serve_now(self, cmd: RemotingCommand) -> None:
+        """Serve a request at once, on the reader: most handlers answer without waiting (a pull or pop that
+        found messages, an ack), and those need no task of their own (its creation, its first step one loop
+        turn later, its done callback). A handler that does wait goes on as a task from where it stopped, so a
+        slow one never stalls the reader."""
+        coro = self._serve(cmd)
+        try:
+            waiting = coro.send(None)
+        except StopIteration:
+            return
+        except (Exception, asyncio.CancelledError):  # the answer could not be queued (the connection closed
+            return  # meanwhile), or the handler was cancelled: it ends, as its task would have, not the reader
+        task = asyncio.get_running_loop().create_task(_go_on(coro, waiting))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _serve(self, cmd: RemotingCommand) -> None:
         try:
@@ -350,6 +381,30 @@ class Connection:
         if resp is not None and not cmd.is_oneway:
             resp.opaque = cmd.opaque
             await self.send_response(resp)
+
+
+async def _go_on(coro: Coroutine[Any, Any, None], waiting: Any) -> None:
+    """Run the rest of ``coro``, started outside a task and now waiting on ``waiting``, as this task's."""
+    await _resume(coro, waiting)
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, None], waiting: Any) -> Generator[Any, Any, None]:
+    """Hand what ``coro`` waits on to the task running this, and the task's wake-ups (a value, or an exception
+    such as a cancellation) back to ``coro``, until it returns."""
+    while True:
+        try:
+            value = yield waiting
+        except BaseException as exc:
+            try:
+                waiting = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting = coro.send(value)
+            except StopIteration:
+                return
 
 
 def _expire(fut: "asyncio.Future[RemotingCommand]", code: int, name: str, timeout: float) -> None:
