@@ -429,4 +429,27 @@ MUTANTS: list[Mutant] = [
       "        key = (topic, ack_topic, head)", "        key = head",
       U + "client/test_pop_runs.py::test_the_general_reader_gives_messages_of_one_checkpoint_but_two_topics_their_"
           "own_topics"),
+    # ---------------------------------------------------------------- popsat: the batch-ack linger follows the rate (#32)
+    m("popsat-ack-linger-never-grows", "rmqrun/consumer/pop_acks.py",
+      "a slow consumer's acks keep the 10 ms linger: a request per few messages, and a broker wake-up each",
+      "            self.linger = min(self.linger * 2, self.linger_max)",
+      "            pass",
+      U + "consumer/test_pop_ack_linger.py::test_a_slow_consumers_linger_grows_to_its_cap_and_every_message_is_"
+      "acked_once"),
+    m("popsat-ack-linger-not-reset-when-full", "rmqrun/consumer/pop_acks.py",
+      "a consumer that sped up keeps the long linger of its slow spell",
+      "            self.linger = ACK_LINGER_S  # requests fill up before the timer: a busy consumer",
+      "            pass  # requests fill up before the timer: a busy consumer",
+      U + "consumer/test_pop_ack_linger.py::test_a_request_that_fills_up_brings_the_linger_back_to_its_least"),
+    m("popsat-ack-linger-ignores-invisible-time", "rmqrun/consumer/pop_acks.py",
+      "a short invisible time does not bound the linger: an ack may wait a large share of its message's "
+      "invisibility",
+      "        share = ACK_LINGER_MAX_S if not invisible_ms else invisible_ms / 1000 * ACK_LINGER_SHARE",
+      "        share = ACK_LINGER_MAX_S",
+      U + "consumer/test_pop_ack_linger.py::test_the_linger_stays_within_a_share_of_a_short_invisible_time"),
+    m("popsat-ack-linger-unbounded", "rmqrun/consumer/pop_acks.py",
+      "the ack timer waits far past the linger: successes stay un-acked until their invisibility lapses",
+      "            self._timer = loop.call_later(self.linger, self._flush_all)",
+      "            self._timer = loop.call_later(self.linger * 10_000, self._flush_all)",
+      U + "consumer/test_pop_ack_linger.py"),
 ]

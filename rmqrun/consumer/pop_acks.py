@@ -4,9 +4,11 @@ An ack per message is POP's main cost (one request and one broker write per
 message; measured, half a no-op handler's throughput). Java's push consumer
 sends one ACK_MESSAGE each; the 5.x broker also takes BATCH_ACK_MESSAGE (what
 the 5.x proxy sends), which acks any number of messages of one broker in one
-request. So a message whose call has ended waits at most ``ACK_LINGER_S`` for
-others to finish, and they go together (at most ``ACK_BATCH_MAX`` per
-request). A broker that does not know batch acks gets one ACK_MESSAGE each.
+request. So a message whose call has ended waits a few ms for others to
+finish, and they go together (at most ``ACK_BATCH_MAX`` per request): 10 ms
+(``ACK_LINGER_S``) while requests fill up, growing to 0.1 s (``ACK_LINGER_MAX_S``,
+and at most 1 % of the invisible time) while the timer finds them under half full,
+so a slow consumer sends fewer, fuller requests. A broker that does not know batch acks gets one ACK_MESSAGE each.
 Each message is acked with its newest receipt (after any extension). A message
 queued for its ack no longer counts as un-acked for the pop loop's flow control
 (Java decrements its PopProcessQueue once ``ackAsync`` is sent, not answered):
@@ -32,9 +34,18 @@ from rmqrun.protocol.pop import ReceiptHandle
 from rmqrun.remoting.codes import ResponseCode
 from rmqrun.remoting.errors import BrokerError
 
-#: how long a finished message waits for others to share its ack request
+#: how long a finished message waits for others to share its ack request, at the least (a busy consumer's:
+#: its requests fill up to ``ACK_BATCH_MAX`` before that)
 ACK_LINGER_S = 0.01
 ACK_BATCH_MAX = 256
+#: the linger at the most: it doubles after each request its timer sent under half full (a slow consumer:
+#: fewer requests, and fewer wake-ups of the broker, per message) and is back at ``ACK_LINGER_S`` once
+#: ``ACK_BATCH_MAX`` messages fill a request first
+ACK_LINGER_MAX_S = 0.1
+#: and never more than this share of the invisible time, so an ack still reaches the broker well before its
+#: message's invisibility lapses (a killed instance's lingering acks are lost as its un-acked messages are: they
+#: come back after the invisible time either way)
+ACK_LINGER_SHARE = 0.01
 
 
 class AckContext(Protocol):
@@ -95,6 +106,11 @@ class AckBatcher:
         self._timer: asyncio.TimerHandle | None = None
         #: False once a broker refused BATCH_ACK_MESSAGE: single acks from then on
         self.batch_supported = True
+        #: how long the next timer waits (between ``ACK_LINGER_S`` and :attr:`linger_max`)
+        self.linger = ACK_LINGER_S
+        invisible_ms = getattr(engine.config, "pop_invisible_time_ms", None)
+        share = ACK_LINGER_MAX_S if not invisible_ms else invisible_ms / 1000 * ACK_LINGER_SHARE
+        self.linger_max = max(ACK_LINGER_S, min(ACK_LINGER_MAX_S, share))
 
     async def ack(self, pq: PopProcessQueue, entry: PopEntry) -> None:
         """Acknowledge one finished message; returns once the broker has answered (or the ack failed)."""
@@ -130,17 +146,20 @@ class AckBatcher:
                                                   None if receipts is None else [receipts[i] for i in picked],
                                                   waiter))
         if self._timer is None and self._pending:
-            self._timer = loop.call_later(ACK_LINGER_S, self._flush_all)
+            self._timer = loop.call_later(self.linger, self._flush_all)
         await waiter.done  # the job's own future: a cancelled job cancels it, and answered() skips a done one
 
     def _queue(self, broker_name: str, pending: _Pending) -> None:
         self._pending[broker_name].append(pending)
         self._counts[broker_name] += len(pending.entries)
         if self._counts[broker_name] >= ACK_BATCH_MAX:
+            self.linger = ACK_LINGER_S  # requests fill up before the timer: a busy consumer
             self._flush_broker(broker_name)
 
     def _flush_all(self) -> None:
         self._timer = None
+        if max(self._counts.values(), default=0) < ACK_BATCH_MAX // 2:  # the clock sent it, under half full
+            self.linger = min(self.linger * 2, self.linger_max)
         for broker_name in list(self._pending):
             self._flush_broker(broker_name)
 
