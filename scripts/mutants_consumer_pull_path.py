@@ -57,7 +57,8 @@ MUTANTS: list[Mutant] = [
     m("ordset-manual-commit-by-callback", "rmqrun/consumer/consume_orderly.py",
       "manual commit's results are settled by the auto-commit callback: a SUCCESS commits without COMMIT",
       "        if not q.fast or pq.dropped", "        if pq.dropped",
-      U + "consumer/test_consume_orderly.py::test_manual_commit_commits_at_commit_and_rolls_back_at_rollback"),
+      U + "consumer/test_consume_orderly.py::test_manual_commit_a_first_job_of_successes_commits_nothing_until_a_"
+      "commit"),
     m("ordset-callback-dropped-no-idle", "rmqrun/consumer/consume_orderly.py",
       "a dropped queue whose last job settles in its callback is never reported idle (its removal waits)",
       "                        if pq.dropped or self.stopping:\n                            return self._idle(q)",

@@ -208,7 +208,23 @@ def test_stop_past_its_grace_cancels_the_job_and_puts_its_messages_back() -> Non
         await engine.consume_service.stop(0.05)
         assert future.cancelled(), "the job in flight was not cancelled at the end of the grace"
         assert req.pq.cached_count == 4, "the cancelled job's messages stay taken"
-        assert engine.offset_store.read_memory(MQ) < 1, "nothing of the cancelled job commits"
+        assert engine.offset_store.read_memory(MQ) == -1, "nothing of the cancelled job commits"
         assert not engine.consume_service.is_busy(MQ)
+
+    run(main())
+
+
+def test_manual_commit_a_first_job_of_successes_commits_nothing_until_a_commit() -> None:
+    async def main() -> None:
+        engine = orderly(auto_commit=False)
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1]
+        engine.executor.finish()
+        assert await _job(engine) == [2, 3]
+        assert engine.offset_store.read_memory(MQ) == -1, "SUCCESS without COMMIT committed"
+        engine.executor.finish([Status.SUCCESS, Status.COMMIT])
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 4, what="the commit through 3")
+        await engine.consume_service.stop(1)
 
     run(main())
