@@ -38,4 +38,38 @@ MUTANTS: list[Mutant] = [
       "    return struct.Struct(f\">{n}h\").unpack_from, struct.Struct(f\">{n}q\").unpack_from",
       "    return struct.Struct(f\">{n}h\").unpack_from, struct.Struct(f\">{n}h\").unpack_from",
       U + "pipe"),
+    # ---------------------------------------------------------------- orderly jobs settled in callbacks (#38, ordset)
+    m("ordset-kick-ignores-lock", "rmqrun/consumer/consume_orderly.py",
+      "a pull that comes to an idle orderly queue hands its job over without a fresh, continuous lock",
+      "pq.lock_lapsed or (q.clustering and not pq.holds_lock()):\n            self._spawn(q, False)",
+      "pq.lock_lapsed:\n            self._spawn(q, False)",
+      U + "consumer/test_consume_orderly.py::test_a_queue_whose_lock_is_not_granted_runs_nothing"),
+    m("ordset-callback-ignores-lock", "rmqrun/consumer/consume_orderly.py",
+      "a job settled in its done callback hands the next one over although the queue's lock expired meanwhile",
+      "                        if pq.lock_lapsed or (q.clustering and not pq.holds_lock()):",
+      "                        if pq.lock_lapsed:",
+      U + "consumer/test_consume_orderly.py::test_a_lock_that_expires_while_a_job_runs_hands_nothing_more_over_"
+      "and_asks_for_it"),
+    m("ordset-callback-commits-failures", "rmqrun/consumer/consume_orderly.py",
+      "the done callback settles a job that did not succeed in full as a success (commits past a SUSPEND)",
+      "                    if not _succeeded(head.job, result):", "                    if False:",
+      U + "consumer/test_consume_orderly.py::test_suspend_puts_the_call_back_first_in_line_counted_once_more"),
+    m("ordset-manual-commit-by-callback", "rmqrun/consumer/consume_orderly.py",
+      "manual commit's results are settled by the auto-commit callback: a SUCCESS commits without COMMIT",
+      "        if not q.fast or pq.dropped", "        if pq.dropped",
+      U + "consumer/test_consume_orderly.py::test_manual_commit_a_first_job_of_successes_commits_nothing_until_a_"
+      "commit"),
+    m("ordset-callback-dropped-no-idle", "rmqrun/consumer/consume_orderly.py",
+      "a dropped queue whose last job settles in its callback is never reported idle (its removal waits)",
+      "                        if pq.dropped or self.stopping:\n                            return self._idle(q)",
+      "                        if False:\n                            return self._idle(q)",
+      U + "consumer/test_consume_orderly.py::test_a_dropped_queue_is_busy_until_its_job_ends_then_reported_idle"),
+    m("ordset-stop-leaves-callback-queues", "rmqrun/consumer/consume_orderly.py",
+      "stop neither waits for the jobs that callbacks would settle nor cancels them and puts their messages back",
+      "            if q.task is None:  # settled by callbacks so far: a task waits for its jobs, and is cancelled\n"
+      "                self._spawn(q, True)",
+      "            if q.task is None:  # settled by callbacks so far: a task waits for its jobs, and is cancelled\n"
+      "                pass",
+      U + "consumer/test_consume_orderly.py::test_stop_waits_for_the_job_in_flight_and_hands_nothing_more_over",
+      U + "consumer/test_consume_orderly.py::test_stop_past_its_grace_cancels_the_job_and_puts_its_messages_back"),
 ]

@@ -1,10 +1,14 @@
 """Orderly consumption (Java ``ConsumeMessageOrderlyService``).
 
-One consume loop per queue, so at most one job of a queue is ever in flight
-and the handler sees its offsets strictly increasing. The executor pins each
-queue to one worker process. A loop runs while the queue has cached messages
-and, in clustering mode, holds an unexpired broker lock; a queue locked again
-after a gap checks the broker's offset before its next job (``lock_gap.py``).
+Each queue hands its jobs over one after another (a second one waits behind the
+running one in its worker's pipe when the executor runs chains), so the handler
+sees its offsets strictly increasing. The executor pins each queue to one worker
+process. A queue consumes while it has cached messages and, in clustering mode,
+holds an unexpired broker lock; a queue locked again after a gap checks the
+broker's offset before its next job (``lock_gap.py``). A job that succeeds in
+full is settled in its future's done callback, which hands the next one over;
+a task per queue takes over only for what must wait (failures, suspends, the
+lock, a gap, a stop) and for manual commit.
 
 Each job carries several handler calls' worth of messages (consumeMessageBatchMaxSize
 per call, as many calls as fit in ~100 ms of measured handler time) to keep
@@ -27,7 +31,8 @@ import asyncio
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Sequence
+from functools import partial
+from typing import Callable, Sequence
 
 from loguru import logger
 
@@ -62,16 +67,38 @@ def _entries(pq: ProcessQueue, f: _Flight) -> list[QueuedMessage]:
     return pq.taken_entries(taken) if isinstance(taken, QueuedRun) else taken
 
 
-def _all_success(result: JobResult) -> bool:
+def _succeeded(job: ConsumeJob, result: JobResult) -> bool:
+    """Every message of the job succeeded. clean: the executor's settled callback found so already (an
+    executor's run() never sets it)."""
+    if job.clean:
+        return True
     verdicts = result.verdicts
     return verdicts.count(Status.SUCCESS) == len(verdicts)
+
+
+class _Queue:
+    """A queue with work going on: its jobs in flight, and what drives it. The head job's done callback
+    settles the usual result (auto-commit, every message SUCCESS) and hands the next job over; a task
+    (:meth:`OrderlyConsumeService._loop`) takes over for the rest (a failure, a job that could not run,
+    a lock to wait for, a gap to settle, a suspend, a stop) and hands back once a job is in flight again."""
+
+    __slots__ = ("req", "clustering", "depth", "fast", "flight", "task", "on_done")
+
+    def __init__(self, req: PullRequest, clustering: bool, depth: int, fast: bool) -> None:
+        self.req = req
+        self.clustering = clustering  # read once while the queue is busy, not per job (a property)
+        self.depth = depth
+        self.fast = fast  # auto-commit: a clean result is settled in its future's done callback
+        self.flight: deque[_Flight] = deque()  # the queue's jobs in flight, in offset order
+        self.task: asyncio.Task[None] | None = None
+        self.on_done: Callable[[asyncio.Future[JobResult]], None] | None = None
 
 
 class OrderlyConsumeService:
     def __init__(self, engine: ConsumeContext) -> None:
         self.engine = engine
         self.config = engine.config
-        self._loops: dict[object, asyncio.Task[None]] = {}
+        self._queues: dict[object, _Queue] = {}  # queues with a job in flight or a task of their own
         self._busy: set[object] = set()  # queues with a job in flight
         self._per_message_s = 0.001      # running estimate of handler time per message
         #: seconds between results of a queue not spent in its handler, over gap_jobs jobs (benchmarks)
@@ -100,7 +127,10 @@ class OrderlyConsumeService:
             logger.info("orderly queues: {:.3f} ms per job between results not in the handler ({:.3f} ms in it), "
                         "over {} jobs, {} of them pipelined", 1e3 * self.gap_seconds / self.gap_jobs,
                         1e3 * self.handler_seconds / self.gap_jobs, self.gap_jobs, self.chained_jobs)
-        loops = list(self._loops.values())
+        for q in list(self._queues.values()):
+            if q.task is None:  # settled by callbacks so far: a task waits for its jobs, and is cancelled
+                self._spawn(q, True)
+        loops = [q.task for q in self._queues.values() if q.task is not None]
         if loops:
             done, pending = await asyncio.wait(loops, timeout=grace)
             for task in pending:
@@ -116,12 +146,84 @@ class OrderlyConsumeService:
         self.kick(req)
 
     def kick(self, req: PullRequest) -> None:
-        """Make sure the queue's consume loop runs (it exits when the queue is empty)."""
-        task = self._loops.get(req.mq)
-        if task is None or task.done():
-            task = asyncio.get_running_loop().create_task(self._loop(req))  # ensure_future's checks, once a pull
-            self._loops[req.mq] = task
-            task.add_done_callback(lambda t, mq=req.mq: self._loops.get(mq) is t and self._loops.pop(mq))
+        """Messages came: hand the queue's next job over unless one is in flight or a task drives the queue
+        (both hand the new messages over when their job is back)."""
+        if req.mq in self._queues:
+            return
+        cfg = self.config
+        pq = req.pq
+        q = _Queue(req, cfg.clustering, self._depth(), cfg.auto_commit)
+        self._queues[req.mq] = q
+        if not q.fast or pq.dropped or self.stopping or pq.lock_lapsed or (q.clustering and not pq.holds_lock()):
+            self._spawn(q, False)  # manual commit, or a lock to wait for, a gap to settle, a stop: the task's
+            return
+        q.on_done = partial(self._head_done, q)
+        self._drive(q, False)
+
+    def _spawn(self, q: _Queue, settle: bool) -> None:
+        q.task = asyncio.get_running_loop().create_task(self._loop(q, settle))
+
+    def _head_done(self, q: _Queue, future: "asyncio.Future[JobResult]") -> None:
+        """The done callback of a queue's oldest job in flight."""
+        flight = q.flight
+        # else a task took the queue over (stop), or the queue ended on an error
+        if q.task is None and flight and flight[0].future is future and self._queues.get(q.req.mq) is q:
+            self._drive(q, True)
+
+    def _drive(self, q: _Queue, settle: bool) -> None:
+        """Settle the queue's head job if it succeeded in full (``settle``), hand over the next jobs, and
+        watch the new head; anything else goes to the queue's task. A job is handed over only as the
+        task would: nothing once the queue is dropped or stopping, the first one only under a fresh,
+        continuous lock (clustering), one behind it only within the pipeline depth (:meth:`_fill`)."""
+        req = q.req
+        pq = req.pq
+        flight = q.flight
+        try:
+            while True:
+                if settle:
+                    head = flight[0]
+                    future = head.future
+                    if future.cancelled() or future.exception() is not None:
+                        return self._spawn(q, True)
+                    result = future.result()
+                    if not _succeeded(head.job, result):
+                        return self._spawn(q, True)  # applied by the task, the jobs behind taken back first
+                    flight.popleft()
+                    self._account(req, head, result, time.monotonic())
+                    self._commit(req, head)
+                    if not flight:
+                        self._busy.discard(req.mq)
+                        if pq.dropped or self.stopping:
+                            return self._idle(q)
+                        if pq.lock_lapsed or (q.clustering and not pq.holds_lock()):
+                            return self._spawn(q, False)  # tryLockLaterAndReconsume, or the gap: the task's
+                        if not pq.cached_count:
+                            return self._forget(q)  # the next pull hands its job over
+                settle = True
+                self._fill(req, flight, q.clustering, q.depth)
+                if not flight:
+                    return self._forget(q)
+                self._busy.add(req.mq)
+                future = flight[0].future
+                if not future.done():
+                    future.add_done_callback(q.on_done)  # type: ignore[arg-type]
+                    return
+        except Exception as exc:  # as a task's would end it: logged, the queue's taken messages hold its commit
+            logger.opt(exception=exc).error("the orderly queue {} stopped on an unexpected error", req.mq)
+            self._forget(q)
+
+    def _forget(self, q: _Queue) -> None:
+        """Nothing of the queue in flight, and nothing drives it: the next pull kicks it again."""
+        mq = q.req.mq
+        if self._queues.get(mq) is q:
+            del self._queues[mq]
+        self._busy.discard(mq)
+        self._last_result.pop(mq, None)  # a gap while the queue was empty is no round trip
+
+    def _idle(self, q: _Queue) -> None:
+        """The queue ends because it was dropped or the service stops: a removal waiting for it goes on."""
+        self._forget(q)
+        self.engine.rebalancer.on_orderly_idle(q.req)
 
     def _calls_per_job(self) -> int:
         return max(1, min(MAX_CALLS_PER_JOB, int(TARGET_JOB_SECONDS / max(self._per_message_s, 1e-6)
@@ -133,13 +235,24 @@ class OrderlyConsumeService:
         manual commit, where what follows a COMMIT call decides its commit, one at a time."""
         return PIPELINE_DEPTH if self.config.auto_commit and getattr(self.engine.executor, "runs_chains", False) else 1
 
-    async def _loop(self, req: PullRequest) -> None:
+    async def _loop(self, q: _Queue, settle: bool) -> None:
+        """The queue's task: settles its head job (``settle``) and goes on as :meth:`_drive` does, awaiting
+        what a callback cannot (a failure's send-backs, a suspend, the lock, a gap's offset); with
+        auto-commit it hands back to the callbacks once a job is in flight again, so an all-SUCCESS
+        drain runs no task."""
+        req = q.req
         pq = req.pq
-        clustering = self.config.clustering  # read once a loop, not per job (a property)
-        depth = self._depth()
-        flight: deque[_Flight] = deque()  # the queue's jobs in flight, in offset order
+        clustering = q.clustering
+        flight = q.flight
         try:
             while True:
+                if settle:
+                    pause = await self._settle_head(req, flight)
+                    if not flight:
+                        self._busy.discard(req.mq)
+                    if pause and not (pq.dropped or self.stopping):
+                        await asyncio.sleep(pause)
+                settle = True
                 if not flight:
                     if pq.dropped or self.stopping:
                         break
@@ -147,30 +260,34 @@ class OrderlyConsumeService:
                         # tryLockLaterAndReconsume: ask the broker again, then come back
                         if not await self.engine.rebalancer.lock(req.mq):
                             await asyncio.sleep(1.0)
+                        settle = False
                         continue
                     if pq.lock_lapsed:
                         # locked again after a gap, and no job of the queue runs: where does it go on?
                         if await settle_gap(self.engine.offset_store, req) is None:
                             await asyncio.sleep(1.0)
+                        settle = False
                         continue
-                self._fill(req, flight, clustering, depth)
+                self._fill(req, flight, clustering, q.depth)
                 if not flight:
-                    return  # consuming flag cleared; the next put() kicks us again
+                    return self._forget(q)  # consuming flag cleared; the next put() kicks us again
                 self._busy.add(req.mq)
-                pause = await self._settle_head(req, flight)
-                if not flight:
-                    self._busy.discard(req.mq)
-                if pause and not (pq.dropped or self.stopping):
-                    await asyncio.sleep(pause)
+                if q.fast and not self.stopping:
+                    q.task = None  # the usual job again: its done callback settles it
+                    if q.on_done is None:
+                        q.on_done = partial(self._head_done, q)
+                    flight[0].future.add_done_callback(q.on_done)
+                    return
         except asyncio.CancelledError:
             for f in flight:
                 f.future.cancel()
             pq.rollback()
+            self._forget(q)
             raise
-        finally:
-            self._busy.discard(req.mq)
-            self._last_result.pop(req.mq, None)  # a gap while the queue was empty is no round trip
-        self.engine.rebalancer.on_orderly_idle(req)
+        except BaseException:
+            self._forget(q)
+            raise
+        self._idle(q)
 
     def _fill(self, req: PullRequest, flight: deque[_Flight], clustering: bool, depth: int) -> None:
         """Hand over the queue's next jobs, up to the pipeline depth. A job behind another is sent only
@@ -218,11 +335,8 @@ class OrderlyConsumeService:
         now = time.monotonic()
         if result is not None:
             self._account(req, head, result, now)
-        # clean: the executor's settled callback found every verdict SUCCESS already (an executor run() never sets it)
-        if result is not None and self.config.auto_commit and (head.job.clean or _all_success(result)):
-            commit_offset = req.pq.commit_through(head.job.offsets[-1])
-            if commit_offset >= 0 and self._may_commit(req):
-                self.engine.offset_store.update(req.mq, commit_offset, False)
+        if result is not None and self.config.auto_commit and _succeeded(head.job, result):
+            self._commit(req, head)
             return 0.0
         await self._take_back(req, flight)
         if result is None:
@@ -245,6 +359,13 @@ class OrderlyConsumeService:
             except Exception:
                 pass
             req.pq.make_messages_to_consume_again(f.job.offsets)
+
+    def _commit(self, req: PullRequest, f: _Flight) -> None:
+        """A job that succeeded in full (auto-commit): its messages are done, and the commit moves through
+        them, not past a job pipelined behind it."""
+        commit_offset = req.pq.commit_through(f.job.offsets[-1])
+        if commit_offset >= 0 and self._may_commit(req):
+            self.engine.offset_store.update(req.mq, commit_offset, False)
 
     def _account(self, req: PullRequest, f: _Flight, result: JobResult, now: float) -> None:
         elapsed = now - f.sent

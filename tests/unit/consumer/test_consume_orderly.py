@@ -63,7 +63,7 @@ def test_one_job_of_a_queue_at_a_time_in_offset_order() -> None:
                                    what=f"commit through {seen[-1]}")
         assert seen == [0, 1, 2, 3, 4]
         assert engine.executor.most_at_once[MQ] == 1
-        await eventually_async(lambda: MQ not in engine.consume_service._loops, what="the loop to end (empty)")
+        await eventually_async(lambda: MQ not in engine.consume_service._queues, what="the loop to end (empty)")
         assert engine.rebalancer.idle == [], "idle is reported for a dropped queue only"
         await engine.consume_service.stop(1)
 
@@ -132,7 +132,7 @@ def test_manual_commit_commits_at_commit_and_rolls_back_at_rollback() -> None:
         assert await _job(engine) == [2, 3], "rolled back to the last commit"
         assert engine.offset_store.read_memory(MQ) == 2
         engine.executor.finish([Status.SUCCESS, Status.SUCCESS])
-        await eventually_async(lambda: MQ not in engine.consume_service._loops, what="the loop to end (empty)")
+        await eventually_async(lambda: MQ not in engine.consume_service._queues, what="the loop to end (empty)")
         assert engine.offset_store.read_memory(MQ) == 2, "SUCCESS without COMMIT commits nothing"
         await engine.consume_service.stop(1)
 
@@ -152,5 +152,79 @@ def test_a_dropped_queue_is_busy_until_its_job_ends_then_reported_idle() -> None
         assert not engine.consume_service.is_busy(MQ)
         assert engine.offset_store.read_memory(MQ) == 2, "the job's commit is ours while the lock is held"
         assert len(engine.executor.started) == 1, "no new job of a dropped queue"
+
+    run(main())
+
+
+def test_a_lock_that_expires_while_a_job_runs_hands_nothing_more_over_and_asks_for_it() -> None:
+    """The job's result settles in its done callback; the next job is handed over only under a fresh lock."""
+    async def main() -> None:
+        engine = orderly()
+        engine.rebalancer.granted = False
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1]
+        req.pq.last_lock_timestamp -= req.pq.lock_max_live_ms + 1000  # the renewals stopped meanwhile
+        engine.executor.finish()
+        await eventually_async(lambda: engine.rebalancer.asked == [MQ], what="the lock asked for")
+        assert len(engine.executor.started) == 1, "a job was handed over once the lock had expired"
+        assert engine.offset_store.read_memory(MQ) == 2, "the finished job commits"
+        req.pq.note_locked()  # the rebalancer's renewal takes it again, with no other owner between
+        req.pq.lock_lapsed = False
+        assert await _job(engine) == [2, 3], "relocked: the queue goes on where it was"
+        engine.executor.finish()
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 4, what="commit through 3")
+        await engine.consume_service.stop(1)
+
+    run(main())
+
+
+def test_stop_waits_for_the_job_in_flight_and_hands_nothing_more_over() -> None:
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1]
+        stopping = asyncio.ensure_future(engine.consume_service.stop(5))
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not stopping.done(), "stop did not wait for the job in flight"
+        engine.executor.finish()
+        await asyncio.wait_for(stopping, 5)
+        assert engine.offset_store.read_memory(MQ) == 2, "the job that finished within the grace commits"
+        assert len(engine.executor.started) == 1 and req.pq.cached_count == 2, "a job was handed over at stop"
+        assert not engine.consume_service.is_busy(MQ)
+
+    run(main())
+
+
+def test_stop_past_its_grace_cancels_the_job_and_puts_its_messages_back() -> None:
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1]
+        (_, future), = engine.executor.pending
+        await engine.consume_service.stop(0.05)
+        assert future.cancelled(), "the job in flight was not cancelled at the end of the grace"
+        assert req.pq.cached_count == 4, "the cancelled job's messages stay taken"
+        assert engine.offset_store.read_memory(MQ) == -1, "nothing of the cancelled job commits"
+        assert not engine.consume_service.is_busy(MQ)
+
+    run(main())
+
+
+def test_manual_commit_a_first_job_of_successes_commits_nothing_until_a_commit() -> None:
+    async def main() -> None:
+        engine = orderly(auto_commit=False)
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(4)))
+        assert await _job(engine) == [0, 1]
+        engine.executor.finish()
+        assert await _job(engine) == [2, 3]
+        assert engine.offset_store.read_memory(MQ) == -1, "SUCCESS without COMMIT committed"
+        engine.executor.finish([Status.SUCCESS, Status.COMMIT])
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 4, what="the commit through 3")
+        await engine.consume_service.stop(1)
 
     run(main())

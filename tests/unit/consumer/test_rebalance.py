@@ -142,7 +142,7 @@ def test_lock_renewal_pauses_a_queue_that_lost_its_lock_and_kicks_it_when_regain
         engine.broker.held_by_others = set()
         await engine.rebalancer.lock_all()
         assert req.pq.locked and req.pq.lock_lapsed, "locked again after a gap: checked before consuming on"
-        await eventually_async(lambda: engine.consume_service._loops or engine.executor.pending,
+        await eventually_async(lambda: engine.consume_service._queues or engine.executor.pending,
                                what="the regained queue kicked")
         await engine.consume_service.stop(0.01)
 
