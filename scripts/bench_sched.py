@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Where each process's time goes during a no-op drain: running, runnable but waiting for a core, asleep.
+
+One embedded broker (its own process, async flush), a backlog of ``--messages`` × 1 KiB on an 8-queue topic (and a
+4-queue one drained orderly with ``--orderly``), drained by ``rmqrun run`` with 2 workers on a fresh group per round.
+Over the 10–90 % window of each drain it reads ``/proc/<pid>/task/*/schedstat`` (Linux: time on a core, time
+runnable but waiting for one, time slices) of the supervisor, each worker and the broker, and prints each one's
+shares of the window. A stage that is running or waiting most of the time while the others sleep is the
+pipeline's limit (issue #38: the supervisor, see docs/benchmarks/java/where-the-time-goes.md §18).
+
+Usage: python scripts/bench_sched.py [--messages 300000] [--rounds 2] [--orderly] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(SCRIPTS))
+sys.path.insert(0, str(SCRIPTS.parent))
+
+import bench_report as br  # noqa: E402
+import psutil  # noqa: E402
+
+from rmqrun.broker.app import BrokerProcess  # noqa: E402
+
+_CONSUMED = re.compile(r"(\d+) consumed")
+
+
+def schedstat(pid: int) -> tuple[int, int, int]:
+    """Nanoseconds on a core, nanoseconds runnable but waiting, time slices: summed over the process's threads."""
+    run = wait = slices = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                a, b, c = f.read().split()[:3]
+        except OSError:  # a thread that ended meanwhile
+            continue
+        run, wait, slices = run + int(a), wait + int(b), slices + int(c)
+    return run, wait, slices
+
+
+def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, tmp: Path, broker_pid: int) -> None:
+    env = {**os.environ, "RMQRUN_STATUS_INTERVAL": "0.1", "PYTHONPATH": str(SCRIPTS.parent),
+           "RMQRUN_CONSUME_FROM_WHERE": "CONSUME_FROM_FIRST_OFFSET", "RMQRUN_ORDERLY": "true" if orderly else "false"}
+    log_path = tmp / f"{group}.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rmqrun.cli.main", "run", "workers.noop:handle", "--namesrv",
+                                 ns, "--group", group, "--topic", topic, "--workers", str(workers)],
+                                cwd=SCRIPTS.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def consumed() -> int:
+        found = _CONSUMED.findall(log_path.read_text())
+        if not found and proc.poll() is not None:
+            raise RuntimeError(f"rmqrun run exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
+        return int(found[-1]) if found else 0
+
+    try:
+        deadline = time.monotonic() + 300
+        while consumed() < 0.1 * n and time.monotonic() < deadline:
+            time.sleep(0.005)
+        kids = [c.pid for c in psutil.Process(proc.pid).children()]
+        pids = {"supervisor": proc.pid, **{f"worker {i + 1}": pid for i, pid in enumerate(kids)}, "broker": broker_pid}
+        before, t0, c0 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), consumed()
+        while consumed() < 0.9 * n and time.monotonic() < deadline:
+            time.sleep(0.005)
+        after, t1, c1 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), consumed()
+    finally:
+        proc.terminate()
+        proc.wait()
+    wall = t1 - t0
+    print(f"{'orderly' if orderly else 'concurrent'} {group}: {(c1 - c0) / wall:,.0f} msg/s over {wall:.2f} s, "
+          f"load {os.getloadavg()[0]:.1f}")
+    total = 0.0
+    for name in pids:
+        run = (after[name][0] - before[name][0]) / 1e9
+        wait = (after[name][1] - before[name][1]) / 1e9
+        slices = after[name][2] - before[name][2]
+        total += run
+        print(f"  {name:10s} running {run / wall:6.1%}  waiting for a core {wait / wall:6.1%}  "
+              f"asleep {1 - (run + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}")
+    print(f"  cores used by these processes: {total / wall:.2f} of {os.cpu_count()}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--orderly", action="store_true", help="also drain a 4-queue topic orderly")
+    args = ap.parse_args(argv)
+    if not Path("/proc/self/schedstat").exists():
+        print("no /proc/<pid>/schedstat here (Linux with schedstats only)", file=sys.stderr)
+        return 2
+    kinds = [("concurrent", "SchedNoop", 8, False)] + ([("orderly", "SchedOrderly4", 4, True)] if args.orderly else [])
+    with tempfile.TemporaryDirectory(prefix="rmqrun-sched-") as tmp:
+        broker = BrokerProcess(Path(tmp) / "broker", flush_mode="async").start()
+        try:
+            ns = broker.namesrv_address
+            for _, topic, queues, _ in kinds:
+                br.create_topic(ns, topic, queues)
+                asyncio.run(br.produce(ns, topic, args.messages))
+            for r in range(args.rounds):
+                for kind, topic, _, orderly in kinds:
+                    drain(ns, topic, f"CG_sched_{kind}_{r}", args.messages, args.workers, orderly, Path(tmp),
+                          broker.pid)
+        finally:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
