@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,12 +26,10 @@ sys.path.insert(0, str(SCRIPTS))
 sys.path.insert(0, str(SCRIPTS.parent))
 
 import bench_report as br  # noqa: E402
-import psutil  # noqa: E402
+import bench_runs  # noqa: E402
+from bench_sections import NOOP  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
-
-_CONSUMED = re.compile(r"(\d+) consumed")
-
 
 def schedstat(pid: int) -> tuple[int, int, int]:
     """Nanoseconds on a core, nanoseconds runnable but waiting, time slices: summed over the process's threads."""
@@ -48,45 +44,31 @@ def schedstat(pid: int) -> tuple[int, int, int]:
     return run, wait, slices
 
 
-def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, tmp: Path, broker_pid: int) -> None:
-    env = {**os.environ, "RMQRUN_STATUS_INTERVAL": "0.1", "PYTHONPATH": str(SCRIPTS.parent),
-           "RMQRUN_CONSUME_FROM_WHERE": "CONSUME_FROM_FIRST_OFFSET", "RMQRUN_ORDERLY": "true" if orderly else "false"}
-    log_path = tmp / f"{group}.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rmqrun.cli.main", "run", "workers.noop:handle", "--namesrv",
-                                 ns, "--group", group, "--topic", topic, "--workers", str(workers)],
-                                cwd=SCRIPTS.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def consumed() -> int:
-        found = _CONSUMED.findall(log_path.read_text())
-        if not found and proc.poll() is not None:
-            raise RuntimeError(f"rmqrun run exited with {proc.returncode}:\n{log_path.read_text()[-2000:]}")
-        return int(found[-1]) if found else 0
-
+def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, broker_pid: int) -> None:
+    run = bench_runs.RmqrunRun(ns, topic, group, NOOP, workers, {"RMQRUN_ORDERLY": "true" if orderly else "false"})
+    run.start()
     try:
-        deadline = time.monotonic() + 300
-        while consumed() < 0.1 * n and time.monotonic() < deadline:
-            time.sleep(0.005)
-        kids = [c.pid for c in psutil.Process(proc.pid).children()]
-        pids = {"supervisor": proc.pid, **{f"worker {i + 1}": pid for i, pid in enumerate(kids)}, "broker": broker_pid}
-        before, t0, c0 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), consumed()
-        while consumed() < 0.9 * n and time.monotonic() < deadline:
-            time.sleep(0.005)
-        after, t1, c1 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), consumed()
+        if not run.wait_for(int(0.1 * n), 300):
+            raise RuntimeError(f"rmqrun {group} did not reach 10 % of the backlog")
+        pids = {"supervisor": run.proc.pid,
+                **{f"worker {i + 1}": w.pid for i, w in enumerate(run.ps.children())}, "broker": broker_pid}
+        before, t0, c0 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
+        if not run.wait_for(int(0.9 * n), 300):
+            raise RuntimeError(f"rmqrun {group} did not reach 90 % of the backlog")
+        after, t1, c1 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
     finally:
-        proc.terminate()
-        proc.wait()
+        run.stop()
     wall = t1 - t0
     print(f"{'orderly' if orderly else 'concurrent'} {group}: {(c1 - c0) / wall:,.0f} msg/s over {wall:.2f} s, "
           f"load {os.getloadavg()[0]:.1f}")
     total = 0.0
     for name in pids:
-        run = (after[name][0] - before[name][0]) / 1e9
+        ran = (after[name][0] - before[name][0]) / 1e9
         wait = (after[name][1] - before[name][1]) / 1e9
         slices = after[name][2] - before[name][2]
-        total += run
-        print(f"  {name:10s} running {run / wall:6.1%}  waiting for a core {wait / wall:6.1%}  "
-              f"asleep {1 - (run + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}")
+        total += ran
+        print(f"  {name:10s} running {ran / wall:6.1%}  waiting for a core {wait / wall:6.1%}  "
+              f"asleep {1 - (ran + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}")
     print(f"  cores used by these processes: {total / wall:.2f} of {os.cpu_count()}")
 
 
@@ -110,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(br.produce(ns, topic, args.messages))
             for r in range(args.rounds):
                 for kind, topic, _, orderly in kinds:
-                    drain(ns, topic, f"CG_sched_{kind}_{r}", args.messages, args.workers, orderly, Path(tmp),
-                          broker.pid)
+                    drain(ns, topic, f"CG_sched_{kind}_{r}", args.messages, args.workers, orderly, broker.pid)
         finally:
             broker.stop()
     return 0
