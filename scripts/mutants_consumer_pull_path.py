@@ -41,13 +41,13 @@ MUTANTS: list[Mutant] = [
     # ---------------------------------------------------------------- orderly jobs settled in callbacks (#38, ordset)
     m("ordset-kick-ignores-lock", "rmqrun/consumer/consume_orderly.py",
       "a pull that comes to an idle orderly queue hands its job over without a fresh, continuous lock",
-      "pq.lock_lapsed or (q.clustering and not pq.holds_lock()):\n            self._spawn(q, False)",
-      "pq.lock_lapsed:\n            self._spawn(q, False)",
+      "self.stopping or q.lock_in_doubt():\n            self._spawn(q, False)",
+      "self.stopping:\n            self._spawn(q, False)",
       U + "consumer/test_consume_orderly.py::test_a_queue_whose_lock_is_not_granted_runs_nothing"),
     m("ordset-callback-ignores-lock", "rmqrun/consumer/consume_orderly.py",
       "a job settled in its done callback hands the next one over although the queue's lock expired meanwhile",
-      "                        if pq.lock_lapsed or (q.clustering and not pq.holds_lock()):",
-      "                        if pq.lock_lapsed:",
+      "                        if q.lock_in_doubt():",
+      "                        if False:",
       U + "consumer/test_consume_orderly.py::test_a_lock_that_expires_while_a_job_runs_hands_nothing_more_over_"
       "and_asks_for_it"),
     m("ordset-callback-commits-failures", "rmqrun/consumer/consume_orderly.py",

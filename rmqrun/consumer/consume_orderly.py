@@ -93,6 +93,12 @@ class _Queue:
         self.task: asyncio.Task[None] | None = None
         self.on_done: Callable[[asyncio.Future[JobResult]], None] | None = None
 
+    def lock_in_doubt(self) -> bool:
+        """No first job may be handed over yet: the lock is to be asked for again (clustering: not held, or
+        expired) or the gap after it settled, which is the queue's task's work."""
+        pq = self.req.pq
+        return pq.lock_lapsed or (self.clustering and not pq.holds_lock())
+
 
 class OrderlyConsumeService:
     def __init__(self, engine: ConsumeContext) -> None:
@@ -154,7 +160,7 @@ class OrderlyConsumeService:
         pq = req.pq
         q = _Queue(req, cfg.clustering, self._depth(), cfg.auto_commit)
         self._queues[req.mq] = q
-        if not q.fast or pq.dropped or self.stopping or pq.lock_lapsed or (q.clustering and not pq.holds_lock()):
+        if not q.fast or pq.dropped or self.stopping or q.lock_in_doubt():
             self._spawn(q, False)  # manual commit, or a lock to wait for, a gap to settle, a stop: the task's
             return
         q.on_done = partial(self._head_done, q)
@@ -195,7 +201,7 @@ class OrderlyConsumeService:
                         self._busy.discard(req.mq)
                         if pq.dropped or self.stopping:
                             return self._idle(q)
-                        if pq.lock_lapsed or (q.clustering and not pq.holds_lock()):
+                        if q.lock_in_doubt():
                             return self._spawn(q, False)  # tryLockLaterAndReconsume, or the gap: the task's
                         if not pq.cached_count:
                             return self._forget(q)  # the next pull hands its job over
