@@ -362,6 +362,13 @@ MUTANTS: list[Mutant] = [
       "        except (Exception, asyncio.CancelledError):  # the answer",
       "        except Exception:  # the answer",
       U + "remoting/test_connection_serve.py"),
+    m("popbrk6-closed-connection-reads-on", "rmqrun/remoting/connection.py",
+      "a handler that closed its connection does not end the reading: requests read with it are still served",
+      "                    if self._closed is not None:  # the handler closed it: nothing more is read\n"
+      "                        break\n",
+      "",
+      U + "remoting/test_connection_serve.py::test_a_handler_that_closes_the_connection_ends_the_reading_of_what_"
+      "came_with_its_request"),
     m("popbrk6-buffered-answers-not-scheduled", "rmqrun/remoting/connection.py",
       "answers of requests served while more is buffered are not scheduled to leave: they wait for a later flush",
       "                            self._flush_scheduled = True\n                            loop.call_soon(self._flush)",

@@ -19,7 +19,7 @@ from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.server import RemotingServer
 
 BOUND = 20.0  # a failure bound only: every wait here ends on an answer or an event
-AT_ONCE, WAITS, CANCELLED, FAILS = 9001, 9002, 9003, 9004
+AT_ONCE, WAITS, CANCELLED, FAILS, CLOSES = 9001, 9002, 9003, 9004, 9005
 
 
 def _run(coro: object) -> None:
@@ -37,8 +37,12 @@ class Served:
         self.server.register(WAITS, self._waits)
         self.server.register(CANCELLED, self._cancelled)
         self.server.register(FAILS, self._fails)
+        self.server.register(CLOSES, self._closes)
+        #: the ``n`` of every request an AT_ONCE handler served
+        self.served: list[str] = []
 
     async def _at_once(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        self.served.append(cmd.ext_fields["n"])
         return cmd.response(0, None, {"echo": cmd.ext_fields["n"]})
 
     async def _waits(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -52,6 +56,9 @@ class Served:
 
     async def _fails(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         raise ValueError("handler bug")
+
+    async def _closes(self, conn: Connection, cmd: RemotingCommand) -> None:
+        conn.close()  # as a refused credential or a bad request closes it: nothing after it is served
 
 
 def _req(code: int, n: int) -> RemotingCommand:
@@ -139,3 +146,23 @@ def test_an_answer_leaves_while_the_next_request_is_still_arriving() -> None:
 async def _read_answer(reader: asyncio.StreamReader) -> RemotingCommand:
     (length,) = struct.unpack(">i", await reader.readexactly(4))
     return frame.decode(await reader.readexactly(length))
+
+
+def test_a_handler_that_closes_the_connection_ends_the_reading_of_what_came_with_its_request() -> None:
+    """Requests read in the same go as one whose handler closes the connection are not served (their side
+    effects, a stored message say, must not happen on a connection that was closed); the client's requests
+    fail with the connection's close."""
+    async def main() -> None:
+        served = Served()
+        conn = await _open(served)
+        try:
+            assert (await conn.request(_req(AT_ONCE, 0), BOUND)).ext_fields["echo"] == "0"
+            # gathered: one send, read together: the closing request first, two behind it
+            results = await asyncio.gather(conn.request(_req(CLOSES, 1), BOUND), conn.request(_req(AT_ONCE, 2), BOUND),
+                                           conn.request(_req(AT_ONCE, 3), BOUND), return_exceptions=True)
+            assert all(isinstance(r, Exception) for r in results), results
+            assert served.served == ["0"]
+        finally:
+            conn.close()
+            await served.server.stop()
+    _run(main())
