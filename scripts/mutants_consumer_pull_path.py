@@ -72,4 +72,11 @@ MUTANTS: list[Mutant] = [
       "                pass",
       U + "consumer/test_consume_orderly.py::test_stop_waits_for_the_job_in_flight_and_hands_nothing_more_over",
       U + "consumer/test_consume_orderly.py::test_stop_past_its_grace_cancels_the_job_and_puts_its_messages_back"),
+    m("ordset-callback-drops-lost-job", "rmqrun/consumer/consume_orderly.py",
+      "a job the executor could not run (its future ended in an error) makes the done callback end the queue on an "
+      "'unexpected error' instead of handing it to the task: its messages are never handed over again",
+      "                    if future.cancelled() or future.exception() is not None:",
+      "                    if future.cancelled():",
+      U + "consumer/test_consume_orderly.py::test_a_job_the_executor_could_not_run_is_handed_over_again_first_and_"
+      "then_committed"),
 ]

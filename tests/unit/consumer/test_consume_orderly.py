@@ -228,3 +228,28 @@ def test_manual_commit_a_first_job_of_successes_commits_nothing_until_a_commit()
         await engine.consume_service.stop(1)
 
     run(main())
+
+
+def test_a_job_the_executor_could_not_run_is_handed_over_again_first_and_then_committed() -> None:
+    """A job whose future ends in an error (the executor lost it: no verdict at all) is neither committed nor
+    dropped from the queue's care: its messages are handed over again, first in line, and committed once they
+    succeed (the done callback hands it to the queue's task, which puts them back)."""
+    async def main() -> None:
+        engine = orderly()
+        req = engine.request(MQ)
+        engine.deliver(req, queued(range(3)))
+        first = await _job(engine)
+        before = engine.offset_store.read_memory(MQ)
+        _, future = engine.executor.pending.pop(0)
+        future.set_exception(RuntimeError("the worker's pipe broke"))
+        assert await _job(engine) == first  # again, first in line
+        assert engine.offset_store.read_memory(MQ) == before, "a job that did not run committed"
+        engine.executor.finish()
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == first[-1] + 1,
+                               what=f"commit through {first[-1]}")
+        assert (await _job(engine))[0] == first[-1] + 1
+        engine.executor.finish()
+        await eventually_async(lambda: engine.offset_store.read_memory(MQ) == 3, what="commit through 2")
+        await engine.consume_service.stop(1)
+
+    run(main())
