@@ -134,7 +134,7 @@ class Runner:
         self.env["PATH"] = f"{venv_bin}{os.pathsep}{self.env.get('PATH', '')}"
         self.env.pop("PYTHONPATH", None)
         self.env["VIRTUAL_ENV"] = str(venv_bin.parent)
-        ns_port, broker_port = free_port(), free_port()
+        ns_port, broker_port = free_ports(2)
         self.ports = (ns_port, broker_port)
         self.namesrv = f"127.0.0.1:{ns_port}"
         self.broker_addr = f"127.0.0.1:{broker_port}"
@@ -254,10 +254,18 @@ class Runner:
         return problems
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports nothing listens on now: every probe socket stays bound until all are picked,
+    since the kernel may hand a port out again once its probe is closed (and a broker given one port for both
+    its name server and its broker fails to bind the second)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 # --------------------------------------------------------------------------- the steps

@@ -38,10 +38,21 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, never one this process handed out before: two calls in a row may get
+    the same port from the kernel once the first probe socket is closed, and a broker then given it for both
+    its name server and its broker fails to bind the second."""
+    for _ in range(1000):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
+    raise RuntimeError("no free port left that this process has not handed out already")
 
 
 @contextmanager
