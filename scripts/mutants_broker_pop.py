@@ -1,6 +1,6 @@
 """Mutants of the broker's POP hot path (issue #32's cuts of its CPU per popped message): the reads that replaced
 generic ones (a batch ack entry, a bitset, the pop header, the pop's tag filter), the statistics' open buckets, and
-the store's span reads (shared with pull).
+the store's span reads (shared with pull); the broker on the event loop chosen (popuv).
 Kept apart from :mod:`mutants_broker` only because that table is at the 600-line limit.
 """
 
@@ -169,4 +169,37 @@ MUTANTS: list[Mutant] = [
       "            self.counters.acked += n\n            self.broker.stats.on_pop_acks(group, topic, n, calls)",
       "            pass",
       I + "test_broker_pop_acks.py::test_a_batch_ack_counts_its_entries_as_calls_and_its_messages_as_acks"),
+    # ---------------------------------------------------------------- popuv: the broker on the event loop chosen (#32)
+    m("popuv-run-ignores-choice", "rmqrun/broker/app.py",
+      "rmqrun broker runs on the standard loop whatever --event-loop says (the POP path's loop cost comes back)",
+      "    return run_on_loop(lambda loop_name: _serve(config, ready_line, loop_name), event_loop)",
+      '    return run_on_loop(lambda loop_name: _serve(config, ready_line, loop_name), "asyncio")',
+      I + "test_broker_event_loop.py::test_rmqrun_broker_runs_on_the_loop_chosen_and_a_sigterm_saves_what_was_in_"
+      "memory"),
+    m("popuv-start-line-names-no-loop", "rmqrun/broker/app.py",
+      "the broker's start line does not say which loop it runs on",
+      '"name server on {}, broker on {}, event loop: {}; SIGINT or SIGTERM stops"',
+      '"name server on {}, broker on {}, {}; SIGINT or SIGTERM stops"',
+      I + "test_broker_event_loop.py::test_rmqrun_broker_runs_on_the_loop_chosen_and_a_sigterm_saves_what_was_in_"
+      "memory"),
+    m("popuv-thread-ignores-choice", "rmqrun/broker/app.py",
+      "start_in_thread runs on the standard loop whatever event_loop says (tests would not run the broker on the "
+      "loop production does)",
+      "            loop = (self._loop_factory or asyncio.new_event_loop)()", "            loop = asyncio.new_event_loop()",
+      I + "test_broker_event_loop.py::test_a_broker_on_a_thread_runs_on_the_loop_it_was_given"),
+    m("popuv-process-drops-choice", "rmqrun/broker/app.py",
+      "BrokerProcess(event_loop=...) starts the child on auto's loop",
+      '        if event_loop != "auto":\n            self.argv', '        if False:\n            self.argv',
+      I + "test_broker_event_loop.py::test_rmqrun_broker_runs_on_the_loop_chosen_and_a_sigterm_saves_what_was_in_"
+      "memory"),
+    m("popuv-main-drops-choice", "rmqrun/broker/__main__.py",
+      "python -m rmqrun.broker --event-loop is read and ignored",
+      "event_loop=args.event_loop, **settings)", 'event_loop="auto", **settings)',
+      I + "test_broker_event_loop.py::test_rmqrun_broker_runs_on_the_loop_chosen_and_a_sigterm_saves_what_was_in_"
+      "memory"),
+    m("popuv-flag-checked-late", "rmqrun/cli/broker/command.py",
+      "rmqrun broker --event-loop uvloop without uvloop is refused only inside run (after logging is set up), in "
+      "the words of the run setting (event_loop=...) instead of the flag's",
+      '    loop_factory(event_loop, "--event-loop")  # uvloop asked for but not installed\n', "",
+      I + "test_broker_event_loop.py::test_uvloop_asked_for_but_missing_exits_2_naming_the_flag"),
 ]

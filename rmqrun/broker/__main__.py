@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
     parser.add_argument("--settings-json", default="{}", help="BrokerConfig overrides as a JSON object")
+    parser.add_argument("--event-loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+                        help="auto: uvloop when installed (rmqrun.event_loop)")
     parser.add_argument("--parent-pid", type=int, default=0,
                         help="shut down cleanly when this process is gone (no orphaned brokers after a crash)")
     args = parser.parse_args(argv)
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = json.loads(args.settings_json)
     if not isinstance(settings, dict):
         parser.error("--settings-json must be a JSON object")
-    return run(args.data_dir, args.host, args.namesrv_port, args.broker_port, **settings)
+    return run(args.data_dir, args.host, args.namesrv_port, args.broker_port, event_loop=args.event_loop, **settings)
 
 
 def _watch_parent(pid: int) -> None:

@@ -11,6 +11,11 @@ Three ways, one object model:
   SIGKILL). The child prints one ``RMQRUN_BROKER_READY`` line once both
   servers listen; the parent waits for it, so there is no polling and no race.
 
+Each way runs on the event loop it is given a choice of (:mod:`rmqrun.event_loop`: ``auto``, the
+default, is uvloop when installed): :func:`run` (``rmqrun broker --event-loop``) and
+``start_in_thread`` with ``event_loop``, the child process with ``BrokerProcess(event_loop=...)``;
+``async with`` runs on the loop that is running.
+
 Ports default to 0 (the OS picks free ones) everywhere except :func:`run`,
 the CLI's entry point, which defaults to RocketMQ's 9876 / 10911. The chosen
 addresses are :attr:`namesrv_address` and :attr:`broker_address`.
@@ -38,6 +43,8 @@ from rmqrun.broker.namesrv import BrokerEntry, NameServer
 from rmqrun.broker.store.errors import StoreError
 from rmqrun.broker.tls import tls_server_options
 from rmqrun.errors import RmqrunError
+from rmqrun.event_loop import loop_factory
+from rmqrun.event_loop import run as run_on_loop
 
 READY_MARKER = "RMQRUN_BROKER_READY"
 
@@ -64,17 +71,22 @@ class EmbeddedBrokerError(RmqrunError, RuntimeError):
 
 
 class EmbeddedBroker:
-    """A name server and a broker sharing one data directory and one event loop."""
+    """A name server and a broker sharing one data directory and one event loop.
+
+    ``event_loop`` is the loop ``start_in_thread`` makes (auto: uvloop when installed, as ``rmqrun broker``),
+    so what runs the broker in tests is what runs it in production; it is checked here, before anything starts.
+    """
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1",
                  namesrv_port: int = 0, broker_port: int = 0, config: BrokerConfig | None = None,
-                 **settings: Any) -> None:
+                 event_loop: str = "auto", **settings: Any) -> None:
         if config is None:
             if data_dir is None:
                 raise ValueError("EmbeddedBroker needs a data_dir (or a config)")
             config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port,
                                  **settings)
         self.config = config
+        self._loop_factory, _ = loop_factory(event_loop)  # start_in_thread's; None: asyncio's own
         tls = tls_server_options(config.tls_cert, config.tls_key, config.tls_mode)
         self.namesrv = NameServer(config.namesrv_host, config.namesrv_port, **tls)
         self.broker = Broker(config)
@@ -138,7 +150,7 @@ class EmbeddedBroker:
         failure: list[BaseException] = []
 
         def main() -> None:
-            loop = asyncio.new_event_loop()
+            loop = (self._loop_factory or asyncio.new_event_loop)()
             self._loop = loop
             asyncio.set_event_loop(loop)
             try:
@@ -192,14 +204,17 @@ class BrokerProcess:
     def __init__(self, data_dir: str | os.PathLike[str], *, host: str = "127.0.0.1", namesrv_port: int = 0,
                  broker_port: int = 0, python: str | None = None, log_path: str | os.PathLike[str] | None = None,
                  cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None,
-                 **settings: Any) -> None:
+                 event_loop: str = "auto", **settings: Any) -> None:
         """``cwd`` and ``env`` are the child's (default: this process's): with ``python -m`` its cwd and
-        PYTHONPATH decide which ``rmqrun`` it imports."""
+        PYTHONPATH decide which ``rmqrun`` it imports. ``event_loop`` other than ``auto`` is passed as
+        ``--event-loop`` (a tree from before that flag runs on auto's choice and is left without it)."""
         make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)  # validate
         self.data_dir = Path(data_dir)
         self.argv = [python or sys.executable, "-m", "rmqrun.broker", "--data-dir", str(self.data_dir),
                      "--host", host, "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
                      "--settings-json", json.dumps(settings), "--parent-pid", str(os.getpid())]
+        if event_loop != "auto":
+            self.argv += ["--event-loop", event_loop]
         self.log_path = Path(log_path) if log_path else self.data_dir.with_name(self.data_dir.name + ".broker.log")
         self.cwd, self.env = cwd, env
         self.proc: subprocess.Popen[str] | None = None
@@ -270,8 +285,11 @@ class BrokerProcess:
 # --------------------------------------------------------------------------- CLI entry point
 
 def run(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", namesrv_port: int = 9876,
-        broker_port: int = 10911, *, ready_line: bool = True, **settings: Any) -> int:
+        broker_port: int = 10911, *, ready_line: bool = True, event_loop: str = "auto", **settings: Any) -> int:
     """Serve until SIGINT or SIGTERM, then shut down cleanly; returns the exit code.
+
+    It runs on the ``event_loop`` chosen (:mod:`rmqrun.event_loop`: a ConfigError for a choice it cannot
+    make, before anything starts) and its start line says which.
 
     With ``ready_line`` it prints ``RMQRUN_BROKER_READY namesrv=<addr> broker=<addr>
     pid=<pid>`` on stdout once both servers listen (what :class:`BrokerProcess` waits
@@ -283,10 +301,10 @@ def run(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", namesrv_port:
     error line saying what was not saved and returns 1; it is not a start failure.
     """
     config = make_config(data_dir, host=host, namesrv_port=namesrv_port, broker_port=broker_port, **settings)
-    return asyncio.run(_serve(config, ready_line))
+    return run_on_loop(lambda loop_name: _serve(config, ready_line, loop_name), event_loop)
 
 
-async def _serve(config: BrokerConfig, ready_line: bool = True) -> int:
+async def _serve(config: BrokerConfig, ready_line: bool = True, loop_name: str = "asyncio") -> int:
     eb = EmbeddedBroker(config=config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -296,8 +314,9 @@ async def _serve(config: BrokerConfig, ready_line: bool = True) -> int:
     if ready_line:
         print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}",
               flush=True)
-    logger.bind(namesrv=eb.namesrv_address, broker=eb.broker_address, pid=os.getpid()).info(
-        "name server on {}, broker on {}; SIGINT or SIGTERM stops", eb.namesrv_address, eb.broker_address)
+    logger.bind(namesrv=eb.namesrv_address, broker=eb.broker_address, pid=os.getpid(), event_loop=loop_name).info(
+        "name server on {}, broker on {}, event loop: {}; SIGINT or SIGTERM stops", eb.namesrv_address,
+        eb.broker_address, loop_name)
     await stop.wait()
     logger.info("stopping")
     try:

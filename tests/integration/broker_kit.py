@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Coroutine, TypeVar
 
+import pytest
+
+from rmqrun import event_loop
+from rmqrun.errors import ConfigError
 from rmqrun.model import Message, MessageQueue
 from rmqrun.protocol.bodies import ConsumerData, HeartbeatData, LockBatchRequestBody, LockBatchResponseBody
 from rmqrun.protocol.subscription import SubscriptionData
@@ -22,6 +26,22 @@ from rmqrun.remoting.message import decode_messages
 from rmqrun.remoting.message_props import properties_to_string
 
 TIMEOUT = 5.0
+T = TypeVar("T")
+
+#: the loops a broker test that depends on the loop's own machinery (transports, TLS, what one turn serves) runs
+#: on: the standard one and uvloop (``rmqrun broker``'s default where installed; CI installs it)
+LOOPS = ("asyncio", "uvloop")
+
+
+def run_on(loop: str, coro: Coroutine[Any, Any, T], timeout: float = 75.0) -> T:
+    """``coro`` on the ``loop`` chosen as :mod:`rmqrun.event_loop` chooses, bounded (the bound only ends a
+    failure); on uvloop where it is not installed, a skip."""
+    try:
+        event_loop.loop_factory(loop)
+    except ConfigError as exc:  # uvloop, not installed
+        coro.close()
+        pytest.skip(str(exc))
+    return event_loop.run(lambda _name: asyncio.wait_for(coro, timeout), loop)
 
 
 def send_ext(topic: str, *, queue_id: int = -1, tags: str | None = None, keys: str | None = None,

@@ -7,7 +7,6 @@ gets one built from the answer's header.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -26,14 +25,14 @@ from rmqrun.protocol.pop_batch_ack import build_batch_acks, encode_batch_ack_bod
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import decode_messages
-from tests.integration.broker_kit import Client
+from tests.integration.broker_kit import Client, run_on
 
 BROKER = "broker-a"
 
 
-def run(coro: Any, timeout: float = 75.0) -> Any:
-    """A test's coroutine, bounded (the bound only ends a failure)."""
-    return asyncio.run(asyncio.wait_for(coro, timeout))
+def run(coro: Any, timeout: float = 75.0, loop: str = "asyncio") -> Any:
+    """A test's coroutine on ``loop`` (broker_kit.LOOPS), bounded (the bound only ends a failure)."""
+    return run_on(loop, coro, timeout)
 
 
 async def connect(eb: Any) -> Client:

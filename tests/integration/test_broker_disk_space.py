@@ -34,6 +34,7 @@ from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import BrokerError
 from rmqrun.remoting.frame import RemotingCommand
+from tests.integration.broker_kit import LOOPS
 from tests.integration.cli_kit import Child, child_env, free_port
 from tests.integration.signals_kit import produce, queue_max_offsets, start_broker, wait_until
 
@@ -283,11 +284,14 @@ def _sends(namesrv: str, body: bytes) -> bool:
     return True
 
 
-def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_on_a_real_tmpfs_sigterm_on_a_full_disk_is_a_stop_not_a_start_failure(tmp_path: Path, loop: str) -> None:
+    if loop == "uvloop":
+        pytest.importorskip("uvloop", reason="the optional rmqrun[uvloop] extra is not installed")
     with tmpfs(tmp_path / "small", "2m") as small:
         data = small / "data"
         args = ["broker", "--data-dir", str(data), "--namesrv-port", str(free_port()), "--broker-port", "0",
-                "--flush", "async", "--segment-size", "1MiB",
+                "--flush", "async", "--segment-size", "1MiB", "--event-loop", loop,
                 "--max-message-size", "256KiB"]  # the default would not fit: refused at start
         stacks = child_env(PYTHONFAULTHANDLER="1")  # a wait that runs out dumps the broker's threads
         with Child(args, tmp_path, env=stacks, name="full-broker") as child:

@@ -17,6 +17,7 @@ from rmqrun.protocol.pop_batch_ack import build_batch_acks, encode_batch_ack_bod
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import RequestCode, ResponseCode
 from rmqrun.remoting.frame import RemotingCommand
+from tests.integration.broker_kit import LOOPS
 from tests.integration.pop_kit import (
     ack,
     batch_ack,
@@ -259,7 +260,8 @@ async def _one_write_two_answers(reader: asyncio.StreamReader, writer: asyncio.S
     return answers
 
 
-def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path, loop: str) -> None:
     """A GET_MAX_OFFSET and a POP in one TCP write are served in one loop turn: the GET_MAX_OFFSET's answer is
     queued (the connection's send scheduled) before the POP writes its checkpoint line, so the end-of-turn flush
     of the log would come too late; still the write that carries the POP's answer finds the line with the OS;
@@ -297,4 +299,4 @@ def test_answers_of_one_turn_leave_after_their_checkpoint_lines(tmp_path: Path) 
             writer.close()
             await c.close()
 
-    run(main())
+    run(main(), loop=loop)

@@ -1,5 +1,6 @@
 """TLS on the embedded name server and broker: permissive takes TLS and plain clients on one port,
-enforcing takes TLS only; clients that do not trust the CA or meet an expired certificate fail."""
+enforcing takes TLS only; clients that do not trust the CA or meet an expired certificate fail. Each on both
+event loops (the permissive listener's first-byte peek and its accepted-socket TLS transports are the loop's)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.errors import ConnectionClosedError
 from rmqrun.remoting.frame import RemotingCommand
 from rmqrun.remoting.message import decode_messages
-from tests.integration.broker_kit import pull_ext, send_ext
+from tests.integration.broker_kit import LOOPS, pull_ext, run_on, send_ext
 from tests.tls_kit import CertFiles, TestCA, client_context
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,7 +46,8 @@ def certs(tmp_path: Path) -> CertFiles:
     return TestCA.create(tmp_path / "ca").issue(tmp_path / "server")
 
 
-def test_permissive_serves_tls_and_plain_on_the_same_ports(tmp_path: Path, certs: CertFiles) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_permissive_serves_tls_and_plain_on_the_same_ports(tmp_path: Path, certs: CertFiles, loop: str) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d", tls_cert=str(certs.cert), tls_key=str(certs.key)) as eb:
             ctx = client_context(certs.ca)
@@ -65,10 +67,11 @@ def test_permissive_serves_tls_and_plain_on_the_same_ports(tmp_path: Path, certs
             for c in (secure, plain, ns_secure, ns_plain):
                 c.close()
 
-    asyncio.run(asyncio.wait_for(main(), 100))
+    run_on(loop, main(), 100)
 
 
-def test_enforcing_refuses_plain_clients(tmp_path: Path, certs: CertFiles) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_enforcing_refuses_plain_clients(tmp_path: Path, certs: CertFiles, loop: str) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d", tls_cert=str(certs.cert), tls_key=str(certs.key),
                                   tls_mode="enforcing") as eb:
@@ -83,10 +86,11 @@ def test_enforcing_refuses_plain_clients(tmp_path: Path, certs: CertFiles) -> No
             assert all(c._writer.get_extra_info("ssl_object") is not None for c in eb.broker.server.connections)
             secure.close()
 
-    asyncio.run(asyncio.wait_for(main(), 100))
+    run_on(loop, main(), 100)
 
 
-def test_untrusted_ca_and_expired_certificate_fail_the_handshake(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_untrusted_ca_and_expired_certificate_fail_the_handshake(tmp_path: Path, loop: str) -> None:
     ca = TestCA.create(tmp_path / "ca")
     good = ca.issue(tmp_path / "good")
     expired = ca.issue(tmp_path / "expired", expired=True)
@@ -109,10 +113,11 @@ def test_untrusted_ca_and_expired_certificate_fail_the_handshake(tmp_path: Path)
             with pytest.raises(ssl.SSLCertVerificationError, match="expired"):
                 await tls_connection(eb.broker_address, client_context(ca.cert_path))
 
-    asyncio.run(asyncio.wait_for(main(), 100))
+    run_on(loop, main(), 100)
 
 
-def test_a_silent_or_garbage_client_does_not_stall_others(tmp_path: Path, certs: CertFiles) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_silent_or_garbage_client_does_not_stall_others(tmp_path: Path, certs: CertFiles, loop: str) -> None:
     async def main() -> None:
         async with EmbeddedBroker(tmp_path / "d", tls_cert=str(certs.cert), tls_key=str(certs.key)) as eb:
             host, _, port = eb.broker_address.rpartition(":")
@@ -131,10 +136,11 @@ def test_a_silent_or_garbage_client_does_not_stall_others(tmp_path: Path, certs:
             secure.close()
             plain.close()
 
-    asyncio.run(asyncio.wait_for(main(), 100))
+    run_on(loop, main(), 100)
 
 
-def test_large_messages_round_trip_over_tls(tmp_path: Path, certs: CertFiles) -> None:
+@pytest.mark.parametrize("loop", LOOPS)
+def test_large_messages_round_trip_over_tls(tmp_path: Path, certs: CertFiles, loop: str) -> None:
     body = bytes(range(256)) * 4096  # 1 MiB, every byte value
 
     async def main() -> None:
@@ -156,7 +162,7 @@ def test_large_messages_round_trip_over_tls(tmp_path: Path, certs: CertFiles) ->
             assert got == [body] * 3
             conn.close()
 
-    asyncio.run(asyncio.wait_for(main(), 100))
+    run_on(loop, main(), 100)
 
 
 def test_unknown_tls_mode_is_refused(certs: CertFiles) -> None:

@@ -30,6 +30,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the names RocketMQ derives or reserves (retry, pop retry, DLQ, system topics): below everyone
     "topic_names": (),
     "aio": (),
+    # which asyncio loop (uvloop or the standard one) a process runs on: the supervisor's and the broker's choice
+    "event_loop": ("errors",),
     # each setting's default and check, declared on its dataclass field (rmqrun/setting_rules.py)
     "setting_rules": ("errors",),
     # topic/group names under a namespace (pure functions on names)
@@ -51,7 +53,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the pull consumer stands on the client, never on the push consumer
     "pull": ("namespace", "client", "protocol", "remoting", "errors", "model", "topic_names", "aio"),
     # the embedded broker: the wire schema and remoting, never the client or consumer logic
-    "broker": ("protocol", "remoting", "errors", "model", "topic_names", "aio"),
+    "broker": ("protocol", "remoting", "errors", "model", "topic_names", "aio", "event_loop"),
     # a worker process knows the handler contract, the pipe and the message codec, nothing of the supervisor or
     # RocketMQ clients
     "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model", "topic_names"),
@@ -68,7 +70,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
               "aio"),
     # the command line sits on top of everything
     "cli": ("rmqrun", "admin", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker",
-            "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace", "setting_rules"),
+            "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace", "setting_rules",
+            "event_loop"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "handler", "pull", "model", "topic_names", "errors"),
 }.items()}
@@ -294,5 +297,5 @@ def test_the_checker_flags_a_circle_through_a_function_level_import(tmp_path: Pa
                                          "rmqrun.broker.processors.pull"}
     assert frozenset({e.source for e in cycle}) not in KNOWN_CYCLES
     assert layer_violations(edges) == ["rmqrun/broker/client_use.py:1: rmqrun.broker.client_use -> "
-                                       "rmqrun.client.headers   (broker may import only: aio, errors, model, "
-                                       "protocol, remoting, topic_names)"]
+                                       "rmqrun.client.headers   (broker may import only: aio, errors, event_loop, "
+                                       "model, protocol, remoting, topic_names)"]

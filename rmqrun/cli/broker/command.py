@@ -29,12 +29,14 @@ _BROKER = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
 _MIB = 1024 * 1024
 
 
-def _check_flags(log_level: str, advertise_host: str | None, delete_when: str) -> None:
+def _check_flags(log_level: str, advertise_host: str | None, delete_when: str, event_loop: str) -> None:
     """A ConfigError naming the flag for a value the broker would refuse."""
     from rmqrun.broker.advertise import check_advertise_host
     from rmqrun.broker.store.config import delete_hours
     from rmqrun.broker.store.errors import StoreError
+    from rmqrun.event_loop import loop_factory
     check_log_level(log_level)
+    loop_factory(event_loop, "--event-loop")  # uvloop asked for but not installed
     if advertise_host is not None:
         try:
             check_advertise_host(advertise_host)
@@ -142,16 +144,19 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
 @click.option("--msg-trace-topic", "msg_trace_topic_name", default=_BROKER["msg_trace_topic_name"],
               show_default=True,
               help="the trace topic --trace-topic-enable creates (msgTraceTopicName)")
+@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
+              help="the broker's asyncio loop: auto is uvloop when installed (pip install 'rmqrun[uvloop]'), "
+                   "else the standard one")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
            log_format: str, advertise_host: str | None, file_reserved_hours: float, delete_when: str,
            disk_max_used_space_ratio: int, acl_file: str | None, tls_cert: str | None, tls_key: str | None,
            old_tls_cert: str | None, old_tls_key: str | None, tls_mode: str | None,
-           order_message_enable: bool, trace_topic_enable: bool, msg_trace_topic_name: str,
+           order_message_enable: bool, trace_topic_enable: bool, msg_trace_topic_name: str, event_loop: str,
            **store: object) -> None:
     """Run the embedded name server and broker until SIGINT/SIGTERM."""
     from rmqrun.broker.app import run as run_broker
     from rmqrun.broker.store.errors import DataDirError
-    _check_flags(log_level, advertise_host, delete_when)
+    _check_flags(log_level, advertise_host, delete_when, event_loop)
     _check_store(store, disk_max_used_space_ratio)
     store = {k: v for k, v in store.items() if v is not None}
     tls_cert = _one_spelling(tls_cert, old_tls_cert, "--tls-cert-file", "--tls-cert")
@@ -163,7 +168,8 @@ def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush:
                           delete_when=delete_when, disk_max_used_space_ratio=disk_max_used_space_ratio,
                           acl_file=acl_file, tls_cert=tls_cert, tls_key=tls_key, tls_mode=tls_mode,
                           order_message_enable=order_message_enable, trace_topic_enable=trace_topic_enable,
-                          msg_trace_topic_name=msg_trace_topic_name, ready_line=log_format != "json", **store)
+                          msg_trace_topic_name=msg_trace_topic_name, ready_line=log_format != "json",
+                          event_loop=event_loop, **store)
     except ValueError as exc:  # the broker refused a setting (an ACL file, TLS files): its text names it
         raise ConfigError(str(exc)) from None
     except DataDirError as exc:  # a file, not writable, in use, disk full: the directory is named

@@ -43,7 +43,7 @@ def run(handler: str | None, config_file: str | None, help_settings: bool, print
     # SIGHUP resolves the settings again (the file re-read) and applies what can change live
     settings.reload_config = config_reader({"handler": handler, **flags}, config_file, resolved)
     cwd_on_path()
-    from rmqrun.cli.run import event_loop
+    from rmqrun import event_loop
     from rmqrun.supervisor.signal_senders import command_signals_blocked
     # before the loop and its threads exist: a thread that has them unblocked takes them with no sender known
     with command_signals_blocked():

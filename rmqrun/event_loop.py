@@ -1,9 +1,12 @@
-"""Which asyncio event loop ``rmqrun run`` drives the supervisor with.
+"""Which asyncio event loop a long-running rmqrun process is driven by.
 
-``uvloop`` (libuv under asyncio's API, the optional ``rmqrun[uvloop]`` extra)
-makes the socket and callback work of the supervisor's loop cheaper; the
-supervisor uses nothing beyond the standard loop API (readers and writers on
-raw fds, signal handlers, timers), so it is a drop-in. ``event_loop``:
+``rmqrun run`` (the supervisor: setting ``event_loop``) and the embedded broker
+(``rmqrun broker --event-loop``, ``python -m rmqrun.broker --event-loop``) both
+choose here. ``uvloop`` (libuv under asyncio's API, the optional
+``rmqrun[uvloop]`` extra) makes the socket and callback work of the loop
+cheaper; neither uses anything beyond the standard loop API (streams, readers
+and writers on raw fds, signal handlers, timers, TLS transports), so it is a
+drop-in. The choice:
 
 * ``auto`` (default): uvloop when it is installed, else the standard loop;
 * ``uvloop``: uvloop, and a clear error naming the setting when it is not installed;
@@ -22,29 +25,34 @@ T = TypeVar("T")
 CHOICES = ("auto", "uvloop", "asyncio")
 
 
-def loop_factory(choice: str) -> tuple[Callable[[], asyncio.AbstractEventLoop] | None, str]:
-    """The loop factory for ``choice`` (None: asyncio's own) and the name of the loop it makes."""
+def loop_factory(choice: str, setting: str = "event_loop") -> tuple[Callable[[], asyncio.AbstractEventLoop] | None,
+                                                                   str]:
+    """The loop factory for ``choice`` (None: asyncio's own) and the name of the loop it makes.
+
+    A refusal names ``setting``, the name the operator gave the choice under (``--event-loop`` on the broker).
+    """
     if choice not in CHOICES:
-        raise ConfigError(f"event_loop={choice!r} is invalid: one of {', '.join(CHOICES)}")
+        raise ConfigError(f"{setting}={choice!r} is invalid: one of {', '.join(CHOICES)}")
     if choice == "asyncio":
         return None, "asyncio"
     try:
         import uvloop
     except ImportError:
         if choice == "uvloop":
-            raise ConfigError("event_loop=uvloop but uvloop is not installed "
-                              "(pip install 'rmqrun[uvloop]', or event_loop: auto / asyncio)") from None
+            give = f"{setting} " if setting.startswith("-") else f"{setting}: "  # a flag, or a setting's key
+            raise ConfigError(f"{setting}=uvloop but uvloop is not installed "
+                              f"(pip install 'rmqrun[uvloop]', or {give}auto / asyncio)") from None
         return None, "asyncio"
     return uvloop.new_event_loop, f"uvloop {getattr(uvloop, '__version__', '')}".strip()
 
 
-def run(main: Callable[[str], Coroutine[Any, Any, T]], choice: str) -> T:
+def run(main: Callable[[str], Coroutine[Any, Any, T]], choice: str, setting: str = "event_loop") -> T:
     """``asyncio.run(main(name))`` on the chosen loop, ``name`` saying which loop it is.
 
     ``main`` is called only once the loop is settled, so a refused choice leaves
     no coroutine un-awaited.
     """
-    factory, name = loop_factory(choice)
+    factory, name = loop_factory(choice, setting)
     if factory is None:
         return asyncio.run(main(name))
     if sys.version_info >= (3, 11):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rmqrun.cli.run import event_loop
+from rmqrun import event_loop
 from rmqrun.errors import ConfigError
 
 
