@@ -8,6 +8,11 @@ runnable but waiting for one, time slices) of the supervisor, each worker and th
 shares of the window. A stage that is running or waiting most of the time while the others sleep is the
 pipeline's limit (issue #38: the supervisor, see docs/benchmarks/java/where-the-time-goes.md §18).
 
+Each line also counts context switches per 1,000 messages: voluntary ones (the process blocked, so something had
+to wake it: a wake-up its peer paid for) and involuntary ones (preempted); and the machine's cores' idle entries per
+1,000 messages (every process's, so only on a quiet machine): on a VM whose idle cores halt (no halt polling), each
+one is a later wake-up of that core, which costs its waker ~10 us.
+
 Usage: python scripts/bench_sched.py [--messages 300000] [--rounds 2] [--orderly] [--workers 2]
 """
 
@@ -44,6 +49,35 @@ def schedstat(pid: int) -> tuple[int, int, int]:
     return run, wait, slices
 
 
+def switches(pid: int) -> tuple[int, int]:
+    """Voluntary (it blocked: each one is a later wake-up) and involuntary (preempted) context switches, summed
+    over the process's threads."""
+    vol = invol = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        invol += int(line.split()[1])
+        except OSError:
+            continue
+    return vol, invol
+
+
+def idle_entries() -> int:
+    """Times the machine's cores went idle so far (all processes', Linux cpuidle; 0 where there is none): on a VM
+    whose idle cores halt, each one costs whoever wakes that core again an interrupt between cores."""
+    total = 0
+    for path in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpuidle/state*/usage"):
+        try:
+            total += int(path.read_text())
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, broker_pid: int) -> None:
     run = bench_runs.RmqrunRun(ns, topic, group, NOOP, workers, {"RMQRUN_ORDERLY": "true" if orderly else "false"})
     run.start()
@@ -52,10 +86,12 @@ def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, 
             raise RuntimeError(f"rmqrun {group} did not reach 10 % of the backlog")
         pids = {"supervisor": run.proc.pid,
                 **{f"worker {i + 1}": w.pid for i, w in enumerate(run.ps.children())}, "broker": broker_pid}
+        sw0, idle0 = {k: switches(p) for k, p in pids.items()}, idle_entries()
         before, t0, c0 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
         if not run.wait_for(int(0.9 * n), 300):
             raise RuntimeError(f"rmqrun {group} did not reach 90 % of the backlog")
         after, t1, c1 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
+        sw1, idle1 = {k: switches(p) for k, p in pids.items()}, idle_entries()
     finally:
         run.stop()
     wall = t1 - t0
@@ -67,9 +103,13 @@ def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, 
         wait = (after[name][1] - before[name][1]) / 1e9
         slices = after[name][2] - before[name][2]
         total += ran
+        per_k = 1000 / max(1, c1 - c0)
+        vol, invol = ((sw1[name][i] - sw0[name][i]) * per_k for i in (0, 1))
         print(f"  {name:10s} running {ran / wall:6.1%}  waiting for a core {wait / wall:6.1%}  "
-              f"asleep {1 - (ran + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}")
-    print(f"  cores used by these processes: {total / wall:.2f} of {os.cpu_count()}")
+              f"asleep {1 - (ran + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}  "
+              f"sleeps/1k msg {vol:5.1f}  preempted/1k msg {invol:5.1f}")
+    print(f"  cores used by these processes: {total / wall:.2f} of {os.cpu_count()}; the cores went idle "
+          f"{(idle1 - idle0) * 1000 / max(1, c1 - c0):.1f} times per 1,000 messages (whole machine)")
 
 
 def main(argv: list[str] | None = None) -> int:

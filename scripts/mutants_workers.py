@@ -586,4 +586,10 @@ MUTANTS: list[Mutant] = [
       "        # is its start, as far as the supervisor is concerned (WorkerProcess.due); no STARTED of its own",
       I + "test_pool_started_inferred.py::test_the_hard_limit_of_a_batch_queued_behind_another_counts_from_its_"
           "start_not_its_hand_over"),
+    m("pullwake-worker-sleeps-in-recv", "rmqrun/worker/main.py",
+      "a process worker waits for frames asleep in recv: woken for nothing by each DONE the supervisor reads",
+      "                pipe.wait_readable()\n", "", U + "worker/test_worker_pipe_reads.py"),
+    m("pullwake-wait-woken-by-room", "rmqrun/worker/pipe_end.py",
+      "the worker's wait for frames also wakes when its socket has room to write (each DONE read)",
+      "select.POLLIN)", "select.POLLIN | select.POLLOUT)", U + "worker/test_worker_pipe_reads.py"),
 ]

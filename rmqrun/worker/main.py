@@ -50,7 +50,7 @@ from rmqrun.remoting.message import QUEUE_OFFSET_POS
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import (
     Boot, BootFailed, ConsumeMode, Done, ExitCode, FrameBuffer, Frame, Ready, Retiring, Run, Started, Status, Stop,
-    WireError, encode,
+    WireError,
 )
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.worker import guard
@@ -64,6 +64,7 @@ from rmqrun.worker.clean_batches import CleanBatches
 from rmqrun.worker.handler import map_orderly
 from rmqrun.worker.call_runners import CallRunner
 from rmqrun.worker.lanes import LaneServer
+from rmqrun.worker.pipe_end import PipeEnd
 from rmqrun.worker.batch_decode import chunks_around as _chunks_around, decode_batch
 from rmqrun.worker.time_limit import CallLimit
 
@@ -80,36 +81,6 @@ class _Unplaced:
 _UNPLACED = _Unplaced()
 
 
-class _Pipe:
-    """The worker's end of the socket pair: blocking reads, writes gathered until a flush."""
-
-    #: bytes asked of one read; the buffer is allocated once: a fresh 256 KiB bytes object per
-    #: ``recv`` (mapped, faulted in, unmapped) cost ~17 us per batch, more than the copy itself
-    READ_SIZE = 1 << 18
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.frames = FrameBuffer()
-        self.out: list[bytes] = []
-        self._inbuf = memoryview(bytearray(self.READ_SIZE))
-
-    def send(self, frame: Frame) -> None:
-        self.out.append(encode(frame))
-
-    def flush(self) -> None:
-        if self.out:
-            data = b"".join(self.out)
-            self.out.clear()
-            self.sock.sendall(data)
-
-    def has_frame(self) -> bool:
-        return self.frames.has_frame()
-
-    def read(self) -> memoryview:
-        """What one read returned; valid until the next read (feed it to ``frames`` at once)."""
-        return self._inbuf[:self.sock.recv_into(self._inbuf)]
-
-
 class Worker:
     """One worker process's state; :meth:`run` returns the exit code."""
 
@@ -121,7 +92,7 @@ class Worker:
 
         self.worker_id = worker_id
         self.pid = os.getpid()
-        self.pipe = _Pipe(sock)
+        self.pipe = PipeEnd(sock)
         self.log = logger.bind(worker_id=worker_id, pid=self.pid)
         self.handler: Handler | None = None
         self.exit_hook: Any = None
@@ -244,6 +215,7 @@ class Worker:
             try:
                 if self._terminating:
                     return None
+                pipe.wait_readable()
                 data = pipe.read()
             finally:
                 self._idle = False

@@ -10,11 +10,13 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 
 from rmqrun.pipe.wire import Batch, ConsumeMode, Run, Stop, encode, encode_run
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.remoting.message import encode_stored
-from rmqrun.worker.main import Worker, _Pipe
+from rmqrun.worker.main import Worker
+from rmqrun.worker.pipe_end import PipeEnd
 
 
 def _run_frame(batch_id: int, bodies: list[bytes]) -> tuple[bytes, list[bytes]]:
@@ -41,7 +43,7 @@ def _send_in_thread(sock: socket.socket, data: bytes, piece: int) -> threading.T
 def test_a_frame_larger_than_the_read_buffer_comes_out_whole() -> None:
     sup, mine = socket.socketpair()
     worker = _worker(mine)
-    bodies = [os.urandom(_Pipe.READ_SIZE // 3) for _ in range(5)]  # ~1.7 read buffers
+    bodies = [os.urandom(PipeEnd.READ_SIZE // 3) for _ in range(5)]  # ~1.7 read buffers
     frame, records = _run_frame(7, bodies)
     sender = _send_in_thread(sup, frame + encode(Stop()), 100_000)
     got = worker._next_frame()
@@ -83,3 +85,43 @@ def test_a_decoded_run_gives_its_records_as_bytes_without_a_copy_and_a_hand_made
     raw = b"".join(records)
     assert Run(3, ConsumeMode.CONCURRENT, True, "b", raw).records_in_bytes() == (raw, 0)
     assert run == Run(3, ConsumeMode.CONCURRENT, True, "b", b"".join(records)), "records_at is not compared"
+
+
+def _sleeps(tid: int) -> int:
+    """How many times a thread of this process went to sleep (voluntary context switches, Linux)."""
+    with open(f"/proc/self/task/{tid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches"))
+
+
+def test_a_worker_waiting_for_frames_is_not_woken_when_the_supervisor_reads_what_it_sent() -> None:
+    """Each read of a worker's frame by the supervisor gives the worker's socket room to write, and a unix
+    socket wakes whatever sleeps on it then: a worker asleep in ``recv`` woke for nothing once per DONE the
+    supervisor read, and the supervisor paid for each wake-up. Asleep waiting for frames, it wakes for data only."""
+    sup, mine = socket.socketpair()
+    worker = _worker(mine)
+    done = encode(Stop())
+    for _ in range(30):  # 30 frames from the worker, each its own piece in the supervisor's receive queue
+        mine.sendall(done)
+    got: list[object] = []
+    tid: list[int] = []
+    asleep = threading.Event()
+
+    def wait() -> None:
+        tid.append(threading.get_native_id())
+        asleep.set()
+        got.append(worker._next_frame())
+
+    t = threading.Thread(target=wait, daemon=True)
+    t.start()
+    asleep.wait(5)
+    time.sleep(0.2)  # asleep in the wait by now
+    before = _sleeps(tid[0])
+    for _ in range(30):
+        assert sup.recv(len(done)) == done
+        time.sleep(0.005)  # each read's wake-up, if any, has time to happen
+    woke = _sleeps(tid[0]) - before
+    assert not got and t.is_alive(), "the worker went on without a frame"
+    assert woke <= 2, f"the waiting worker woke {woke} times while the supervisor read its 30 frames"
+    sup.sendall(encode(Stop()))
+    t.join(5)
+    assert len(got) == 1 and isinstance(got[0], Stop)
