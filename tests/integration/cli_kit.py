@@ -38,6 +38,16 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def env_without_uvloop(tmp_path: Path) -> dict[str, str]:
+    """A child's environment in which ``import uvloop`` fails, as where it is not installed."""
+    shadow = tmp_path / "shadow"
+    (shadow / "uvloop").mkdir(parents=True)
+    (shadow / "uvloop" / "__init__.py").write_text("raise ImportError('uvloop hidden by the test')\n")
+    env = child_env()
+    env["PYTHONPATH"] = f"{shadow}:{env['PYTHONPATH']}"
+    return env
+
+
 _GIVEN: set[int] = set()
 
 

@@ -15,7 +15,7 @@ from rmqrun.broker.app import BrokerProcess, EmbeddedBroker
 from rmqrun.errors import ConfigError
 from rmqrun.pull.consumer import PullConsumer
 from tests.integration.broker_kit import LOOPS
-from tests.integration.cli_kit import Child, child_env, free_port, produce, run_cli
+from tests.integration.cli_kit import Child, env_without_uvloop, free_port, produce, run_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,11 +66,7 @@ def test_rmqrun_broker_runs_on_the_loop_chosen_and_a_sigterm_saves_what_was_in_m
 
 
 def test_uvloop_asked_for_but_missing_exits_2_naming_the_flag(tmp_path: Path) -> None:
-    shadow = tmp_path / "shadow"
-    (shadow / "uvloop").mkdir(parents=True)
-    (shadow / "uvloop" / "__init__.py").write_text("raise ImportError('uvloop hidden by the test')\n")
-    env = child_env()
-    env["PYTHONPATH"] = f"{shadow}:{env['PYTHONPATH']}"
+    env = env_without_uvloop(tmp_path)
     proc = run_cli(["broker", "--data-dir", str(tmp_path / "data"), "--namesrv-port", "0", "--broker-port", "0",
                     "--event-loop", "uvloop"], env=env, timeout=30)
     assert proc.returncode == 2, proc.stderr

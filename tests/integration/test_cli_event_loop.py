@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli_kit import Child, child_env, embedded_broker, produce, run_args, run_cli
+from tests.integration.cli_kit import Child, child_env, env_without_uvloop, embedded_broker, produce, run_args, run_cli
 
 
 @pytest.mark.parametrize("choice", ["asyncio", "uvloop"])
@@ -27,11 +27,7 @@ def test_run_consumes_and_stops_on_each_loop(tmp_path: Path, choice: str) -> Non
 
 
 def test_uvloop_asked_for_but_missing_exits_2_naming_the_setting(tmp_path: Path) -> None:
-    shadow = tmp_path / "shadow"
-    (shadow / "uvloop").mkdir(parents=True)
-    (shadow / "uvloop" / "__init__.py").write_text("raise ImportError('uvloop hidden by the test')\n")
-    env = child_env()
-    env["PYTHONPATH"] = f"{shadow}:{env['PYTHONPATH']}"
+    env = env_without_uvloop(tmp_path)
     proc = run_cli(["run", "workers.noop:handle", "--namesrv", "127.0.0.1:1", "--group", "G", "--topic", "T",
                     "--event-loop", "uvloop"], env=env, timeout=30)
     assert proc.returncode == 2, proc.stderr
