@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from contextlib import asynccontextmanager
+from typing import AsyncIterator
 
 from rmqrun.remoting import frame
 from rmqrun.remoting.connection import Connection
@@ -65,32 +67,35 @@ def _req(code: int, n: int) -> RemotingCommand:
     return RemotingCommand(code, {"n": str(n)})
 
 
-async def _open(served: Served) -> Connection:
+@asynccontextmanager
+async def _connected() -> AsyncIterator[tuple[Served, Connection]]:
+    """A served server and a client connection to it, both closed after."""
+    served = Served()
     await served.server.start()
-    return await Connection.open(served.server.address)
+    try:
+        conn = await Connection.open(served.server.address)
+        try:
+            yield served, conn
+        finally:
+            conn.close()
+    finally:
+        await served.server.stop()
 
 
 def test_requests_read_together_are_all_answered_in_order() -> None:
     async def main() -> None:
-        served = Served()
-        conn = await _open(served)
-        try:
+        async with _connected() as (served, conn):
             # gathered: the client writes all twenty in one send, the server reads them in one go
             answers = await asyncio.gather(*(conn.request(_req(AT_ONCE, i), BOUND) for i in range(20)))
             assert [a.ext_fields["echo"] for a in answers] == [str(i) for i in range(20)]
             again = await conn.request(_req(AT_ONCE, 99), BOUND)  # and one alone, read on its own
             assert again.ext_fields["echo"] == "99"
-        finally:
-            conn.close()
-            await served.server.stop()
     _run(main())
 
 
 def test_a_waiting_handler_answers_later_and_does_not_hold_up_the_next_requests() -> None:
     async def main() -> None:
-        served = Served()
-        conn = await _open(served)
-        try:
+        async with _connected() as (served, conn):
             slow = asyncio.ensure_future(conn.request(_req(WAITS, 1), BOUND))
             await served.waiting.wait()
             quick = await conn.request(_req(AT_ONCE, 2), BOUND)  # answered while the first one waits
@@ -98,17 +103,12 @@ def test_a_waiting_handler_answers_later_and_does_not_hold_up_the_next_requests(
             assert not slow.done()
             served.release.set()
             assert (await slow).ext_fields["echo"] == "waited 1"
-        finally:
-            conn.close()
-            await served.server.stop()
     _run(main())
 
 
 def test_a_cancelled_or_failing_handler_ends_alone_and_the_connection_goes_on() -> None:
     async def main() -> None:
-        served = Served()
-        conn = await _open(served)
-        try:
+        async with _connected() as (served, conn):
             failed = await conn.request(_req(FAILS, 1), BOUND)
             assert failed.code != 0 and "handler bug" in (failed.remark or "")
             cancelled = asyncio.ensure_future(conn.request(_req(CANCELLED, 2), 1.0))
@@ -116,9 +116,6 @@ def test_a_cancelled_or_failing_handler_ends_alone_and_the_connection_goes_on() 
             assert after.ext_fields["echo"] == "3"
             assert not conn.closed and len(served.server.connections) == 1
             cancelled.cancel()  # it never gets an answer (as before, when it ran as a task of its own)
-        finally:
-            conn.close()
-            await served.server.stop()
     _run(main())
 
 
@@ -153,16 +150,11 @@ def test_a_handler_that_closes_the_connection_ends_the_reading_of_what_came_with
     effects, a stored message say, must not happen on a connection that was closed); the client's requests
     fail with the connection's close."""
     async def main() -> None:
-        served = Served()
-        conn = await _open(served)
-        try:
+        async with _connected() as (served, conn):
             assert (await conn.request(_req(AT_ONCE, 0), BOUND)).ext_fields["echo"] == "0"
             # gathered: one send, read together: the closing request first, two behind it
             results = await asyncio.gather(conn.request(_req(CLOSES, 1), BOUND), conn.request(_req(AT_ONCE, 2), BOUND),
                                            conn.request(_req(AT_ONCE, 3), BOUND), return_exceptions=True)
             assert all(isinstance(r, Exception) for r in results), results
             assert served.served == ["0"]
-        finally:
-            conn.close()
-            await served.server.stop()
     _run(main())
