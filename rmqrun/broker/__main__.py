@@ -14,6 +14,7 @@ import threading
 import time
 
 from rmqrun.broker.app import run
+from rmqrun.event_loop import CHOICES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--namesrv-port", type=int, default=9876)
     parser.add_argument("--broker-port", type=int, default=10911)
     parser.add_argument("--settings-json", default="{}", help="BrokerConfig overrides as a JSON object")
-    parser.add_argument("--event-loop", choices=("auto", "uvloop", "asyncio"), default="auto",
+    parser.add_argument("--event-loop", choices=CHOICES, default="auto",
                         help="auto: uvloop when installed (rmqrun.event_loop)")
     parser.add_argument("--parent-pid", type=int, default=0,
                         help="shut down cleanly when this process is gone (no orphaned brokers after a crash)")

@@ -47,6 +47,7 @@ from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.allocate_nearby import NAME as NEARBY
 from rmqrun.consumer.config import ConsumerConfig, default_consume_timestamp
 from rmqrun.errors import ConfigError
+from rmqrun.event_loop import CHOICES
 from rmqrun.pipe.worker_config import WorkerConfig
 from rmqrun.setting_rules import between, positive, rule_of
 # the settings dataclasses only (their defaults and checks): `run --help` loads none of the supervisor's machinery
@@ -297,7 +298,7 @@ SETTINGS: tuple[Setting, ...] = (
     _S("tls_insecure", parse_bool, "do not verify the servers' certificates (test clusters only)", SECURITY,
        default=False, flag="--tls-insecure"),
     _S("event_loop", parse_lower, "the supervisor's asyncio loop: uvloop if installed (auto), uvloop, asyncio", CLI,
-       default="auto", flag="--event-loop", check=lambda v: v in ("auto", "uvloop", "asyncio"),
+       default="auto", flag="--event-loop", check=lambda v: v in CHOICES,
        allowed="auto, uvloop or asyncio"),
 )
 

@@ -23,6 +23,7 @@ from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import fail
 from rmqrun.cli.flags import Shown, check_log_level, log_level_option
 from rmqrun.errors import ConfigError
+from rmqrun.event_loop import CHOICES
 
 #: the broker's defaults by setting name (its own fields', then its store's)
 _BROKER = {f.name: f.default for f in dataclasses.fields(BrokerConfig)}
@@ -144,7 +145,7 @@ def _one_spelling(new: str | None, old: str | None, name: str, old_name: str) ->
 @click.option("--msg-trace-topic", "msg_trace_topic_name", default=_BROKER["msg_trace_topic_name"],
               show_default=True,
               help="the trace topic --trace-topic-enable creates (msgTraceTopicName)")
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
+@click.option("--event-loop", type=click.Choice(CHOICES), default="auto", show_default=True,
               help="the broker's asyncio loop: auto is uvloop when installed (pip install 'rmqrun[uvloop]'), "
                    "else the standard one")
 def broker(data_dir: str, host: str, namesrv_port: int, broker_port: int, flush: str, log_level: str,
