@@ -84,14 +84,16 @@ class _Queue:
 
     __slots__ = ("req", "clustering", "depth", "fast", "flight", "task", "on_done")
 
-    def __init__(self, req: PullRequest, clustering: bool, depth: int, fast: bool) -> None:
+    def __init__(self, req: PullRequest, clustering: bool, depth: int, fast: bool,
+                 head_done: "Callable[[_Queue, asyncio.Future[JobResult]], None]") -> None:
         self.req = req
         self.clustering = clustering  # read once while the queue is busy, not per job (a property)
         self.depth = depth
         self.fast = fast  # auto-commit: a clean result is settled in its future's done callback
         self.flight: deque[_Flight] = deque()  # the queue's jobs in flight, in offset order
         self.task: asyncio.Task[None] | None = None
-        self.on_done: Callable[[asyncio.Future[JobResult]], None] | None = None
+        #: the done callback of its head job in flight, while callbacks drive it
+        self.on_done: Callable[[asyncio.Future[JobResult]], None] = partial(head_done, self)
 
     def lock_in_doubt(self) -> bool:
         """No first job may be handed over yet: the lock is to be asked for again (clustering: not held, or
@@ -158,12 +160,11 @@ class OrderlyConsumeService:
             return
         cfg = self.config
         pq = req.pq
-        q = _Queue(req, cfg.clustering, self._depth(), cfg.auto_commit)
+        q = _Queue(req, cfg.clustering, self._depth(), cfg.auto_commit, self._head_done)
         self._queues[req.mq] = q
         if not q.fast or pq.dropped or self.stopping or q.lock_in_doubt():
             self._spawn(q, False)  # manual commit, or a lock to wait for, a gap to settle, a stop: the task's
             return
-        q.on_done = partial(self._head_done, q)
         self._drive(q, False)
 
     def _spawn(self, q: _Queue, settle: bool) -> None:
@@ -212,7 +213,7 @@ class OrderlyConsumeService:
                 self._busy.add(req.mq)
                 future = flight[0].future
                 if not future.done():
-                    future.add_done_callback(q.on_done)  # type: ignore[arg-type]
+                    future.add_done_callback(q.on_done)
                     return
         except Exception as exc:  # as a task's would end it: logged, the queue's taken messages hold its commit
             logger.opt(exception=exc).error("the orderly queue {} stopped on an unexpected error", req.mq)
@@ -280,8 +281,6 @@ class OrderlyConsumeService:
                 self._busy.add(req.mq)
                 if q.fast and not self.stopping:
                     q.task = None  # the usual job again: its done callback settles it
-                    if q.on_done is None:
-                        q.on_done = partial(self._head_done, q)
                     flight[0].future.add_done_callback(q.on_done)
                     return
         except asyncio.CancelledError:
