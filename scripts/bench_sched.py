@@ -32,6 +32,7 @@ sys.path.insert(0, str(SCRIPTS.parent))
 
 import bench_report as br  # noqa: E402
 import bench_runs  # noqa: E402
+from bench_pop import set_pop_mode  # noqa: E402
 from bench_sections import NOOP  # noqa: E402
 
 from rmqrun.broker.app import BrokerProcess  # noqa: E402
@@ -66,6 +67,20 @@ def switches(pid: int) -> tuple[int, int]:
     return vol, invol
 
 
+def io_calls(pid: int) -> tuple[int, int]:
+    """Read-like and write-like system calls so far (``/proc/<pid>/io``: ``syscr``, ``syscw``; 0, 0 where it
+    cannot be read)."""
+    calls = {}
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                calls[key] = int(value)
+    except (OSError, ValueError):
+        return 0, 0
+    return calls.get("syscr", 0), calls.get("syscw", 0)
+
+
 def idle_entries() -> int:
     """Times the machine's cores went idle so far (all processes', Linux cpuidle; 0 where there is none): on a VM
     whose idle cores halt, each one costs whoever wakes that core again an interrupt between cores."""
@@ -78,8 +93,13 @@ def idle_entries() -> int:
     return total
 
 
-def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, broker_pid: int) -> None:
-    run = bench_runs.RmqrunRun(ns, topic, group, NOOP, workers, {"RMQRUN_ORDERLY": "true" if orderly else "false"})
+def drain(ns: str, topic: str, group: str, n: int, workers: int, kind: str, broker_pid: int) -> None:
+    orderly = kind == "orderly"
+    env = {"RMQRUN_ORDERLY": "true" if orderly else "false"}
+    if kind == "pop":
+        set_pop_mode(ns, topic, group)
+        env["RMQRUN_CONSUME_MODE"] = "pop"
+    run = bench_runs.RmqrunRun(ns, topic, group, NOOP, workers, env)
     run.start()
     try:
         if not run.wait_for(int(0.1 * n), 300):
@@ -87,15 +107,17 @@ def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, 
         pids = {"supervisor": run.proc.pid,
                 **{f"worker {i + 1}": w.pid for i, w in enumerate(run.ps.children())}, "broker": broker_pid}
         sw0, idle0 = {k: switches(p) for k, p in pids.items()}, idle_entries()
+        io0 = {k: io_calls(p) for k, p in pids.items()}
         before, t0, c0 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
         if not run.wait_for(int(0.9 * n), 300):
             raise RuntimeError(f"rmqrun {group} did not reach 90 % of the backlog")
         after, t1, c1 = {k: schedstat(p) for k, p in pids.items()}, time.monotonic(), run.consumed
         sw1, idle1 = {k: switches(p) for k, p in pids.items()}, idle_entries()
+        io1 = {k: io_calls(p) for k, p in pids.items()}
     finally:
         run.stop()
     wall = t1 - t0
-    print(f"{'orderly' if orderly else 'concurrent'} {group}: {(c1 - c0) / wall:,.0f} msg/s over {wall:.2f} s, "
+    print(f"{kind} {group}: {(c1 - c0) / wall:,.0f} msg/s over {wall:.2f} s, "
           f"load {os.getloadavg()[0]:.1f}")
     total = 0.0
     for name in pids:
@@ -105,9 +127,11 @@ def drain(ns: str, topic: str, group: str, n: int, workers: int, orderly: bool, 
         total += ran
         per_k = 1000 / max(1, c1 - c0)
         vol, invol = ((sw1[name][i] - sw0[name][i]) * per_k for i in (0, 1))
+        reads, writes = ((io1[name][i] - io0[name][i]) * per_k for i in (0, 1))
         print(f"  {name:10s} running {ran / wall:6.1%}  waiting for a core {wait / wall:6.1%}  "
               f"asleep {1 - (ran + wait) / wall:6.1%}  time slices/s {slices / wall:,.0f}  "
-              f"sleeps/1k msg {vol:5.1f}  preempted/1k msg {invol:5.1f}")
+              f"sleeps/1k msg {vol:5.1f}  preempted/1k msg {invol:5.1f}  reads/1k msg {reads:5.1f}  "
+              f"writes/1k msg {writes:5.1f}")
     print(f"  cores used by these processes: {total / wall:.2f} of {os.cpu_count()}; the cores went idle "
           f"{(idle1 - idle0) * 1000 / max(1, c1 - c0):.1f} times per 1,000 messages (whole machine)")
 
@@ -118,21 +142,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--orderly", action="store_true", help="also drain a 4-queue topic orderly")
+    ap.add_argument("--pop", action="store_true", help="also drain an 8-queue topic with --consume-mode pop")
     args = ap.parse_args(argv)
     if not Path("/proc/self/schedstat").exists():
         print("no /proc/<pid>/schedstat here (Linux with schedstats only)", file=sys.stderr)
         return 2
-    kinds = [("concurrent", "SchedNoop", 8, False)] + ([("orderly", "SchedOrderly4", 4, True)] if args.orderly else [])
+    kinds = [("concurrent", "SchedNoop", 8)] + ([("orderly", "SchedOrderly4", 4)] if args.orderly else []) \
+        + ([("pop", "SchedPop", 8)] if args.pop else [])
     with tempfile.TemporaryDirectory(prefix="rmqrun-sched-") as tmp:
         broker = BrokerProcess(Path(tmp) / "broker", flush_mode="async").start()
         try:
             ns = broker.namesrv_address
-            for _, topic, queues, _ in kinds:
+            for _, topic, queues in kinds:
                 br.create_topic(ns, topic, queues)
                 asyncio.run(br.produce(ns, topic, args.messages))
             for r in range(args.rounds):
-                for kind, topic, _, orderly in kinds:
-                    drain(ns, topic, f"CG_sched_{kind}_{r}", args.messages, args.workers, orderly, broker.pid)
+                for kind, topic, _ in kinds:
+                    drain(ns, topic, f"CG_sched_{kind}_{r}", args.messages, args.workers, kind, broker.pid)
         finally:
             broker.stop()
     return 0
