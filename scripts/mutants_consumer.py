@@ -458,6 +458,17 @@ MUTANTS: list[Mutant] = [
       "lags.append(max(0, req.broker_max_offset - done) if current else None)",
       "lags.append(max(0, req.broker_max_offset) if current else None)",
       I + "test_status_snapshot.py"),
+    # --- pullfirst (issue #38): a pull's run handed over after the next pulls are written
+    m("pullfirst-hand-over-at-once", "rmqrun/consumer/puller.py",
+      "a whole pull's messages are handed over before the queue's next pull is sent (the broker idles meanwhile)",
+      "            loop.call_soon(loop.call_soon, _hand_over, submit_run, req, run)",
+      "            _hand_over(submit_run, req, run)",
+      U + "consumer/test_pull_first.py"),
+    m("pullfirst-failure-unlogged", "rmqrun/consumer/puller.py",
+      "a hand-over that raises is dropped without a word",
+      '        logger.opt(exception=exc).error("handing the messages pulled from {}',
+      '        logger.opt(exception=exc).debug("handing the messages pulled from {}',
+      U + "consumer/test_pull_first.py"),
     # --- supcut (issue #38): the supervisor's cost per pull; each guarantee line a cut rewrote or added
     m("supcut-template-fills-wrong-field", "rmqrun/client/broker.py",
       "a pull's commit offset goes out as its queue offset (the per-queue template fills the wrong field)",

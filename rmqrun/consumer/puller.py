@@ -19,6 +19,16 @@ are the Java client's:
 
 OFFSET_ILLEGAL drops the process queue, stores the broker's next offset and
 lets the next rebalance take the queue again, as Java does.
+
+A whole pull's messages (``submit_run``: concurrent and orderly by queue) are
+handed to the consume service two loop steps after the answer was read: the
+answer is cached at once (flow control counts it), the queue's next pull is
+queued in the same step, and the connection's end-of-turn write, which carries
+the pulls of every answer read together, runs before the hand-overs. So the
+broker serves the next pulls while this process hands the last answers to the
+workers, where it used to sit idle until that work was done (issue #38, same
+tree A/B of 100k no-op drains: orderly on 4 queues +13 %, concurrent on 8 +5 %,
+CPU per message unchanged). A queue still has one pull in flight, as Java's.
 """
 
 from __future__ import annotations
@@ -42,6 +52,8 @@ from rmqrun.remoting.message import RecordHead, scan_columns, scan_records
 from rmqrun.remoting.message_props import PROPERTY_TAGS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rmqrun.consumer.config import ConsumerConfig
     from rmqrun.consumer.process_queue import ProcessQueue
     from rmqrun.protocol.subscription import SubscriptionData
@@ -233,8 +245,9 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
             entries = run.entries()
             pq.put(entries, result.max_offset)
         pq.note_pulled_to(req.next_offset)  # after the put: what the pull brought is cached
-        if entries is None:
-            submit_run(req, run)
+        if entries is None:  # handed over after the next pulls are written (the module's note)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, _hand_over, submit_run, req, run)
         else:
             service.submit(req, entries)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
@@ -247,6 +260,17 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         req.next_offset = result.next_begin_offset
         pq.dropped = True
         await engine.handle_offset_illegal(req)
+
+
+def _hand_over(submit_run: Callable[[PullRequest, QueuedRun], None], req: PullRequest, run: QueuedRun) -> None:
+    """A pull's run handed to the consume service two loop steps after its answer was read, when the queue's next
+    pull has been written (the module's note). Still before that pull's answer can be read, which takes a later
+    step, so a queue's runs reach the service in the order they came."""
+    try:
+        submit_run(req, run)
+    except Exception as exc:  # as a failure of the pull that brought them: logged, the pulls go on
+        logger.opt(exception=exc).error("handing the messages pulled from {} to the consume service failed: {}",
+                                        req.mq, exc)
 
 
 def _pull_template(cfg: "ConsumerConfig", req: PullRequest, sub: "SubscriptionData") -> PullTemplate:
