@@ -469,6 +469,11 @@ MUTANTS: list[Mutant] = [
       '        logger.opt(exception=exc).error("handing the messages pulled from {}',
       '        logger.opt(exception=exc).debug("handing the messages pulled from {}',
       U + "consumer/test_pull_first.py"),
+    m("popfirst-flush-one-step", "rmqrun/consumer/pop_consume.py",
+      "a lane's popped messages are handed over a step after they came, before the pops of that turn are written",
+      "            loop.call_soon(loop.call_soon, self._flush_due)",
+      "            loop.call_soon(self._flush_due)",
+      U + "consumer/test_pop_mixed_queue_jobs.py"),
     # --- supcut (issue #38): the supervisor's cost per pull; each guarantee line a cut rewrote or added
     m("supcut-template-fills-wrong-field", "rmqrun/client/broker.py",
       "a pull's commit offset goes out as its queue offset (the per-queue template fills the wrong field)",

@@ -228,12 +228,16 @@ class PopConsumeService:
             self._flush_soon(lane)
 
     def _flush_soon(self, lane: "_Lane") -> None:
-        """Flush ``lane`` at the end of this turn of the event loop, not now: the pop answers read in one turn
-        (and a job that came back in it) then make one job, not one each."""
+        """Flush ``lane`` two loop steps from now, not at once: the pop answers read in one turn (and the jobs
+        that came back in it) then make one job, not one each; and the pops that the same turn sent (room a job
+        freed, or an answer's reservation given back) are written first, by the connection's end-of-turn write,
+        so the broker serves them while this process hands the messages over (as the puller does with a pull's
+        messages: its module's note; no-op POP drains +6 % in a same-tree A/B, 4 of 6 rounds higher)."""
         self._due.add(lane)
         if not self._due_scheduled:
             self._due_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_due)
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._flush_due)
 
     def _flush_due(self) -> None:
         self._due_scheduled = False

@@ -182,15 +182,17 @@ class _SubmitExecutor(FakeExecutor):
 
 
 def test_a_lanes_job_reaches_an_executor_with_submit_in_the_turn_the_lane_is_flushed() -> None:
-    """The end-of-turn flush hands its job to the executor itself; a task waits for the outcome. Handed over
-    from the task's first step, the job reached the workers a turn later, with its messages' flow-control
-    slots held through it (a no-op drain's pace)."""
+    """The lane's flush (two steps after the hand-over: the turn's pops are written first) hands its job to the
+    executor itself; a task waits for the outcome. Handed over from the task's first step, the job reached the
+    workers a turn later, with its messages' flow-control slots held through it (a no-op drain's pace)."""
     async def main() -> None:
         executor = _SubmitExecutor()
         engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32), executor=executor)
         req = engine.request()
         engine.deliver(req, [popped(1), popped(2)])
-        assert executor.submitted == [], "flushed at the end of the turn, not as the pop is handed over"
+        assert executor.submitted == [], "flushed later, not as the pop is handed over"
+        await asyncio.sleep(0)  # the step in which this turn's pops are written (the connection's flush)
+        assert executor.submitted == [], "the pops this turn sent are written before the messages are handed over"
         await asyncio.sleep(0)  # the flush runs, and with it the hand-over
         assert executor.submitted == [[1, 2]]
         await eventually_async(lambda: executor.pending, what="the job running")
