@@ -15,7 +15,8 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.offsets import RemoteOffsetStore
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.consumer.puller import pull_loop
+from rmqrun.aio import cancel_and_wait
+from rmqrun.consumer.puller import hand_overs_done, pull_loop
 from rmqrun.consumer.queued import QueuedRun
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.subscription import SubscriptionData
@@ -29,13 +30,17 @@ def _body(first: int, n: int) -> bytes:
     return b"".join(bytes(encode_stored(topic="T", body=b"x", queue_offset=first + i)) for i in range(n))
 
 
-def _engine(cfg: ConsumerConfig, events: list[tuple[Any, ...]], fail_hand_over: bool = False) -> SimpleNamespace:
-    """A pull context whose broker answers the first pull with offsets 0-3 and holds every later one."""
+def _engine(cfg: ConsumerConfig, events: list[tuple[Any, ...]], fail_hand_over: bool = False,
+            cancel_second: bool = False) -> SimpleNamespace:
+    """A pull context whose broker answers the first pull with offsets 0-3 and holds every later one
+    (``cancel_second``: the pull task is cancelled as it sends the second, in the step that read the first)."""
     async def pull(addr: str, header: Any, *, timeout: float) -> PullResult:
         offset = int(header["queueOffset"])
         events.append(("pull", offset))
         if offset == 0:
             return PullResult(PullStatus.FOUND, 4, 0, 100, 0, _body(0, 4))
+        if cancel_second:
+            raise asyncio.CancelledError
         await asyncio.Future()  # a long poll nothing answers
         raise AssertionError("unreachable")
 
@@ -65,6 +70,29 @@ def _engine(cfg: ConsumerConfig, events: list[tuple[Any, ...]], fail_hand_over: 
         pull_failures=SimpleNamespace(recovered=lambda mq: None, failed=lambda *a: events.append(("failed",) + a)),
         queue_thresholds=lambda: (1000, 100.0), subscription=lambda topic: SubscriptionData.build("T", "*"),
         pull_address=address)
+
+
+def test_a_stop_right_after_an_answer_still_hands_its_messages_over() -> None:
+    """The pull task ends in the step that read an answer (here: cancelled as it sent the next pull): a stop
+    that finds it done waits no step in ``cancel_and_wait``; after ``hand_overs_done``, as
+    ``PushConsumer.shutdown`` awaits it before it stops the consume service, the answer's run is the
+    service's."""
+    events: list[tuple[Any, ...]] = []
+    engine = _engine(_config(orderly=True), events, cancel_second=True)
+    pq = ProcessQueue(MQ)
+    pq.locked = True
+    req = PullRequest(MQ, pq, next_offset=0, previously_locked=True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(pull_loop(engine, req))  # type: ignore[arg-type]
+        while not task.done():
+            await asyncio.sleep(0)
+        assert ("hand over", [0, 1, 2, 3]) not in events, "not handed over in the step that read it"
+        await cancel_and_wait([task])
+        assert ("hand over", [0, 1, 2, 3]) not in events, "cancel_and_wait waited no step for an ended task"
+        await hand_overs_done()
+        assert events == [("pull", 0), ("pull", 4), ("hand over", [0, 1, 2, 3])]
+    asyncio.run(main())
 
 
 def _run(cfg: ConsumerConfig, fail_hand_over: bool = False) -> tuple[list[tuple[Any, ...]], PullRequest]:
