@@ -1,5 +1,6 @@
 """Mutants of the supervisor's pull path cut in issue #38 (branch ``supcut2``): the one-pass scan of a pull
-(``scan_columns``), the store times it hands the statistics and the pipe's DONE decode (entries as in
+(``scan_columns``), the store times it hands the statistics and the pipe's DONE decode; and the hand-over after
+the next request is written (``pullfirst``, ``popfirst``) (entries as in
 :mod:`mutant_kit`; joined by :mod:`mutants_table`). Kept apart from :mod:`mutants_consumer` so each table stays
 under the 600-line limit.
 """
@@ -79,4 +80,24 @@ MUTANTS: list[Mutant] = [
       "                    if future.cancelled():",
       U + "consumer/test_consume_orderly.py::test_a_job_the_executor_could_not_run_is_handed_over_again_first_and_"
       "then_committed"),
+    # --- pullfirst (issue #38): a pull's run handed over after the next pulls are written
+    m("pullfirst-hand-over-at-once", "rmqrun/consumer/puller.py",
+      "a whole pull's messages are handed over before the queue's next pull is sent (the broker idles meanwhile)",
+      "            loop.call_soon(loop.call_soon, _hand_over, submit_run, req, run)",
+      "            _hand_over(submit_run, req, run)",
+      U + "consumer/test_pull_first.py"),
+    m("pullfirst-failure-unlogged", "rmqrun/consumer/puller.py",
+      "a hand-over that raises is dropped without a word",
+      '        logger.opt(exception=exc).error("handing the messages pulled from {}',
+      '        logger.opt(exception=exc).debug("handing the messages pulled from {}',
+      U + "consumer/test_pull_first.py"),
+    m("pullfirst-stop-waits-one-step", "rmqrun/consumer/puller.py",
+      "a stop waits one loop step for the last hand-overs: a run read as its pull task ended reaches a stopped service",
+      "    for _ in range(2):\n        await asyncio.sleep(0)", "    for _ in range(1):\n        await asyncio.sleep(0)",
+      U + "consumer/test_pull_first.py"),
+    m("popfirst-flush-one-step", "rmqrun/consumer/pop_consume.py",
+      "a lane's popped messages are handed over a step after they came, before the pops of that turn are written",
+      "            loop.call_soon(loop.call_soon, self._flush_due)",
+      "            loop.call_soon(self._flush_due)",
+      U + "consumer/test_pop_mixed_queue_jobs.py"),
 ]

@@ -228,11 +228,9 @@ class PopConsumeService:
             self._flush_soon(lane)
 
     def _flush_soon(self, lane: "_Lane") -> None:
-        """Flush ``lane`` two loop steps from now, not at once: the pop answers read in one turn (and the jobs
-        that came back in it) then make one job, not one each; and the pops that the same turn sent (room a job
-        freed, or an answer's reservation given back) are written first, by the connection's end-of-turn write,
-        so the broker serves them while this process hands the messages over (as the puller does with a pull's
-        messages: its module's note; no-op POP drains +6 % in a same-tree A/B, 4 of 6 rounds higher)."""
+        """Flush ``lane`` two loop steps from now: the pop answers read in one turn (and the jobs back in it)
+        make one job, not one each, and the pops that turn sent are written first (the connection's end-of-turn
+        write), so the broker serves them while the messages are handed over (as in the puller's note)."""
         self._due.add(lane)
         if not self._due_scheduled:
             self._due_scheduled = True
