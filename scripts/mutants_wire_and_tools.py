@@ -384,4 +384,16 @@ MUTANTS: list[Mutant] = [
       "ns, br.RmqrunRun.broker = brokers[side].namesrv_address",
       'ns, br.RmqrunRun.broker = brokers["before"].namesrv_address',
       "tests/integration/test_bench_ab_drain_run.py"),
+    # --- popnow (issue #32): a POP consumer's pops written at once
+    m("popnow-send-now-ignored", "rmqrun/remoting/connection.py",
+      "a request marked send_now waits for the end of the loop turn like any other",
+      "            elif cmd.send_now:  # on the wire now, not after the rest of this turn's work\n"
+      "                self._flush()",
+      "            elif cmd.send_now:  # on the wire now, not after the rest of this turn's work\n"
+      "                pass",
+      U + "remoting/test_connection_send_now.py"),
+    m("popnow-pop-not-marked", "rmqrun/client/pop_api.py",
+      "the POP client's pops are not marked send_now: they leave at the end of the turn",
+      "        cmd.send_now = True", "        cmd.send_now = False",
+      U + "remoting/test_connection_send_now.py"),
 ]

@@ -209,6 +209,8 @@ class Connection:
         try:
             if self._queue(codec.encode(cmd)):  # past the high-water mark: wait for the peer to read
                 await self._drain()
+            elif cmd.send_now:  # on the wire now, not after the rest of this turn's work
+                self._flush()
             return await fut
         except RequestTimeoutError as exc:
             if self.close_on_timeout and self._closed is None:
