@@ -229,8 +229,8 @@ class PopConsumeService:
 
     def _flush_soon(self, lane: "_Lane") -> None:
         """Flush ``lane`` two loop steps from now: the pop answers read in one turn (and the jobs back in it)
-        make one job, not one each, and the pops that turn sent are written first (the connection's end-of-turn
-        write), so the broker serves them while the messages are handed over (as in the puller's note)."""
+        make one job, not one each, and the pops that the freed room sends are on the wire before, so the broker
+        serves them while the messages are handed over (as in the puller's note)."""
         self._due.add(lane)
         if not self._due_scheduled:
             self._due_scheduled = True
