@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from loguru import logger
 
+from rmqrun.aio import call_after_writes
 from rmqrun.client.pop_api import AckStatus, PopClient
 from rmqrun.consumer.dead_letters import Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
@@ -159,7 +160,7 @@ class PopConsumeService:
         self._lanes: dict[tuple[PopProcessQueue, tuple[str, str]], _Lane] = {}
         #: set by :meth:`stop`: nothing waits in a lane any more
         self._stopping = False
-        #: lanes to flush at the end of this turn of the loop (:meth:`_flush_soon`)
+        #: lanes to flush two loop steps from now (:meth:`_flush_soon`)
         self._due: set[_Lane] = set()
         self._due_scheduled = False
 
@@ -234,8 +235,7 @@ class PopConsumeService:
         self._due.add(lane)
         if not self._due_scheduled:
             self._due_scheduled = True
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self._flush_due)
+            call_after_writes(self._flush_due)
 
     def _flush_due(self) -> None:
         self._due_scheduled = False

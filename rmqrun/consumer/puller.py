@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, cast
 
 from loguru import logger
 
+from rmqrun.aio import call_after_writes
 from rmqrun.client.broker import PullStatus, PullTemplate
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.context import OrderedConsumeService, PullContext
@@ -246,8 +247,7 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
             pq.put(entries, result.max_offset)
         pq.note_pulled_to(req.next_offset)  # after the put: what the pull brought is cached
         if entries is None:  # handed over after the next pulls are written (the module's note)
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, _hand_over, submit_run, req, run)
+            call_after_writes(_hand_over, submit_run, req, run)
         else:
             service.submit(req, entries)
     elif status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
@@ -262,22 +262,13 @@ async def _pull_once(engine: PullContext, req: PullRequest, sub) -> None:  # typ
         await engine.handle_offset_illegal(req)
 
 
-async def hand_overs_done() -> None:
-    """Return once every hand-over (:func:`_hand_over`) that an ended pull task scheduled has run: each runs two
-    loop steps after it was scheduled, and callbacks run in the order they were scheduled, so two steps of the
-    caller see them all through. A stop that waits for its pull tasks usually waits that long anyway, but not
-    for a task that had already ended in the step that read its last answer (a dropped queue, a failure): the
-    engine's stop awaits this before it stops the consume service, so the last pulled runs are the service's
-    while it still waits for its jobs."""
-    for _ in range(2):
-        await asyncio.sleep(0)
-
-
 def _hand_over(submit_run: Callable[[PullRequest, QueuedRun], None], req: PullRequest, run: QueuedRun) -> None:
     """A pull's run handed to the consume service two loop steps after its answer was read, when the queue's next
     pull has been written (the module's note). Still before that pull's answer can be read, which takes a later
     step, so a queue's runs reach the service in the order they came. The engine's stop awaits
-    :func:`hand_overs_done` before it stops the consume service."""
+    :func:`rmqrun.aio.after_writes_done` before it stops the consume service: a pull task that had already ended
+    in the step that read its last answer (a dropped queue, a failure) is found done by ``cancel_and_wait``,
+    which then waits no step, and its run must still reach a service that waits for its jobs."""
     try:
         submit_run(req, run)
     except Exception as exc:  # as a failure of the pull that brought them: logged, the pulls go on

@@ -23,7 +23,7 @@ from typing import Any, Iterable, Sequence
 
 from loguru import logger
 
-from rmqrun.aio import cancel_and_wait
+from rmqrun.aio import after_writes_done, cancel_and_wait
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.instance import ClientInstance, ConsumerCallbacks
@@ -38,7 +38,7 @@ from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
 )
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.consumer.puller import hand_overs_done, pull_loop
+from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.rebalance import Rebalancer
 from rmqrun.consumer.retry import SendBack, undecodable_label
 from rmqrun.consumer.running_info import ConsumeStatusTable, consume_directly_result, running_info
@@ -499,7 +499,7 @@ class PushConsumer:
         self.stop_pulling()
         tasks, self._tasks = self._tasks, []
         await cancel_and_wait(tasks)
-        await hand_overs_done()  # what the pulls brought last is the service's before it stops
+        await after_writes_done()  # what the pulls brought last is the service's before it stops (puller._hand_over)
         await self.consume_service.stop(grace)
         try:
             await self.offset_store.persist_all(self.offset_queues(), self.unconfirmed_offsets())

@@ -15,8 +15,8 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.offsets import RemoteOffsetStore
 from rmqrun.consumer.process_queue import ProcessQueue
 from rmqrun.consumer.pull_request import PullRequest
-from rmqrun.aio import cancel_and_wait
-from rmqrun.consumer.puller import hand_overs_done, pull_loop
+from rmqrun.aio import after_writes_done, cancel_and_wait
+from rmqrun.consumer.puller import pull_loop
 from rmqrun.consumer.queued import QueuedRun
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.subscription import SubscriptionData
@@ -74,7 +74,7 @@ def _engine(cfg: ConsumerConfig, events: list[tuple[Any, ...]], fail_hand_over: 
 
 def test_a_stop_right_after_an_answer_still_hands_its_messages_over() -> None:
     """The pull task ends in the step that read an answer (here: cancelled as it sent the next pull): a stop
-    that finds it done waits no step in ``cancel_and_wait``; after ``hand_overs_done``, as
+    that finds it done waits no step in ``cancel_and_wait``; after ``after_writes_done``, as
     ``PushConsumer.shutdown`` awaits it before it stops the consume service, the answer's run is the
     service's."""
     events: list[tuple[Any, ...]] = []
@@ -90,7 +90,7 @@ def test_a_stop_right_after_an_answer_still_hands_its_messages_over() -> None:
         assert ("hand over", [0, 1, 2, 3]) not in events, "not handed over in the step that read it"
         await cancel_and_wait([task])
         assert ("hand over", [0, 1, 2, 3]) not in events, "cancel_and_wait waited no step for an ended task"
-        await hand_overs_done()
+        await after_writes_done()
         assert events == [("pull", 0), ("pull", 4), ("hand over", [0, 1, 2, 3])]
     asyncio.run(main())
 

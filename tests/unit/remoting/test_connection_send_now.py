@@ -22,18 +22,8 @@ from rmqrun.remoting.connection import Connection
 from rmqrun.remoting.frame import RemotingCommand
 
 
-def _frames(data: bytes) -> list[RemotingCommand]:
-    out, pos = [], 0
-    while pos < len(data):
-        (length,) = struct.unpack_from(">I", data, pos)
-        out.append(codec.decode(data[pos + 4:pos + 4 + length]))
-        pos += 4 + length
-    assert pos == len(data), "whole frames only"
-    return out
-
-
-def _frames_so_far(data: bytes) -> list[RemotingCommand]:
-    """The whole frames at the start of ``data``."""
+def _split(data: bytes) -> tuple[list[RemotingCommand], bytes]:
+    """The whole frames at the start of ``data``, and what is left of a frame still arriving."""
     out, pos = [], 0
     while pos + 4 <= len(data):
         (length,) = struct.unpack_from(">I", data, pos)
@@ -41,7 +31,7 @@ def _frames_so_far(data: bytes) -> list[RemotingCommand]:
             break
         out.append(codec.decode(data[pos + 4:pos + 4 + length]))
         pos += 4 + length
-    return out
+    return out, data[pos:]
 
 
 def _read_now(peer: socket.socket) -> bytes:
@@ -75,9 +65,10 @@ def test_a_send_now_request_leaves_at_once_with_what_was_queued_before_it() -> N
                 second.send(None)
                 peer.settimeout(5)  # a blocking read inside this step: the loop does not turn meanwhile
                 data = b""
-                while not data or len(_frames_so_far(data)) < 2:
+                while len(_split(data)[0]) < 2:
                     data += peer.recv(65536)
-                assert [f.ext_fields["n"] for f in _frames(data)] == ["1", "2"], \
+                frames, rest = _split(data)
+                assert [f.ext_fields["n"] for f in frames] == ["1", "2"] and rest == b"", \
                     "the marked request and the one queued before it are on the wire in this step"
                 assert b"send_now" not in codec.encode(urgent) and b"sendNow" not in codec.encode(urgent), \
                     "a local mark, never on the wire"
