@@ -95,6 +95,12 @@ MUTANTS: list[Mutant] = [
       "a stop waits one loop step for the last hand-overs: a run read as its pull task ended reaches a stopped service",
       "    for _ in range(2):\n        await asyncio.sleep(0)", "    for _ in range(1):\n        await asyncio.sleep(0)",
       U + "consumer/test_pull_first.py"),
+    m("pullfirst-stop-skips-the-wait", "rmqrun/consumer/push.py",
+      "the engine's stop no longer waits for the last hand-overs: a pull's run read as its task ended reaches a stopped "
+      "service (its messages come back only after a restart)",
+      "        await after_writes_done()  # what the pulls brought last",
+      "        pass  # what the pulls brought last",
+      U + "consumer/test_pull_first.py"),
     m("popfirst-flush-one-step", "rmqrun/consumer/pop_consume.py",
       "a lane's popped messages are handed over a step after they came, before the pops of that turn are written",
       "            call_after_writes(self._flush_due)",

@@ -141,3 +141,53 @@ def test_a_hand_over_that_fails_is_logged_and_the_pulls_go_on() -> None:
     assert events == [("pull", 0), ("pull", 4), ("hand over", [0, 1, 2, 3])]
     assert any("handing the messages pulled from" in line and "the consume service refused" in line
                for line in seen), seen
+
+
+class _NoExecutor:
+    async def run(self, job: Any) -> Any:
+        raise AssertionError("not used")
+
+
+@pytest.mark.parametrize("kw", [{}, {"orderly": True}], ids=["concurrent", "orderly"])
+def test_the_engine_s_stop_lets_a_pull_s_last_hand_over_reach_the_service_before_stopping_it(
+        kw: dict[str, Any]) -> None:
+    """``PushConsumer.shutdown`` itself (not only the helper): a pull task that ended in the step that read its
+    last answer, its hand-over put behind that step's writes (``call_after_writes``, as the puller does), is found
+    done by the stop, which cancels nothing and waits no step for it; the hand-over still reaches the consume
+    service before the service is stopped (else those messages come back only after a restart)."""
+    from rmqrun.aio import call_after_writes
+    from rmqrun.consumer.push import PushConsumer
+
+    events: list[str] = []
+
+    async def main() -> None:
+        engine = PushConsumer(_config(**kw), _NoExecutor())  # type: ignore[arg-type]
+
+        async def nothing(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        async def stop(grace: float) -> None:
+            events.append("service stopped")
+
+        engine.consume_service.stop = stop  # type: ignore[method-assign]
+        engine.offset_store.persist_all = nothing  # type: ignore[method-assign]
+        engine.rebalancer.unlock_all = nothing  # type: ignore[method-assign]
+        engine.send_back.close = nothing  # type: ignore[method-assign]
+        engine.instance.unregister_consumer = nothing  # type: ignore[method-assign]
+        engine.instance.close = nothing  # type: ignore[method-assign]
+
+        async def last_pull() -> None:  # read its last answer; the hand-over goes behind this step's writes
+            call_after_writes(events.append, "handed over")
+
+        pq = ProcessQueue(MQ)
+        req = PullRequest(MQ, pq, next_offset=0)
+        req.task = asyncio.ensure_future(last_pull())
+        engine.table[MQ] = req
+        engine._running = True
+        while not req.task.done():
+            await asyncio.sleep(0)
+        assert events == [], "the hand-over is still two steps away"
+        await engine.shutdown(grace=1.0)
+
+    asyncio.run(main())
+    assert events == ["handed over", "service stopped"]
