@@ -324,7 +324,8 @@ class PopClient:
         ext["bornTime"] = str(int(time.time() * 1000))
         cmd = RemotingCommand(RequestCode.POP_MESSAGE, ext)
         # written at once: within Java's window a no-op POP drain is paced by each message's cycle, a pop's round
-        # trip its largest part (same-tree A/B of 100k no-op drains: +7 %, 5 of 6 rounds; docs/pop.md)
+        # trip its largest part (same-tree A/B of 100k no-op drains: +7 %, 5 of 6 rounds;
+        # docs/benchmarks/pop/history.md)
         cmd.send_now = True
         timeout = max(PULL_TIMEOUT, poll_time_ms / 1000 + POP_TIMEOUT_SLACK)
         resp = await self.broker.request(addr, cmd, timeout)
