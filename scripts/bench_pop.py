@@ -3,8 +3,8 @@
 Two handlers (no-op, and 1 ms of CPU), each drained from one backlog by a fresh
 pull group and a fresh POP group (switched to POP with ``rmqrun group mode``
 first), round after round, interleaved (the two modes' order switching from round to round: a POP
-drain right after a pull drain ran ~9 % slower than one after a POP drain, docs/benchmarks/pop/history.md), on the same
-embedded broker. Per row:
+drain right after a pull drain ran ~9 % slower than one after a POP drain,
+docs/benchmarks/pop/history.md), on the same embedded broker. Per row:
 msg/s (10-90 % window), the supervisor's and the broker's CPU per message.
 What POP costs per message is the difference of those CPU figures with the
 pull row of the same handler: mostly the one ACK_MESSAGE per message (a request

@@ -96,8 +96,8 @@ MUTANTS: list[Mutant] = [
       "    for _ in range(2):\n        await asyncio.sleep(0)", "    for _ in range(1):\n        await asyncio.sleep(0)",
       U + "consumer/test_pull_first.py"),
     m("pullfirst-stop-skips-the-wait", "rmqrun/consumer/push.py",
-      "the engine's stop no longer waits for the last hand-overs: a pull's run read as its task ended reaches a stopped "
-      "service (its messages come back only after a restart)",
+      "the engine's stop no longer waits for the last hand-overs: a pull's run read as its task ended reaches a "
+      "stopped service (its messages come back only after a restart)",
       "        await after_writes_done()  # what the pulls brought last",
       "        pass  # what the pulls brought last",
       U + "consumer/test_pull_first.py"),

@@ -1,6 +1,7 @@
 """A request marked ``send_now`` is written when it is made, with the frames queued before it in the same loop turn;
 any other request leaves at the end of the turn, in one write with the rest (``Connection.request``). The POP
-client marks its pops so (docs/benchmarks/pop/history.md): within Java's window a pop's round trip paces a no-op POP drain.
+client marks its pops so (docs/benchmarks/pop/history.md): within Java's window a pop's round trip paces a
+no-op POP drain.
 
 A real client :class:`Connection` to a raw listening socket on loopback; the test never yields to the event loop
 between making the requests and reading the socket, so what arrives was written inside that one step.
