@@ -127,6 +127,13 @@ MUTANTS: list[Mutant] = [
       "        self._stopping = True", "        self._stopping = False",
       U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
       "what_waits"),
+    m("h32b-pop-stop-flushes-no-lane", "rmqrun/consumer/pop_consume.py",
+      "a stop does not hand over what waits in a lane (a lane due two steps later included): those messages come "
+      "back only after their invisible time",
+      "        for lane in list(self._lanes.values()):\n            self._flush(lane, self.job_size())\n",
+      "",
+      U + "consumer/test_pop_merged_jobs.py::test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_"
+      "what_waits"),
     m("h32b-pop-fast-path-any-success", "rmqrun/consumer/pop_consume.py",
       "a POP job with one success takes the all-succeeded path: its failures are acked, never retried",
       "        if len(verdicts) == len(entries) and verdicts.count(Status.SUCCESS) == len(entries):",

@@ -106,4 +106,9 @@ MUTANTS: list[Mutant] = [
       "            call_after_writes(self._flush_due)",
       "            asyncio.get_running_loop().call_soon(self._flush_due)",
       U + "consumer/test_pop_mixed_queue_jobs.py"),
+    m("popfirst-due-flush-once", "rmqrun/consumer/pop_consume.py",
+      "the lanes' delayed flush runs once and is never scheduled again: later pops' messages wait in their lanes",
+      "    def _flush_due(self) -> None:\n        self._due_scheduled = False\n",
+      "    def _flush_due(self) -> None:\n        pass\n",
+      U + "consumer/test_pop_mixed_queue_jobs.py"),
 ]
