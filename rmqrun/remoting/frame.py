@@ -75,7 +75,7 @@ class RemotingCommand:
     #: ``ext_fields`` afterwards (the request signer) sets it to None.
     ext_text: str | None = field(default=None, repr=False, compare=False)
     #: a request its connection writes at once, with the frames queued before it in this loop turn, instead of at
-    #: the turn's end: local to this process, never on the wire (a POP consumer's pops: docs/pop.md)
+    #: the turn's end: local to this process, never on the wire (a POP consumer's pops: docs/benchmarks/pop/history.md)
     send_now: bool = field(default=False, repr=False, compare=False)
 
     @property
