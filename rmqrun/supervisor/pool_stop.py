@@ -63,8 +63,7 @@ class PoolStopping:
             self._retire(proc)
         await self._wait_dead(grace)
         if self._procs:
-            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", len(self._procs),
-                           round(waited + grace, 1))  # waited: the part of the stop's grace spent before the pool's
+            self._say_who_is_left(round(waited + grace, 1))  # waited: the stop's grace spent before the pool's
             for proc in list(self._procs):
                 proc.kill("stop grace expired", signal.SIGTERM)
             await self._wait_dead(TERM_WAIT)
@@ -83,6 +82,21 @@ class PoolStopping:
         else:
             logger.info("pool stopped; every batch finished")
         return leftovers
+
+    def _say_who_is_left(self, after: float) -> None:
+        """The line for the workers left when the grace is over, which are about to be stopped at once: those
+        holding batches are busy (their calls are cut short); the rest have nothing to cut. Those had not
+        exited yet: on a stop with no grace (a consumer that cannot start, a second stop signal) that is
+        no news; after a grace of their own (TERM_WAIT or more) they are stuck in ``worker_exit``."""
+        busy = sum(1 for proc in self._procs if proc.pending)
+        idle = len(self._procs) - busy
+        if busy:
+            logger.warning("{} worker(s) still busy after {:g} s; stopping them now", busy, after)
+        if idle and after >= TERM_WAIT:
+            logger.warning("{} idle worker(s) had not exited {:g} s after STOP (a slow worker_exit?); stopping "
+                           "them now", idle, after)
+        elif idle:
+            logger.debug("{} idle worker(s) not exited yet; stopping them now", idle)
 
     def _retire(self, proc: WorkerProcess) -> None:
         if not proc.stop_sent and not proc.dead:
