@@ -85,7 +85,8 @@ class BrokerError(RemotingError):
         self.code = code
         self.remark = remark or ""
         self.request_code = request_code
-        super().__init__(f"{response_name(code)} ({code}): {self.remark}" if self.remark else f"{response_name(code)} ({code})")
+        shown = self.remark.strip()  # a Java broker's "request type N not supported" starts with a space
+        super().__init__(f"{response_name(code)} ({code}): {shown}" if shown else f"{response_name(code)} ({code})")
 
 
 class AccessDeniedError(BrokerError):
