@@ -31,6 +31,10 @@ def test_set_list_and_refusals(tmp_path: Path) -> None:
         eb.broker.topics.put(TopicConfig("Orders", 2, 2))
         modes = eb.broker.processors.assignment.modes
 
+        r = mode_cli(eb, "--list")  # nothing set yet: every group pulls
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == "no message request mode is set: every group pulls (the broker default)"
+
         r = mode_cli(eb, "-g", "Scoring", "-t", "Orders", "--mode", "POP", "--pop-share-queue-num", "1")
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == (f"group Scoring on topic Orders: POP, popShareQueueNum 1 on broker "
@@ -81,6 +85,8 @@ def test_set_list_and_refusals(tmp_path: Path) -> None:
         r = mode_cli(eb, "--list")
         assert r.returncode == 1
         assert "does not support GET_ALL_MESSAGE_REQUEST_MODE" in r.stderr and "RocketMQ 5.x" in r.stderr, r.stderr
+        # and no 'every group pulls' beside it (seen against a real 4.9.8 broker): nothing answered to say so
+        assert r.stdout == "", r.stdout
 
 
 def test_acl_refusal_is_one_line(tmp_path: Path) -> None:

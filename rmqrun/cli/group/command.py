@@ -100,7 +100,7 @@ def mode(group_name: str | None, topic: str | None, mode: str | None, pop_share_
     if list_all:
         modes, refused = run_admin(lambda: list_group_modes(where, broker=broker, cluster_name=cluster))
         failures = [broker_failure(r.broker, r.error, "list") for r in refused]
-        _print_rows([m.to_json() for m in modes], ns, group_name, topic, as_json)
+        _print_rows([m.to_json() for m in modes], ns, group_name, topic, as_json, all_answered=not refused)
     else:
         assert mode is not None and group_name is not None and topic is not None
         done, refused = run_admin(lambda: set_group_mode(where, topic, group_name, mode.upper(), pop_share_queue_num,
@@ -116,7 +116,9 @@ def mode(group_name: str | None, topic: str | None, mode: str | None, pop_share_
 
 
 def _print_rows(rows: list[dict[str, Any]], ns: str | None, group_name: str | None, topic: str | None,
-                as_json: bool) -> None:
+                as_json: bool, all_answered: bool = True) -> None:
+    """The modes as a table (or JSON). No row: 'every group pulls' only when every broker asked answered; a
+    refusal (a 4.x broker keeps no modes) is said on its own line, and an empty table then proves nothing."""
     from rmqrun.namespace import has_namespace, unwrap
     if ns:
         rows = [{**r, "topic": unwrap(ns, r["topic"]), "group": unwrap(ns, r["group"])} for r in rows
@@ -129,7 +131,8 @@ def _print_rows(rows: list[dict[str, Any]], ns: str | None, group_name: str | No
         click.echo(json.dumps(rows))
         return
     if not rows:
-        click.echo("no message request mode is set: every group pulls (the broker default)")
+        if all_answered:
+            click.echo("no message request mode is set: every group pulls (the broker default)")
         return
     head = ("BROKER", "TOPIC", "GROUP", "MODE", "POP_SHARE_QUEUE_NUM")
     cells = [head] + [(r["broker"], r["topic"], r["group"], r["mode"], str(r["popShareQueueNum"])) for r in rows]
