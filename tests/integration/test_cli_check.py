@@ -116,3 +116,30 @@ def test_missing_topic_is_exit_1(cluster) -> None:  # type: ignore[no-untyped-de
     proc = check("workers.cpu:handle", "--namesrv", cluster.namesrv_address, "--group", "G", "--topic", "NoSuchT")
     assert proc.returncode == 1
     assert "FAIL  topic        topic 'NoSuchT' does not exist on the name server" in proc.stdout
+
+
+def test_a_popping_group_is_refused_where_run_would_be_refused(tmp_path: Path) -> None:
+    """A broker without POP (RocketMQ 4.x: no QUERY_ASSIGNMENT, no POP codes) refuses ``--consume-mode pop``:
+    ``run`` stops with exit 2 at its first assignment, and ``check`` said 'all well' (seen against a real 4.9.8
+    broker). Now check fails the same way; a pulling group on the same broker still passes."""
+    from rmqrun.remoting.codes import RequestCode
+
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, "CK4", 2)
+        for code in (RequestCode.QUERY_ASSIGNMENT, RequestCode.POP_MESSAGE, RequestCode.ACK_MESSAGE):
+            del eb.broker.server.processors[int(code)]
+        args = ("workers.noop:handle", "--namesrv", eb.namesrv_address, "--group", "GCK4", "--topic", "CK4")
+        proc = check(*args, "--consume-mode", "pop")
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert (f"FAIL  consume mode consume_mode=pop: broker broker-a at {eb.broker_address} does not serve POP"
+                in proc.stdout), proc.stdout
+        assert "POP needs RocketMQ 5.x; use --consume-mode pull with this cluster" in proc.stdout, proc.stdout
+        assert "would subscribe" not in proc.stdout, proc.stdout
+
+        ran = run_cli(["run", *args, "--consume-mode", "pop", "--workers", "1"])
+        assert ran.returncode == 2, ran.stderr[-2000:]
+        assert "POP needs RocketMQ 5.x" in ran.stderr, ran.stderr[-2000:]
+
+        proc = check(*args)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "would subscribe to CK4 [*]" in proc.stdout, proc.stdout

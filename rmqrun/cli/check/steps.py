@@ -8,7 +8,7 @@ In order, stopping at the first failure (later steps need the earlier ones):
 2. the handler and the worker hooks import and have the right shape, in
    this process, with the errors a worker would give;
 3. the name server answers, the topic has a route, and every broker of the
-   route answers;
+   route answers (and serves POP, when the group pops: a 4.x broker does not);
 4. what it would subscribe to: topic and tags, the retry topic, the queues,
    the model, and who else consumes as the group right now.
 
@@ -114,7 +114,7 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
         wire_group = wrap(ns, consumer.group)
         for index, topic in enumerate(consumer.subscriptions):
             queues = await _check_topic(instance, consumer.namesrv, wire_group, topic, report, timeout,
-                                        members, first=index == 0, namespace=ns)
+                                        members, first=index == 0, namespace=ns, pop=consumer.consume_mode == "pop")
             if queues is None:
                 return
             shares.append(f"{queues} queue(s) of {topic}")
@@ -132,10 +132,12 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
 
 
 async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic: str, report: Report,
-                       timeout: float, members: set[str], *, first: bool, namespace: str | None = None) -> int | None:
+                       timeout: float, members: set[str], *, first: bool, namespace: str | None = None,
+                       pop: bool = False) -> int | None:
     """One subscribed topic: its route, readable queues and brokers; the queue count, or None on failure.
 
-    ``topic`` is the user's name; the cluster is asked for it under ``namespace``.
+    ``topic`` is the user's name; the cluster is asked for it under ``namespace``. ``pop``: the group pops
+    (``consume_mode`` pop), so each broker must serve POP, as ``run`` finds out from its first assignment.
     """
     wire_topic = wrap(namespace, topic)
     in_ns = f" in namespace {namespace!r} ({wire_topic!r} on the wire)" if namespace else ""
@@ -175,6 +177,11 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
             except BrokerError:
                 pass  # "no consumer for this group": the broker's way of saying none is online
             await _probe_topic_access(instance, addr, wire_topic, timeout)  # the name the ACL file lists
+            if pop and not await _serves_pop(instance, addr, wire_topic, group, timeout):
+                report.fail("consume mode", f"consume_mode=pop: broker {name} at {addr} does not serve POP (it "
+                                            "has no QUERY_ASSIGNMENT): POP needs RocketMQ 5.x; use --consume-mode "
+                                            "pull with this cluster", EXIT_CONFIG)  # run's exit code for it
+                return None
         except AccessDeniedError as exc:
             report.fail("access", str(exc), EXIT_UNREACHABLE)
             return None
@@ -183,6 +190,22 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
             return None
         report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
     return len(queues)
+
+
+async def _serves_pop(instance: ClientInstance, addr: str, topic: str, group: str, timeout: float) -> bool:
+    """Whether the broker knows QUERY_ASSIGNMENT, the POP consumer's first request (a 4.x broker refuses it,
+    and ``run`` stops on that). The question changes nothing on the broker. An ACL refusal is raised; any
+    other failure is not this check's to report (``run`` retries it)."""
+    from rmqrun.client.assignment import AssignmentClient
+    from rmqrun.consumer.broker_mode import not_supported
+    try:
+        await AssignmentClient(instance.pool).query_assignment(addr, topic, group, instance.client_id,
+                                                               timeout=timeout)
+    except AccessDeniedError:
+        raise
+    except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        return not not_supported(exc)
+    return True
 
 
 async def _probe_topic_access(instance: ClientInstance, addr: str, topic: str, timeout: float) -> None:
