@@ -39,9 +39,10 @@ import yaml
 
 from rmqrun.cli.values import (
     parse_bool, parse_float, parse_group, parse_int, parse_lower, parse_name,
-    parse_namespace, parse_namesrv, parse_ref, parse_size, parse_str, parse_subscriptions, parse_tags, parse_timestamp,
-    split_subscription,
+    parse_namespace, parse_namesrv, parse_ref, parse_size, parse_sql, parse_str, parse_subscriptions, parse_tags,
+    parse_timestamp,
 )
+from rmqrun.cli.subscription_settings import split_topic_flags, sql_topics, subscriptions_of
 from rmqrun.client.failure_log import DEFAULT_REPORT_EVERY_S
 from rmqrun.consumer.allocate import STRATEGIES
 from rmqrun.consumer.allocate_nearby import NAME as NEARBY
@@ -156,6 +157,9 @@ SETTINGS: tuple[Setting, ...] = (
     _S("subscriptions", parse_subscriptions, "several topics, each with its tag expression "
        "(instead of topic/tags), e.g. {Orders: 'TagA || TagB', Audit: '*'}", CLI, default=None),
     _S("tags", parse_tags, "tag expression, e.g. 'TagA || TagB'", CLI, default="*", flag="--tags"),
+    _S("sql", parse_sql, "SQL92 selector on the message properties, instead of tags, e.g. \"region = 'eu' AND "
+       "amount > 100\" (Java's MessageSelector.bySql; a Java broker needs enablePropertyFilter=true)", CLI,
+       default=None, flag="--sql"),
     _S("orderly", parse_bool, "consume each queue in order (broker-locked, one worker per queue)", CONSUMER,
        flag="--orderly"),
     _S("order_by", parse_lower, "orderly unit: queue (one job per queue, Java's) or key (in order per "
@@ -417,7 +421,7 @@ def resolve(cli: Mapping[str, Any], *, config_file: str | os.PathLike[str] | Non
             values[key] = setting.convert(value, source_of(setting))
             sources[key] = source_of(setting)
 
-    cli = _split_topic_flags(cli)
+    cli = split_topic_flags(cli)
     if config_file:
         apply(load_file(config_file), lambda s: f"config file {config_file}")
     env_layer = load_env(environ)
@@ -427,67 +431,6 @@ def resolve(cli: Mapping[str, Any], *, config_file: str | os.PathLike[str] | Non
     apply(env_layer, lambda s: f"environment {s.env}")
     apply(cli, lambda s: f"command line {s.flag}" if s.flag else "command line")
     return Resolved(values, sources)
-
-
-def _split_topic_flags(cli: Mapping[str, Any]) -> dict[str, Any]:
-    """Repeated ``--topic`` flags (a tuple from click): one plain topic stays ``topic``; several, or
-    one with its own ``:TAGS``, become ``subscriptions``. The same topic twice is refused."""
-    out = dict(cli)
-    given = out.get("topic")
-    if not isinstance(given, (tuple, list)):
-        return out
-    out["topic"] = None
-    if not given:
-        return out
-    subs: dict[str, str | None] = {}
-    for item in given:
-        try:
-            topic, tags = split_subscription(str(item))
-        except ValueError as exc:
-            raise ConfigError(f"topic={item!r} (command line --topic) is invalid: {exc}") from None
-        if topic in subs:
-            raise ConfigError(f"--topic {topic} is given twice: give each topic once, with all its tags "
-                              "(--topic T:'TagA || TagB')")
-        subs[topic] = tags
-    if len(subs) == 1 and next(iter(subs.values())) is None:
-        out["topic"] = next(iter(subs))
-        return out
-    if out.get("subscriptions") is not None:
-        raise ConfigError("give --topic or subscriptions, not both")
-    out["subscriptions"] = {t: ("*" if tags is None else tags) for t, tags in subs.items()}
-    return out
-
-
-_RANK = ("default", "config file", "environment", "command line")
-
-
-def _rank(source: str) -> int:
-    """Where a value came from, as a precedence rank (higher wins)."""
-    return max((i for i, prefix in enumerate(_RANK) if source.startswith(prefix)), default=0)
-
-
-def subscriptions_of(resolved: Resolved) -> dict[str, str] | None:
-    """Topic -> tag expression from ``topic``/``tags`` or ``subscriptions``, whichever comes from the
-    stronger source (command line > environment > config file); None when neither is set.
-
-    Refused where it would be ambiguous: both from the same source, or ``tags`` beside several topics
-    (each topic carries its own tags there)."""
-    v, src = resolved.values, resolved.sources
-    subs, topic = v.get("subscriptions"), v.get("topic")
-    if subs and topic:
-        a, b = _rank(src["subscriptions"]), _rank(src["topic"])
-        if a == b:
-            raise ConfigError(f"topic ({src['topic']}) and subscriptions ({src['subscriptions']}) are both set: "
-                              "give one (subscriptions for several topics)")
-        if b > a:
-            subs = None
-    if not subs:
-        return {topic: v["tags"]} if topic else None
-    if src.get("tags", "default") != "default" and _rank(src["tags"]) >= _rank(src["subscriptions"]):
-        raise ConfigError(f"tags ({src['tags']}) cannot be combined with several topics "
-                          f"(subscriptions from {src['subscriptions']}): give each topic its own tags, "
-                          "e.g. --topic Orders:'TagA || TagB' --topic Audit")
-    return dict(subs)
 
 
 def missing(resolved: Resolved, keys: Mapping[str, str] = ESSENTIALS) -> ConfigError | None:
@@ -513,6 +456,7 @@ def build(resolved: Resolved) -> RunSettings:
             kw[s.target][s.field_name] = v[s.key]
     consumer_kw = kw[CONSUMER]
     consumer_kw["subscriptions"] = subscriptions_of(resolved)
+    consumer_kw["expression_types"] = sql_topics(resolved)
     consumer_kw["security"] = security_of(resolved)
     consumer_kw.setdefault("consume_timestamp", default_consume_timestamp())
     consumer = ConsumerConfig(**consumer_kw).validate()

@@ -114,6 +114,14 @@ def parse_tags(value: Any) -> str:
     return text
 
 
+def parse_sql(value: Any) -> str:
+    """An SQL92 selector, kept verbatim for the broker to compile (as Java's client sends it); an empty one is
+    refused, as the broker would refuse it."""
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("an SQL92 selector cannot be empty, e.g. \"region = 'eu' AND amount > 100\"")
+    return parse_str(value)
+
+
 def split_subscription(text: str) -> tuple[str, str | None]:
     """``TOPIC`` or ``TOPIC:TAGS`` (a topic name has no ``:``) to the topic and its own tags, if any."""
     topic, sep, tags = text.partition(":")

@@ -22,6 +22,7 @@ from typing import Iterable
 from rmqrun.client.failure_log import FailureLog, cause_of, is_transport
 from rmqrun.model import Message, MessageQueue
 from rmqrun.protocol.bodies import (
+    CheckClientRequestBody,
     ConsumerListBody,
     HeartbeatData,
     LockBatchRequestBody,
@@ -48,6 +49,7 @@ from rmqrun.protocol.headers import (
     UpdateConsumerOffsetRequestHeader,
     ViewMessageRequestHeader,
 )
+from rmqrun.protocol.subscription import SubscriptionData
 from rmqrun.remoting.acl_sign import UNIQUE_KEY_QUERY
 from rmqrun.remoting.codes import RequestCode, ResponseCode, request_name
 from rmqrun.remoting.connection import ConnectionPool
@@ -401,6 +403,13 @@ class BrokerClient:
             # Java treats a bodiless SUCCESS as a failure too.
             raise ProtocolError(f"GET_CONSUMER_LIST_BY_GROUP for {group!r} answered without a body")
         return ConsumerListBody.from_json(resp.body).consumer_id_list
+
+    async def check_client_config(self, addr: str, group: str, client_id: str, subscription: SubscriptionData, *,
+                                  timeout: float | None = None) -> None:
+        """CHECK_CLIENT_CONFIG (Java ``checkClientInBroker``): raises the broker's refusal of a subscription it
+        cannot serve (a Java broker without ``enablePropertyFilter`` refuses SQL92 so)."""
+        body = CheckClientRequestBody(client_id, group, subscription.to_json()).encode()
+        await self._expect_success(addr, RemotingCommand(RequestCode.CHECK_CLIENT_CONFIG, body=body), timeout)
 
     # ----------------------------------------------------------------- orderly locks
 

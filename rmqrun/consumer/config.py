@@ -21,6 +21,7 @@ from rmqrun.consumer.consume_mode import ConsumeMode, mode_of
 from rmqrun.consumer.key_order import ORDER_BY, ORDER_KEYS, valid_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
+from rmqrun.protocol.subscription import EXPRESSION_TAG, EXPRESSION_TYPES
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.topic_names import retry_topic
 from rmqrun.setting_rules import at_least, between, check_fields, one_of, positive, ruled, words
@@ -51,8 +52,12 @@ def default_consume_timestamp() -> str:
 class ConsumerConfig:
     group: str
     namesrv: str
-    #: topic -> tag expression (``"TagA || TagB"``, ``"*"``)
+    #: topic -> tag expression (``"TagA || TagB"``, ``"*"``), or the SQL92 selector of a topic named in
+    #: ``expression_types``
     subscriptions: dict[str, str] = field(default_factory=dict)
+    #: topic -> expression type of a subscription that is not a tag expression (``"SQL92"``: Java's
+    #: ``MessageSelector.bySql``); a topic not named here is subscribed by tags
+    expression_types: dict[str, str] = field(default_factory=dict)
     orderly: bool = False
     message_model: str = ruled(d.MESSAGE_MODEL, ok=one_of(*MESSAGE_MODELS))
     consume_from_where: str = ruled(d.CONSUME_FROM_WHERE, ok=one_of(*CONSUME_FROM))
@@ -166,6 +171,16 @@ class ConsumerConfig:
             subs.setdefault(retry_topic(self.group), "*")
         return subs
 
+    def expression_type(self, topic: str) -> str:
+        """How ``topic``'s expression is written: ``TAG`` unless ``expression_types`` says otherwise."""
+        return self.expression_types.get(topic, EXPRESSION_TAG)
+
+    def expression_label(self, topic: str, expression: str) -> str:
+        """A subscription's expression as the start-up log and ``rmqrun check`` show it: ``TagA || TagB``, or
+        ``SQL92: a > 1``."""
+        kind = self.expression_type(topic)
+        return expression if kind == EXPRESSION_TAG else f"{kind}: {expression}"
+
     def on_wire(self) -> "ConsumerConfig":
         """This config with the group and the topics as the cluster names them (under the namespace).
 
@@ -178,7 +193,8 @@ class ConsumerConfig:
         if not ns:
             return self
         subs = {wrap(ns, topic): expr for topic, expr in self.subscriptions.items()}
-        return dataclasses.replace(self, group=wrap(ns, self.group), subscriptions=subs)
+        types = {wrap(ns, topic): kind for topic, kind in self.expression_types.items()}
+        return dataclasses.replace(self, group=wrap(ns, self.group), subscriptions=subs, expression_types=types)
 
     def validate(self) -> "ConsumerConfig":
         """Each field's own rule (declared on it, the settings table checks the same), then what depends on
@@ -204,6 +220,13 @@ class ConsumerConfig:
         for topic, expr in self.subscriptions.items():
             if not topic or not isinstance(expr, str):
                 raise bad("subscriptions", {topic: expr}, "topic -> tag expression, e.g. {'T': 'TagA || TagB'}")
+        for topic, kind in self.expression_types.items():
+            if topic not in self.subscriptions or kind not in EXPRESSION_TYPES:
+                raise bad("expression_types", {topic: kind}, f"a subscribed topic -> one of "
+                          f"{', '.join(EXPRESSION_TYPES)}")
+            if not self.subscriptions[topic].strip():
+                raise bad("subscriptions", {topic: self.subscriptions[topic]}, f"an {kind} expression cannot be "
+                          "empty")
         try:
             self.namespace = check_namespace(self.namespace)
         except ValueError as exc:

@@ -33,6 +33,7 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import PullService, pull_service
 from rmqrun.consumer.dead_letters import DeadLetters, Failure
 from rmqrun.consumer.executor import ConsumeJob, Executor, JobResult
+from rmqrun.consumer.filter_check import check_filters
 from rmqrun.consumer.oldest import store_timestamps_ms
 from rmqrun.consumer.offsets import (
     LocalFileOffsetStore, OffsetStore, OffsetUnreadableError, ReadOffsetType, RemoteOffsetStore,
@@ -177,7 +178,8 @@ class PushConsumer:
         if self.instance.broker.failures is None:
             self.instance.broker.failures = FailureLog()
         self._subs: dict[str, SubscriptionData] = {
-            topic: SubscriptionData.build(topic, expr) for topic, expr in config.all_subscriptions().items()}
+            topic: SubscriptionData.build(topic, expr, expression_type=config.expression_type(topic))
+            for topic, expr in config.all_subscriptions().items()}
         self.offset_store: OffsetStore = self._make_offset_store()
         #: what this consumer dead-lettered, by topic and reason (``rmqrun_messages_dead_lettered_total``)
         self.dead_letters = DeadLetters(self.user_config.group, config.namespace,
@@ -442,6 +444,7 @@ class PushConsumer:
                 if topic != retry_topic(self.config.group):
                     logger.warning("topic {} does not exist yet; it is picked up once it does",
                                    unwrap(self.config.namespace, topic))
+        await check_filters(self.instance, self.config.group, self._subs, self.config.namespace)  # SQL92: served?
         if not await self.instance.send_heartbeat() and self.instance.broker_addresses():
             # the routes name brokers but none answers: the cluster is not there yet
             raise BrokerNotFoundError(f"no broker answered the heartbeat among {self.instance.broker_addresses()}")

@@ -235,6 +235,19 @@ class HeartbeatData:
 # --------------------------------------------------------------------------- locks
 
 @dataclass(slots=True)
+class CheckClientRequestBody:
+    """CHECK_CLIENT_CONFIG body (Java ``CheckClientRequestBody``): a subscription the broker must be able to
+    serve, sent before the first heartbeat for one that is not a tag expression (SQL92)."""
+
+    client_id: str
+    group: str
+    subscription: Mapping[str, Any]  # SubscriptionData.to_json()
+
+    def encode(self) -> bytes:
+        return dumps({"clientId": self.client_id, "group": self.group, "subscriptionData": dict(self.subscription)})
+
+
+@dataclass(slots=True)
 class LockBatchRequestBody:
     """LOCK_BATCH_MQ body. ``only_this_broker`` is 5.x; 4.9.8 leaves it out (None)."""
 

@@ -168,7 +168,8 @@ class Supervisor:
         mode = self.settings.consumer.mode.description
         ns = self.settings.consumer.namespace
         logger.info("consuming {} as group {}{} ({}, {}), {} running {}",
-                    ", ".join(f"{t}[{e}]" for t, e in self.settings.consumer.subscriptions.items()),
+                    ", ".join(f"{t}[{self.settings.consumer.expression_label(t, e)}]"
+                              for t, e in self.settings.consumer.subscriptions.items()),
                     self.settings.consumer.group, f" in namespace {ns}" if ns else "",
                     self.settings.consumer.message_model, mode,
                     plural(self.executor.pool.size, "worker"), self.settings.pool.worker.handler)

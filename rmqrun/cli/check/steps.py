@@ -26,7 +26,9 @@ from rmqrun.cli import settings as table
 from rmqrun.cli.exit_codes import EXIT_CONFIG, EXIT_HANDLER, EXIT_OK, EXIT_RUNTIME
 from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
+from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.errors import ConfigError, RmqrunError
+from rmqrun.protocol.subscription import EXPRESSION_TAG
 from rmqrun.cli.security import exposure_warnings
 from rmqrun.namespace import wrap
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
@@ -118,8 +120,10 @@ async def check_cluster(settings: RunSettings, report: Report, timeout: float) -
             if queues is None:
                 return
             shares.append(f"{queues} queue(s) of {topic}")
+        if not await _check_filters(instance, consumer, wire_group, report, timeout):
+            return
         mode = consumer.mode.description
-        subs = ", ".join(f"{t} [{e}]" for t, e in consumer.all_subscriptions().items())
+        subs = ", ".join(f"{t} [{consumer.expression_label(t, e)}]" for t, e in consumer.all_subscriptions().items())
         in_ns = f" in namespace {ns} ({wire_group} on the wire)" if ns else ""
         report.note(f"would subscribe to {subs} as group {consumer.group}{in_ns}: {consumer.message_model}, {mode}, "
                     f"allocate {consumer.allocate_strategy}, a new group starts at {consumer.consume_from_where}; "
@@ -190,6 +194,33 @@ async def _check_topic(instance: ClientInstance, namesrv: str, group: str, topic
             return None
         report.ok("broker", f"{name} at {addr} answers (queue {mq.queue_id} holds offsets up to {backlog})")
     return len(queues)
+
+
+async def _check_filters(instance: ClientInstance, consumer: ConsumerConfig, group: str, report: Report,
+                         timeout: float) -> bool:
+    """The subscriptions that are not tag expressions (``sql``), checked with their topics' brokers as ``run``
+    checks them before its first heartbeat (:func:`check_filters`); False when one refuses."""
+    from rmqrun.consumer.filter_check import check_filters
+    from rmqrun.protocol.subscription import SubscriptionData
+    ns = consumer.namespace
+    subs = {wrap(ns, t): SubscriptionData.build(wrap(ns, t), e, expression_type=consumer.expression_type(t))
+            for t, e in consumer.subscriptions.items() if consumer.expression_type(t) != EXPRESSION_TAG}
+    if not subs:
+        return True
+    try:
+        asked = await check_filters(instance, group, subs, ns, timeout)
+    except ConfigError as exc:
+        report.fail("filter", str(exc), EXIT_CONFIG)  # run's exit code for it
+        return False
+    except AccessDeniedError as exc:
+        report.fail("access", str(exc), EXIT_UNREACHABLE)
+        return False
+    except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
+        report.fail("filter", f"the brokers could not say whether they serve the SQL92 selector: "
+                              f"{exc or type(exc).__name__}", EXIT_UNREACHABLE)
+        return False
+    report.ok("filter", f"SQL92 selector accepted by {asked} broker(s)")
+    return True
 
 
 async def _serves_pop(instance: ClientInstance, addr: str, topic: str, group: str, timeout: float) -> bool:

@@ -1,0 +1,69 @@
+"""``rmqrun run --sql``: a topic subscribed by an SQL92 selector (Java's ``MessageSelector.bySql``).
+
+The embedded broker filters by tag only and refuses SQL92 as a Java broker without ``enablePropertyFilter``
+does (at CHECK_CLIENT_CONFIG and at the pull): run stops at start with that cause (exit 2), as Java's push
+consumer fails its start, and ``rmqrun check`` says the same. What a broker that filters receives is pinned
+on the wire: the broker's CHECK_CLIENT_CONFIG handler is swapped for one that records and accepts, and the
+heartbeat's subscription is read from the broker's consumer table. (The filtering itself is the broker's:
+verified by hand against a real 4.9.8 broker with enablePropertyFilter=true, docs/configuration.md.)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rmqrun.broker.processors.common import answer
+from rmqrun.remoting.codes import RequestCode
+from tests.integration.cli_kit import Child, embedded_broker, produce, run_args, run_cli, wait_for
+
+SELECTOR = "region = 'eu' AND amount > 100"
+
+
+def test_a_broker_that_filters_by_tag_only_stops_run_and_fails_check(tmp_path: Path) -> None:
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, "SqlOrders", 2)
+        args = run_args(eb.namesrv_address, "GSql", "SqlOrders", "workers.noop:handle", "--sql", SELECTOR,
+                        "--workers", "1")
+        ran = run_cli(args)
+        assert ran.returncode == 2, ran.stderr[-2000:]
+        assert (f"sql: broker broker-a at {eb.broker_address} refuses the SQL92 subscription of SqlOrders"
+                in ran.stderr), ran.stderr[-2000:]
+        assert "enablePropertyFilter=true" in ran.stderr and "subscribe with --tags there" in ran.stderr
+        assert eb.broker.consumers.group("GSql") is None  # refused before its first heartbeat, as Java's start
+
+        checked = run_cli(["check", *args[1:]])
+        assert checked.returncode == 2, checked.stdout + checked.stderr
+        assert "FAIL  filter       sql: broker broker-a" in checked.stdout, checked.stdout
+
+
+def test_the_selector_reaches_a_broker_that_filters(tmp_path: Path) -> None:
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, "SqlOrders", 2)
+        checked: list[dict[str, Any]] = []
+
+        async def accept(conn: Any, cmd: Any) -> Any:  # a broker with enablePropertyFilter=true
+            checked.append(json.loads(cmd.body))
+            return answer(cmd, typed=False)
+
+        eb.broker.server.processors[int(RequestCode.CHECK_CLIENT_CONFIG)] = accept
+        args = run_args(eb.namesrv_address, "GSql", "SqlOrders", "workers.noop:handle", "--sql", SELECTOR,
+                        "--workers", "1")
+        with Child(args, tmp_path) as child:
+            child.wait_output("consuming SqlOrders[SQL92: region = 'eu' AND amount > 100] as group GSql")
+            sub: Any = wait_for(lambda: eb.broker.consumers.find_subscription("GSql", "SqlOrders"), 20,
+                           what="the heartbeat's subscription")
+            assert (sub.expression_type, sub.sub_string) == ("SQL92", SELECTOR)
+            retry = eb.broker.consumers.find_subscription("GSql", "%RETRY%GSql")
+            assert retry is not None and (retry.expression_type, retry.sub_string) == ("TAG", "*")
+        assert [c["subscriptionData"]["expressionType"] for c in checked] == ["SQL92"], checked
+        (body,) = checked
+        assert body["group"] == "GSql" and body["clientId"] and body["subscriptionData"]["subString"] == SELECTOR
+        assert body["subscriptionData"]["topic"] == "SqlOrders"
+
+        checked.clear()
+        out = run_cli(["check", *args[1:]])
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "ok    filter       SQL92 selector accepted by 1 broker(s)" in out.stdout
+        assert f"would subscribe to SqlOrders [SQL92: {SELECTOR}], %RETRY%GSql [*]" in out.stdout
