@@ -61,7 +61,8 @@ def _rank(source: str) -> int:
 
 def subscriptions_of(resolved: Resolved) -> dict[str, str] | None:
     """Topic -> tag expression from ``topic``/``tags`` or ``subscriptions``, whichever comes from the
-    stronger source (command line > environment > config file); None when neither is set.
+    stronger source (command line > environment > config file); None when neither is set. With ``sql``
+    (:func:`_uses_sql`) the one topic's value is its SQL92 selector (:func:`sql_topics` says which).
 
     Refused where it would be ambiguous: both from the same source, or ``tags`` beside several topics
     (each topic carries its own tags there)."""
