@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Mapping, Sequence
 
 from rmqrun.client.admin import AdminClient
 from rmqrun.client.group_lag import stored_age_at
@@ -58,6 +58,9 @@ class QueueProgress:
     oldest_age_s: float | None = None
     #: the queue's min offset (read only where the group has an offset: None otherwise)
     min_offset: int | None = None
+    #: epoch ms when the broker stored the last message the group consumed (the one before its consumer
+    #: offset: mqadmin consumerProgress's ``#LastTime``, GET_CONSUME_STATS's ``lastTimestamp``); None: not known
+    consumed_up_to_ms: int | None = None
 
     @property
     def deleted_unconsumed(self) -> int:
@@ -79,7 +82,8 @@ class QueueProgress:
                 "broker_offset": self.broker_offset, "consumer_offset": self.consumer_offset, "lag": self.lag,
                 "oldest_unfinished_offset": self.consumer_offset if self.oldest_age_s is not None else None,
                 "oldest_unfinished_age_s": None if self.oldest_age_s is None else round(self.oldest_age_s, 3),
-                "min_offset": self.min_offset, "deleted_unconsumed": self.deleted_unconsumed}
+                "min_offset": self.min_offset, "deleted_unconsumed": self.deleted_unconsumed,
+                "consumed_up_to_ms": self.consumed_up_to_ms}
 
 
 def _admin(instance: ClientInstance) -> AdminClient:
@@ -139,6 +143,8 @@ class GroupView:
     committed: set[str]
     subscribed: set[str]
     online: bool
+    #: per queue, epoch ms of the store time of the last message the group consumed (brokers that say)
+    consumed_up_to: dict[MessageQueue, int] = field(default_factory=dict)
 
     @property
     def topics(self) -> list[str]:
@@ -152,6 +158,7 @@ async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
     masters = (await admin.cluster_info()).all_masters()
     committed: set[str] = set()
     subscribed: set[str] = set()
+    consumed_up_to: dict[MessageQueue, int] = {}
     online = False
     for addr in masters:
         try:
@@ -164,6 +171,8 @@ async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
             stats = None
         if stats is not None:
             committed.update(mq.topic for mq in stats.offset_table)
+            consumed_up_to.update((mq, p.last_timestamp) for mq, p in stats.offset_table.items()
+                                  if p.last_timestamp > 0)
         try:
             online = online or bool(await instance.broker.get_consumer_list(addr, group, timeout=TIMEOUT))
         except AccessDeniedError:
@@ -171,12 +180,13 @@ async def group_view(instance: ClientInstance, group: str) -> GroupView | None:
         except BrokerError:
             pass  # "no consumer for this group"
         subscribed |= await _subscribed_topics(instance, addr, group)
-    return GroupView(committed, subscribed, online)
+    return GroupView(committed, subscribed, online, consumed_up_to)
 
 
-async def topic_progress(instance: ClientInstance, group: str, topic: str,
-                         committed: bool = True) -> list[QueueProgress]:
-    """The topic's queues; ``committed=False``: the group has no stored offset on it, show none."""
+async def topic_progress(instance: ClientInstance, group: str, topic: str, committed: bool = True,
+                         consumed_up_to: Mapping[MessageQueue, int] | None = None) -> list[QueueProgress]:
+    """The topic's queues; ``committed=False``: the group has no stored offset on it, show none.
+    ``consumed_up_to``: what the brokers' consume statistics say of each queue's last consumed message."""
     try:
         route = await instance.update_route(topic)
     except TopicNotExistError:
@@ -190,7 +200,8 @@ async def topic_progress(instance: ClientInstance, group: str, topic: str,
         stored = await instance.broker.query_consumer_offset(addr, group, mq, timeout=TIMEOUT) if committed else None
         age = await stored_age_at(instance, addr, group, mq, stored) if stored is not None and stored < high else None
         low = await instance.broker.get_min_offset(addr, mq, timeout=TIMEOUT) if stored is not None else None
-        return QueueProgress(mq, high, stored, age, low)
+        last = (consumed_up_to or {}).get(mq) if stored is not None else None
+        return QueueProgress(mq, high, stored, age, low, last)
 
     return list(await asyncio.gather(*(one(mq) for mq in sorted(subscribe_queues(route, topic)))))
 
@@ -228,8 +239,9 @@ async def _progress(namesrv: str, group: str, topics: Sequence[str], where: str,
             chosen = list(topics) if topics else view.topics
             committed = view.committed
         rows: list[QueueProgress] = []
+        last = view.consumed_up_to if view is not None else None
         for topic in chosen:
-            rows.extend(await topic_progress(instance, group, topic, topic in committed))
+            rows.extend(await topic_progress(instance, group, topic, topic in committed, last))
         return rows
     finally:
         await instance.close()

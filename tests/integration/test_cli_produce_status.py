@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import re
 import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -172,13 +174,17 @@ def test_status_per_queue_and_totals(eb) -> None:  # type: ignore[no-untyped-def
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == "group GST"
-    assert lines[1].split() == ["topic", "broker", "queue", "broker", "offset", "consumer", "offset", "lag"]
+    assert lines[1].split() == ["topic", "broker", "queue", "broker", "offset", "consumer", "offset", "lag",
+                                "consumed", "up", "to", "(UTC)"]
     rows = _rows(proc.stdout)
-    assert rows["ST broker-a 0"][3:] == [str(high[0]), str(high[0]), "0"]
-    assert rows["ST broker-a 1"][3:] == [str(high[1]), "4", str(high[1] - 4)]
-    assert rows["ST broker-a 3"][3:] == [str(high[3]), "7", str(high[3] - 7)]
+    assert rows["ST broker-a 0"][3:6] == [str(high[0]), str(high[0]), "0"]
+    assert rows["ST broker-a 1"][3:6] == [str(high[1]), "4", str(high[1] - 4)]
+    assert rows["ST broker-a 3"][3:6] == [str(high[3]), "7", str(high[3] - 7)]
+    # the store time of the message before the consumer offset (mqadmin's #LastTime), to the second, in UTC
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    assert rows["ST broker-a 1"][6] == today and re.fullmatch(r"\d\d:\d\d:\d\d", rows["ST broker-a 1"][7])
     # never committed: the broker answers 0 (Java's rule for a queue still starting at 0) or nothing ("-")
-    q2 = rows["ST broker-a 2"][3:]
+    q2 = rows["ST broker-a 2"][3:6]
     assert q2[0] == str(high[2]) and q2[1] in ("0", "-") and q2[2] == str(high[2])
     committed = high[0] + 4 + 7
     total = lines[-1].split()

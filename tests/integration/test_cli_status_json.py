@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import re
 import signal
 from datetime import datetime
@@ -63,17 +64,20 @@ def test_json_and_topics_from_consume_stats(eb: Any) -> None:
     assert [(q["queue"], q["broker_offset"], q["consumer_offset"], q["lag"]) for q in out["queues"]] == \
         [(i, high[i], 2, high[i] - 2) for i in range(4)]
     assert out["total"] == {"queues": 4, "broker_offset": 12, "consumer_offset": 8, "lag": 4}
+    # the store time of the last consumed message (offset 1), as the broker's consume statistics say it
+    now_ms = time.time() * 1000
+    assert all(now_ms - 120_000 < q["consumed_up_to_ms"] <= now_ms for q in out["queues"]), out["queues"]
 
     # asked for a topic the group never consumed: no offset and no lag, in JSON and in the table
     both = status(eb, "--group", "GSJ", "--topic", "SJ_Done", "--topic", "SJ_Never", "--json")
     assert both.returncode == 0, both.stderr
     never = [q for q in json.loads(both.stdout)["queues"] if q["topic"] == "SJ_Never"]
     assert len(never) == 4 and sum(q["broker_offset"] for q in never) == 8
-    assert all(q["consumer_offset"] is None and q["lag"] is None for q in never)
+    assert all(q["consumer_offset"] is None and q["lag"] is None and q["consumed_up_to_ms"] is None for q in never)
     table = status(eb, "--group", "GSJ", "--topic", "SJ_Never")
     assert table.returncode == 0, table.stderr
     rows = [line.split() for line in table.stdout.splitlines() if line.startswith("SJ_Never")]
-    assert len(rows) == 4 and all(r[4:] == ["-", "-"] for r in rows)
+    assert len(rows) == 4 and all(r[4:] == ["-", "-", "-"] for r in rows)
 
 
 def test_unknown_group_is_exit_1(eb: Any) -> None:

@@ -7,6 +7,7 @@ turns them into text, so a program reading the same figures needs no click.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 from rmqrun.admin.pop_status import PopView, TopicMode
@@ -27,27 +28,36 @@ def _age_text(age: float | None) -> str:
     return f"{age / 3600:.1f} h"
 
 
+def _time_text(ms: int | None) -> str:
+    """The store time of the last message consumed, as mqadmin's ``#LastTime`` (here in UTC); '-': none known."""
+    if not ms:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000))
+
+
 def render(rows: Sequence[QueueProgress], group: str, namespace: str | None = None) -> str:
-    """A table like mqadmin consumerProgress, with totals."""
+    """A table like mqadmin consumerProgress (its ``#LastTime`` as "consumed up to"), with totals."""
     if namespace:
         group = f"{group} (namespace {namespace})"
     if not rows:
         return f"group {group}: no topics found (give --topic, or has the group never consumed?)"
-    header: tuple[str, ...] = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag")
+    header: tuple[str, ...] = ("topic", "broker", "queue", "broker offset", "consumer offset", "lag",
+                               "consumed up to (UTC)")
     body: list[tuple[str, ...]] = [
         (r.mq.topic, r.mq.broker_name, str(r.mq.queue_id), str(r.broker_offset),
-         "-" if r.consumer_offset is None else str(r.consumer_offset), "-" if r.lag is None else str(r.lag))
+         "-" if r.consumer_offset is None else str(r.consumer_offset), "-" if r.lag is None else str(r.lag),
+         _time_text(r.consumed_up_to_ms))
         for r in rows]
     total_lag = sum(r.lag or 0 for r in rows)
     total_high = sum(r.broker_offset for r in rows)
     total_committed = sum(r.consumer_offset or 0 for r in rows)
-    body.append(("total", "", str(len(rows)), str(total_high), str(total_committed), str(total_lag)))
+    body.append(("total", "", str(len(rows)), str(total_high), str(total_committed), str(total_lag), ""))
     if any(r.oldest_age_s is not None and r.oldest_age_s >= STUCK_AFTER_S for r in rows):
         # something waits at its consumer offset for long (a stuck key or queue): say since when
         header += ("oldest unfinished",)
         body = [row + (_age_text(r.oldest_age_s),) for row, r in zip(body, rows)] + [body[-1] + ("",)]
     widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
-    numeric = {2, 3, 4, 5, 6}
+    numeric = {2, 3, 4, 5, 7}
 
     def fmt(row: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths)))
