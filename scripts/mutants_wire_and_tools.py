@@ -426,4 +426,9 @@ MUTANTS: list[Mutant] = [
       "group mode --list says every group pulls although a broker refused to say",
       "        if all_answered:\n", "        if True:\n",
       I + "test_cli_group_mode.py::test_set_list_and_refusals"),
+    m("status-consumed-up-to-dropped", "rmqrun/admin/status.py",
+      "status drops the brokers' store time of the last consumed message (mqadmin's #LastTime)",
+      "        last = (consumed_up_to or {}).get(mq) if stored is not None else None",
+      "        last = None",
+      I + "test_cli_status_json.py::test_json_and_topics_from_consume_stats"),
 ]
