@@ -21,7 +21,7 @@ from rmqrun.consumer.consume_mode import ConsumeMode, mode_of
 from rmqrun.consumer.key_order import ORDER_BY, ORDER_KEYS, valid_order_key
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import check_namespace, wrap, wrapped_length_error
-from rmqrun.protocol.subscription import EXPRESSION_TAG, EXPRESSION_TYPES
+from rmqrun.protocol.subscription import EXPRESSION_TAG, EXPRESSION_TYPES, SubscriptionData
 from rmqrun.remoting.security import ClientSecurity
 from rmqrun.topic_names import retry_topic
 from rmqrun.setting_rules import at_least, between, check_fields, one_of, positive, ruled, words
@@ -174,6 +174,13 @@ class ConsumerConfig:
     def expression_type(self, topic: str) -> str:
         """How ``topic``'s expression is written: ``TAG`` unless ``expression_types`` says otherwise."""
         return self.expression_types.get(topic, EXPRESSION_TAG)
+
+    def subscription_data(self) -> dict[str, SubscriptionData]:
+        """Every subscription (the retry topic's included) as the consumer subscribes it, each with its
+        expression type: what the engine heartbeats and pulls with, and what ``rmqrun check`` asks the brokers
+        about (on the names this config has: :meth:`on_wire` first for the cluster's)."""
+        return {topic: SubscriptionData.build(topic, expr, expression_type=self.expression_type(topic))
+                for topic, expr in self.all_subscriptions().items()}
 
     def expression_label(self, topic: str, expression: str) -> str:
         """A subscription's expression as the start-up log and ``rmqrun check`` show it: ``TagA || TagB``, or

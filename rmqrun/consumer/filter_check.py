@@ -32,7 +32,7 @@ async def check_filters(instance: "ClientInstance", group: str, subscriptions: M
         if sub.is_tag_type:
             continue
         try:
-            route = await instance.update_route(topic)
+            route = await instance.get_route(topic)  # cached by the caller's route check, or fetched now
         except TopicNotExistError:
             continue
         for bd in route.broker_datas:

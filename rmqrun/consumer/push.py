@@ -177,9 +177,7 @@ class PushConsumer:
         # a long-running consumer: an unreachable broker is one incident per address, not a line per request
         if self.instance.broker.failures is None:
             self.instance.broker.failures = FailureLog()
-        self._subs: dict[str, SubscriptionData] = {
-            topic: SubscriptionData.build(topic, expr, expression_type=config.expression_type(topic))
-            for topic, expr in config.all_subscriptions().items()}
+        self._subs: dict[str, SubscriptionData] = config.subscription_data()
         self.offset_store: OffsetStore = self._make_offset_store()
         #: what this consumer dead-lettered, by topic and reason (``rmqrun_messages_dead_lettered_total``)
         self.dead_letters = DeadLetters(self.user_config.group, config.namespace,

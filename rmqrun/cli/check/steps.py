@@ -28,7 +28,6 @@ from rmqrun.client.instance import ClientInstance
 from rmqrun.client.route import subscribe_queues
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.errors import ConfigError, RmqrunError
-from rmqrun.protocol.subscription import EXPRESSION_TAG
 from rmqrun.cli.security import exposure_warnings
 from rmqrun.namespace import wrap
 from rmqrun.remoting.errors import AccessDeniedError, BrokerError, TopicNotExistError
@@ -201,14 +200,11 @@ async def _check_filters(instance: ClientInstance, consumer: ConsumerConfig, gro
     """The subscriptions that are not tag expressions (``sql``), checked with their topics' brokers as ``run``
     checks them before its first heartbeat (:func:`check_filters`); False when one refuses."""
     from rmqrun.consumer.filter_check import check_filters
-    from rmqrun.protocol.subscription import SubscriptionData
-    ns = consumer.namespace
-    subs = {wrap(ns, t): SubscriptionData.build(wrap(ns, t), e, expression_type=consumer.expression_type(t))
-            for t, e in consumer.subscriptions.items() if consumer.expression_type(t) != EXPRESSION_TAG}
-    if not subs:
+    subs = consumer.on_wire().subscription_data()
+    if all(sub.is_tag_type for sub in subs.values()):
         return True
     try:
-        asked = await check_filters(instance, group, subs, ns, timeout)
+        asked = await check_filters(instance, group, subs, consumer.namespace, timeout)
     except ConfigError as exc:
         report.fail("filter", str(exc), EXIT_CONFIG)  # run's exit code for it
         return False
