@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rmqrun.broker.processors.common import answer
 from rmqrun.remoting.codes import RequestCode
 from tests.integration.cli_kit import Child, embedded_broker, produce, run_args, run_cli, wait_for
@@ -67,3 +69,19 @@ def test_the_selector_reaches_a_broker_that_filters(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stdout + out.stderr
         assert "ok    filter       SQL92 selector accepted by 1 broker(s)" in out.stdout
         assert f"would subscribe to SqlOrders [SQL92: {SELECTOR}], %RETRY%GSql [*]" in out.stdout
+
+
+@pytest.mark.parametrize("mode", [
+    ["--orderly"], ["--order-by", "key"], ["--consume-mode", "pop"], ["--consume-mode", "pop", "--orderly"],
+], ids=["orderly-by-queue", "orderly-by-key", "pop", "orderly-pop"])
+def test_every_consume_mode_asks_the_brokers_before_it_starts(tmp_path: Path, mode: list[str]) -> None:
+    """The check runs in the engine's start, which every mode's engine goes through: in each, a broker that
+    filters by tag only stops run with exit 2 before the group's first heartbeat (concurrent: above)."""
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, "SqlOrders", 2)
+        args = run_args(eb.namesrv_address, "GSqlModes", "SqlOrders", "workers.noop:handle", "--sql", SELECTOR,
+                        "--workers", "1", *mode)
+        ran = run_cli(args)
+        assert ran.returncode == 2, ran.stderr[-2000:]
+        assert "refuses the SQL92 subscription of SqlOrders" in ran.stderr, ran.stderr[-2000:]
+        assert eb.broker.consumers.group("GSqlModes") is None
