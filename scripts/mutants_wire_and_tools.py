@@ -431,4 +431,13 @@ MUTANTS: list[Mutant] = [
       "        last = (consumed_up_to or {}).get(mq) if stored is not None else None",
       "        last = None",
       I + "test_cli_status_json.py::test_json_and_topics_from_consume_stats"),
+    m("sql-parse-error-as-unsupported", "rmqrun/consumer/filter_check.py",
+      "a selector the broker cannot parse is reported as a broker that does not filter by SQL92",
+      "                if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:",
+      "                if False:",
+      I + "test_run_sql_selector.py::test_a_selector_the_broker_cannot_parse_is_named_with_the_broker_s_first_line"),
+    m("pool-stop-stuck-exit-silent", "rmqrun/supervisor/pool_stop.py",
+      "an idle worker stuck in worker_exit past the grace is stopped without a word",
+      "        if idle and after >= TERM_WAIT:", "        if idle and after > 3600:",
+      I + "test_pool_stop.py::test_an_idle_worker_stuck_in_worker_exit_past_the_grace_is_named_so"),
 ]

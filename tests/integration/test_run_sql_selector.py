@@ -85,3 +85,28 @@ def test_every_consume_mode_asks_the_brokers_before_it_starts(tmp_path: Path, mo
         assert ran.returncode == 2, ran.stderr[-2000:]
         assert "refuses the SQL92 subscription of SqlOrders" in ran.stderr, ran.stderr[-2000:]
         assert eb.broker.consumers.group("GSqlModes") is None
+
+
+def test_a_selector_the_broker_cannot_parse_is_named_with_the_broker_s_first_line(tmp_path: Path) -> None:
+    """A broker that filters by SQL92 but cannot parse this selector answers SUBSCRIPTION_PARSE_FAILED with its
+    parser's multi-line message (a real 4.9.8 broker's, shortened): the error names the selector and the
+    first line, not the enablePropertyFilter advice meant for a broker that does not filter so."""
+    from rmqrun.remoting.codes import ResponseCode
+
+    with embedded_broker(tmp_path) as eb:
+        produce(eb.namesrv_address, "SqlOrders", 2)
+
+        async def cannot_parse(conn: Any, cmd: Any) -> Any:
+            return answer(cmd, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                          "org.apache.rocketmq.filter.parser.ParseException: Encountered \" \"=\" \"= \"\" at line 1, "
+                          "column 10.\nWas expecting one of:\n    \"NOT\" ...", typed=False)
+
+        eb.broker.server.processors[int(RequestCode.CHECK_CLIENT_CONFIG)] = cannot_parse
+        bad = "region = = 'eu'"
+        args = run_args(eb.namesrv_address, "GSqlBad", "SqlOrders", "workers.noop:handle", "--sql", bad)
+        checked = run_cli(["check", *args[1:]])
+        assert checked.returncode == 2, checked.stdout + checked.stderr
+        line = next(ln for ln in checked.stdout.splitlines() if ln.startswith("FAIL  filter"))
+        assert line.endswith(f"cannot parse the SQL92 selector {bad!r} of SqlOrders: org.apache.rocketmq.filter."
+                             "parser.ParseException: Encountered \" \"=\" \"= \"\" at line 1, column 10."), line
+        assert "Was expecting" not in checked.stdout and "enablePropertyFilter" not in checked.stdout
