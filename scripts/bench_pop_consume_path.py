@@ -45,7 +45,7 @@ from rmqrun.client.pop_api import PopClient, pop_result_from_response
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import JobResult
-from rmqrun.consumer.pop_consume import PopStats
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest
 from rmqrun.consumer.push import ConsumeStats
 from rmqrun.consumer.running_info import ConsumeStatusTable

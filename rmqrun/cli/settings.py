@@ -194,8 +194,9 @@ SETTINGS: tuple[Setting, ...] = (
     _S("pop_poll_time_ms", parse_int, "pop: how long the broker holds a pop with nothing to return (long polling)",
        CONSUMER),
     _S("pop_batch_size", parse_int, "pop: messages per pop request", CONSUMER),
-    _S("pop_threshold_for_queue", parse_int, "pop: un-acked messages per assignment "
-       "before popping pauses (flow control)", CONSUMER),
+    _S("pop_threshold_for_queue", parse_int, "pop: un-acked messages per queue before popping pauses "
+       "(flow control; for an assignment of every queue, per queue it covers once handler calls are quick)",
+       CONSUMER),
     # --- Java push consumer knobs
     _S("pull_batch_size", parse_int, "messages per pull", CONSUMER),
     _S("consume_message_batch_max_size", parse_int, "messages per handler call (batch handlers)", CONSUMER,

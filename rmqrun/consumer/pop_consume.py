@@ -75,6 +75,7 @@ from rmqrun.consumer.pop_acks import AckBatcher
 from rmqrun.consumer.pop_queue import (
     OFFSET, ORDER, RUN, VISIBLE_AT, HandedJob, PopEntry, PopJobView, PopProcessQueue, PopRequest, now_ms,
 )
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.model import MessageQueue, RecordData, Status
 from rmqrun.protocol.pop import POP_DELAY_LEVELS_S
 
@@ -89,8 +90,8 @@ EXTEND_AT = 2 / 3
 EXTEND_TICK_S = 1.0
 #: handler time a job aims at once calls are known to be short (see PopConsumeService.job_size)
 JOB_TARGET_S = 0.1
-#: most messages in one job: several pops' worth once calls are short (what the pops of one queue may hold
-#: un-acked at once is ``pop_threshold_for_queue`` plus the pops in flight: 192 by default)
+#: most messages in one job: several pops' worth once calls are short (an assignment may hold several times
+#: that un-acked: ``pop_loop.window``)
 JOB_MAX = 256
 #: a lane's jobs at the executor at once per worker before its newly popped messages wait to go as one job
 HOLD_JOBS = 2
@@ -100,25 +101,6 @@ HOLD_JOBS = 2
 SHORT_CALL_S = 10e-6
 #: weight of the newest job in the handler-time average
 JOB_TIME_WEIGHT = 0.2
-
-
-@dataclass(slots=True)
-class PopStats:
-    """POP counters for status, metrics and running info."""
-
-    popped: int = 0
-    acks: int = 0
-    #: failures given back with a delay (CHANGE_MESSAGE_INVISIBLETIME)
-    nacks: int = 0
-    #: invisibility extended for a message still in flight
-    extensions: int = 0
-    extension_failures: int = 0
-    #: popped messages whose invisibility lapsed before they started (the broker hands them out again)
-    expired: int = 0
-    #: messages from the pop retry topic (handed out again after a failure or a lapse)
-    revived: int = 0
-    ack_failures: int = 0
-    dead_lettered: int = 0
 
 
 class PopContext(Protocol):
@@ -152,8 +134,9 @@ class PopConsumeService:
         self._extender: asyncio.Task[None] | None = None
         #: successes are acked together, a few ms apart at most (pop_acks.py)
         self.acks = AckBatcher(engine, self._ack)
-        #: handler seconds per message, averaged over recent jobs (None: none finished yet); sizes jobs
-        self._handler_s_per_msg: float | None = None
+        #: handler seconds per message, averaged over recent jobs (None: none finished yet); sizes jobs and
+        #: the pop loops' window (pop_loop.window)
+        self.handler_s_per_msg: float | None = None
         #: the jobs handed to the executor and not answered yet (which of their calls began: extension)
         self._views: set[PopJobView] = set()
         #: per lane (topic and broker) of an assignment, its jobs at the executor and the messages waiting
@@ -275,10 +258,14 @@ class PopConsumeService:
         held job is back within ms), else ``HOLD_JOBS`` per worker: one running and one waiting in its pipe.
         A lane is every queue of an assignment, so fewer would leave a worker idle for a pop's round trip
         whenever its job ends (jobs of 1 ms calls: each pop's 32 go at once, as when a lane was one queue)."""
-        per_msg = self._handler_s_per_msg
+        per_msg = self.handler_s_per_msg
         if per_msg is not None and per_msg < SHORT_CALL_S:
             return 1
-        return HOLD_JOBS * max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))
+        return HOLD_JOBS * self.workers()
+
+    def workers(self) -> int:
+        """How many handler calls run at once (the executor's parallelism)."""
+        return max(1, int(getattr(self.engine.executor, "parallelism", 1) or 1))
 
     def job_size(self) -> int:
         """Messages per job: one handler call's worth (``consume_message_batch_max_size``) until calls are known
@@ -289,7 +276,7 @@ class PopConsumeService:
         1 ms calls takes a third of that) keep what a job adds to an ack's wait, and what a stop at the end of
         its grace cuts short, that small; a 2 s call still gets a job of its own."""
         base = self.config.consume_message_batch_max_size
-        per_msg = self._handler_s_per_msg
+        per_msg = self.handler_s_per_msg
         if per_msg is None:
             return base
         fit = int(JOB_TARGET_S / per_msg) if per_msg > 0 else JOB_MAX
@@ -300,8 +287,8 @@ class PopConsumeService:
         if result.handler_seconds is None or n <= 0:
             return
         sample = result.handler_seconds / n
-        old = self._handler_s_per_msg
-        self._handler_s_per_msg = sample if old is None else old + (sample - old) * JOB_TIME_WEIGHT
+        old = self.handler_s_per_msg
+        self.handler_s_per_msg = sample if old is None else old + (sample - old) * JOB_TIME_WEIGHT
 
     def _track(self, task: "asyncio.Task[None]") -> None:
         self._tasks.add(task)

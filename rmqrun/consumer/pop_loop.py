@@ -1,17 +1,26 @@
 """Long-polling pops for one assignment (Java ``DefaultMQPushConsumerImpl.popMessage``).
 
-Per assignment, ``POPS_IN_FLIGHT`` loops (one for orderly POP, as Java has for
+Per assignment, :func:`pops_in_flight` loops (one for orderly POP, as Java has for
 every assignment) repeat: flow control, pop with a ``pop_poll_time_ms`` long
 poll, hand what came to the consume service. Java's one pop at a time makes a
 pop's round trip the pace of the whole assignment (32 messages per round trip,
 with the workers idle while the answer travels); pull has a request in flight
 per queue. Several pops in flight keep the workers fed the same way.
 
+An assignment of queue id -1 (the usual POP one) stands for every readable
+queue of the topic on its broker, so it gets what that many one-queue
+assignments would: the flow-control threshold of each queue and a pop on the
+wire per queue (``MAX_POPS_IN_FLIGHT`` at most), as a pulling client has a
+process queue and a pull in flight per queue. With Java's single threshold for
+the whole topic (96 messages), the pace of a no-op drain is 96 messages per pop
+round trip whatever the topic's size (issue #32).
+
 1. un-acked messages of the assignment, plus what the pops in flight may bring,
-   > ``pop_threshold_for_queue`` (Java's ``popThresholdForQueue``, default 96):
-   wait until acks (or a short answer) bring it back under (Java retries every
-   50 ms; so does this loop, at the latest). So the un-acked count stays within
-   the threshold plus one pop, as with Java's single loop;
+   > :func:`window` (Java's ``popThresholdForQueue``, default 96, per queue the
+   assignment covers once the handler is known to be quick enough): wait until
+   acks (or a short answer) bring it back under
+   (Java retries every 50 ms; so does this loop, at the latest). So the un-acked
+   count stays within the window plus one pop, as with Java's single loop;
 2. POP_MESSAGE with ``pop_batch_size`` messages at most, ``pop_invisible_time_ms``,
    the subscription's expression (tags or SQL, as a pull sends it) and the
    init mode from ``consume_from_where``;
@@ -40,7 +49,8 @@ if TYPE_CHECKING:
     from rmqrun.client.failure_log import FailureLog
     from rmqrun.client.instance import ClientInstance
     from rmqrun.consumer.config import ConsumerConfig
-    from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
+    from rmqrun.consumer.pop_consume import PopConsumeService
+    from rmqrun.consumer.pop_stats import PopStats
     from rmqrun.model import MessageQueue
     from rmqrun.protocol.subscription import SubscriptionData
 
@@ -63,13 +73,44 @@ class PopLoopContext(Protocol):
 
 _RETRY_FLAG = attrgetter("receipt.retry_flag")
 
-#: pops on the wire at once per assignment (not orderly); flow control bounds what they may bring
+#: pops on the wire at once per assignment (not orderly) at the least; flow control bounds what they may bring
 POPS_IN_FLIGHT = 3
+#: pops on the wire at most for an assignment of many queues (queue id -1): one per queue up to this
+MAX_POPS_IN_FLIGHT = 16
+#: handler seconds (per worker) the popped messages of a many-queue assignment may hold beyond Java's threshold:
+#: many pop round trips' worth (and a few jobs of ``JOB_TARGET_S``), little beside the least invisible time
+#: (5 s) and a stop's grace
+QUEUED_WORK_S = 0.5
+
+
+def pops_in_flight(config: "ConsumerConfig", req: PopRequest) -> int:
+    """How many pops ``req`` keeps on the wire: one for orderly POP; else one per queue it covers, within
+    ``POPS_IN_FLIGHT`` .. ``MAX_POPS_IN_FLIGHT``."""
+    if config.orderly:
+        return 1
+    return max(POPS_IN_FLIGHT, min(req.queues, MAX_POPS_IN_FLIGHT))
+
+
+def window(config: "ConsumerConfig", req: PopRequest, handler_s_per_msg: float | None, workers: int) -> int:
+    """The flow-control threshold of ``req``: ``pop_threshold_for_queue`` for each queue it covers, as far as
+    the ``workers`` get through that many within ``QUEUED_WORK_S`` of handler time.
+
+    Java's threshold (for the whole assignment) until a job has measured the handler's time per message,
+    and always for orderly POP or an assignment of one queue. So only quick handlers, whose pace is a pop's
+    round trip, get the wider window: what waits for a worker is never much work, so it neither lapses (a
+    popped message is not extended before its call starts) nor holds up a stop within its grace."""
+    base = config.pop_threshold_for_queue
+    if config.orderly or req.queues <= 1 or handler_s_per_msg is None:
+        return base
+    wide = base * req.queues
+    if handler_s_per_msg > 0:
+        wide = min(wide, int(workers * QUEUED_WORK_S / handler_s_per_msg))
+    return max(base, wide)
 
 
 async def pop_loop(engine: PopLoopContext, req: PopRequest) -> None:
     """Pop ``req.mq`` until its process queue is dropped, the request is stopping or the task is cancelled."""
-    loops = 1 if engine.config.orderly else POPS_IN_FLIGHT
+    loops = pops_in_flight(engine.config, req)
     if loops == 1:
         await _one_loop(engine, req)
         return
@@ -87,13 +128,16 @@ async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
         if engine.paused:
             await asyncio.sleep(d.PULL_TIME_DELAY_MS_WHEN_SUSPEND / 1000)
             continue
-        if pq.held > cfg.pop_threshold_for_queue:
-            if pq.wait_ack_count > cfg.pop_threshold_for_queue:
+        service = engine.pop_service  # read per turn: the handler's time is learned, the queues refreshed
+        limit = window(cfg, req, service.handler_s_per_msg, service.workers())
+        if pq.held > limit:
+            if pq.wait_ack_count > limit:
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
                     logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue "
-                                   "{})", req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue)
-            await pq.wait_for_room(cfg.pop_threshold_for_queue, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
+                                   "{} x {} queue(s))", req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue,
+                                   limit // cfg.pop_threshold_for_queue)
+            await pq.wait_for_room(limit, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         sub = engine.subscription(req.mq.topic)
         if sub is None:

@@ -37,11 +37,13 @@ from rmqrun.aio import cancel_and_wait
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.pop_api import PopClient, PopNotSupportedError
+from rmqrun.client.route import is_readable
 from rmqrun.consumer.broker_mode import mode_of, query_assignment
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import Executor
-from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
+from rmqrun.consumer.pop_consume import PopConsumeService
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.consumer.pop_loop import pop_loop
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.consumer.push import PushConsumer
@@ -136,15 +138,29 @@ class PopPushConsumer(PushConsumer):
             if mq.topic == topic and mq not in mine:
                 self._drop(mq, req)
                 changed = True
+        for mq, req in self.pop_table.items():
+            if mq.topic == topic:
+                req.queues = self._queues_covered(mq)  # a topic updated since: flow control follows
         init_mode = 0 if self.config.consume_from_where == "CONSUME_FROM_FIRST_OFFSET" else 1
         for mq in sorted(set(mine) - set(self.pop_table)):
-            req = PopRequest(mq, PopProcessQueue(mq), init_mode)
+            req = PopRequest(mq, PopProcessQueue(mq), init_mode, queues=self._queues_covered(mq))
             self.pop_table[mq] = req
             req.task = asyncio.ensure_future(pop_loop(self, req))
             changed = True
             logger.info("POP: popping {} {}", f"{mq.topic}@{mq.broker_name}",
-                        "(every queue)" if mq.queue_id < 0 else f"queue {mq.queue_id}")
+                        f"(every queue: {req.queues})" if mq.queue_id < 0 else f"queue {mq.queue_id}")
         return changed
+
+    def _queues_covered(self, mq: MessageQueue) -> int:
+        """How many queues the assignment ``mq`` stands for: 1, or for queue id -1 the readable queues of the
+        topic on that broker in the cached route (1 when the route does not say)."""
+        if mq.queue_id >= 0:
+            return 1
+        route = self.instance.route(mq.topic)
+        if route is None:
+            return 1
+        return max([q.read_queue_nums for q in route.queue_datas
+                    if q.broker_name == mq.broker_name and is_readable(q.perm)] + [1])
 
     def _drop(self, mq: MessageQueue, req: PopRequest) -> None:
         """Stop popping ``mq``; jobs not started are skipped (they come back), finished ones are still acked."""

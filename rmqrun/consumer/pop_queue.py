@@ -283,6 +283,10 @@ class PopRequest:
     #: set when ``mq`` is a pop retry topic popped on its own (``pop_retry_drain.py``): the topic its messages
     #: are handed out under
     original_topic: str | None = None
+    #: how many queues the assignment covers: 1 for one queue; for queue id -1 the topic's readable queues on
+    #: that broker (from the route, kept current by each assignment refresh). Flow control and the pops on the
+    #: wire scale with it (``pop_loop.window``, ``pop_loop.pops_in_flight``)
+    queues: int = 1
 
 
 @dataclass(slots=True, eq=False)

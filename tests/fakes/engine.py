@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable
 
 from rmqrun.client.pop_api import AckStatus, PoppedMessage, PopResult, PopStatus
+from rmqrun.client.route import QueueData, TopicRouteData
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import pop_service, pull_service
 from rmqrun.consumer.executor import ConsumeJob, JobResult
 from rmqrun.consumer.offsets import ReadOffsetType, RemoteOffsetStore
-from rmqrun.consumer.pop_consume import PopStats
 from rmqrun.consumer.pop_queue import PopEntry, PopProcessQueue, PopRequest, now_ms
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.consumer.process_queue import ProcessQueue, QueuedMessage
 from rmqrun.consumer.pull_request import PullRequest
 from rmqrun.model import MessageQueue, RecordData, Status
@@ -299,6 +300,13 @@ class FakeClient:
         if topic not in self.routes:
             raise TopicNotExistError(f"no route of {topic}")
         return list(self.routes[topic])
+
+    def route(self, topic: str) -> TopicRouteData | None:
+        """The cached route: each broker's readable queues as :meth:`queues` gave them (None: no route)."""
+        if topic not in self.routes:
+            return None
+        per_broker = Counter(mq.broker_name for mq in self.routes[topic])
+        return TopicRouteData([QueueData(name, n, n) for name, n in sorted(per_broker.items())], topic=topic)
 
     def forget_route(self, topic: str) -> None:
         self.forgotten.append(topic)

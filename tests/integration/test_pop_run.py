@@ -71,7 +71,7 @@ def test_six_instances_share_a_two_queue_topic(tmp_path: Path, runs: Runs) -> No
         handled = {d.pid for ds in got.values() for d in ds}
         for i, (mine, p) in enumerate(zip(workers, procs)):
             assert mine & handled, f"instance {i} handled nothing:\n{p.log()[-2000:]}"
-            assert "POP: popping PopSix" in p.log() and "(every queue)" in p.log(), p.log()[-2000:]
+            assert "POP: popping PopSix" in p.log() and "(every queue: 2)" in p.log(), p.log()[-2000:]
     finally:
         eb.stop_in_thread()
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import JobResult
-from rmqrun.consumer.pop_consume import PopConsumeService, PopStats
+from rmqrun.consumer.pop_consume import PopConsumeService
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.model import MessageQueue, Status
 
 

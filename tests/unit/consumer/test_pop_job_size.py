@@ -10,7 +10,8 @@ from types import SimpleNamespace
 from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.executor import JobResult
 from rmqrun.model import Status
-from rmqrun.consumer.pop_consume import JOB_MAX, PopConsumeService, PopStats
+from rmqrun.consumer.pop_consume import JOB_MAX, PopConsumeService
+from rmqrun.consumer.pop_stats import PopStats
 
 
 def _service(batch: int = 1) -> PopConsumeService:

@@ -11,8 +11,8 @@ from typing import Any
 
 from rmqrun.client.pop_api import PopResult, PopStatus
 from rmqrun.consumer.config import ConsumerConfig
-from rmqrun.consumer.pop_consume import PopStats
-from rmqrun.consumer.pop_loop import POPS_IN_FLIGHT, _pop_once, pop_loop
+from rmqrun.consumer.pop_stats import PopStats
+from rmqrun.consumer.pop_loop import POPS_IN_FLIGHT, _pop_once, pop_loop, pops_in_flight, window
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
 from rmqrun.model import MessageQueue
 from rmqrun.protocol.subscription import build_subscription_data
@@ -25,8 +25,10 @@ class _Entry:
     settled = False
 
 
-def _in_flight(unacked: int, orderly: bool = False, threshold: int = 96) -> int:
-    """How many pops the loop puts on the wire at once with ``unacked`` messages not acked (pops never answer)."""
+def _in_flight(unacked: int, orderly: bool = False, threshold: int = 96, queues: int = 1,
+               handler_s_per_msg: float | None = None) -> int:
+    """How many pops the loop puts on the wire at once with ``unacked`` messages not acked (pops never answer),
+    for an assignment covering ``queues`` queues, the handler's time per message measured or not (None)."""
     async def main() -> int:
         cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"}, orderly=orderly,
                              pop_threshold_for_queue=threshold)
@@ -45,8 +47,10 @@ def _in_flight(unacked: int, orderly: bool = False, threshold: int = 96) -> int:
             return "addr"
         engine = SimpleNamespace(config=cfg, paused=False, pop_client=SimpleNamespace(pop=pop),
                                  subscription=lambda topic: SimpleNamespace(expression_type="TAG", sub_string="*"),
-                                 broker_addr=broker_addr)
-        task = asyncio.ensure_future(pop_loop(engine, PopRequest(MessageQueue("T", "b", -1), pq)))  # type: ignore
+                                 broker_addr=broker_addr,
+                                 pop_service=SimpleNamespace(handler_s_per_msg=handler_s_per_msg, workers=lambda: 2))
+        req = PopRequest(MessageQueue("T", "b", -1), pq, queues=queues)
+        task = asyncio.ensure_future(pop_loop(engine, req))  # type: ignore[arg-type]
         for _ in range(50):  # every loop gets far more turns than it needs to put its pop on the wire
             await asyncio.sleep(0)
         task.cancel()
@@ -64,6 +68,41 @@ def test_pops_in_flight_fill_the_threshold_and_no_more() -> None:
     assert _in_flight(96) == 1, "at the threshold one pop goes, as Java's loop pops at waitAckCount <= threshold"
     assert _in_flight(97) == 0, "past it: flow control"
     assert _in_flight(0, orderly=True) == 1, "orderly POP: one pop at a time"
+
+
+def test_an_assignment_of_every_queue_pops_each_queue_s_share_once_the_handler_is_known_quick() -> None:
+    """A queue -1 assignment of 8 queues: a pop on the wire per queue and 96 un-acked per queue (768), as a
+    pulling client has a pull and a process queue per queue; Java's one threshold for the whole topic held a
+    no-op drain at 96 messages per pop round trip (issue #32)."""
+    quick = 20e-6
+    assert _in_flight(0, queues=8, handler_s_per_msg=quick) == 8, "8 pops of 32 under 768"
+    assert _in_flight(600, queues=8, handler_s_per_msg=quick) == 6, "600 + 5 x 32 <= 768: a sixth; 792 stops"
+    assert _in_flight(769, queues=8, handler_s_per_msg=quick) == 0, "past 8 x 96: flow control"
+    assert _in_flight(0, queues=8) == 4, ("until a job has measured the handler, Java's 96 for the assignment: "
+                                          "held 0, 32, 64, 96 each let one more go (the threshold plus one pop)")
+    assert _in_flight(0, queues=8, handler_s_per_msg=quick, orderly=True) == 1, "orderly POP: as Java's"
+    assert _in_flight(0, queues=1, handler_s_per_msg=quick) == 3, "one queue: its threshold, three pops"
+
+
+def test_the_window_of_many_queues_holds_no_more_than_half_a_second_of_the_workers_time() -> None:
+    """Only quick handlers get the wider window: popped messages waiting for a worker are not extended, and a
+    stop waits for them within its grace. 2 workers: 1 s of handler time in all."""
+    cfg = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"})
+    assert cfg.pop_threshold_for_queue == 96
+    every = PopRequest(MessageQueue("T", "b", -1), PopProcessQueue(MessageQueue("T", "b", -1)), queues=8)
+    one = PopRequest(MessageQueue("T", "b", 3), PopProcessQueue(MessageQueue("T", "b", 3)))
+    assert window(cfg, every, None, 2) == 96, "nothing measured yet: Java's threshold"
+    assert window(cfg, every, 0.001, 2) == 768, "1 ms calls: 1,000 in half a second each; 8 x 96"
+    assert window(cfg, every, 0.005, 2) == 200, "5 ms calls: 2 x 0.5 s / 5 ms"
+    assert window(cfg, every, 0.005, 4) == 400, "twice the workers, twice the window"
+    assert window(cfg, every, 0.1, 2) == 96, "100 ms calls: 10; never under Java's threshold"
+    assert window(cfg, every, 0.0, 2) == 768, "a handler measured at no time at all"
+    assert window(cfg, one, 0.00001, 2) == 96, "an assignment of one queue: its own threshold"
+    orderly = ConsumerConfig(group="G", namesrv="127.0.0.1:9876", subscriptions={"T": "*"}, orderly=True)
+    assert window(orderly, every, 0.00001, 2) == 96, "orderly POP: Java's threshold for the assignment"
+    assert [pops_in_flight(cfg, PopRequest(every.mq, every.pq, queues=n)) for n in (1, 2, 8, 16, 64)] \
+        == [3, 3, 8, 16, 16], "three at the least, one per queue, sixteen at most"
+    assert pops_in_flight(orderly, every) == 1
 
 
 def test_every_loop_held_by_flow_control_wakes_when_acks_make_its_room() -> None:

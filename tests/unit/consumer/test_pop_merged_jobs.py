@@ -88,7 +88,7 @@ def test_slow_calls_keep_one_job_per_handler_call_and_a_stop_hands_over_what_wai
         engine.deliver(req, [popped(0), popped(1), popped(2)])  # nothing measured: one call's worth per job
         await eventually_async(lambda: len(engine.executor.pending) == 3, what="three one-message jobs")
         assert [j.offsets for j in engine.executor.started] == [[0], [1], [2]]
-        engine.service._handler_s_per_msg = 0.00001  # now short: later pops wait behind the jobs out
+        engine.service.handler_s_per_msg = 0.00001  # now short: later pops wait behind the jobs out
         engine.deliver(req, [popped(3), popped(4)])
         await asyncio.sleep(0)
         assert len(engine.executor.started) == 3

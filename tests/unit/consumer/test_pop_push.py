@@ -71,6 +71,30 @@ def test_a_pop_mode_assignment_pops_every_queue_and_acks_what_it_consumed() -> N
     run(main())
 
 
+def test_an_assignment_of_every_queue_counts_the_topic_s_queues_on_its_broker_and_follows_a_topic_update() -> None:
+    """Queue id -1 stands for the topic's readable queues on that broker (the cached route): the pop loop's
+    window and pops on the wire scale with them (pop_loop.window); one queue's assignment counts one."""
+    async def main() -> None:
+        consumer, _, assignments = engine()
+        consumer.instance.queues("T", 3, broker="other")  # type: ignore[attr-defined]
+        consumer.instance.routes["T"] += [MessageQueue("T", BROKER, i) for i in range(4)]  # type: ignore
+        other = MessageQueue("T", "other", -1)
+        assignments.answers["T"] = [MessageQueueAssignment(EVERY_QUEUE, MessageRequestMode.POP),
+                                    MessageQueueAssignment(other, MessageRequestMode.POP)]
+        assert await consumer.refresh_assignments()
+        assert {mq.broker_name: req.queues for mq, req in consumer.pop_table.items()} == {BROKER: 4, "other": 3}
+        consumer.instance.queues("T", 8)  # the topic updated to 8 queues on BROKER, gone from "other"
+        assert not await consumer.refresh_assignments(), "the same assignments"
+        assert {mq.broker_name: req.queues for mq, req in consumer.pop_table.items()} == {BROKER: 8, "other": 1}
+        one = MessageQueue("T", BROKER, 2)
+        assignments.answers["T"] = [MessageQueueAssignment(one, MessageRequestMode.PULL)]
+        assert await consumer.refresh_assignments()
+        assert consumer.pop_table[one].queues == 1
+        await _stop(consumer)
+
+    run(main())
+
+
 def test_a_pull_mode_answer_pops_only_this_clients_queues_and_a_gone_assignment_stops() -> None:
     async def main() -> None:
         consumer, pop, assignments = engine()
