@@ -95,9 +95,9 @@ JOB_TARGET_S = 0.1
 JOB_MAX = 256
 #: a lane's jobs at the executor at once per worker before its newly popped messages wait to go as one job
 HOLD_JOBS = 2
-#: handler seconds per message below which a lane holds ONE job at the executor: the workers then spend less
-#: per message than the supervisor does (~8 us a popped message), so fewer, bigger jobs are what go faster,
-#: and a job's messages are back within a few ms; slower calls keep ``HOLD_JOBS`` per worker
+#: handler seconds per message below which a lane holds ONE job per worker at the executor: the workers then
+#: spend less per message than the supervisor does (~8 us a popped message), so fewer, bigger jobs are what go
+#: faster, and a job's messages are back within a few ms; slower calls keep ``HOLD_JOBS`` per worker
 SHORT_CALL_S = 10e-6
 #: weight of the newest job in the handler-time average
 JOB_TIME_WEIGHT = 0.2
@@ -253,14 +253,16 @@ class PopConsumeService:
                 self._flush_soon(lane)
 
     def hold(self) -> int:
-        """A lane's jobs at the executor before newly popped messages wait to join the next one: one while
-        calls are known to take under ``SHORT_CALL_S`` a message (the supervisor is then the limit, and a
-        held job is back within ms), else ``HOLD_JOBS`` per worker: one running and one waiting in its pipe.
+        """A lane's jobs at the executor before newly popped messages wait to join the next one: one per
+        worker while calls are known to take under ``SHORT_CALL_S`` a message (the supervisor is then the
+        limit, and a held job is back within ms; one job in all left a worker idle while the other ran once the
+        window of an assignment of every queue holds several jobs' worth, ``pop_loop.window``), else
+        ``HOLD_JOBS`` per worker: one running and one waiting in its pipe.
         A lane is every queue of an assignment, so fewer would leave a worker idle for a pop's round trip
         whenever its job ends (jobs of 1 ms calls: each pop's 32 go at once, as when a lane was one queue)."""
         per_msg = self.handler_s_per_msg
         if per_msg is not None and per_msg < SHORT_CALL_S:
-            return 1
+            return self.workers()
         return HOLD_JOBS * self.workers()
 
     def workers(self) -> int:

@@ -115,14 +115,14 @@ def test_only_the_begun_call_is_extended_when_two_queues_share_its_offset() -> N
     asyncio.run(main())
 
 
-def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost() -> None:
-    """Short calls (a no-op's): one job at the executor, what pops bring meanwhile waits and goes as one job;
-    slower calls (or none measured yet): ``HOLD_JOBS`` per worker at once, so no worker waits for a pop when
-    its job ends."""
+def test_a_lane_holds_one_job_per_worker_while_calls_are_shorter_than_the_supervisors_cost() -> None:
+    """Short calls (a no-op's): one job per worker at the executor, what pops bring meanwhile waits and goes as
+    one job; slower calls (or none measured yet): ``HOLD_JOBS`` per worker at once, so no worker waits for a
+    pop when its job ends."""
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=3))
+        engine = FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=2))
         svc: PopConsumeService = engine.service
-        assert svc.hold() == 3 * HOLD_JOBS == 6
+        assert svc.hold() == 2 * HOLD_JOBS == 4
         assert PopConsumeService(FakePopEngine(config(consume_mode="pop"), executor=FakeExecutor(parallelism=1))
                                  ).hold() == HOLD_JOBS == 2
         req = engine.request()
@@ -130,22 +130,24 @@ def test_a_lane_holds_one_job_while_calls_are_shorter_than_the_supervisors_cost(
         await eventually_async(lambda: engine.executor.pending, what="the first job")
         engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S / 2)
         await eventually_async(lambda: not engine.service.in_flight, what="the first job settled")
-        assert svc.hold() == 1
-        engine.deliver(req, [popped(1, queue_id=0)])
-        await eventually_async(lambda: engine.executor.pending, what="the first job")
-        engine.deliver(req, [popped(2, queue_id=1)])
-        await asyncio.sleep(0)
+        assert svc.hold() == 2, "short calls: one job per worker"
+        for offset, queue_id in ((1, 0), (2, 1)):
+            engine.deliver(req, [popped(offset, queue_id=queue_id)])
+            await eventually_async(lambda: len(engine.executor.started) == offset + 1, what=f"job {offset}")
         engine.deliver(req, [popped(3, queue_id=2)])
+        await asyncio.sleep(0)
+        engine.deliver(req, [popped(4, queue_id=3)])
         for _ in range(3):
             await asyncio.sleep(0)
-        assert len(engine.executor.started) == 2, "one job out: the others wait for it"
+        assert len(engine.executor.started) == 3, "a job out per worker: the others wait for one to come back"
         engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S / 2)
-        await eventually_async(lambda: len(engine.executor.started) == 3, what="the merged job")
-        assert engine.executor.started[-1].offsets == [2, 3]
-        engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S * 100)
+        await eventually_async(lambda: len(engine.executor.started) == 4, what="the merged job")
+        assert engine.executor.started[-1].offsets == [3, 4]
+        while engine.executor.pending:
+            engine.executor.finish(Status.SUCCESS, handler_seconds=SHORT_CALL_S * 100)
         await eventually_async(lambda: not engine.service.in_flight, what="acked")
-        assert svc.hold() == 6, "slower calls again: two jobs per worker"
-        assert engine.pop_client.all_acked == [1, 2, 3, 100]
+        assert svc.hold() == 4, "slower calls again: two jobs per worker"
+        assert engine.pop_client.all_acked == [1, 2, 3, 4, 100]
 
     asyncio.run(main())
 
@@ -206,9 +208,10 @@ def test_a_lanes_job_reaches_an_executor_with_submit_in_the_turn_the_lane_is_flu
 
 def test_a_lanes_job_with_nothing_left_to_run_gives_its_place_back() -> None:
     """A job whose every message lapsed before the hand-over runs nothing, and its lane does not count it as
-    out: with calls short (one job held), the next pop's messages go to the executor at once."""
+    out: with calls short (one job held by the one worker), the next pop's messages go to the executor at once."""
     async def main() -> None:
-        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32))
+        engine = FakePopEngine(config(consume_mode="pop", consume_message_batch_max_size=32),
+                               executor=FakeExecutor(parallelism=1))
         svc: PopConsumeService = engine.service
         req = engine.request()
         engine.deliver(req, [popped(100)])
