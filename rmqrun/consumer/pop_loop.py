@@ -134,9 +134,9 @@ async def _one_loop(engine: PopLoopContext, req: PopRequest) -> None:
             if pq.wait_ack_count > limit:
                 flow_logged += 1
                 if flow_logged % 1000 == 1:
-                    logger.warning("flow control on {}: {} popped messages not acked yet (pop_threshold_for_queue "
-                                   "{} x {} queue(s))", req.mq, pq.wait_ack_count, cfg.pop_threshold_for_queue,
-                                   limit // cfg.pop_threshold_for_queue)
+                    logger.warning("flow control on {}: {} popped messages not acked yet (window {}; "
+                                   "pop_threshold_for_queue {} per queue)", req.mq, pq.wait_ack_count, limit,
+                                   cfg.pop_threshold_for_queue)
             await pq.wait_for_room(limit, d.PULL_TIME_DELAY_MS_WHEN_CACHE_FLOW_CONTROL / 1000)
             continue
         sub = engine.subscription(req.mq.topic)

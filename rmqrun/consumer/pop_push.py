@@ -43,9 +43,9 @@ from rmqrun.consumer.config import ConsumerConfig
 from rmqrun.consumer.consume_services import pop_service
 from rmqrun.consumer.executor import Executor
 from rmqrun.consumer.pop_consume import PopConsumeService
-from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.consumer.pop_loop import pop_loop
 from rmqrun.consumer.pop_queue import PopProcessQueue, PopRequest
+from rmqrun.consumer.pop_stats import PopStats
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError
 from rmqrun.model import MessageQueue
