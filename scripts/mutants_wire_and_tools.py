@@ -440,4 +440,9 @@ MUTANTS: list[Mutant] = [
       "an idle worker stuck in worker_exit past the grace is stopped without a word",
       "        if idle and after >= TERM_WAIT:", "        if idle and after > 3600:",
       I + "test_pool_stop.py::test_an_idle_worker_stuck_in_worker_exit_past_the_grace_is_named_so"),
+    m("time-text-drops-millis", "rmqrun/time_text.py",
+      "every ISO time printed (read, dlq, topic describe, offsets reset) loses its milliseconds",
+      '    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"',
+      '    return when.strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"',
+      U + "cli/test_cli_read_format.py::test_iso_ms"),
 ]

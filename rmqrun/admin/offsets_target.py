@@ -13,9 +13,10 @@ things it could have meant spelled out as options.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 
 from rmqrun.errors import ConfigError
+from rmqrun.time_text import iso_ms
 
 #: the last millisecond a date can name (9999-12-31T23:59:59.999Z), as ``rmqrun read`` bounds its times
 MAX_EPOCH_MS = 253402300799999
@@ -42,16 +43,10 @@ class Target:
 
     def describe(self) -> str:
         if self.kind == "time" and self.text.endswith(" ms"):
-            return f"{self.text} ({_utc(self.value)})"
+            return f"{self.text} ({iso_ms(self.value)})"
         if self.kind == "time":
-            return f"{self.text} ({_utc(self.value)}, {self.value} ms)"
+            return f"{self.text} ({iso_ms(self.value)}, {self.value} ms)"
         return self.text
-
-
-def _utc(ms: int) -> str:
-    """Epoch milliseconds as an ISO time in UTC, so what a number means is on the screen before it acts."""
-    moment = datetime.fromtimestamp(ms / 1000, timezone.utc)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def parse_datetime(value: str, option: str = "--to-datetime") -> Target:

@@ -20,7 +20,6 @@ change).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from rmqrun.admin.session import AdminError, Cluster, admin_session
@@ -31,6 +30,7 @@ from rmqrun.client.route import is_readable, is_writeable, perm_to_string
 from rmqrun.errors import ConfigError
 from rmqrun.model import MessageQueue
 from rmqrun.remoting.errors import TopicNotExistError
+from rmqrun.time_text import iso_ms
 
 
 async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -> tuple[list[str], str | None]:
@@ -54,9 +54,7 @@ async def targets(admin: AdminClient, broker: str | None, cluster: str | None) -
 
 
 def _iso(ms: int | None) -> str:
-    if not ms or ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return "-" if not ms or ms <= 0 else iso_ms(ms)
 
 
 def access(queue_id: int, read_queues: int, write_queues: int, perm: int) -> str:

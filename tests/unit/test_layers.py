@@ -30,6 +30,8 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # the names RocketMQ derives or reserves (retry, pop retry, DLQ, system topics): below everyone
     "topic_names": (),
     "aio": (),
+    # epoch milliseconds as text for people (ISO 8601 in UTC)
+    "time_text": (),
     # which asyncio loop (uvloop or the standard one) a process runs on: the supervisor's and the broker's choice
     "event_loop": ("errors",),
     # each setting's default and check, declared on its dataclass field (rmqrun/setting_rules.py)
@@ -67,11 +69,11 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # describe, group mode, the lag exporter's readings) as plain functions returning data: on the client, the
     # pull consumer and the consumer's names, never on click or the command line above it
     "admin": ("namespace", "pull", "consumer", "client", "protocol", "remoting", "errors", "model", "topic_names",
-              "aio"),
+              "aio", "time_text"),
     # the command line sits on top of everything
     "cli": ("rmqrun", "admin", "supervisor", "consumer", "client", "protocol", "pull", "spark", "broker", "worker",
             "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio", "namespace", "setting_rules",
-            "event_loop"),
+            "event_loop", "time_text"),
     # ``rmqrun`` itself: the public names (the handler API, messages, the pull consumer, lazily)
     "rmqrun": ("namespace", "handler", "pull", "model", "topic_names", "errors"),
 }.items()}

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rmqrun.cli.read.format import escape, iso_ms, json_line, preview
+from rmqrun.cli.read.format import escape, json_line, preview
 from rmqrun.model import Message
 from rmqrun.pull.dead_letters import UndecodableRecord, keys_of, origin_topic
 from rmqrun.remoting import message_props as codec
+from rmqrun.time_text import iso_ms
 
 
 def summary(msg: Message, namespace: str | None, redriven_to: int) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import json
 import re
 import struct
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from rmqrun.model import Message
+from rmqrun.time_text import iso_ms
 
 #: a bare integer at least this large is epoch milliseconds (2001-09-09 onwards), a smaller one an offset
 EPOCH_MS_FLOOR = 10**12
@@ -83,12 +84,6 @@ def _parse_position(text: str, flag: str, words: tuple[str, ...]) -> StartAt:
             return StartAt("time", int(when.timestamp() * 1000))
     raise ValueError(f"{flag} {text!r} is not {', '.join(words)}, an offset (e.g. 42), epoch milliseconds "
                      "(e.g. 1732435200000) or an ISO-8601 time (e.g. 2024-11-24T08:00:00Z)")
-
-
-def iso_ms(epoch_ms: int) -> str:
-    """UTC with milliseconds: ``2024-11-24T08:00:00.123Z``."""
-    when = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{epoch_ms % 1000:03d}Z"
 
 
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}

@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from rmqrun.cli.namespace_option import resolve_namespace
 from rmqrun.cli.option_checks import int_option, namesrv_option, tags_option
-from rmqrun.cli.read.format import StartAt, iso_ms, parse_from, parse_to
+from rmqrun.cli.read.format import StartAt, parse_from, parse_to
 from rmqrun.errors import ConfigError
 from rmqrun.namespace import MAX_GROUP_LENGTH
+from rmqrun.time_text import iso_ms
 
 if TYPE_CHECKING:
     from rmqrun.remoting.security import ClientSecurity

@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmqrun.cli.read.format import (
-    PREVIEW_CHARS, StartAt, body_record, escape, iso_ms, json_line, length_prefixed_record, parse_from, parse_to,
+    PREVIEW_CHARS, StartAt, body_record, escape, json_line, length_prefixed_record, parse_from, parse_to,
     preview, text_line,
 )
 from rmqrun.model import Message
+from rmqrun.time_text import iso_ms
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -84,6 +85,7 @@ def test_iso_ms() -> None:
     assert iso_ms(0) == "1970-01-01T00:00:00.000Z"
     when = datetime(2024, 11, 24, 8, 0, 0, 5000, tzinfo=timezone.utc)
     assert iso_ms(int(when.timestamp() * 1000)) == "2024-11-24T08:00:00.005Z"
+    assert iso_ms(-1) == "1969-12-31T23:59:59.999Z"
 
 
 # ---------------------------------------------------------------- --to, raw bodies, the cut-then-escape preview
