@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -49,9 +50,10 @@ class JavaSizes:
     cpu1: int = 10_000
     workers: int = 2
     timeout: float = 600.0
+    ceiling_s: float = 5.0  # per round: two bare handler loops beside the idle broker (see ceiling())
 
 
-QUICK = JavaSizes(rounds=2, noop=20_000, cpu1=2_000, timeout=300.0)
+QUICK = JavaSizes(rounds=2, noop=20_000, cpu1=2_000, timeout=300.0, ceiling_s=2.0)
 
 def sample_interval(cpu_ms: float) -> float:
     """Seconds between the progress samples of a drain, both sides alike: 0.1 s for the no-op rows (drains of
@@ -195,6 +197,53 @@ def run_rmqrun(drain: Callable[..., Any], broker: RealBroker, topic: str, group:
     return Drain(run.rate(n), sup + wrk, run.broker_us_per_msg(n), sup, wrk)
 
 
+#: one bare handler loop: ``workers.cpu.burn(1)`` back to back for argv[1] seconds, nothing else; prints its calls,
+#: its wall seconds and its thread CPU seconds
+_BURN_LOOP = """
+import sys, time
+sys.path.insert(0, sys.argv[2])
+from workers.cpu import burn
+t0 = time.monotonic(); end = t0 + float(sys.argv[1]); cpu0 = time.thread_time(); n = 0
+while time.monotonic() < end:
+    burn(1.0)
+    n += 1
+print(n, time.monotonic() - t0, time.thread_time() - cpu0)
+"""
+
+
+@dataclass
+class Ceiling:
+    """What the 1 ms row's handler gets on this box with no consumer at all: the broker idles beside it."""
+
+    rate: float  # 1 ms calls a second, the loops together
+    call_us: float  # thread CPU per call: the burn's own overshoot of its 1,000 µs (clock reads are system calls)
+    broker_ms: float  # the idle broker's CPU in the same seconds, ms a second
+
+
+def ceiling(broker: RealBroker, loops: int, seconds: float) -> Ceiling:
+    """The 1 ms row's ceiling: ``loops`` processes (one per core) call the drains' own ``workers.cpu.burn(1)``
+    back to back for ``seconds`` while the real broker idles on the same cores.
+
+    The ideal (cores ÷ 1 ms) assumes the handlers get every cycle; the broker's own threads on the same box (its
+    ReputMessageService alone wakes ~900 times a second) take some whatever the consumer, and the clock reads of
+    the burn take some more. This is the most any consumer can drain at 1 ms in these rounds, so the distance
+    from it to a consumer's rate is what the consumer itself costs.
+    """
+    b0, t0 = broker.cpu(), time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-c", _BURN_LOOP, str(seconds), str(SCRIPTS.parent)],
+                              stdout=subprocess.PIPE, text=True) for _ in range(loops)]
+    outs = [p.communicate(timeout=seconds + 120)[0].split() for p in procs]
+    b1, dt = broker.cpu(), time.monotonic() - t0
+    if any(p.returncode or len(o) != 3 for p, o in zip(procs, outs)):
+        print(f"  ceiling: a burn loop failed ({[p.returncode for p in procs]})", file=sys.stderr)
+        return Ceiling(float("nan"), float("nan"), float("nan"))
+    calls = sum(int(o[0]) for o in outs)
+    if not calls:  # no time given: no figure, not a division by zero
+        return Ceiling(float("nan"), float("nan"), float("nan"))
+    return Ceiling(sum(int(o[0]) / float(o[1]) for o in outs), sum(float(o[2]) for o in outs) / calls * 1e6,
+                   (b1 - b0) / dt * 1e3)
+
+
 def spread(values: list[float]) -> dict[str, Any]:
     ok = [v for v in values if v == v]
     if not ok:
@@ -224,7 +273,7 @@ def section_java(dest: Path, sz: JavaSizes, *, drain: Callable[..., Any], runner
         print("[java] warm-up: one unrecorded drain by each side", flush=True)
         run_java(broker, classes, cp, ROWS[0][1], "CG_warmup_java", sz.noop, 0.0, False, sz.timeout)
         run_rmqrun(drain, broker, ROWS[0][1], "CG_warmup_rmqrun", sz.noop, 0.0, False, sz)
-        raw, loads = _rounds(broker, classes, cp, sz, drain)
+        raw, loads, ceilings = _rounds(broker, classes, cp, sz, drain)
     finally:
         runner.broker = saved
         broker.stop()
@@ -234,6 +283,13 @@ def section_java(dest: Path, sz: JavaSizes, *, drain: Callable[..., Any], runner
         for java, key in (("java", "ratio"), ("java_warm", "ratio_warm")):
             row[key] = spread([rq.rate / jv.rate if jv.rate == jv.rate and jv.rate else float("nan")
                                for rq, jv in zip(raw[label]["rmqrun"], raw[label][java])])
+    if ceilings:
+        out["ceiling"] = {f: spread([getattr(c, f) for c in ceilings]) for f in vars(ceilings[0])}
+        cpu = raw.get("1 ms CPU")
+        if cpu:
+            per_round = zip(cpu["rmqrun"], ceilings)
+            out["rows"]["1 ms CPU"]["of_ceiling"] = spread([d.rate / c.rate if c.rate == c.rate and c.rate
+                                                            else float("nan") for d, c in per_round])
     out["load"] = spread(loads)
     out["load_after"] = os.getloadavg()[0]
     out["uptime_after"] = _uptime()
@@ -246,10 +302,12 @@ SIDES = ("java", "java_warm", "rmqrun")
 
 
 def _rounds(broker: RealBroker, classes: Path, cp: str, sz: JavaSizes,
-            drain: Callable[..., Any]) -> tuple[dict[str, dict[str, list[Drain]]], list[float]]:
-    """``sz.rounds`` rounds of every row and side, the order of the sides rotating from round to round."""
+            drain: Callable[..., Any]) -> tuple[dict[str, dict[str, list[Drain]]], list[float], list[Ceiling]]:
+    """``sz.rounds`` rounds of every row and side, the order of the sides rotating from round to round; each
+    round ends with the 1 ms row's :func:`ceiling` (one loop per core), so it sees the broker as the rounds do."""
     raw: dict[str, dict[str, list[Drain]]] = {r[0]: {side: [] for side in SIDES} for r in ROWS}
     loads: list[float] = []
+    ceilings: list[Ceiling] = []
     for r in range(sz.rounds):
         for label, topic, _, cpu_ms, orderly in ROWS:
             n = sz.cpu1 if cpu_ms else sz.noop
@@ -265,7 +323,12 @@ def _rounds(broker: RealBroker, classes: Path, cp: str, sz: JavaSizes,
             print(f"[java] round {r + 1} {label}: " + ", ".join(
                 f"{side} {raw[label][side][-1].rate:,.0f}/s {raw[label][side][-1].own_us:.1f} µs" for side in SIDES)
                 + f" (load {loads[-1]:.2f})", flush=True)
-    return raw, loads
+        if sz.ceiling_s > 0:
+            c = ceiling(broker, os.cpu_count() or 1, sz.ceiling_s)
+            ceilings.append(c)
+            print(f"[java] round {r + 1} ceiling: bare 1 ms loops {c.rate:,.0f}/s ({c.call_us:.1f} µs a call), "
+                  f"the idle broker {c.broker_ms:.1f} ms/s", flush=True)
+    return raw, loads, ceilings
 
 
 def _uptime() -> str:
@@ -334,6 +397,16 @@ def java_lines(res: dict[str, Any]) -> list[str]:
         L += ["", f"1 ms row against the machine's ideal ({ideal} cores ÷ 1 ms = {ideal * 1000:,}/s): " + ", ".join(
             f"{names[side]} {_f(cpu[side]['rate']['median'] / (ideal * 1000), 2)}" for side in names if side in cpu)
             + "."]
+        c = res.get("ceiling")
+        if c and c["rate"]["n"]:
+            L += ["", f"The 1 ms row's ceiling on this box: {ideal} bare loops of the drains' own "
+                  "`workers.cpu.burn(1)` back to back, no consumer, the broker idle beside them, at the end of every "
+                  "round: "
+                  f"{_s(c['rate'])} calls/s = {_f(c['rate']['median'] / (ideal * 1000), 3)} of the ideal "
+                  f"({_s(c['call_us'], 1)} µs of thread CPU a call; the idle broker {_s(c['broker_ms'], 1)} ms of CPU "
+                  "a second). No consumer drains faster than this here; the distance from it is what the consumer "
+                  "itself costs."
+                  + (f" rmqrun ÷ the ceiling, per round: {_s(cpu['of_ceiling'], 3)}." if "of_ceiling" in cpu else "")]
     return L + [""]
 
 

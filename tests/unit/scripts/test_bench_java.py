@@ -109,3 +109,50 @@ def test_the_report_says_whether_the_machine_was_idle_when_the_run_started() -> 
     run["java"]["load_before"] = 1.0  # half the cores: not idle
     assert "shared with other work" in bj.machine_note(run)
     assert "shared with other work" in bj.machine_note({"machine": {"cores": 2}, "java": {}})
+
+
+class _IdleBroker:
+    """A broker that spends 0.25 s of CPU between the two reads the ceiling takes."""
+
+    def __init__(self) -> None:
+        self.reads = [0.0, 0.25]
+
+    def cpu(self) -> float:
+        return self.reads.pop(0)
+
+
+def test_the_ceiling_runs_bare_burn_loops_and_reads_the_broker_beside_them() -> None:
+    bj = _load()
+    c = bj.ceiling(_IdleBroker(), 2, 1.0)
+    # each loop makes at most 1,000 one-ms calls a second of wall time (two on two cores: close to that), and each
+    # call costs at least its 1,000 µs of thread CPU
+    assert 0 < c.rate <= 2 * 1000
+    assert 1000 <= c.call_us < 2000
+    assert 0 < c.broker_ms <= 0.25 / 1.0 * 1000
+
+
+def test_a_ceiling_with_no_calls_gives_no_figure() -> None:
+    bj = _load()
+    c = bj.ceiling(_IdleBroker(), 1, 0.0)
+    assert math.isnan(c.rate) and math.isnan(c.call_us)
+
+
+def test_the_report_reads_the_1ms_row_against_the_ceiling() -> None:
+    bj = _load()
+
+    def side(rate: float) -> dict:
+        return {"rate": bj.spread([rate]), "own_us": bj.spread([1010.0]), "broker_us": bj.spread([9.0]),
+                "supervisor_us": bj.spread([5.0]), "workers_us": bj.spread([1005.0])}
+
+    cores = os.cpu_count() or 1
+    res = {"dest": "/x", "sizes": vars(bj.JavaSizes()), "uptime_before": "up 1", "uptime_after": "up 2",
+           "load": bj.spread([1.0]),
+           "rows": {"1 ms CPU": {"java": side(1_800), "rmqrun": side(1_900), "ratio": bj.spread([1.9 / 1.8]),
+                                 "of_ceiling": bj.spread([0.97, 0.99])}},
+           "ceiling": {"rate": bj.spread([1_960.0]), "call_us": bj.spread([1002.5]), "broker_ms": bj.spread([37.0])}}
+    md = "\n".join(bj.java_lines(res))
+    assert f"1,960 (1,960–1,960) calls/s = {1_960 / (cores * 1000):.3f} of the ideal" in md
+    assert "1,002.5 (1,002.5–1,002.5) µs of thread CPU a call; the idle broker 37.0 (37.0–37.0) ms" in md
+    assert "rmqrun ÷ the ceiling, per round: 0.980 (0.970–0.990)." in md
+    del res["ceiling"]  # a run from before the ceiling existed renders without the line
+    assert "ceiling" not in "\n".join(bj.java_lines(res))
