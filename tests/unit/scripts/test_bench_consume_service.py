@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -11,16 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from tests.unit.scripts.script_kit import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bench_consume_service.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_consume_service_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_consume_service")
 
 
 @pytest.mark.parametrize("mode", ["orderly", "concurrent"])

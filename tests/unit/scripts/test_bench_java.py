@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -11,17 +10,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from tests.unit.scripts.script_kit import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "bench_java.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_java_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_java")
 
 
 def test_the_window_takes_rate_and_cpu_between_the_first_samples_past_10_and_90_percent() -> None:
@@ -88,11 +83,7 @@ def test_the_table_sets_rmqrun_beside_java_per_row() -> None:
 
 
 def test_the_full_report_carries_the_note_when_the_java_rows_were_skipped() -> None:
-    spec = importlib.util.spec_from_file_location("bench_report_for_java", ROOT / "scripts" / "bench_report.py")
-    assert spec is not None and spec.loader is not None
-    br = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = br
-    spec.loader.exec_module(br)
+    br = load_script("bench_report", "bench_report_for_java")
     assert "java" in br.SECTIONS  # run by default, so a report without a build says why the rows are missing
     res = {"machine": br.machine(), "quick": False, "started": "s", "finished": "f", "command": "c",
            "load_start": 0.1, "load_end": 0.1, "sizes": {"rounds": 1},

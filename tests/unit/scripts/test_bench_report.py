@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import cProfile
-import importlib.util
 import subprocess
 import sys
 import time
@@ -14,17 +13,14 @@ import pytest
 
 from rmqrun.remoting.message import decode_message, encode_stored
 
+from tests.unit.scripts.script_kit import load_script
+
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "scripts" / "bench_report.py"
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_report_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_report")
 
 
 def _wire_work() -> None:

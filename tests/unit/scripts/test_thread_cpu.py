@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 import time
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "thread_cpu.py"
+from tests.unit.scripts.script_kit import load_script
 
 SPINNER = """
 import threading, time
@@ -25,11 +22,7 @@ time.sleep(30)
 
 
 def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("thread_cpu_under_test", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("thread_cpu")
 
 
 def test_the_spinning_thread_comes_first_and_the_sleeping_one_spends_nothing() -> None:
