@@ -21,6 +21,7 @@ from typing import Sequence
 import psutil
 from loguru import logger
 
+from rmqrun.aio import wait_for
 from rmqrun.broker.acl.config import load_acl_file
 from rmqrun.broker.acl.validator import AclValidator
 from rmqrun.broker.config import BrokerConfig, FlushMode
@@ -194,7 +195,7 @@ class Broker:
             self.hold.notify_arrival(topic, queue_id, result.queue_offset + 1, code)
         if self.config.store.flush_mode is FlushMode.SYNC:
             try:
-                await asyncio.wait_for(self.store.flush_to(results[-1].end_offset),
+                await wait_for(self.store.flush_to(results[-1].end_offset),
                                        self.config.sync_flush_timeout_ms / 1000)
             except asyncio.TimeoutError:
                 raise FlushTimeout(results) from None

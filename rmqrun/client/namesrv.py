@@ -18,6 +18,7 @@ import random
 from typing import Sequence
 
 
+from rmqrun.aio import wait_for
 from rmqrun.client.errors import NameServerUnavailableError
 from rmqrun.client.failure_log import FailureLog
 from rmqrun.client.route import TopicRouteData
@@ -93,7 +94,7 @@ class NameServerClient:
             if remaining <= 0:
                 break
             try:
-                conn = await asyncio.wait_for(self.pool.get(address), remaining)
+                conn = await wait_for(self.pool.get(address), remaining)
             except (ConnectionClosedError, asyncio.TimeoutError) as exc:
                 self._warn(address, "unreachable", str(exc))
                 last = exc

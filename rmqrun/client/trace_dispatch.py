@@ -23,6 +23,7 @@ from typing import Any, Callable, Protocol
 
 from loguru import logger
 
+from rmqrun.aio import wait_event, wait_for
 from rmqrun.protocol.trace import DEFAULT_TRACE_TOPIC, TraceContext, TraceTransfer, encode_context, trace_keys
 
 #: AsyncTraceDispatcher's traceContextQueue capacity
@@ -109,7 +110,7 @@ class TraceDispatcher:
         self._wake.set()
         if self._task is not None:
             try:
-                await asyncio.wait_for(asyncio.shield(self._task), timeout)
+                await wait_for(asyncio.shield(self._task), timeout)
             except asyncio.TimeoutError:
                 self._task.cancel()
                 logger.warning("trace: {} record(s) not sent within {}s of closing", self.pending, timeout)
@@ -131,10 +132,7 @@ class TraceDispatcher:
             if not self._buffer and not self._closing:
                 self._wake.clear()
                 wait = max(0.0, self._segment_since + self.max_wait - loop.time()) if self._segment else None
-                try:
-                    await asyncio.wait_for(self._wake.wait(), wait)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self._wake, wait)
             batch, self._buffer = self._buffer, []
             for ctx in batch:
                 if not ctx.beans:

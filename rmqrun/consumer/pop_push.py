@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from loguru import logger
 
-from rmqrun.aio import cancel_and_wait
+from rmqrun.aio import cancel_and_wait, wait_event
 from rmqrun.client.assignment import AssignmentClient
 from rmqrun.client.errors import BrokerNotFoundError
 from rmqrun.client.pop_api import PopClient, PopNotSupportedError
@@ -173,10 +173,7 @@ class PopPushConsumer(PushConsumer):
     async def _assignment_loop(self) -> None:
         interval = self.config.rebalance_interval_ms / 1000
         while True:
-            try:
-                await asyncio.wait_for(self._pop_wake.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._pop_wake, interval)
             self._pop_wake.clear()
             try:
                 await self.refresh_assignments()

@@ -35,6 +35,7 @@ from typing import cast
 
 from loguru import logger
 
+from rmqrun.aio import wait_event
 from rmqrun.consumer import defaults as d
 from rmqrun.consumer.allocate_nearby import AllocateMachineRoomNearby, RoomUnknown, check_own_room
 from rmqrun.consumer.allocate_settings import configured_strategy
@@ -352,10 +353,7 @@ class Rebalancer:
         """The rebalance service: every 20 s, or sooner when woken (at least 1 s apart)."""
         interval = self.config.rebalance_interval_ms / 1000
         while True:
-            try:
-                await asyncio.wait_for(wake.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(wake, interval)
             wake.clear()
             try:
                 await self.rebalance()

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from loguru import logger
 
+from rmqrun.aio import wait_for
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import FLAG_ONEWAY, ResponseCode, request_name
 from rmqrun.remoting.errors import (
@@ -118,7 +119,7 @@ class Connection:
             else:
                 opening = asyncio.open_connection(host, int(port), ssl=ctx, server_hostname=host,
                                                   ssl_handshake_timeout=timeout)
-            reader, writer = await asyncio.wait_for(opening, timeout)
+            reader, writer = await wait_for(opening, timeout)
         except ssl.SSLEOFError as exc:  # the peer hung up mid-handshake: maybe a plain port, maybe a restart
             raise ConnectionClosedError(f"cannot connect to {address}: {HANDSHAKE_CUT}: {exc!r}") from exc
         except ssl.SSLError as exc:

@@ -18,6 +18,8 @@ from typing import Awaitable, Callable
 
 from loguru import logger
 
+from rmqrun.aio import wait_for
+
 TLS_HANDSHAKE = 0x16
 StreamCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None] | None]
 
@@ -63,7 +65,7 @@ class SniffingListener:
     async def _classify(self, client: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         try:
-            first = await asyncio.wait_for(_peek_byte(loop, client), self.first_byte_timeout)
+            first = await wait_for(_peek_byte(loop, client), self.first_byte_timeout)
             if first is None:  # closed before saying anything
                 client.close()
                 return

@@ -28,6 +28,7 @@ from typing import Awaitable, Callable
 
 from loguru import logger
 
+from rmqrun.aio import wait_for
 from rmqrun.consumer.push import PushConsumer
 from rmqrun.errors import ConfigError, RmqrunError
 from rmqrun.remoting.errors import AccessDeniedError, TlsError
@@ -117,7 +118,7 @@ def _tls_cause(exc: BaseException) -> TlsError | None:
 
 async def _next_signal(signals: "asyncio.Queue[int]", timeout: float) -> int | None:
     try:
-        return await asyncio.wait_for(signals.get(), timeout)
+        return await wait_for(signals.get(), timeout)
     except asyncio.TimeoutError:
         return None
 

@@ -18,6 +18,7 @@ import signal
 
 from loguru import logger
 
+from rmqrun.aio import wait_event
 from rmqrun.pipe.wire import Batch, Stop, encode
 from rmqrun.supervisor.worker_process import WorkerProcess
 
@@ -111,10 +112,7 @@ class PoolStopping:
     async def _wait_change(self, timeout: float) -> None:
         assert self._changed is not None
         self._changed.clear()
-        try:
-            await asyncio.wait_for(self._changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+        await wait_event(self._changed, timeout)
 
     async def _wait_dead(self, timeout: float) -> None:
         deadline = self._loop.time() + timeout

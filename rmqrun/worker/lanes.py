@@ -35,6 +35,7 @@ import asyncio
 import time
 from collections import deque
 
+from rmqrun.aio import wait_event
 from rmqrun.namespace import unwrap
 from rmqrun.pipe import progress as progress_mem
 from rmqrun.pipe.wire import ExitCode, Run, Stop, WireError
@@ -110,10 +111,7 @@ class LaneServer:
                         worker.log.warning("the supervisor closed the pipe; exiting")
                         return ExitCode.LOST_SUPERVISOR
                 self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), POLL_S)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self._wake, POLL_S)
         finally:
             if not self._eof:
                 loop.remove_reader(fd)

@@ -39,7 +39,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     # topic/group names under a namespace (pure functions on names)
     "namespace": ("model", "topic_names"),
     # codecs and the connection
-    "remoting": ("errors", "model", "topic_names"),
+    "remoting": ("errors", "model", "topic_names", "aio"),
     # the wire schema (headers, bodies, subscriptions and tag matching): below both the client and the broker
     "protocol": ("remoting", "model", "topic_names"),
     # routes, typed broker calls, the producer, the retry-topic re-publish
@@ -58,7 +58,7 @@ ALLOWED: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in {
     "broker": ("protocol", "remoting", "errors", "model", "topic_names", "aio", "event_loop"),
     # a worker process knows the handler contract, the pipe and the message codec, nothing of the supervisor or
     # RocketMQ clients
-    "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model", "topic_names"),
+    "worker": ("namespace", "handler", "pipe", "remoting", "errors", "model", "topic_names", "aio"),
     # the supervisor runs the consumer and talks to workers through the pipe only (it starts them by name)
     "supervisor": ("namespace", "consumer", "client", "pipe", "remoting", "errors", "model", "topic_names", "aio",
                    "setting_rules"),
@@ -251,7 +251,7 @@ def test_the_checker_flags_an_upward_edge_and_a_cycle(tmp_path: Path) -> None:
     modules, edges = scan(pkg)
     bad = layer_violations(edges)
     assert bad == ["rmqrun/worker/main.py:2: rmqrun.worker.main -> rmqrun.supervisor.pool   "
-                   "(worker may import only: errors, handler, model, namespace, pipe, remoting, topic_names)"]
+                   "(worker may import only: aio, errors, handler, model, namespace, pipe, remoting, topic_names)"]
     [cycle] = cycles(modules, edges)
     assert sorted(map(str, cycle)) == ["rmqrun/consumer/a.py:3: rmqrun.consumer.a -> rmqrun.consumer.b",
                                        "rmqrun/consumer/b.py:1: rmqrun.consumer.b -> rmqrun.consumer.a"]

@@ -17,6 +17,7 @@ from typing import Any
 
 from loguru import logger
 
+from rmqrun.aio import wait_event
 from rmqrun.broker.messages import InnerMessage, read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.service import PopService, now_ms, record_queue_offset
@@ -93,9 +94,7 @@ class ReviveService:
             delay = TICK_S if nxt is None else min(TICK_S, max(0.0, (nxt - now_ms()) / 1000))
             self._sleep_until_ms = now_ms() + int(delay * 1000)
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
-            except asyncio.TimeoutError:
-                pass
+                await wait_event(self._wake, delay)
             finally:
                 self._sleep_until_ms = None
 

@@ -49,6 +49,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString
 
 from rmqrun import __version__
+from rmqrun.aio import wait_for
 from rmqrun.cli.run.health import liveness, readiness
 from rmqrun.supervisor.snapshot import HistogramSnapshot, PopSnapshot, QueueSnapshot
 
@@ -271,7 +272,7 @@ class MetricsHttpServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+            head = await wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
             request_line = head.split(b"\r\n", 1)[0].decode("latin-1")
             parts = request_line.split()
             method, target = (parts[0], parts[1]) if len(parts) >= 2 else ("", "")
