@@ -36,6 +36,7 @@ from typing import Any
 
 from loguru import logger
 
+from rmqrun.aio import stop_on_signals
 from rmqrun.broker.broker import Broker
 from rmqrun.broker.config import BROKER_SETTINGS, BrokerConfig, with_settings
 from rmqrun.broker.kv_config import KVConfigTable
@@ -306,22 +307,19 @@ def run(data_dir: str | os.PathLike[str], host: str = "127.0.0.1", namesrv_port:
 
 async def _serve(config: BrokerConfig, ready_line: bool = True, loop_name: str = "asyncio") -> int:
     eb = EmbeddedBroker(config=config)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await eb.start()
-    if ready_line:
-        print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}",
-              flush=True)
-    logger.bind(namesrv=eb.namesrv_address, broker=eb.broker_address, pid=os.getpid(), event_loop=loop_name).info(
-        "name server on {}, broker on {}, event loop: {}; SIGINT or SIGTERM stops", eb.namesrv_address,
-        eb.broker_address, loop_name)
-    await stop.wait()
-    logger.info("stopping")
-    try:
-        await eb.stop()
-    except (OSError, StoreError) as exc:
-        logger.error("the broker stopped, but not cleanly: {}", exc)
-        return 1
+    with stop_on_signals() as stop:  # held through the stop too: a second signal does not cut it short
+        await eb.start()
+        if ready_line:
+            print(f"{READY_MARKER} namesrv={eb.namesrv_address} broker={eb.broker_address} pid={os.getpid()}",
+                  flush=True)
+        logger.bind(namesrv=eb.namesrv_address, broker=eb.broker_address, pid=os.getpid(), event_loop=loop_name).info(
+            "name server on {}, broker on {}, event loop: {}; SIGINT or SIGTERM stops", eb.namesrv_address,
+            eb.broker_address, loop_name)
+        await stop.wait()
+        logger.info("stopping")
+        try:
+            await eb.stop()
+        except (OSError, StoreError) as exc:
+            logger.error("the broker stopped, but not cleanly: {}", exc)
+            return 1
     return 0

@@ -36,7 +36,6 @@ there. ``rmqrun status -g`` calls the same group unknown and exits 1.
 from __future__ import annotations
 
 import asyncio
-import signal
 import sys
 from typing import Any, Iterator
 
@@ -46,6 +45,7 @@ from prometheus_client.core import CollectorRegistry, CounterMetricFamily, Gauge
 
 from rmqrun import __version__
 from rmqrun.admin.lag_exporter import LagExporter
+from rmqrun.aio import stop_on_signals, wait_event
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import EXIT_OK, EXIT_RUNTIME
 from rmqrun.cli.flags import check_log_level, config_option, log_level_option, namesrv_flag
@@ -181,20 +181,14 @@ async def _serve(namesrv: str, groups: list[str], namespace: str | None, securit
         logger.error("--metrics-port {}: cannot listen on {}:{}: {}", port, host, port, exc.strerror or exc)
         await instance.close()
         return EXIT_RUNTIME
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     logger.info("exporting the lag of {} every {:g} s (name server {})", ", ".join(groups), interval, namesrv)
-    try:
-        while not stop.is_set():
-            await lag.read_all()
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
-    finally:
-        await server.close()
-        await instance.close()
+    with stop_on_signals() as stop:  # held through the close too: a second signal does not cut it short
+        try:
+            while not stop.is_set():
+                await lag.read_all()
+                await wait_event(stop, interval)
+        finally:
+            await server.close()
+            await instance.close()
     logger.info("stopped")
     return EXIT_OK

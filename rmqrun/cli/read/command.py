@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import sys
 import time
 from collections import deque
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
+from rmqrun.aio import run_until_set, stop_on_signals
 from rmqrun.cli.exit_codes import EXIT_INTERRUPTED, fail
 from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option
@@ -326,32 +326,19 @@ async def read_main(opts: Options, emit: Callable[[Message], None], note: Callab
     end, ``--count``, ``--timeout``, a signal) before the consumer closes.
     """
     from rmqrun.pull import AsyncPullConsumer
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     consumer = AsyncPullConsumer(opts.namesrv, opts.group or READ_GROUP, namespace=opts.namespace,
                                  security=opts.security)
     reader = Reader(consumer, opts, emit, note)
-    try:
+    with stop_on_signals() as stop:
         async with consumer:
-            work = asyncio.ensure_future(reader.run())
-            stopper = asyncio.ensure_future(stop.wait())
-            await asyncio.wait([work, stopper], return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            interrupted = not work.done()
-            if interrupted:
-                work.cancel()
-                await asyncio.gather(work, return_exceptions=True)
-            else:
+            work = await run_until_set(stop, reader.run())
+            interrupted = work.cancelled()
+            if not interrupted:
                 work.result()
             if opts.group:
                 committed = await reader.commit()
                 note(f"committed {committed} queue(s) for group {opts.group}")
             return reader.emitted, interrupted
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
 
 
 def _writer(fmt: str, note: Callable[[str], None]) -> Callable[[Message], None]:

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from rmqrun.aio import run_until_set, stop_on_signals, wait_event
 from rmqrun.cli import logs
 from rmqrun.cli.exit_codes import error_line, fail
 from rmqrun.cli.flags import Shown, config_option, namesrv_flag
 from rmqrun.cli.namespace_option import namespace_option, resolve_namespace
 from rmqrun.cli.security_options import security_for, security_options
 from rmqrun.errors import RmqrunError
+
+if TYPE_CHECKING:
+    from rmqrun.admin.pop_status import PopView
+    from rmqrun.admin.status import QueueProgress
 
 
 @click.command()
@@ -29,7 +34,7 @@ from rmqrun.errors import RmqrunError
 @namesrv_flag
 @config_option("namesrv and group")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object (with --watch: one per line)")
-@click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C")
+@click.option("--watch", is_flag=True, help="repeat every --interval seconds until Ctrl-C (or SIGTERM): exit 0")
 @click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
               help="seconds between rounds of --watch")
 @namespace_option
@@ -44,8 +49,6 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
 
     Exit 1 when the cluster cannot answer or no broker knows the group.
     """
-    import time
-
     from rmqrun.cli import settings as table
     resolved = table.resolve({"namesrv": namesrv, "group": group}, config_file=config_file)
     gap = table.missing(resolved, {"namesrv": "--namesrv or $NAMESRV_ADDR", "group": "--group"})
@@ -56,49 +59,77 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     security = security_for(security_flags, config_file)
     logs.setup("ERROR", role="status")
     group_name = resolved["group"]
+    if watch:
+        asyncio.run(_watch(resolved["namesrv"], group_name, chosen, as_json, namespace, security, interval))
+        return
     try:
-        while True:
-            _status_round(resolved["namesrv"], group_name, chosen, as_json, watch, namespace, security, interval)
-            if not watch:
+        rows, pop = asyncio.run(_ask(resolved["namesrv"], group_name, chosen, namespace, security))
+    except Exception as exc:
+        _failed(exc, watch=False)
+        raise  # not reached: _failed exits or raises
+    _show(rows, pop, group_name, namespace, as_json)
+
+
+async def _ask(namesrv: str, group: str, topics: list[str], namespace: str | None,
+               security: Any) -> "tuple[list[QueueProgress], PopView]":
+    """One round's answers from the cluster: the queues' progress and the POP view."""
+    from rmqrun.admin.pop_status import pop_view
+    from rmqrun.admin.status import progress
+
+    rows = await progress(namesrv, group, topics, security, namespace=namespace)
+    # the POP part never fails the round: what the cluster does not say is shown as unknown
+    return rows, await pop_view(namesrv, group, [r.mq.topic for r in rows], security, namespace=namespace)
+
+
+async def _watch(namesrv: str, group: str, topics: list[str], as_json: bool, namespace: str | None,
+                 security: Any, interval: float) -> None:
+    """``--watch``: a round every ``interval`` s until SIGINT or SIGTERM, which ends it at once (a round in
+    flight is cancelled) with exit 0. The signals set an event of this loop: a Ctrl-C is never lost in a
+    round's cancellation, nor raised as ``KeyboardInterrupt`` at some point of the shutdown."""
+    with stop_on_signals() as stop:
+        while not stop.is_set():
+            answered = await run_until_set(stop, _ask(namesrv, group, topics, namespace, security))
+            if answered.cancelled():
                 return
-            time.sleep(interval)
-    except KeyboardInterrupt:  # the end of --watch, wherever Ctrl-C lands
-        if not watch:
-            raise
+            error = answered.exception()
+            if error is not None:
+                _failed(error, watch=True)
+            else:
+                rows, pop = answered.result()
+                if not as_json:
+                    if sys.stdout.isatty():
+                        click.clear()
+                    click.echo(watch_header(interval))
+                _show(rows, pop, group, namespace, as_json)
+            await wait_event(stop, interval)
 
 
-def _status_round(namesrv: str, group: str, topics: list[str], as_json: bool, watch: bool,
-                  namespace: str | None = None, security: Any = None, interval: float = 2.0) -> None:
-    """One table (or JSON line) of ``rmqrun status``; exit 1 on failure, except transient ones under --watch
-    (a refusal, ACL or TLS, is not transient: it ends --watch too)."""
-    import json
-
-    from rmqrun.admin.pop_status import PopView, pop_view
-    from rmqrun.admin.status import QueueProgress, UnknownGroupError, progress, to_json
-    from rmqrun.cli.status.format import render, render_pop
+def _failed(exc: BaseException, watch: bool) -> None:
+    """A round that failed. A refusal (ACL, TLS) or an unknown group ends the command with exit 1, under
+    --watch too; a transient failure (the cluster unreachable, a timeout) does too without --watch, and under
+    it is one error line, the next round trying again."""
+    from rmqrun.admin.status import UnknownGroupError
     from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
-    async def ask() -> tuple[list[QueueProgress], PopView]:
-        rows = await progress(namesrv, group, topics, security, namespace=namespace)
-        # the POP part never fails the round: what the cluster does not say is shown as unknown
-        return rows, await pop_view(namesrv, group, [r.mq.topic for r in rows], security, namespace=namespace)
-
-    try:
-        rows, pop = asyncio.run(ask())
-    except (UnknownGroupError, AccessDeniedError, TlsError) as exc:
+    if isinstance(exc, (UnknownGroupError, AccessDeniedError, TlsError)):
         fail(exc, str(exc))
-    except (RmqrunError, OSError, asyncio.TimeoutError) as exc:
-        if not watch:
-            fail(exc)
-        error_line(str(exc) or type(exc).__name__)
-        return
+    if not isinstance(exc, (RmqrunError, OSError, asyncio.TimeoutError)):
+        raise exc
+    if not watch:
+        fail(exc)
+    error_line(str(exc) or type(exc).__name__)
+
+
+def _show(rows: "list[QueueProgress]", pop: "PopView", group: str, namespace: str | None, as_json: bool) -> None:
+    """One round: a JSON line, or the table (and the POP table when there is something to show)."""
+    import json
+
+    from rmqrun.admin.status import to_json
+    from rmqrun.cli.status.format import render, render_pop
+
     if as_json:
         click.echo(json.dumps({**to_json(rows, group, namespace), **pop.to_json()}))
         return
-    if watch:
-        if sys.stdout.isatty():
-            click.clear()
-        click.echo(watch_header(interval))
     click.echo(render(rows, group, namespace))
     if pop.shown:
         click.echo(render_pop(pop))
