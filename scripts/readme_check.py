@@ -117,12 +117,23 @@ class Background:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                self.stacks_then_kill()
         self.drained()
         return self.proc.returncode
 
-    def tail(self, n: int = 30) -> str:
+    def stacks_then_kill(self) -> None:
+        """It did not stop when told: SIGABRT first, so faulthandler (``PYTHONFAULTHANDLER``, set for every
+        command) prints where each of its threads is into the output the failure shows; SIGKILL if even
+        that does not end it."""
+        self.proc.send_signal(signal.SIGABRT)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.drained()
+
+    def tail(self, n: int = 60) -> str:
         return "".join(self.out[-n:])
 
 
@@ -134,6 +145,7 @@ class Runner:
         self.env["PATH"] = f"{venv_bin}{os.pathsep}{self.env.get('PATH', '')}"
         self.env.pop("PYTHONPATH", None)
         self.env["VIRTUAL_ENV"] = str(venv_bin.parent)
+        self.env["PYTHONFAULTHANDLER"] = "1"  # a command that hangs shows its stacks (Background.stacks_then_kill)
         ns_port, broker_port = free_ports(2)
         self.ports = (ns_port, broker_port)
         self.namesrv = f"127.0.0.1:{ns_port}"
@@ -197,7 +209,8 @@ class Runner:
         try:
             code = bg.proc.wait(60)
         except subprocess.TimeoutExpired:
-            code = bg.stop()
+            bg.stacks_then_kill()
+            code = bg.proc.returncode
         self.background.remove(bg)
         if code != 0:
             raise CheckFailed(f"`{line}` exited {code} after SIGINT:\n{bg.tail()}")
