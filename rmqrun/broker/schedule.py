@@ -31,6 +31,7 @@ from typing import Awaitable, Callable
 
 from loguru import logger
 
+from rmqrun.aio import cancel_and_wait
 from rmqrun.broker.messages import SCHEDULE_TOPIC, InnerMessage, StoredMessage, read_stored
 from rmqrun.broker.store import DiskFullError, GetMessageStatus, MessageStore
 from rmqrun.broker.store.json_file import JsonFile
@@ -124,13 +125,7 @@ class ScheduleService:
 
     async def stop(self) -> None:
         self._stopping = True
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         while self._steps:  # a step outlives its cancelled level task: its offset must be in the save below
             await asyncio.gather(*self._steps, return_exceptions=True)

@@ -175,11 +175,14 @@ class Connection:
             self._on_close(self)
 
     async def wait_closed(self) -> None:
-        if self._read_task is not None:
-            try:
-                await self._read_task
-            except (asyncio.CancelledError, Exception):
-                pass
+        """Wait until the reader has ended (:meth:`close` ends it). How it ended is not the caller's business; a
+        cancellation of the caller is, and is raised (``await`` on the reader with its outcome swallowed took that
+        cancellation for the reader's own and dropped it: a Ctrl-C landing in a client's close was lost)."""
+        reading = self._read_task
+        if reading is not None and reading is not asyncio.current_task():  # (a handler on the reader: it ends)
+            await asyncio.wait([reading])
+            if not reading.cancelled():
+                reading.exception()  # retrieved: asyncio does not log it again at exit
 
     # ----------------------------------------------------------------- requests
 

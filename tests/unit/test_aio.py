@@ -171,3 +171,30 @@ def test_a_deadline_in_a_handler_served_on_the_reader_never_cancels_the_reader()
 
     assert asyncio.run(reader()) == "reader went on"
     assert outcome == ["timed out"]
+
+
+def test_a_cancellation_landing_while_a_connection_waits_for_its_reader_is_raised() -> None:
+    """``Connection.wait_closed`` (every client's close goes through it) waits for the reader it ended. A
+    cancellation of the caller meanwhile is the caller's: it must come out, not be taken for the reader's
+    own and dropped (a Ctrl-C landing in a client's close was lost that way)."""
+    from rmqrun.remoting.connection import Connection
+
+    async def main() -> str:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        try:
+            conn = await Connection.open(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+            closing = asyncio.ensure_future(conn.wait_closed())
+            await asyncio.sleep(0.05)  # waiting for the reader, which reads on
+            closing.cancel()
+            try:
+                await closing
+            except asyncio.CancelledError:
+                return "cancelled" if not conn.closed else "cancelled, and the reader with it"
+            finally:
+                conn.close()
+                await conn.wait_closed()
+            return "returned"
+        finally:
+            server.close()
+
+    assert asyncio.run(main()) == "cancelled"

@@ -17,7 +17,7 @@ from typing import Any
 
 from loguru import logger
 
-from rmqrun.aio import wait_event
+from rmqrun.aio import cancel_and_wait, wait_event
 from rmqrun.broker.messages import InnerMessage, read_stored
 from rmqrun.broker.pop.checkpoint import PopCheckpoint
 from rmqrun.broker.pop.service import PopService, now_ms, record_queue_offset
@@ -64,11 +64,7 @@ class ReviveService:
     async def stop(self) -> None:
         self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait([self._task])
             self._task = None
 
     async def _run(self) -> None:
