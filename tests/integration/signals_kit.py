@@ -183,6 +183,16 @@ class RmqrunProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
+    def wait_log(self, text: str, timeout: float, what: str) -> None:
+        """Until ``text`` is in the log; when it does not come, the failure carries the log's tail and whether the
+        run still runs (a bare "timed out" told nothing of where a CI run's supervisor was)."""
+        try:
+            eventually(lambda: text in self.log(), what=what, timeout=timeout)
+        except AssertionError as exc:
+            assert self.proc is not None
+            state = "still running" if self.proc.poll() is None else f"exit code {self.proc.returncode}"
+            raise AssertionError(f"{exc} ({state}); the log's end:\n{self.log()[-4000:]}") from None
+
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Until the supervisor logs that it consumes (pool up, first rebalance done).
 

@@ -37,7 +37,7 @@ def test_run_started_before_the_broker_waits_and_then_handles_everything(tmp_pat
                          group="G_late", topic="Late", args=["--workers", "2"], ready_timeout=0,
                          settings={"RMQRUN_POLL_NAME_SERVER_INTERVAL_MS": "1000"},
                          env={"PROBE_RECORD": str(record), "NOTIFY_SOCKET": systemd.address})
-        wait_for(lambda: "cannot start consuming yet" in run.log(), 30, "the first failed start")
+        run.wait_log("cannot start consuming yet", 30, "the first failed start")
 
         def attempts() -> list[str] | None:
             """STATUS= of every attempt so far, once there are three (rmqrun must not give up meanwhile)."""
@@ -76,7 +76,7 @@ def test_run_started_before_the_broker_waits_and_then_handles_everything(tmp_pat
 def test_sigterm_while_waiting_for_the_cluster_exits_0(tmp_path: Path, runs: Runs) -> None:
     run = runs.start("wait-term", "workers.noop:handle", namesrv=f"127.0.0.1:{free_port()}", group="G_t",
                      topic="T", args=["--workers", "1"], ready_timeout=0)
-    wait_for(lambda: "cannot start consuming yet" in run.log(), 30, "the first failed start")
+    run.wait_log("cannot start consuming yet", 30, "the first failed start")
     run.signal(signal.SIGTERM)
     assert run.wait(30) == 0
     assert "SIGTERM received while waiting for the cluster" in run.log()
