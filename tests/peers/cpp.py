@@ -49,6 +49,15 @@ PEER_SCRIPT = Path(__file__).with_name("cpp_peer.py")
 # "deadline" line normally wins over a blind kill from here.
 START_DEADLINE_S = 20.0
 SHUTDOWN_DEADLINE_S = 20.0
+# The C++ producer's sync send gives each attempt the whole send timeout and, when one times out, sends
+# the message again to the next queue (3 attempts, no total budget; DefaultMQProducer::sendDefaultImpl).
+# The first copy is usually stored already: a broker that answers later than the timeout ends with the
+# message stored twice and SEND_OK reported. The client's own 3 s default let a CI box that stalled the
+# stub broker's thread for 3 s duplicate a message; tests want exactly what they sent, so the harness
+# waits far longer. A test about timeouts passes its own.
+SEND_TIMEOUT_MS = 15_000
+SEND_ATTEMPTS = 3
+SEND_DEADLINE_S = SEND_ATTEMPTS * SEND_TIMEOUT_MS / 1000 + 5.0  # the peer's watchdog: after every attempt
 STOP_GRACE_S = SHUTDOWN_DEADLINE_S + 5.0
 PROBE_TIMEOUT_S = 30.0
 
@@ -103,7 +112,7 @@ def run_producer(namesrv: str, *, topic: str, count: int, group: str = "PG_cpp_p
                  tags: Sequence[str] = (), keys_prefix: str | None = None, props: Mapping[str, str] | None = None,
                  orderly: bool = False, sharding_key_mod: int = 1, oneway: bool = False, batch: int = 0,
                  body_size: int | None = None, delay_level: int = 0, instance_name: str | None = None,
-                 send_timeout_ms: int = 3000, send_deadline: float = 15.0, keep_going: bool = False,
+                 send_timeout_ms: int = SEND_TIMEOUT_MS, send_deadline: float = SEND_DEADLINE_S, keep_going: bool = False,
                  log_level: str = "info", home: str | os.PathLike[str] | None = None,
                  timeout: float | None = None, check: bool = True,
                  credentials: tuple[str, str] | None = None) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 BROKER_NAME = "stub-broker"
 QUEUES_PER_TOPIC = 4
@@ -113,6 +113,8 @@ class StubCluster:
         self._next_commit_offset = 0
         self._cond = threading.Condition()
         self._servers: list[socketserver.ThreadingTCPServer] = []
+        # seconds to hold a (non-pull) request before answering it: a broker stalled by a loaded machine
+        self.stall: Callable[[Request], float] = lambda req: 0.0
         self.namesrv_port = self.broker_port = 0
 
     @property
@@ -144,6 +146,9 @@ class StubCluster:
     def handle(self, role: str, req: Request) -> tuple[int, dict[str, str], bytes]:
         with self._cond:
             self.requests.append(req)
+        delay = self.stall(req)
+        if delay > 0:
+            time.sleep(delay)
         if role == "namesrv":
             return self._route(req) if req.code == 105 else (NOT_SUPPORTED, {}, b"")
         handler = {10: self._send, 34: self._heartbeat, 35: self._unregister,

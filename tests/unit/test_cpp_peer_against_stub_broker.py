@@ -17,7 +17,7 @@ import pytest
 
 from tests.peers import cpp
 from tests.peers.cpp import EXIT_OK
-from tests.peers.stub_broker import StubCluster, parse_properties
+from tests.peers.stub_broker import Request, StubCluster, parse_properties
 
 pytestmark = pytest.mark.cpp
 
@@ -66,6 +66,35 @@ def test_cpp_producer_orderly_oneway_and_batch_sends_reach_the_stub(stub: StubCl
     assert batch_request.ext["batch"] == "1"  # SEND_MESSAGE with a batch body, not SEND_BATCH_MESSAGE
     stored = next(msgs for (topic, _), msgs in stub.queues.items() if topic == "T_batch")
     assert [m.properties["idx"] for m in stored] == ["0", "1", "2"]
+
+
+@needs_library
+def test_cpp_producer_sends_again_when_an_answer_outlives_the_send_timeout(stub: StubCluster) -> None:
+    """Why the harness's send timeout (cpp.SEND_TIMEOUT_MS) is far above the client's 3 s default.
+
+    A broker that stores a message but answers after the send timeout gets it a second time on
+    another queue, and the producer reports one SEND_OK: a stall of a loaded CI box once made a
+    consumer test see a message twice.
+    """
+    stalled: list[int] = []
+
+    def stall_the_first_send(request: Request) -> float:
+        if request.code != 10 or stalled:
+            return 0.0
+        stalled.append(request.code)
+        return 2.0
+
+    stub.stall = stall_the_first_send
+    results = cpp.run_producer(stub.namesrv, topic="T_twice", count=1, send_timeout_ms=500)
+    assert [r["status"] for r in results] == ["OK"]
+    stored = [(queue, m.properties["idx"]) for (topic, queue), msgs in stub.queues.items() if topic == "T_twice"
+              for m in msgs]
+    assert sorted(idx for _, idx in stored) == ["0", "0"] and len({queue for queue, _ in stored}) == 2
+
+    stalled.clear()
+    results = cpp.run_producer(stub.namesrv, topic="T_once", count=1)  # the harness's own timeout
+    assert [r["status"] for r in results] == ["OK"] and results[0]["elapsed_ms"] >= 2000
+    assert [m.properties["idx"] for (topic, _), msgs in stub.queues.items() if topic == "T_once" for m in msgs] == ["0"]
 
 
 @needs_library
