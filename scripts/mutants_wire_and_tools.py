@@ -463,6 +463,12 @@ MUTANTS: list[Mutant] = [
       "            await asyncio.wait([reading])\n",
       "            try:\n                await reading\n            except BaseException:\n                pass\n",
       U + "test_aio.py::test_a_cancellation_landing_while_a_connection_waits_for_its_reader_is_raised"),
+    m("producer-resends-after-a-timeout", "rmqrun/client/producer.py",
+      "a send whose attempt timed out before its budget was spent is sent again: a broker that stored it and "
+      "answered late holds a second copy",
+      "                if isinstance(exc, RequestTimeoutError):\n                    # The broker",
+      "                if False:\n                    # The broker",
+      U + "client/test_client_network.py::test_a_send_answered_too_late_is_not_sent_again"),
     m("status-watch-deaf-to-signals", "rmqrun/cli/status/command.py",
       "status --watch does not hear SIGINT/SIGTERM as a stop: Ctrl-C is a KeyboardInterrupt mid-round, SIGTERM kills",
       "    with stop_on_signals() as stop:\n        while not stop.is_set():",

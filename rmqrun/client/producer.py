@@ -50,7 +50,13 @@ from rmqrun.protocol.trace import (
     DEFAULT_TRACE_TOPIC, TRACE_GROUP_PREFIX, MessageType, TraceBean, TraceContext, TraceType,
 )
 from rmqrun.remoting.codes import ResponseCode
-from rmqrun.remoting.errors import AccessDeniedError, BrokerError, RemotingError, TopicNotExistError
+from rmqrun.remoting.errors import (
+    AccessDeniedError,
+    BrokerError,
+    RemotingError,
+    RequestTimeoutError,
+    TopicNotExistError,
+)
 from rmqrun.remoting.compression import COMPRESSION_ZLIB
 from rmqrun.remoting.message import SYSFLAG_COMPRESSED
 from rmqrun.remoting.message_batch import BatchItem, encode_batch
@@ -458,6 +464,11 @@ class Producer:
                 if not exc.retriable:
                     raise
                 last_error = exc
+                if isinstance(exc, RequestTimeoutError):
+                    # The broker may have stored what it answers late: another attempt would store a
+                    # second copy (the C++ client's way). The budget is spent anyway, unless a timer
+                    # fired a hair early (uvloop rounds to the millisecond); this does not lean on that.
+                    break
         if last_error is None:
             raise SendFailedError(f"send to {topic!r} timed out after {budget:.3g}s before any attempt",
                                   0, brokers)

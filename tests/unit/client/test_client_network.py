@@ -103,6 +103,7 @@ class FakeBroker:
     pull_answer: RemotingCommand | None = None
     got_send: asyncio.Event = field(default_factory=asyncio.Event)
     pulls_held: int = 0
+    answer_delay: float = 0.0  # seconds a stored send waits for its answer
 
     def __post_init__(self) -> None:
         self.server = RemotingServer("127.0.0.1", 0, name=f"fake-{self.name}")
@@ -126,6 +127,8 @@ class FakeBroker:
         count = len(decode_batch(cmd.body or b"")) if header.batch else 1
         self.offsets[header.queue_id] = offset + count
         ids = ",".join(offset_msg_id(self.address, 1000 * len(self.sends) + i) for i in range(count))
+        if self.answer_delay:
+            await asyncio.sleep(self.answer_delay)
         answer = SendMessageResponseHeader(msg_id=ids, queue_id=header.queue_id, queue_offset=offset,
                                            msg_region="DefaultRegion", trace_on=True)
         return cmd.response(ResponseCode.SUCCESS, ext_fields=answer.to_ext())
@@ -479,6 +482,37 @@ def test_producer_retries_on_another_broker_and_gives_up_cleanly() -> None:
                 r = await producer.send("T", b"x")  # connection refused on b: retried on a
                 assert r.queue.broker_name == "broker-a"
         await stop(ns, a)
+    run(main())
+
+
+def test_a_send_answered_too_late_is_not_sent_again() -> None:
+    """A broker may store a message and answer after the send timeout: the timed-out attempt ends
+    the send (as the Java client's spent budget does). The C++ client sends it again to the next
+    queue and stores a second copy (tests/unit/test_cpp_peer_against_stub_broker.py)."""
+    async def main() -> None:
+        ns, a, b = FakeNameServer(), FakeBroker("broker-a"), FakeBroker("broker-b")
+        await start(ns, a, b)
+        ns.routes["T"] = route_of("T", a, b)
+        async with Producer(ns.address, "PG", send_timeout=0.3) as producer:
+            a.answer_delay = b.answer_delay = 2.0
+            with pytest.raises(SendFailedError) as info:
+                await producer.send("T", b"late")
+            assert info.value.attempts == 1 and isinstance(info.value.__cause__, RequestTimeoutError)
+            assert len(a.sends) + len(b.sends) == 1
+
+            # The same when the attempt's timer fires before the send's budget is spent (a loop whose
+            # timers round, as uvloop's do to the millisecond): still one attempt, one stored copy.
+            real_send = producer.instance.broker.send
+
+            async def early_timer(*args: Any, timeout: float, **kwargs: Any) -> Any:
+                return await real_send(*args, timeout=min(timeout, 0.3), **kwargs)
+
+            producer.instance.broker.send = early_timer  # type: ignore[method-assign]
+            with pytest.raises(SendFailedError) as info:
+                await producer.send("T", b"late", timeout=5.0)
+            assert info.value.attempts == 1 and isinstance(info.value.__cause__, RequestTimeoutError)
+            assert len(a.sends) + len(b.sends) == 2
+        await stop(ns, a, b)
     run(main())
 
 
