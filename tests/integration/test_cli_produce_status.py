@@ -197,7 +197,9 @@ def test_status_per_queue_and_totals(eb) -> None:  # type: ignore[no-untyped-def
 
 
 def test_status_errors(eb) -> None:  # type: ignore[no-untyped-def]
-    proc = run_cli(["status", "--namesrv", eb.namesrv_address, "--group", "GST", "--topic", "NoSuchTopic"])
+    produce(eb.namesrv_address, "SE", 4)
+    _commit(eb, "GSE", "SE", {0: 1})  # a known group of its own: the test runs alone too
+    proc = run_cli(["status", "--namesrv", eb.namesrv_address, "--group", "GSE", "--topic", "NoSuchTopic"])
     assert proc.returncode == 1 and "topic 'NoSuchTopic' does not exist" in proc.stderr
     proc = run_cli(["status", "--namesrv", eb.namesrv_address])
     assert proc.returncode == 2 and "missing group (--group)" in proc.stderr
