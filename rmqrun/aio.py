@@ -81,14 +81,21 @@ def stop_on_signals(signals: Iterable[int] = STOP_SIGNALS) -> Iterator[asyncio.E
 
 async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], *, retry_every: float = 0.5) -> None:
     """Cancel ``tasks`` and wait until every one has finished, cancelling again if one goes on."""
+    tasks = list(tasks)  # walked twice: a generator would leave the outcomes unretrieved
     pending = {t for t in tasks if not t.done()}
     while pending:
         for task in pending:
             task.cancel()
         _, pending = await asyncio.wait(pending, timeout=retry_every)
+    retrieve(tasks)
+
+
+def retrieve(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Mark the outcome of every done task as seen: asyncio then does not log an exception nobody asked for
+    ("exception was never retrieved") when the task is collected."""
     for task in tasks:
         if task.done() and not task.cancelled():
-            task.exception()  # retrieved, so asyncio does not log it again at exit
+            task.exception()
 
 
 async def run_until_set(stop: asyncio.Event, aw: Awaitable[T]) -> "asyncio.Future[T]":

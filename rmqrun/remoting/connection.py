@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Generator
 
 from loguru import logger
 
-from rmqrun.aio import wait_for
+from rmqrun.aio import retrieve, wait_for
 from rmqrun.remoting import frame as codec
 from rmqrun.remoting.codes import FLAG_ONEWAY, ResponseCode, request_name
 from rmqrun.remoting.errors import (
@@ -181,8 +181,7 @@ class Connection:
         reading = self._read_task
         if reading is not None and reading is not asyncio.current_task():  # (a handler on the reader: it ends)
             await asyncio.wait([reading])
-            if not reading.cancelled():
-                reading.exception()  # retrieved: asyncio does not log it again at exit
+            retrieve([reading])
 
     # ----------------------------------------------------------------- requests
 

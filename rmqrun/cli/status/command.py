@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -65,8 +65,7 @@ def status(group: str | None, topics: tuple[str, ...], namesrv: str | None, conf
     try:
         rows, pop = asyncio.run(_ask(resolved["namesrv"], group_name, chosen, namespace, security))
     except Exception as exc:
-        _failed(exc, watch=False)
-        raise  # not reached: _failed exits or raises
+        _fatal(exc)
     _show(rows, pop, group_name, namespace, as_json)
 
 
@@ -93,7 +92,9 @@ async def _watch(namesrv: str, group: str, topics: list[str], as_json: bool, nam
                 return
             error = answered.exception()
             if error is not None:
-                _failed(error, watch=True)
+                if not _transient(error):
+                    _fatal(error)
+                error_line(str(error) or type(error).__name__)  # the next round tries again
             else:
                 rows, pop = answered.result()
                 if not as_json:
@@ -104,10 +105,19 @@ async def _watch(namesrv: str, group: str, topics: list[str], as_json: bool, nam
             await wait_event(stop, interval)
 
 
-def _failed(exc: BaseException, watch: bool) -> None:
-    """A round that failed. A refusal (ACL, TLS) or an unknown group ends the command with exit 1, under
-    --watch too; a transient failure (the cluster unreachable, a timeout) does too without --watch, and under
-    it is one error line, the next round trying again."""
+def _transient(exc: BaseException) -> bool:
+    """A failure the next --watch round may not meet: the cluster unreachable, a timeout. A refusal (ACL, TLS)
+    or an unknown group is not: it ends the command with exit 1, under --watch too."""
+    from rmqrun.admin.status import UnknownGroupError
+    from rmqrun.remoting.errors import AccessDeniedError, TlsError
+
+    return (isinstance(exc, (RmqrunError, OSError, asyncio.TimeoutError))
+            and not isinstance(exc, (UnknownGroupError, AccessDeniedError, TlsError)))
+
+
+def _fatal(exc: BaseException) -> NoReturn:
+    """End the command for a failed round: exit 1 with the reason (a refusal's own text); an error that is not
+    the cluster's (a bug) is raised as it is."""
     from rmqrun.admin.status import UnknownGroupError
     from rmqrun.remoting.errors import AccessDeniedError, TlsError
 
@@ -115,9 +125,7 @@ def _failed(exc: BaseException, watch: bool) -> None:
         fail(exc, str(exc))
     if not isinstance(exc, (RmqrunError, OSError, asyncio.TimeoutError)):
         raise exc
-    if not watch:
-        fail(exc)
-    error_line(str(exc) or type(exc).__name__)
+    fail(exc)
 
 
 def _show(rows: "list[QueueProgress]", pop: "PopView", group: str, namespace: str | None, as_json: bool) -> None:
