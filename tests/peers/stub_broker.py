@@ -137,6 +137,11 @@ class StubCluster:
             server.close_connections()
             server.server_close()
 
+    def stored(self, topic: str) -> list[Stored]:
+        """What the stub holds for ``topic``, every queue."""
+        with self._cond:
+            return [m for (t, _), msgs in self.queues.items() if t == topic for m in msgs]
+
     def seen(self, code: int) -> list[Request]:
         with self._cond:
             return [r for r in self.requests if r.code == code]

@@ -18,6 +18,7 @@ import pytest
 from tests.peers import cpp
 from tests.peers.cpp import EXIT_OK
 from tests.peers.stub_broker import Request, StubCluster, parse_properties
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.cpp
 
@@ -82,19 +83,22 @@ def test_cpp_producer_sends_again_when_an_answer_outlives_the_send_timeout(stub:
         if request.code != 10 or stalled:
             return 0.0
         stalled.append(request.code)
-        return 2.0
+        return 1.5  # a producer still shutting down at 3 s can abort (its first route refresh runs then)
 
     stub.stall = stall_the_first_send
-    results = cpp.run_producer(stub.namesrv, topic="T_twice", count=1, send_timeout_ms=500)
+    results = cpp.run_producer(stub.namesrv, topic="T_twice", count=1, send_timeout_ms=400)
     assert [r["status"] for r in results] == ["OK"]
-    stored = [(queue, m.properties["idx"]) for (topic, queue), msgs in stub.queues.items() if topic == "T_twice"
-              for m in msgs]
-    assert sorted(idx for _, idx in stored) == ["0", "0"] and len({queue for queue, _ in stored}) == 2
+    # The producer may have stored its next copy and exited while the stub still holds the first one, which is
+    # stored when the stall ends. (On a loaded box a later attempt may time out too and leave a third.)
+    copies = eventually(lambda: len(stub.stored("T_twice")) >= 2 and stub.stored("T_twice"),
+                        what="the stalled copy stored", timeout=30)
+    assert {m.properties["idx"] for m in copies} == {"0"} and len({m.queue_id for m in copies}) >= 2
 
     stalled.clear()
     results = cpp.run_producer(stub.namesrv, topic="T_once", count=1)  # the harness's own timeout
-    assert [r["status"] for r in results] == ["OK"] and results[0]["elapsed_ms"] >= 2000
-    assert [m.properties["idx"] for (topic, _), msgs in stub.queues.items() if topic == "T_once" for m in msgs] == ["0"]
+    assert [r["status"] for r in results] == ["OK"] and results[0]["elapsed_ms"] >= 1500
+    # it waited for the stalled answer: what the stub holds is final
+    assert [m.properties["idx"] for m in stub.stored("T_once")] == ["0"]
 
 
 @needs_library
